@@ -1,0 +1,94 @@
+"""``kubeplace bind``: verify a plan against the cluster as it is now, confirm, bind."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from kube.binder import Binding, BindResult, bind_all
+from kube.client import connect
+from kube.live import load_live_snapshot
+
+from cli.options import Source
+from cli.render import dump, stdout_console, table
+from kube.errors import InputError
+from models.config import Configuration, Profile
+from plan.checks import plugin_checks, verify_settings
+from plan.plan import Placement, placements_from_dict
+from plan.verify import verify
+from solver.solve import SolverOptions
+
+
+def run_bind(src: Source, config: Configuration, profile: Profile, options: SolverOptions,
+             plan_file: Path | None, dry_run: bool, yes: bool, output: str) -> bool:
+    if src.paths:
+        raise InputError("bind works on the live cluster; give no SOURCE (use --plan FILE to bind a saved plan)")
+    cluster = connect(src.kubeconfig, src.context)
+    snapshot = load_live_snapshot(cluster, scheduler_name=profile.schedulerName,
+                                  namespaces=src.namespaces(), selector=src.selector)
+    if plan_file is not None:
+        from cli.main import read_plan_file
+
+        placements = placements_from_dict(read_plan_file(plan_file), str(plan_file))
+    else:
+        from plan.pipeline import make_plan
+
+        placements = make_plan(snapshot, config, profile, options).plan.placements
+    placements = _with_current_uids(placements, snapshot)
+    triples = [(p.namespace, p.name, p.node) for p in placements]
+    violations = verify(snapshot, triples, verify_settings(config, profile),
+                        plugin_checks(config, profile, snapshot))
+    if violations:
+        for v in violations:
+            click.echo(f"refused: {v}", err=True)
+        click.echo(f"error: the plan fails verification ({len(violations)} violation(s)); nothing was bound",
+                   err=True)
+        return False
+    if not placements:
+        click.echo("nothing to bind")
+        return True
+    if not yes and not _confirm(len(placements), dry_run):
+        click.echo("aborted; nothing was bound", err=True)
+        return False
+    bindings = [Binding(p.namespace, p.name, p.uid, p.node) for p in placements]
+    results = bind_all(cluster, bindings, dry_run=dry_run)
+    _report(results, output, dry_run)
+    return all(r.outcome == "bound" for r in results)
+
+
+def _with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> tuple[Placement, ...]:
+    """A plan file may predate a pod being recreated under the same name: keep the uid it
+    was planned for (the API server then refuses the bind); fill it in when absent."""
+    from kube.objects import Snapshot
+
+    assert isinstance(snapshot, Snapshot)
+    uid = {(p.namespace, p.name): p.uid for p in snapshot.pending}
+    return tuple(p if p.uid else Placement(p.namespace, p.name, p.node, uid.get((p.namespace, p.name), ""),
+                                           p.gpus) for p in placements)
+
+
+def _confirm(count: int, dry_run: bool) -> bool:
+    if not sys.stdin.isatty():
+        click.echo("error: refusing to bind without confirmation on a non-interactive input; pass --yes",
+                   err=True)
+        return False
+    what = "validate (server dry run)" if dry_run else "bind"
+    return click.confirm(f"{what} {count} pod(s)?", default=False)
+
+
+def _report(results: list[BindResult], output: str, dry_run: bool) -> None:
+    if output in ("json", "yaml"):
+        data = {"dryRun": dry_run, "results": [
+            {"namespace": r.binding.namespace, "name": r.binding.name, "node": r.binding.node,
+             "outcome": r.outcome, "message": r.message} for r in results]}
+        click.echo(dump(data, output), nl=False)
+        return
+    rows = table("NAMESPACE", "POD", "NODE", "RESULT", "MESSAGE")
+    for r in results:
+        rows.add_row(r.binding.namespace, r.binding.name, r.binding.node, r.outcome, r.message)
+    console = stdout_console()
+    console.print(rows)
+    bound = sum(r.outcome == "bound" for r in results)
+    console.print(f"\n{bound}/{len(results)} bound{' (server dry run: nothing persisted)' if dry_run else ''}",
+                  highlight=False)

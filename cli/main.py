@@ -1,0 +1,123 @@
+"""The ``kubeplace`` command: thin click commands over library calls.
+
+Every KubeplaceError (bad input, bad config, cluster trouble) becomes one line on
+stderr and exit code 2; nothing is written to the cluster in that case.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from cli.options import OUTPUTS, Source, cluster_options, load_config, solver_options, solver_settings
+from cli.render import dump, print_plan, progress, stdout_console
+from kube.errors import KubeplaceError
+
+EXIT_INPUT = 2
+EXIT_INCOMPLETE = 1
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KubeplaceError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(EXIT_INPUT)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kubeplace")
+def main() -> None:
+    """kubeplace places pending Kubernetes pods by solving one optimisation problem
+    over the whole batch, instead of choosing nodes one pod at a time."""
+
+
+@main.command()
+@click.argument("source", nargs=-1, type=click.Path(path_type=Path, exists=True))
+@cluster_options
+@solver_options
+@click.option("-o", "--output", type=click.Choice(OUTPUTS), default="table", help="Output format.")
+def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
+         all_namespaces: bool, selector: str | None, config_path: Path | None, scheduler_name: str | None,
+         backend: str | None, time_limit: float | None, workers: int | None, gap: float | None,
+         seed: int | None, output: str) -> None:
+    """Show where every pending pod would go, and why the others cannot go anywhere.
+
+    SOURCE is YAML/JSON files or directories of Node and Pod objects (for example what
+    `kubectl get nodes,pods -A -o yaml` prints); without SOURCE, the current cluster.
+    Never writes anything.
+    """
+    from plan.pipeline import make_plan
+
+    config = load_config(config_path)
+    profile = config.profile(scheduler_name)
+    src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector)
+    snapshot = src.load(profile.schedulerName)
+    options = solver_settings(config, backend, time_limit, workers, gap, seed)
+    with progress(output in ("table", "wide")) as on_event:
+        planned = make_plan(snapshot, config, profile, options, on_event)
+    print_plan(planned.plan, output, stdout_console())
+
+
+@main.command()
+@click.argument("source", nargs=-1, type=click.Path(path_type=Path, exists=True))
+@cluster_options
+@solver_options
+@click.option("--plan", "plan_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              default=None, help="Bind this plan (written by `kubeplace plan -o yaml|json`) instead of planning.")
+@click.option("--dry-run", type=click.Choice(["none", "server"]), default="none",
+              help="server: the API server validates every binding without persisting it.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("-o", "--output", type=click.Choice(OUTPUTS), default="table", help="Output format of the report.")
+def bind(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
+         all_namespaces: bool, selector: str | None, config_path: Path | None, scheduler_name: str | None,
+         backend: str | None, time_limit: float | None, workers: int | None, gap: float | None,
+         seed: int | None, plan_file: Path | None, dry_run: str, yes: bool, output: str) -> None:
+    """Bind a plan through pods/binding, each pod's uid as precondition.
+
+    The plan is verified against the cluster as it is now before anything is bound;
+    a plan that fails verification is refused. Exit code 0 only when every pod was bound.
+    """
+    from cli.binding import run_bind
+
+    config = load_config(config_path)
+    profile = config.profile(scheduler_name)
+    options = solver_settings(config, backend, time_limit, workers, gap, seed)
+    src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector)
+    ok = run_bind(src, config, profile, options, plan_file, dry_run == "server", yes, output)
+    sys.exit(0 if ok else EXIT_INCOMPLETE)
+
+
+@main.command("config-check")
+@click.argument("config_path", type=click.Path(path_type=Path, dir_okay=False))
+def config_check(config_path: Path) -> None:
+    """Validate a PlacementConfiguration file and print what it enables."""
+    from models.plugins import in_tree_registry
+
+    config = load_config(config_path)
+    out = []
+    for p in config.profiles:
+        out.append({"schedulerName": p.schedulerName, "objective": p.objective,
+                    "plugins": p.plugin_names(config.registry)})
+    extra = sorted(set(config.registry) - set(in_tree_registry()))
+    click.echo(dump({"profiles": out, "userPlugins": extra,
+                     "solver": vars(config.solver)}, "yaml"), nl=False)
+
+
+def read_plan_file(path: Path) -> Any:
+    from kube.errors import InputError
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise InputError(f"malformed YAML/JSON: {e}".replace("\n", " "), file=str(path)) from None
+
+
+if __name__ == "__main__":
+    main()

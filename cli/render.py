@@ -1,0 +1,85 @@
+"""Printing plans: readable tables for people, JSON/YAML for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from plan.plan import Plan
+from solver.solve import Event
+
+PIPE_WIDTH = 400
+"""Columns when stdout is not a terminal: rows stay on one line, as kubectl prints them."""
+
+
+def stdout_console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH, soft_wrap=True)
+
+
+def dump(data: Any, output: str) -> str:
+    if output == "json":
+        return json.dumps(data, indent=2, sort_keys=False) + "\n"
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def table(*columns: str) -> Table:
+    out = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for c in columns:
+        out.add_column(c, overflow="fold")
+    return out
+
+
+def print_plan(plan: Plan, output: str, console: Console) -> None:
+    if output in ("json", "yaml"):
+        console.out(dump(plan.to_dict(), output), end="", highlight=False)
+        return
+    wide = output == "wide"
+    bindings = table("NAMESPACE", "POD", "NODE", *(["UID"] if wide else []))
+    for p in plan.placements:
+        bindings.add_row(p.namespace, p.name, p.node, *([p.uid] if wide else []))
+    if plan.placements:
+        console.print(bindings)
+    if plan.unplaced:
+        console.print()
+        reasons = table("NAMESPACE", "POD", "NOT PLACED BECAUSE")
+        for u in plan.unplaced:
+            reasons.add_row(u.namespace, u.name, "; ".join(u.reasons))
+        console.print(reasons)
+    console.print()
+    console.print(summary_text(plan), highlight=False)
+
+
+def summary_text(plan: Plan) -> str:
+    s = plan.summary
+    lines = [
+        f"Pods placed: {s.pods_placed}   not placed: {s.pods_unplaced - s.pods_left_to_default_scheduler}   "
+        f"left to the default scheduler: {s.pods_left_to_default_scheduler}",
+        "Utilisation: " + ", ".join(f"{u.resource} {u.before:.1%} -> {u.after:.1%}" for u in s.utilisation),
+        f"Objective ({s.profile}): {s.objective_before:.4f} -> {s.objective:.4f}",
+        f"Solver: {s.backend}, status {s.status}, placed weight {s.placed_weight}, bound "
+        f"{'n/a' if s.bound is None else s.bound}, gap {'n/a' if s.gap is None else f'{s.gap:.2%}'}, "
+        f"{s.seconds:.2f}s",
+    ]
+    return "\n".join(lines)
+
+
+@contextmanager
+def progress(enabled: bool) -> Iterator[Any]:
+    """A status line on a terminal (incumbent, bound, elapsed); nothing when piped."""
+    err = Console(stderr=True)
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    with err.status("solving...") as status:
+        def update(e: Event) -> None:
+            bound = "n/a" if e.bound is None else str(e.bound)
+            status.update(f"{e.step}: {e.pods_placed} pods placed (weight {e.placed_weight}, bound {bound}), "
+                          f"objective {e.objective:.4f}, {e.seconds:.1f}s")
+        yield update

@@ -1,0 +1,151 @@
+"""Errors kubeplace reports to its user.
+
+Every exception here is a :class:`KubeplaceError` whose ``str()`` is one line a user can act
+on; the CLI prints it and exits with status 2, never a traceback. Input problems name the file,
+the object and the field; cluster problems name the HTTP status and what the server said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class KubeplaceError(Exception):
+    """Base class: ``str(error)`` is the one-line message for the user."""
+
+
+class InputError(KubeplaceError):
+    """A snapshot file or object that kubeplace cannot use.
+
+    Code deep inside parsing often knows the field but not the file or object; it raises an
+    ``InputError`` with what it knows and the caller that knows more adds it with
+    :meth:`located`.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        file: str = "",
+        line: int | None = None,
+        obj: str = "",
+        field: str = "",
+        expected: str = "",
+    ) -> None:
+        self.problem = problem
+        self.file = file
+        self.line = line
+        self.obj = obj
+        self.field = field
+        self.expected = expected
+        super().__init__(str(self))
+
+    def located(self, *, file: str = "", obj: str = "", field_prefix: str = "") -> InputError:
+        """A copy with the file/object filled in when unknown so far and ``field_prefix``
+        prepended to the field path (``spec`` + ``containers[0]`` -> ``spec.containers[0]``)."""
+        field = self.field
+        if field_prefix:
+            field = field_prefix + ("" if not field or field.startswith("[") else ".") + field
+        return InputError(
+            self.problem,
+            file=self.file or file,
+            line=self.line,
+            obj=self.obj or obj,
+            field=field,
+            expected=self.expected,
+        )
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.file and self.line is not None else self.file
+        parts = [part for part in (where, self.obj, self.field) if part]
+        message = self.problem + (f" (expected {self.expected})" if self.expected else "")
+        return ": ".join([*parts, message])
+
+
+class ClusterError(KubeplaceError):
+    """Talking to the Kubernetes API failed.
+
+    ``status`` is the HTTP status when the server answered (None when it did not) and
+    ``reason`` the server's machine-readable reason (``AlreadyExists``, ``Conflict``...) if any.
+    """
+
+    kind = "error"
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        self.message = message
+        self.status = status
+        self.reason = reason
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigMissing(ClusterError):
+    """No kubeconfig and no in-cluster service account: nothing to connect with."""
+
+    kind = "config"
+
+
+class Unreachable(ClusterError):
+    """The API server did not answer: connection refused, DNS, TLS or timeout."""
+
+    kind = "unreachable"
+
+
+class Unauthorized(ClusterError):
+    """401: the credential is missing, wrong or expired."""
+
+    kind = "unauthorized"
+
+
+class Forbidden(ClusterError):
+    """403: authenticated, but RBAC does not allow this request."""
+
+    kind = "forbidden"
+
+
+class NotFound(ClusterError):
+    """404: the object (or the API kind) does not exist."""
+
+    kind = "not_found"
+
+
+class Conflict(ClusterError):
+    """409: for a binding, the pod is already bound, being deleted, gated or was replaced."""
+
+    kind = "conflict"
+
+
+class ApiFailure(ClusterError):
+    """Any other error answer from the API server (400, 422, 429, 5xx...)."""
+
+    kind = "api_failure"
+
+
+def expect_mapping(value: object, field: str) -> Mapping[str, Any]:
+    """``value`` as a mapping; None (an absent or empty YAML field) is an empty mapping."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"{type(value).__name__} is not a mapping", field=field, expected="a mapping")
+    return value
+
+
+def expect_list(value: object, field: str) -> list[Any]:
+    """``value`` as a list; None (an absent or empty YAML field) is an empty list."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"{type(value).__name__} is not a list", field=field, expected="a list")
+    return value
+
+
+def expect_str(value: object, field: str, default: str = "") -> str:
+    """``value`` as a string; YAML numbers and booleans are refused as the API server does."""
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InputError(f"{value!r} is not a string", field=field, expected="a string; quote it in YAML")
+    return value

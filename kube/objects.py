@@ -1,0 +1,123 @@
+"""Typed cluster objects: the part of Nodes and Pods that placement reads.
+
+Everything downstream of parsing works on these frozen dataclasses, never on raw
+dicts. Quantities are already exact integers here: milli-CPU for ``cpu``, bytes for
+``memory`` and ``ephemeral-storage``, plain counts for ``pods`` and extended
+resources, and milli-GPU shares for GPU-sharing requests (see ``kube.resources``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+GPU = "nvidia.com/gpu"
+
+NO_SCHEDULE = "NoSchedule"
+NO_EXECUTE = "NoExecute"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    operator: str  # "Equal" or "Exists"
+    value: str
+    effect: str  # "" tolerates every effect
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One node selector requirement (matchExpressions or matchFields entry)."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SelectorTerm:
+    """Requirements ANDed; terms of a node selector are ORed."""
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    ip: str = ""  # "" and "0.0.0.0" mean every address
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    source: str = field(default="", compare=False)
+    """Where it was read from, for messages; not part of equality (files and API agree)."""
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_name: str = ""
+    scheduler_name: str = "default-scheduler"
+    priority: int = 0
+    requests: Mapping[str, int] = field(default_factory=dict)
+    """Effective requests per resource (init containers, sidecars, overhead applied);
+    always includes ``pods: 1``."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_terms: tuple[SelectorTerm, ...] | None = None
+    """Required node affinity terms; None when the pod has none (matches every node)."""
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    phase: str = "Pending"
+    deleting: bool = False
+    scheduling_gates: tuple[str, ...] = ()
+    unmodelled: tuple[str, ...] = ()
+    """Rules kubeplace does not model for this pod; non-empty means it is left to the
+    default scheduler, with these reasons."""
+    owner_kind: str = ""
+    creation: str = ""
+    source: str = field(default="", compare=False)
+    """Where it was read from, for messages; not part of equality (files and API agree)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one planning run sees, taken at one moment."""
+
+    nodes: tuple[Node, ...]
+    pending: tuple[Pod, ...]
+    """Pods that are ours to place: unbound, not terminating, ungated, our scheduler name."""
+    bound: tuple[Pod, ...]
+    """Pods with a node, not finished: they use capacity."""
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    source: str = field(default="", compare=False)

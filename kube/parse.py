@@ -1,0 +1,420 @@
+"""Raw Kubernetes objects (camelCase dicts, as in YAML, JSON or the API) -> typed objects.
+
+:func:`build_snapshot` is the single place where a :class:`Snapshot` is assembled, whether the
+objects came from files (``kube.files``) or the API (``kube.live``): both sources therefore
+give equal snapshots for the same objects. Errors are :class:`InputError` naming the source,
+the object and the field.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kube.objects import HostPort, Node, Pod, Snapshot, Taint, Toleration
+from kube.quantity import QuantityError, resource_amount
+from kube.requests import is_sidecar, pod_requests
+from kube.selectors import matches, parse_selector, required_node_affinity
+
+RawObject = Mapping[str, Any]
+Sourced = tuple[RawObject, str]
+"""A raw object and where it was read from (a file path, or ``cluster`` for the API)."""
+
+DEFAULT_SCHEDULER = "default-scheduler"
+LIST_KINDS = frozenset({"List", "NodeList", "PodList", "NamespaceList"})
+IGNORED_KINDS = frozenset(
+    {
+        "PodGroup", "Workload", "PodDisruptionBudget", "PersistentVolumeClaim", "PersistentVolume",
+        "StorageClass", "CSINode", "CSIDriver", "PriorityClass", "Service", "Endpoints",
+        "EndpointSlice", "Ingress", "NetworkPolicy", "Deployment", "ReplicaSet", "StatefulSet",
+        "DaemonSet", "Job", "CronJob", "ReplicationController", "ControllerRevision",
+        "HorizontalPodAutoscaler", "ConfigMap", "Secret", "ServiceAccount", "Event", "Lease",
+        "ResourceQuota", "LimitRange", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+        "CustomResourceDefinition", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice",
+        "DeviceClass", "LeaderWorkerSet", "JobSet", "DeschedulerPolicy",
+    }
+)  # fmt: skip
+"""Kinds that may sit beside nodes and pods in a snapshot and do not change placement yet;
+:func:`kube.files.load_objects` still returns them for features that read them (PodGroups)."""
+
+REQUIRED_POD_AFFINITY = "required inter-pod affinity"
+REQUIRED_POD_ANTI_AFFINITY = "required inter-pod anti-affinity"
+HARD_TOPOLOGY_SPREAD = "DoNotSchedule topology spread"
+RESOURCE_CLAIMS = "dynamic resource claims"
+VOLUME_CLAIMS = "persistent volume claims"
+"""Reasons for ``Pod.unmodelled``: rules kubeplace does not model, so it leaves the pod to the
+default scheduler rather than risk a placement the cluster's policy forbids."""
+
+BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+
+
+def object_label(obj: RawObject) -> str:
+    """``Pod default/web-1``, ``Node n1``: how error messages name an object."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    name = metadata.get("name") or "?"
+    kind = obj.get("kind") or "object"
+    return f"{kind} {metadata.get('namespace') or 'default'}/{name}" if kind == "Pod" else f"{kind} {name}"
+
+
+def parse_node(obj: RawObject, source: str = "") -> Node:
+    try:
+        metadata = expect_mapping(obj.get("metadata"), "metadata")
+        spec = expect_mapping(obj.get("spec"), "spec")
+        status = expect_mapping(obj.get("status"), "status")
+        return Node(
+            name=_required_name(metadata),
+            uid=expect_str(metadata.get("uid"), "metadata.uid"),
+            labels=_string_map(metadata.get("labels"), "metadata.labels"),
+            taints=_taints(spec.get("taints")),
+            unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable"),
+            allocatable=_allocatable(status.get("allocatable")),
+            source=source,
+        )
+    except InputError as error:
+        raise error.located(file=source, obj=object_label(obj)) from None
+
+
+def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, int] | None = None) -> Pod:
+    """``priority_classes`` (name -> value) resolves ``priorityClassName`` for pod files that
+    lack ``spec.priority``, which admission would have filled in on a real cluster."""
+    try:
+        metadata = expect_mapping(obj.get("metadata"), "metadata")
+        spec = expect_mapping(obj.get("spec"), "spec")
+        status = expect_mapping(obj.get("status"), "status")
+        return Pod(
+            namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+            name=_required_name(metadata),
+            uid=expect_str(metadata.get("uid"), "metadata.uid"),
+            labels=_string_map(metadata.get("labels"), "metadata.labels"),
+            annotations=_string_map(metadata.get("annotations"), "metadata.annotations"),
+            node_name=expect_str(spec.get("nodeName"), "spec.nodeName"),
+            scheduler_name=expect_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER,
+            priority=_priority(spec, priority_classes or {}),
+            requests=pod_requests(obj),
+            node_selector=_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+            required_terms=required_node_affinity(spec),
+            tolerations=_tolerations(spec.get("tolerations")),
+            host_ports=_host_ports(spec),
+            phase=expect_str(status.get("phase"), "status.phase") or "Pending",
+            deleting=metadata.get("deletionTimestamp") is not None,
+            scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
+            unmodelled=unmodelled_reasons(spec),
+            owner_kind=_controller_kind(metadata.get("ownerReferences")),
+            creation=_timestamp(metadata.get("creationTimestamp"), "metadata.creationTimestamp"),
+            source=source,
+        )
+    except InputError as error:
+        raise error.located(file=source, obj=object_label(obj)) from None
+
+
+def parse_namespace_labels(obj: RawObject, source: str = "") -> tuple[str, Mapping[str, str]]:
+    """A Namespace object -> (name, labels)."""
+    try:
+        metadata = expect_mapping(obj.get("metadata"), "metadata")
+        return _required_name(metadata), _string_map(metadata.get("labels"), "metadata.labels")
+    except InputError as error:
+        raise error.located(file=source, obj=object_label(obj)) from None
+
+
+def flatten(objects: Iterable[Sourced]) -> Iterator[Sourced]:
+    """Objects with ``kind: List`` (as ``kubectl get -o yaml`` prints) replaced by their items,
+    after checking that every object is a mapping with ``kind`` and ``apiVersion``."""
+    for obj, source in objects:
+        check_object(obj, source)
+        if obj["kind"] in LIST_KINDS:
+            items = expect_list(obj.get("items"), "items")
+            for index, item in enumerate(items):
+                if isinstance(item, Mapping) and obj["kind"] != "List":
+                    item = {"kind": obj["kind"].removesuffix("List"), "apiVersion": obj["apiVersion"], **item}
+                try:
+                    yield from flatten([(item, source)])
+                except InputError as error:
+                    raise error.located(field_prefix=f"items[{index}]") from None
+        else:
+            yield obj, source
+
+
+def check_object(obj: object, source: str) -> None:
+    """A Kubernetes object is a mapping with a string ``kind`` and ``apiVersion``."""
+    if not isinstance(obj, Mapping):
+        raise InputError(
+            f"{type(obj).__name__} is not a Kubernetes object", file=source, expected="a mapping with kind"
+        )
+    for required in ("apiVersion", "kind"):
+        if not isinstance(obj.get(required), str) or not obj[required]:
+            raise InputError(f"missing {required}", file=source, obj=object_label(obj), field=required)
+
+
+def build_snapshot(
+    objects: Iterable[Sourced],
+    *,
+    scheduler_name: str = "kubeplace",
+    namespaces: set[str] | None = None,
+    selector: str | None = None,
+    source: str = "",
+) -> Snapshot:
+    """The snapshot of a set of raw objects, the same whether they came from files or the API.
+
+    ``pending`` holds the pods that are ours to place: no node, not terminating, no scheduling
+    gates, not finished, our scheduler name, and in ``namespaces`` (None = all) and matching
+    ``selector``. ``bound`` holds every pod with a node in the snapshot that has not finished,
+    whatever its scheduler or namespace, since it uses capacity there. Nodes are sorted by
+    name and pods by namespace/name, so the order of the input does not matter.
+    """
+    requirements = parse_selector(selector) if selector else ()
+    kinds = _by_kind(flatten(objects))
+    priority_classes = {**BUILTIN_PRIORITY_CLASSES, **_priority_class_values(kinds.get("PriorityClass", []))}
+    nodes = _unique_nodes(parse_node(obj, where) for obj, where in kinds.get("Node", []))
+    pods = _unique_pods(parse_pod(obj, where, priority_classes) for obj, where in kinds.get("Pod", []))
+    node_names = {node.name for node in nodes}
+    pending = [
+        pod
+        for pod in pods
+        if _is_pending(pod, scheduler_name)
+        and (namespaces is None or pod.namespace in namespaces)
+        and matches(requirements, pod.labels)
+    ]
+    bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
+    namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get("Namespace", []))
+    return Snapshot(
+        nodes=tuple(nodes),
+        pending=tuple(pending),
+        bound=tuple(bound),
+        namespace_labels=dict(sorted(namespace_labels.items())),
+        source=source,
+    )
+
+
+def _is_pending(pod: Pod, scheduler_name: str) -> bool:
+    return (
+        not pod.node_name
+        and not pod.deleting
+        and not pod.scheduling_gates
+        and not pod.finished
+        and pod.scheduler_name == scheduler_name
+    )
+
+
+def _by_kind(objects: Iterable[Sourced]) -> dict[str, list[Sourced]]:
+    kinds: dict[str, list[Sourced]] = {}
+    for obj, where in objects:
+        kind = obj["kind"]
+        if kind not in ("Node", "Pod", "Namespace") and kind not in IGNORED_KINDS:
+            raise InputError(
+                f"unknown kind {kind!r}",
+                file=where,
+                obj=object_label(obj),
+                field="kind",
+                expected="Node, Pod, Namespace, List or a known companion kind such as PodGroup",
+            )
+        kinds.setdefault(kind, []).append((obj, where))
+    return kinds
+
+
+def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:
+    by_name: dict[str, Node] = {}
+    for node in nodes:
+        if node.name in by_name:
+            first = by_name[node.name].source
+            raise InputError(
+                f"duplicate node (first defined in {first})", file=node.source, obj=f"Node {node.name}"
+            )
+        by_name[node.name] = node
+    return [by_name[name] for name in sorted(by_name)]
+
+
+def _unique_pods(pods: Iterable[Pod]) -> list[Pod]:
+    by_key: dict[tuple[str, str], Pod] = {}
+    for pod in pods:
+        key = (pod.namespace, pod.name)
+        if key in by_key:
+            first = by_key[key].source
+            raise InputError(
+                f"duplicate pod (first defined in {first})", file=pod.source, obj=f"Pod {pod.key}"
+            )
+        by_key[key] = pod
+    return [by_key[key] for key in sorted(by_key)]
+
+
+def _priority_class_values(objects: Iterable[Sourced]) -> dict[str, int]:
+    values: dict[str, int] = {}
+    for obj, where in objects:
+        metadata = expect_mapping(obj.get("metadata"), "metadata")
+        value = obj.get("value")
+        if isinstance(metadata.get("name"), str) and isinstance(value, int) and not isinstance(value, bool):
+            values[metadata["name"]] = value
+        elif not isinstance(value, int):
+            raise InputError("value is not an integer", file=where, obj=object_label(obj), field="value")
+    return values
+
+
+def _required_name(metadata: Mapping[str, Any]) -> str:
+    name = expect_str(metadata.get("name"), "metadata.name")
+    if not name:
+        raise InputError("missing name", field="metadata.name")
+    return name
+
+
+def _string_map(raw: object, field: str) -> dict[str, str]:
+    return {
+        str(key): expect_str(value, f"{field}.{key}") for key, value in expect_mapping(raw, field).items()
+    }
+
+
+def _bool(raw: object, field: str) -> bool:
+    if raw is None:
+        return False
+    if not isinstance(raw, bool):
+        raise InputError(f"{raw!r} is not a boolean", field=field, expected="true or false")
+    return raw
+
+
+def _taints(raw: object) -> tuple[Taint, ...]:
+    taints = []
+    for index, item in enumerate(expect_list(raw, "spec.taints")):
+        field = f"spec.taints[{index}]"
+        taint = expect_mapping(item, field)
+        taints.append(
+            Taint(
+                key=expect_str(taint.get("key"), f"{field}.key"),
+                value=expect_str(taint.get("value"), f"{field}.value"),
+                effect=expect_str(taint.get("effect"), f"{field}.effect"),
+            )
+        )
+    return tuple(taints)
+
+
+def _allocatable(raw: object) -> dict[str, int]:
+    amounts = {}
+    for resource, value in sorted(expect_mapping(raw, "status.allocatable").items()):
+        try:
+            amounts[str(resource)] = resource_amount(str(resource), value)
+        except QuantityError as error:
+            raise InputError(
+                error.problem, field=f"status.allocatable.{resource}", expected=error.expected
+            ) from None
+    return amounts
+
+
+def _priority(spec: Mapping[str, Any], priority_classes: Mapping[str, int]) -> int:
+    raw = spec.get("priority")
+    if raw is None:
+        class_name = expect_str(spec.get("priorityClassName"), "spec.priorityClassName")
+        return priority_classes.get(class_name, 0)
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise InputError(f"{raw!r} is not an integer", field="spec.priority", expected="an integer priority")
+    return raw
+
+
+def _scheduling_gates(raw: object) -> tuple[str, ...]:
+    gates = []
+    for index, item in enumerate(expect_list(raw, "spec.schedulingGates")):
+        gate = expect_mapping(item, f"spec.schedulingGates[{index}]")
+        gates.append(expect_str(gate.get("name"), f"spec.schedulingGates[{index}].name"))
+    return tuple(gates)
+
+
+def _controller_kind(raw: object) -> str:
+    for index, item in enumerate(expect_list(raw, "metadata.ownerReferences")):
+        reference = expect_mapping(item, f"metadata.ownerReferences[{index}]")
+        if reference.get("controller") is True:
+            return expect_str(reference.get("kind"), f"metadata.ownerReferences[{index}].kind")
+    return ""
+
+
+def _timestamp(raw: object, field: str) -> str:
+    """RFC 3339 text; YAML turns unquoted timestamps into datetimes, which are turned back."""
+    if isinstance(raw, datetime.datetime):
+        if raw.tzinfo is not None:
+            raw = raw.astimezone(datetime.UTC).replace(tzinfo=None)
+        return raw.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return expect_str(raw, field)
+
+
+def _tolerations(raw: object) -> tuple[Toleration, ...]:
+    found = []
+    for index, item in enumerate(expect_list(raw, "spec.tolerations")):
+        field = f"spec.tolerations[{index}]"
+        toleration = expect_mapping(item, field)
+        operator = expect_str(toleration.get("operator"), f"{field}.operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise InputError(
+                f"unknown operator {operator!r}", field=f"{field}.operator", expected="Equal or Exists"
+            )
+        key = expect_str(toleration.get("key"), f"{field}.key")
+        if not key and operator != "Exists":
+            raise InputError(
+                "an empty key needs operator Exists", field=f"{field}.operator", expected="Exists"
+            )
+        found.append(
+            Toleration(
+                key=key,
+                operator=operator,
+                value=expect_str(toleration.get("value"), f"{field}.value"),
+                effect=expect_str(toleration.get("effect"), f"{field}.effect"),
+            )
+        )
+    return tuple(found)
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Host ports of app containers and sidecars (init containers that keep running)."""
+    containers = [
+        (f"spec.containers[{index}]", container)
+        for index, container in enumerate(expect_list(spec.get("containers"), "spec.containers"))
+    ] + [
+        (f"spec.initContainers[{index}]", container)
+        for index, container in enumerate(expect_list(spec.get("initContainers"), "spec.initContainers"))
+        if isinstance(container, Mapping) and is_sidecar(container)
+    ]
+    found = []
+    for field, raw_container in containers:
+        container = expect_mapping(raw_container, field)
+        for index, raw_port in enumerate(expect_list(container.get("ports"), f"{field}.ports")):
+            port = expect_mapping(raw_port, f"{field}.ports[{index}]")
+            host_port = port.get("hostPort")
+            if host_port is None or host_port == 0:
+                continue
+            if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 < host_port < 65536:
+                raise InputError(
+                    f"invalid hostPort {host_port!r}",
+                    field=f"{field}.ports[{index}].hostPort",
+                    expected="1-65535",
+                )
+            protocol = expect_str(port.get("protocol"), f"{field}.ports[{index}].protocol") or "TCP"
+            host_ip = expect_str(port.get("hostIP"), f"{field}.ports[{index}].hostIP")
+            found.append(HostPort(port=host_port, protocol=protocol, ip=host_ip))
+    return tuple(found)
+
+
+def unmodelled_reasons(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Why kubeplace must leave this pod to the default scheduler; empty when it need not."""
+    affinity = expect_mapping(spec.get("affinity"), "spec.affinity")
+    reasons = []
+    for kind, reason in (
+        ("podAffinity", REQUIRED_POD_AFFINITY),
+        ("podAntiAffinity", REQUIRED_POD_ANTI_AFFINITY),
+    ):
+        rules = expect_mapping(affinity.get(kind), f"spec.affinity.{kind}")
+        if rules.get("requiredDuringSchedulingIgnoredDuringExecution"):
+            reasons.append(reason)
+    constraints = expect_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+    if any(
+        not isinstance(constraint, Mapping)
+        or constraint.get("whenUnsatisfiable", "DoNotSchedule") != "ScheduleAnyway"
+        for constraint in constraints
+    ):
+        reasons.append(HARD_TOPOLOGY_SPREAD)
+    if spec.get("resourceClaims"):
+        reasons.append(RESOURCE_CLAIMS)
+    volumes = expect_list(spec.get("volumes"), "spec.volumes")
+    if any(
+        isinstance(volume, Mapping) and ("persistentVolumeClaim" in volume or "ephemeral" in volume)
+        for volume in volumes
+    ):
+        reasons.append(VOLUME_CLAIMS)
+    return tuple(reasons)

@@ -1,0 +1,120 @@
+"""A pod's effective resource request, computed from its raw manifest.
+
+Mirrors ``PodRequests`` in k8s.io/component-helpers/resource/helpers.go::
+
+    request = max(sum(app containers) + sum(sidecars),
+                  max over ordinary init container i of (init_i + sidecars declared before i))
+    pod-level spec.resources.requests replace that for cpu, memory and hugepages-*
+    request += spec.overhead
+
+plus the API server's defaulting (a limit without a request is also the request), which pod
+files written by hand may lack. Every resource is counted, extended ones included, and
+``pods: 1`` is always there. Functions take the camelCase dicts of YAML/JSON manifests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kube.errors import InputError, expect_list, expect_mapping
+from kube.quantity import QuantityError, resource_amount
+
+Resources = dict[str, int]
+
+SIDECAR_RESTART_POLICY = "Always"
+"""An init container with ``restartPolicy: Always`` is a sidecar: it keeps running."""
+
+
+def is_pod_level_resource(resource: str) -> bool:
+    """Resources that pod-level ``spec.resources`` may set (PodLevelResources)."""
+    return resource in ("cpu", "memory") or resource.startswith("hugepages-")
+
+
+def parse_resource_list(raw: object, field: str) -> Resources:
+    """``{"cpu": "500m", "memory": "1Gi"}`` -> ``{"cpu": 500, "memory": 1073741824}``."""
+    amounts: Resources = {}
+    for resource, value in expect_mapping(raw, field).items():
+        try:
+            amounts[str(resource)] = resource_amount(str(resource), value)
+        except QuantityError as error:
+            raise InputError(error.problem, field=f"{field}.{resource}", expected=error.expected) from None
+    return amounts
+
+
+def resource_requests(resources: object, field: str) -> Resources:
+    """Requests of a ``resources`` block, a limit standing in for a missing request."""
+    block = expect_mapping(resources, field)
+    requests = parse_resource_list(block.get("limits"), f"{field}.limits")
+    requests.update(parse_resource_list(block.get("requests"), f"{field}.requests"))
+    return requests
+
+
+def container_requests(container: Mapping[str, Any], field: str) -> Resources:
+    return resource_requests(container.get("resources"), f"{field}.resources")
+
+
+def is_sidecar(init_container: Mapping[str, Any]) -> bool:
+    return init_container.get("restartPolicy") == SIDECAR_RESTART_POLICY
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
+    """The effective request of a pod manifest for every resource it asks for, plus ``pods: 1``.
+
+    Raises :class:`InputError` with the field path (``spec.containers[0].resources...``) on a
+    malformed spec or quantity; the caller adds the file and object.
+    """
+    spec = expect_mapping(pod.get("spec"), "spec")
+    requests = _sum(
+        container_requests(
+            expect_mapping(container, f"spec.containers[{index}]"), f"spec.containers[{index}]"
+        )
+        for index, container in enumerate(expect_list(spec.get("containers"), "spec.containers"))
+    )
+    requests = _max(requests, _init_containers_requests(spec, requests))
+    requests.update(_pod_level_requests(spec))
+    requests = _sum([requests, parse_resource_list(spec.get("overhead"), "spec.overhead")])
+    requests["pods"] = 1
+    return {resource: amount for resource, amount in sorted(requests.items()) if amount or resource == "pods"}
+
+
+def _init_containers_requests(spec: Mapping[str, Any], app_requests: Resources) -> Resources:
+    """Adds the sidecars to ``app_requests`` in place and returns the init-phase peak."""
+    sidecars_so_far: Resources = {}
+    init_peak: Resources = {}
+    init_containers = expect_list(spec.get("initContainers"), "spec.initContainers")
+    for index, raw in enumerate(init_containers):
+        field = f"spec.initContainers[{index}]"
+        container = expect_mapping(raw, field)
+        own = container_requests(container, field)
+        if is_sidecar(container):
+            for resource, amount in own.items():
+                app_requests[resource] = app_requests.get(resource, 0) + amount
+            sidecars_so_far = _sum([sidecars_so_far, own])
+            while_running = dict(sidecars_so_far)
+        else:
+            while_running = _sum([own, sidecars_so_far])
+        init_peak = _max(init_peak, while_running)
+    return init_peak
+
+
+def _pod_level_requests(spec: Mapping[str, Any]) -> Resources:
+    """Pod-level requests (limits standing in), restricted to the resources allowed there."""
+    if spec.get("resources") is None:
+        return {}
+    pod_level = resource_requests(spec.get("resources"), "spec.resources")
+    return {resource: amount for resource, amount in pod_level.items() if is_pod_level_resource(resource)}
+
+
+def _sum(lists: Iterable[Resources]) -> Resources:
+    total: Resources = {}
+    for resources in lists:
+        for resource, amount in resources.items():
+            total[resource] = total.get(resource, 0) + amount
+    return total
+
+
+def _max(first: Resources, second: Resources) -> Resources:
+    return {
+        resource: max(first.get(resource, 0), second.get(resource, 0)) for resource in first.keys() | second
+    }

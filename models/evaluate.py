@@ -1,0 +1,77 @@
+"""Exact values of the goals for an assignment, independent of any linearisation.
+
+These numbers are what plans report and what decides whether a solver's answer
+improves on the incumbent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from models.framework import LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from models.problem import Assignment, Problem
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def placed_weight(problem: Problem, a: Assignment) -> int:
+    return int((problem.weight[a.cls] * a.counts).sum())
+
+
+def pods_placed(a: Assignment) -> int:
+    return int(a.counts.sum())
+
+
+def utilisation(problem: Problem, a: Assignment) -> FloatArray:
+    """(N, R) requested / allocatable after placement; 0 where allocatable is 0."""
+    load = problem.used + a.load(problem)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(problem.capacity > 0, load / np.maximum(problem.capacity, 1), 0.0)
+
+
+def mean_utilisation(problem: Problem, a: Assignment) -> FloatArray:
+    """(R,) the cluster's mean utilisation, over the nodes that have the resource."""
+    u = utilisation(problem, a)
+    has = problem.capacity > 0
+    return np.where(has.any(axis=0), (u * has).sum(axis=0) / np.maximum(has.sum(axis=0), 1), 0.0)
+
+
+def balance(problem: Problem, a: Assignment, resource: str) -> float:
+    """sum_i (u_i - mu)^2 over the nodes having the resource; mu is their mean."""
+    r = problem.resource_index(resource)
+    if r is None:
+        return 0.0
+    has = problem.capacity[:, r] > 0
+    u = utilisation(problem, a)[has, r]
+    return float(((u - u.mean()) ** 2).sum()) if len(u) else 0.0
+
+
+def nodes_used(problem: Problem, a: Assignment) -> int:
+    pods = problem.resource_index("pods")
+    busy = np.zeros(problem.n_nodes, dtype=np.bool_)
+    if pods is not None:
+        busy |= problem.used[:, pods] > 0
+    busy[a.node[a.counts > 0]] = True
+    return int(busy.sum())
+
+
+def objective_value(problem: Problem, a: Assignment, terms: Sequence[ObjectiveTerm]) -> float:
+    """The second goal as the plan reports it (lower is better)."""
+    total = 0.0
+    for t in terms:
+        if isinstance(t, LoadBalanceTerm):
+            total += t.weight * balance(problem, a, t.resource)
+        elif isinstance(t, NodesUsedTerm):
+            total += t.weight * nodes_used(problem, a)
+    return total
+
+
+def better(problem: Problem, a: Assignment, b: Assignment, terms: Sequence[ObjectiveTerm]) -> bool:
+    """True when a beats b lexicographically (placed weight, then objective)."""
+    wa, wb = placed_weight(problem, a), placed_weight(problem, b)
+    if wa != wb:
+        return wa > wb
+    return objective_value(problem, a, terms) < objective_value(problem, b, terms) - 1e-9

@@ -1,0 +1,296 @@
+"""The model builder: an aggregated Problem (or a neighbourhood of it) as a LinearModel.
+
+Variables ``y[c, i]`` count class-c pods on node i, one per eligible pair of the
+neighbourhood's nodes. Goals are lexicographic and solved in stages:
+
+1. ``placement_model``: maximise the priority-weighted number of pods placed.
+2. ``objective_model``: keep stage 1's value as a constraint and minimise the score
+   plugins' terms. The squared deviation of a node's utilisation from the mean is
+   convex, so it is bounded below by its tangents at a few breakpoints
+   (``C s >= A_k L + B_k``): exact at the breakpoints, linear, integer coefficients,
+   and the same in CP-SAT and in a MILP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from models.framework import LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from models.linear import INF, LinearBuilder, LinearModel
+from models.problem import Assignment, Gang, IntArray, Problem
+
+FloatArray = npt.NDArray[np.float64]
+SCALE = 10_000
+"""Resolution of the balance term: (u - mu)^2 is counted in units of 1/SCALE."""
+BREAKPOINT_STEP = 0.05
+MEBIBYTE = 1 << 20
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """The nodes whose pods may change; everything placed elsewhere stays as it is."""
+
+    nodes: IntArray
+    fixed: Assignment
+
+    @staticmethod
+    def whole(problem: Problem) -> Neighbourhood:
+        return Neighbourhood(np.arange(problem.n_nodes, dtype=np.int64), Assignment.empty())
+
+
+@dataclass(frozen=True)
+class Formulation:
+    model: LinearModel
+    pair_cls: IntArray  # variable j < n_pairs is y[pair_cls[j], pair_node[j]]
+    pair_node: IntArray
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.pair_cls.shape[0])
+
+    def assignment(self, values: IntArray) -> Assignment:
+        y = np.asarray(values[: self.n_pairs], dtype=np.int64)
+        keep = y > 0
+        return Assignment(self.pair_cls[keep], self.pair_node[keep], y[keep])
+
+
+def grain(resource: str) -> int:
+    """Units of one step of load in the balance term (bytes are counted in MiB)."""
+    return MEBIBYTE if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-") else 1
+
+
+# --- shared pieces ----------------------------------------------------------------------
+
+
+@dataclass
+class _Builder:
+    problem: Problem
+    hood: Neighbourhood
+    lb: LinearBuilder
+    pair_cls: IntArray
+    pair_node: IntArray
+    y: IntArray  # variable index per pair
+
+    @staticmethod
+    def start(problem: Problem, hood: Neighbourhood) -> _Builder:
+        elig = problem.eligible[:, hood.nodes]
+        cls, local = np.nonzero(elig)
+        node = hood.nodes[local]
+        fixed_per_class = hood.fixed.placed_per_class(problem.n_classes)
+        remaining = problem.count - fixed_per_class
+        fit = _fit_count(problem, cls, node)
+        ub = np.minimum(remaining[cls], fit)
+        keep = ub > 0
+        cls, node, ub = cls[keep], node[keep], ub[keep]
+        builder = LinearBuilder()
+        y = builder.add_vars(np.zeros(len(cls), dtype=np.int64), ub)
+        b = _Builder(problem, hood, builder, cls.astype(np.int64), node.astype(np.int64), y)
+        b._count_rows(remaining)
+        b._capacity_rows()
+        b._group_cap_rows()
+        b._gang_rows(fixed_per_class)
+        return b
+
+    def _count_rows(self, remaining: IntArray) -> None:
+        order = np.argsort(self.pair_cls, kind="stable")
+        counts = np.bincount(self.pair_cls, minlength=self.problem.n_classes)
+        rows = np.nonzero(counts > 1)[0]
+        if len(rows) == 0:
+            return
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        cols = np.concatenate([self.y[order[starts[c]:starts[c + 1]]] for c in rows])
+        self.lb.add_rows(counts[rows], cols, np.ones(len(cols), dtype=np.int64), -INF, remaining[rows])
+
+    def _capacity_rows(self) -> None:
+        p = self.problem
+        order = np.lexsort((self.pair_cls, self.pair_node))
+        node_sorted = self.pair_node[order]
+        bounds = np.searchsorted(node_sorted, self.hood.nodes, side="left")
+        ends = np.searchsorted(node_sorted, self.hood.nodes, side="right")
+        ub = self.lb.upper_bounds()
+        free = p.free
+        for r in range(len(p.resources)):
+            d = p.demand[self.pair_cls[order], r]
+            for i, lo, hi in zip(self.hood.nodes, bounds, ends, strict=True):
+                if hi - lo < 1:
+                    continue
+                coef = d[lo:hi]
+                if int((coef * ub[order[lo:hi]]).sum()) <= free[i, r]:
+                    continue  # can never bind
+                nz = coef > 0
+                self.lb.add_row(self.y[order[lo:hi]][nz], coef[nz], -INF, int(free[i, r]))
+
+    def _group_cap_rows(self) -> None:
+        for cap in self.problem.group_caps:
+            member = np.isin(self.pair_cls, np.asarray(cap.classes, dtype=np.int64))
+            for i in self.hood.nodes:
+                sel = member & (self.pair_node == i)
+                if sel.sum() >= 1:
+                    self.lb.add_row(self.y[sel], np.ones(int(sel.sum()), dtype=np.int64), -INF, int(cap.cap[i]))
+
+    def _gang_rows(self, fixed_per_class: IntArray) -> None:
+        for gang in self.problem.gangs:
+            classes = np.asarray(gang.classes, dtype=np.int64)
+            fixed = int(fixed_per_class[classes].sum())
+            member = np.isin(self.pair_cls, classes)
+            (z,) = self.lb.add_vars(np.array([1 if fixed > 0 else 0]), np.array([1]))
+            cols = np.concatenate([self.y[member], [z]])
+            need = max(gang.min_member - fixed, 0)
+            # placed (in hood) + fixed >= min_member * z
+            self.lb.add_row(cols, np.concatenate([np.ones(int(member.sum()), np.int64), [-need]]), 0, INF)
+            # nothing placed unless z
+            size = int(self.problem.count[classes].sum())
+            self.lb.add_row(cols, np.concatenate([np.ones(int(member.sum()), np.int64), [-size]]), -INF, 0)
+
+    def placed_weight(self) -> tuple[IntArray, IntArray]:
+        return self.y, self.problem.weight[self.pair_cls]
+
+
+def _fit_count(problem: Problem, cls: IntArray, node: IntArray) -> IntArray:
+    """How many pods of class cls[j] fit alone on node[j]."""
+    d = problem.demand[cls]
+    f = problem.free[node]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(d > 0, f // np.maximum(d, 1), np.iinfo(np.int64).max)
+    return np.clip(per.min(axis=1), 0, None).astype(np.int64) if len(cls) else np.zeros(0, np.int64)
+
+
+def fixed_weight(problem: Problem, hood: Neighbourhood) -> int:
+    return int((problem.weight[hood.fixed.cls] * hood.fixed.counts).sum())
+
+
+def _values_from(builder: _Builder, assignment: Assignment | None) -> IntArray | None:
+    if assignment is None:
+        return None
+    y = assignment.dense(builder.problem.n_classes, builder.problem.n_nodes)
+    return y[builder.pair_cls, builder.pair_node]
+
+
+# --- stage 1 ----------------------------------------------------------------------------
+
+
+def placement_model(problem: Problem, hood: Neighbourhood, hint: Assignment | None = None) -> Formulation:
+    """Maximise the priority-weighted number of pods placed on the neighbourhood."""
+    b = _Builder.start(problem, hood)
+    cols, coefs = b.placed_weight()
+    b.lb.add_objective(cols, coefs)
+    values = _values_from(b, hint)
+    full = None if values is None else _complete_hint(b, values, [])
+    return Formulation(b.lb.build(maximize=True, offset=fixed_weight(problem, hood), hint=full),
+                       b.pair_cls, b.pair_node)
+
+
+# --- stage 2 ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Aux:
+    """An auxiliary variable block and how to compute its hint from loads."""
+
+    kind: str
+    var: int
+    node: int
+    resource: int = -1
+    slopes: tuple[int, ...] = ()
+    offsets: tuple[int, ...] = ()
+    scale: int = 1
+
+
+def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[ObjectiveTerm],
+                    min_weight: int, mu: FloatArray, hint: Assignment | None = None) -> Formulation:
+    """Minimise the objective terms while placing at least ``min_weight`` (stage 1)."""
+    b = _Builder.start(problem, hood)
+    cols, coefs = b.placed_weight()
+    b.lb.add_row(cols, coefs, min_weight - fixed_weight(problem, hood), INF)
+    aux: list[_Aux] = []
+    for term in terms:
+        if isinstance(term, LoadBalanceTerm):
+            aux += _balance_rows(b, term, mu)
+        elif isinstance(term, NodesUsedTerm):
+            aux += _nodes_used_rows(b, term)
+    values = _values_from(b, hint)
+    full = None if values is None else _complete_hint(b, values, aux)
+    return Formulation(b.lb.build(maximize=False, hint=full), b.pair_cls, b.pair_node)
+
+
+def breakpoints(u_min: float, mu: float) -> list[float]:
+    grid = [k * BREAKPOINT_STEP for k in range(int(1 / BREAKPOINT_STEP) + 1)]
+    return sorted({round(u, 6) for u in [u_min, mu, *grid] if u >= u_min - 1e-9 and 0 <= u <= 1})
+
+
+def _balance_rows(b: _Builder, term: LoadBalanceTerm, mu: FloatArray) -> list[_Aux]:
+    p = b.problem
+    r = p.resource_index(term.resource)
+    if r is None:
+        return []
+    g = grain(term.resource)
+    out = []
+    for i in b.hood.nodes:
+        cap = int(p.capacity[i, r]) // g
+        sel = np.nonzero(b.pair_node == i)[0]
+        if cap <= 0 or len(sel) == 0:
+            continue
+        base = int(p.used[i, r]) // g
+        d = -(-p.demand[b.pair_cls[sel], r] // g)
+        m = float(mu[r])
+        (s,) = b.lb.add_vars(np.array([0]), np.array([SCALE * term.weight * 4 + 1]))
+        slopes, offsets = [], []
+        for u in breakpoints(base / cap, m):
+            a = round(2 * SCALE * term.weight * (u - m))
+            off = round(SCALE * term.weight * ((u - m) ** 2 * cap + 2 * (u - m) * (base - u * cap)))
+            b.lb.add_row(np.concatenate([[s], b.y[sel]]), np.concatenate([[cap], -a * d]), off, INF)
+            slopes.append(a)
+            offsets.append(off)
+        b.lb.add_objective(np.array([s]), np.array([1]))
+        out.append(_Aux("balance", int(s), int(i), r, tuple(slopes), tuple(offsets), cap))
+    return out
+
+
+def _nodes_used_rows(b: _Builder, term: NodesUsedTerm) -> list[_Aux]:
+    p = b.problem
+    pods = p.resource_index("pods")
+    out = []
+    for i in b.hood.nodes:
+        if pods is not None and p.used[i, pods] > 0:
+            continue  # already in use whatever we do
+        sel = np.nonzero(b.pair_node == i)[0]
+        if len(sel) == 0:
+            continue
+        (o,) = b.lb.add_vars(np.array([0]), np.array([1]))
+        big = int(b.lb.upper_bounds()[b.y[sel]].sum())
+        b.lb.add_row(np.concatenate([b.y[sel], [o]]), np.concatenate([np.ones(len(sel), np.int64), [-big]]),
+                     -INF, 0)
+        b.lb.add_objective(np.array([o]), np.array([term.weight]))
+        out.append(_Aux("used", int(o), int(i)))
+    return out
+
+
+def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux]) -> IntArray:
+    """A value for every variable (y from the assignment, auxiliaries computed), so the
+    backend receives a complete, feasible hint."""
+    p = b.problem
+    values = np.zeros(b.lb.n_vars, dtype=np.int64)
+    values[b.y] = y_values
+    for gang_var, gang in _gang_vars(b):
+        placed = int(y_values[np.isin(b.pair_cls, np.asarray(gang.classes))].sum())
+        values[gang_var] = 1 if placed > 0 or values[gang_var] else 0
+    for a in aux:
+        sel = b.pair_node == a.node
+        if a.kind == "used":
+            values[a.var] = 1 if y_values[sel].sum() > 0 else 0
+            continue
+        g = grain(p.resources[a.resource])
+        load = int((-(-p.demand[b.pair_cls[sel], a.resource] // g) * y_values[sel]).sum())
+        need = max((s * load + off for s, off in zip(a.slopes, a.offsets, strict=True)), default=0)
+        values[a.var] = max(0, -(-need // a.scale))
+    return values
+
+
+def _gang_vars(b: _Builder) -> list[tuple[int, Gang]]:
+    """Gang z variables were added right after the y block, in gang order."""
+    start = int(b.y[-1]) + 1 if len(b.y) else 0
+    return [(start + k, g) for k, g in enumerate(b.problem.gangs)]

@@ -1,0 +1,28 @@
+"""The in-tree plugins and the registry that maps their names to factories."""
+
+from __future__ import annotations
+
+from models.framework import CONSTRAINT, FILTER, SCORE, PluginFactory, Registry
+from models.plugins import gpu_model, node_affinity, node_ports, node_unschedulable, objectives, taint_toleration
+from models.plugins import tenant as tenant_plugin
+
+
+def in_tree_registry() -> Registry:
+    """A fresh registry per run: no global mutable state."""
+    factories = [
+        PluginFactory(node_unschedulable.NAME, FILTER, None, node_unschedulable.build),
+        PluginFactory(node_affinity.NAME, FILTER, None, node_affinity.build),
+        PluginFactory(taint_toleration.NAME, FILTER, None, taint_toleration.build),
+        PluginFactory(node_ports.NAME, FILTER, None, node_ports.build),
+        PluginFactory(tenant_plugin.NAME, FILTER, tenant_plugin.TenantArgs, tenant_plugin.build),
+        PluginFactory(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build),
+        PluginFactory("Balance", SCORE, objectives.BalanceArgs, objectives.build_balance),
+        PluginFactory("BinPack", SCORE, objectives.BinPackArgs, objectives.build_binpack),
+    ]
+    return {f.name: f for f in factories}
+
+
+DEFAULT_FILTERS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
+                   tenant_plugin.NAME, gpu_model.NAME)
+PROFILE_SCORES = {"balance": ("Balance",), "binpack": ("BinPack",)}
+__all__ = ["CONSTRAINT", "DEFAULT_FILTERS", "PROFILE_SCORES", "in_tree_registry"]

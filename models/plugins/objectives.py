@@ -1,0 +1,62 @@
+"""Score plugins: the second lexicographic goal, after placing as many pods as possible.
+
+``Balance`` spreads load: sum over nodes and resources of weight * (u_i - mu)^2.
+``BinPack`` packs: fewest nodes in use (for GPU clusters and scale-down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from models.framework import LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, RunContext
+
+
+@dataclass(frozen=True)
+class ResourceWeight:
+    name: str
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class BalanceArgs:
+    resources: tuple[ResourceWeight, ...] = field(default_factory=lambda: (
+        ResourceWeight("cpu"), ResourceWeight("memory"), ResourceWeight("nvidia.com/gpu")))
+
+    def validate(self) -> list[str]:
+        return [f"resources[{i}].weight: expected an integer >= 0, got {r.weight}"
+                for i, r in enumerate(self.resources) if r.weight < 0]
+
+
+@dataclass(frozen=True)
+class Balance:
+    args: BalanceArgs
+    name: str = "Balance"
+
+    def terms(self) -> Sequence[ObjectiveTerm]:
+        return [LoadBalanceTerm(r.name, r.weight) for r in self.args.resources if r.weight > 0]
+
+
+@dataclass(frozen=True)
+class BinPackArgs:
+    weight: int = 1
+
+    def validate(self) -> list[str]:
+        return [] if self.weight >= 1 else [f"weight: expected an integer >= 1, got {self.weight}"]
+
+
+@dataclass(frozen=True)
+class BinPack:
+    args: BinPackArgs
+    name: str = "BinPack"
+
+    def terms(self) -> Sequence[ObjectiveTerm]:
+        return [NodesUsedTerm(self.args.weight)]
+
+
+def build_balance(args: BalanceArgs, _ctx: RunContext) -> Balance:
+    return Balance(args)
+
+
+def build_binpack(args: BinPackArgs, _ctx: RunContext) -> BinPack:
+    return BinPack(args)

@@ -1,0 +1,115 @@
+"""The backend-neutral placement problem, aggregated by pod class.
+
+Pods with identical requests and identical eligibility are interchangeable, so the
+problem counts them: ``y[c, i]`` = number of class-c pods put on node i. Every array
+is indexed by class (K), node (N) and resource (R) in that order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class GroupCap:
+    """At most ``cap[i]`` pods of ``classes`` together on node i (host ports, ...)."""
+
+    name: str
+    classes: tuple[int, ...]
+    cap: IntArray  # (N,)
+
+
+@dataclass(frozen=True)
+class Gang:
+    """All or nothing: either at least ``min_member`` of the gang's pods are placed or none.
+
+    ``classes`` hold only this gang's pods (gang membership is part of the class key).
+    """
+
+    name: str
+    classes: tuple[int, ...]
+    min_member: int
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Second lexicographic goal, after the priority-weighted number of placed pods.
+
+    ``profile`` is ``balance`` (minimise sum over nodes and resources of
+    w_r * (u_ir - mu_r)^2) or ``binpack`` (fewest nodes in use, then the same balance
+    term with a small weight ignored).
+    """
+
+    profile: str = "balance"
+    resource_weights: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
+
+
+@dataclass(frozen=True)
+class Problem:
+    resources: tuple[str, ...]
+    node_names: tuple[str, ...]
+    capacity: IntArray  # (N, R) allocatable
+    used: IntArray  # (N, R) requests of pods already bound
+    demand: IntArray  # (K, R) request of ONE pod of the class
+    count: IntArray  # (K,) pods in the class
+    weight: IntArray  # (K,) objective weight of placing one pod (from priority), >= 1
+    eligible: BoolArray  # (K, N) every filter passed and one pod fits the free capacity
+    members: tuple[tuple[int, ...], ...]  # per class: indices into Snapshot.pending
+    group_caps: tuple[GroupCap, ...] = ()
+    gangs: tuple[Gang, ...] = ()
+    objective: Objective = field(default_factory=Objective)
+
+    @property
+    def free(self) -> IntArray:
+        return self.capacity - self.used
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.count.shape[0])
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_names)
+
+    def resource_index(self, name: str) -> int | None:
+        return self.resources.index(name) if name in self.resources else None
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A placement in class counts, as COO triplets: ``counts[k]`` pods of class
+    ``cls[k]`` on node ``node[k]``. Pairs are unique."""
+
+    cls: IntArray
+    node: IntArray
+    counts: IntArray
+
+    @staticmethod
+    def empty() -> Assignment:
+        z = np.zeros(0, dtype=np.int64)
+        return Assignment(z, z.copy(), z.copy())
+
+    @staticmethod
+    def from_dense(y: IntArray) -> Assignment:
+        c, i = np.nonzero(y)
+        return Assignment(c.astype(np.int64), i.astype(np.int64), y[c, i].astype(np.int64))
+
+    def dense(self, n_classes: int, n_nodes: int) -> IntArray:
+        y = np.zeros((n_classes, n_nodes), dtype=np.int64)
+        np.add.at(y, (self.cls, self.node), self.counts)
+        return y
+
+    def placed_per_class(self, n_classes: int) -> IntArray:
+        return np.bincount(self.cls, weights=self.counts, minlength=n_classes).astype(np.int64)
+
+    def load(self, problem: Problem) -> IntArray:
+        """(N, R) requests that this assignment adds to each node."""
+        out = np.zeros((problem.n_nodes, len(problem.resources)), dtype=np.int64)
+        np.add.at(out, self.node, problem.demand[self.cls] * self.counts[:, None])
+        return out

@@ -1,0 +1,40 @@
+"""What the verifier needs from a profile: the tenant and GPU-model settings, and a
+single-pair check for each plugin the verifier does not know (user plugins)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kube.objects import Node, Pod, Snapshot
+from models.config import Configuration, Profile, instantiate
+from models.framework import FilterPlugin
+from models.plugins import gpu_model, in_tree_registry
+from models.plugins import tenant as tenant_plugin
+from plan.verify import VerifySettings
+
+PairCheck = Callable[[Pod, Node], str | None]
+
+
+def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
+    names = profile.plugin_names(config.registry)
+    t = profile.plugin_args.get(tenant_plugin.NAME) or tenant_plugin.TenantArgs()
+    g = profile.plugin_args.get(gpu_model.NAME) or gpu_model.GPUModelArgs()
+    return VerifySettings(
+        tenant_node_label=t.nodeLabel, tenant_pod_label=t.podLabel, tenant_namespace_label=t.namespaceLabel,
+        namespace_is_tenant=t.namespaceIsTenant, untenanted_nodes=t.untenantedNodes,
+        gpu_model_node_label=g.nodeLabel, gpu_model_pod_annotation=g.podAnnotation,
+        check_tenant=tenant_plugin.NAME in names, check_gpu_model=gpu_model.NAME in names,
+    )
+
+
+def plugin_checks(config: Configuration, profile: Profile, snapshot: Snapshot) -> Sequence[PairCheck]:
+    """User filter plugins checked pair by pair (the verifier re-implements the in-tree ones)."""
+    in_tree = set(in_tree_registry())
+    plugins = instantiate(config, profile, snapshot)
+    return [_pair_check(f) for f in plugins.filters if f.name not in in_tree]
+
+
+def _pair_check(plugin: FilterPlugin) -> PairCheck:
+    def check(pod: Pod, node: Node) -> str | None:
+        return None if bool(plugin.filter(pod, [node])[0]) else f"{plugin.name}: {plugin.reason}"
+    return check

@@ -1,0 +1,103 @@
+"""snapshot -> aggregated problem -> solve -> plan, as one library call.
+
+The CLI and the benchmarks call ``make_plan``; nothing here touches the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kube.objects import Pod, Snapshot
+from models import evaluate
+from models.aggregate import Aggregation, aggregate
+from models.config import Configuration, Profile, instantiate
+from models.framework import PluginSet
+from models.problem import Assignment, Objective
+from plan.explain import explain
+from plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
+from solver.solve import Event, SolveReport, SolverOptions, solve
+
+BALANCE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A plan and the intermediate results it came from (for verification, benchmarks)."""
+
+    plan: Plan
+    aggregation: Aggregation
+    report: SolveReport
+    plugins: PluginSet
+
+
+def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, options: SolverOptions,
+              on_event: Callable[[Event], None] | None = None) -> Planned:
+    plugins = instantiate(config, profile, snapshot)
+    agg = aggregate(snapshot, plugins, Objective(profile.objective))
+    report = solve(agg.problem, plugins.objective_terms, options, on_event)
+    plan = _to_plan(snapshot, agg, report, profile, plugins)
+    return Planned(plan, agg, report, plugins)
+
+
+def pods_per_node(agg: Aggregation, a: Assignment, pending: tuple[Pod, ...]) -> list[tuple[Pod, str]]:
+    """Class counts to pods: members of a class take its nodes in order."""
+    p = agg.problem
+    taken = np.zeros(p.n_classes, dtype=np.int64)
+    out = []
+    order = np.lexsort((a.node, a.cls))
+    for k in order:
+        c, i, n = int(a.cls[k]), int(a.node[k]), int(a.counts[k])
+        for member in p.members[c][taken[c]: taken[c] + n]:
+            out.append((pending[member], p.node_names[i]))
+        taken[c] += n
+    return out
+
+
+def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile: Profile,
+             plugins: PluginSet) -> Plan:
+    p = agg.problem
+    a = report.assignment
+    bound_pairs = pods_per_node(agg, a, snapshot.pending)
+    placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid) for pod, node in bound_pairs)
+    free_after = p.free - a.load(p)
+    placed_per_class = a.placed_per_class(p.n_classes)
+    unplaced: list[Unplaced] = []
+    for c in range(p.n_classes):
+        left = p.members[c][int(placed_per_class[c]):]
+        if left:
+            why = explain(agg, c, free_after)
+            unplaced += [Unplaced(snapshot.pending[m].namespace, snapshot.pending[m].name, (why,)) for m in left]
+    unplaced += [Unplaced(pod.namespace, pod.name, tuple(f"left to the default scheduler: {r}"
+                                                         for r in pod.unmodelled), True) for pod in agg.left]
+    empty = Assignment.empty()
+    summary = Summary(
+        pods_placed=len(placements),
+        pods_unplaced=len(unplaced),
+        pods_left_to_default_scheduler=len(agg.left),
+        placed_weight=report.placed_weight,
+        objective=round(report.objective, 6),
+        objective_before=round(evaluate.objective_value(p, empty, plugins.objective_terms), 6),
+        bound=report.bound,
+        gap=None if report.gap is None else round(report.gap, 6),
+        status=report.status,
+        seconds=round(report.seconds, 3),
+        backend=report.backend,
+        profile=profile.objective,
+        utilisation=_utilisation(agg, a),
+    )
+    return Plan(profile.schedulerName, placements, tuple(unplaced), summary, snapshot.source, report.steps)
+
+
+def _utilisation(agg: Aggregation, a: Assignment) -> tuple[ResourceUse, ...]:
+    p = agg.problem
+    total = p.capacity.sum(axis=0)
+    before = p.used.sum(axis=0)
+    after = before + a.load(p).sum(axis=0)
+    out = []
+    for r, name in enumerate(p.resources):
+        if name in (*BALANCE_RESOURCES, "pods") and total[r] > 0:
+            out.append(ResourceUse(name, round(float(before[r] / total[r]), 4), round(float(after[r] / total[r]), 4)))
+    return tuple(out)

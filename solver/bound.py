@@ -1,0 +1,56 @@
+"""An upper bound on the priority-weighted number of pods any placement can achieve.
+
+The LP relaxation of the aggregated model with nodes merged into node kinds (identical
+eligibility column and identical free capacity): capacities of a kind add up, counts
+become continuous. Everything dropped only loosens the model, so its optimum bounds
+every integer placement from above, and it stays small on any cluster size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.linear import INF, LinearBuilder
+from models.problem import IntArray, Problem
+from solver.backends import available_backends, get_backend
+from solver.backends.base import SolveSettings
+
+
+def node_kinds(problem: Problem) -> tuple[IntArray, int]:
+    """Kind index per node: nodes with equal free capacity and eligibility columns."""
+    keys = np.concatenate([problem.free, problem.eligible.T.astype(np.int64)], axis=1)
+    _, kind = np.unique(keys, axis=0, return_inverse=True)
+    kind = kind.reshape(-1).astype(np.int64)
+    return kind, int(kind.max()) + 1 if len(kind) else 0
+
+
+def placed_weight_bound(problem: Problem, time_limit: float = 10.0) -> int | None:
+    """The LP bound, or None when no LP-capable backend is installed."""
+    if problem.n_classes == 0 or problem.n_nodes == 0:
+        return 0
+    lp_backends = [b for b in ("highs", "cbc") if b in available_backends()]
+    if not lp_backends:
+        return None
+    kind, n_kinds = node_kinds(problem)
+    free = np.zeros((n_kinds, len(problem.resources)), dtype=np.int64)
+    np.add.at(free, kind, np.maximum(problem.free, 0))
+    elig_kind = np.zeros((problem.n_classes, n_kinds), dtype=np.bool_)
+    elig_kind[:, kind] = problem.eligible
+    cls, kd = np.nonzero(elig_kind)
+    b = LinearBuilder()
+    x = b.add_vars(np.zeros(len(cls), dtype=np.int64), problem.count[cls], integer=False)
+    for c in range(problem.n_classes):
+        sel = cls == c
+        if sel.sum() > 1:
+            b.add_row(x[sel], np.ones(int(sel.sum()), dtype=np.int64), -INF, int(problem.count[c]))
+    for k in range(n_kinds):
+        sel = kd == k
+        for r in range(len(problem.resources)):
+            coef = problem.demand[cls[sel], r]
+            if (coef > 0).any():
+                b.add_row(x[sel], coef, -INF, int(free[k, r]))
+    b.add_objective(x, problem.weight[cls])
+    result = get_backend(lp_backends[0]).solve(b.build(maximize=True), SolveSettings(time_limit, 1))
+    if not result.status.has_solution or result.objective is None:
+        return None
+    return int(np.floor(result.objective + 1e-6))

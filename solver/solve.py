@@ -1,0 +1,180 @@
+"""Solve orchestration: greedy first, then the exact backend improves within a budget.
+
+1. Greedy placements (best-fit, spread); the better one is the incumbent. It is a
+   valid answer on its own and the complete hint for the backend.
+2. The LP bound on what any placement can place.
+3. Small problems: the whole model, stage 1 (place) then stage 2 (objective).
+   Large problems: large-neighbourhood search (``solver.lns``) around the incumbent.
+The answer is never worse than the greedy one: a backend result replaces the
+incumbent only when it is better by the exact evaluation of ``models.evaluate``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from models import evaluate
+from models.formulation import Neighbourhood, objective_model, placement_model
+from models.framework import ObjectiveTerm
+from models.problem import Assignment, Problem
+from solver.backends import get_backend
+from solver.backends.base import Backend, BackendResult, SolveSettings, Status
+from solver.bound import placed_weight_bound
+from solver.greedy import POLICIES, greedy
+
+FULL_MODEL_PAIRS = 20_000
+"""Above this many eligible (class, node) pairs the whole model is not built at once."""
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    backend: str = "cpsat"
+    time_limit: float = 10.0
+    workers: int = 2
+    relative_gap: float = 0.0
+    seed: int = 0
+    full_model_pairs: int = FULL_MODEL_PAIRS
+
+
+@dataclass(frozen=True)
+class Event:
+    """Progress of a solve: the incumbent after some step."""
+
+    step: str
+    pods_placed: int
+    placed_weight: int
+    objective: float
+    bound: int | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SolveReport:
+    assignment: Assignment
+    status: str  # optimal | feasible | greedy
+    placed_weight: int
+    pods_placed: int
+    objective: float
+    bound: int | None  # upper bound on placed_weight
+    seconds: float
+    backend: str
+    steps: tuple[str, ...] = field(default=())
+
+    @property
+    def gap(self) -> float | None:
+        if self.bound is None or self.bound == 0:
+            return None if self.bound is None else 0.0
+        return max(0.0, (self.bound - self.placed_weight) / self.bound)
+
+
+@dataclass
+class _Run:
+    problem: Problem
+    terms: Sequence[ObjectiveTerm]
+    options: SolverOptions
+    on_event: Callable[[Event], None] | None
+    started: float
+    incumbent: Assignment
+    bound: int | None = None
+    steps: list[str] = field(default_factory=list)
+    proved: bool = False
+
+    def left(self) -> float:
+        return self.options.time_limit - (time.monotonic() - self.started)
+
+    def offer(self, candidate: Assignment, step: str) -> bool:
+        """Keeps ``candidate`` if it beats the incumbent (exact evaluation)."""
+        if not evaluate.better(self.problem, candidate, self.incumbent, self.terms):
+            return False
+        self.incumbent = candidate
+        self.steps.append(step)
+        self.emit(step)
+        return True
+
+    def emit(self, step: str) -> None:
+        if self.on_event:
+            p, a = self.problem, self.incumbent
+            self.on_event(Event(step, evaluate.pods_placed(a), evaluate.placed_weight(p, a),
+                                evaluate.objective_value(p, a, self.terms), self.bound,
+                                time.monotonic() - self.started))
+
+
+def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions = SolverOptions(),
+          on_event: Callable[[Event], None] | None = None) -> SolveReport:
+    started = time.monotonic()
+    candidates = [greedy(problem, policy) for policy in POLICIES]
+    best = candidates[0]
+    for c in candidates[1:]:
+        if evaluate.better(problem, c, best, terms):
+            best = c
+    run = _Run(problem, terms, options, on_event, started, best, steps=["greedy"])
+    run.bound = placed_weight_bound(problem, time_limit=max(1.0, options.time_limit / 10))
+    run.emit("greedy")
+    backend = get_backend(options.backend)
+    if int(problem.eligible.sum()) <= options.full_model_pairs:
+        _solve_whole(run, backend)
+    else:
+        from solver.lns import improve
+
+        improve(run, backend)
+    a = run.incumbent
+    status = "optimal" if run.proved else ("feasible" if len(run.steps) > 1 else "greedy")
+    return SolveReport(a, status, evaluate.placed_weight(problem, a), evaluate.pods_placed(a),
+                       evaluate.objective_value(problem, a, terms), run.bound,
+                       time.monotonic() - started, backend.name, tuple(run.steps))
+
+
+def settings_for(run: _Run, share: float) -> SolveSettings:
+    return SolveSettings(time_limit=max(0.05, run.left() * share), workers=run.options.workers,
+                         relative_gap=run.options.relative_gap, seed=run.options.seed)
+
+
+def stage_one(run: _Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult:
+    form = placement_model(run.problem, hood, _restrict(run.incumbent, hood))
+    result = backend.solve(form.model, settings_for(run, share))
+    if result.status.has_solution and result.values is not None:
+        run.offer(_merge(hood, form.assignment(result.values)), "place")
+    return result
+
+
+def stage_two(run: _Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult | None:
+    if not run.terms:
+        return None
+    mu = evaluate.mean_utilisation(run.problem, run.incumbent)
+    weight = evaluate.placed_weight(run.problem, run.incumbent)
+    form = objective_model(run.problem, hood, run.terms, weight, mu, _restrict(run.incumbent, hood))
+    result = backend.solve(form.model, settings_for(run, share))
+    if result.status.has_solution and result.values is not None:
+        run.offer(_merge(hood, form.assignment(result.values)), "objective")
+    return result
+
+
+def _solve_whole(run: _Run, backend: Backend) -> None:
+    hood = Neighbourhood.whole(run.problem)
+    placed = evaluate.placed_weight(run.problem, run.incumbent)
+    first_proved = run.bound is not None and placed >= run.bound
+    if not first_proved and run.left() > 0.1:
+        result = stage_one(run, backend, hood, 0.5)
+        first_proved = result.status == Status.OPTIMAL
+    if run.left() > 0.1:
+        second = stage_two(run, backend, hood, 1.0)
+        run.proved = first_proved and (second is None or second.status == Status.OPTIMAL)
+    if first_proved and run.bound is not None:
+        run.bound = min(run.bound, evaluate.placed_weight(run.problem, run.incumbent))
+
+
+def _restrict(a: Assignment, hood: Neighbourhood) -> Assignment:
+    import numpy as np
+
+    keep = np.isin(a.node, hood.nodes)
+    return Assignment(a.cls[keep], a.node[keep], a.counts[keep])
+
+
+def _merge(hood: Neighbourhood, inside: Assignment) -> Assignment:
+    import numpy as np
+
+    f = hood.fixed
+    return Assignment(np.concatenate([f.cls, inside.cls]), np.concatenate([f.node, inside.node]),
+                      np.concatenate([f.counts, inside.counts]))

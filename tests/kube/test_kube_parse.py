@@ -1,0 +1,225 @@
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from kube.errors import InputError
+from kube.objects import HostPort, Requirement, SelectorTerm, Taint, Toleration
+from kube.parse import (
+    HARD_TOPOLOGY_SPREAD,
+    REQUIRED_POD_AFFINITY,
+    REQUIRED_POD_ANTI_AFFINITY,
+    RESOURCE_CLAIMS,
+    VOLUME_CLAIMS,
+    parse_namespace_labels,
+    parse_node,
+    parse_pod,
+)
+from tests.builders import node, pod
+
+
+def test_node_fields() -> None:
+    built = node("n1").cpu("3920m").memory("16Gi").gpu(8).label("zone", "a").taint("gpu", "yes").unschedulable()
+    parsed = built.build()
+    assert parsed.name == "n1"
+    assert parsed.uid == "uid-node-n1"
+    assert parsed.labels["zone"] == "a"
+    assert parsed.taints == (Taint("gpu", "yes", "NoSchedule"),)
+    assert parsed.unschedulable
+    assert parsed.allocatable == {"cpu": 3920, "memory": 16 * 1024**3, "nvidia.com/gpu": 8, "pods": 110}
+    assert parsed.source == "builders"
+
+
+def test_node_bad_allocatable_names_file_object_and_field() -> None:
+    manifest = node("n1").allocatable("cpu", "12Zi").manifest()
+    with pytest.raises(InputError) as caught:
+        parse_node(manifest, "fixtures/x.yaml")
+    assert str(caught.value) == (
+        "fixtures/x.yaml: Node n1: status.allocatable.cpu: invalid quantity '12Zi' "
+        "(expected a Kubernetes quantity such as 500m, 2 or 1.5Gi)"
+    )
+
+
+def test_pod_fields() -> None:
+    built = (
+        pod("web-1", ns="shop")
+        .cpu("500m")
+        .memory("1Gi")
+        .gpu(1)
+        .label("app", "web")
+        .annotation("note", "x")
+        .selector("disk", "ssd")
+        .require("zone", "In", "a", "b")
+        .require("gen", "Gt", "3")
+        .or_term()
+        .require("spare", "Exists")
+        .tolerate("gpu", "yes", "NoSchedule")
+        .tolerate("", operator="Exists")
+        .host_port(8080)
+        .host_port(53, protocol="UDP", host_ip="10.0.0.1")
+        .priority(10)
+        .owner("ReplicaSet", "web-abc")
+        .created("2024-05-01T10:00:00Z")
+    )
+    parsed = built.build()
+    assert (parsed.namespace, parsed.name, parsed.key, parsed.uid) == ("shop", "web-1", "shop/web-1", "uid-shop-web-1")
+    assert parsed.labels == {"app": "web"}
+    assert parsed.annotations == {"note": "x"}
+    assert parsed.scheduler_name == "kubeplace"
+    assert parsed.priority == 10
+    assert parsed.requests == {"cpu": 500, "memory": 1024**3, "nvidia.com/gpu": 1, "pods": 1}
+    assert parsed.node_selector == {"disk": "ssd"}
+    assert parsed.required_terms == (
+        SelectorTerm(match_expressions=(Requirement("zone", "In", ("a", "b")), Requirement("gen", "Gt", ("3",)))),
+        SelectorTerm(match_expressions=(Requirement("spare", "Exists"),)),
+    )
+    assert parsed.tolerations == (Toleration("gpu", "Equal", "yes", "NoSchedule"), Toleration("", "Exists", "", ""))
+    assert parsed.host_ports == (HostPort(8080, "TCP", ""), HostPort(53, "UDP", "10.0.0.1"))
+    assert parsed.owner_kind == "ReplicaSet"
+    assert parsed.creation == "2024-05-01T10:00:00Z"
+    assert (parsed.phase, parsed.deleting, parsed.scheduling_gates, parsed.unmodelled) == ("Pending", False, (), ())
+    assert parsed.node_name == ""
+
+
+def test_pod_defaults() -> None:
+    manifest: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
+    parsed = parse_pod(manifest)
+    assert parsed.namespace == "default"
+    assert parsed.scheduler_name == "default-scheduler"
+    assert parsed.priority == 0
+    assert parsed.phase == "Pending"
+    assert parsed.required_terms is None
+    assert parsed.requests == {"pods": 1}
+
+
+def test_pod_state_fields() -> None:
+    parsed = pod("p").on("n1").phase("Succeeded").deleting().gate("wait").build()
+    assert parsed.node_name == "n1"
+    assert parsed.finished
+    assert parsed.deleting
+    assert parsed.scheduling_gates == ("wait",)
+
+
+def test_priority_from_priority_class_when_spec_priority_is_missing() -> None:
+    manifest = pod("p").spec("priorityClassName", "high").manifest()
+    assert parse_pod(manifest, priority_classes={"high": 5000}).priority == 5000
+    assert parse_pod(manifest).priority == 0
+
+
+def test_unquoted_yaml_timestamp_is_turned_back_into_text() -> None:
+    manifest = pod("p").manifest()
+    manifest["metadata"]["creationTimestamp"] = datetime.datetime(2024, 5, 1, 10, 0, tzinfo=datetime.UTC)
+    assert parse_pod(manifest).creation == "2024-05-01T10:00:00Z"
+
+
+def test_sidecar_host_ports_count_but_ordinary_init_ports_do_not() -> None:
+    init = [
+        {"name": "s", "image": "x", "restartPolicy": "Always", "ports": [{"containerPort": 9, "hostPort": 9000}]},
+        {"name": "i", "image": "x", "ports": [{"containerPort": 9, "hostPort": 9001}]},
+    ]
+    assert pod("p").spec("initContainers", init).build().host_ports == (HostPort(9000),)
+
+
+def test_matchfields() -> None:
+    affinity = _node_affinity([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}])
+    parsed = pod("p").spec("affinity", affinity).build()
+    assert parsed.required_terms == (SelectorTerm(match_fields=(Requirement("metadata.name", "In", ("n1",)),)),)
+
+
+def test_empty_term_is_kept_and_matches_nothing_downstream() -> None:
+    parsed = pod("p").spec("affinity", _node_affinity([{}])).build()
+    assert parsed.required_terms == (SelectorTerm(),)
+
+
+@pytest.mark.parametrize(
+    ("term", "field", "problem"),
+    [
+        ({"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["x"]}]}, "operator", "unknown operator 'Equals'"),
+        ({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}, "values", "Gt needs one integer value"),
+        ({"matchExpressions": [{"key": "a", "operator": "Lt", "values": ["1", "2"]}]}, "values", "Lt needs one integer"),
+        ({"matchExpressions": [{"key": "a", "operator": "In"}]}, "values", "In without values"),
+        ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, "values", "Exists with values"),
+        ({"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}, "key", "unsupported field"),
+    ],
+    ids=["bad-operator", "gt-not-integer", "lt-two-values", "in-empty", "exists-with-values", "field-not-name"],
+)
+def test_bad_node_affinity(term: dict[str, Any], field: str, problem: str) -> None:
+    manifest = pod("web-1").spec("affinity", _node_affinity([term])).manifest()
+    with pytest.raises(InputError) as caught:
+        parse_pod(manifest, "f.yaml")
+    error = caught.value
+    assert error.file == "f.yaml"
+    assert error.obj == "Pod default/web-1"
+    assert error.field.startswith(
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].match"
+    )
+    assert error.field.endswith(f"[0].{field}")
+    assert problem in error.problem
+
+
+def test_no_terms_is_an_error() -> None:
+    with pytest.raises(InputError, match="no node selector terms"):
+        pod("p").spec("affinity", _node_affinity([])).build()
+
+
+def test_bad_toleration_operator() -> None:
+    with pytest.raises(InputError, match=r"spec.tolerations\[0\].operator: unknown operator 'Equals'"):
+        pod("p").spec("tolerations", [{"key": "a", "operator": "Equals"}]).build()
+
+
+def test_labels_must_be_strings() -> None:
+    manifest = pod("p").manifest()
+    manifest["metadata"]["labels"] = {"tier": 1}
+    with pytest.raises(InputError, match=r"metadata.labels.tier: 1 is not a string \(expected a string; quote it"):
+        parse_pod(manifest)
+
+
+def test_missing_name() -> None:
+    with pytest.raises(InputError, match="metadata.name: missing name"):
+        parse_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {}})
+
+
+@pytest.mark.parametrize(
+    ("spec_field", "value", "reason"),
+    [
+        (
+            "affinity",
+            {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}},
+            REQUIRED_POD_AFFINITY,
+        ),
+        (
+            "affinity",
+            {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}},
+            REQUIRED_POD_ANTI_AFFINITY,
+        ),
+        ("topologySpreadConstraints", [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}], HARD_TOPOLOGY_SPREAD),
+        ("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}], RESOURCE_CLAIMS),
+        ("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}], VOLUME_CLAIMS),
+        ("volumes", [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}], VOLUME_CLAIMS),
+    ],
+)
+def test_unmodelled_reasons(spec_field: str, value: Any, reason: str) -> None:
+    assert pod("p").spec(spec_field, value).build().unmodelled == (reason,)
+
+
+@pytest.mark.parametrize(
+    ("spec_field", "value"),
+    [
+        ("affinity", {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}),
+        ("topologySpreadConstraints", [{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]),
+        ("volumes", [{"name": "tmp", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}}]),
+    ],
+)
+def test_modelled_or_scoring_only_rules_are_not_reasons(spec_field: str, value: Any) -> None:
+    assert pod("p").spec(spec_field, value).build().unmodelled == ()
+
+
+def test_namespace_labels() -> None:
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"t": "a"}}}
+    assert parse_namespace_labels(manifest) == ("team-a", {"t": "a"})
+
+
+def _node_affinity(terms: list[Any]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
