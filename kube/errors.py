@@ -126,6 +126,8 @@ class ApiFailure(ClusterError):
 
 def expect_mapping(value: object, field: str) -> Mapping[str, Any]:
     """``value`` as a mapping; None (an absent or empty YAML field) is an empty mapping."""
+    if type(value) is dict:  # the common case, without the slower ABC check
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -135,6 +137,8 @@ def expect_mapping(value: object, field: str) -> Mapping[str, Any]:
 
 def expect_list(value: object, field: str) -> list[Any]:
     """``value`` as a list; None (an absent or empty YAML field) is an empty list."""
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, list):
@@ -144,6 +148,8 @@ def expect_list(value: object, field: str) -> list[Any]:
 
 def expect_str(value: object, field: str, default: str = "") -> str:
     """``value`` as a string; YAML numbers and booleans are refused as the API server does."""
+    if type(value) is str:
+        return value
     if value is None:
         return default
     if not isinstance(value, str):

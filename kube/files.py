@@ -37,13 +37,14 @@ def load_snapshot(
 ) -> Snapshot:
     """The snapshot of the objects in ``paths``; see :func:`kube.parse.build_snapshot` for
     which pods are pending and which count as usage. ``namespaces`` None means all."""
-    return build_snapshot(
-        load_objects(paths),
-        scheduler_name=scheduler_name,
-        namespaces=namespaces,
-        selector=selector,
-        source=", ".join(str(path) for path in paths),
-    )
+    with _garbage_collector_paused():
+        return build_snapshot(
+            load_objects(paths),
+            scheduler_name=scheduler_name,
+            namespaces=namespaces,
+            selector=selector,
+            source=", ".join(str(path) for path in paths),
+        )
 
 
 def load_objects(paths: Sequence[Path]) -> list[Sourced]:
@@ -62,9 +63,7 @@ def snapshot_files(paths: Sequence[Path]) -> list[Path]:
         if path.is_dir():
             files.extend(
                 sorted(
-                    found
-                    for found in path.rglob("*")
-                    if found.is_file() and found.suffix.lower() in SNAPSHOT_SUFFIXES
+                    found for found in path.rglob("*") if found.is_file() and found.suffix.lower() in SNAPSHOT_SUFFIXES
                 )
             )
         elif path.is_file():

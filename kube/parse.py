@@ -126,21 +126,35 @@ def flatten(objects: Iterable[Sourced]) -> Iterator[Sourced]:
     for obj, source in objects:
         check_object(obj, source)
         if obj["kind"] in LIST_KINDS:
-            items = expect_list(obj.get("items"), "items")
-            for index, item in enumerate(items):
-                if isinstance(item, Mapping) and obj["kind"] != "List":
-                    item = {"kind": obj["kind"].removesuffix("List"), "apiVersion": obj["apiVersion"], **item}
-                try:
-                    yield from flatten([(item, source)])
-                except InputError as error:
-                    raise error.located(field_prefix=f"items[{index}]") from None
+            yield from _list_items(obj, source)
         else:
             yield obj, source
 
 
+def _list_items(container: RawObject, source: str) -> Iterator[Sourced]:
+    """The checked items of a List; typed lists (NodeList...) give their items the kind that
+    the API leaves out of each item."""
+    typed_kind = container["kind"].removesuffix("List")
+    try:
+        items = expect_list(container.get("items"), "items")
+    except InputError as error:
+        raise error.located(file=source, obj=object_label(container)) from None
+    for index, item in enumerate(items):
+        if typed_kind and isinstance(item, Mapping):
+            item = {"kind": typed_kind, "apiVersion": container["apiVersion"], **item}
+        try:
+            check_object(item, source)
+        except InputError as error:
+            raise error.located(field_prefix=f"items[{index}]") from None
+        if item["kind"] in LIST_KINDS:
+            yield from _list_items(item, source)
+        else:
+            yield item, source
+
+
 def check_object(obj: object, source: str) -> None:
     """A Kubernetes object is a mapping with a string ``kind`` and ``apiVersion``."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InputError(
             f"{type(obj).__name__} is not a Kubernetes object", file=source, expected="a mapping with kind"
         )
@@ -220,9 +234,7 @@ def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:
     for node in nodes:
         if node.name in by_name:
             first = by_name[node.name].source
-            raise InputError(
-                f"duplicate node (first defined in {first})", file=node.source, obj=f"Node {node.name}"
-            )
+            raise InputError(f"duplicate node (first defined in {first})", file=node.source, obj=f"Node {node.name}")
         by_name[node.name] = node
     return [by_name[name] for name in sorted(by_name)]
 
@@ -233,9 +245,7 @@ def _unique_pods(pods: Iterable[Pod]) -> list[Pod]:
         key = (pod.namespace, pod.name)
         if key in by_key:
             first = by_key[key].source
-            raise InputError(
-                f"duplicate pod (first defined in {first})", file=pod.source, obj=f"Pod {pod.key}"
-            )
+            raise InputError(f"duplicate pod (first defined in {first})", file=pod.source, obj=f"Pod {pod.key}")
         by_key[key] = pod
     return [by_key[key] for key in sorted(by_key)]
 
@@ -260,9 +270,7 @@ def _required_name(metadata: Mapping[str, Any]) -> str:
 
 
 def _string_map(raw: object, field: str) -> dict[str, str]:
-    return {
-        str(key): expect_str(value, f"{field}.{key}") for key, value in expect_mapping(raw, field).items()
-    }
+    return {str(key): expect_str(value, f"{field}.{key}") for key, value in expect_mapping(raw, field).items()}
 
 
 def _bool(raw: object, field: str) -> bool:
@@ -294,9 +302,7 @@ def _allocatable(raw: object) -> dict[str, int]:
         try:
             amounts[str(resource)] = resource_amount(str(resource), value)
         except QuantityError as error:
-            raise InputError(
-                error.problem, field=f"status.allocatable.{resource}", expected=error.expected
-            ) from None
+            raise InputError(error.problem, field=f"status.allocatable.{resource}", expected=error.expected) from None
     return amounts
 
 
@@ -342,14 +348,10 @@ def _tolerations(raw: object) -> tuple[Toleration, ...]:
         toleration = expect_mapping(item, field)
         operator = expect_str(toleration.get("operator"), f"{field}.operator") or "Equal"
         if operator not in ("Equal", "Exists"):
-            raise InputError(
-                f"unknown operator {operator!r}", field=f"{field}.operator", expected="Equal or Exists"
-            )
+            raise InputError(f"unknown operator {operator!r}", field=f"{field}.operator", expected="Equal or Exists")
         key = expect_str(toleration.get("key"), f"{field}.key")
         if not key and operator != "Exists":
-            raise InputError(
-                "an empty key needs operator Exists", field=f"{field}.operator", expected="Exists"
-            )
+            raise InputError("an empty key needs operator Exists", field=f"{field}.operator", expected="Exists")
         found.append(
             Toleration(
                 key=key,
@@ -404,8 +406,7 @@ def unmodelled_reasons(spec: Mapping[str, Any]) -> tuple[str, ...]:
             reasons.append(reason)
     constraints = expect_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
     if any(
-        not isinstance(constraint, Mapping)
-        or constraint.get("whenUnsatisfiable", "DoNotSchedule") != "ScheduleAnyway"
+        not isinstance(constraint, Mapping) or constraint.get("whenUnsatisfiable", "DoNotSchedule") != "ScheduleAnyway"
         for constraint in constraints
     ):
         reasons.append(HARD_TOPOLOGY_SPREAD)

@@ -9,6 +9,7 @@ so ``0.1m`` CPU is 1 milli-CPU and no float ever rounds a request down.
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 import re
 from decimal import Decimal
@@ -70,14 +71,20 @@ def count_value(value: object, resource: str) -> int:
     extended resources (``nvidia.com/gpu: 0.5`` is invalid)."""
     exact = parse_decimal(value)
     if exact != exact.to_integral_value():
-        raise QuantityError(
-            f"fractional quantity {str(value)!r} for {resource}", "a whole number such as 1 or 8"
-        )
+        raise QuantityError(f"fractional quantity {str(value)!r} for {resource}", "a whole number such as 1 or 8")
     return _non_negative_ceil(exact, value)
 
 
 def resource_amount(resource: str, value: object) -> int:
     """The integer amount of ``resource`` in its kubeplace unit (milli-CPU, bytes or count)."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return _cached_amount(resource, value)
+    raise QuantityError(f"invalid quantity {value!r}")
+
+
+# A cluster repeats a few quantity strings ("500m", "1Gi") many thousand times.
+@functools.lru_cache(maxsize=4096, typed=True)
+def _cached_amount(resource: str, value: str | int | float) -> int:
     if resource == "cpu":
         return milli_value(value)
     if is_byte_resource(resource):

@@ -66,9 +66,7 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     """
     spec = expect_mapping(pod.get("spec"), "spec")
     requests = _sum(
-        container_requests(
-            expect_mapping(container, f"spec.containers[{index}]"), f"spec.containers[{index}]"
-        )
+        container_requests(expect_mapping(container, f"spec.containers[{index}]"), f"spec.containers[{index}]")
         for index, container in enumerate(expect_list(spec.get("containers"), "spec.containers"))
     )
     requests = _max(requests, _init_containers_requests(spec, requests))
@@ -115,6 +113,4 @@ def _sum(lists: Iterable[Resources]) -> Resources:
 
 
 def _max(first: Resources, second: Resources) -> Resources:
-    return {
-        resource: max(first.get(resource, 0), second.get(resource, 0)) for resource in first.keys() | second
-    }
+    return {resource: max(first.get(resource, 0), second.get(resource, 0)) for resource in first.keys() | second}

@@ -228,9 +228,7 @@ def _term(raw: object, field: str) -> SelectorTerm:
         match_expressions=tuple(
             _expression(item, f"{field}.matchExpressions[{index}]") for index, item in enumerate(expressions)
         ),
-        match_fields=tuple(
-            _field(item, f"{field}.matchFields[{index}]") for index, item in enumerate(fields)
-        ),
+        match_fields=tuple(_field(item, f"{field}.matchFields[{index}]") for index, item in enumerate(fields)),
     )
 
 
@@ -241,9 +239,7 @@ def _expression(raw: object, field: str) -> Requirement:
         raise InputError("missing key", field=f"{field}.key")
     operator = expect_str(expression.get("operator"), f"{field}.operator")
     if operator not in OPERATORS:
-        raise InputError(
-            f"unknown operator {operator!r}", field=f"{field}.operator", expected=", ".join(OPERATORS)
-        )
+        raise InputError(f"unknown operator {operator!r}", field=f"{field}.operator", expected=", ".join(OPERATORS))
     values = tuple(
         expect_str(value, f"{field}.values[{index}]")
         for index, value in enumerate(expect_list(expression.get("values"), f"{field}.values"))
@@ -264,9 +260,7 @@ def _expression(raw: object, field: str) -> Requirement:
 def _field(raw: object, field: str) -> Requirement:
     requirement = _expression(raw, field)
     if requirement.key != "metadata.name":
-        raise InputError(
-            f"unsupported field {requirement.key!r}", field=f"{field}.key", expected="metadata.name"
-        )
+        raise InputError(f"unsupported field {requirement.key!r}", field=f"{field}.key", expected="metadata.name")
     if requirement.operator not in (IN, NOT_IN) or len(requirement.values) != 1:
         raise InputError(
             f"{requirement.operator} with {len(requirement.values)} values on metadata.name",

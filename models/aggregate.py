@@ -9,12 +9,22 @@ so the cost grows with classes x node kinds, not pods x nodes.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from models.framework import FilterPlugin, PluginSet
+from models.gpu import (
+    DEFAULT_CONVENTIONS,
+    WHOLE,
+    DeviceTable,
+    GpuConventions,
+    GpuNeed,
+    GpuRequestError,
+    devices_of,
+    gpu_need,
+)
 from models.problem import BoolArray, Gang, GroupCap, IntArray, Objective, Problem
 
 BASE_RESOURCES = (CPU, MEMORY, PODS)
@@ -51,8 +61,13 @@ class Aggregation:
     left: tuple[Pod, ...]  # pending pods left to the default scheduler (unmodelled rules)
 
 
-def resource_names(pending: Sequence[Pod]) -> tuple[str, ...]:
-    extra = sorted({r for p in pending for r in p.requests} - set(BASE_RESOURCES))
+def resource_names(pending: Sequence[Pod], conv: GpuConventions) -> tuple[str, ...]:
+    """Resources to model; GPU share resources are folded into the device resource,
+    which is then counted in milli-GPU."""
+    names = {r for p in pending for r in p.requests} - set(BASE_RESOURCES)
+    if names & set(conv.share_resources):
+        names.add(conv.device_resource)
+    extra = sorted(names - set(conv.share_resources))
     return BASE_RESOURCES + tuple(extra)
 
 
@@ -75,18 +90,34 @@ def priority_weights(priorities: IntArray, counts: IntArray) -> IntArray:
     return weights
 
 
-def _demand_vector(pod: Pod, resources: Sequence[str]) -> tuple[int, ...]:
-    return tuple(int(pod.requests.get(r, 0)) for r in resources)
+def _demand_vector(pod: Pod, resources: Sequence[str], gpu: GpuNeed, conv: GpuConventions) -> tuple[int, ...]:
+    return tuple(gpu.total if r == conv.device_resource else int(pod.requests.get(r, 0)) for r in resources)
 
 
-def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]) -> IntArray:
+def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str],
+           devices: DeviceTable, conv: GpuConventions) -> IntArray:
     index = {n.name: i for i, n in enumerate(nodes)}
     used = np.zeros((len(nodes), len(resources)), dtype=np.int64)
     for pod in bound:
         i = index.get(pod.node_name)
         if i is not None:
-            used[i] += _demand_vector(pod, resources)
+            used[i] += tuple(int(pod.requests.get(r, 0)) for r in resources)
+    if conv.device_resource in resources and devices.free.shape[1]:
+        g = resources.index(conv.device_resource)
+        used[:, g] = np.where(devices.free >= 0, WHOLE - devices.free, 0).sum(axis=1)
     return used
+
+
+def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions) -> tuple[list[Pod], list[GpuNeed], list[Pod]]:
+    """Pods with a readable GPU need, their needs, and the pods whose request is invalid."""
+    ok, needs, bad = [], [], []
+    for pod in pods:
+        try:
+            needs.append(gpu_need(pod.requests, conv))
+            ok.append(pod)
+        except GpuRequestError as e:
+            bad.append(replace(pod, unmodelled=(*pod.unmodelled, f"invalid GPU request: {e}")))
+    return ok, needs, bad
 
 
 def _group(keys: Sequence[Hashable]) -> tuple[IntArray, list[int]]:
@@ -111,18 +142,20 @@ def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequen
     return FilterTable(plugin, pod_key_of_class, node_group, masks)
 
 
-def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | None = None) -> Aggregation:
-    modelled = [p for p in snapshot.pending if not p.unmodelled]
-    left = tuple(p for p in snapshot.pending if p.unmodelled)
-    resources = resource_names(modelled)
+def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | None = None,
+              conv: GpuConventions = DEFAULT_CONVENTIONS) -> Aggregation:
+    modelled, needs, invalid = _gpu_needs([p for p in snapshot.pending if not p.unmodelled], conv)
+    left = tuple(p for p in snapshot.pending if p.unmodelled) + tuple(invalid)
+    resources = resource_names(modelled, conv)
     nodes = snapshot.nodes
-    capacity = np.array([[n.allocatable.get(r, 0) for r in resources] for n in nodes],
+    devices = DeviceTable.build(nodes, snapshot.bound, conv)
+    capacity = np.array([[_capacity(n, r, conv) for r in resources] for n in nodes],
                         dtype=np.int64).reshape(len(nodes), len(resources))
-    used = _usage(nodes, snapshot.bound, resources)
+    used = _usage(nodes, snapshot.bound, resources, devices, conv)
 
-    keyed = [(_demand_vector(p, resources), p.priority,
+    keyed = [(_demand_vector(p, resources, need, conv), (need.count, need.milli), p.priority,
               tuple(f.pod_key(p) for f in plugins.filters),
-              tuple(c.pod_key(p) for c in plugins.constraints)) for p in modelled]
+              tuple(c.pod_key(p) for c in plugins.constraints)) for p, need in zip(modelled, needs, strict=True)]
     class_of_pod, first = _group(keyed)
     members = [list[int]() for _ in first]
     pending_index = {id(p): i for i, p in enumerate(snapshot.pending)}
@@ -133,8 +166,12 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
     count = np.array([len(m) for m in members], dtype=np.int64)
     priority = np.array([p.priority for p in class_pods], dtype=np.int64)
 
+    gpu_count = np.array([keyed[i][1][0] for i in first], dtype=np.int64)
+    gpu_milli = np.array([keyed[i][1][1] for i in first], dtype=np.int64)
     tables = tuple(_filter_table(f, class_pods, nodes) for f in plugins.filters)
     eligible = _eligibility(tables, demand, capacity - used)
+    for c in np.nonzero(gpu_count > 0)[0]:
+        eligible[c] &= _device_fit(devices.free, GpuNeed(int(gpu_count[c]), int(gpu_milli[c])))
     view = ClassView(class_pods, nodes, _bound_by_node(snapshot.bound))
     rules = [r for c in plugins.constraints for r in c.constraints(view)]
     problem = Problem(
@@ -150,6 +187,9 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
         group_caps=tuple(r for r in rules if isinstance(r, GroupCap)),
         gangs=tuple(r for r in rules if isinstance(r, Gang)),
         objective=objective or Objective(),
+        gpu_count=gpu_count,
+        gpu_milli=gpu_milli,
+        device_free=devices.free,
     )
     return Aggregation(problem, class_pods, tables, left)
 
@@ -163,6 +203,19 @@ def _eligibility(tables: Sequence[FilterTable], demand: IntArray, free: IntArray
             row &= table.class_mask(c)
         eligible[c] = row
     return eligible
+
+
+def _capacity(node: Node, resource: str, conv: GpuConventions) -> int:
+    if resource == conv.device_resource:
+        return WHOLE * devices_of(node, conv)
+    return int(node.allocatable.get(resource, 0))
+
+
+def _device_fit(free: IntArray, need: GpuNeed) -> BoolArray:
+    """Nodes with at least ``count`` devices having ``milli`` free."""
+    if free.shape[1] == 0:
+        return np.zeros(free.shape[0], dtype=np.bool_)
+    return np.asarray((free >= need.milli).sum(axis=1) >= need.count, dtype=np.bool_)
 
 
 def _bound_by_node(bound: Sequence[Pod]) -> dict[str, list[Pod]]:

@@ -14,14 +14,15 @@ neighbourhood's nodes. Goals are lexicographic and solved in stages:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from models.formulation_gpu import _device_rows, _DeviceVars, device_hint, device_use
 from models.framework import LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from models.linear import INF, LinearBuilder, LinearModel
-from models.problem import Assignment, Gang, IntArray, Problem
+from models.problem import Assignment, DeviceUse, IntArray, Problem
 
 FloatArray = npt.NDArray[np.float64]
 SCALE = 10_000
@@ -45,8 +46,10 @@ class Neighbourhood:
 @dataclass(frozen=True)
 class Formulation:
     model: LinearModel
+    problem: Problem
     pair_cls: IntArray  # variable j < n_pairs is y[pair_cls[j], pair_node[j]]
     pair_node: IntArray
+    devices: _DeviceVars | None = None
 
     @property
     def n_pairs(self) -> int:
@@ -55,7 +58,9 @@ class Formulation:
     def assignment(self, values: IntArray) -> Assignment:
         y = np.asarray(values[: self.n_pairs], dtype=np.int64)
         keep = y > 0
-        return Assignment(self.pair_cls[keep], self.pair_node[keep], y[keep])
+        used = device_use(self.problem, self.pair_cls, self.pair_node, np.arange(self.n_pairs), self.devices,
+                          values) if self.problem.has_devices else DeviceUse.empty()
+        return Assignment(self.pair_cls[keep], self.pair_node[keep], y[keep], used)
 
 
 def grain(resource: str) -> int:
@@ -74,6 +79,9 @@ class _Builder:
     pair_cls: IntArray
     pair_node: IntArray
     y: IntArray  # variable index per pair
+    y_ub: IntArray  # upper bound per pair
+    devices: _DeviceVars | None = None
+    gang_vars: list[int] = field(default_factory=list)
 
     @staticmethod
     def start(problem: Problem, hood: Neighbourhood) -> _Builder:
@@ -88,9 +96,11 @@ class _Builder:
         cls, node, ub = cls[keep], node[keep], ub[keep]
         builder = LinearBuilder()
         y = builder.add_vars(np.zeros(len(cls), dtype=np.int64), ub)
-        b = _Builder(problem, hood, builder, cls.astype(np.int64), node.astype(np.int64), y)
+        b = _Builder(problem, hood, builder, cls.astype(np.int64), node.astype(np.int64), y, ub)
         b._count_rows(remaining)
         b._capacity_rows()
+        if problem.has_devices:
+            b.devices = _device_rows(b)
         b._group_cap_rows()
         b._gang_rows(fixed_per_class)
         return b
@@ -111,7 +121,7 @@ class _Builder:
         node_sorted = self.pair_node[order]
         bounds = np.searchsorted(node_sorted, self.hood.nodes, side="left")
         ends = np.searchsorted(node_sorted, self.hood.nodes, side="right")
-        ub = self.lb.upper_bounds()
+        ub = self.y_ub
         free = p.free
         for r in range(len(p.resources)):
             d = p.demand[self.pair_cls[order], r]
@@ -138,6 +148,7 @@ class _Builder:
             fixed = int(fixed_per_class[classes].sum())
             member = np.isin(self.pair_cls, classes)
             (z,) = self.lb.add_vars(np.array([1 if fixed > 0 else 0]), np.array([1]))
+            self.gang_vars.append(int(z))
             cols = np.concatenate([self.y[member], [z]])
             need = max(gang.min_member - fixed, 0)
             # placed (in hood) + fixed >= min_member * z
@@ -179,9 +190,9 @@ def placement_model(problem: Problem, hood: Neighbourhood, hint: Assignment | No
     cols, coefs = b.placed_weight()
     b.lb.add_objective(cols, coefs)
     values = _values_from(b, hint)
-    full = None if values is None else _complete_hint(b, values, [])
+    full = None if values is None else _complete_hint(b, values, [], hint)
     return Formulation(b.lb.build(maximize=True, offset=fixed_weight(problem, hood), hint=full),
-                       b.pair_cls, b.pair_node)
+                       problem, b.pair_cls, b.pair_node, b.devices)
 
 
 # --- stage 2 ----------------------------------------------------------------------------
@@ -198,6 +209,7 @@ class _Aux:
     slopes: tuple[int, ...] = ()
     offsets: tuple[int, ...] = ()
     scale: int = 1
+    load_var: int = -1
 
 
 def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[ObjectiveTerm],
@@ -213,8 +225,8 @@ def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[Objec
         elif isinstance(term, NodesUsedTerm):
             aux += _nodes_used_rows(b, term)
     values = _values_from(b, hint)
-    full = None if values is None else _complete_hint(b, values, aux)
-    return Formulation(b.lb.build(maximize=False, hint=full), b.pair_cls, b.pair_node)
+    full = None if values is None else _complete_hint(b, values, aux, hint)
+    return Formulation(b.lb.build(maximize=False, hint=full), problem, b.pair_cls, b.pair_node, b.devices)
 
 
 def breakpoints(u_min: float, mu: float) -> list[float]:
@@ -223,6 +235,8 @@ def breakpoints(u_min: float, mu: float) -> list[float]:
 
 
 def _balance_rows(b: _Builder, term: LoadBalanceTerm, mu: FloatArray) -> list[_Aux]:
+    """Per node: a load variable L (one equality row over the node's y), then the
+    tangent cuts on (s, L) alone, which keeps the rows two entries long."""
     p = b.problem
     r = p.resource_index(term.resource)
     if r is None:
@@ -237,16 +251,18 @@ def _balance_rows(b: _Builder, term: LoadBalanceTerm, mu: FloatArray) -> list[_A
         base = int(p.used[i, r]) // g
         d = -(-p.demand[b.pair_cls[sel], r] // g)
         m = float(mu[r])
+        (load,) = b.lb.add_vars(np.array([0]), np.array([int((d * b.y_ub[sel]).sum())]))
+        b.lb.add_row(np.concatenate([b.y[sel], [load]]), np.concatenate([d, [-1]]), 0, 0)
         (s,) = b.lb.add_vars(np.array([0]), np.array([SCALE * term.weight * 4 + 1]))
         slopes, offsets = [], []
         for u in breakpoints(base / cap, m):
             a = round(2 * SCALE * term.weight * (u - m))
             off = round(SCALE * term.weight * ((u - m) ** 2 * cap + 2 * (u - m) * (base - u * cap)))
-            b.lb.add_row(np.concatenate([[s], b.y[sel]]), np.concatenate([[cap], -a * d]), off, INF)
+            b.lb.add_row(np.array([s, load]), np.array([cap, -a]), off, INF)
             slopes.append(a)
             offsets.append(off)
         b.lb.add_objective(np.array([s]), np.array([1]))
-        out.append(_Aux("balance", int(s), int(i), r, tuple(slopes), tuple(offsets), cap))
+        out.append(_Aux("balance", int(s), int(i), r, tuple(slopes), tuple(offsets), cap, int(load)))
     return out
 
 
@@ -261,7 +277,7 @@ def _nodes_used_rows(b: _Builder, term: NodesUsedTerm) -> list[_Aux]:
         if len(sel) == 0:
             continue
         (o,) = b.lb.add_vars(np.array([0]), np.array([1]))
-        big = int(b.lb.upper_bounds()[b.y[sel]].sum())
+        big = int(b.y_ub[sel].sum())
         b.lb.add_row(np.concatenate([b.y[sel], [o]]), np.concatenate([np.ones(len(sel), np.int64), [-big]]),
                      -INF, 0)
         b.lb.add_objective(np.array([o]), np.array([term.weight]))
@@ -269,13 +285,15 @@ def _nodes_used_rows(b: _Builder, term: NodesUsedTerm) -> list[_Aux]:
     return out
 
 
-def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux]) -> IntArray:
+def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux], hint: Assignment | None) -> IntArray:
     """A value for every variable (y from the assignment, auxiliaries computed), so the
     backend receives a complete, feasible hint."""
     p = b.problem
     values = np.zeros(b.lb.n_vars, dtype=np.int64)
     values[b.y] = y_values
-    for gang_var, gang in _gang_vars(b):
+    if hint is not None:
+        device_hint(b, values, hint)
+    for gang_var, gang in zip(b.gang_vars, b.problem.gangs, strict=True):
         placed = int(y_values[np.isin(b.pair_cls, np.asarray(gang.classes))].sum())
         values[gang_var] = 1 if placed > 0 or values[gang_var] else 0
     for a in aux:
@@ -285,12 +303,7 @@ def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux]) -> IntA
             continue
         g = grain(p.resources[a.resource])
         load = int((-(-p.demand[b.pair_cls[sel], a.resource] // g) * y_values[sel]).sum())
+        values[a.load_var] = load
         need = max((s * load + off for s, off in zip(a.slopes, a.offsets, strict=True)), default=0)
         values[a.var] = max(0, -(-need // a.scale))
     return values
-
-
-def _gang_vars(b: _Builder) -> list[tuple[int, Gang]]:
-    """Gang z variables were added right after the y block, in gang order."""
-    start = int(b.y[-1]) + 1 if len(b.y) else 0
-    return [(start + k, g) for k, g in enumerate(b.problem.gangs)]

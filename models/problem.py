@@ -64,6 +64,16 @@ class Problem:
     group_caps: tuple[GroupCap, ...] = ()
     gangs: tuple[Gang, ...] = ()
     objective: Objective = field(default_factory=Objective)
+    gpu_count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(K,) GPU devices one pod of the class takes (0: none); empty when no class needs GPUs."""
+    gpu_milli: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(K,) milli-GPU it needs free on each of those devices (1000: whole GPUs)."""
+    device_free: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    """(N, D) free milli-GPU per device; -1 where a node has fewer devices."""
+
+    @property
+    def has_devices(self) -> bool:
+        return bool(self.gpu_count.shape[0]) and bool((self.gpu_count > 0).any())
 
     @property
     def free(self) -> IntArray:
@@ -82,18 +92,56 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class DeviceUse:
+    """GPU devices taken by placed pods, as COO: ``counts[k]`` pods of class ``cls[k]``
+    use device ``device[k]`` of node ``node[k]`` (a pod needing n devices appears on n)."""
+
+    cls: IntArray
+    node: IntArray
+    device: IntArray
+    counts: IntArray
+
+    @staticmethod
+    def empty() -> DeviceUse:
+        z = np.zeros(0, dtype=np.int64)
+        return DeviceUse(z, z.copy(), z.copy(), z.copy())
+
+    def select(self, keep: npt.NDArray[np.bool_]) -> DeviceUse:
+        return DeviceUse(self.cls[keep], self.node[keep], self.device[keep], self.counts[keep])
+
+    @staticmethod
+    def concat(parts: list[DeviceUse]) -> DeviceUse:
+        return DeviceUse(*(np.concatenate([getattr(p, f) for p in parts]).astype(np.int64)
+                           for f in ("cls", "node", "device", "counts")))
+
+
+@dataclass(frozen=True)
 class Assignment:
     """A placement in class counts, as COO triplets: ``counts[k]`` pods of class
-    ``cls[k]`` on node ``node[k]``. Pairs are unique."""
+    ``cls[k]`` on node ``node[k]``. Pairs are unique. ``devices`` says which GPU devices
+    the GPU pods take (empty when no class needs GPUs)."""
 
     cls: IntArray
     node: IntArray
     counts: IntArray
+    devices: DeviceUse = field(default_factory=DeviceUse.empty)
 
     @staticmethod
     def empty() -> Assignment:
         z = np.zeros(0, dtype=np.int64)
         return Assignment(z, z.copy(), z.copy())
+
+    def on_nodes(self, nodes: IntArray, inside: bool = True) -> Assignment:
+        """The part of this assignment on ``nodes`` (or, with inside=False, elsewhere)."""
+        keep = np.isin(self.node, nodes) == inside
+        dkeep = np.isin(self.devices.node, nodes) == inside
+        return Assignment(self.cls[keep], self.node[keep], self.counts[keep], self.devices.select(dkeep))
+
+    def merge(self, other: Assignment) -> Assignment:
+        """Union of two assignments on disjoint nodes."""
+        return Assignment(np.concatenate([self.cls, other.cls]), np.concatenate([self.node, other.node]),
+                          np.concatenate([self.counts, other.counts]),
+                          DeviceUse.concat([self.devices, other.devices]))
 
     @staticmethod
     def from_dense(y: IntArray) -> Assignment:

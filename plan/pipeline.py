@@ -42,18 +42,40 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, optio
     return Planned(plan, agg, report, plugins)
 
 
-def pods_per_node(agg: Aggregation, a: Assignment, pending: tuple[Pod, ...]) -> list[tuple[Pod, str]]:
-    """Class counts to pods: members of a class take its nodes in order."""
+def pods_per_node(agg: Aggregation, a: Assignment,
+                  pending: tuple[Pod, ...]) -> list[tuple[Pod, str, tuple[int, ...]]]:
+    """Class counts to pods: members of a class take its nodes in order, and GPU pods
+    their devices."""
     p = agg.problem
     taken = np.zeros(p.n_classes, dtype=np.int64)
+    devices = _devices_by_pair(a)
     out = []
     order = np.lexsort((a.node, a.cls))
     for k in order:
         c, i, n = int(a.cls[k]), int(a.node[k]), int(a.counts[k])
-        for member in p.members[c][taken[c]: taken[c] + n]:
-            out.append((pending[member], p.node_names[i]))
+        members = p.members[c][taken[c]: taken[c] + n]
+        per_pod = _split_devices(devices.get((c, i), []), n, int(p.gpu_count[c]) if p.has_devices else 0)
+        for member, devs in zip(members, per_pod, strict=True):
+            out.append((pending[member], p.node_names[i], devs))
         taken[c] += n
     return out
+
+
+def _devices_by_pair(a: Assignment) -> dict[tuple[int, int], list[int]]:
+    out: dict[tuple[int, int], list[int]] = {}
+    d = a.devices
+    for c, i, dev, k in zip(d.cls.tolist(), d.node.tolist(), d.device.tolist(), d.counts.tolist(), strict=True):
+        out.setdefault((c, i), []).extend([dev] * k)
+    return out
+
+
+def _split_devices(devices: list[int], pods: int, per_pod: int) -> list[tuple[int, ...]]:
+    """Deals the (sorted) device list out so that pod p takes entries p, p + pods, ...:
+    no device appears twice for one pod, since no device is listed more than ``pods`` times."""
+    if per_pod == 0 or not devices:
+        return [() for _ in range(pods)]
+    ordered = sorted(devices)
+    return [tuple(sorted(ordered[p::pods][:per_pod])) for p in range(pods)]
 
 
 def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile: Profile,
@@ -61,7 +83,7 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     p = agg.problem
     a = report.assignment
     bound_pairs = pods_per_node(agg, a, snapshot.pending)
-    placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid) for pod, node in bound_pairs)
+    placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs) for pod, node, devs in bound_pairs)
     free_after = p.free - a.load(p)
     placed_per_class = a.placed_per_class(p.n_classes)
     unplaced: list[Unplaced] = []

@@ -45,9 +45,7 @@ def improve(run: _Run, backend: Backend) -> None:
 
 
 def _hood(incumbent: Assignment, nodes: IntArray) -> Neighbourhood:
-    outside = ~np.isin(incumbent.node, nodes)
-    fixed = Assignment(incumbent.cls[outside], incumbent.node[outside], incumbent.counts[outside])
-    return Neighbourhood(np.sort(nodes), fixed)
+    return Neighbourhood(np.sort(nodes), incumbent.on_nodes(nodes, inside=False))
 
 
 def choose_nodes(problem: Problem, incumbent: Assignment, rng: np.random.Generator, size: int,

@@ -22,9 +22,9 @@ from models.problem import Assignment, Problem
 from solver.backends import get_backend
 from solver.backends.base import Backend, BackendResult, SolveSettings, Status
 from solver.bound import placed_weight_bound
-from solver.greedy import POLICIES, greedy
+from solver.greedy import FGD, POLICIES, greedy
 
-FULL_MODEL_PAIRS = 20_000
+FULL_MODEL_PAIRS = 2_000
 """Above this many eligible (class, node) pairs the whole model is not built at once."""
 
 
@@ -104,7 +104,7 @@ class _Run:
 def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions = SolverOptions(),
           on_event: Callable[[Event], None] | None = None) -> SolveReport:
     started = time.monotonic()
-    candidates = [greedy(problem, policy) for policy in POLICIES]
+    candidates = [greedy(problem, policy) for policy in POLICIES if policy != FGD or problem.has_devices]
     best = candidates[0]
     for c in candidates[1:]:
         if evaluate.better(problem, c, best, terms):
@@ -166,15 +166,8 @@ def _solve_whole(run: _Run, backend: Backend) -> None:
 
 
 def _restrict(a: Assignment, hood: Neighbourhood) -> Assignment:
-    import numpy as np
-
-    keep = np.isin(a.node, hood.nodes)
-    return Assignment(a.cls[keep], a.node[keep], a.counts[keep])
+    return a.on_nodes(hood.nodes)
 
 
 def _merge(hood: Neighbourhood, inside: Assignment) -> Assignment:
-    import numpy as np
-
-    f = hood.fixed
-    return Assignment(np.concatenate([f.cls, inside.cls]), np.concatenate([f.node, inside.node]),
-                      np.concatenate([f.counts, inside.counts]))
+    return hood.fixed.merge(inside)

@@ -255,9 +255,7 @@ def snapshot_of(
     selector: str | None = None,
 ) -> Snapshot:
     """The snapshot of these objects, built exactly as from files or the API."""
-    return build_snapshot(
-        _manifests(builders), scheduler_name=scheduler_name, namespaces=namespaces, selector=selector
-    )
+    return build_snapshot(_manifests(builders), scheduler_name=scheduler_name, namespaces=namespaces, selector=selector)
 
 
 def _manifests(

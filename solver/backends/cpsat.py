@@ -17,6 +17,13 @@ Variables keep their bounds as given, so a variable bounded by ``INF`` (2**53) t
 coefficient can overflow CP-SAT's int64 arithmetic; CP-SAT then rejects the model, which is
 reported as ``Status.ERROR`` with CP-SAT's validation message. Row bounds at or beyond ``INF``
 mean "none" and become the int64 limits.
+
+Results: the objective is recomputed exactly from the values (offset included); the bound is
+CP-SAT's best bound plus the offset. CP-SAT answers OPTIMAL when it stops at
+``relative_gap_limit``; that is reported as FEASIBLE unless bound and objective meet. The time
+limit covers the whole call (the solver gets what building left), but CP-SAT's presolve can
+overrun it on very large models; if no solution came back, a feasible hint is returned as
+FEASIBLE (without a bound: a run stopped in presolve reports none).
 """
 
 from __future__ import annotations
@@ -176,15 +183,13 @@ def _read_response(response: Any, cp: Any, model: LinearModel, start: float) -> 
     seconds = time.perf_counter() - start
     if name == "MODEL_INVALID":
         return BackendResult(Status.ERROR, None, None, None, seconds, f"CP-SAT: {cp.validate()}")
-    bound = response.best_objective_bound + model.objective_offset
     if name not in ("OPTIMAL", "FEASIBLE"):
         status = Status.INFEASIBLE if name == "INFEASIBLE" else Status.UNKNOWN
-        if status is Status.UNKNOWN and _hint_is_feasible(model):
-            assert model.hint is not None
-            return BackendResult(Status.FEASIBLE, model.hint.copy(), model.evaluate(model.hint),
-                                 bound, seconds, "CP-SAT found no solution in time; returning the hint")
-        return BackendResult(status, None, None, None if status is Status.INFEASIBLE else bound,
-                             seconds, f"CP-SAT: {name}")
+        if status is Status.UNKNOWN and model.hint is not None and not model.violations(model.hint):
+            return BackendResult(Status.FEASIBLE, model.hint.copy(), float(model.evaluate(model.hint)),
+                                 None, seconds, "CP-SAT found no solution in time; returning the hint")
+        return BackendResult(status, None, None, None, seconds, f"CP-SAT: {name}")
+    bound = response.best_objective_bound + model.objective_offset
     values = np.array(response.solution, dtype=np.int64)
     objective = model.evaluate(values)
     status = Status.OPTIMAL if name == "OPTIMAL" else Status.FEASIBLE
@@ -193,7 +198,3 @@ def _read_response(response: Any, cp: Any, model: LinearModel, start: float) -> 
     if status is Status.OPTIMAL:
         bound = float(objective)
     return BackendResult(status, values, float(objective), bound, seconds, f"CP-SAT: {name}")
-
-
-def _hint_is_feasible(model: LinearModel) -> bool:
-    return model.hint is not None and not model.violations(model.hint)

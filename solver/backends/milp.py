@@ -79,6 +79,8 @@ class MilpBackend:
         if solver is None:
             return BackendResult(Status.ERROR, None, None, None, 0.0,
                                  f"{self.name}: solver not available {_highs_import_error()}".strip())
+        if model.hint is not None and model.hint.shape != (model.n_vars,):
+            raise ValueError(f"hint has shape {model.hint.shape}, expected ({model.n_vars},)")
         rows = merged_rows(model)
         trivial = _trivial_result(model, rows, start)
         if trivial is not None:
@@ -230,8 +232,10 @@ def _solve_highs(pulp: Any, prob: Any, xs: list[Any], model: LinearModel, rows: 
                 lp.solverModel.cbMipImprovingSolution.subscribe(report)
             super().callSolver(lp)
 
-    prob.solve(_HiGHS(msg=False, timeLimit=seconds, gapRel=settings.relative_gap,
-                      threads=max(1, settings.workers), random_seed=settings.seed))
+    # No ``threads``: HiGHS fixes its thread pool on first use in a process and refuses a
+    # later run asking for another size (it would return no solution), and its MIP search
+    # is serial anyway.
+    prob.solve(_HiGHS(msg=False, timeLimit=seconds, gapRel=settings.relative_gap, random_seed=settings.seed))
     bound = float(prob.solverModel.getInfo().mip_dual_bound)
     return sign * bound + offset if math.isfinite(bound) else None
 

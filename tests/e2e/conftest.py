@@ -8,6 +8,7 @@ Without Go the e2e tests skip, except on CI (CI=true) where they fail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -17,8 +18,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from kubernetes import config as kube_config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from . import controlplane as cp
 
@@ -42,6 +42,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         result = exc
     session.config.stash[_BIN_DIR_KEY] = result
     _say(session, f"control plane binaries: {result} ({time.monotonic() - started:.0f}s)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip (or fail) e2e tests before their fixtures run.
+
+    Skipping here rather than in the fixture makes `-ra` fold every such skip into one line.
+    """
+    if item.get_closest_marker("e2e"):
+        _bin_dir(item.config)
 
 
 def _say(session: pytest.Session, message: str) -> None:
@@ -76,27 +86,32 @@ def _bin_dir(config: pytest.Config) -> Path:
 def control_plane(pytestconfig: pytest.Config) -> Iterator[cp.ControlPlane]:
     """etcd + kube-apiserver + kube-controller-manager + kwok on 127.0.0.1, for the whole session."""
     bin_dir = _bin_dir(pytestconfig)
-    try:
-        with cp.running_control_plane(bin_dir) as plane:
+    with contextlib.ExitStack() as stack:
+        try:
+            plane = stack.enter_context(cp.running_control_plane(bin_dir))
+        except cp.ControlPlaneError as exc:
+            error = str(exc)
+        else:
             yield plane
-    except cp.ControlPlaneError as exc:
-        pytest.fail(f"e2e control plane failed to start: {exc}", pytrace=False)
+            return
+    # Outside the except block, so the report shows the message without a chained traceback.
+    pytest.fail(f"e2e control plane failed to start: {error}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def admin_api(control_plane: cp.ControlPlane) -> Iterator[client.ApiClient]:
     """An API client with cluster-admin rights (group system:masters)."""
-    api = kube_config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
+    api = cp.api_client(control_plane.admin_kubeconfig)
     yield api
-    api.close()
+    api.close()  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture(scope="session")
 def kubeplace_api(control_plane: cp.ControlPlane) -> Iterator[client.ApiClient]:
     """An API client authenticated as kubeplace, with no RBAC granted unless a test grants it."""
-    api = kube_config.new_client_from_config(config_file=str(control_plane.kubeplace_kubeconfig))
+    api = cp.api_client(control_plane.kubeplace_kubeconfig)
     yield api
-    api.close()
+    api.close()  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ stop kills helpers too and a failed startup can show the component's last lines.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import re
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client as kube_client
+from kubernetes import config as kube_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / ".ci" / "build-controlplane"
@@ -52,6 +55,7 @@ ADMIN_USER = "kubeplace-e2e-admin"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 BUILD_TIMEOUT_S = 45 * 60
 LOG_TAIL_LINES = 40
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 class ControlPlaneError(RuntimeError):
@@ -67,9 +71,9 @@ class ControlPlaneUnavailable(ControlPlaneError):
 
 def pinned_kube_version() -> str:
     """The k8s.io/kubernetes version the tool module pins, e.g. ``v1.36.3``."""
-    match = re.search(r"^require k8s\.io/kubernetes (v\S+)", KUBE_TOOL_GO_MOD.read_text(), re.MULTILINE)
+    match = re.search(r"^(?:require)?\s*k8s\.io/kubernetes (v\S+)", KUBE_TOOL_GO_MOD.read_text(), re.MULTILINE)
     if match is None:
-        raise ControlPlaneError(f"no 'require k8s.io/kubernetes' line in {KUBE_TOOL_GO_MOD}")
+        raise ControlPlaneError(f"{KUBE_TOOL_GO_MOD} does not require k8s.io/kubernetes")
     return match.group(1)
 
 
@@ -80,9 +84,7 @@ def locate_binaries(timeout: float = BUILD_TIMEOUT_S) -> Path:
         return _check_bin_dir(Path(override))
     go = os.environ.get("GO", "go")
     if shutil.which(go) is None:
-        raise ControlPlaneUnavailable(
-            f"the Go toolchain ({go!r}) is not on PATH, so the control plane can't be built"
-        )
+        raise ControlPlaneUnavailable(f"the Go toolchain ({go!r}) is not on PATH, so the control plane can't be built")
     with tempfile.TemporaryFile(mode="w+") as log:
         try:
             proc = subprocess.run(
@@ -98,9 +100,7 @@ def locate_binaries(timeout: float = BUILD_TIMEOUT_S) -> Path:
             raise ControlPlaneError(f"{BUILD_SCRIPT} took more than {timeout:.0f}s") from exc
         if proc.returncode != 0:
             log.seek(0)
-            raise ControlPlaneError(
-                f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{_tail(log.read())}"
-            )
+            raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{_tail(log.read())}")
     lines = proc.stdout.strip().splitlines()
     if not lines:
         raise ControlPlaneError(f"{BUILD_SCRIPT} printed no bin dir")
@@ -182,8 +182,20 @@ def spawn(name: str, argv: Sequence[str], workdir: Path) -> Component:
             stderr=subprocess.STDOUT,
             cwd=workdir,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     return Component(name, process, log_path)
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGKILL it when pytest dies without running its teardown.
+
+    The components run in their own sessions (so a stop can kill each whole group);
+    without this, a pytest killed by SIGKILL or SIGTERM would leave them running.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def wait_ready(component: Component, probe: Callable[[], bool], timeout: float) -> None:
@@ -259,9 +271,7 @@ class Pki:
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    proc = subprocess.run(
-        ["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
     if proc.returncode != 0:
         raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{proc.stderr}")
 
@@ -297,9 +307,7 @@ def generate_pki(directory: Path) -> Pki:
         "-CAcreateserial", "-days", "2", "-extfile", "apiserver.ext", "-out", "apiserver.crt",
         cwd=directory,
     )  # fmt: skip
-    _openssl(
-        "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=directory
-    )
+    _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=directory)
     _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=directory)
     return Pki.in_dir(directory)
 
@@ -364,7 +372,7 @@ class ControlPlane:
         name = f"kube-scheduler-{port}"
         args = [
             str(self.bin_dir / "kube-scheduler"),
-            *self._delegated_auth_args(),
+            *self.delegated_auth_args(),
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
             f"--cert-dir={self.workdir / name}",
@@ -373,10 +381,13 @@ class ControlPlane:
             args += [f"--kubeconfig={self.admin_kubeconfig}", "--leader-elect=false"]
         else:
             args.append(f"--config={self._write_scheduler_config(name, config)}")
-        scheduler = self._start(name, [*args, *extra_args])
-        wait_ready(
-            scheduler, lambda: http_ok(f"https://127.0.0.1:{port}/readyz", context=_unverified_tls()), timeout
-        )
+        scheduler = self.launch(name, [*args, *extra_args])
+        readyz = f"https://127.0.0.1:{port}/readyz"
+        try:
+            wait_ready(scheduler, lambda: http_ok(readyz, context=_unverified_tls()), timeout)
+        except ControlPlaneError:
+            scheduler.stop()
+            raise
         return scheduler
 
     def stop(self) -> None:
@@ -384,12 +395,14 @@ class ControlPlane:
         while self.components:
             self.components.pop().stop()
 
-    def _start(self, name: str, argv: Sequence[str]) -> Component:
+    def launch(self, name: str, argv: Sequence[str]) -> Component:
+        """Start a process that `stop` will stop."""
         component = spawn(name, argv, self.workdir)
         self.components.append(component)
         return component
 
-    def _delegated_auth_args(self) -> list[str]:
+    def delegated_auth_args(self) -> list[str]:
+        """Flags that let a component check the callers of its own HTTPS endpoints against the apiserver."""
         return [
             f"--authentication-kubeconfig={self.admin_kubeconfig}",
             f"--authorization-kubeconfig={self.admin_kubeconfig}",
@@ -424,7 +437,7 @@ class Timeouts:
 def start_etcd(cp: ControlPlane, timeout: float) -> str:
     """Start etcd on loopback; returns its client URL."""
     client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
-    etcd = cp._start(
+    etcd = cp.launch(
         "etcd",
         [
             str(cp.bin_dir / "etcd"),
@@ -453,7 +466,7 @@ def _etcd_healthy(client_url: str) -> bool:
 
 def start_apiserver(cp: ControlPlane, etcd_url: str, token_file: Path, port: int, timeout: float) -> None:
     pki = cp.pki
-    apiserver = cp._start(
+    apiserver = cp.launch(
         "kube-apiserver",
         [
             str(cp.bin_dir / "kube-apiserver"),
@@ -482,12 +495,12 @@ def start_apiserver(cp: ControlPlane, etcd_url: str, token_file: Path, port: int
 
 def start_controller_manager(cp: ControlPlane, timeout: float) -> None:
     port, pki = free_port(), cp.pki
-    kcm = cp._start(
+    kcm = cp.launch(
         "kube-controller-manager",
         [
             str(cp.bin_dir / "kube-controller-manager"),
             f"--kubeconfig={cp.admin_kubeconfig}",
-            *cp._delegated_auth_args(),
+            *cp.delegated_auth_args(),
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
             f"--cert-dir={cp.workdir / 'kcm-certs'}",
@@ -505,7 +518,7 @@ def start_controller_manager(cp: ControlPlane, timeout: float) -> None:
 
 def start_kwok(cp: ControlPlane, timeout: float) -> None:
     port = free_port()
-    kwok = cp._start(
+    kwok = cp.launch(
         "kwok",
         [
             str(cp.bin_dir / "kwok"),
@@ -522,20 +535,25 @@ def start_kwok(cp: ControlPlane, timeout: float) -> None:
 
 @contextlib.contextmanager
 def running_control_plane(bin_dir: Path, timeouts: Timeouts = Timeouts()) -> Iterator[ControlPlane]:
-    """Start the control plane in a fresh temp dir; stop it and remove the dir on exit, whatever happens."""
+    """Start the control plane in a fresh temp dir; stop it and remove the dir on exit, whatever happens.
+
+    The dir (with the components' logs) is kept if the startup failed or ``KUBEPLACE_E2E_KEEP=1``.
+    """
     workdir = Path(tempfile.mkdtemp(prefix="kubeplace-e2e-"))
+    started = False
     try:
         cp = _prepare(bin_dir, workdir)
         try:
             _start_all(cp, timeouts)
+            started = True
             yield cp
         finally:
             cp.stop()
     finally:
-        if os.environ.get(KEEP_WORKDIR_ENV) == "1":
-            print(f"kubeplace e2e: kept the control plane work dir {workdir}")
-        else:
+        if started and os.environ.get(KEEP_WORKDIR_ENV) != "1":
             shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"kubeplace e2e: kept the control plane work dir {workdir}")
 
 
 def _prepare(bin_dir: Path, workdir: Path) -> ControlPlane:
@@ -597,9 +615,7 @@ def fake_node_manifest(
             "labels": {"type": "kwok", "kubernetes.io/hostname": name, **(labels or {})},
         },
         "spec": {
-            "taints": [
-                {"key": KWOK_NODE_ANNOTATION, "value": KWOK_NODE_ANNOTATION_VALUE, "effect": "NoSchedule"}
-            ]
+            "taints": [{"key": KWOK_NODE_ANNOTATION, "value": KWOK_NODE_ANNOTATION_VALUE, "effect": "NoSchedule"}]
         },
         "status": {"capacity": capacity, "allocatable": capacity},
     }
@@ -612,6 +628,14 @@ KWOK_TOLERATION: dict[str, str] = {
     "value": KWOK_NODE_ANNOTATION_VALUE,
     "effect": "NoSchedule",
 }
+
+
+def api_client(kubeconfig: Path) -> kube_client.ApiClient:
+    """A `kubernetes` API client for one of the control plane's kubeconfigs; close it when done."""
+    api: kube_client.ApiClient = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kubeconfig)
+    )
+    return api
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> None:

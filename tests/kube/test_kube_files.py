@@ -9,7 +9,7 @@ import yaml
 
 from kube.errors import InputError
 from kube.files import load_objects, load_snapshot
-from tests.builders import namespace, node, pod, snapshot_of
+from tests.builders import NodeBuilder, PodBuilder, namespace, node, pod, snapshot_of
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 
@@ -23,7 +23,12 @@ def as_list(*manifests: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(manifests)}
 
 
-CLUSTER = [node("n1").cpu("4"), node("n2").cpu("8"), pod("a").cpu("1"), pod("b").cpu("1").on("n1")]
+CLUSTER: list[NodeBuilder | PodBuilder] = [
+    node("n1").cpu("4"),
+    node("n2").cpu("8"),
+    pod("a").cpu("1"),
+    pod("b").cpu("1").on("n1"),
+]
 
 
 def test_kubectl_list_file(tmp_path: Path) -> None:
@@ -53,7 +58,7 @@ def test_typed_lists_give_their_items_a_kind(tmp_path: Path) -> None:
 
 
 def test_pending_filter(tmp_path: Path) -> None:
-    cluster = [
+    cluster: list[NodeBuilder | PodBuilder] = [
         node("n1").cpu("4"),
         pod("ours"),
         pod("gated").gate("quota"),
@@ -73,7 +78,7 @@ def test_pending_filter(tmp_path: Path) -> None:
 
 
 def test_scheduler_namespace_and_selector_filters(tmp_path: Path) -> None:
-    cluster = [
+    cluster: list[NodeBuilder | PodBuilder] = [
         pod("a", ns="team-a").label("app", "web"),
         pod("b", ns="team-a").label("app", "batch"),
         pod("c", ns="team-b").label("app", "web"),

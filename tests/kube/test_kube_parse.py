@@ -136,9 +136,21 @@ def test_empty_term_is_kept_and_matches_nothing_downstream() -> None:
 @pytest.mark.parametrize(
     ("term", "field", "problem"),
     [
-        ({"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["x"]}]}, "operator", "unknown operator 'Equals'"),
-        ({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}, "values", "Gt needs one integer value"),
-        ({"matchExpressions": [{"key": "a", "operator": "Lt", "values": ["1", "2"]}]}, "values", "Lt needs one integer"),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["x"]}]},
+            "operator",
+            "unknown operator 'Equals'",
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]},
+            "values",
+            "Gt needs one integer value",
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Lt", "values": ["1", "2"]}]},
+            "values",
+            "Lt needs one integer",
+        ),
         ({"matchExpressions": [{"key": "a", "operator": "In"}]}, "values", "In without values"),
         ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, "values", "Exists with values"),
         ({"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}, "key", "unsupported field"),
@@ -177,7 +189,7 @@ def test_labels_must_be_strings() -> None:
 
 
 def test_missing_name() -> None:
-    with pytest.raises(InputError, match="metadata.name: missing name"):
+    with pytest.raises(InputError, match=r"metadata\.name: missing name"):
         parse_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {}})
 
 

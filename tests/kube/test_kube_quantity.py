@@ -90,7 +90,7 @@ def test_non_string_values_are_rejected() -> None:
 
 
 def test_fractional_extended_resource_is_an_error() -> None:
-    with pytest.raises(QuantityError, match="fractional quantity '0.5' for nvidia.com/gpu"):
+    with pytest.raises(QuantityError, match=r"fractional quantity '0\.5' for nvidia\.com/gpu"):
         count_value("0.5", "nvidia.com/gpu")
     with pytest.raises(QuantityError, match="fractional"):
         resource_amount("nvidia.com/gpu", "500m")

@@ -109,5 +109,5 @@ def test_bad_quantity_names_the_field() -> None:
 
 
 def test_malformed_containers_field() -> None:
-    with pytest.raises(InputError, match="spec.containers: str is not a list"):
+    with pytest.raises(InputError, match=r"spec\.containers: str is not a list"):
         pod_requests({"spec": {"containers": "nope"}})

@@ -148,7 +148,7 @@ def brute_force(model: LinearModel) -> int | None:
     return max(scores) if model.maximize else min(scores)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=100, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(small_models())
 def test_random_models_match_brute_force(model: LinearModel) -> None:
@@ -206,6 +206,26 @@ def test_cpsat_single_worker_is_reproducible() -> None:
             for _ in range(2)]
     assert runs[0].values is not None and runs[1].values is not None
     assert np.array_equal(runs[0].values, runs[1].values)
+
+
+@pytest.mark.parametrize("backend_name", AVAILABLE)
+def test_gap_limit_is_not_reported_as_optimal(backend_name: str) -> None:
+    result = get_backend(backend_name).solve(
+        _big_knapsack(200), SolveSettings(time_limit=5.0, workers=1, relative_gap=0.2))
+    assert result.status.has_solution, result.message
+    assert result.bound is not None and result.objective is not None
+    if result.status is Status.OPTIMAL:
+        assert result.bound == result.objective
+    else:
+        assert result.bound > result.objective  # maximising, stopped by the gap limit
+
+
+def test_cpsat_reports_invalid_model_as_error() -> None:
+    model = linear_model([-INF] * 3, [INF] * 3, [([0, 1, 2], [4000] * 3, -INF, 5)], [1, 1, 1],
+                         maximize=True)
+    result = get_backend("cpsat").solve(model, SETTINGS)
+    assert result.status is Status.ERROR
+    assert "overflow" in result.message
 
 
 def test_cpsat_rejects_continuous_variables() -> None:

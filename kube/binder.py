@@ -1,0 +1,116 @@
+"""Binds planned pods, one at a time, and says exactly what happened to each.
+
+A failure for one pod (409: bound by someone else, deleted, gated; 404; 403; any other API
+error) is reported and the others go on. When the API server cannot be reached or refuses the
+credential, the run stops: the pods not tried yet are reported ``not_attempted``, so a rerun
+from a fresh snapshot binds nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from kube.errors import ClusterError, Conflict, Forbidden, NotFound, Unauthorized, Unreachable
+
+
+class Outcome(StrEnum):
+    BOUND = "bound"
+    """Bound (or, in a dry run, the API server accepted the binding without storing it)."""
+    CONFLICT = "conflict"
+    """409: already bound, being deleted, scheduling-gated, or recreated with another uid."""
+    NOT_FOUND = "not_found"
+    """404: the pod is gone."""
+    FORBIDDEN = "forbidden"
+    """403: RBAC does not allow ``create pods/binding`` here."""
+    ERROR = "error"
+    """Any other refusal; not bound."""
+    UNKNOWN = "unknown"
+    """The connection failed during this request: the server may or may not have bound it."""
+    NOT_ATTEMPTED = "not_attempted"
+    """Not tried because the run stopped before it (unreachable API server, bad credential)."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class BindResult:
+    binding: Binding
+    outcome: Outcome
+    message: str = ""
+    dry_run: bool = False
+
+
+class PodBinder(Protocol):
+    """The part of :class:`kube.client.Cluster` that binding needs."""
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False) -> None: ...
+
+
+_PER_POD_OUTCOMES: tuple[tuple[type[ClusterError], Outcome], ...] = (
+    (Conflict, Outcome.CONFLICT),
+    (NotFound, Outcome.NOT_FOUND),
+    (Forbidden, Outcome.FORBIDDEN),
+)
+
+
+def bind_all(
+    cluster: PodBinder,
+    bindings: Sequence[Binding],
+    dry_run: bool,
+    on_result: Callable[[BindResult], None] | None = None,
+) -> list[BindResult]:
+    """Binds each pod in order; one result per binding, in the same order.
+
+    ``on_result`` is called as each result is known (for progress output).
+    """
+    results: list[BindResult] = []
+
+    def record(result: BindResult) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    for index, binding in enumerate(bindings):
+        result, stop = _bind_one(cluster, binding, dry_run)
+        record(result)
+        if stop:
+            reason = f"not attempted: the run stopped at {binding.key} ({result.message})"
+            for skipped in bindings[index + 1 :]:
+                record(BindResult(skipped, Outcome.NOT_ATTEMPTED, reason, dry_run))
+            break
+    return results
+
+
+def _bind_one(cluster: PodBinder, binding: Binding, dry_run: bool) -> tuple[BindResult, bool]:
+    """The result for one pod, and whether the run must stop."""
+    try:
+        cluster.bind(binding.namespace, binding.name, binding.uid, binding.node, dry_run)
+    except Unreachable as error:
+        return BindResult(binding, Outcome.UNKNOWN, str(error), dry_run), True
+    except Unauthorized as error:
+        return BindResult(binding, Outcome.ERROR, str(error), dry_run), True
+    except ClusterError as error:
+        outcome = next((found for kind, found in _PER_POD_OUTCOMES if isinstance(error, kind)), Outcome.ERROR)
+        return BindResult(binding, outcome, str(error), dry_run), False
+    return BindResult(binding, Outcome.BOUND, "", dry_run), False
+
+
+def summary(results: Sequence[BindResult]) -> dict[Outcome, int]:
+    """How many pods had each outcome (only outcomes that occurred)."""
+    counts: dict[Outcome, int] = {}
+    for result in results:
+        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+    return counts

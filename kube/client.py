@@ -1,0 +1,234 @@
+"""The only module that talks to the Kubernetes API.
+
+:func:`connect` finds credentials the way kubectl does; :class:`Cluster` lists objects as
+plain camelCase dicts (the shape of ``kubectl get -o yaml``, so files and the API go through the
+same parsing) and binds pods. API failures become the named :class:`ClusterError` subclasses of
+``kube.errors`` carrying the HTTP status and the server's message; nothing else leaks out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from kube.errors import (
+    ApiFailure,
+    ClusterError,
+    ConfigMissing,
+    Conflict,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    Unreachable,
+)
+
+DEFAULT_KUBECONFIG = "~/.kube/config"
+REQUEST_TIMEOUT = (10.0, 60.0)
+"""Seconds to connect and to wait for an answer; a list of 10,000 pods takes a few seconds."""
+PAGE_SIZE = 500
+"""Objects per list request, as kubectl uses, so a huge list does not time out."""
+
+RawObject = dict[str, Any]
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluster:
+    """A cluster from ``kubeconfig`` (``--kubeconfig``), else ``$KUBECONFIG`` (several paths
+    joined with ``:``, merged like kubectl), else ``~/.kube/config``, else the in-cluster
+    service account. Raises :class:`ConfigMissing` when none of them works."""
+    configuration = k8s.Configuration()
+    config_files = _kubeconfig_paths(kubeconfig)
+    if config_files is not None:
+        description = _load_kubeconfig(configuration, config_files, context)
+    elif context:
+        raise ConfigMissing(f"--context {context} given, but there is no kubeconfig ({DEFAULT_KUBECONFIG})")
+    else:
+        description = _load_in_cluster(configuration)
+    return Cluster(k8s.ApiClient(configuration), description)
+
+
+class Cluster:
+    """A small wrapper over one API server connection; see the module docstring."""
+
+    def __init__(self, api_client: Any, description: str = "cluster") -> None:
+        self.description = description
+        self._core = k8s.CoreV1Api(api_client)
+        self._custom = k8s.CustomObjectsApi(api_client)
+
+    def list_nodes(self) -> list[RawObject]:
+        return self._list("list nodes", "Node", self._core.list_node)
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[RawObject]:
+        """Pods of one namespace, or of all when ``namespace`` is None."""
+        selectors = {"label_selector": label_selector, "field_selector": field_selector}
+        if namespace is None:
+            return self._list("list pods", "Pod", self._core.list_pod_for_all_namespaces, **selectors)
+        return self._list(
+            f"list pods in {namespace}", "Pod", self._core.list_namespaced_pod, namespace=namespace, **selectors
+        )
+
+    def list_namespaces(self) -> list[RawObject]:
+        return self._list("list namespaces", "Namespace", self._core.list_namespace)
+
+    def list_objects(self, group: str, version: str, plural: str) -> list[RawObject]:
+        """Custom objects in every namespace; [] when the CRD is not installed."""
+
+        def list_page(**options: Any) -> Any:
+            return self._custom.list_cluster_custom_object(group, version, plural, **options)
+
+        try:
+            return self._list(f"list {plural}.{group}", "", list_page)
+        except NotFound:
+            return []
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False) -> None:
+        """Binds the pod to ``node`` through the ``pods/binding`` subresource.
+
+        ``uid`` is sent as the Binding's ``metadata.uid``, which the API server turns into a
+        storage precondition: a pod deleted and recreated under the same name gets 409 instead
+        of being bound by a stale plan. Raises :class:`Conflict` when the pod is already bound,
+        being deleted, gated or replaced. The response is not deserialised (the Python client
+        may fail on it even after a successful bind, kubernetes-client/python#547).
+        """
+        body = k8s.V1Binding(
+            api_version="v1",
+            kind="Binding",
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
+            target=k8s.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        action = f"bind pod {namespace}/{name} to node {node}"
+        with _translated_errors(action):
+            response: Any = self._core.create_namespaced_pod_binding(
+                name,
+                namespace,
+                body,
+                dry_run="All" if dry_run else None,
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            response.read()
+
+    def _list(self, action: str, kind: str, list_page: Callable[..., Any], **options: Any) -> list[RawObject]:
+        """Every item, following ``continue`` tokens; each item gets the ``kind`` and
+        ``apiVersion`` that list responses leave out, as kubectl prints them."""
+        items: list[RawObject] = []
+        for page in self._pages(action, list_page, options):
+            item_kind = kind or page.get("kind", "").removesuffix("List")
+            for item in page.get("items") or []:
+                items.append({"apiVersion": page.get("apiVersion", "v1"), "kind": item_kind, **item})
+        return items
+
+    def _pages(self, action: str, list_page: Callable[..., Any], options: dict[str, Any]) -> Iterator[RawObject]:
+        token: str | None = None
+        while True:
+            with _translated_errors(action):
+                response = list_page(
+                    **{key: value for key, value in options.items() if value is not None},
+                    limit=PAGE_SIZE,
+                    _continue=token,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+                page: RawObject = json.loads(response.data)
+            yield page
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return
+
+
+@contextlib.contextmanager
+def _translated_errors(action: str) -> Iterator[None]:
+    """Turns client, HTTP and connection exceptions into :class:`ClusterError` subclasses."""
+    try:
+        yield
+    except ClusterError:
+        raise
+    except ApiException as error:
+        raise api_error(action, error) from None
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise Unreachable(f"{action}: API server unreachable: {_short(error)}") from None
+    except ValueError as error:  # an answer that is not JSON
+        raise ApiFailure(f"{action}: unexpected answer from the API server: {error}") from None
+
+
+def api_error(action: str, error: ApiException) -> ClusterError:
+    """The named error for an HTTP error answer, with the status and the server's message."""
+    status = int(error.status or 0)
+    server_message, reason = _status_message(error)
+    message = f"{action}: HTTP {status} {error.reason or ''}".rstrip() + (
+        f": {server_message}" if server_message else ""
+    )
+    kinds: dict[int, type[ClusterError]] = {401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict}
+    if status == 401:
+        message += " (the credential is missing, wrong or expired: log in again or renew the token)"
+    return kinds.get(status, ApiFailure)(message, status=status, reason=reason)
+
+
+def _status_message(error: ApiException) -> tuple[str, str]:
+    """The ``message`` and ``reason`` of the ``Status`` object the API server answered with."""
+    try:
+        status = json.loads(error.body or "")
+    except (TypeError, ValueError):
+        return (str(error.body or "").strip()[:300], "")
+    if not isinstance(status, dict):
+        return ("", "")
+    return (str(status.get("message", "")), str(status.get("reason", "")))
+
+
+def _short(error: BaseException) -> str:
+    reason = getattr(error, "reason", None)  # MaxRetryError wraps the real cause
+    return str(reason or error)
+
+
+def _kubeconfig_paths(explicit: str | None) -> str | None:
+    """The kubeconfig path list to load (``a:b`` merged), or None to try in-cluster."""
+    if explicit:
+        return explicit
+    from_environment = os.environ.get("KUBECONFIG", "")
+    if from_environment.strip(os.pathsep):
+        return from_environment
+    default = Path(DEFAULT_KUBECONFIG).expanduser()
+    return str(default) if default.exists() else None
+
+
+def _load_kubeconfig(configuration: Any, paths: str, context: str | None) -> str:
+    existing = [path for path in paths.split(os.pathsep) if path and Path(path).expanduser().exists()]
+    if not existing:
+        raise ConfigMissing(f"kubeconfig {paths} does not exist")
+    try:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=os.pathsep.join(existing),
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+        _, current = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=os.pathsep.join(existing)
+        )
+    except Exception as error:  # the loader raises ConfigException, yaml and OS errors alike
+        raise ConfigMissing(f"cannot use kubeconfig {paths}: {_short(error)}") from None
+    chosen = context or (current or {}).get("name", "")
+    return f"context {chosen}" if chosen else "kubeconfig"
+
+
+def _load_in_cluster(configuration: Any) -> str:
+    try:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except k8s_config.ConfigException as error:
+        raise ConfigMissing(
+            f"no kubeconfig (--kubeconfig, KUBECONFIG or {DEFAULT_KUBECONFIG}) and not running in a cluster ({error})"
+        ) from None
+    return "in-cluster service account"

@@ -1,0 +1,45 @@
+"""Snapshots from a live cluster, built exactly as from files (:func:`kube.parse.build_snapshot`)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kube.objects import Snapshot
+from kube.parse import Sourced, build_snapshot
+
+
+class ClusterReader(Protocol):
+    """What a snapshot needs from :class:`kube.client.Cluster` (tests pass a fake)."""
+
+    description: str
+
+    def list_nodes(self) -> list[dict[str, Any]]: ...
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+    def list_namespaces(self) -> list[dict[str, Any]]: ...
+
+
+def load_live_snapshot(
+    cluster: ClusterReader,
+    scheduler_name: str = "kubeplace",
+    namespaces: set[str] | None = None,
+    selector: str | None = None,
+) -> Snapshot:
+    """The cluster's snapshot. Pods are listed in every namespace, since all of them use node
+    capacity; the namespace and label filters pick the pending pods afterwards, as for files.
+    Finished pods are left out by the server (``status.phase`` field selector): they neither
+    use capacity nor wait for placement."""
+    source = cluster.description
+    finished = "status.phase!=Succeeded,status.phase!=Failed"
+    objects: list[Sourced] = [(node, source) for node in cluster.list_nodes()]
+    objects += [(pod, source) for pod in cluster.list_pods(None, None, finished)]
+    objects += [(namespace, source) for namespace in cluster.list_namespaces()]
+    return build_snapshot(
+        objects, scheduler_name=scheduler_name, namespaces=namespaces, selector=selector, source=source
+    )

@@ -1,0 +1,179 @@
+"""GPUs as devices: whole GPUs and fractional shares of one device.
+
+A pod's GPU need is ``count`` distinct devices with ``milli`` free each (1000 = a whole
+GPU). It is read from the request conventions of the GPU-sharing stacks in use:
+
+- whole GPUs: ``nvidia.com/gpu: k`` -> (k, 1000);
+- HAMi: ``nvidia.com/gpu: k`` plus ``nvidia.com/gpucores`` / ``nvidia.com/gpumem-percentage``
+  (percent of one device) -> (k, 10 * percent);
+- Koordinator: ``koordinator.sh/gpu-core`` / ``koordinator.sh/gpu-memory-ratio`` (percent;
+  a multiple of 100 means that many whole GPUs) -> (1, 10 * percent) or (percent / 100, 1000).
+
+The larger of the core and memory shares is the share. Devices already in use are read
+from Koordinator's ``scheduling.koordinator.sh/device-allocated`` annotation on bound
+pods; bound pods without it are packed first-fit, in the order listed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kube.objects import GPU, Node, Pod
+from models.problem import IntArray
+
+WHOLE = 1000
+DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
+KOORD_CORE = "koordinator.sh/gpu-core"
+KOORD_MEMORY = "koordinator.sh/gpu-memory-ratio"
+HAMI_CORES = "nvidia.com/gpucores"
+HAMI_MEMORY = "nvidia.com/gpumem-percentage"
+
+
+@dataclass(frozen=True)
+class GpuConventions:
+    """Which resource names carry GPU needs (configurable per cluster)."""
+
+    device_resource: str = GPU
+    percent_with_count: tuple[str, ...] = (HAMI_CORES, HAMI_MEMORY)
+    """Percent of each of ``device_resource`` devices (HAMi)."""
+    percent_alone: tuple[str, ...] = (KOORD_CORE, KOORD_MEMORY)
+    """Percent of GPUs without a device count (Koordinator); >= 100 means whole GPUs."""
+
+    @property
+    def share_resources(self) -> tuple[str, ...]:
+        return self.percent_with_count + self.percent_alone
+
+
+@dataclass(frozen=True)
+class GpuNeed:
+    count: int = 0
+    milli: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.count * self.milli
+
+
+class GpuRequestError(ValueError):
+    pass
+
+
+DEFAULT_CONVENTIONS = GpuConventions()
+
+
+def gpu_need(requests: Mapping[str, int], conv: GpuConventions = DEFAULT_CONVENTIONS) -> GpuNeed:
+    count = int(requests.get(conv.device_resource, 0))
+    with_count = max((int(requests.get(r, 0)) for r in conv.percent_with_count), default=0)
+    alone = max((int(requests.get(r, 0)) for r in conv.percent_alone), default=0)
+    if count > 0:
+        if with_count <= 0 or with_count >= 100:
+            return GpuNeed(count, WHOLE)
+        return GpuNeed(count, with_count * 10)
+    if alone <= 0:
+        return GpuNeed()
+    if alone < 100:
+        return GpuNeed(1, alone * 10)
+    if alone % 100:
+        raise GpuRequestError(f"a GPU share over 100% must be whole GPUs (a multiple of 100), got {alone}")
+    return GpuNeed(alone // 100, WHOLE)
+
+
+def devices_of(node: Node, conv: GpuConventions = DEFAULT_CONVENTIONS) -> int:
+    return int(node.allocatable.get(conv.device_resource, 0))
+
+
+def allocated_devices(pod: Pod) -> list[tuple[int, int]] | None:
+    """(device index, milli) pairs from Koordinator's annotation, or None if absent/unreadable."""
+    text = pod.annotations.get(DEVICE_ALLOCATED)
+    if not text:
+        return None
+    try:
+        entries = json.loads(text).get("gpu", [])
+        out = []
+        for e in entries:
+            res = e.get("resources", {})
+            percent = max(int(str(res.get(KOORD_CORE, "0"))), int(str(res.get(KOORD_MEMORY, "0"))))
+            out.append((int(e["minor"]), min(WHOLE, percent * 10)))
+        return out
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def device_annotation(devices: Sequence[int], need: GpuNeed) -> str:
+    """Koordinator's device-allocated annotation for the devices a plan chose.
+
+    Koordinator's format names devices by minor number, which kubeplace knows (HAMi's
+    needs device UUIDs, which a snapshot of Nodes does not carry)."""
+    percent = str(need.milli // 10)
+    entries = [{"minor": d, "resources": {KOORD_CORE: percent, KOORD_MEMORY: percent}} for d in devices]
+    return json.dumps({"gpu": entries}, separators=(",", ":"))
+
+
+@dataclass
+class DeviceTable:
+    """Free milli per device of every node; -1 marks devices a node does not have."""
+
+    free: IntArray  # (N, D)
+    notes: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def build(nodes: Sequence[Node], bound: Sequence[Pod], conv: GpuConventions) -> DeviceTable:
+        counts = [devices_of(n, conv) for n in nodes]
+        width = max(counts, default=0)
+        free = np.full((len(nodes), max(width, 1)), -1, dtype=np.int64)
+        for i, g in enumerate(counts):
+            free[i, :g] = WHOLE
+        table = DeviceTable(free[:, :width] if width else free[:, :0])
+        index = {n.name: i for i, n in enumerate(nodes)}
+        for pod in bound:
+            at = index.get(pod.node_name)
+            if at is not None and table.free.shape[1]:
+                table.take_bound(at, pod, conv)
+        return table
+
+    def take_bound(self, i: int, pod: Pod, conv: GpuConventions) -> None:
+        try:
+            need = gpu_need(pod.requests, conv)
+        except GpuRequestError:
+            return
+        if need.count == 0:
+            return
+        known = allocated_devices(pod)
+        if known is not None:
+            for d, milli in known:
+                if 0 <= d < self.free.shape[1] and self.free[i, d] >= 0:
+                    self.free[i, d] = max(0, self.free[i, d] - milli)
+            return
+        for d in first_fit(self.free[i], need):
+            self.free[i, d] -= need.milli
+
+
+def first_fit(free: IntArray, need: GpuNeed) -> list[int]:
+    """Devices for one pod: the lowest-index devices with room (best-fit for shares)."""
+    room = np.nonzero(free >= need.milli)[0] if need.count else np.zeros(0, np.int64)
+    if len(room) < need.count:
+        return [int(d) for d in room]  # overcommitted already; take what there is
+    if need.milli < WHOLE:
+        room = room[np.argsort(free[room] - need.milli, kind="stable")]
+    return [int(d) for d in room[: need.count]]
+
+
+def pods_fitting(free: IntArray, need: GpuNeed) -> int:
+    """How many pods with this need fit on devices with these free shares."""
+    if need.count == 0:
+        return 1 << 40
+    per_device = np.where(free >= need.milli, free // max(need.milli, 1), 0)
+    if need.count == 1:
+        return int(per_device.sum())
+    lo, hi = 0, int(per_device.sum()) // need.count
+    while lo < hi:  # largest t with sum(min(a_d, t)) >= t * count
+        t = (lo + hi + 1) // 2
+        if int(np.minimum(per_device, t).sum()) >= t * need.count:
+            lo = t
+        else:
+            hi = t - 1
+    return lo

@@ -1,0 +1,120 @@
+"""The shared scenario catalogue in ``fixtures/scenarios``: loading, planning, probing backends.
+
+Each scenario is a folder with ``cluster.yaml`` (Kubernetes Node/Pod/Namespace objects) and
+``expected.yaml``::
+
+    description: what the scenario covers and why the answer is what it is
+    profile: balance | binpack          # optional, default balance
+    config: {PlacementConfiguration}    # optional, inline
+    rule_plugin: NodeAffinity           # optional: the filter plugin enforcing the rule covered
+    expect:
+      pods_placed: 2                    # exact
+      pods_unplaced: 1                  # exact, not counting pods left to the default scheduler
+      placed_weight: 3
+      placed: {ns/name: node}           # pods whose node is forced
+      unplaced: [ns/name]               # exactly these (not counting left_to_default_scheduler)
+      left_to_default_scheduler: [ns/name]   # exactly these
+      not_planned: [ns/name]            # neither placed nor reported unplaced
+      pods_per_node: {node: count}      # pending pods placed on each listed node
+      nodes_receiving: 1                # distinct nodes receiving pending pods
+      objective: 0.0                    # exact objective, where the optimum is unique
+      reason_contains: {ns/name: "Insufficient cpu"}
+      reason_contains_any: "Too many pods"   # in the reasons of some unplaced pod
+      greedy_pods_placed: 4             # what the better greedy heuristic places
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from kube.files import load_snapshot
+from kube.objects import Snapshot
+from models.config import Configuration, Profile, parse_configuration
+from models.linear import LinearBuilder
+from plan.checks import plugin_checks, verify_settings
+from plan.pipeline import Planned, make_plan
+from plan.verify import Violation, verify
+from solver.backends import available_backends, get_backend
+from solver.backends.base import SolveSettings, Status
+from solver.solve import SolverOptions
+
+SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    folder: Path
+    description: str
+    profile_name: str | None
+    config_doc: dict[str, Any] | None
+    rule_plugin: str | None
+    expect: dict[str, Any]
+
+    def snapshot(self) -> Snapshot:
+        return load_snapshot([self.folder / "cluster.yaml"])
+
+    def config(self, disabled: tuple[str, ...] = ()) -> tuple[Configuration, Profile]:
+        """The scenario's configuration and profile (objective from ``profile``), with
+        ``disabled`` plugins removed."""
+        config = (Configuration() if self.config_doc is None
+                  else parse_configuration(self.config_doc, f"{self.folder}/expected.yaml"))
+        first = config.profiles[0]
+        profile = dataclasses.replace(first, objective=self.profile_name or first.objective,
+                                      disabled=first.disabled + disabled)
+        return dataclasses.replace(config, profiles=(profile, *config.profiles[1:])), profile
+
+
+def scenario_names() -> list[str]:
+    return sorted(p.name for p in SCENARIOS_DIR.iterdir() if (p / "expected.yaml").is_file())
+
+
+@functools.cache
+def load_scenario(name: str) -> Scenario:
+    folder = SCENARIOS_DIR / name
+    doc = yaml.safe_load((folder / "expected.yaml").read_text())
+    return Scenario(name, folder, doc["description"], doc.get("profile"), doc.get("config"),
+                    doc.get("rule_plugin"), doc["expect"])
+
+
+def plan_scenario(scenario: Scenario, backend: str, disabled: tuple[str, ...] = ()) -> Planned:
+    snapshot = scenario.snapshot()
+    config, profile = scenario.config(disabled)
+    return make_plan(snapshot, config, profile, SolverOptions(backend=backend, time_limit=10, workers=1, seed=0))
+
+
+def verify_planned(scenario: Scenario, planned: Planned) -> list[Violation]:
+    """The verifier's findings for ``planned``, against the scenario's full rules."""
+    snapshot = scenario.snapshot()
+    config, profile = scenario.config()
+    triples = [(p.namespace, p.name, p.node) for p in planned.plan.placements]
+    return verify(snapshot, triples, verify_settings(config, profile), plugin_checks(config, profile, snapshot))
+
+
+@functools.cache
+def backend_problem(name: str) -> str | None:
+    """Why backend ``name`` cannot solve here (e.g. highspy not loadable beside OR-tools), or None.
+
+    Probes with a one-variable model, since ``MilpBackend.solve`` reports an unusable solver as
+    ``Status.ERROR`` with the reason in ``message`` rather than raising.
+    """
+    b = LinearBuilder()
+    x = b.add_vars(np.array([0], dtype=np.int64), np.array([1], dtype=np.int64))
+    b.add_objective(x, np.array([1], dtype=np.int64))
+    result = get_backend(name).solve(b.build(maximize=True), SolveSettings(time_limit=5, workers=1, seed=0))
+    if result.status == Status.ERROR:
+        return result.message or f"{name}: status error"
+    if result.status != Status.OPTIMAL or result.objective != 1:
+        return f"{name}: probe model answered {result.status.value}, objective {result.objective}"
+    return None
+
+
+def usable_backends() -> list[str]:
+    return [b for b in available_backends() if backend_problem(b) is None]
