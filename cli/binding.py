@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
-from kube.binder import Binding, BindResult, bind_all
-from kube.client import connect
-from kube.live import load_live_snapshot
 
 from cli.options import Source
 from cli.render import dump, stdout_console, table
+from kube.binder import Binding, BindResult, bind_all
+from kube.client import connect
 from kube.errors import InputError
+from kube.live import load_live_snapshot
+from kube.objects import Pod
 from models.config import Configuration, Profile
-from plan.checks import plugin_checks, verify_settings
+from models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from plan.checks import verify_plan
 from plan.plan import Placement, placements_from_dict
-from plan.verify import verify
 from solver.solve import SolverOptions
 
 
@@ -36,9 +38,7 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
 
         placements = make_plan(snapshot, config, profile, options).plan.placements
     placements = _with_current_uids(placements, snapshot)
-    triples = [(p.namespace, p.name, p.node) for p in placements]
-    violations = verify(snapshot, triples, verify_settings(config, profile),
-                        plugin_checks(config, profile, snapshot))
+    violations = verify_plan(snapshot, placements, config, profile)
     if violations:
         for v in violations:
             click.echo(f"refused: {v}", err=True)
@@ -51,7 +51,8 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
     if not yes and not _confirm(len(placements), dry_run):
         click.echo("aborted; nothing was bound", err=True)
         return False
-    bindings = [Binding(p.namespace, p.name, p.uid, p.node) for p in placements]
+    pods = {(p.namespace, p.name): p for p in snapshot.pending}
+    bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods)) for p in placements]
     results = bind_all(cluster, bindings, dry_run=dry_run)
     _report(results, output, dry_run)
     return all(r.outcome == "bound" for r in results)
@@ -66,6 +67,14 @@ def _with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> t
     uid = {(p.namespace, p.name): p.uid for p in snapshot.pending}
     return tuple(p if p.uid else Placement(p.namespace, p.name, p.node, uid.get((p.namespace, p.name), ""),
                                            p.gpus) for p in placements)
+
+
+def _device_note(p: Placement, pods: Mapping[tuple[str, str], Pod]) -> dict[str, str]:
+    """Koordinator's device-allocated annotation for a GPU pod (see models/gpu.py)."""
+    pod = pods.get((p.namespace, p.name))
+    if not p.gpus or pod is None:
+        return {}
+    return {DEVICE_ALLOCATED: device_annotation(p.gpus, gpu_need(pod.requests))}
 
 
 def _confirm(count: int, dry_run: bool) -> bool:

@@ -41,9 +41,11 @@ def print_plan(plan: Plan, output: str, console: Console) -> None:
         console.out(dump(plan.to_dict(), output), end="", highlight=False)
         return
     wide = output == "wide"
-    bindings = table("NAMESPACE", "POD", "NODE", *(["UID"] if wide else []))
+    gpus = any(p.gpus for p in plan.placements)
+    bindings = table("NAMESPACE", "POD", "NODE", *(["GPUS"] if gpus else []), *(["UID"] if wide else []))
     for p in plan.placements:
-        bindings.add_row(p.namespace, p.name, p.node, *([p.uid] if wide else []))
+        bindings.add_row(p.namespace, p.name, p.node, *([",".join(map(str, p.gpus))] if gpus else []),
+                         *([p.uid] if wide else []))
     if plan.placements:
         console.print(bindings)
     if plan.unplaced:
@@ -62,7 +64,9 @@ def summary_text(plan: Plan) -> str:
         f"Pods placed: {s.pods_placed}   not placed: {s.pods_unplaced - s.pods_left_to_default_scheduler}   "
         f"left to the default scheduler: {s.pods_left_to_default_scheduler}",
         "Utilisation: " + ", ".join(f"{u.resource} {u.before:.1%} -> {u.after:.1%}" for u in s.utilisation),
-        f"Objective ({s.profile}): {s.objective_before:.4f} -> {s.objective:.4f}",
+        f"Objective ({s.profile}): {s.objective_before:.4f} -> {s.objective:.4f}"
+        + (f"   GPU fragmentation: {s.gpu_fragmentation / 1000:.1f} GPUs ({s.gpu_fragmentation_ratio:.1%} of free)"
+           if s.gpu_fragmentation else ""),
         f"Solver: {s.backend}, status {s.status}, placed weight {s.placed_weight}, bound "
         f"{'n/a' if s.bound is None else s.bound}, gap {'n/a' if s.gap is None else f'{s.gap:.2%}'}, "
         f"{s.seconds:.2f}s",

@@ -8,8 +8,8 @@ from a fresh snapshot binds nothing twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
@@ -39,6 +39,8 @@ class Binding:
     name: str
     uid: str
     node: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """Set on the pod with the binding (e.g. the GPU devices chosen)."""
 
     @property
     def key(self) -> str:
@@ -56,7 +58,8 @@ class BindResult:
 class PodBinder(Protocol):
     """The part of :class:`kube.client.Cluster` that binding needs."""
 
-    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False) -> None: ...
+    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False,
+             annotations: Mapping[str, str] | None = None) -> None: ...
 
 
 _PER_POD_OUTCOMES: tuple[tuple[type[ClusterError], Outcome], ...] = (
@@ -97,7 +100,8 @@ def bind_all(
 def _bind_one(cluster: PodBinder, binding: Binding, dry_run: bool) -> tuple[BindResult, bool]:
     """The result for one pod, and whether the run must stop."""
     try:
-        cluster.bind(binding.namespace, binding.name, binding.uid, binding.node, dry_run)
+        cluster.bind(binding.namespace, binding.name, binding.uid, binding.node, dry_run,
+                     binding.annotations or None)
     except Unreachable as error:
         return BindResult(binding, Outcome.UNKNOWN, str(error), dry_run), True
     except Unauthorized as error:

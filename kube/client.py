@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,8 @@ class Cluster:
         except NotFound:
             return []
 
-    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False,
+             annotations: Mapping[str, str] | None = None) -> None:
         """Binds the pod to ``node`` through the ``pods/binding`` subresource.
 
         ``uid`` is sent as the Binding's ``metadata.uid``, which the API server turns into a
@@ -102,11 +103,15 @@ class Cluster:
         of being bound by a stale plan. Raises :class:`Conflict` when the pod is already bound,
         being deleted, gated or replaced. The response is not deserialised (the Python client
         may fail on it even after a successful bind, kubernetes-client/python#547).
+        ``annotations`` are set on the pod by the same call (the API server copies a
+        Binding's annotations to the pod), which is how chosen GPU devices are recorded
+        without any right to update pods.
         """
         body = k8s.V1Binding(
             api_version="v1",
             kind="Binding",
-            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None,
+                                      annotations=dict(annotations) if annotations else None),
             target=k8s.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
         action = f"bind pod {namespace}/{name} to node {node}"

@@ -47,6 +47,7 @@ from models.framework import (
     RunContext,
     ScorePlugin,
 )
+from models.gpu import HAMI_CORES, HAMI_MEMORY, KOORD_CORE, KOORD_MEMORY, GpuConventions
 from models.plugins import DEFAULT_FILTERS, PROFILE_SCORES, in_tree_registry
 
 API_VERSION = "kubeplace.io/v1alpha1"
@@ -79,6 +80,18 @@ class SolverSettings:
 
 
 @dataclass(frozen=True)
+class GpuSettings:
+    """Which resource names carry GPU requests (see models/gpu.py for the conventions)."""
+
+    deviceResource: str = "nvidia.com/gpu"
+    percentPerDevice: tuple[str, ...] = (HAMI_CORES, HAMI_MEMORY)
+    percentOfGpus: tuple[str, ...] = (KOORD_CORE, KOORD_MEMORY)
+
+    def conventions(self) -> GpuConventions:
+        return GpuConventions(self.deviceResource, self.percentPerDevice, self.percentOfGpus)
+
+
+@dataclass(frozen=True)
 class Profile:
     schedulerName: str = "kubeplace"
     objective: str = "balance"
@@ -98,6 +111,7 @@ class Profile:
 class Configuration:
     profiles: tuple[Profile, ...] = (Profile(),)
     solver: SolverSettings = field(default_factory=SolverSettings)
+    gpu: GpuSettings = field(default_factory=GpuSettings)
     registry: Registry = field(default_factory=in_tree_registry)
     source: str = ""
 
@@ -156,7 +170,7 @@ def parse_configuration(doc: object, source: str = "", base_dir: Path | None = N
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise ConfigError(source, "apiVersion/kind", f"expected {API_VERSION} {KIND}, got "
                           f"{data.get('apiVersion')} {data.get('kind')}")
-    reader.no_unknown(data, {"apiVersion", "kind", "profiles", "userPlugins", "solver"}, "")
+    reader.no_unknown(data, {"apiVersion", "kind", "profiles", "userPlugins", "solver", "gpu"}, "")
     registry = in_tree_registry()
     for i, entry in enumerate(reader.sequence(data.get("userPlugins", []), "userPlugins")):
         factory = reader.user_plugin(entry, f"userPlugins[{i}]")
@@ -169,7 +183,8 @@ def parse_configuration(doc: object, source: str = "", base_dir: Path | None = N
     if len(set(names)) != len(names):
         raise ConfigError(source, "profiles", f"scheduler names must be unique, got {names}")
     solver = reader.typed(SolverSettings, data.get("solver", {}), "solver")
-    return Configuration(profiles, solver, registry, source)
+    gpu = reader.typed(GpuSettings, data.get("gpu", {}), "gpu")
+    return Configuration(profiles, solver, gpu, registry, source)
 
 
 def _import_beside(module_name: str, base_dir: Path | None) -> types.ModuleType:

@@ -148,8 +148,10 @@ class DeviceTable:
                 if 0 <= d < self.free.shape[1] and self.free[i, d] >= 0:
                     self.free[i, d] = max(0, self.free[i, d] - milli)
             return
-        for d in first_fit(self.free[i], need):
-            self.free[i, d] -= need.milli
+        for _ in range(need.count):  # lowest-index device with room, one device at a time
+            room = np.nonzero(self.free[i] >= need.milli)[0]
+            if len(room):
+                self.free[i, room[0]] -= need.milli
 
 
 def first_fit(free: IntArray, need: GpuNeed) -> list[int]:

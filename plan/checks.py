@@ -10,7 +10,9 @@ from models.config import Configuration, Profile, instantiate
 from models.framework import FilterPlugin
 from models.plugins import gpu_model, in_tree_registry
 from models.plugins import tenant as tenant_plugin
-from plan.verify import VerifySettings
+from plan.plan import Placement
+from plan.verify import VerifySettings, Violation, verify
+from plan.verify_gpu import verify_devices
 
 PairCheck = Callable[[Pod, Node], str | None]
 
@@ -38,3 +40,12 @@ def _pair_check(plugin: FilterPlugin) -> PairCheck:
     def check(pod: Pod, node: Node) -> str | None:
         return None if bool(plugin.filter(pod, [node])[0]) else f"{plugin.name}: {plugin.reason}"
     return check
+
+
+def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Configuration,
+                profile: Profile) -> list[Violation]:
+    """Every hard rule, GPU devices included, for a plan about to be bound."""
+    triples = [(p.namespace, p.name, p.node) for p in placements]
+    violations = verify(snapshot, triples, verify_settings(config, profile),
+                        plugin_checks(config, profile, snapshot))
+    return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements])

@@ -14,6 +14,7 @@ from kube.objects import Pod, Snapshot
 from models import evaluate
 from models.aggregate import Aggregation, aggregate
 from models.config import Configuration, Profile, instantiate
+from models.fragmentation import cluster_fragmentation
 from models.framework import PluginSet
 from models.problem import Assignment, Objective
 from plan.explain import explain
@@ -36,7 +37,7 @@ class Planned:
 def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, options: SolverOptions,
               on_event: Callable[[Event], None] | None = None) -> Planned:
     plugins = instantiate(config, profile, snapshot)
-    agg = aggregate(snapshot, plugins, Objective(profile.objective))
+    agg = aggregate(snapshot, plugins, Objective(profile.objective), config.gpu.conventions())
     report = solve(agg.problem, plugins.objective_terms, options, on_event)
     plan = _to_plan(snapshot, agg, report, profile, plugins)
     return Planned(plan, agg, report, plugins)
@@ -95,6 +96,7 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     unplaced += [Unplaced(pod.namespace, pod.name, tuple(f"left to the default scheduler: {r}"
                                                          for r in pod.unmodelled), True) for pod in agg.left]
     empty = Assignment.empty()
+    frag, frag_ratio = cluster_fragmentation(p, a)
     summary = Summary(
         pods_placed=len(placements),
         pods_unplaced=len(unplaced),
@@ -109,6 +111,8 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
         backend=report.backend,
         profile=profile.objective,
         utilisation=_utilisation(agg, a),
+        gpu_fragmentation=round(frag, 1),
+        gpu_fragmentation_ratio=round(frag_ratio, 4),
     )
     return Plan(profile.schedulerName, placements, tuple(unplaced), summary, snapshot.source, report.steps)
 

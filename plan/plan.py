@@ -53,6 +53,9 @@ class Summary:
     backend: str
     profile: str
     utilisation: tuple[ResourceUse, ...] = ()
+    gpu_fragmentation: float = 0.0
+    """milli-GPU free but unusable by the workload's typical task shapes (FGD's measure)."""
+    gpu_fragmentation_ratio: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from kube.binder import Binding, BindResult, Outcome, bind_all, summary
@@ -12,9 +14,12 @@ class FakeCluster:
     def __init__(self, errors: dict[str, Exception] | None = None) -> None:
         self.errors = errors or {}
         self.calls: list[tuple[str, str, str, str, bool]] = []
+        self.annotations: dict[str, dict[str, str]] = {}
 
-    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False,
+             annotations: Mapping[str, str] | None = None) -> None:
         self.calls.append((namespace, name, uid, node, dry_run))
+        self.annotations[name] = dict(annotations or {})
         if name in self.errors:
             raise self.errors[name]
 
@@ -81,3 +86,10 @@ def test_unreachable_or_unauthorized_stops_the_run(error: Exception, outcome: Ou
 
 def test_no_bindings() -> None:
     assert bind_all(FakeCluster(), [], dry_run=False) == []
+
+
+def test_annotations_travel_with_the_binding() -> None:
+    cluster = FakeCluster()
+    note = {"scheduling.koordinator.sh/device-allocated": '{"gpu":[{"minor":1}]}'}
+    bind_all(cluster, [Binding("default", "g", "uid-g", "n1", note)], dry_run=False)
+    assert cluster.annotations["g"] == note
