@@ -3,22 +3,25 @@
 Every policy takes the pods in the order given (creation order, the CSV order), filters the nodes
 where the pod fits now (``Cluster.feasible``: cpu, memory, GPU model, devices), scores them, takes
 the best and the devices the policy chooses, and moves on; a pod that fits nowhere stays pending.
-Ties between equally good choices are broken at random with a seeded generator, as the
-kube-scheduler's ``selectHost`` does. Scores are integers, so ties are exact.
 
 - ``default-scheduler``: kube-scheduler's NodeResourcesFit LeastAllocated (cpu and memory, weight 1
   each): ``score_r = (free_r - request_r) * 100 // allocatable_r``, node score ``(score_cpu +
   score_memory) // 2``, highest wins; as kube-scheduler does, a zero cpu or memory request counts as
-  100m / 200Mi when scoring. Device: a share takes the lowest-index device with room, whole GPUs the
-  lowest-index free devices.
-- ``best-fit``: the BestFit score of FGD's simulator (cpu and total GPU, weight 0.5 each, normalised
-  by 128 CPUs and 8 GPUs): minimise ``0.5 (cpu_free - cpu)/128000 + 0.5 (gpu_free - gpu)/8000``,
-  i.e. the integer ``(cpu_free - cpu) + 16 (gpu_free - gpu)`` (milli, node totals after placement);
-  memory only filters. Device: a share takes the device with the least free milli that fits (the
-  simulator's "best" GPU selection), whole GPUs the lowest-index free devices.
-- ``fgd``: the (node, device) whose placement increases the node's FGD fragmentation
-  (``bench.fragmentation``) least, against the shapes of the workload; exact integer deltas, not
-  the simulator's sigmoid-rounded 0..100 scores.
+  100m / 200Mi when scoring, and ties are broken at random (seeded), as its ``selectHost`` does.
+  Device: a share takes the lowest-index device with room, whole GPUs the lowest-index free devices.
+- ``best-fit``: the BestFit score of FGD's simulator (hkust-adsl/kubernetes-scheduler-simulator):
+  ``s = 0.5 (cpu_free - cpu) / 128000 + 0.5 (gpu_free - gpu) / 8000`` (milli, node totals after
+  the placement; memory only filters), node score ``int((1 - s) * 100)``, highest wins. Device: a
+  share takes the device with the least free milli that fits (the simulator's "best" GPU
+  selection), whole GPUs the lowest-index free devices.
+- ``fgd``: for every node and device, the drop in the node's FGD fragmentation
+  (``bench.fragmentation``, against the workload's task shapes) ``d = F_before - F_after`` (milli),
+  score ``int(100 * sigmoid(d / 1000))``; a node's score is its best device's (the lowest index on
+  ties), highest wins.
+
+best-fit and fgd break ties by the smallest node name, as the kube-scheduler fork vendored by the
+FGD authors' simulator does "for reproducibility" (their published figures come from it; with random
+ties FGD falls several points). Scores are integers, rounded as that simulator rounds them.
 
 Timing is wall seconds; memory is the tracemalloc peak over the run (Python objects and numpy
 buffers; native libraries such as OR-tools allocate outside it).
@@ -35,13 +38,14 @@ from typing import Any
 
 import numpy as np
 
-from bench.fragmentation import FragIndex, TaskDistribution, cluster_fragmentation, distinct_devices
+from bench.fragmentation import FragIndex, TaskDistribution, cluster_fragmentation
 from bench.gpusim import WHOLE, Cluster, IntArray, Metrics, NodeSpec, Placed, PodSpec, Workload, metrics
 
 POLICIES = ("default-scheduler", "best-fit", "fgd")
 NONZERO_CPU = 100  # milli, kube-scheduler's DefaultMilliCPURequest
 NONZERO_MEM = 200  # MiB, kube-scheduler's DefaultMemoryRequest
-BEST_FIT_GPU_WEIGHT = 16  # (0.5 / 8000) / (0.5 / 128000)
+MAX_SPEC_CPU = 128000  # milli, the normalisers of FGD's simulator
+MAX_SPEC_GPU = 8000
 
 
 @dataclass
@@ -87,24 +91,36 @@ class PolicyResult:
 Choice = tuple[int, tuple[int, ...]]
 
 
-def _pick(rng: np.random.Generator, candidates: IntArray, score: IntArray, best: str) -> int:
-    """Position in ``candidates`` of a best-scoring one, uniformly among ties."""
-    target = score.max() if best == "max" else score.min()
-    tied = np.flatnonzero(score == target)
-    return int(tied[0] if len(tied) == 1 else tied[rng.integers(len(tied))])
+class _Ties:
+    """Picks among equally good candidates: at random (seeded) or by the smallest node name."""
+
+    def __init__(self, cluster: Cluster, mode: str, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.mode = mode
+        self.rank = np.argsort(np.argsort(np.array([n.name for n in cluster.nodes]), kind="stable"))
+
+    def best(self, nodes: IntArray, score: IntArray) -> int:
+        """Position in ``nodes`` of a highest-scoring candidate (the first of a node on ties)."""
+        tied = np.flatnonzero(score == score.max())
+        if len(tied) == 1:
+            return int(tied[0])
+        if self.mode == "random":
+            return int(tied[self.rng.integers(len(tied))])
+        return int(tied[np.argmin(self.rank[nodes[tied]])])
 
 
 class _Default:
-    def __init__(self, cluster: Cluster, rng: np.random.Generator) -> None:
-        self.c, self.rng = cluster, rng
+    def __init__(self, cluster: Cluster, seed: int) -> None:
+        self.c, self.ties = cluster, _Ties(cluster, "random", seed)
         self.nz_cpu = np.zeros(len(cluster.nodes), dtype=np.int64)  # non-zero requested, for scoring
         self.nz_mem = np.zeros(len(cluster.nodes), dtype=np.int64)
 
     def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
         c, pod = self.c, w.pods[j]
         cpu, mem = pod.cpu or NONZERO_CPU, pod.mem or NONZERO_MEM
-        score = (_least(c.cpu_cap[nodes], self.nz_cpu[nodes] + cpu) + _least(c.mem_cap[nodes], self.nz_mem[nodes] + mem)) // 2
-        i = int(nodes[_pick(self.rng, nodes, score, "max")])
+        score = (_least(c.cpu_cap[nodes], self.nz_cpu[nodes] + cpu)
+                 + _least(c.mem_cap[nodes], self.nz_mem[nodes] + mem)) // 2
+        i = int(nodes[self.ties.best(nodes, score)])
         self.nz_cpu[i] += cpu
         self.nz_mem[i] += mem
         return i, c.first_fit_devices(pod, i)
@@ -117,34 +133,36 @@ def _least(capacity: IntArray, requested: IntArray) -> IntArray:
 
 
 class _BestFit:
-    def __init__(self, cluster: Cluster, rng: np.random.Generator) -> None:
-        self.c, self.rng = cluster, rng
+    def __init__(self, cluster: Cluster, seed: int) -> None:
+        self.c, self.ties = cluster, _Ties(cluster, "name", seed)
 
     def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
         c, pod = self.c, w.pods[j]
-        left = (c.cpu_free[nodes] - pod.cpu) + BEST_FIT_GPU_WEIGHT * (c.dev_free[nodes].sum(axis=1) - pod.gpu_total)
-        i = int(nodes[_pick(self.rng, nodes, left, "min")])
+        left = (0.5 * (c.cpu_free[nodes] - pod.cpu) / MAX_SPEC_CPU
+                + 0.5 * (c.dev_free[nodes].sum(axis=1) - pod.gpu_total) / MAX_SPEC_GPU)
+        score = ((1.0 - left) * 100).astype(np.int64)
+        i = int(nodes[self.ties.best(nodes, score)])
         return i, c.best_fit_device(pod, i)
 
 
 class _Fgd:
-    def __init__(self, cluster: Cluster, rng: np.random.Generator, dist: TaskDistribution) -> None:
-        self.c, self.rng = cluster, rng
+    def __init__(self, cluster: Cluster, seed: int, dist: TaskDistribution) -> None:
+        self.c, self.ties = cluster, _Ties(cluster, "name", seed)
         self.index = FragIndex(cluster, dist)
+
+    def _score(self, nodes: IntArray, after: IntArray) -> IntArray:
+        drop = (self.index.scaled[nodes] - after) / max(self.index.w_total, 1)  # milli-GPU
+        score: IntArray = (100.0 / (1.0 + np.exp(-drop / 1000.0))).astype(np.int64)
+        return score
 
     def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
         c, pod, index = self.c, w.pods[j], self.index
         if pod.is_share:
-            local, devices = distinct_devices(c.dev_free[nodes], c.n_gpu[nodes], pod.gpu_milli)
-            cand = nodes[local]
-            delta = index.after_share(cand, devices, pod.cpu, pod.gpu_milli) - index.scaled[cand]
-            k = _pick(self.rng, cand, delta, "min")
+            cand, devices = index.share_candidates(nodes, pod.gpu_milli)
+            k = self.ties.best(cand, self._score(cand, index.after_share(cand, devices, pod.cpu, pod.gpu_milli)))
             return int(cand[k]), (int(devices[k]),)
-        if pod.num_gpu:
-            delta = index.after_whole(nodes, pod.cpu, pod.num_gpu) - index.scaled[nodes]
-        else:
-            delta = index.after_cpu_only(nodes, pod.cpu) - index.scaled[nodes]
-        i = int(nodes[_pick(self.rng, nodes, delta, "min")])
+        after = index.after_whole(nodes, pod.cpu, pod.num_gpu) if pod.num_gpu else index.after_cpu_only(nodes, pod.cpu)
+        i = int(nodes[self.ties.best(nodes, self._score(nodes, after))])
         return i, c.first_fit_devices(pod, i)
 
     def placed(self, i: int) -> None:
@@ -154,14 +172,13 @@ class _Fgd:
 def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], dist: TaskDistribution,
                         seed: int = 0) -> list[tuple[int, Placed]]:
     """Places ``pods`` in order on ``cluster`` (mutated); returns (pod index, placement) pairs."""
-    rng = np.random.default_rng(seed)
     chooser: _Default | _BestFit | _Fgd
     if policy == "default-scheduler":
-        chooser = _Default(cluster, rng)
+        chooser = _Default(cluster, seed)
     elif policy == "best-fit":
-        chooser = _BestFit(cluster, rng)
+        chooser = _BestFit(cluster, seed)
     elif policy == "fgd":
-        chooser = _Fgd(cluster, rng, dist)
+        chooser = _Fgd(cluster, seed, dist)
     else:
         raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
     w = cluster.workload(pods)

@@ -140,6 +140,8 @@ class FragIndex:
         self.count = np.zeros((n, len(groups)), dtype=np.int64)  # devices with >= g_milli free
         self.usable = np.zeros((n, len(groups)), dtype=np.int64)  # free milli on those devices
         self.scaled = np.zeros(n, dtype=np.int64)
+        self.total = np.zeros(n, dtype=np.int64)  # free milli per node
+        self.distinct = np.zeros_like(cluster.dev_free, dtype=np.bool_)  # first device of each free value
         self.refresh(np.arange(n))
 
     def _level(self, cpu: IntArray) -> IntArray:
@@ -159,19 +161,19 @@ class FragIndex:
         fits = dev[:, None, :] >= self.g_milli[None, :, None]  # (C, U, D)
         self.count[nodes] = fits.sum(axis=2)
         self.usable[nodes] = np.where(fits, dev[:, None, :], 0).sum(axis=2)
-        self.scaled[nodes] = self._scaled(nodes, dev.sum(axis=1), self.count[nodes], self.usable[nodes],
+        self.total[nodes] = dev.sum(axis=1)
+        self.distinct[nodes] = first_of_value(dev, self.cluster.n_gpu[nodes])
+        self.scaled[nodes] = self._scaled(nodes, self.total[nodes], self.count[nodes], self.usable[nodes],
                                           self.cluster.cpu_free[nodes])
 
     def after_cpu_only(self, nodes: IntArray, cpu: int) -> IntArray:
-        c = self.cluster
-        return self._scaled(nodes, c.dev_free[nodes].sum(axis=1), self.count[nodes], self.usable[nodes],
-                            c.cpu_free[nodes] - cpu)
+        return self._scaled(nodes, self.total[nodes], self.count[nodes], self.usable[nodes],
+                            self.cluster.cpu_free[nodes] - cpu)
 
     def after_whole(self, nodes: IntArray, cpu: int, k: int) -> IntArray:
         """k completely free devices taken (every group's gpu_milli <= 1000, so each counted)."""
-        c = self.cluster
-        return self._scaled(nodes, c.dev_free[nodes].sum(axis=1) - k * WHOLE, self.count[nodes] - k,
-                            self.usable[nodes] - k * WHOLE, c.cpu_free[nodes] - cpu)
+        return self._scaled(nodes, self.total[nodes] - k * WHOLE, self.count[nodes] - k,
+                            self.usable[nodes] - k * WHOLE, self.cluster.cpu_free[nodes] - cpu)
 
     def after_share(self, nodes: IntArray, devices: IntArray, cpu: int, milli: int) -> IntArray:
         """``milli`` taken from device ``devices[c]`` of node ``nodes[c]``, for each candidate c."""
@@ -182,16 +184,19 @@ class FragIndex:
         was, now = before >= gm, after >= gm
         count = self.count[nodes] - was + now
         usable = self.usable[nodes] - np.where(was, before, 0) + np.where(now, after, 0)
-        return self._scaled(nodes, c.dev_free[nodes].sum(axis=1) - milli, count, usable, c.cpu_free[nodes] - cpu)
+        return self._scaled(nodes, self.total[nodes] - milli, count, usable, c.cpu_free[nodes] - cpu)
+
+    def share_candidates(self, nodes: IntArray, milli: int) -> tuple[IntArray, IntArray]:
+        """(node, device) pairs of ``nodes`` with room for ``milli``, one per distinct free value
+        within a node (devices with equal free milli are interchangeable): the lowest index."""
+        local, devices = np.nonzero(self.distinct[nodes] & (self.cluster.dev_free[nodes] >= milli))
+        return nodes[local], devices.astype(np.int64)
 
 
-def distinct_devices(dev_free: IntArray, n_gpu: IntArray, milli: int) -> tuple[IntArray, IntArray]:
-    """(node, device) pairs with room for ``milli``, one per distinct free value within a node
-    (devices with equal free milli are interchangeable for fragmentation): the lowest index."""
+def first_of_value(dev_free: IntArray, n_gpu: IntArray) -> BoolArray:
+    """Existing devices that are the lowest-index one with their free milli on their node."""
     d = dev_free.shape[1]
     exists: BoolArray = np.arange(d)[None, :] < n_gpu[:, None]
-    room = exists & (dev_free >= milli)
     same_before = (dev_free[:, :, None] == dev_free[:, None, :]) & np.tri(d, k=-1, dtype=np.bool_)[None, :, :]
-    first = room & ~same_before.any(axis=2)
-    nodes, devices = np.nonzero(first)
-    return nodes.astype(np.int64), devices.astype(np.int64)
+    result: BoolArray = exists & ~same_before.any(axis=2)
+    return result

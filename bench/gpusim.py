@@ -94,6 +94,12 @@ class Cluster:
     mem_free: IntArray
     dev_free: IntArray  # (N, D), 0 for devices a node does not have
     index: dict[str, int] = field(default_factory=dict)
+    max_free: IntArray = field(init=False)  # per node, the most free milli on one device
+    whole_free: IntArray = field(init=False)  # per node, devices completely free
+
+    def __post_init__(self) -> None:
+        self.max_free = self.dev_free.max(axis=1)
+        self.whole_free = (self.dev_free == WHOLE).sum(axis=1)
 
     @staticmethod
     def build(nodes: Iterable[NodeSpec]) -> Cluster:
@@ -134,8 +140,8 @@ class Cluster:
         if num == 0:
             return ok
         if milli < WHOLE:
-            return ok & (self.dev_free.max(axis=1) >= milli)
-        return ok & ((self.dev_free == WHOLE).sum(axis=1) >= num)
+            return ok & (self.max_free >= milli)
+        return ok & (self.whole_free >= num)
 
     def check(self, pod: PodSpec, i: int, devices: Sequence[int]) -> str | None:
         """Why pod cannot go to node ``i`` on ``devices`` now, or None when it can."""
@@ -168,6 +174,9 @@ class Cluster:
             self.mem_free[i] -= pod.mem
             for d in devices:
                 self.dev_free[i, d] -= pod.gpu_milli
+            if devices:
+                self.max_free[i] = self.dev_free[i].max()
+                self.whole_free[i] = int((self.dev_free[i] == WHOLE).sum())
         return reason
 
     # --- device choice helpers ------------------------------------------------------------

@@ -10,11 +10,11 @@ import click
 
 from cli.options import Source
 from cli.render import dump, stdout_console, table
-from kube.binder import Binding, BindResult, bind_all
+from kube.binder import Binding, BindResult, Outcome, bind_all
 from kube.client import connect
 from kube.errors import InputError
 from kube.live import load_live_snapshot
-from kube.objects import Pod
+from kube.objects import Pod, Snapshot
 from models.config import Configuration, Profile
 from models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
 from plan.checks import verify_plan
@@ -38,6 +38,7 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
 
         placements = make_plan(snapshot, config, profile, options).plan.placements
     placements = _with_current_uids(placements, snapshot)
+    placements, taken = _split_bound_meanwhile(placements, snapshot, dry_run)
     violations = verify_plan(snapshot, placements, config, profile)
     if violations:
         for v in violations:
@@ -45,17 +46,39 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
         click.echo(f"error: the plan fails verification ({len(violations)} violation(s)); nothing was bound",
                    err=True)
         return False
-    if not placements:
+    if not placements and not taken:
         click.echo("nothing to bind")
         return True
-    if not yes and not _confirm(len(placements), dry_run):
+    if placements and not yes and not _confirm(len(placements), dry_run):
         click.echo("aborted; nothing was bound", err=True)
         return False
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods)) for p in placements]
-    results = bind_all(cluster, bindings, dry_run=dry_run)
+    results = taken + bind_all(cluster, bindings, dry_run=dry_run)
     _report(results, output, dry_run)
     return all(r.outcome == "bound" for r in results)
+
+
+def _split_bound_meanwhile(placements: tuple[Placement, ...], snapshot: Snapshot,
+                           dry_run: bool) -> tuple[tuple[Placement, ...], list[BindResult]]:
+    """A saved plan may name pods that another scheduler (or a person) bound since it was made.
+
+    Those are not a reason to refuse the rest of the plan: the API server would answer 409 for
+    them (nodeName is set once), so they are reported as conflicts, pod by pod, without a request,
+    and the other placements are verified against the cluster as it is now (usage included)."""
+    pending = {(p.namespace, p.name) for p in snapshot.pending}
+    bound = {(p.namespace, p.name): p.node_name for p in snapshot.bound}
+    keep: list[Placement] = []
+    taken: list[BindResult] = []
+    for p in placements:
+        node = bound.get((p.namespace, p.name))
+        if (p.namespace, p.name) in pending or node is None:
+            keep.append(p)
+            continue
+        message = (f"already bound to node {node} since the plan was made (the API server answers "
+                   "409 Conflict to a second binding); not sent")
+        taken.append(BindResult(Binding(p.namespace, p.name, p.uid, p.node), Outcome.CONFLICT, message, dry_run))
+    return tuple(keep), taken
 
 
 def _with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> tuple[Placement, ...]:

@@ -71,12 +71,14 @@ def resource_names(pending: Sequence[Pod], conv: GpuConventions) -> tuple[str, .
     return BASE_RESOURCES + tuple(extra)
 
 
-def priority_weights(priorities: IntArray, counts: IntArray) -> IntArray:
+def priority_weights(priorities: IntArray, counts: IntArray, base: IntArray | None = None) -> IntArray:
     """Weight per class such that one pod of a higher priority outweighs all pods of
     lower priorities together (strict lexicographic order), while that fits in 2^40;
-    beyond, tiers fall back to weight = tier rank + 1 (ordered, no longer strict)."""
+    beyond, tiers fall back to weight = tier rank + 1 (ordered, no longer strict).
+    Within a tier a pod weighs ``base`` (1 by default)."""
+    base = np.ones(len(priorities), dtype=np.int64) if base is None else base
     tiers = np.unique(priorities)
-    weights = np.ones(len(priorities), dtype=np.int64)
+    weights = base.copy()
     tier_weight, below = 1, 0
     strict = True
     for rank, tier in enumerate(tiers):
@@ -85,9 +87,20 @@ def priority_weights(priorities: IntArray, counts: IntArray) -> IntArray:
             tier_weight = below + 1 if strict else rank + 1
             if tier_weight > MAX_TIER_WEIGHT:
                 strict, tier_weight = False, rank + 1
-        weights[members] = tier_weight
-        below += int(tier_weight * counts[members].sum())
+        weights[members] = tier_weight * base[members]
+        below += int((weights[members] * counts[members]).sum())
     return weights
+
+
+def base_weights(demand: IntArray, count: IntArray, resources: Sequence[str], placement_weight: str,
+                 conv: GpuConventions) -> IntArray:
+    """Per-pod weight within a priority tier: 1 (``pods``), or with ``gpu`` the milli-GPU
+    placed first and the pod count only among placements of equal GPU."""
+    ones = np.ones(len(count), dtype=np.int64)
+    if placement_weight != "gpu" or conv.device_resource not in resources:
+        return ones
+    gpu = demand[:, resources.index(conv.device_resource)]
+    return gpu * (int(count.sum()) + 1) + ones
 
 
 def _demand_vector(pod: Pod, resources: Sequence[str], gpu: GpuNeed, conv: GpuConventions) -> tuple[int, ...]:
@@ -143,7 +156,7 @@ def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequen
 
 
 def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | None = None,
-              conv: GpuConventions = DEFAULT_CONVENTIONS) -> Aggregation:
+              conv: GpuConventions = DEFAULT_CONVENTIONS, placement_weight: str = "pods") -> Aggregation:
     modelled, needs, invalid = _gpu_needs([p for p in snapshot.pending if not p.unmodelled], conv)
     left = tuple(p for p in snapshot.pending if p.unmodelled) + tuple(invalid)
     resources = resource_names(modelled, conv)
@@ -181,7 +194,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
         used=used,
         demand=demand,
         count=count,
-        weight=priority_weights(priority, count),
+        weight=priority_weights(priority, count, base_weights(demand, count, resources, placement_weight, conv)),
         eligible=eligible,
         members=tuple(tuple(m) for m in members),
         group_caps=tuple(r for r in rules if isinstance(r, GroupCap)),

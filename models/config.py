@@ -53,6 +53,7 @@ from models.plugins import DEFAULT_FILTERS, PROFILE_SCORES, in_tree_registry
 API_VERSION = "kubeplace.io/v1alpha1"
 KIND = "PlacementConfiguration"
 OBJECTIVES = ("balance", "binpack")
+PLACEMENT_WEIGHTS = ("pods", "gpu")
 
 
 class ConfigError(KubeplaceError):
@@ -95,6 +96,7 @@ class GpuSettings:
 class Profile:
     schedulerName: str = "kubeplace"
     objective: str = "balance"
+    placementWeight: str = "pods"
     enabled: tuple[str, ...] = ()
     disabled: tuple[str, ...] = ()
     plugin_args: Mapping[str, Any] = field(default_factory=dict)
@@ -255,7 +257,11 @@ class _Reader:
 
     def profile(self, value: object, path: str, registry: Registry) -> Profile:
         data = self.mapping(value, path)
-        self.no_unknown(data, {"schedulerName", "objective", "plugins", "pluginConfig"}, path)
+        self.no_unknown(data, {"schedulerName", "objective", "placementWeight", "plugins", "pluginConfig"}, path)
+        weight = data.get("placementWeight", "pods")
+        if weight not in PLACEMENT_WEIGHTS:
+            raise self.fail(f"{path}.placementWeight",
+                            f"expected one of {', '.join(PLACEMENT_WEIGHTS)}, got '{weight}'")
         objective = data.get("objective", "balance")
         if objective not in OBJECTIVES:
             raise self.fail(f"{path}.objective", f"expected one of {', '.join(OBJECTIVES)}, got '{objective}'")
@@ -278,7 +284,7 @@ class _Reader:
         name = data.get("schedulerName", "kubeplace")
         if not isinstance(name, str) or not name:
             raise self.fail(f"{path}.schedulerName", "expected a non-empty string")
-        return Profile(name, objective, enabled, disabled, args)
+        return Profile(name, objective, weight, enabled, disabled, args)
 
     def typed(self, cls: type[Any], value: object, path: str) -> Any:
         """A dataclass instance from a mapping: unknown fields and wrong types are errors."""

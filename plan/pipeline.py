@@ -37,7 +37,8 @@ class Planned:
 def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, options: SolverOptions,
               on_event: Callable[[Event], None] | None = None) -> Planned:
     plugins = instantiate(config, profile, snapshot)
-    agg = aggregate(snapshot, plugins, Objective(profile.objective), config.gpu.conventions())
+    agg = aggregate(snapshot, plugins, Objective(profile.objective), config.gpu.conventions(),
+                    profile.placementWeight)
     report = solve(agg.problem, plugins.objective_terms, options, on_event)
     plan = _to_plan(snapshot, agg, report, profile, plugins)
     return Planned(plan, agg, report, plugins)

@@ -8,9 +8,11 @@ every integer placement from above, and it stays small on any cluster size.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from models.linear import INF, LinearBuilder
+from models.linear import INF, LinearBuilder, LinearModel
 from models.problem import IntArray, Problem
 from solver.backends import available_backends, get_backend
 from solver.backends.base import SolveSettings
@@ -24,21 +26,27 @@ def node_kinds(problem: Problem) -> tuple[IntArray, int]:
     return kind, int(kind.max()) + 1 if len(kind) else 0
 
 
-def placed_weight_bound(problem: Problem, time_limit: float = 10.0) -> int | None:
-    """The LP bound, or None when no LP-capable backend is installed."""
-    if problem.n_classes == 0 or problem.n_nodes == 0:
-        return 0
-    lp_backends = [b for b in ("highs", "cbc") if b in available_backends()]
-    if not lp_backends:
-        return None
-    kind, n_kinds = node_kinds(problem)
+@dataclass(frozen=True)
+class KindModel:
+    """The aggregated model over node kinds: x[k] pods of class cls[k] on kind kd[k]."""
+
+    model: LinearModel
+    cls: IntArray
+    kind: IntArray
+    node_kind: IntArray  # (N,)
+
+
+def kind_model(problem: Problem, integer: bool) -> KindModel:
+    """Capacities of a kind summed; counts continuous unless ``integer``. Every rule
+    dropped only loosens it, so its LP optimum bounds every real placement."""
+    node_kind, n_kinds = node_kinds(problem)
     free = np.zeros((n_kinds, len(problem.resources)), dtype=np.int64)
-    np.add.at(free, kind, np.maximum(problem.free, 0))
+    np.add.at(free, node_kind, np.maximum(problem.free, 0))
     elig_kind = np.zeros((problem.n_classes, n_kinds), dtype=np.bool_)
-    elig_kind[:, kind] = problem.eligible
+    elig_kind[:, node_kind] = problem.eligible
     cls, kd = np.nonzero(elig_kind)
     b = LinearBuilder()
-    x = b.add_vars(np.zeros(len(cls), dtype=np.int64), problem.count[cls], integer=False)
+    x = b.add_vars(np.zeros(len(cls), dtype=np.int64), problem.count[cls], integer=integer)
     for c in range(problem.n_classes):
         sel = cls == c
         if sel.sum() > 1:
@@ -50,7 +58,21 @@ def placed_weight_bound(problem: Problem, time_limit: float = 10.0) -> int | Non
             if (coef > 0).any():
                 b.add_row(x[sel], coef, -INF, int(free[k, r]))
     b.add_objective(x, problem.weight[cls])
-    result = get_backend(lp_backends[0]).solve(b.build(maximize=True), SolveSettings(time_limit, 1))
+    return KindModel(b.build(maximize=True), cls.astype(np.int64), kd.astype(np.int64), node_kind)
+
+
+def lp_backend() -> str | None:
+    return next((b for b in ("highs", "cbc") if b in available_backends()), None)
+
+
+def placed_weight_bound(problem: Problem, time_limit: float = 10.0) -> int | None:
+    """The LP bound, or None when no LP-capable backend is installed."""
+    if problem.n_classes == 0 or problem.n_nodes == 0:
+        return 0
+    backend = lp_backend()
+    if backend is None:
+        return None
+    result = get_backend(backend).solve(kind_model(problem, integer=False).model, SolveSettings(time_limit, 1))
     if not result.status.has_solution or result.objective is None:
         return None
     return int(np.floor(result.objective + 1e-6))

@@ -80,8 +80,9 @@ def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Plac
     return trial if placed >= gang.min_member else state
 
 
-def _candidates(state: PlacementState, c: int) -> tuple[IntArray, IntArray]:
-    nodes = np.nonzero(state.problem.eligible[c])[0]
+def _candidates(state: PlacementState, c: int, within: IntArray | None = None) -> tuple[IntArray, IntArray]:
+    allowed = state.problem.eligible[c] if within is None else state.problem.eligible[c] & within
+    nodes = np.nonzero(allowed)[0]
     m = state.fit(c, nodes)
     return nodes[m > 0], m[m > 0]
 
@@ -92,8 +93,8 @@ def _leftover(problem: Problem, nodes: IntArray, free: IntArray, c: int) -> Floa
     return np.asarray(((free - problem.demand[c]) / cap).sum(axis=1), dtype=np.float64)
 
 
-def _best_fit(state: PlacementState, c: int, want: int) -> int:
-    nodes, m = _candidates(state, c)
+def _best_fit(state: PlacementState, c: int, want: int, within: IntArray | None = None) -> int:
+    nodes, m = _candidates(state, c, within)
     if len(nodes) == 0 or want <= 0:
         return 0
     order = np.argsort(_leftover(state.problem, nodes, state.free[nodes], c), kind="stable")
@@ -107,8 +108,8 @@ def _best_fit(state: PlacementState, c: int, want: int) -> int:
     return placed
 
 
-def _spread(state: PlacementState, c: int, want: int) -> int:
-    nodes, m = _candidates(state, c)
+def _spread(state: PlacementState, c: int, want: int, within: IntArray | None = None) -> int:
+    nodes, m = _candidates(state, c, within)
     if len(nodes) == 0 or want <= 0:
         return 0
     p = state.problem
@@ -150,3 +151,23 @@ def _fgd(state: PlacementState, shapes: TaskShapes, c: int, want: int) -> int:
         else:
             delta[j] = np.inf
     return placed
+
+
+def guided(problem: Problem, quotas: IntArray, node_kind: IntArray) -> Assignment:
+    """Best-fit that follows a plan by node kind: ``quotas[c, k]`` pods of class c go to
+    nodes of kind k first (from the aggregated model's solution, which sees every class
+    at once and so knows which node shapes each class should use), the rest anywhere."""
+    state = PlacementState.start(problem)
+    gang_classes = {c for g in problem.gangs for c in g.classes}
+    for c in class_order(problem):
+        if c in gang_classes:
+            continue
+        placed = 0
+        for k in np.argsort(-quotas[c], kind="stable"):
+            if quotas[c, k] <= 0:
+                break
+            placed += _spread(state, c, int(quotas[c, k]), node_kind == k)
+        _spread(state, c, int(problem.count[c]) - placed)
+    for gang in problem.gangs:
+        state = _place_gang(problem, state, gang, _best_fit)
+    return state.assignment()

@@ -1,9 +1,12 @@
 """Large-neighbourhood search: free the pods of a few nodes, fix the rest, re-solve.
 
-Neighbourhoods alternate between (a) nodes where unplaced pods could go, (b) the most
-and least loaded nodes, (c) random nodes, sized so that each sub-model stays small
-enough for the backend to prove or nearly prove it in a fraction of a second.
-Deterministic for a given seed with one worker.
+While pods are left unplaced, neighbourhoods are built around them: nodes where some
+unplaced class may run, grown with nodes of the same kind (the ones whose pods could
+trade places), alternating with random ones. Once everything that can be placed is,
+neighbourhoods serve the objective: the most and least loaded nodes, or random ones.
+Each sub-model is kept to about TARGET_PAIRS eligible (class, node) pairs, small enough
+for the backend to solve in a fraction of a second. Deterministic for a given seed with
+one worker.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from solver.backends.base import Backend
 if TYPE_CHECKING:
     from solver.solve import _Run
 
-TARGET_PAIRS = 2_500
+TARGET_PAIRS = 1_500
 SLICE_SECONDS = 2.0
 MIN_SECONDS = 0.2
 
@@ -29,38 +32,57 @@ def improve(run: _Run, backend: Backend) -> None:
     from solver.solve import stage_one, stage_two
 
     rng = np.random.default_rng(run.options.seed)
-    pairs_per_node = np.maximum(run.problem.eligible.sum(axis=0), 1)
-    n_nodes_hood = max(2, int(TARGET_PAIRS / max(float(pairs_per_node.mean()), 1.0)))
+    pairs = run.problem.eligible.sum(axis=0).astype(np.int64)
     rounds = 0
     while run.left() > MIN_SECONDS:
-        nodes = choose_nodes(run.problem, run.incumbent, rng, n_nodes_hood, rounds)
-        hood = _hood(run.incumbent, nodes)
         share = min(1.0, SLICE_SECONDS / max(run.left(), 1e-3))
-        unplaced = evaluate.placed_weight(run.problem, run.incumbent) < (run.bound or 0)
-        if unplaced:
-            stage_one(run, backend, hood, share / 2)
-        if run.left() > MIN_SECONDS:
+        if _unplaced(run.problem, run.incumbent).any() and rounds % 4 != 3:
+            nodes = hungry_nodes(run.problem, run.incumbent, rng, pairs, rounds)
+            stage_one(run, backend, _hood(run.incumbent, nodes), share)
+        else:
+            nodes = objective_nodes(run.problem, run.incumbent, rng, pairs, rounds)
             stage_two(run, backend, _hood(run.incumbent, nodes), share)
         rounds += 1
+    run.steps.append(f"lns rounds: {rounds}")
 
 
 def _hood(incumbent: Assignment, nodes: IntArray) -> Neighbourhood:
     return Neighbourhood(np.sort(nodes), incumbent.on_nodes(nodes, inside=False))
 
 
-def choose_nodes(problem: Problem, incumbent: Assignment, rng: np.random.Generator, size: int,
+def _unplaced(problem: Problem, a: Assignment) -> IntArray:
+    return problem.count - a.placed_per_class(problem.n_classes)
+
+
+def _fill(order: IntArray, pairs: IntArray) -> IntArray:
+    """The first nodes of ``order`` whose eligible pairs add up to TARGET_PAIRS."""
+    if len(order) == 0:
+        return order
+    upto = int(np.searchsorted(np.cumsum(pairs[order]), TARGET_PAIRS)) + 1
+    return order[: max(2, upto)]
+
+
+def hungry_nodes(problem: Problem, a: Assignment, rng: np.random.Generator, pairs: IntArray,
                  round_no: int) -> IntArray:
-    size = min(size, problem.n_nodes)
-    kind = round_no % 3
-    if kind == 0:
-        left = problem.count - incumbent.placed_per_class(problem.n_classes)
-        hungry = np.nonzero(problem.eligible[left > 0].any(axis=0))[0] if (left > 0).any() else np.zeros(0)
-        if len(hungry):
-            return rng.choice(hungry, size=min(size, len(hungry)), replace=False).astype(np.int64)
-    if kind == 1:
-        u = evaluate.utilisation(problem, incumbent).mean(axis=1)
+    left = _unplaced(problem, a) > 0
+    if round_no % 2 == 1:
+        return _fill(rng.permutation(problem.n_nodes), pairs)
+    c = int(rng.choice(np.nonzero(left)[0]))
+    hungry = np.nonzero(problem.eligible[c])[0]
+    if len(hungry) == 0:
+        return _fill(rng.permutation(problem.n_nodes), pairs)
+    seed = int(rng.choice(hungry))
+    same_kind = np.nonzero((problem.capacity == problem.capacity[seed]).all(axis=1) & problem.eligible[c])[0]
+    order = np.concatenate([[seed], rng.permutation(same_kind[same_kind != seed])]).astype(np.int64)
+    return _fill(order, pairs)
+
+
+def objective_nodes(problem: Problem, a: Assignment, rng: np.random.Generator, pairs: IntArray,
+                    round_no: int) -> IntArray:
+    if round_no % 2 == 0:
+        u = evaluate.utilisation(problem, a).mean(axis=1) + rng.random(problem.n_nodes) * 0.05
         order = np.argsort(u, kind="stable")
-        half = max(1, size // 2)
-        picks = np.unique(np.concatenate([order[:half], order[-half:]]))
-        return picks.astype(np.int64)
-    return rng.choice(problem.n_nodes, size=size, replace=False).astype(np.int64)
+        extremes = np.stack([order, order[::-1]], axis=1).reshape(-1)
+        _, first = np.unique(extremes, return_index=True)
+        return _fill(extremes[np.sort(first)].astype(np.int64), pairs)
+    return _fill(rng.permutation(problem.n_nodes).astype(np.int64), pairs)

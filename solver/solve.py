@@ -22,9 +22,11 @@ from models.problem import Assignment, Problem
 from solver.backends import get_backend
 from solver.backends.base import Backend, BackendResult, SolveSettings, Status
 from solver.bound import placed_weight_bound
-from solver.greedy import FGD, POLICIES, greedy
+from solver.greedy import FGD, POLICIES, greedy, guided
+from solver.guided import kind_quotas
 
 FULL_MODEL_PAIRS = 2_000
+GUIDED_SECONDS = 3.0
 """Above this many eligible (class, node) pairs the whole model is not built at once."""
 
 
@@ -104,12 +106,8 @@ class _Run:
 def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions = SolverOptions(),
           on_event: Callable[[Event], None] | None = None) -> SolveReport:
     started = time.monotonic()
-    candidates = [greedy(problem, policy) for policy in POLICIES if policy != FGD or problem.has_devices]
-    best = candidates[0]
-    for c in candidates[1:]:
-        if evaluate.better(problem, c, best, terms):
-            best = c
-    run = _Run(problem, terms, options, on_event, started, best, steps=["greedy"])
+    best, name = _best_greedy(problem, terms, options)
+    run = _Run(problem, terms, options, on_event, started, best, steps=[name])
     run.bound = placed_weight_bound(problem, time_limit=max(1.0, options.time_limit / 10))
     run.emit("greedy")
     backend = get_backend(options.backend)
@@ -124,6 +122,19 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptio
     return SolveReport(a, status, evaluate.placed_weight(problem, a), evaluate.pods_placed(a),
                        evaluate.objective_value(problem, a, terms), run.bound,
                        time.monotonic() - started, backend.name, tuple(run.steps))
+
+
+def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions) -> tuple[Assignment, str]:
+    """The best of the greedy placements (lexicographic, exact evaluation) and its name."""
+    candidates = [(greedy(problem, policy), policy) for policy in POLICIES if policy != FGD or problem.has_devices]
+    quotas = kind_quotas(problem, time_limit=min(GUIDED_SECONDS, options.time_limit / 5))
+    if quotas is not None:
+        candidates.append((guided(problem, *quotas), "guided"))
+    best, name = candidates[0]
+    for candidate, policy in candidates[1:]:
+        if evaluate.better(problem, candidate, best, terms):
+            best, name = candidate, policy
+    return best, f"greedy ({name})"
 
 
 def settings_for(run: _Run, share: float) -> SolveSettings:

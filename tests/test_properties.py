@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -278,8 +277,3 @@ def test_unaggregated_registry_really_splits_classes() -> None:
     assert flat.aggregation.problem.n_classes == 3
     assert flat.report.pods_placed == 3
 
-
-def test_dataclass_replace_keeps_profile() -> None:
-    """config_for builds the profile the plan is made with (guards the helpers above)."""
-    config, profile = config_for("binpack")
-    assert config.profile(None) == profile == dataclasses.replace(Profile(), objective="binpack")

@@ -296,6 +296,12 @@ def _read_result(pulp: Any, prob: Any, xs: list[Any], model: LinearModel, bound:
             return result(Status.FEASIBLE, model.hint.copy(), float(model.evaluate(model.hint)), bound,
                           "no solution found in time; returning the hint")
         return result(Status.UNKNOWN, bound=bound)
+    if not bool(np.all(model.var_integer)):
+        # An LP (relaxation): its optimum is a bound, its values are not integers to return.
+        raw = np.array([0.0 if x.varValue is None else x.varValue for x in xs], dtype=np.float64)
+        value = float(raw @ model.objective.astype(np.float64)) + model.objective_offset
+        optimal = sol == pulp.LpSolutionOptimal
+        return result(Status.OPTIMAL if optimal else Status.FEASIBLE, None, value, value if optimal else bound)
     values, problem = _rounded_values(xs, model)
     if values is None:
         return result(Status.ERROR, message=problem)
