@@ -23,12 +23,14 @@ best-fit and fgd break ties by the smallest node name, as the kube-scheduler for
 FGD authors' simulator does "for reproducibility" (their published figures come from it; with random
 ties FGD falls several points). Scores are integers, rounded as that simulator rounds them.
 
-Timing is wall seconds; memory is the tracemalloc peak over the run (Python objects and numpy
-buffers; native libraries such as OR-tools allocate outside it).
+Timing is wall seconds; memory is the growth of the resident set during the run (see
+:func:`measure`).
 """
 
 from __future__ import annotations
 
+import resource
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
@@ -54,23 +56,54 @@ class Measured:
     peak_mib: float = 0.0
 
 
+def _rss() -> int:
+    """Resident set size of this process in bytes (Linux), else the peak so far (getrusage)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except (OSError, IndexError, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 @contextmanager
-def measure() -> Iterator[Measured]:
-    """Wall seconds and tracemalloc peak (MiB) of the block."""
+def measure(trace: bool = False) -> Iterator[Measured]:
+    """Wall seconds and peak memory (MiB) of the block.
+
+    Memory is the growth of the process's resident set over the block, sampled every 2 ms by a
+    thread (native allocations such as OR-tools' count; memory the process freed earlier and reuses
+    does not), or with ``trace`` the tracemalloc peak (Python objects and numpy buffers only, and
+    it slows allocation-heavy code several times)."""
     out = Measured()
-    started = not tracemalloc.is_tracing()
-    if started:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
+    stop = threading.Event()
+    base = _rss()
+    peak = [base]
+
+    def sample() -> None:
+        while not stop.wait(0.002):
+            peak[0] = max(peak[0], _rss())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if trace:
+        started = not tracemalloc.is_tracing()
+        if started:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        traced = tracemalloc.get_traced_memory()[0]
+    else:
+        sampler.start()
     t0 = time.perf_counter()
     try:
         yield out
     finally:
         out.seconds = time.perf_counter() - t0
-        out.peak_mib = max(0, tracemalloc.get_traced_memory()[1] - base) / (1 << 20)
-        if started:
-            tracemalloc.stop()
+        if trace:
+            out.peak_mib = max(0, tracemalloc.get_traced_memory()[1] - traced) / (1 << 20)
+            if started:
+                tracemalloc.stop()
+        else:
+            stop.set()
+            sampler.join()
+            out.peak_mib = max(0, max(peak[0], _rss()) - base) / (1 << 20)
 
 
 @dataclass
@@ -198,9 +231,9 @@ def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], 
 
 
 def run_baseline(policy: str, nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *,
-                 dist: TaskDistribution, seed: int = 0) -> PolicyResult:
+                 dist: TaskDistribution, seed: int = 0, trace: bool = False) -> PolicyResult:
     """One policy on an empty cluster of ``nodes``: placements, metrics, seconds and peak memory."""
-    with measure() as m:
+    with measure(trace) as m:
         cluster = Cluster.build(nodes)
         done = place_one_at_a_time(policy, cluster, pods, dist, seed)
     return PolicyResult(policy, [p for _, p in done], metrics(cluster, (pods[j] for j, _ in done),

@@ -62,13 +62,13 @@ class Aggregation:
 
 
 def resource_names(pending: Sequence[Pod], conv: GpuConventions) -> tuple[str, ...]:
-    """Resources to model; GPU share resources are folded into the device resource,
-    which is then counted in milli-GPU."""
+    """Resources to model. The GPU device resource is counted in milli-GPU; share
+    resources (``koordinator.sh/gpu-core``, ...) stay ordinary resources as well, since a
+    node must advertise them for the kubelet to admit the pod."""
     names = {r for p in pending for r in p.requests} - set(BASE_RESOURCES)
     if names & set(conv.share_resources):
         names.add(conv.device_resource)
-    extra = sorted(names - set(conv.share_resources))
-    return BASE_RESOURCES + tuple(extra)
+    return BASE_RESOURCES + tuple(sorted(names))
 
 
 def priority_weights(priorities: IntArray, counts: IntArray, base: IntArray | None = None) -> IntArray:

@@ -1,0 +1,127 @@
+"""``kubeplace bench ...`` and ``kubeplace openb ...``: benchmarks and the openb converter.
+
+Two click groups, registered by ``cli/main.py``::
+
+    kubeplace openb convert --nodes CSV --pods CSV -o DIR
+    kubeplace bench openb --nodes CSV --pods CSV --time-limit S [-o json|table] [--placements-out FILE]
+    kubeplace bench openb-replay --nodes CSV --pods CSV --seeds 1,2,3 --window N [-o json|table]
+
+Bad input is one line on stderr and exit code 2, as everywhere in kubeplace.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kube.errors import KubeplaceError
+
+EXIT_INPUT = 2
+_CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KubeplaceError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(EXIT_INPUT)
+
+
+@click.group(cls=_Group)
+def openb() -> None:
+    """Alibaba's openb GPU trace (cluster-trace-gpu-v2023) as Kubernetes objects."""
+
+
+@openb.command("convert")
+@click.option("--nodes", "nodes_csv", type=_CSV, required=True, help="openb node list (sn,cpu_milli,...).")
+@click.option("--pods", "pods_csv", type=_CSV, required=True, help="openb pod list (name,cpu_milli,...).")
+@click.option("-o", "--output-dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Directory for nodes.yaml and pods.yaml.")
+def convert(nodes_csv: Path, pods_csv: Path, output_dir: Path) -> None:
+    """Write the trace as Node and pending Pod manifests (nodes.yaml, pods.yaml) that
+    `kubeplace plan DIR` reads."""
+    from bench.openb import read_nodes, read_pods, write_manifests
+
+    nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
+    node_file, pod_file = write_manifests(output_dir, nodes, pods)
+    click.echo(f"{len(nodes)} nodes -> {node_file}\n{len(pods)} pods -> {pod_file}")
+
+
+@click.group(cls=_Group)
+def bench() -> None:
+    """Benchmarks: kubeplace and its baselines side by side on the same input."""
+
+
+@bench.command("openb")
+@click.option("--nodes", "nodes_csv", type=_CSV, required=True, help="openb node list.")
+@click.option("--pods", "pods_csv", type=_CSV, required=True, help="openb pod list (all pods pending).")
+@click.option("--time-limit", type=click.FloatRange(min=0.05), default=10.0, show_default=True,
+              help="kubeplace's solver budget, seconds.")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--placements-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write kubeplace's validated placements as CSV (pod,node,gpus).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Solver seed and default-scheduler ties.")
+@click.option("--trace-memory", is_flag=True,
+              help="Peak memory by tracemalloc (Python heap, slower) instead of resident set growth.")
+def bench_openb(nodes_csv: Path, pods_csv: Path, time_limit: float, output: str, placements_out: Path | None,
+                seed: int, trace_memory: bool) -> None:
+    """Batch fill: every pod of the list pending at once on an empty cluster.
+
+    Runs kubeplace (its placements checked on the device simulator), default-scheduler,
+    best-fit and FGD, and the LP bound, in this process.
+    """
+    from bench.openb import read_nodes, read_pods
+    from bench.report import batch, batch_table, write_placements
+
+    nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
+    doc, kubeplace = batch(nodes, pods, time_limit=time_limit, seed=seed, trace=trace_memory,
+                           sources=(str(nodes_csv), str(pods_csv)))
+    if placements_out is not None:
+        write_placements(placements_out, kubeplace.placements)
+    click.echo(json.dumps(doc, indent=2) if output == "json" else batch_table(doc), nl=output == "json")
+
+
+def _seeds(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in value.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter("expected integers separated by commas, e.g. 1,2,3") from None
+    if not seeds:
+        raise click.BadParameter("expected at least one seed")
+    return seeds
+
+
+@bench.command("openb-replay")
+@click.option("--nodes", "nodes_csv", type=_CSV, required=True, help="openb node list.")
+@click.option("--pods", "pods_csv", type=_CSV, required=True, help="openb pod list to sample arrivals from.")
+@click.option("--seeds", default="1,2,3", show_default=True, callback=_seeds, help="Sampling seeds.")
+@click.option("--window", type=click.IntRange(min=1), default=100, show_default=True,
+              help="kubeplace plans this many arrivals at a time.")
+@click.option("--time-limit", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+              help="kubeplace's solver budget per window, seconds.")
+@click.option("--policies", default="kubeplace,default-scheduler,best-fit,fgd", show_default=True,
+              help="Policies to run, comma separated.")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window: int, time_limit: float,
+                       policies: str, output: str) -> None:
+    """Saturation replay (FGD's protocol): arrivals sampled until 130% of the GPU capacity is
+    requested; GPU allocation ratio at the end, averaged over seeds."""
+    from bench.baselines import POLICIES
+    from bench.openb import read_nodes, read_pods
+    from bench.report import KUBEPLACE, replay, replay_table
+
+    chosen = [p.strip() for p in policies.split(",") if p.strip()]
+    unknown = sorted(set(chosen) - {KUBEPLACE, *POLICIES})
+    if unknown or not chosen:
+        raise click.BadParameter(f"unknown policy {', '.join(unknown) or '(none)'}; known: "
+                                 f"{', '.join((KUBEPLACE, *POLICIES))}", param_hint="--policies")
+    nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
+    doc = replay(nodes, pods, seeds=seeds, window=window, time_limit=time_limit, policies=chosen,
+                 sources=(str(nodes_csv), str(pods_csv)))
+    click.echo(json.dumps(doc, indent=2) if output == "json" else replay_table(doc), nl=output == "json")

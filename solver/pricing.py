@@ -1,0 +1,289 @@
+"""Pricing for the node-pattern column generation: the best pods for ONE node of a kind.
+
+Given a profit per class (weight minus the dual of the class row), find counts n_c of
+pods on one node maximising sum_c profit_c * n_c within the node's free resources and
+with an exact packing of GPU pods onto the node's devices:
+
+- shares of one device (gpu_count 1, milli < 1000) are grouped by milli, as pods of
+  equal milli are interchangeable on devices: z[m, d] pods of milli m on device d;
+- shares of several devices: y[c, d] <= n_c pods of class c on device d with
+  sum_d y[c, d] = count_c * n_c (such a y always splits into n_c pods on distinct
+  devices: deal each device's slots round robin over the pods);
+- whole GPUs: b[d] = 1 when device d is taken whole (it must be entirely free), and
+  sum_d b[d] = sum_c count_c * n_c.
+
+Devices with equal free milli are interchangeable, so their loads are kept
+non-increasing (symmetry breaking). Profits are rounded UP to integers for CP-SAT, so
+CP-SAT's objective bound, divided by the scale, bounds the true best profit from above.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from ortools.sat.python import cp_model
+
+from models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
+from models.problem import IntArray, Problem
+
+FloatArray = npt.NDArray[np.float64]
+PROFIT_SCALE = 1_000_000
+"""The largest profit of a kind becomes this integer in the CP-SAT objective."""
+MAX_COLUMNS = 6
+"""Improving solutions kept per pricing call (CP-SAT finds several on its way)."""
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What every node of a kind offers: free resources, devices, eligible classes."""
+
+    free: IntArray  # (R,)
+    devices: IntArray  # (D,) free milli of the present devices, in decreasing order
+    classes: IntArray  # eligible classes
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """Pods on one node: ``n[j]`` pods of class ``cls[j]``, of which ``slots[j, d]`` use
+    device slot d (the node's d-th present device by decreasing free milli)."""
+
+    cls: IntArray
+    n: IntArray
+    slots: IntArray  # (len(cls), D)
+
+    def key(self) -> bytes:
+        return self.cls.tobytes() + b"|" + self.n.tobytes() + b"|" + self.slots.tobytes()
+
+    def counts(self, n_classes: int) -> IntArray:
+        out = np.zeros(n_classes, dtype=np.int64)
+        out[self.cls] = self.n
+        return out
+
+
+@dataclass(frozen=True)
+class Priced:
+    patterns: list[Pattern]
+    bound: float  # upper bound on the best profit of one node (>= 0: the empty node)
+    optimal: bool
+
+
+def need_of(problem: Problem, c: int) -> GpuNeed:
+    if not problem.has_devices:
+        return GpuNeed()
+    return GpuNeed(int(problem.gpu_count[c]), int(problem.gpu_milli[c]))
+
+
+def canonical(pattern: Pattern, devices: IntArray, milli: IntArray) -> Pattern:
+    """Same pattern with devices of equal free milli sorted by decreasing load, and
+    empty classes dropped: equal patterns get equal keys."""
+    keep = pattern.n > 0
+    cls, n, slots = pattern.cls[keep], pattern.n[keep], pattern.slots[keep]
+    order = np.argsort(cls, kind="stable")
+    cls, n, slots = cls[order], n[order], slots[order]
+    load = (milli[cls][:, None] * slots).sum(axis=0)
+    perm = np.lexsort((-load, -devices))  # devices already descending: only ties move
+    return Pattern(cls.astype(np.int64), n.astype(np.int64), slots[:, perm].astype(np.int64))
+
+
+def greedy_pattern(problem: Problem, shape: NodeShape, profit: FloatArray) -> Pattern:
+    """A quick good node: classes by profit per dominant share, as many pods as fit."""
+    free, dev = shape.free.copy(), shape.devices.copy()
+    cand = shape.classes[profit[shape.classes] > 0]
+    scale = np.maximum(shape.free, 1).astype(np.float64)
+    size = (problem.demand[cand] / scale).max(axis=1) + 1e-12
+    cls, ns, rows = [], [], []
+    for c in cand[np.argsort(-profit[cand] / size, kind="stable")].tolist():
+        d = problem.demand[c]
+        pos = d > 0
+        k = int(problem.count[c])
+        if pos.any():
+            k = min(k, int((free[pos] // d[pos]).min()))
+        need = need_of(problem, c)
+        if need.count:
+            k = min(k, pods_fitting(dev, need))
+        if k <= 0:
+            continue
+        free -= d * k
+        row = np.zeros(len(dev), dtype=np.int64)
+        for _ in range(k if need.count else 0):
+            for s in first_fit(dev, need):
+                dev[s] -= need.milli
+                row[s] += 1
+        cls.append(c)
+        ns.append(k)
+        rows.append(row)
+    slots = np.array(rows, dtype=np.int64).reshape(len(cls), len(dev))
+    return Pattern(np.array(cls, dtype=np.int64), np.array(ns, dtype=np.int64), slots)
+
+
+class _Collector(cp_model.CpSolverSolutionCallback):
+    """Keeps the values of the count variables of every solution found."""
+
+    def __init__(self, variables: list[cp_model.IntVar]) -> None:
+        super().__init__()
+        self.variables = variables
+        self.found: list[list[int]] = []
+
+    def on_solution_callback(self) -> None:
+        self.found.append([int(self.value(v)) for v in self.variables])
+
+
+class PricingModel:
+    """The CP-SAT model of one node of a kind for given profits (see the module doc)."""
+
+    def __init__(self, problem: Problem, shape: NodeShape, profit: FloatArray) -> None:
+        self.problem, self.shape = problem, shape
+        self.m = cp_model.CpModel()
+        cand = shape.classes[profit[shape.classes] > 0]
+        self.cls = cand[[self._upper(c) > 0 for c in cand.tolist()]] if len(cand) else cand
+        top = float(profit[self.cls].max()) if len(self.cls) else 1.0
+        self.scale = PROFIT_SCALE / top
+        self.q = [math.ceil(float(profit[c]) * self.scale) for c in self.cls.tolist()]
+        self.n = [self.m.new_int_var(0, self._upper(c), f"n{c}") for c in self.cls.tolist()]
+        self._resources()
+        self._devices()
+        self.m.maximize(sum(q * v for q, v in zip(self.q, self.n, strict=True)))
+
+    def _upper(self, c: int) -> int:
+        d, free = self.problem.demand[c], self.shape.free
+        k = int(self.problem.count[c])
+        pos = d > 0
+        if pos.any():
+            k = min(k, int((free[pos] // d[pos]).min()))
+        need = need_of(self.problem, c)
+        return min(k, pods_fitting(self.shape.devices, need)) if need.count else k
+
+    def _resources(self) -> None:
+        dem = self.problem.demand[self.cls]
+        for r in range(dem.shape[1]):
+            col = dem[:, r]
+            if col.sum() * 1 > 0 and int((col * [self._upper(c) for c in self.cls.tolist()]).sum()) > self.shape.free[r]:
+                self.m.add(sum(int(a) * v for a, v in zip(col, self.n, strict=True) if a) <= int(self.shape.free[r]))
+
+    def _devices(self) -> None:
+        """Per-device loads (z by milli group, y for multi-device shares, b for whole)."""
+        p, devs = self.problem, self.shape.devices.tolist()
+        self.groups: dict[int, list[int]] = {}  # milli -> positions in self.cls
+        self.multi: list[int] = []
+        self.whole: list[int] = []
+        for j, c in enumerate(self.cls.tolist()):
+            need = need_of(p, c)
+            if need.count == 0:
+                continue
+            if need.milli >= WHOLE:
+                self.whole.append(j)
+            elif need.count == 1:
+                self.groups.setdefault(need.milli, []).append(j)
+            else:
+                self.multi.append(j)
+        if not devs or not (self.groups or self.multi or self.whole):
+            return
+        m = self.m
+        self.z = {(mi, d): m.new_int_var(0, f // mi, f"z{mi}_{d}") for mi in self.groups for d, f in enumerate(devs)}
+        self.y = {(j, d): m.new_int_var(0, self._upper(int(self.cls[j])), f"y{j}_{d}")
+                  for j in self.multi for d in range(len(devs))}
+        self.b = {d: m.new_bool_var(f"b{d}") for d, f in enumerate(devs) if f >= WHOLE and self.whole}
+        for mi, js in self.groups.items():
+            m.add(sum(self.z[mi, d] for d in range(len(devs))) == sum(self.n[j] for j in js))
+        for j in self.multi:
+            g = int(p.gpu_count[self.cls[j]])
+            m.add(sum(self.y[j, d] for d in range(len(devs))) == g * self.n[j])
+            for d in range(len(devs)):
+                m.add(self.y[j, d] <= self.n[j])
+        if self.whole:
+            m.add(sum(self.b.values()) == sum(int(p.gpu_count[self.cls[j]]) * self.n[j] for j in self.whole))
+        loads = [self._load(d) for d in range(len(devs))]
+        for d, f in enumerate(devs):
+            m.add(loads[d] <= f)
+            if d + 1 < len(devs) and devs[d + 1] == f:
+                m.add(loads[d] >= loads[d + 1])
+
+    def _load(self, d: int) -> cp_model.LinearExprT:
+        p = self.problem
+        terms = [mi * self.z[mi, d] for mi in self.groups]
+        terms += [int(p.gpu_milli[self.cls[j]]) * self.y[j, d] for j in self.multi]
+        if d in self.b:
+            terms.append(WHOLE * self.b[d])
+        return sum(terms)
+
+    def variables(self) -> list[cp_model.IntVar]:
+        return [*self.n, *self.z.values(), *self.y.values(), *self.b.values()] if self._has_dev() else list(self.n)
+
+    def _has_dev(self) -> bool:
+        return hasattr(self, "z")
+
+    def hint(self, pattern: Pattern) -> None:
+        counts = dict(zip(pattern.cls.tolist(), pattern.n.tolist(), strict=True))
+        for c, v in zip(self.cls.tolist(), self.n, strict=True):
+            self.m.add_hint(v, counts.get(c, 0))
+
+    def pattern(self, values: list[int]) -> Pattern:
+        """The pattern of one solution (values in the order of ``variables()``)."""
+        n = np.array(values[: len(self.n)], dtype=np.int64)
+        slots = np.zeros((len(self.cls), len(self.shape.devices)), dtype=np.int64)
+        if self._has_dev():
+            it = iter(values[len(self.n):])
+            z = {key: next(it) for key in self.z}
+            y = {key: next(it) for key in self.y}
+            b = {key: next(it) for key in self.b}
+            self._deal_groups(n, z, slots)
+            for (j, d), v in y.items():
+                slots[j, d] = v
+            self._deal_whole(n, b, slots)
+        return Pattern(self.cls.astype(np.int64), n, slots)
+
+    def _deal_groups(self, n: IntArray, z: dict[tuple[int, int], int], slots: IntArray) -> None:
+        for mi, js in self.groups.items():
+            left = {j: int(n[j]) for j in js}
+            for d in range(slots.shape[1]):
+                room = z[mi, d]
+                for j in js:
+                    k = min(room, left[j])
+                    slots[j, d] += k
+                    left[j] -= k
+                    room -= k
+
+    def _deal_whole(self, n: IntArray, b: dict[int, int], slots: IntArray) -> None:
+        pool = iter([d for d, v in sorted(b.items()) if v])
+        for j in self.whole:
+            for _ in range(int(n[j]) * int(self.problem.gpu_count[self.cls[j]])):
+                slots[j, next(pool)] += 1
+
+
+def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, time_limit: float,
+          seed: int = 0) -> Priced:
+    """Columns of positive reduced profit (profit of the node minus ``dual``) for a kind,
+    and an upper bound on the best node profit (valid even when not optimal)."""
+    start = greedy_pattern(problem, shape, profit)
+    model = PricingModel(problem, shape, profit)
+    if len(model.cls) == 0:
+        return Priced([], 0.0, True)
+    model.hint(start)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, time_limit)
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = seed
+    collect = _Collector(model.variables())
+    status = solver.solve(model.m, collect)
+    milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
+    found = [canonical(model.pattern(v), shape.devices, milli) for v in collect.found[::-1]]
+    found.append(canonical(start, shape.devices, milli))
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        bound = math.inf
+    else:
+        bound = max(0.0, solver.best_objective_bound / model.scale)
+    good = [p for p in found if float(profit[p.cls] @ p.n) > dual * (1 + 1e-9) + 1e-9]
+    return Priced(_unique(good)[:MAX_COLUMNS], bound, status == cp_model.OPTIMAL)
+
+
+def _unique(patterns: list[Pattern]) -> list[Pattern]:
+    seen: set[bytes] = set()
+    out = []
+    for p in patterns:
+        if p.key() not in seen:
+            seen.add(p.key())
+            out.append(p)
+    return out
