@@ -33,6 +33,7 @@ import resource
 import threading
 import time
 import tracemalloc
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -262,18 +263,18 @@ def lp_bound(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec],
 
     kinds: dict[tuple[int, int, int, str], int] = {}
     for n in nodes:
-        key = (n.cpu, n.mem, n.gpus, n.model if n.gpus else "")
-        kinds[key] = kinds.get(key, 0) + 1
+        kind = (n.cpu, n.mem, n.gpus, n.model if n.gpus else "")
+        kinds[kind] = kinds.get(kind, 0) + 1
     classes: dict[tuple[int, int, int, int, tuple[str, ...]], int] = {}
     for p in pods:
-        key = (p.cpu, p.mem, p.num_gpu, p.gpu_milli if p.num_gpu else 0, p.models)
-        classes[key] = classes.get(key, 0) + 1
+        cls = (p.cpu, p.mem, p.num_gpu, p.gpu_milli if p.num_gpu else 0, p.models)
+        classes[cls] = classes.get(cls, 0) + 1
     pairs = [(c, k) for c in classes for k in kinds
              if c[0] <= k[0] and c[1] <= k[1] and c[2] <= k[2] and (not c[4] or k[3] in c[4])]
     results = []
     for goal in ("gpu_milli", "pods"):
         prob = pulp.LpProblem(f"bound_{goal.replace('_', '')}", pulp.LpMaximize)
-        x = {pair: pulp.LpVariable(f"x{i}", lowBound=0, upBound=classes[pair[0]]) for i, pair in enumerate(pairs)}
+        x = {pair: prob.add_variable(f"x{i}", 0, classes[pair[0]]) for i, pair in enumerate(pairs)}
         by_class: dict[Any, list[Any]] = {}
         by_kind: dict[Any, list[Any]] = {}
         for (c, k), var in x.items():
@@ -290,7 +291,9 @@ def lp_bound(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec],
                 prob += pulp.lpSum(c[2] * c[3] * v for c, v in members) <= WHOLE * k[2] * count
         prob += pulp.lpSum((c[2] * c[3] if goal == "gpu_milli" else 1) * v for (c, _), v in x.items())
         if x:
-            (solve or (lambda p: p.solve(pulp.PULP_CBC_CMD(msg=False))))(prob)
+            with warnings.catch_warnings():  # PuLP 3.3 announces CBC's move to COIN_CMD in 4.0
+                warnings.simplefilter("ignore", DeprecationWarning)
+                (solve or (lambda p: p.solve(pulp.PULP_CBC_CMD(msg=False))))(prob)
         value = pulp.value(prob.objective) if x else 0.0
         results.append(int(np.floor((value or 0.0) + 1e-6)))
     return Bound(*results)

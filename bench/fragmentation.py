@@ -65,7 +65,8 @@ def task_distribution(pods: Sequence[PodSpec], popularity: float = POPULARITY) -
     counts the larger shape first), as FGD's simulator selects its typical pods."""
     counts = Counter((p.cpu, p.gpu_milli if p.num_gpu else 0, p.num_gpu, p.models) for p in pods)
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], *kv[0][:3], "|".join(kv[0][3])), reverse=True)
-    kept, covered, need = [], 0, popularity * sum(counts.values())
+    kept: list[tuple[tuple[int, int, int, tuple[str, ...]], int]] = []
+    covered, need = 0, popularity * sum(counts.values())
     for shape, n in ranked:
         if covered >= need and kept:
             break

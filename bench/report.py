@@ -131,8 +131,8 @@ def batch(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, time_limit: flo
     """Scenario 1 (batch fill): the JSON document and kubeplace's result (for its placements)."""
     dist = task_distribution(pods)
     bound = lp_bound(nodes, pods)
-    results = [run_kubeplace(nodes, pods, dist, time_limit=time_limit, seed=seed, trace=trace)]
-    results += [run_baseline(p, nodes, pods, dist=dist, seed=seed, trace=trace) for p in POLICIES]
+    baselines = [run_baseline(p, nodes, pods, dist=dist, seed=seed, trace=trace) for p in POLICIES]
+    results = [run_kubeplace(nodes, pods, dist, time_limit=time_limit, seed=seed, trace=trace), *baselines]
     doc = {"input": _input(nodes, pods, sources), "lp_bound": bound.as_dict(),
            "memory": "tracemalloc peak" if trace else "resident set growth",
            "policies": {r.name: {**r.as_dict(), "gpu_milli_of_bound": _share(r.metrics.gpu_milli_placed, bound)}
@@ -229,8 +229,8 @@ def write_placements(path: Path, placements: Sequence[Placed]) -> None:
 
 def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(r[k])) for r in (header, *rows)) for k in range(len(header))]
-    lines = ["  ".join(str(c).rjust(w) if k else str(c).ljust(w) for k, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in (header, *rows)]
+    lines = ["  ".join(str(c).rjust(w) if k else str(c).ljust(w)
+                       for k, (c, w) in enumerate(zip(r, widths, strict=True))) for r in (header, *rows)]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 

@@ -38,6 +38,7 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
 
         placements = make_plan(snapshot, config, profile, options).plan.placements
     placements = _with_current_uids(placements, snapshot)
+    plan_order = {(p.namespace, p.name): i for i, p in enumerate(placements)}
     placements, taken = _split_bound_meanwhile(placements, snapshot, dry_run)
     violations = verify_plan(snapshot, placements, config, profile)
     if violations:
@@ -54,7 +55,8 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
         return False
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods)) for p in placements]
-    results = taken + bind_all(cluster, bindings, dry_run=dry_run)
+    results = sorted(taken + bind_all(cluster, bindings, dry_run=dry_run),
+                     key=lambda r: plan_order[(r.binding.namespace, r.binding.name)])
     _report(results, output, dry_run)
     return all(r.outcome == "bound" for r in results)
 

@@ -35,7 +35,7 @@ Placer = Callable[[PlacementState, int, int], int]
 
 
 def class_order(problem: Problem) -> list[int]:
-    scale = np.maximum(problem.capacity.max(axis=0), 1)
+    scale = np.maximum(problem.capacity.max(axis=0, initial=0), 1)
     share = (problem.demand / scale).max(axis=1) if problem.n_classes else np.zeros(0)
     return sorted(range(problem.n_classes), key=lambda c: (-problem.weight[c], -share[c], c))
 

@@ -34,6 +34,9 @@ PROFIT_SCALE = 1_000_000
 """The largest profit of a kind becomes this integer in the CP-SAT objective."""
 MAX_COLUMNS = 6
 """Improving solutions kept per pricing call (CP-SAT finds several on its way)."""
+GAP = 1e-4
+"""Relative gap at which pricing stops: the +1 per pod of the GPU placement weight
+makes many packings nearly tie, and closing that last gap takes seconds."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,6 @@ class Pattern:
 class Priced:
     patterns: list[Pattern]
     bound: float  # upper bound on the best profit of one node (>= 0: the empty node)
-    optimal: bool
 
 
 def need_of(problem: Problem, c: int) -> GpuNeed:
@@ -158,9 +160,10 @@ class PricingModel:
 
     def _resources(self) -> None:
         dem = self.problem.demand[self.cls]
+        most = np.array([self._upper(c) for c in self.cls.tolist()], dtype=np.int64)
         for r in range(dem.shape[1]):
             col = dem[:, r]
-            if col.sum() * 1 > 0 and int((col * [self._upper(c) for c in self.cls.tolist()]).sum()) > self.shape.free[r]:
+            if int(col @ most) > self.shape.free[r]:  # else the row can never bind
                 self.m.add(sum(int(a) * v for a, v in zip(col, self.n, strict=True) if a) <= int(self.shape.free[r]))
 
     def _devices(self) -> None:
@@ -169,6 +172,9 @@ class PricingModel:
         self.groups: dict[int, list[int]] = {}  # milli -> positions in self.cls
         self.multi: list[int] = []
         self.whole: list[int] = []
+        self.z: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.y: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.b: dict[int, cp_model.IntVar] = {}
         for j, c in enumerate(self.cls.tolist()):
             need = need_of(p, c)
             if need.count == 0:
@@ -210,29 +216,39 @@ class PricingModel:
         return sum(terms)
 
     def variables(self) -> list[cp_model.IntVar]:
-        return [*self.n, *self.z.values(), *self.y.values(), *self.b.values()] if self._has_dev() else list(self.n)
-
-    def _has_dev(self) -> bool:
-        return hasattr(self, "z")
+        return [*self.n, *self.z.values(), *self.y.values(), *self.b.values()]
 
     def hint(self, pattern: Pattern) -> None:
-        counts = dict(zip(pattern.cls.tolist(), pattern.n.tolist(), strict=True))
-        for c, v in zip(self.cls.tolist(), self.n, strict=True):
-            self.m.add_hint(v, counts.get(c, 0))
+        """A complete hint from a pattern restricted to the model's classes."""
+        at = {c: j for j, c in enumerate(self.cls.tolist())}
+        keep = np.array([c in at for c in pattern.cls.tolist()], dtype=np.bool_)
+        milli = self.problem.gpu_milli if self.problem.has_devices else np.zeros(self.problem.n_classes, np.int64)
+        pattern = canonical(Pattern(pattern.cls[keep], pattern.n[keep], pattern.slots[keep]), self.shape.devices, milli)
+        n = np.zeros(len(self.cls), dtype=np.int64)
+        slots = np.zeros((len(self.cls), len(self.shape.devices)), dtype=np.int64)
+        for c, k, row in zip(pattern.cls.tolist(), pattern.n.tolist(), pattern.slots, strict=True):
+            n[at[c]], slots[at[c]] = k, row
+        for j, v in enumerate(self.n):
+            self.m.add_hint(v, int(n[j]))
+        for (mi, d), v in self.z.items():
+            self.m.add_hint(v, int(sum(slots[j, d] for j in self.groups[mi])))
+        for (j, d), v in self.y.items():
+            self.m.add_hint(v, int(slots[j, d]))
+        for d, v in self.b.items():
+            self.m.add_hint(v, int(any(slots[j, d] for j in self.whole)))
 
     def pattern(self, values: list[int]) -> Pattern:
         """The pattern of one solution (values in the order of ``variables()``)."""
         n = np.array(values[: len(self.n)], dtype=np.int64)
         slots = np.zeros((len(self.cls), len(self.shape.devices)), dtype=np.int64)
-        if self._has_dev():
-            it = iter(values[len(self.n):])
-            z = {key: next(it) for key in self.z}
-            y = {key: next(it) for key in self.y}
-            b = {key: next(it) for key in self.b}
-            self._deal_groups(n, z, slots)
-            for (j, d), v in y.items():
-                slots[j, d] = v
-            self._deal_whole(n, b, slots)
+        it = iter(values[len(self.n):])
+        z = {key: next(it) for key in self.z}
+        y = {key: next(it) for key in self.y}
+        b = {key: next(it) for key in self.b}
+        self._deal_groups(n, z, slots)
+        for (j, d), v in y.items():
+            slots[j, d] = v
+        self._deal_whole(n, b, slots)
         return Pattern(self.cls.astype(np.int64), n, slots)
 
     def _deal_groups(self, n: IntArray, z: dict[tuple[int, int], int], slots: IntArray) -> None:
@@ -254,18 +270,19 @@ class PricingModel:
 
 
 def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, time_limit: float,
-          seed: int = 0) -> Priced:
-    """Columns of positive reduced profit (profit of the node minus ``dual``) for a kind,
-    and an upper bound on the best node profit (valid even when not optimal)."""
+          tol: float, known: list[Pattern] = (), seed: int = 0) -> Priced:
+    """Columns whose node profit exceeds ``dual`` (the kind row's dual) by more than
+    ``tol``, and an upper bound on the best node profit (valid even when not optimal)."""
     start = greedy_pattern(problem, shape, profit)
     model = PricingModel(problem, shape, profit)
     if len(model.cls) == 0:
-        return Priced([], 0.0, True)
-    model.hint(start)
+        return Priced([], 0.0)
+    model.hint(max([start, *known], key=lambda p: float(profit[p.cls] @ p.n)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
+    solver.parameters.relative_gap_limit = GAP
     collect = _Collector(model.variables())
     status = solver.solve(model.m, collect)
     milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
@@ -275,8 +292,8 @@ def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, t
         bound = math.inf
     else:
         bound = max(0.0, solver.best_objective_bound / model.scale)
-    good = [p for p in found if float(profit[p.cls] @ p.n) > dual * (1 + 1e-9) + 1e-9]
-    return Priced(_unique(good)[:MAX_COLUMNS], bound, status == cp_model.OPTIMAL)
+    good = [p for p in found if float(profit[p.cls] @ p.n) > dual + tol]
+    return Priced(_unique(good)[:MAX_COLUMNS], bound)
 
 
 def _unique(patterns: list[Pattern]) -> list[Pattern]:

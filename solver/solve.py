@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from models import evaluate
 from models.formulation import Neighbourhood, objective_model, placement_model
-from models.framework import ObjectiveTerm
+from models.framework import LoadBalanceTerm, ObjectiveTerm
 from models.problem import Assignment, Problem
 from solver.backends import get_backend
 from solver.backends.base import Backend, BackendResult, SolveSettings, Status
 from solver.bound import placed_weight_bound
 from solver.greedy import FGD, POLICIES, greedy, guided
 from solver.guided import kind_quotas
+from solver.split import components, lift, subproblem
 
 FULL_MODEL_PAIRS = 2_000
 GUIDED_SECONDS = 3.0
@@ -105,6 +108,42 @@ class _Run:
 
 def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions = SolverOptions(),
           on_event: Callable[[Event], None] | None = None) -> SolveReport:
+    """Independent parts are solved one by one, each with a share of the time limit, when
+    the objective separates over them (the balance term does not: its mean is the whole
+    cluster's)."""
+    separable = not any(isinstance(t, LoadBalanceTerm) for t in terms)
+    parts = [(c, n) for c, n in components(problem) if len(n)] if separable else []
+    if len(parts) <= 1:
+        return _solve_one(problem, terms, options, on_event)
+    started = time.monotonic()
+    pairs = [int(problem.eligible[np.ix_(c, n)].sum()) for c, n in parts]
+    reports = []
+    for k, (classes, nodes) in enumerate(parts):
+        left = options.time_limit - (time.monotonic() - started)
+        budget = max(0.2, left * pairs[k] / max(sum(pairs[k:]), 1))
+        sub = subproblem(problem, classes, nodes)
+        reports.append((_solve_one(sub, terms, replace(options, time_limit=budget), None), classes, nodes))
+    merged = Assignment.empty()
+    for rep, classes, nodes in reports:
+        merged = merged.merge(lift(rep.assignment, classes, nodes))
+    whole_greedy, _ = _best_greedy(problem, terms, replace(options, time_limit=1.0), with_guided=False)
+    steps = tuple(f"part {k + 1}/{len(parts)}: {', '.join(r.steps)}" for k, (r, _, _) in enumerate(reports))
+    if evaluate.better(problem, whole_greedy, merged, terms):
+        merged, steps = whole_greedy, (*steps, "greedy on the whole problem kept")
+    bounds = [r.bound for r, _, _ in reports]
+    bound = None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
+    status = "optimal" if all(r.status == "optimal" for r, _, _ in reports) else (
+        "greedy" if all(r.status == "greedy" for r, _, _ in reports) else "feasible")
+    report = SolveReport(merged, status, evaluate.placed_weight(problem, merged), evaluate.pods_placed(merged),
+                         evaluate.objective_value(problem, merged, terms), bound, time.monotonic() - started,
+                         reports[0][0].backend, steps)
+    if on_event:
+        on_event(Event("parts", report.pods_placed, report.placed_weight, report.objective, bound, report.seconds))
+    return report
+
+
+def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions,
+               on_event: Callable[[Event], None] | None) -> SolveReport:
     started = time.monotonic()
     best, name = _best_greedy(problem, terms, options)
     run = _Run(problem, terms, options, on_event, started, best, steps=[name])
@@ -124,10 +163,11 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptio
                        time.monotonic() - started, backend.name, tuple(run.steps))
 
 
-def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions) -> tuple[Assignment, str]:
+def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions,
+                 with_guided: bool = True) -> tuple[Assignment, str]:
     """The best of the greedy placements (lexicographic, exact evaluation) and its name."""
     candidates = [(greedy(problem, policy), policy) for policy in POLICIES if policy != FGD or problem.has_devices]
-    quotas = kind_quotas(problem, time_limit=min(GUIDED_SECONDS, options.time_limit / 5))
+    quotas = kind_quotas(problem, time_limit=min(GUIDED_SECONDS, options.time_limit / 5)) if with_guided else None
     if quotas is not None:
         candidates.append((guided(problem, *quotas), "guided"))
     best, name = candidates[0]

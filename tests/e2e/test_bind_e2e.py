@@ -139,6 +139,7 @@ def assert_exit(result: Result, code: int) -> None:
 
 def bind_report(result: Result) -> dict[str, dict[str, Any]]:
     """Pod name -> its row of `bind -o json`."""
+    assert result.stdout.strip(), f"no report; stderr:\n{result.stderr}"
     report = json.loads(result.stdout)
     return {row["name"]: row for row in report["results"]}
 
@@ -160,10 +161,12 @@ def snapshot_of(kubeconfig: Path, namespace: str) -> Snapshot:
 
 
 def test_bind_places_every_pod_through_pods_binding(
-    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
-    """Binds CPU and GPU pods (whole GPUs and Koordinator shares); what ends up in the cluster is
-    what the report says and passes the independent verifier against the snapshot before."""
+    """Binds CPU and GPU pods (whole GPUs and Koordinator shares): every pod ends on the node that
+    `kubeplace plan` showed and the report names, GPU pods carry their devices (set through the
+    Binding), and what is now in the cluster passes the independent verifier against the
+    snapshot taken before."""
     core = client.CoreV1Api(admin_api)
     gpu = {"extra": {"nvidia.com/gpu": "4", KOORD_CORE: "400"}, "labels": {"pool": "gpu"}}
     specs = {"cpu-a": {"cpu": "4", "memory": "8Gi"}, "cpu-b": {"cpu": "4", "memory": "8Gi"}, "gpu": gpu}
@@ -180,6 +183,7 @@ def test_bind_places_every_pod_through_pods_binding(
         planned = {"web-0", "web-1", "web-2", "pinned", "train", "infer-0", "infer-1"}
         before = snapshot_of(control_plane.admin_kubeconfig, namespace)
         assert {p.name for p in before.pending} == planned
+        _, plan = write_plan(tmp_path, control_plane.admin_kubeconfig, namespace)  # deterministic: --workers 1
 
         result = cli("bind", "--kubeconfig", str(control_plane.admin_kubeconfig), "--yes", "-n", namespace,
                      "-o", "json", *SOLVER_ARGS)
@@ -190,6 +194,7 @@ def test_bind_places_every_pod_through_pods_binding(
         assert {row["outcome"] for row in report.values()} == {"bound"}
         nodes = pod_nodes(core, namespace)
         assert {name: nodes[name] for name in planned} == {name: row["node"] for name, row in report.items()}
+        assert {p["name"]: p["node"] for p in plan["placements"]} == {name: nodes[name] for name in planned}
         assert nodes["other-scheduler"] == ""
         assert nodes["pinned"] == cpu_a
         assert {nodes["train"], nodes["infer-0"], nodes["infer-1"]} == {gpu_node}

@@ -1,0 +1,688 @@
+"""A real Kubernetes control plane on loopback, for the e2e tests and ``kubeplace bench cluster``.
+
+Runs etcd, kube-apiserver, kube-controller-manager and kwok (fake nodes) as
+local processes bound to 127.0.0.1, plus kube-scheduler on demand. The binaries
+come from `.ci/build-controlplane`, which builds them once into a cache outside
+the repository.
+
+Every process runs in its own process group with its log in the work dir, so a
+stop kills helpers too and a failed startup can show the component's last lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as kube_client
+from kubernetes import config as kube_config
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BUILD_SCRIPT = REPO_ROOT / ".ci" / "build-controlplane"
+KUBE_TOOL_GO_MOD = REPO_ROOT / "tools" / "controlplane" / "kubernetes" / "go.mod"
+
+#: Env var naming a ready bin dir, which skips the build script (and the need for Go).
+BIN_DIR_ENV = "KUBEPLACE_CONTROLPLANE_BIN"
+#: Env var that, when set to 1, keeps the work dir (logs, certs, kubeconfigs) after the run.
+KEEP_WORKDIR_ENV = "KUBEPLACE_E2E_KEEP"
+
+#: kwok only manages nodes carrying this annotation.
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_NODE_ANNOTATION_VALUE = "fake"
+#: The identity kubeplace runs as; the name a ServiceAccount kubeplace/kubeplace-system has,
+#: so RBAC bindings written for the in-cluster deployment apply to it unchanged.
+KUBEPLACE_USER = "system:serviceaccount:kubeplace-system:kubeplace"
+ADMIN_USER = "kubeplace-e2e-admin"
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+BUILD_TIMEOUT_S = 45 * 60
+LOG_TAIL_LINES = 40
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built or started."""
+
+
+class ControlPlaneUnavailable(ControlPlaneError):
+    """A prerequisite (Go, openssl) is missing on this machine: tests skip, or fail on CI."""
+
+
+# --------------------------------------------------------------------------- binaries
+
+
+def pinned_kube_version() -> str:
+    """The k8s.io/kubernetes version the tool module pins, e.g. ``v1.36.3``."""
+    match = re.search(r"^(?:require)?\s*k8s\.io/kubernetes (v\S+)", KUBE_TOOL_GO_MOD.read_text(), re.MULTILINE)
+    if match is None:
+        raise ControlPlaneError(f"{KUBE_TOOL_GO_MOD} does not require k8s.io/kubernetes")
+    return match.group(1)
+
+
+def locate_binaries(timeout: float = BUILD_TIMEOUT_S) -> Path:
+    """Return the bin dir, building the control plane first if the cache is cold."""
+    override = os.environ.get(BIN_DIR_ENV)
+    if override:
+        return _check_bin_dir(Path(override))
+    go = os.environ.get("GO", "go")
+    if shutil.which(go) is None:
+        raise ControlPlaneUnavailable(f"the Go toolchain ({go!r}) is not on PATH, so the control plane can't be built")
+    with tempfile.TemporaryFile(mode="w+") as log:
+        try:
+            proc = subprocess.run(
+                ["bash", str(BUILD_SCRIPT)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ControlPlaneError(f"{BUILD_SCRIPT} took more than {timeout:.0f}s") from exc
+        if proc.returncode != 0:
+            log.seek(0)
+            raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{_tail(log.read())}")
+    lines = proc.stdout.strip().splitlines()
+    if not lines:
+        raise ControlPlaneError(f"{BUILD_SCRIPT} printed no bin dir")
+    return _check_bin_dir(Path(lines[-1]))
+
+
+def cache_root() -> Path:
+    """Where `.ci/build-controlplane` keeps its builds (``$KUBEPLACE_CACHE``, else ``~/.cache/kubeplace``)."""
+    return Path(os.environ.get("KUBEPLACE_CACHE") or Path.home() / ".cache" / "kubeplace") / "controlplane"
+
+
+def cached_binaries() -> Path:
+    """The bin dir without ever building: ``$KUBEPLACE_CONTROLPLANE_BIN``, else the newest complete
+    build in the cache whose kube-scheduler is the pinned version. Raises ControlPlaneUnavailable
+    saying how to build them when there is none (a cold build takes 10-25 minutes)."""
+    override = os.environ.get(BIN_DIR_ENV)
+    if override:
+        return _check_bin_dir(Path(override))
+    root = cache_root()
+    builds = sorted(root.glob("*/.complete"), key=lambda p: p.stat().st_mtime, reverse=True) if root.is_dir() else []
+    wanted = pinned_kube_version() if KUBE_TOOL_GO_MOD.is_file() else None
+    for marker in builds:
+        bin_dir = marker.parent / "bin"
+        with contextlib.suppress(ControlPlaneError):
+            _check_bin_dir(bin_dir)
+            if wanted is None or _binary_version(bin_dir / "kube-scheduler") == wanted:
+                return bin_dir
+    raise ControlPlaneUnavailable(
+        f"no control plane binaries{f' for Kubernetes {wanted}' if wanted else ''} in {root}: build them once "
+        f"with `{BUILD_SCRIPT}` (needs Go >= 1.26, 10-25 minutes), or set {BIN_DIR_ENV} to a bin dir holding "
+        "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and kwok-stages.yaml"
+    )
+
+
+def _binary_version(binary: Path) -> str:
+    try:
+        proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    match = re.search(r"v\d+\.\d+\.\S+", proc.stdout)
+    return match.group(0) if match else ""
+
+
+def _check_bin_dir(bin_dir: Path) -> Path:
+    needed = [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+        "kwok-stages.yaml",
+    ]
+    missing = [name for name in needed if not (bin_dir / name).is_file()]
+    if missing:
+        raise ControlPlaneError(f"control plane bin dir {bin_dir} lacks {', '.join(missing)}")
+    return bin_dir
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@dataclass
+class Component:
+    """One running control-plane process, in its own process group."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            return _tail(self.log_path.read_text(errors="replace"), lines)
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM the whole process group, then SIGKILL it if it is still up after `timeout`."""
+        if self.alive():
+            _signal_group(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout)
+        # Children that outlived the leader still belong to its group.
+        _signal_group(self.process.pid, signal.SIGKILL)
+
+    def __enter__(self) -> Component:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def spawn(name: str, argv: Sequence[str], workdir: Path) -> Component:
+    """Start `argv` with its output in ``workdir/logs/<name>.log``."""
+    log_path = workdir / "logs" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    return Component(name, process, log_path)
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGKILL it when pytest dies without running its teardown.
+
+    The components run in their own sessions (so a stop can kill each whole group);
+    without this, a pytest killed by SIGKILL or SIGTERM would leave them running.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def wait_ready(component: Component, probe: Callable[[], bool], timeout: float) -> None:
+    """Poll `probe` until it holds; fail early, with the log tail, if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not component.alive():
+            raise ControlPlaneError(
+                f"{component.name} exited with code {component.process.returncode} during startup; "
+                f"last lines of {component.log_path}:\n{component.log_tail()}"
+            )
+        if probe():
+            return
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(
+                f"{component.name} was not ready after {timeout:.0f}s; "
+                f"last lines of {component.log_path}:\n{component.log_tail()}"
+            )
+        time.sleep(0.2)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_ok(url: str, *, context: ssl.SSLContext | None = None, token: str | None = None) -> bool:
+    """True if GET `url` answers 200 (any connection error or other status is False)."""
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=context) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _unverified_tls() -> ssl.SSLContext:
+    """For the health endpoints of components that serve a self-signed cert on loopback."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+# --------------------------------------------------------------------------- PKI, tokens, kubeconfigs
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A throwaway CA, the apiserver's serving cert, and the service-account signing key pair."""
+
+    ca_cert: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+    @classmethod
+    def in_dir(cls, directory: Path) -> Pki:
+        return cls(
+            ca_cert=directory / "ca.crt",
+            ca_key=directory / "ca.key",
+            serving_cert=directory / "apiserver.crt",
+            serving_key=directory / "apiserver.key",
+            sa_key=directory / "sa.key",
+            sa_pub=directory / "sa.pub",
+        )
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+    if proc.returncode != 0:
+        raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{proc.stderr}")
+
+
+def generate_pki(directory: Path) -> Pki:
+    """Make the certificates and keys with the openssl CLI (no Python crypto package needed)."""
+    if shutil.which("openssl") is None:
+        raise ControlPlaneUnavailable("the openssl command is not on PATH; it makes the throwaway CA")
+    directory.mkdir(parents=True, exist_ok=True)
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=kubeplace-e2e-ca",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=directory,
+    )  # fmt: skip
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key",
+        "-out", "apiserver.csr", "-subj", "/CN=kube-apiserver",
+        cwd=directory,
+    )  # fmt: skip
+    (directory / "apiserver.ext").write_text(
+        "basicConstraints=CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
+        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
+    )
+    _openssl(
+        "x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "apiserver.ext", "-out", "apiserver.crt",
+        cwd=directory,
+    )  # fmt: skip
+    _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=directory)
+    _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=directory)
+    return Pki.in_dir(directory)
+
+
+def write_token_file(path: Path, admin_token: str, kubeplace_token: str) -> None:
+    """The apiserver's --token-auth-file: ``token,user,uid[,"groups"]``."""
+    path.write_text(
+        f'{admin_token},{ADMIN_USER},uid-e2e-admin,"system:masters"\n'
+        f"{kubeplace_token},{KUBEPLACE_USER},uid-e2e-kubeplace\n"
+    )
+    path.chmod(0o600)
+
+
+def write_kubeconfig(path: Path, *, server: str, ca_cert: Path, user: str, token: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": {"server": server, "certificate-authority": str(ca_cert)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": user}}],
+        "current-context": "e2e",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+# --------------------------------------------------------------------------- the control plane
+
+
+@dataclass
+class ControlPlane:
+    """A running control plane; what the `control_plane` fixture yields."""
+
+    server: str
+    admin_kubeconfig: Path
+    kubeplace_kubeconfig: Path
+    bin_dir: Path
+    workdir: Path
+    pki: Pki
+    admin_token: str
+    kubeplace_user: str = KUBEPLACE_USER
+    components: list[Component] = field(default_factory=list)
+
+    @property
+    def ca_cert(self) -> Path:
+        """The CA that signed the apiserver's serving cert."""
+        return self.pki.ca_cert
+
+    def start_scheduler(
+        self,
+        config: Mapping[str, Any] | None = None,
+        extra_args: Sequence[str] = (),
+        timeout: float = 60.0,
+    ) -> Component:
+        """Start kube-scheduler (default profile unless `config` is a KubeSchedulerConfiguration).
+
+        The returned handle is stopped with ``.stop()`` or by using it as a context
+        manager, and in any case when the control plane stops.
+        """
+        port = free_port()
+        name = f"kube-scheduler-{port}"
+        args = [
+            str(self.bin_dir / "kube-scheduler"),
+            *self.delegated_auth_args(),
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.workdir / name}",
+        ]
+        if config is None:
+            args += [f"--kubeconfig={self.admin_kubeconfig}", "--leader-elect=false"]
+        else:
+            args.append(f"--config={self._write_scheduler_config(name, config)}")
+        scheduler = self.launch(name, [*args, *extra_args])
+        readyz = f"https://127.0.0.1:{port}/readyz"
+        try:
+            wait_ready(scheduler, lambda: http_ok(readyz, context=_unverified_tls()), timeout)
+        except ControlPlaneError:
+            scheduler.stop()
+            raise
+        return scheduler
+
+    def stop(self) -> None:
+        """Stop every component, newest first (scheduler and controllers before the apiserver and etcd)."""
+        while self.components:
+            self.components.pop().stop()
+
+    def launch(self, name: str, argv: Sequence[str]) -> Component:
+        """Start a process that `stop` will stop."""
+        component = spawn(name, argv, self.workdir)
+        self.components.append(component)
+        return component
+
+    def delegated_auth_args(self) -> list[str]:
+        """Flags that let a component check the callers of its own HTTPS endpoints against the apiserver."""
+        return [
+            f"--authentication-kubeconfig={self.admin_kubeconfig}",
+            f"--authorization-kubeconfig={self.admin_kubeconfig}",
+        ]
+
+    def _write_scheduler_config(self, name: str, config: Mapping[str, Any]) -> Path:
+        merged: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            **config,
+        }
+        merged["clientConnection"] = {
+            **merged.get("clientConnection", {}),
+            "kubeconfig": str(self.admin_kubeconfig),
+        }
+        merged.setdefault("leaderElection", {"leaderElect": False})
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(merged, sort_keys=False))
+        return path
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Bounds on each startup step, in seconds."""
+
+    etcd: float = 30.0
+    apiserver: float = 120.0
+    controller_manager: float = 60.0
+    kwok: float = 30.0
+
+
+def start_etcd(cp: ControlPlane, timeout: float) -> str:
+    """Start etcd on loopback; returns its client URL."""
+    client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    etcd = cp.launch(
+        "etcd",
+        [
+            str(cp.bin_dir / "etcd"),
+            "--name=e2e",
+            f"--data-dir={cp.workdir / 'etcd-data'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=e2e={peer}",
+            "--unsafe-no-fsync",  # throwaway data: fsync only slows the tests down
+            "--log-level=warn",
+        ],
+    )
+    wait_ready(etcd, lambda: _etcd_healthy(client), timeout)
+    return client
+
+
+def _etcd_healthy(client_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{client_url}/health", timeout=2) as response:
+            return bool(json.load(response).get("health") == "true")
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def start_apiserver(cp: ControlPlane, etcd_url: str, token_file: Path, port: int, timeout: float) -> None:
+    pki = cp.pki
+    apiserver = cp.launch(
+        "kube-apiserver",
+        [
+            str(cp.bin_dir / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--token-auth-file={token_file}",
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            # The 'kubernetes' Service endpoint may not be a loopback address.
+            "--endpoint-reconciler-type=none",
+            f"--cert-dir={cp.workdir / 'apiserver-certs'}",
+            "--profiling=false",
+        ],
+    )
+    tls = ssl.create_default_context(cafile=str(pki.ca_cert))
+    wait_ready(apiserver, lambda: http_ok(f"{cp.server}/readyz", context=tls, token=cp.admin_token), timeout)
+
+
+def start_controller_manager(cp: ControlPlane, timeout: float) -> None:
+    port, pki = free_port(), cp.pki
+    kcm = cp.launch(
+        "kube-controller-manager",
+        [
+            str(cp.bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={cp.admin_kubeconfig}",
+            *cp.delegated_auth_args(),
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={cp.workdir / 'kcm-certs'}",
+            "--leader-elect=false",
+            # All default controllers; the cloud ones turn themselves off without a cloud provider.
+            "--controllers=*",
+            f"--service-account-private-key-file={pki.sa_key}",
+            f"--root-ca-file={pki.ca_cert}",
+            f"--cluster-signing-cert-file={pki.ca_cert}",
+            f"--cluster-signing-key-file={pki.ca_key}",
+        ],
+    )
+    wait_ready(kcm, lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context=_unverified_tls()), timeout)
+
+
+def start_kwok(cp: ControlPlane, timeout: float) -> None:
+    port = free_port()
+    kwok = cp.launch(
+        "kwok",
+        [
+            str(cp.bin_dir / "kwok"),
+            f"--config={cp.bin_dir / 'kwok-stages.yaml'}",
+            f"--kubeconfig={cp.admin_kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
+            "--node-ip=127.0.0.1",
+            f"--server-address=127.0.0.1:{port}",
+        ],
+    )
+    wait_ready(kwok, lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), timeout)
+
+
+@contextlib.contextmanager
+def running_control_plane(bin_dir: Path, timeouts: Timeouts = Timeouts()) -> Iterator[ControlPlane]:
+    """Start the control plane in a fresh temp dir; stop it and remove the dir on exit, whatever happens.
+
+    The dir (with the components' logs) is kept if the startup failed or ``KUBEPLACE_E2E_KEEP=1``.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="kubeplace-e2e-"))
+    started = False
+    try:
+        cp = _prepare(bin_dir, workdir)
+        try:
+            _start_all(cp, timeouts)
+            started = True
+            yield cp
+        finally:
+            cp.stop()
+    finally:
+        if started and os.environ.get(KEEP_WORKDIR_ENV) != "1":
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"kubeplace e2e: kept the control plane work dir {workdir}")
+
+
+def _prepare(bin_dir: Path, workdir: Path) -> ControlPlane:
+    """Write the PKI, token file and kubeconfigs; pick the apiserver port."""
+    pki = generate_pki(workdir / "pki")
+    admin_token, kubeplace_token = secrets.token_hex(16), secrets.token_hex(16)
+    write_token_file(workdir / "tokens.csv", admin_token, kubeplace_token)
+    server = f"https://127.0.0.1:{free_port()}"
+    return ControlPlane(
+        server=server,
+        admin_kubeconfig=write_kubeconfig(
+            workdir / "admin.kubeconfig",
+            server=server,
+            ca_cert=pki.ca_cert,
+            user=ADMIN_USER,
+            token=admin_token,
+        ),
+        kubeplace_kubeconfig=write_kubeconfig(
+            workdir / "kubeplace.kubeconfig",
+            server=server,
+            ca_cert=pki.ca_cert,
+            user=KUBEPLACE_USER,
+            token=kubeplace_token,
+        ),
+        bin_dir=bin_dir,
+        workdir=workdir,
+        pki=pki,
+        admin_token=admin_token,
+    )
+
+
+def _start_all(cp: ControlPlane, timeouts: Timeouts) -> None:
+    etcd_url = start_etcd(cp, timeouts.etcd)
+    port = int(cp.server.rsplit(":", 1)[1])
+    start_apiserver(cp, etcd_url, cp.workdir / "tokens.csv", port, timeouts.apiserver)
+    start_controller_manager(cp, timeouts.controller_manager)
+    start_kwok(cp, timeouts.kwok)
+
+
+# --------------------------------------------------------------------------- helpers for tests
+
+
+def fake_node_manifest(
+    name: str,
+    *,
+    cpu: str = "32",
+    memory: str = "256Gi",
+    pods: str = "110",
+    labels: Mapping[str, str] | None = None,
+    extended: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Node that kwok manages (annotation) and that real workloads avoid (taint).
+
+    ``extended`` adds resources to its capacity, e.g. ``{"nvidia.com/gpu": "4"}``.
+    """
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods, **(extended or {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name, **(labels or {})},
+        },
+        "spec": {
+            "taints": [{"key": KWOK_NODE_ANNOTATION, "value": KWOK_NODE_ANNOTATION_VALUE, "effect": "NoSchedule"}]
+        },
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
+#: Lets a pod onto the nodes `fake_node_manifest` makes.
+KWOK_TOLERATION: dict[str, str] = {
+    "key": KWOK_NODE_ANNOTATION,
+    "operator": "Equal",
+    "value": KWOK_NODE_ANNOTATION_VALUE,
+    "effect": "NoSchedule",
+}
+
+
+def api_client(kubeconfig: Path) -> kube_client.ApiClient:
+    """A `kubernetes` API client for one of the control plane's kubeconfigs; close it when done."""
+    api: kube_client.ApiClient = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kubeconfig)
+    )
+    return api
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> None:
+    """Poll `predicate` until it holds, or raise TimeoutError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)

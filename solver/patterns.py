@@ -1,0 +1,311 @@
+"""Column generation over node patterns per node kind (cutting stock, Gilmore-Gomory).
+
+The kind model of solver/bound.py pools the capacity of all nodes of a kind and ignores
+how GPU shares pack onto devices, so its plan cannot always be realised node by node.
+Here a column is a whole node: a pattern says how many pods of each class ONE node
+holds, with a feasible packing of its GPU pods onto the node's devices. The master LP
+
+    max sum_{k,p} value(p) * lambda[k, p]
+    s.t. sum_p lambda[k, p] <= nodes of kind k               (dual mu_k)
+         sum_{k,p} pattern[k, p][c] * lambda[k, p] <= count[c] (dual pi_c)
+
+is priced per kind by solver/pricing.py. For any pi >= 0 the Lagrangian bound
+sum_c pi_c count_c + sum_k nodes_k * max_p sum_c (weight_c - pi_c) pattern_p[c] bounds
+every placement from above, so each iteration where every kind's pricing returned a
+bound gives a proved bound (at convergence it equals the LP value).
+
+The integer answer is the better of a MIP over the generated columns and the rounded
+LP, each completed by the greedy on the pods left, and is checked by ``_valid``.
+
+Out of scope: problems with group caps (host ports) or gangs get ``assignment=None``.
+Kinds are those of solver/bound.py refined by the free milli of each device, so nodes
+partly used by bound pods simply form their own kinds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+
+from models.problem import Assignment, DeviceUse, IntArray, Problem
+from solver.greedy import BEST_FIT, SPREAD, greedy
+from solver.pricing import FloatArray, NodeShape, Pattern, Priced, canonical, price
+from solver.state import PlacementState
+
+INF = highspy.kHighsInf
+log = logging.getLogger(__name__)
+PRICE_SECONDS = 0.15
+"""CP-SAT limit of one pricing call: short, as any improving column will do."""
+PRICING_THREADS = 2
+MIP_SHARE = 0.3
+"""Part of the budget kept for the MIP over the generated columns."""
+
+
+@dataclass(frozen=True)
+class PatternResult:
+    assignment: Assignment | None
+    lp_value: float
+    proved_bound: float | None  # upper bound on the placed weight of any placement
+    iterations: int
+    columns: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Kinds:
+    """Nodes grouped by free resources, eligibility column and free milli per device."""
+
+    of_node: IntArray  # (N,) kind per node
+    nodes: list[IntArray]  # per kind: its nodes
+    shapes: list[NodeShape]
+
+
+def kinds_of(problem: Problem) -> Kinds:
+    devs = -np.sort(-problem.device_free, axis=1) if problem.has_devices else np.zeros((problem.n_nodes, 0))
+    keys = np.concatenate([problem.free, problem.eligible.T.astype(np.int64), devs.astype(np.int64)], axis=1)
+    _, kind = np.unique(keys, axis=0, return_inverse=True)
+    kind = kind.reshape(-1).astype(np.int64)
+    nodes = [np.nonzero(kind == k)[0] for k in range(int(kind.max()) + 1 if len(kind) else 0)]
+    shapes = [NodeShape(problem.free[ns[0]].copy(), _present(devs[ns[0]]), np.nonzero(problem.eligible[:, ns[0]])[0])
+              for ns in nodes]
+    return Kinds(kind, nodes, shapes)
+
+
+def _present(row: IntArray) -> IntArray:
+    return np.asarray(row[row >= 0], dtype=np.int64)
+
+
+def device_slots(problem: Problem, node: int) -> IntArray:
+    """The node's device indices in slot order (decreasing free milli, stable)."""
+    if not problem.has_devices:
+        return np.zeros(0, dtype=np.int64)
+    row = problem.device_free[node]
+    order = np.argsort(-row, kind="stable")
+    return order[row[order] >= 0].astype(np.int64)
+
+
+def _milli(problem: Problem) -> IntArray:
+    return problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
+
+
+class Master:
+    """The master LP in HiGHS; columns are added as pricing finds them."""
+
+    def __init__(self, problem: Problem, kinds: Kinds) -> None:
+        self.problem, self.n_kinds = problem, len(kinds.nodes)
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        upper = np.concatenate([[len(ns) for ns in kinds.nodes], problem.count]).astype(np.float64)
+        empty = np.zeros(0, dtype=np.int32)
+        self.h.addRows(len(upper), np.full(len(upper), -INF), upper, 0, np.zeros(len(upper), dtype=np.int32),
+                       empty, np.zeros(0))
+        self.kind: list[int] = []
+        self.patterns: list[Pattern] = []
+        self.index: dict[tuple[int, bytes], int] = {}
+
+    def add(self, k: int, pattern: Pattern) -> int:
+        """Column index of the pattern in kind k (added when new)."""
+        key = (k, pattern.key())
+        if key not in self.index:
+            rows = np.concatenate([[k], self.n_kinds + pattern.cls]).astype(np.int32)
+            vals = np.concatenate([[1.0], pattern.n]).astype(np.float64)
+            cost = float(self.problem.weight[pattern.cls] @ pattern.n)
+            self.h.addCol(cost, 0.0, INF, len(rows), rows, vals)
+            self.index[key] = len(self.patterns)
+            self.kind.append(k)
+            self.patterns.append(pattern)
+        return self.index[key]
+
+    def of_kind(self, k: int) -> list[Pattern]:
+        return [p for p, kk in zip(self.patterns, self.kind, strict=True) if kk == k]
+
+    def solve(self) -> tuple[float, FloatArray, FloatArray, FloatArray]:
+        """(LP value, pi >= 0 per class, mu >= 0 per kind, lambda)."""
+        self.h.run()
+        sol = self.h.getSolution()
+        dual = np.maximum(np.asarray(sol.row_dual, dtype=np.float64), 0.0)
+        value = float(self.h.getInfo().objective_function_value)
+        return value, dual[self.n_kinds:], dual[: self.n_kinds], np.asarray(sol.col_value, dtype=np.float64)
+
+    def integer(self, hint: FloatArray, time_limit: float) -> FloatArray | None:
+        """lambda of the MIP over the columns so far (started from ``hint``)."""
+        n = len(self.patterns)
+        self.h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
+                                     np.full(n, highspy.HighsVarType.kInteger))
+        self.h.setOptionValue("time_limit", max(0.1, time_limit))
+        self.h.setOptionValue("mip_rel_gap", 1e-5)
+        self.h.setSolution(_solution(hint))
+        self.h.run()
+        values = np.asarray(self.h.getSolution().col_value, dtype=np.float64)
+        return values if len(values) == n and self.h.getInfo().primal_solution_status == 2 else None
+
+
+def _solution(values: FloatArray) -> highspy.HighsSolution:
+    sol = highspy.HighsSolution()
+    sol.col_value = values.tolist()
+    sol.value_valid = True
+    return sol
+
+
+def incumbent_patterns(problem: Problem, kinds: Kinds, a: Assignment) -> list[tuple[int, Pattern]]:
+    """(kind, pattern) of every node, from an assignment's actual node contents."""
+    d = a.devices
+    out = []
+    for i in range(problem.n_nodes):
+        on = a.node == i
+        cls, n = a.cls[on], a.counts[on]
+        order = np.argsort(cls)
+        cls, n = cls[order], n[order]
+        slot_of = {int(dev): s for s, dev in enumerate(device_slots(problem, i))}
+        slots = np.zeros((len(cls), len(slot_of)), dtype=np.int64)
+        pos = {int(c): j for j, c in enumerate(cls)}
+        for c, dev, k in zip(d.cls[d.node == i].tolist(), d.device[d.node == i].tolist(),
+                             d.counts[d.node == i].tolist(), strict=True):
+            slots[pos[c], slot_of[dev]] += k
+        k = int(kinds.of_node[i])
+        out.append((k, canonical(Pattern(cls, n, slots), kinds.shapes[k].devices, _milli(problem))))
+    return out
+
+
+@dataclass
+class _Generation:
+    lp_value: float = 0.0
+    bound: float | None = None
+    iterations: int = 0
+    lam: FloatArray | None = None
+
+
+def generate(problem: Problem, kinds: Kinds, master: Master, deadline: float, seed: int) -> _Generation:
+    """Column generation until no kind prices out or the deadline."""
+    out, started = _Generation(), time.monotonic()
+    sizes = np.array([len(ns) for ns in kinds.nodes], dtype=np.float64)
+    with ThreadPoolExecutor(PRICING_THREADS) as pool:
+        while True:
+            out.lp_value, pi, mu, out.lam = master.solve()
+            if time.monotonic() >= deadline:
+                return out
+            out.iterations += 1
+            profit = problem.weight - pi
+            tol = 1e-7 * np.maximum(1.0, mu)
+
+            def one(k: int, profit: FloatArray = profit, mu: FloatArray = mu, tol: FloatArray = tol) -> Priced | None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                return price(problem, kinds.shapes[k], profit, float(mu[k]), min(PRICE_SECONDS, left),
+                             float(tol[k]), master.of_kind(k), seed)
+
+            order = np.argsort(-sizes * mu, kind="stable").tolist()  # big kinds first
+            results = dict(zip(order, pool.map(one, order), strict=True))
+            if any(r is None for r in results.values()):
+                return out
+            before = len(master.patterns)
+            for k, res in results.items():
+                for pattern in res.patterns:
+                    master.add(k, pattern)
+            bound = float(pi @ problem.count) + sum(sizes[k] * r.bound for k, r in results.items())
+            out.bound = bound if out.bound is None else min(out.bound, bound)
+            log.debug("iteration %d: lp %.6g bound %.6g columns %d %.1fs", out.iterations, out.lp_value, bound,
+                      len(master.patterns), time.monotonic() - started)
+            if len(master.patterns) == before and all(r.bound <= mu[k] + tol[k] for k, r in results.items()):
+                out.lp_value, _, _, out.lam = master.solve()
+                out.bound = min(out.bound, out.lp_value)
+                return out
+
+
+def realise(problem: Problem, kinds: Kinds, master: Master, lam: FloatArray) -> Assignment:
+    """Patterns onto concrete nodes: ``lam[j]`` nodes of column j's kind each hold it."""
+    cls: list[int] = []
+    node: list[int] = []
+    cnt: list[int] = []
+    dev: list[tuple[int, int, int, int]] = []
+    free_nodes = [list(ns.tolist()) for ns in kinds.nodes]
+    for j in np.argsort(-lam, kind="stable").tolist():
+        k, pattern = master.kind[j], master.patterns[j]
+        for _ in range(int(np.floor(lam[j] + 1e-6))):
+            if not free_nodes[k]:
+                break
+            i = free_nodes[k].pop(0)
+            order = device_slots(problem, i)
+            for row, (c, n) in enumerate(zip(pattern.cls.tolist(), pattern.n.tolist(), strict=True)):
+                cls.append(c)
+                node.append(i)
+                cnt.append(n)
+                dev += [(c, i, int(order[d]), int(v)) for d, v in enumerate(pattern.slots[row].tolist()) if v]
+    arr = np.array(dev, dtype=np.int64).reshape(-1, 4)
+    return Assignment(np.array(cls, dtype=np.int64), np.array(node, dtype=np.int64), np.array(cnt, dtype=np.int64),
+                      DeviceUse(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]))
+
+
+def complete(problem: Problem, fixed: Assignment) -> Assignment:
+    """The pods left over, by the greedy (best of best-fit and spread) around ``fixed``."""
+    state = PlacementState.start(problem, fixed)
+    options = [greedy(problem, policy, state=state.copy()) for policy in (BEST_FIT, SPREAD)]
+    return max(options, key=lambda a: int((problem.weight[a.cls] * a.counts).sum()))
+
+
+def _valid(problem: Problem, a: Assignment) -> bool:
+    """Independent check: counts, eligibility, node capacity and per-device shares."""
+    if len(a.cls) and (a.counts.min() <= 0 or not problem.eligible[a.cls, a.node].all()):
+        return False
+    if (a.placed_per_class(problem.n_classes) > problem.count).any():
+        return False
+    if len(np.unique(a.cls * problem.n_nodes + a.node)) != len(a.cls):
+        return False
+    load = a.load(problem)
+    if ((load > 0) & (load > problem.free)).any():
+        return False
+    return _devices_valid(problem, a)
+
+
+def _devices_valid(problem: Problem, a: Assignment) -> bool:
+    d = a.devices
+    if not problem.has_devices:
+        return len(d.cls) == 0
+    if len(d.cls) and (d.counts.min() <= 0 or (problem.device_free[d.node, d.device] < 0).any()):
+        return False
+    per_pair = np.zeros((problem.n_classes, problem.n_nodes), dtype=np.int64)
+    np.add.at(per_pair, (d.cls, d.node), d.counts)
+    pods = a.dense(problem.n_classes, problem.n_nodes)
+    if (per_pair != problem.gpu_count[:, None] * pods).any() or (d.counts > pods[d.cls, d.node]).any():
+        return False  # a pod on count distinct devices: at most one slot per pod per device
+    used = np.zeros_like(problem.device_free)
+    np.add.at(used, (d.node, d.device), problem.gpu_milli[d.cls] * d.counts)
+    return bool((used <= np.maximum(problem.device_free, 0)).all())
+
+
+def _weight(problem: Problem, a: Assignment) -> int:
+    return int((problem.weight[a.cls] * a.counts).sum())
+
+
+def pattern_placement(problem: Problem, incumbent: Assignment, time_limit: float, seed: int = 0) -> PatternResult:
+    """Column generation within ``time_limit`` seconds, then the best integer placement
+    found from its columns (None when out of scope or when it fails the check)."""
+    started = time.monotonic()
+    if problem.group_caps or problem.gangs or problem.n_nodes == 0 or problem.n_classes == 0:
+        return PatternResult(None, 0.0, None, 0, 0, 0.0)
+    kinds = kinds_of(problem)
+    master = Master(problem, kinds)
+    used = [master.add(k, p) for k, p in incumbent_patterns(problem, kinds, incumbent)]
+    hint = np.bincount(used, minlength=len(master.patterns)).astype(np.float64)
+    gen = generate(problem, kinds, master, started + (1 - MIP_SHARE) * time_limit, seed)
+    candidates = []
+    lam = master.integer(np.concatenate([hint, np.zeros(len(master.patterns) - len(hint))]),
+                         started + time_limit * 0.93 - time.monotonic())
+    if lam is not None:
+        candidates.append(lam)
+    if gen.lam is not None:
+        candidates.append(np.floor(gen.lam + 1e-6))
+    best: Assignment | None = None
+    for lam in candidates:
+        a = complete(problem, realise(problem, kinds, master, lam))
+        if _valid(problem, a) and (best is None or _weight(problem, a) > _weight(problem, best)):
+            best = a
+    return PatternResult(best, gen.lp_value, gen.bound, gen.iterations, len(master.patterns),
+                         time.monotonic() - started)
