@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from kube.gangs import CRDS
 from kube.objects import Snapshot
 from kube.parse import Sourced, build_snapshot
 
@@ -24,6 +25,8 @@ class ClusterReader(Protocol):
 
     def list_namespaces(self) -> list[dict[str, Any]]: ...
 
+    def list_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]: ...
+
 
 def load_live_snapshot(
     cluster: ClusterReader,
@@ -40,6 +43,8 @@ def load_live_snapshot(
     objects: list[Sourced] = [(node, source) for node in cluster.list_nodes()]
     objects += [(pod, source) for pod in cluster.list_pods(None, None, finished)]
     objects += [(namespace, source) for namespace in cluster.list_namespaces()]
+    for group, version, plural in CRDS:  # a CRD that is not installed lists as []
+        objects += [(obj, source) for obj in cluster.list_objects(group, version, plural)]
     return build_snapshot(
         objects, scheduler_name=scheduler_name, namespaces=namespaces, selector=selector, source=source
     )

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kube.gangs import PodGroup
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -120,4 +124,6 @@ class Snapshot:
     bound: tuple[Pod, ...]
     """Pods with a node, not finished: they use capacity."""
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    pod_groups: tuple[PodGroup, ...] = ()
+    """Gangs (PodGroup objects, or declared by pod labels) the pending pods may belong to."""
     source: str = field(default="", compare=False)

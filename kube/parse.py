@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kube.gangs import is_pod_group, parse_pod_group, plain_groups
 from kube.objects import HostPort, Node, Pod, Snapshot, Taint, Toleration
 from kube.quantity import QuantityError, resource_amount
 from kube.requests import is_sidecar, pod_requests
@@ -194,11 +195,14 @@ def build_snapshot(
     ]
     bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get("Namespace", []))
+    groups = [parse_pod_group(obj, where) for obj, where in kinds.get("PodGroup", []) if is_pod_group(obj)]
+    groups += plain_groups(pending, {g.key for g in groups})
     return Snapshot(
         nodes=tuple(nodes),
         pending=tuple(pending),
         bound=tuple(bound),
         namespace_labels=dict(sorted(namespace_labels.items())),
+        pod_groups=tuple(sorted(groups, key=lambda g: g.key)),
         source=source,
     )
 

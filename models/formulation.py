@@ -22,7 +22,7 @@ import numpy.typing as npt
 from models.formulation_gpu import _device_rows, _DeviceVars, device_hint, device_use
 from models.framework import LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from models.linear import INF, LinearBuilder, LinearModel
-from models.problem import Assignment, DeviceUse, IntArray, Problem
+from models.problem import Assignment, DeviceUse, Gang, IntArray, Problem
 
 FloatArray = npt.NDArray[np.float64]
 SCALE = 10_000
@@ -156,6 +156,21 @@ class _Builder:
             # nothing placed unless z
             size = int(self.problem.count[classes].sum())
             self.lb.add_row(cols, np.concatenate([np.ones(int(member.sum()), np.int64), [-size]]), -INF, 0)
+            self._gang_resource_rows(gang, member, z)
+
+    def _gang_resource_rows(self, gang: Gang, member: npt.NDArray[np.bool_], z: int) -> None:
+        """Placed members (here and fixed elsewhere) request at least minResources, if z."""
+        p, fixed = self.problem, self.hood.fixed
+        in_gang = np.isin(fixed.cls, np.asarray(gang.classes, dtype=np.int64))
+        for name, amount in gang.min_resources:
+            r = p.resource_index(name)
+            have = 0 if r is None else int((p.demand[fixed.cls[in_gang], r] * fixed.counts[in_gang]).sum())
+            need = max(amount - have, 0)
+            if r is None:
+                self.lb.add_row(np.array([z]), np.array([need]), -INF, 0)
+                continue
+            coefs = p.demand[self.pair_cls[member], r]
+            self.lb.add_row(np.concatenate([self.y[member], [z]]), np.concatenate([coefs, [-need]]), 0, INF)
 
     def placed_weight(self) -> tuple[IntArray, IntArray]:
         return self.y, self.problem.weight[self.pair_cls]

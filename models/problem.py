@@ -35,6 +35,8 @@ class Gang:
     name: str
     classes: tuple[int, ...]
     min_member: int
+    min_resources: tuple[tuple[str, int], ...] = ()
+    """Placed members must request at least this much of each resource together."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from models.fragmentation import cluster_fragmentation
 from models.framework import PluginSet
 from models.problem import Assignment, Objective
 from plan.explain import explain
+from plan.gangs import gang_statuses
 from plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
 from solver.solve import Event, SolveReport, SolverOptions, solve
 
@@ -88,12 +89,14 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs) for pod, node, devs in bound_pairs)
     free_after = p.free - a.load(p)
     placed_per_class = a.placed_per_class(p.n_classes)
+    gangs = gang_statuses(snapshot, agg, placed_per_class)
+    gang_reason = {c: g.reason for g, gang in zip(gangs, p.gangs, strict=True) if not g.placed for c in gang.classes}
     unplaced: list[Unplaced] = []
     for c in range(p.n_classes):
         left = p.members[c][int(placed_per_class[c]):]
         if left:
-            why = explain(agg, c, free_after)
-            unplaced += [Unplaced(snapshot.pending[m].namespace, snapshot.pending[m].name, (why,)) for m in left]
+            why = tuple(r for r in (gang_reason.get(c, ""), explain(agg, c, free_after)) if r)
+            unplaced += [Unplaced(snapshot.pending[m].namespace, snapshot.pending[m].name, why) for m in left]
     unplaced += [Unplaced(pod.namespace, pod.name, tuple(f"left to the default scheduler: {r}"
                                                          for r in pod.unmodelled), True) for pod in agg.left]
     empty = Assignment.empty()
@@ -115,7 +118,8 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
         gpu_fragmentation=round(frag, 1),
         gpu_fragmentation_ratio=round(frag_ratio, 4),
     )
-    return Plan(profile.schedulerName, placements, tuple(unplaced), summary, snapshot.source, report.steps)
+    return Plan(profile.schedulerName, placements, tuple(unplaced), summary, snapshot.source, report.steps,
+                tuple(gangs))
 
 
 def _utilisation(agg: Aggregation, a: Assignment) -> tuple[ResourceUse, ...]:

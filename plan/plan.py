@@ -59,6 +59,18 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class GangStatus:
+    namespace: str
+    name: str
+    min_member: int
+    members: tuple[str, ...]  # pending members
+    running: int  # members already bound
+    placed_members: int
+    placed: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Plan:
     scheduler_name: str
     placements: tuple[Placement, ...]
@@ -66,6 +78,7 @@ class Plan:
     summary: Summary
     source: str = ""
     steps: tuple[str, ...] = field(default=())
+    gangs: tuple[GangStatus, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +89,9 @@ class Plan:
             "placements": [_placement_dict(p) for p in self.placements],
             "unplaced": [{"namespace": u.namespace, "name": u.name, "reasons": list(u.reasons),
                           "left_to_default_scheduler": u.left_to_default_scheduler} for u in self.unplaced],
+            "gangs": [{"namespace": g.namespace, "name": g.name, "minMember": g.min_member,
+                       "members": list(g.members), "running": g.running, "placedMembers": g.placed_members,
+                       "placed": g.placed, **({"reason": g.reason} if g.reason else {})} for g in self.gangs],
             "summary": {**{k: v for k, v in asdict(self.summary).items() if k != "utilisation"},
                         "utilisation": {u.resource: {"before": u.before, "after": u.after}
                                         for u in self.summary.utilisation}},

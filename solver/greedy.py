@@ -77,7 +77,17 @@ def _placer(problem: Problem, policy: str) -> Placer:
 def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Placer) -> PlacementState:
     trial = state.copy()
     placed = sum(place(trial, c, int(problem.count[c])) for c in gang.classes)
-    return trial if placed >= gang.min_member else state
+    return trial if placed >= gang.min_member and _has_min_resources(problem, trial, gang) else state
+
+
+def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:
+    for name, amount in gang.min_resources:
+        r = problem.resource_index(name)
+        got = sum(int(problem.demand[c, r]) * k for (c, _), k in state.placed.items() if c in gang.classes) \
+            if r is not None else 0
+        if got < amount:
+            return False
+    return True
 
 
 def _candidates(state: PlacementState, c: int, within: IntArray | None = None) -> tuple[IntArray, IntArray]:

@@ -20,12 +20,14 @@ CP-SAT's objective bound, divided by the scale, bounds the true best profit from
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from ortools.sat.python import cp_model
 
+from kube.objects import GPU
 from models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
 from models.problem import IntArray, Problem
 
@@ -90,35 +92,131 @@ def canonical(pattern: Pattern, devices: IntArray, milli: IntArray) -> Pattern:
     return Pattern(cls.astype(np.int64), n.astype(np.int64), slots[:, perm].astype(np.int64))
 
 
+class _Fill:
+    """One node being filled: free resources and device shares, pods per class."""
+
+    def __init__(self, problem: Problem, shape: NodeShape) -> None:
+        self.problem, self.free, self.dev = problem, shape.free.copy(), shape.devices.copy()
+        self.n: dict[int, int] = {}
+        self.slots: dict[int, IntArray] = {}
+
+    def room(self, c: int) -> int:
+        """Pods of class c that still fit (resources, devices, pods left in the class)."""
+        d = self.problem.demand[c]
+        k = int(self.problem.count[c]) - self.n.get(c, 0)
+        pos = d > 0
+        if pos.any():
+            k = min(k, int((self.free[pos] // d[pos]).min()))
+        need = need_of(self.problem, c)
+        return max(0, min(k, pods_fitting(self.dev, need)) if need.count else k)
+
+    def add(self, c: int, k: int, device: int | None = None) -> None:
+        """k pods of class c: on ``device`` (shares) or first-fit devices."""
+        self.free -= self.problem.demand[c] * k
+        self.n[c] = self.n.get(c, 0) + k
+        row = self.slots.setdefault(c, np.zeros(len(self.dev), dtype=np.int64))
+        need = need_of(self.problem, c)
+        if need.count and device is not None:
+            self.dev[device] -= need.milli * k
+            row[device] += k
+            return
+        for _ in range(k if need.count else 0):
+            for d in first_fit(self.dev, need):
+                self.dev[d] -= need.milli
+                row[d] += 1
+
+    def complete(self, profit: FloatArray, classes: IntArray) -> _Fill:
+        """Adds what still fits, by profit per dominant share."""
+        cand = classes[profit[classes] > 0]
+        size = (self.problem.demand[cand] / np.maximum(self.free, 1)).max(axis=1) + 1e-12
+        for c in cand[np.argsort(-profit[cand] / size, kind="stable")].tolist():
+            k = self.room(c)
+            if k > 0:
+                self.add(c, k)
+        return self
+
+    def feasible(self) -> bool:
+        return bool((self.free >= 0).all() and (self.dev >= 0).all())
+
+    def pattern(self) -> Pattern:
+        cls = sorted(c for c, k in self.n.items() if k > 0)
+        slots = np.array([self.slots[c] for c in cls], dtype=np.int64).reshape(len(cls), len(self.dev))
+        return Pattern(np.array(cls, dtype=np.int64), np.array([self.n[c] for c in cls], dtype=np.int64), slots)
+
+
 def greedy_pattern(problem: Problem, shape: NodeShape, profit: FloatArray) -> Pattern:
     """A quick good node: classes by profit per dominant share, as many pods as fit."""
-    free, dev = shape.free.copy(), shape.devices.copy()
+    return _Fill(problem, shape).complete(profit, shape.classes).pattern()
+
+
+def knapsack(cap: int, size: IntArray, value: FloatArray, most: IntArray) -> IntArray:
+    """Copies per item of the best bounded knapsack of capacity ``cap`` (numpy DP)."""
+    best = np.zeros(cap + 1)
+    choice = np.zeros((len(size), cap + 1), dtype=np.int64)
+    for i in range(len(size)):
+        prev = best.copy()
+        for t in range(1, int(most[i]) + 1):
+            s = t * int(size[i])
+            if s > cap:
+                break
+            cand = prev[: cap + 1 - s] + t * value[i]
+            better = cand > best[s:]
+            best[s:] = np.where(better, cand, best[s:])
+            choice[i, s:][better] = t
+    out, w = np.zeros(len(size), dtype=np.int64), cap
+    for i in range(len(size) - 1, -1, -1):
+        out[i] = choice[i, w]
+        w -= out[i] * int(size[i])
+    return out
+
+
+def device_dp_patterns(problem: Problem, shape: NodeShape, profit: FloatArray, steps: int = 8) -> list[Pattern]:
+    """Lagrangian heuristic: with a price theta on the node's other resources, the node
+    splits into devices, each filled by a knapsack DP over the shares (which finds the
+    exact fits, 650 + 350, that a greedy misses); theta is bisected until the node's
+    resources hold, and every node found is completed greedily."""
     cand = shape.classes[profit[shape.classes] > 0]
-    scale = np.maximum(shape.free, 1).astype(np.float64)
-    size = (problem.demand[cand] / scale).max(axis=1) + 1e-12
-    cls, ns, rows = [], [], []
-    for c in cand[np.argsort(-profit[cand] / size, kind="stable")].tolist():
-        d = problem.demand[c]
-        pos = d > 0
-        k = int(problem.count[c])
-        if pos.any():
-            k = min(k, int((free[pos] // d[pos]).min()))
-        need = need_of(problem, c)
-        if need.count:
-            k = min(k, pods_fitting(dev, need))
-        if k <= 0:
+    if len(shape.devices) == 0 or len(cand) == 0:
+        return [greedy_pattern(problem, shape, profit)]
+    others = np.array([r != GPU for r in problem.resources]) & (shape.free > 0)
+    usage = (problem.demand[cand][:, others] / shape.free[others]).sum(axis=1)
+    lo, hi = 0.0, float((profit[cand] / np.maximum(usage, 1e-9)).max())
+    found, theta = [], 0.0
+    for _ in range(steps):
+        fill = _device_fill(problem, shape, profit, cand, profit[cand] - theta * usage)
+        ok = fill.feasible()
+        found.append(fill.complete(profit, shape.classes).pattern() if ok else None)
+        if ok and theta == 0.0:
+            break
+        lo, hi = (lo, theta) if ok else (theta, hi)
+        theta = (lo + hi) / 2 if theta else hi / 2
+    return [p for p in found if p is not None] or [greedy_pattern(problem, shape, profit)]
+
+
+def _device_fill(problem: Problem, shape: NodeShape, profit: FloatArray, cand: IntArray, value: FloatArray) -> _Fill:
+    """Whole-GPU pods worth more per device than the best share device, then each
+    device's best shares (a device's fill is reused while the counts allow it)."""
+    fill = _Fill(problem, shape)
+    gc, milli = problem.gpu_count[cand], problem.gpu_milli[cand]
+    share = (gc == 1) & (milli < WHOLE) & (value > 0)
+    unit = int(np.gcd.reduce(np.concatenate([milli[share], shape.devices[shape.devices > 0], [WHOLE]])))
+    cls, size, val = cand[share], milli[share] // unit, value[share]
+    left = problem.count[cls].copy()
+    per_device = float(val @ knapsack(WHOLE // unit, size, val, left)) if len(cls) else 0.0
+    for j in np.argsort(-value / np.maximum(gc, 1), kind="stable").tolist():
+        if milli[j] >= WHOLE and value[j] > per_device * gc[j]:
+            fill.add(int(cand[j]), min(fill.room(int(cand[j])), int(problem.count[cand[j]])))
+    last: tuple[int, IntArray] | None = None
+    for d in range(len(fill.dev)):
+        cap = int(fill.dev[d]) // unit
+        if cap <= 0 or len(cls) == 0:
             continue
-        free -= d * k
-        row = np.zeros(len(dev), dtype=np.int64)
-        for _ in range(k if need.count else 0):
-            for s in first_fit(dev, need):
-                dev[s] -= need.milli
-                row[s] += 1
-        cls.append(c)
-        ns.append(k)
-        rows.append(row)
-    slots = np.array(rows, dtype=np.int64).reshape(len(cls), len(dev))
-    return Pattern(np.array(cls, dtype=np.int64), np.array(ns, dtype=np.int64), slots)
+        if last is None or last[0] != cap or (last[1] > left).any():
+            last = (cap, knapsack(cap, size, val, left))
+        for i in np.nonzero(last[1])[0].tolist():
+            fill.add(int(cls[i]), int(last[1][i]), d)
+        left = left - last[1]
+    return fill
 
 
 class _Collector(cp_model.CpSolverSolutionCallback):
@@ -270,30 +368,35 @@ class PricingModel:
 
 
 def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, time_limit: float,
-          tol: float, known: list[Pattern] = (), seed: int = 0) -> Priced:
+          tol: float, known: Sequence[Pattern] = (), seed: int = 0) -> Priced:
     """Columns whose node profit exceeds ``dual`` (the kind row's dual) by more than
-    ``tol``, and an upper bound on the best node profit (valid even when not optimal)."""
-    start = greedy_pattern(problem, shape, profit)
+    ``tol``, and an upper bound on the best node profit (valid even when not optimal;
+    infinite when only the heuristics ran). CP-SAT runs only when the heuristics found
+    no such column, or with ``time_limit`` < 0 (then for -time_limit seconds)."""
+    milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
+
+    def value(p: Pattern) -> float:
+        return float(profit[p.cls] @ p.n)
+
+    quick = [canonical(p, shape.devices, milli) for p in device_dp_patterns(problem, shape, profit)]
+    good = sorted(_unique([p for p in quick if value(p) > dual + tol]), key=value, reverse=True)
+    if good and time_limit >= 0:
+        return Priced(good[:MAX_COLUMNS], math.inf)
     model = PricingModel(problem, shape, profit)
     if len(model.cls) == 0:
         return Priced([], 0.0)
-    model.hint(max([start, *known], key=lambda p: float(profit[p.cls] @ p.n)))
+    model.hint(max([*quick, *known], key=value))
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit)
+    solver.parameters.max_time_in_seconds = max(0.01, abs(time_limit))
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     solver.parameters.relative_gap_limit = GAP
     collect = _Collector(model.variables())
     status = solver.solve(model.m, collect)
-    milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
     found = [canonical(model.pattern(v), shape.devices, milli) for v in collect.found[::-1]]
-    found.append(canonical(start, shape.devices, milli))
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        bound = math.inf
-    else:
-        bound = max(0.0, solver.best_objective_bound / model.scale)
-    good = [p for p in found if float(profit[p.cls] @ p.n) > dual + tol]
-    return Priced(_unique(good)[:MAX_COLUMNS], bound)
+    good = sorted(_unique([p for p in found + good if value(p) > dual + tol]), key=value, reverse=True)
+    solved = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return Priced(good[:MAX_COLUMNS], max(0.0, solver.best_objective_bound / model.scale) if solved else math.inf)
 
 
 def _unique(patterns: list[Pattern]) -> list[Pattern]:

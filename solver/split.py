@@ -41,7 +41,8 @@ def components(problem: Problem) -> list[tuple[IntArray, IntArray]]:
         members = np.nonzero(column)[0]
         for c in members[1:]:
             sets.union(int(members[0]), int(c))
-    for rule in (*problem.group_caps, *problem.gangs):
+    rules: list[GroupCap | Gang] = [*problem.group_caps, *problem.gangs]
+    for rule in rules:
         for c in rule.classes[1:]:
             sets.union(rule.classes[0], c)
     roots = np.array([sets.find(c) for c in range(problem.n_classes)], dtype=np.int64)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.framework import CONSTRAINT, FILTER, SCORE, PluginFactory, Registry
-from models.plugins import gpu_model, node_affinity, node_ports, node_unschedulable, objectives, taint_toleration
+from models.plugins import gang, gpu_model, node_affinity, node_ports, node_unschedulable, objectives, taint_toleration
 from models.plugins import tenant as tenant_plugin
 
 
@@ -16,6 +16,7 @@ def in_tree_registry() -> Registry:
         PluginFactory(node_ports.NAME, FILTER, None, node_ports.build),
         PluginFactory(tenant_plugin.NAME, FILTER, tenant_plugin.TenantArgs, tenant_plugin.build),
         PluginFactory(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build),
+        PluginFactory(gang.NAME, CONSTRAINT, None, gang.build),
         PluginFactory("Balance", SCORE, objectives.BalanceArgs, objectives.build_balance),
         PluginFactory("BinPack", SCORE, objectives.BinPackArgs, objectives.build_binpack),
     ]
@@ -23,6 +24,6 @@ def in_tree_registry() -> Registry:
 
 
 DEFAULT_FILTERS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
-                   tenant_plugin.NAME, gpu_model.NAME)
+                   tenant_plugin.NAME, gpu_model.NAME, gang.NAME)
 PROFILE_SCORES = {"balance": ("Balance",), "binpack": ("BinPack",)}
 __all__ = ["CONSTRAINT", "DEFAULT_FILTERS", "PROFILE_SCORES", "in_tree_registry"]

@@ -103,12 +103,14 @@ def test_config_check_lists_the_profile(tmp_path: Path) -> None:
 
 BAD_CONFIGS = {
     "unknown plugin": ("profiles:\n- plugins: {enabled: [NoSuchPlugin]}\n", "unknown plugin 'NoSuchPlugin'"),
-    "negative weight": ("profiles:\n- pluginConfig:\n  - name: Balance\n    args: {resources: [{name: cpu, weight: -1}]}\n",
+    "negative weight": ("profiles:\n- pluginConfig:\n  - name: Balance\n"
+                        "    args: {resources: [{name: cpu, weight: -1}]}\n",
                         "resources[0].weight: expected an integer >= 0, got -1"),
     "wrong type": ("solver: {workers: two}\n", "solver.workers: expected int, got 'two'"),
     "unknown field": ("solver: {timeout: 3}\n", "solver.timeout: unknown field"),
     "bad objective": ("profiles:\n- objective: fastest\n", "profiles[0].objective: expected one of balance, binpack"),
-    "bad import": ("userPlugins:\n- {name: X, import: 'nope.nothere:FACTORY'}\n", "userPlugins[0].import: cannot import"),
+    "bad import": ("userPlugins:\n- {name: X, import: 'nope.nothere:FACTORY'}\n",
+                   "userPlugins[0].import: cannot import"),
 }
 
 

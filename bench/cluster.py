@@ -1,0 +1,369 @@
+"""``kubeplace bench cluster``: the real kube-scheduler and kubeplace on the same scenario, on a real
+control plane (etcd, kube-apiserver, kube-controller-manager, kwok fake nodes) on 127.0.0.1.
+
+Per scenario: the kwok nodes are created once; then each copy of the pods runs on the empty
+cluster in turn and is deleted afterwards:
+
+- ``kube-scheduler``: the kube-scheduler (default profile) is started, then the pods are created
+  one by one in scenario order with ``schedulerName: default-scheduler`` in ``bench-default``;
+  the copy ends when every pod is bound or nothing changed for ``settle`` seconds;
+- ``kubeplace``: the same pods with ``schedulerName: kubeplace`` in ``bench-kubeplace``, then
+  live snapshot -> ``make_plan`` -> ``verify_plan`` -> ``bind_all`` through pods/binding.
+
+Both copies are measured by one function on the final state read back from the API
+(:func:`measure`), whichever scheduler placed the pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from bench.cluster_scenarios import GPU, Scenario
+from bench.controlplane import ControlPlane, api_client, wait_for
+from kube.binder import Binding, Outcome, bind_all
+from kube.client import Cluster, connect
+from kube.live import load_live_snapshot
+from kube.parse import build_snapshot
+from models import evaluate
+from models.aggregate import aggregate
+from models.config import Configuration, instantiate
+from models.fragmentation import cluster_fragmentation
+from models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from models.problem import Assignment, Objective
+from plan.checks import verify_plan
+from plan.pipeline import make_plan
+from solver.solve import SolverOptions
+
+DEFAULT_SCHEDULER = "default-scheduler"
+KUBEPLACE = "kubeplace"
+COPIES = {"kube-scheduler": (DEFAULT_SCHEDULER, "bench-default"), "kubeplace": (KUBEPLACE, "bench-kubeplace")}
+SHAPES_SCHEDULER = "bench-shapes"
+"""Scheduler name of the in-memory pod copies that stand for the workload's shapes in :func:`measure`."""
+
+Say = Callable[[str], None]
+
+
+class BenchError(RuntimeError):
+    """The benchmark could not run a scenario (a timeout, a refused plan, an unclean cluster)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    seed: int = 0
+    time_limit: float = 10.0
+    settle: float = 5.0
+    """The kube-scheduler copy ends after this many seconds without a new binding."""
+    timeout: float = 300.0
+    """Bound on each wait (nodes ready, pods placed, pods gone)."""
+
+
+@dataclass(frozen=True)
+class Metrics:
+    pods: int
+    placed: int
+    pending: int
+    gpus_placed: int
+    balance: float
+    """sum over nodes of (u_i - mean u)^2 for cpu plus the same for memory (models/evaluate.balance)."""
+    gpu_fragmentation: float
+    """FGD fragmentation in GPUs: free GPU capacity the scenario's pod shapes (by popularity) cannot use."""
+    gpu_fragmentation_ratio: float
+    free_gpus: int
+    wall_seconds: float
+    """From the first pod created to the last binding observed."""
+    create_seconds: float
+    """Of which creating the pods (the same work in both copies)."""
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def measure(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Placement metrics of the final state: ``nodes`` and ``pods`` as the API returned them.
+
+    Bound pods are the usage; each pod of the scenario, bound or not, also enters as a pending copy
+    so the aggregated model's pod classes are the scenario's shapes and popularity (FGD's task
+    distribution). Balance and fragmentation then come from models/evaluate and models/fragmentation
+    with no placement on top of the usage.
+    """
+    bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+    shapes = []
+    for p in pods:
+        shape = copy.deepcopy(p)
+        shape["metadata"] = {**shape["metadata"], "name": f"shape-{p['metadata']['name']}", "uid": ""}
+        shape["spec"] = {**shape["spec"], "schedulerName": SHAPES_SCHEDULER}
+        shape["spec"].pop("nodeName", None)
+        shape["status"] = {"phase": "Pending"}
+        shapes.append(shape)
+    snapshot = build_snapshot([(o, "bench") for o in (*nodes, *bound, *shapes)], scheduler_name=SHAPES_SCHEDULER)
+    config = Configuration()
+    profile = config.profile(None)
+    agg = aggregate(snapshot, instantiate(config, profile, snapshot), Objective(profile.objective),
+                    config.gpu.conventions())
+    problem, empty = agg.problem, Assignment.empty()
+    frag, ratio = cluster_fragmentation(problem, empty)
+    free_gpus = int((problem.device_free >= 1000).sum()) if problem.has_devices else 0
+    return {
+        "pods": len(pods),
+        "placed": len(bound),
+        "pending": len(pods) - len(bound),
+        "gpus_placed": sum(_gpus(p) for p in bound),
+        "balance": round(evaluate.balance(problem, empty, "cpu") + evaluate.balance(problem, empty, "memory"), 4),
+        "gpu_fragmentation": round(frag / 1000, 2),
+        "gpu_fragmentation_ratio": round(ratio, 4),
+        "free_gpus": free_gpus,
+    }
+
+
+def _gpus(pod: dict[str, Any]) -> int:
+    total = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        total += int(((c.get("resources") or {}).get("requests") or {}).get(GPU, 0))
+    return total
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+class Runner:
+    """Runs scenarios on a running control plane; one instance per control plane."""
+
+    def __init__(self, plane: ControlPlane, settings: Settings = Settings(), say: Say | None = None) -> None:
+        self.plane = plane
+        self.settings = settings
+        self.say: Say = say or (lambda _msg: None)
+        self._api = api_client(plane.admin_kubeconfig)
+        self.core = k8s.CoreV1Api(self._api)
+        self.cluster: Cluster = connect(str(plane.admin_kubeconfig))
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, scenario: Scenario) -> dict[str, Any]:
+        """{"kube-scheduler": metrics, "kubeplace": metrics} for one scenario; its nodes are removed after."""
+        names = [n["metadata"]["name"] for n in scenario.nodes]
+        self.say(f"{scenario.name}: {scenario.summary}")
+        try:
+            self._create_nodes(scenario.nodes)
+            out: dict[str, Any] = {}
+            for label, (scheduler, namespace) in COPIES.items():
+                self._ensure_namespace(namespace)
+                self._check_empty(names)
+                runner = self._default_copy if scheduler == DEFAULT_SCHEDULER else self._kubeplace_copy
+                out[label] = runner(scenario, namespace)
+                self._delete_pods(namespace)
+                self.say(f"  {label}: {out[label]['placed']}/{out[label]['pods']} placed, "
+                         f"{out[label]['gpus_placed']} GPUs, {out[label]['wall_seconds']}s")
+            return out
+        finally:
+            for namespace in (ns for _, ns in COPIES.values()):
+                self._delete_pods(namespace, missing_ok=True)
+            self._delete_nodes(names)
+
+    # ----- the two copies
+
+    def _default_copy(self, scenario: Scenario, namespace: str) -> dict[str, Any]:
+        with self.plane.start_scheduler():
+            started, created = self._create_pods(scenario.pods, namespace, DEFAULT_SCHEDULER)
+            last_bind = self._wait_settled(namespace, len(scenario.pods), started)
+        return self._record(namespace, started, created, last_bind)
+
+    def _kubeplace_copy(self, scenario: Scenario, namespace: str) -> dict[str, Any]:
+        started, created = self._create_pods(scenario.pods, namespace, KUBEPLACE)
+        config = Configuration()
+        profile = config.profile(KUBEPLACE)
+        options = SolverOptions(time_limit=self.settings.time_limit, seed=self.settings.seed)
+        snapshot = load_live_snapshot(self.cluster, scheduler_name=KUBEPLACE, namespaces={namespace})
+        if len(snapshot.pending) != len(scenario.pods):
+            raise BenchError(f"kubeplace saw {len(snapshot.pending)} pending pods of {len(scenario.pods)}")
+        planned = make_plan(snapshot, config, profile, options)
+        placements = planned.plan.placements
+        violations = verify_plan(snapshot, placements, config, profile)
+        if violations:
+            raise BenchError(f"{scenario.name}: kubeplace's plan fails verification: {violations[0]}")
+        pods = {(p.namespace, p.name): p for p in snapshot.pending}
+        bindings = []
+        for p in placements:
+            notes = {}
+            if p.gpus:
+                notes[DEVICE_ALLOCATED] = device_annotation(p.gpus, gpu_need(pods[(p.namespace, p.name)].requests))
+            bindings.append(Binding(p.namespace, p.name, p.uid, p.node, notes))
+        results = bind_all(self.cluster, bindings, dry_run=False)
+        last_bind = time.monotonic()
+        failed = [r for r in results if r.outcome != Outcome.BOUND]
+        if failed:
+            raise BenchError(f"{scenario.name}: {len(failed)} binding(s) failed, first: {failed[0].message}")
+        wait_for(lambda: self._bound(namespace) >= len(results), self.settings.timeout, "kubeplace's bindings")
+        out = self._record(namespace, started, created, last_bind if results else started)
+        out["solver"] = {"status": planned.report.status, "seconds": round(planned.report.seconds, 2),
+                         "backend": planned.report.backend}
+        return out
+
+    def _record(self, namespace: str, started: float, created: float, last_bind: float) -> dict[str, Any]:
+        nodes = self.cluster.list_nodes()
+        pods = self.cluster.list_pods(namespace)
+        out = measure(nodes, pods)
+        out["wall_seconds"] = round(max(last_bind - started, 0.0), 2)
+        out["create_seconds"] = round(created - started, 2)
+        return out
+
+    # ----- cluster operations, each wait bounded
+
+    def _create_nodes(self, nodes: Sequence[dict[str, Any]]) -> None:
+        for n in nodes:
+            body: Any = n  # the client takes plain dicts as well as V1Node
+            self.core.create_node(body, _preload_content=False)
+        names = {n["metadata"]["name"] for n in nodes}
+        wait_for(lambda: self._ready_nodes(names) == len(names), self.settings.timeout,
+                 f"{len(names)} kwok nodes to be Ready", interval=0.5)
+
+    def _ready_nodes(self, names: set[str]) -> int:
+        ready = 0
+        for n in self.cluster.list_nodes():
+            if n["metadata"]["name"] in names:
+                conditions = (n.get("status") or {}).get("conditions") or []
+                ready += any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        return ready
+
+    def _delete_nodes(self, names: Sequence[str]) -> None:
+        for name in names:
+            try:
+                self.core.delete_node(name, _preload_content=False)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+        left = set(names)
+        wait_for(lambda: not left & {n["metadata"]["name"] for n in self.cluster.list_nodes()},
+                 self.settings.timeout, "the scenario's nodes to be deleted", interval=0.5)
+
+    def _ensure_namespace(self, namespace: str) -> None:
+        try:
+            self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        wait_for(lambda: self._has_service_account(namespace), self.settings.timeout,
+                 f"ServiceAccount default in {namespace}")
+
+    def _has_service_account(self, namespace: str) -> bool:
+        try:
+            self.core.read_namespaced_service_account("default", namespace, _preload_content=False)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+    def _check_empty(self, nodes: Sequence[str]) -> None:
+        """Both copies start from the same empty cluster: no pod on the scenario's nodes."""
+        names = set(nodes)
+        busy = [p["metadata"]["name"] for p in self.cluster.list_pods()
+                if (p.get("spec") or {}).get("nodeName") in names]
+        if busy:
+            raise BenchError(f"the scenario's nodes are not empty: {len(busy)} pod(s), e.g. {busy[0]}")
+
+    def _create_pods(self, templates: Sequence[dict[str, Any]], namespace: str,
+                     scheduler: str) -> tuple[float, float]:
+        """Creates the pods one by one in order; (monotonic start, monotonic end)."""
+        started = time.monotonic()
+        for t in templates:
+            body: Any = copy.deepcopy(t)
+            body["metadata"]["namespace"] = namespace
+            body["spec"]["schedulerName"] = scheduler
+            self.core.create_namespaced_pod(namespace, body, _preload_content=False)
+        return started, time.monotonic()
+
+    def _bound(self, namespace: str) -> int:
+        return sum(1 for p in self.cluster.list_pods(namespace) if (p.get("spec") or {}).get("nodeName"))
+
+    def _wait_settled(self, namespace: str, total: int, started: float) -> float:
+        """Polls until every pod is bound or no binding happened for ``settle`` seconds; the monotonic
+        time the last new binding was observed (``started`` if none)."""
+        deadline = time.monotonic() + self.settings.timeout
+        bound, last_change, last_bind = -1, time.monotonic(), started
+        while True:
+            now_bound = self._bound(namespace)
+            now = time.monotonic()
+            if now_bound != bound:
+                if now_bound > max(bound, 0):
+                    last_bind = now
+                bound, last_change = now_bound, now
+            if bound >= total or now - last_change >= self.settings.settle:
+                return last_bind
+            if now > deadline:
+                raise BenchError(f"the kube-scheduler was still binding after {self.settings.timeout:.0f}s")
+            time.sleep(0.2)
+
+    def _delete_pods(self, namespace: str, missing_ok: bool = False) -> None:
+        try:
+            self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0, _preload_content=False)
+        except ApiException as e:
+            if e.status == 404 and missing_ok:
+                return
+            raise
+        wait_for(lambda: not self.cluster.list_pods(namespace), self.settings.timeout,
+                 f"the pods of {namespace} to be deleted", interval=0.5)
+
+
+def run_scenarios(plane: ControlPlane, scenarios: Sequence[Scenario], settings: Settings,
+                  say: Say | None = None) -> dict[str, Any]:
+    """The JSON document: {"settings": ..., "scenarios": {name: {"kube-scheduler": ..., "kubeplace": ...}}}."""
+    doc: dict[str, Any] = {"settings": asdict(settings), "scenarios": {}}
+    with Runner(plane, settings, say) as runner:
+        for s in scenarios:
+            result = runner.run(s)
+            result["summary"] = s.summary
+            if s.notes:
+                result["notes"] = list(s.notes)
+            doc["scenarios"][s.name] = result
+    return doc
+
+
+METRIC_COLUMNS = (  # key, heading, format
+    ("pods", "pods", "{}"),
+    ("placed", "placed", "{}"),
+    ("pending", "pending", "{}"),
+    ("gpus_placed", "GPUs placed", "{}"),
+    ("balance", "balance", "{:.4f}"),
+    ("gpu_fragmentation", "GPU frag", "{:.2f}"),
+    ("free_gpus", "free GPUs", "{}"),
+    ("wall_seconds", "wall s", "{:.2f}"),
+    ("create_seconds", "create s", "{:.2f}"),
+)
+
+
+def table(doc: dict[str, Any]) -> str:
+    """Plain-text table: one row per scenario and scheduler."""
+    head = ["scenario", "scheduler", *(h for _, h, _ in METRIC_COLUMNS)]
+    rows = []
+    for name, result in doc["scenarios"].items():
+        for label in COPIES:
+            m = result[label]
+            rows.append([name, label, *(fmt.format(m[key]) for key, _, fmt in METRIC_COLUMNS)])
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in [head, *rows]]
+    notes = []
+    for name, result in doc["scenarios"].items():
+        notes.append(f"{name}: {result['summary']}")
+        notes += [f"  {n}" for n in result.get("notes", [])]
+        solver = result["kubeplace"].get("solver")
+        if solver:
+            notes.append(f"  kubeplace solver: {solver['backend']} {solver['status']} in {solver['seconds']}s")
+    legend = ("balance = sum over nodes of (u - mean u)^2, cpu + memory; GPU frag = FGD fragmentation in GPUs "
+              "for the scenario's pod shapes; wall s = first pod created to last binding observed "
+              "(create s of it spent creating the pods)")
+    return "\n".join([*lines, "", *notes, legend]) + "\n"

@@ -1,0 +1,39 @@
+"""``kubeplace bench cluster``'s runner on the real control plane: one tiny fragmented-GPU scenario."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from bench.cluster import COPIES, Settings, run_scenarios, table
+from bench.cluster_scenarios import Scenario, node, pod
+
+from . import controlplane as cp
+
+pytestmark = pytest.mark.e2e
+
+
+def _tiny() -> Scenario:
+    """2 nodes x 4 GPUs; four 1-GPU pods, then one 4-GPU pod. Spread one at a time, the 1-GPU pods
+    leave 2 free GPUs per node; packed, they leave one node whole for the 4-GPU pod."""
+    nodes = (node("bench-e2e-0", 16, 64, gpus=4), node("bench-e2e-1", 16, 64, gpus=4))
+    pods = tuple(pod(i, "gpu1", 1000, 2048, gpus=1) for i in range(4)) + (pod(4, "gpu4", 4000, 8192, gpus=4),)
+    return Scenario("tiny-gpu", "2 nodes x 4 GPUs; 4 1-GPU pods, then a 4-GPU pod", nodes, pods)
+
+
+def test_runner_places_both_copies_and_cleans_up(control_plane: cp.ControlPlane, admin_api: client.ApiClient) -> None:
+    doc = run_scenarios(control_plane, [_tiny()], Settings(seed=1, time_limit=5, settle=3, timeout=120))
+
+    result = doc["scenarios"]["tiny-gpu"]
+    default, kubeplace = result["kube-scheduler"], result["kubeplace"]
+    assert (default["placed"], default["pending"], default["gpus_placed"]) == (4, 1, 4)
+    assert (kubeplace["placed"], kubeplace["pending"], kubeplace["gpus_placed"]) == (5, 0, 8)
+    assert default["free_gpus"] == 4 and kubeplace["free_gpus"] == 0
+    assert default["gpu_fragmentation"] > 0 == kubeplace["gpu_fragmentation"]
+    assert kubeplace["wall_seconds"] >= kubeplace["create_seconds"] >= 0
+    assert "tiny-gpu" in table(doc) and all(label in table(doc) for label in COPIES)
+
+    core = client.CoreV1Api(admin_api)
+    assert not [n.metadata.name for n in core.list_node().items if n.metadata.name.startswith("bench-e2e-")]
+    for _, namespace in COPIES.values():
+        assert core.list_namespaced_pod(namespace).items == []
