@@ -9,7 +9,8 @@ plan gives no device indices for a GPU pod, the harness picks them itself, first
 (``bench.baselines``); the LP bound caps GPU milli and pod count.
 
 ``replay``: FGD's saturation protocol. Pods are drawn with replacement (fixed seeds) from the list
-until the GPUs requested reach 130% of the cluster's, kept in arrival (list) order; each baseline
+until the GPUs requested reach 130% of the cluster's, kept in arrival (list) order (``shuffle``:
+the FGD artifact's variant, the whole list plus draws in a random order); each baseline
 places them one at a time, kubeplace in windows of N arrivals with the earlier placements bound
 (``nodeName`` plus Koordinator's device-allocated annotation). Pods a policy cannot place when they
 arrive are dropped. The figure is the GPU allocation ratio at the end, averaged over seeds.
@@ -149,18 +150,24 @@ def _input(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], sources: tuple[st
             "node_file": sources[0], "pod_file": sources[1]}
 
 
-def saturation_sample(pods: Sequence[PodSpec], total_gpus: int, seed: int, ratio: float = SATURATION) -> list[PodSpec]:
+def saturation_sample(pods: Sequence[PodSpec], total_gpus: int, seed: int, ratio: float = SATURATION,
+                      shuffle: bool = False) -> list[PodSpec]:
     """Pods drawn with replacement until their GPU requests reach ``ratio`` x capacity, in arrival
-    (list) order; each copy gets a unique name ``<name>-s<draw>``."""
+    (list) order; each copy is named ``<name>-s<draw>``. With ``shuffle``, the variant of FGD's
+    artifact: the whole list plus draws while they stay within ``ratio``, in a random order."""
     rng = np.random.default_rng(seed)
-    target, total, draws = ratio * WHOLE * total_gpus, 0, []
+    target = ratio * WHOLE * total_gpus
     if not any(p.gpu_total for p in pods):
         raise ValueError("no pod requests GPUs: the saturation replay needs GPU pods")
+    draws = list(range(len(pods))) if shuffle else []
+    total = sum(pods[k].gpu_total for k in draws)
     while total < target:
         k = int(rng.integers(len(pods)))
+        if shuffle and total + pods[k].gpu_total > target:
+            break
         draws.append(k)
         total += pods[k].gpu_total
-    order = sorted(range(len(draws)), key=lambda d: (draws[d], d))
+    order = list(rng.permutation(len(draws))) if shuffle else sorted(range(len(draws)), key=lambda d: (draws[d], d))
     return [_renamed(pods[draws[d]], f"{pods[draws[d]].name}-s{d:05d}") for d in order]
 
 
@@ -169,7 +176,7 @@ def _renamed(p: PodSpec, name: str) -> PodSpec:
 
 
 def replay(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, seeds: Sequence[int], window: int,
-           time_limit: float, policies: Sequence[str] = (KUBEPLACE, *POLICIES),
+           time_limit: float, policies: Sequence[str] = (KUBEPLACE, *POLICIES), shuffle: bool = False,
            sources: tuple[str, str] = ("", "")) -> dict[str, Any]:
     """Scenario 2 (saturation replay): the JSON document."""
     dist = task_distribution(pods)  # the shapes of the list, as FGD's typical pods
@@ -177,7 +184,7 @@ def replay(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, seeds: Sequenc
     per: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
     sizes = []
     for seed in seeds:
-        arrivals = saturation_sample(pods, sum(n.gpus for n in nodes), seed)
+        arrivals = saturation_sample(pods, sum(n.gpus for n in nodes), seed, shuffle=shuffle)
         sizes.append(len(arrivals))
         for policy in policies:
             cluster = Cluster.build(nodes)
@@ -197,7 +204,8 @@ def replay(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, seeds: Sequenc
                        "seconds": round(float(np.mean([r["seconds"] for r in runs])), 3),
                        "failures": sum(r["failures"] for r in runs), "per_seed": runs}
     return {"input": {**_input(nodes, pods, sources), "seeds": list(seeds), "window": window,
-                      "saturation": SATURATION, "arrivals_per_seed": sizes, "time_limit_per_window": time_limit},
+                      "saturation": SATURATION, "order": "shuffled (FGD artifact)" if shuffle else "arrival",
+                      "arrivals_per_seed": sizes, "time_limit_per_window": time_limit},
             "policies": out}
 
 
@@ -270,8 +278,8 @@ def replay_table(doc: dict[str, Any]) -> str:
     rows.append(["pods placed (mean)", *(f"{pol[n]['pods_placed']}" for n in names)])
     rows.append(["seconds (mean)", *(f"{pol[n]['seconds']:.2f}" for n in names)])
     head = (f"openb saturation replay: {inp['nodes']} nodes, {inp['gpus']} GPUs; arrivals to "
-            f"{int(100 * inp['saturation'])}% of GPU capacity ({', '.join(map(str, inp['arrivals_per_seed']))} pods); "
-            f"kubeplace windows of {inp['window']}\n")
+            f"{int(100 * inp['saturation'])}% of GPU capacity ({', '.join(map(str, inp['arrivals_per_seed']))} pods, "
+            f"{inp['order']} order); kubeplace windows of {inp['window']}\n")
     fails = pol.get(KUBEPLACE, {}).get("failures", 0)
     return head + _grid(["", *names], rows) + (f"kubeplace: {fails} placement(s) refused by the simulator\n"
                                                if KUBEPLACE in pol else "")

@@ -107,9 +107,11 @@ def _seeds(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
               help="kubeplace's solver budget per window, seconds.")
 @click.option("--policies", default="kubeplace,default-scheduler,best-fit,fgd", show_default=True,
               help="Policies to run, comma separated.")
+@click.option("--shuffle", is_flag=True,
+              help="FGD artifact's variant: the whole list plus draws up to 130%, in a random order.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window: int, time_limit: float,
-                       policies: str, output: str) -> None:
+                       policies: str, shuffle: bool, output: str) -> None:
     """Saturation replay (FGD's protocol): arrivals sampled until 130% of the GPU capacity is
     requested; GPU allocation ratio at the end, averaged over seeds."""
     from bench.baselines import POLICIES
@@ -122,6 +124,6 @@ def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window
         raise click.BadParameter(f"unknown policy {', '.join(unknown) or '(none)'}; known: "
                                  f"{', '.join((KUBEPLACE, *POLICIES))}", param_hint="--policies")
     nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
-    doc = replay(nodes, pods, seeds=seeds, window=window, time_limit=time_limit, policies=chosen,
+    doc = replay(nodes, pods, seeds=seeds, window=window, time_limit=time_limit, policies=chosen, shuffle=shuffle,
                  sources=(str(nodes_csv), str(pods_csv)))
     click.echo(json.dumps(doc, indent=2) if output == "json" else replay_table(doc), nl=output == "json")

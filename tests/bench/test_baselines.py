@@ -116,6 +116,9 @@ def test_saturation_sample() -> None:
     order = [next(k for k, q in enumerate(pods) if p.name.startswith(q.name + "-s")) for p in sample]
     assert order == sorted(order)  # arrival (list) order
     assert [p.name for p in saturation_sample(pods, 4, seed=5)] == [p.name for p in sample]
+    shuffled = saturation_sample(pods, total_gpus=4, seed=5, shuffle=True)
+    assert {"cpu", "share", "whole"} <= {p.name.rsplit("-s", 1)[0] for p in shuffled}
+    assert 1.3 * 4000 - 2000 < sum(p.gpu_total for p in shuffled) <= 1.3 * 4000
     with pytest.raises(ValueError, match="no pod requests GPUs"):
         saturation_sample([PodSpec("cpu", 1, 1)], 4, seed=1)
 

@@ -17,7 +17,7 @@ def _tiny() -> Scenario:
     """2 nodes x 4 GPUs; four 1-GPU pods, then one 4-GPU pod. Spread one at a time, the 1-GPU pods
     leave 2 free GPUs per node; packed, they leave one node whole for the 4-GPU pod."""
     nodes = (node("bench-e2e-0", 16, 64, gpus=4), node("bench-e2e-1", 16, 64, gpus=4))
-    pods = tuple(pod(i, "gpu1", 1000, 2048, gpus=1) for i in range(4)) + (pod(4, "gpu4", 4000, 8192, gpus=4),)
+    pods = (*(pod(i, "gpu1", 1000, 2048, gpus=1) for i in range(4)), pod(4, "gpu4", 4000, 8192, gpus=4))
     return Scenario("tiny-gpu", "2 nodes x 4 GPUs; 4 1-GPU pods, then a 4-GPU pod", nodes, pods)
 
 
