@@ -25,6 +25,7 @@ from kube.errors import (
     ClusterError,
     ConfigMissing,
     Conflict,
+    DisruptionBudget,
     Forbidden,
     NotFound,
     Unauthorized,
@@ -62,6 +63,8 @@ class Cluster:
         self.description = description
         self._core = k8s.CoreV1Api(api_client)
         self._custom = k8s.CustomObjectsApi(api_client)
+        self._policy = k8s.PolicyV1Api(api_client)
+        self._coordination = k8s.CoordinationV1Api(api_client)
 
     def list_nodes(self) -> list[RawObject]:
         return self._list("list nodes", "Node", self._core.list_node)
@@ -93,6 +96,81 @@ class Cluster:
             return self._list(f"list {plural}.{group}", "", list_page)
         except NotFound:
             return []
+
+    def list_pod_disruption_budgets(self) -> list[RawObject]:
+        """PodDisruptionBudgets (policy/v1) of every namespace, with their status."""
+        return self._list("list poddisruptionbudgets", "PodDisruptionBudget",
+                          self._policy.list_pod_disruption_budget_for_all_namespaces)
+
+    def read_pod(self, namespace: str, name: str) -> RawObject:
+        """One pod as a camelCase dict; :class:`NotFound` when it is gone."""
+        with _translated_errors(f"read pod {namespace}/{name}"):
+            response: Any = self._core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                           _request_timeout=REQUEST_TIMEOUT)
+            pod: RawObject = json.loads(response.data)
+        return {"apiVersion": "v1", "kind": "Pod", **pod}
+
+    def evict(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
+        """Evicts the pod through the ``policy/v1`` Eviction subresource, which honours
+        PodDisruptionBudgets. ``uid`` is a precondition (a pod recreated under the same name is
+        not evicted by a stale plan: 409 :class:`Conflict`). Raises :class:`DisruptionBudget`
+        on 429 (a PDB forbids it now: do not retry in this run) and :class:`NotFound` on 404
+        (the pod is gone). The response is not deserialised (kubernetes-client/python#547)."""
+        body = k8s.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid)) if uid else None,
+        )
+        try:
+            with _translated_errors(f"evict pod {namespace}/{name}"):
+                response: Any = self._core.create_namespaced_pod_eviction(
+                    name, namespace, body, dry_run="All" if dry_run else None,
+                    _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
+                )
+                response.read()
+        except ApiFailure as error:
+            if error.status == 429:
+                raise DisruptionBudget(error.message, status=429, reason=error.reason) from None
+            raise
+
+    def read_lease(self, namespace: str, name: str) -> RawObject:
+        """A coordination.k8s.io/v1 Lease; :class:`NotFound` when it does not exist."""
+        with _translated_errors(f"read lease {namespace}/{name}"):
+            response: Any = self._coordination.read_namespaced_lease(
+                name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            lease: RawObject = json.loads(response.data)
+        return lease
+
+    def write_lease(self, namespace: str, lease: RawObject, create: bool) -> RawObject:
+        """Creates the Lease, or replaces it (its ``metadata.resourceVersion`` is the
+        precondition: :class:`Conflict` when someone else wrote it meanwhile)."""
+        name = lease["metadata"]["name"]
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
+        with _translated_errors(f"{'create' if create else 'update'} lease {namespace}/{name}"):
+            if create:
+                response: Any = self._coordination.create_namespaced_lease(
+                    namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            else:
+                response = self._coordination.replace_namespaced_lease(
+                    name, namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            written: RawObject = json.loads(response.data)
+        return written
+
+    def write_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        """Creates the ConfigMap, or replaces its data when it exists."""
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                "data": dict(data)}
+        with _translated_errors(f"write configmap {namespace}/{name}"):
+            try:
+                response: Any = self._core.replace_namespaced_config_map(
+                    name, namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                response = self._core.create_namespaced_config_map(
+                    namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
 
     def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False,
              annotations: Mapping[str, str] | None = None) -> None:
@@ -176,7 +254,8 @@ def api_error(action: str, error: ApiException) -> ClusterError:
     message = f"{action}: HTTP {status} {error.reason or ''}".rstrip() + (
         f": {server_message}" if server_message else ""
     )
-    kinds: dict[int, type[ClusterError]] = {401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict}
+    kinds: dict[int, type[ClusterError]] = {401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
+                                           410: Gone}
     if status == 401:
         message += " (the credential is missing, wrong or expired: log in again or renew the token)"
     return kinds.get(status, ApiFailure)(message, status=status, reason=reason)

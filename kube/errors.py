@@ -118,6 +118,23 @@ class Conflict(ClusterError):
     kind = "conflict"
 
 
+class DisruptionBudget(ClusterError):
+    """429 on an eviction: a PodDisruptionBudget forbids it now (or the server is rate-limiting).
+    Report it and do not retry in the same run."""
+
+    kind = "disruption_budget"
+
+
+TooManyRequests = DisruptionBudget
+"""The HTTP name of the same error."""
+
+
+class Gone(ClusterError):
+    """410: the resourceVersion a watch started from is too old (compacted); list again."""
+
+    kind = "gone"
+
+
 class ApiFailure(ClusterError):
     """Any other error answer from the API server (400, 422, 429, 5xx...)."""
 
