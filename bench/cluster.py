@@ -160,6 +160,7 @@ class Runner:
         """{"kube-scheduler": metrics, "kubeplace": metrics} for one scenario; its nodes are removed after."""
         names = [n["metadata"]["name"] for n in scenario.nodes]
         self.say(f"{scenario.name}: {scenario.summary}")
+        failed = True
         try:
             self._create_nodes(scenario.nodes)
             out: dict[str, Any] = {}
@@ -171,11 +172,16 @@ class Runner:
                 self._delete_pods(namespace)
                 self.say(f"  {label}: {out[label]['placed']}/{out[label]['pods']} placed, "
                          f"{out[label]['gpus_placed']} GPUs, {out[label]['wall_seconds']}s")
+            failed = False
             return out
         finally:
-            for namespace in (ns for _, ns in COPIES.values()):
-                self._delete_pods(namespace, missing_ok=True)
-            self._delete_nodes(names)
+            try:
+                for namespace in (ns for _, ns in COPIES.values()):
+                    self._delete_pods(namespace, missing_ok=True)
+                self._delete_nodes(names)
+            except Exception:
+                if not failed:
+                    raise  # else the scenario's own error is the one to report
 
     # ----- the two copies
 

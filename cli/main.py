@@ -119,5 +119,16 @@ def read_plan_file(path: Path) -> Any:
         raise InputError(f"malformed YAML/JSON: {e}".replace("\n", " "), file=str(path)) from None
 
 
+def _register() -> None:
+    from cli.bench import bench, openb
+    from cli.bench_synthetic import synthetic_command
+
+    bench.add_command(synthetic_command)
+    main.add_command(bench)
+    main.add_command(openb)
+
+
+_register()
+
 if __name__ == "__main__":
     main()

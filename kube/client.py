@@ -27,6 +27,7 @@ from kube.errors import (
     Conflict,
     DisruptionBudget,
     Forbidden,
+    Gone,
     NotFound,
     Unauthorized,
     Unreachable,
@@ -147,15 +148,23 @@ class Cluster:
         precondition: :class:`Conflict` when someone else wrote it meanwhile)."""
         name = lease["metadata"]["name"]
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         with _translated_errors(f"{'create' if create else 'update'} lease {namespace}/{name}"):
-            if create:
-                response: Any = self._coordination.create_namespaced_lease(
-                    namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            else:
-                response = self._coordination.replace_namespaced_lease(
-                    name, namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            written: RawObject = json.loads(response.data)
-        return written
+            # Sent as the dict it is: the typed client turns MicroTime strings into datetimes and
+            # back into text the API server refuses ("...T00:00:00+00:00" lacks the microseconds).
+            return self._send("POST" if create else "PUT", path if create else f"{path}/{name}", body)
+
+    def _send(self, method: str, path: str, body: Mapping[str, Any]) -> RawObject:
+        """One JSON request with ``body`` as it is; the answer as a dict; ApiException on refusal."""
+        api = self._core.api_client
+        params = api.param_serialize(method=method, resource_path=path, body=dict(body), auth_settings=["BearerToken"],
+                                     header_params={"Content-Type": "application/json", "Accept": "application/json"})
+        response: Any = api.call_api(*params, _request_timeout=REQUEST_TIMEOUT)
+        response.read()
+        if not 200 <= int(response.status) < 300:
+            raise ApiException(http_resp=response)
+        answer: RawObject = json.loads(response.data)
+        return answer
 
     def write_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         """Creates the ConfigMap, or replaces its data when it exists."""
@@ -204,15 +213,93 @@ class Cluster:
             )
             response.read()
 
+    # ----------------------------------------------------------------- informers (kubeplace serve)
+
+    def list_resource(self, resource: str, field_selector: str | None = None) -> tuple[list[RawObject], str]:
+        """Every object of ``resource`` (``pods``, ``nodes``, ``namespaces`` or
+        ``group/version/plural``) in every namespace, and the list's resourceVersion, from which
+        :meth:`watch_resource` goes on. Raises :class:`NotFound` when a CRD is not installed."""
+        kind, list_page = self._lister(resource)
+        return self._list_versioned(f"list {resource}", kind, list_page, field_selector=field_selector)
+
+    def watch_resource(self, resource: str, resource_version: str, timeout_seconds: int,
+                       field_selector: str | None = None) -> Iterator[tuple[str, RawObject]]:
+        """Changes after ``resource_version``, as (``ADDED``|``MODIFIED``|``DELETED``|``BOOKMARK``,
+        object) until the server ends the watch (after ``timeout_seconds``). Raises :class:`Gone`
+        when that version is too old (list again), other :class:`ClusterError` on failures."""
+        kind, list_page = self._lister(resource)
+        action = f"watch {resource}"
+        with _translated_errors(action):
+            response: Any = list_page(
+                watch=True, resource_version=resource_version or None, timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True, _preload_content=False,
+                _request_timeout=(REQUEST_TIMEOUT[0], timeout_seconds + REQUEST_TIMEOUT[0]),
+                **({"field_selector": field_selector} if field_selector else {}),
+            )
+        try:
+            lines = _stream_lines(response)
+            while True:
+                with _translated_errors(action):
+                    line = next(lines, None)
+                if line is None:
+                    return
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    code = int(obj.get("code") or 0)
+                    error = Gone if code == 410 else ApiFailure
+                    raise error(f"{action}: HTTP {code}: {obj.get('message', '')}", status=code,
+                                reason=str(obj.get("reason", "")))
+                if kind and "kind" not in obj:
+                    obj = {"kind": kind, **obj}
+                yield str(event.get("type", "")), obj
+        finally:
+            with contextlib.suppress(Exception):
+                response.release_conn()
+
+    def _lister(self, resource: str) -> tuple[str, Callable[..., Any]]:
+        core: dict[str, tuple[str, Callable[..., Any]]] = {
+            "pods": ("Pod", self._core.list_pod_for_all_namespaces), "nodes": ("Node", self._core.list_node),
+            "namespaces": ("Namespace", self._core.list_namespace)}
+        if resource in core:
+            return core[resource]
+        group, version, plural = resource.split("/")
+
+        def list_page(**options: Any) -> Any:
+            return self._custom.list_cluster_custom_object(group, version, plural, **options)
+
+        return "", list_page
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        """Creates a core/v1 Event (``generateName`` in its metadata gives it a unique name)."""
+        with _translated_errors(f"create event in {namespace}"):
+            self._send("POST", f"/api/v1/namespaces/{namespace}/events", event)
+
+    def patch_object_status(self, group: str, version: str, plural: str, namespace: str, name: str,
+                            status: Mapping[str, Any]) -> None:
+        """Merge-patches the status subresource of a custom object (a PodGroup)."""
+        with _translated_errors(f"patch {plural}.{group} {namespace}/{name} status"):
+            response: Any = self._custom.patch_namespaced_custom_object_status(
+                group, version, namespace, plural, name, {"status": dict(status)},
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+
     def _list(self, action: str, kind: str, list_page: Callable[..., Any], **options: Any) -> list[RawObject]:
-        """Every item, following ``continue`` tokens; each item gets the ``kind`` and
-        ``apiVersion`` that list responses leave out, as kubectl prints them."""
+        return self._list_versioned(action, kind, list_page, **options)[0]
+
+    def _list_versioned(self, action: str, kind: str, list_page: Callable[..., Any],
+                        **options: Any) -> tuple[list[RawObject], str]:
+        """Every item, following ``continue`` tokens, and the first page's resourceVersion; each
+        item gets the ``kind`` and ``apiVersion`` that list responses leave out, as kubectl
+        prints them."""
         items: list[RawObject] = []
+        version = ""
         for page in self._pages(action, list_page, options):
+            version = version or str((page.get("metadata") or {}).get("resourceVersion", ""))
             item_kind = kind or page.get("kind", "").removesuffix("List")
             for item in page.get("items") or []:
                 items.append({"apiVersion": page.get("apiVersion", "v1"), "kind": item_kind, **item})
-        return items
+        return items, version
 
     def _pages(self, action: str, list_page: Callable[..., Any], options: dict[str, Any]) -> Iterator[RawObject]:
         token: str | None = None
@@ -270,6 +357,17 @@ def _status_message(error: ApiException) -> tuple[str, str]:
     if not isinstance(status, dict):
         return ("", "")
     return (str(status.get("message", "")), str(status.get("reason", "")))
+
+
+def _stream_lines(response: Any) -> Iterator[bytes]:
+    """The lines of a streamed (watch) response, one JSON event each."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from (line for line in lines if line.strip())
+    if pending.strip():
+        yield pending
 
 
 def _short(error: BaseException) -> str:

@@ -42,8 +42,14 @@ log = logging.getLogger(__name__)
 PRICE_SECONDS = 0.15
 """CP-SAT limit of one pricing call: short, as any improving column will do."""
 PRICING_THREADS = 2
-MIP_SHARE = 0.3
-"""Part of the budget kept for the MIP over the generated columns."""
+BOUND_SHARE = 0.8
+"""Part of the time left that a bound pass may use."""
+TOL = 1e-7
+"""Relative reduced profit below which a column does not count as improving."""
+MIP_SHARE = 0.25
+"""Part of the budget kept for the MIP over the generated columns and the completion."""
+FILL_SECONDS = 1.0
+"""Time one completion (patterns onto nodes, then the greedy on the rest) takes at most."""
 
 
 @dataclass(frozen=True)
@@ -182,41 +188,55 @@ class _Generation:
 
 
 def generate(problem: Problem, kinds: Kinds, master: Master, deadline: float, seed: int) -> _Generation:
-    """Column generation until no kind prices out or the deadline."""
-    out, started = _Generation(), time.monotonic()
-    sizes = np.array([len(ns) for ns in kinds.nodes], dtype=np.float64)
+    """Column generation until no kind prices out or the deadline.
+
+    Pricing is heuristic first (CP-SAT only for kinds where the heuristics find no
+    column); when an iteration finds none at all, a bound pass gives CP-SAT the time
+    left, by kind size, to find columns or prove the bound."""
+    out, started, exact = _Generation(), time.monotonic(), False
+    weight = np.array([len(ns) * (len(sh.devices) + 1) for ns, sh in zip(kinds.nodes, kinds.shapes, strict=True)])
     with ThreadPoolExecutor(PRICING_THREADS) as pool:
         while True:
             out.lp_value, pi, mu, out.lam = master.solve()
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return out
             out.iterations += 1
-            profit = problem.weight - pi
-            tol = 1e-7 * np.maximum(1.0, mu)
-
-            def one(k: int, profit: FloatArray = profit, mu: FloatArray = mu, tol: FloatArray = tol) -> Priced | None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                return price(problem, kinds.shapes[k], profit, float(mu[k]), min(PRICE_SECONDS, left),
-                             float(tol[k]), master.of_kind(k), seed)
-
-            order = np.argsort(-sizes * mu, kind="stable").tolist()  # big kinds first
-            results = dict(zip(order, pool.map(one, order), strict=True))
-            if any(r is None for r in results.values()):
+            share = BOUND_SHARE * left * PRICING_THREADS * weight / weight.sum()
+            limits = -np.clip(share, 0.1, BOUND_SHARE * left) if exact else np.full(len(weight), PRICE_SECONDS)
+            results = _price_all(problem, kinds, master, pool, problem.weight - pi, mu, limits, deadline, seed)
+            if results is None:
                 return out
             before = len(master.patterns)
             for k, res in results.items():
                 for pattern in res.patterns:
                     master.add(k, pattern)
-            bound = float(pi @ problem.count) + sum(sizes[k] * r.bound for k, r in results.items())
-            out.bound = bound if out.bound is None else min(out.bound, bound)
-            log.debug("iteration %d: lp %.6g bound %.6g columns %d %.1fs", out.iterations, out.lp_value, bound,
-                      len(master.patterns), time.monotonic() - started)
-            if len(master.patterns) == before and all(r.bound <= mu[k] + tol[k] for k, r in results.items()):
-                out.lp_value, _, _, out.lam = master.solve()
-                out.bound = min(out.bound, out.lp_value)
-                return out
+            bound = float(pi @ problem.count) + sum(len(kinds.nodes[k]) * r.bound for k, r in results.items())
+            out.bound = bound if out.bound is None or not np.isfinite(out.bound) else min(out.bound, bound)
+            log.debug("iteration %d: lp %.8g bound %.8g columns %d %.1fs%s", out.iterations, out.lp_value, bound,
+                      len(master.patterns), time.monotonic() - started, " (bound pass)" if exact else "")
+            if len(master.patterns) == before:
+                if exact or all(r.bound <= mu[k] * (1 + TOL) + TOL for k, r in results.items()):
+                    return out
+                exact = True
+            else:
+                exact = False
+
+
+def _price_all(problem: Problem, kinds: Kinds, master: Master, pool: ThreadPoolExecutor, profit: FloatArray,
+               mu: FloatArray, limits: FloatArray, deadline: float, seed: int) -> dict[int, Priced] | None:
+    """Every kind priced (largest first, in parallel); None when the deadline came first."""
+    def one(k: int) -> Priced | None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        limit = float(np.sign(limits[k]) * min(abs(limits[k]), left))
+        return price(problem, kinds.shapes[k], profit, float(mu[k]), limit, TOL * max(1.0, float(mu[k])),
+                     master.of_kind(k), seed)
+
+    order = np.argsort(-limits * np.sign(limits) * [len(ns) for ns in kinds.nodes], kind="stable").tolist()
+    results = dict(zip(order, pool.map(one, order), strict=True))
+    return None if any(r is None for r in results.values()) else results  # type: ignore[return-value]
 
 
 def realise(problem: Problem, kinds: Kinds, master: Master, lam: FloatArray) -> Assignment:
@@ -293,19 +313,19 @@ def pattern_placement(problem: Problem, incumbent: Assignment, time_limit: float
     kinds = kinds_of(problem)
     master = Master(problem, kinds)
     used = [master.add(k, p) for k, p in incumbent_patterns(problem, kinds, incumbent)]
-    hint = np.bincount(used, minlength=len(master.patterns)).astype(np.float64)
     gen = generate(problem, kinds, master, started + (1 - MIP_SHARE) * time_limit, seed)
-    candidates = []
-    lam = master.integer(np.concatenate([hint, np.zeros(len(master.patterns) - len(hint))]),
-                         started + time_limit * 0.93 - time.monotonic())
+    hint = np.bincount(used, minlength=len(master.patterns)).astype(np.float64)
+    candidates = [] if gen.lam is None else [np.floor(gen.lam + 1e-6)]
+    lam = master.integer(hint, started + time_limit * 0.95 - FILL_SECONDS - time.monotonic())
     if lam is not None:
-        candidates.append(lam)
-    if gen.lam is not None:
-        candidates.append(np.floor(gen.lam + 1e-6))
+        candidates.insert(0, lam)
+    log.debug("mip %s after %.1fs", lam is not None, time.monotonic() - started)
     best: Assignment | None = None
     for lam in candidates:
         a = complete(problem, realise(problem, kinds, master, lam))
         if _valid(problem, a) and (best is None or _weight(problem, a) > _weight(problem, best)):
             best = a
-    return PatternResult(best, gen.lp_value, gen.bound, gen.iterations, len(master.patterns),
-                         time.monotonic() - started)
+        if time.monotonic() - started > time_limit - FILL_SECONDS:
+            break
+    bound = gen.bound if gen.bound is not None and np.isfinite(gen.bound) else None
+    return PatternResult(best, gen.lp_value, bound, gen.iterations, len(master.patterns), time.monotonic() - started)

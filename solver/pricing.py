@@ -149,8 +149,8 @@ def greedy_pattern(problem: Problem, shape: NodeShape, profit: FloatArray) -> Pa
     return _Fill(problem, shape).complete(profit, shape.classes).pattern()
 
 
-def knapsack(cap: int, size: IntArray, value: FloatArray, most: IntArray) -> IntArray:
-    """Copies per item of the best bounded knapsack of capacity ``cap`` (numpy DP)."""
+def knapsack_table(cap: int, size: IntArray, value: FloatArray, most: IntArray) -> tuple[FloatArray, IntArray]:
+    """Bounded knapsack DP: best value per capacity 0..cap, and the copies chosen per item."""
     best = np.zeros(cap + 1)
     choice = np.zeros((len(size), cap + 1), dtype=np.int64)
     for i in range(len(size)):
@@ -163,11 +163,21 @@ def knapsack(cap: int, size: IntArray, value: FloatArray, most: IntArray) -> Int
             better = cand > best[s:]
             best[s:] = np.where(better, cand, best[s:])
             choice[i, s:][better] = t
+    return best, choice
+
+
+def copies(choice: IntArray, size: IntArray, cap: int) -> IntArray:
+    """The items of the best knapsack of capacity ``cap`` from ``knapsack_table``."""
     out, w = np.zeros(len(size), dtype=np.int64), cap
     for i in range(len(size) - 1, -1, -1):
         out[i] = choice[i, w]
         w -= out[i] * int(size[i])
     return out
+
+
+def knapsack(cap: int, size: IntArray, value: FloatArray, most: IntArray) -> IntArray:
+    """Copies per item of the best bounded knapsack of capacity ``cap``."""
+    return copies(knapsack_table(cap, size, value, most)[1], size, cap)
 
 
 def device_dp_patterns(problem: Problem, shape: NodeShape, profit: FloatArray, steps: int = 8) -> list[Pattern]:

@@ -1,0 +1,146 @@
+"""The current placement in the model's terms: movable pods in classes, per node.
+
+The movable pods are handed to :func:`models.aggregate.aggregate` as if they were pending (and
+the pods that must stay as the usage), so every filter plugin (node affinity, taints, tenants,
+GPU models, host ports...) decides where each could go, exactly as for ``plan``. The aggregated
+classes are then split by namespace and by the PodDisruptionBudgets that select them, so that
+per-namespace and per-PDB budgets are sums over classes. ``x0[c, i]`` counts the class-c pods
+on node i now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kube.objects import Pod, Snapshot
+from models.aggregate import Aggregation, aggregate
+from models.config import Configuration, Profile, instantiate
+from models.framework import LoadBalanceTerm, ObjectiveTerm
+from models.gpu import WHOLE
+from models.problem import BoolArray, IntArray, Objective
+from rebalance.movable import PodFacts, Rules, exclusion
+from rebalance.state import ClusterState
+
+
+@dataclass(frozen=True)
+class Layout:
+    agg: Aggregation
+    pods: tuple[Pod, ...]
+    """Movable pods, as they run now (with their node)."""
+    pod_class: IntArray  # (P,) class of each movable pod
+    agg_class: IntArray  # (C,) aggregated class of each class
+    namespace: tuple[str, ...]  # (C,)
+    pdbs: tuple[tuple[int, ...], ...]  # (C,) indices into ClusterState.pdbs
+    pdb_allowed: tuple[int, ...]  # per ClusterState.pdbs entry: disruptions allowed now
+    x0: IntArray  # (C, N)
+    eligible: BoolArray  # (C, N): may be there (current nodes included)
+    free: IntArray  # (N, R) room for movable (and target) pods: allocatable - usage of the pods that stay
+    excluded: tuple[tuple[Pod, str], ...]
+    targets: tuple[Pod, ...] = ()
+    target_agg_classes: tuple[int, ...] = ()
+    target_count: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """(K_agg,) target pods per aggregated class."""
+    terms: tuple[ObjectiveTerm, ...] = ()
+
+    @property
+    def problem(self):  # type: ignore[no-untyped-def]
+        return self.agg.problem
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.agg_class.shape[0])
+
+    @property
+    def demand(self) -> IntArray:
+        return self.agg.problem.demand[self.agg_class]
+
+    def load(self, y: IntArray) -> IntArray:
+        """(N, R) total requests on each node when movable classes are placed as ``y``."""
+        return self.agg.problem.used + y.T @ self.demand
+
+    def balance_terms(self) -> list[tuple[int, int]]:
+        """(resource index, weight) of the balance terms whose resource is modelled."""
+        out = []
+        for t in self.terms:
+            if isinstance(t, LoadBalanceTerm):
+                r = self.agg.problem.resource_index(t.resource)
+                if r is not None:
+                    out.append((r, t.weight))
+        return out
+
+
+def build_layout(state: ClusterState, rules: Rules, config: Configuration, profile: Profile,
+                 targets: Sequence[Pod] = ()) -> Layout:
+    rules.check()
+    snap = state.snapshot
+    node_names = frozenset(n.name for n in snap.nodes)
+    movable: list[Pod] = []
+    excluded: list[tuple[Pod, str]] = []
+    for pod in snap.bound:
+        reason = exclusion(pod, state.facts.get(pod.key, PodFacts()), rules, node_names)
+        if reason:
+            excluded.append((pod, reason))
+        else:
+            movable.append(pod)
+    for _ in range(2):  # a pod aggregate cannot model (invalid GPU request) stays where it is
+        agg = _aggregate(snap, movable, excluded, targets, config, profile)
+        left = {p.key for p in agg.left}
+        stuck = [p for p in movable if p.key in left]
+        if not stuck:
+            break
+        excluded += [(p, "placement rule not modelled") for p in stuck]
+        movable = [p for p in movable if p not in stuck]
+    plugins = instantiate(config, profile, snap)
+    return _split(state, agg, movable, excluded, targets, plugins.objective_terms)
+
+
+def _aggregate(snap: Snapshot, movable: list[Pod], excluded: list[tuple[Pod, str]], targets: Sequence[Pod],
+               config: Configuration, profile: Profile) -> Aggregation:
+    pending = tuple(replace(p, node_name="") for p in movable) + tuple(targets)
+    view = Snapshot(snap.nodes, pending, tuple(p for p, _ in excluded if p.node_name and not p.finished),
+                    snap.namespace_labels, (), snap.source)
+    plugins = instantiate(config, profile, view)
+    return aggregate(view, plugins, Objective(profile.objective), config.gpu.conventions(),
+                     profile.placementWeight)
+
+
+def _split(state: ClusterState, agg: Aggregation, movable: list[Pod], excluded: list[tuple[Pod, str]],
+           targets: Sequence[Pod], terms: Sequence[ObjectiveTerm]) -> Layout:
+    p = agg.problem
+    node_index = {name: i for i, name in enumerate(p.node_names)}
+    n_movable = len(movable)
+    agg_of_pending = np.full(n_movable + len(targets), -1, dtype=np.int64)
+    for c, members in enumerate(p.members):
+        agg_of_pending[list(members)] = c
+    keys: dict[tuple[int, str, tuple[int, ...]], int] = {}
+    pod_class = np.zeros(n_movable, dtype=np.int64)
+    for k, pod in enumerate(movable):
+        pdbs = tuple(j for j, pdb in enumerate(state.pdbs) if pdb.selects(pod))
+        pod_class[k] = keys.setdefault((int(agg_of_pending[k]), pod.namespace, pdbs), len(keys))
+    ordered = list(keys)
+    agg_class = np.array([k[0] for k in ordered], dtype=np.int64)
+    x0 = np.zeros((len(ordered), p.n_nodes), dtype=np.int64)
+    for k, pod in enumerate(movable):
+        x0[pod_class[k], node_index[pod.node_name]] += 1
+    eligible = p.eligible[agg_class] | (x0 > 0) if len(ordered) else np.zeros((0, p.n_nodes), np.bool_)
+    target_classes = tuple(sorted({int(c) for c in agg_of_pending[n_movable:] if c >= 0}))
+    return Layout(agg, tuple(movable), pod_class, agg_class, tuple(k[1] for k in ordered),
+                  tuple(k[2] for k in ordered), tuple(pdb.allowed for pdb in state.pdbs), x0,
+                  eligible, room(agg), tuple(excluded), tuple(targets),
+                  target_classes, np.bincount(agg_of_pending[n_movable:][agg_of_pending[n_movable:] >= 0],
+                                              minlength=p.n_classes).astype(np.int64), tuple(terms))
+
+
+def room(agg: Aggregation) -> IntArray:
+    """Free capacity for the pods that may move: for whole-GPU pods only the devices that
+    the staying pods leave entirely free count (a device shared by a staying pod is no
+    room for a whole GPU)."""
+    p = agg.problem
+    free = p.free.copy()
+    g = p.resource_index("nvidia.com/gpu")
+    if g is not None and p.device_free.shape[1]:
+        free[:, g] = WHOLE * (p.device_free == WHOLE).sum(axis=1)
+    return free

@@ -1,0 +1,212 @@
+"""Solving the move-aware model and turning its answer into pod moves.
+
+Stage 1 minimises the profile's goal (with ``move_cost`` per move when given), stage 2 keeps
+stage 1's goal and minimises the number of moves. The current placement (no move) is the hint
+and the fallback: an answer replaces it only when the exact objective (``objective``, not the
+linearisation) is better, so a rebalance never makes the cluster worse by its own measure.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from models.problem import IntArray
+from rebalance.layout import Layout
+from rebalance.model import SCALE, Budgets, MoveModel, balance_goal, binpack_goal, build_moves
+from solver.backends import get_backend
+from solver.backends.base import BackendResult, SolveSettings
+
+REPLACEMENT_NOTE = ("an evicted pod is recreated by its controller and placed by its scheduler: kubeplace "
+                    "decides the target, the default scheduler may choose another node")
+
+
+@dataclass(frozen=True)
+class Settings:
+    profile: str = "balance"
+    budgets: Budgets = field(default_factory=Budgets)
+    move_cost: float | None = None
+    """None: lexicographic (best goal, then fewest moves); else a move costs this much goal."""
+    backend: str = "cpsat"
+    time_limit: float = 10.0
+    workers: int = 2
+    seed: int = 0
+    max_targets: int = 24
+
+
+@dataclass(frozen=True)
+class Move:
+    namespace: str
+    name: str
+    uid: str
+    source: str
+    target: str
+    why: str
+    owner: str = ""
+    scheduler_name: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "name": self.name, "from": self.source, "to": self.target,
+                "why": self.why}
+
+
+@dataclass(frozen=True)
+class RebalancePlan:
+    profile: str
+    moves: tuple[Move, ...]
+    excluded: tuple[tuple[str, str], ...]
+    objective_before: float
+    objective_after: float
+    status: str
+    seconds: float
+    notes: tuple[str, ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        return {"profile": self.profile, "objective_before": round(self.objective_before, 6),
+                "objective_after": round(self.objective_after, 6), "pods_moved": len(self.moves),
+                "pods_excluded": len(self.excluded), "status": self.status, "seconds": round(self.seconds, 3)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"moves": [m.to_dict() for m in self.moves], "summary": self.summary(),
+                "excluded": [{"pod": k, "reason": r} for k, r in self.excluded], "notes": list(self.notes)}
+
+
+def objective(layout: Layout, y: IntArray, profile: str) -> float:
+    """Exact value: balance = sum_r w_r sum_i (u_ir - mean_r)^2 (as ``models.evaluate``), or
+    binpack = the number of nodes carrying at least one pod."""
+    p = layout.problem
+    load = layout.load(y)
+    if profile == "binpack":
+        pods = p.resource_index("pods")
+        return float(((load[:, pods] if pods is not None else load.sum(axis=1)) > 0).sum())
+    total = 0.0
+    for r, weight in layout.balance_terms():
+        has = p.capacity[:, r] > 0
+        u = load[has, r] / p.capacity[has, r]
+        total += weight * float(((u - u.mean()) ** 2).sum()) if len(u) else 0.0
+    return total
+
+
+def goal_of(model: MoveModel, profile: str) -> list[tuple[int, int]]:
+    return balance_goal(model) if profile == "balance" else binpack_goal(model)
+
+
+def run(model: MoveModel, objective_terms: list[tuple[int, int]], settings: Settings, seconds: float,
+        rows: list[tuple[list[tuple[int, int]], int]] = (), hint: IntArray | None = None) -> BackendResult:
+    lm = model.build(objective_terms, list(rows), hint)
+    backend = get_backend(settings.backend)
+    return backend.solve(lm, SolveSettings(time_limit=max(seconds, 0.1), workers=settings.workers,
+                                           seed=settings.seed))
+
+
+def rebalance(layout: Layout, settings: Settings) -> RebalancePlan:
+    started = time.monotonic()
+    excluded = tuple((p.key, why) for p, why in layout.excluded)
+    before = objective(layout, layout.x0, settings.profile)
+    if layout.n_classes == 0:
+        return RebalancePlan(settings.profile, (), excluded, before, before, "nothing movable", 0.0,
+                             (REPLACEMENT_NOTE,))
+    model = build_moves(layout, settings.budgets, settings.profile, settings.max_targets)
+    goal = goal_of(model, settings.profile)
+    moves = [(int(v), 1) for v in model.m]
+    hint = _complete_hint(model, goal)
+    weighted = settings.move_cost is not None
+    cost = round((settings.move_cost or 0) * (SCALE if settings.profile == "balance" else 1))
+    first = goal + [(v, cost) for v, _ in moves] if weighted else goal
+    result = run(model, first, settings, settings.time_limit * (1 if weighted else 0.6), hint=hint)
+    status = result.status.value
+    best = hint if result.values is None else result.values
+    if not weighted and result.values is not None:
+        bound = int(sum(c * int(result.values[v]) for v, c in goal))
+        left = settings.time_limit - (time.monotonic() - started)
+        second = run(model, moves, settings, left, rows=[(goal, bound)], hint=result.values)
+        if second.values is not None:
+            best = second.values
+            status = f"{status}+{second.status.value}"
+    y = model.dense(best)
+    after = objective(layout, y, settings.profile)
+    if after >= before - 1e-12:
+        y, after, status = layout.x0, before, f"{status} (no improvement)"
+    plan_moves = to_moves(layout, y, settings.profile)
+    return RebalancePlan(settings.profile, tuple(plan_moves), excluded, before, after, status,
+                         time.monotonic() - started, (REPLACEMENT_NOTE,))
+
+
+def _complete_hint(model: MoveModel, goal: list[tuple[int, int]]) -> IntArray:
+    """The current placement (y = x0, nothing moved), with every auxiliary variable (loads,
+    tangent-cut values, node-in-use flags) at the least value its rows allow, in row order:
+    a row sets its highest-numbered auxiliary once the others in it are known."""
+    lm = model.build(goal)
+    values = model.hint()
+    n_core = 1 + max(int(model.y.max(initial=-1)), int(model.m.max(initial=-1)), int(model.t.max(initial=-1)))
+    known: set[int] = set()
+    for r in range(lm.n_rows):
+        cols, coefs = lm.row(r)
+        aux = [int(j) for j in cols if j >= n_core]
+        if not aux:
+            continue
+        j = max(aux)
+        if any(k not in known for k in aux if k != j):
+            continue
+        c = int(coefs[list(cols).index(j)])
+        act = int(sum(int(cc) * int(values[jj]) for jj, cc in zip(cols, coefs, strict=True) if jj != j))
+        lo, hi = int(lm.row_lb[r]), int(lm.row_ub[r])
+        if lo == hi:
+            need = (lo - act) // c
+        elif c > 0 and lo > -(1 << 52):
+            need = -(-(lo - act) // c)
+        elif c < 0 and hi < (1 << 52):
+            need = -(-(act - hi) // -c)
+        else:
+            continue
+        values[j] = max(int(values[j]), need) if j in known else need
+        known.add(j)
+    return np.minimum(np.maximum(values, lm.var_lb), lm.var_ub)
+
+
+def to_moves(layout: Layout, y: IntArray, profile: str) -> list[Move]:
+    p = layout.problem
+    load_before, load_after = layout.load(layout.x0), layout.load(y)
+    by_place: dict[tuple[int, str], list[Any]] = {}
+    for k, pod in enumerate(layout.pods):
+        by_place.setdefault((int(layout.pod_class[k]), pod.node_name), []).append(pod)
+    for pods_here in by_place.values():  # the lowest priority, then the youngest, moves first
+        pods_here.sort(key=lambda pod: (pod.priority, _negated(pod.creation), pod.key))
+    out: list[Move] = []
+    for c in range(layout.n_classes):
+        delta = y[c] - layout.x0[c]
+        sources = [i for i in np.nonzero(delta < 0)[0] for _ in range(int(-delta[i]))]
+        targets = [i for i in np.nonzero(delta > 0)[0] for _ in range(int(delta[i]))]
+        for i, j in zip(sources, targets, strict=True):
+            pod = by_place[(c, p.node_names[i])].pop(0)
+            why = _why(layout, int(i), int(j), load_before, load_after, profile, int(layout.agg_class[c]))
+            out.append(Move(pod.namespace, pod.name, pod.uid, p.node_names[i], p.node_names[j], why,
+                            pod.owner_kind, pod.scheduler_name))
+    return sorted(out, key=lambda m: (m.source, m.namespace, m.name))
+
+
+def _why(layout: Layout, i: int, j: int, before: IntArray, after: IntArray, profile: str, agg_class: int) -> str:
+    p = layout.problem
+    names = p.node_names
+    pods = p.resource_index("pods")
+    if profile == "binpack":
+        if pods is not None and after[i, pods] == 0:
+            return f"empties {names[i]}"
+        return f"packs onto {names[j]}"
+    share = np.where(p.capacity[j] > 0, p.demand[agg_class] / np.maximum(p.capacity[j], 1), 0)
+    balanced = [r for r, _ in layout.balance_terms()] or [0]
+    r = max(balanced, key=lambda k: share[k])
+    name = p.resources[r].split("/")[-1]
+
+    def pct(load: IntArray, n: int) -> str:
+        return f"{100 * load[n, r] / max(p.capacity[n, r], 1):.0f}%"
+
+    return (f"balance {name}: {names[i]} {pct(before, i)}->{pct(after, i)}, "
+            f"{names[j]} {pct(before, j)}->{pct(after, j)}")
+
+
+def _negated(text: str) -> tuple[int, ...]:
+    return tuple(-ord(ch) for ch in text)

@@ -1,0 +1,227 @@
+"""List + watch: an in-memory copy of the objects placement reads, kept current.
+
+One thread per resource lists it (remembering the list's resourceVersion), then watches from that
+version, applying every change to the :class:`Store` and telling ``on_change`` about it. A watch
+that the server ends is started again from the last version seen; a failed one is retried after
+a growing pause (0.5 s to 10 s) from the same version; a version the server no longer has
+(410 Gone) and the periodic resync both relist, and the differences between the store and the
+new list are reported as changes, so nothing missed while disconnected goes unnoticed. A CRD that
+is not installed (404) is an empty resource, listed again every ``absent_poll`` seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kube.errors import ClusterError, Gone, NotFound
+from kube.gangs import CRDS
+
+RawObject = dict[str, Any]
+log = logging.getLogger("kubeplace.serve.informer")
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True)
+class Watched:
+    resource: str
+    """``pods``, ``nodes``, ``namespaces`` or ``group/version/plural``."""
+    field_selector: str | None = None
+    optional: bool = False
+    """A CRD that may not be installed: 404 is an empty list, not an error."""
+
+
+RESOURCES = (
+    Watched("nodes"),
+    Watched("pods", UNFINISHED),  # finished pods leave the selection: a DELETED event
+    Watched("namespaces"),
+    *(Watched(f"{group}/{version}/{plural}", optional=True) for group, version, plural in CRDS),
+)
+
+
+class WatchClient(Protocol):
+    """What the informer needs from :class:`kube.client.Cluster` (tests pass a fake)."""
+
+    def list_resource(self, resource: str, field_selector: str | None = None) -> tuple[list[RawObject], str]: ...
+
+    def watch_resource(self, resource: str, resource_version: str, timeout_seconds: int,
+                       field_selector: str | None = None) -> Iterator[tuple[str, RawObject]]: ...
+
+
+ChangeHandler = Callable[[str, str, RawObject | None, RawObject | None], None]
+"""(resource, ADDED|MODIFIED|DELETED, old object or None, new object or None)."""
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class Store:
+    """Objects by resource and ``namespace/name``; every method is thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[str, dict[str, RawObject]] = {}
+        self.generation = 0
+        """Counts changes, so a reader can tell whether anything changed since it last looked."""
+
+    def replace(self, resource: str, items: list[RawObject]) -> list[tuple[str, RawObject | None, RawObject | None]]:
+        """Sets the resource's objects to ``items``; returns the differences as changes."""
+        fresh = {object_key(item): item for item in items}
+        with self._lock:
+            old = self._objects.get(resource, {})
+            self._objects[resource] = fresh
+            self.generation += 1
+        changes: list[tuple[str, RawObject | None, RawObject | None]] = []
+        for key, item in fresh.items():
+            before = old.get(key)
+            if before is None:
+                changes.append((ADDED, None, item))
+            elif _version(before) != _version(item):
+                changes.append((MODIFIED, before, item))
+        changes += [(DELETED, before, None) for key, before in old.items() if key not in fresh]
+        return changes
+
+    def apply(self, resource: str, event: str, obj: RawObject) -> RawObject | None:
+        """Applies one watch event; returns the object it replaced (None if new)."""
+        key = object_key(obj)
+        with self._lock:
+            objects = self._objects.setdefault(resource, {})
+            old = objects.pop(key, None) if event == DELETED else objects.get(key)
+            if event != DELETED:
+                objects[key] = obj
+            self.generation += 1
+        return old
+
+    def get(self, resource: str, key: str) -> RawObject | None:
+        with self._lock:
+            return self._objects.get(resource, {}).get(key)
+
+    def list(self, resource: str) -> list[RawObject]:
+        with self._lock:
+            return list(self._objects.get(resource, {}).values())
+
+    def all_objects(self) -> list[RawObject]:
+        """Every object of every resource (shared, not copied: treat them as read-only)."""
+        with self._lock:
+            return [obj for objects in self._objects.values() for obj in objects.values()]
+
+
+class Informer:
+    """Keeps a :class:`Store` current from the API; see the module docstring."""
+
+    def __init__(self, client: WatchClient, store: Store | None = None, *,
+                 resources: tuple[Watched, ...] = RESOURCES, on_change: ChangeHandler | None = None,
+                 resync_seconds: float = 300.0, watch_seconds: int = 60, absent_poll: float = 30.0,
+                 max_retry: float = 10.0) -> None:
+        self.client = client
+        self.store = store or Store()
+        self.resources = resources
+        self.on_change = on_change
+        self.resync_seconds = resync_seconds
+        self.watch_seconds = watch_seconds
+        self.absent_poll = absent_poll
+        self.max_retry = max_retry
+        self.relists: dict[str, int] = {w.resource: 0 for w in resources}
+        """Lists done per resource (the first one, resyncs and relists after 410 or errors)."""
+        self._synced = {w.resource: threading.Event() for w in resources}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for watched in self.resources:
+            thread = threading.Thread(target=self.run, args=(watched,), daemon=True,
+                                      name=f"informer-{watched.resource}")
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stops the threads at their next event or watch timeout (they are daemons)."""
+        self._stop.set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """True once every resource has been listed, within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        return all(event.wait(max(0.0, deadline - time.monotonic())) for event in self._synced.values())
+
+    def run(self, watched: Watched) -> None:
+        """The list-and-watch loop of one resource, until :meth:`stop`."""
+        version = ""
+        listed_at = 0.0
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if not version or time.monotonic() - listed_at >= self.resync_seconds:
+                    version = self._relist(watched)
+                    listed_at = time.monotonic()
+                version = self._watch(watched, version, listed_at)
+                failures = 0
+            except Gone as error:
+                log.info("watch %s: %s; listing again", watched.resource, error)
+                version = ""
+            except NotFound as error:
+                if not watched.optional:
+                    failures = self._pause(watched, error, failures)
+                    continue
+                self._emit(watched.resource, self.store.replace(watched.resource, []))
+                self._synced[watched.resource].set()
+                version = ""
+                self._stop.wait(self.absent_poll)
+            except (ClusterError, ValueError, KeyError) as error:
+                failures = self._pause(watched, error, failures)
+
+    def _pause(self, watched: Watched, error: Exception, failures: int) -> int:
+        delay = min(self.max_retry, 0.5 * 2**failures)
+        log.warning("watch %s failed (%s); retrying in %.1fs", watched.resource, error, delay)
+        self._stop.wait(delay)
+        return failures + 1
+
+    def _relist(self, watched: Watched) -> str:
+        items, version = self.client.list_resource(watched.resource, watched.field_selector)
+        self.relists[watched.resource] += 1
+        self._emit(watched.resource, self.store.replace(watched.resource, items))
+        self._synced[watched.resource].set()
+        return version
+
+    def _watch(self, watched: Watched, version: str, listed_at: float) -> str:
+        """Applies events until the watch ends or a resync is due; returns the last version."""
+        remaining = self.resync_seconds - (time.monotonic() - listed_at)
+        timeout = max(1, int(min(self.watch_seconds, remaining)))
+        for event, obj in self.client.watch_resource(watched.resource, version, timeout, watched.field_selector):
+            if self._stop.is_set():
+                break
+            version = _version(obj) or version
+            if event == "BOOKMARK":
+                continue
+            old = self.store.apply(watched.resource, event, obj)
+            self._emit(watched.resource, [(event, old, None if event == DELETED else obj)])
+        return version
+
+    def _emit(self, resource: str, changes: list[tuple[str, RawObject | None, RawObject | None]]) -> None:
+        if self.on_change is None:
+            return
+        for event, old, new in changes:
+            try:
+                self.on_change(resource, event, old, new)
+            except Exception:  # a handler bug must not kill the watch
+                log.exception("change handler failed for %s %s", event, resource)
+
+
+def with_node_name(pod: RawObject, node: str) -> RawObject:
+    """A copy of a raw pod as if bound to ``node`` (assumed until the watch confirms it)."""
+    out = copy.copy(pod)
+    out["spec"] = {**(pod.get("spec") or {}), "nodeName": node}
+    return out

@@ -1,0 +1,173 @@
+"""The scheduling queue: which units (a pod, or a whole gang) the next cycle plans.
+
+A unit enters the *active* queue when its first pod is seen pending. :meth:`SchedulingQueue.pop_batch`
+waits for the first active unit, then for ``window`` seconds more (or until ``size`` units are
+active) and hands them over together, oldest first. A unit that could not be placed goes to the
+*unschedulable* queue with an exponential backoff (``initial``, doubled per failed attempt, at most
+``maximum`` seconds) and comes back by itself when it is over; a change in the cluster that may
+make it placeable (a node added or updated, a pod deleted, a member of its gang added) brings it
+back at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class _Waiting:
+    attempts: int
+    retry_at: float
+    reason: str
+
+
+class SchedulingQueue:
+    def __init__(self, *, initial: float = 1.0, maximum: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.clock = clock
+        self._cond = threading.Condition()
+        self._active: dict[str, float] = {}  # unit -> since when (insertion order = arrival order)
+        self._waiting: dict[str, _Waiting] = {}
+        self._attempts: dict[str, int] = {}
+        self._in_flight: set[str] = set()
+        self._dirty: set[str] = set()  # in flight when something changed for them: no backoff
+
+    # ------------------------------------------------------------------ producers (informer events)
+
+    def add(self, unit: str) -> None:
+        """A pending pod of ``unit`` was seen; a unit already queued, backing off or being
+        planned keeps its place."""
+        with self._cond:
+            if unit in self._in_flight:
+                self._dirty.add(unit)
+            elif unit not in self._active and unit not in self._waiting:
+                self._active[unit] = self.clock()
+                self._cond.notify_all()
+
+    def activate(self, unit: str) -> None:
+        """Something changed for this unit (a gang member arrived): retry it now."""
+        with self._cond:
+            if unit in self._in_flight:
+                self._dirty.add(unit)
+                return
+            self._waiting.pop(unit, None)
+            self._active.setdefault(unit, self.clock())
+            self._cond.notify_all()
+
+    def cluster_changed(self) -> int:
+        """Moves every unschedulable unit to the active queue; returns how many moved."""
+        with self._cond:
+            now = self.clock()
+            moved = len(self._waiting)
+            self._dirty.update(self._in_flight)
+            for unit in self._waiting:
+                self._active.setdefault(unit, now)
+            self._waiting.clear()
+            if moved:
+                self._cond.notify_all()
+            return moved
+
+    def forget(self, unit: str) -> None:
+        """The unit has no pending pod any more (bound, deleted)."""
+        with self._cond:
+            self._active.pop(unit, None)
+            self._waiting.pop(unit, None)
+            self._attempts.pop(unit, None)
+            self._dirty.discard(unit)
+
+    # ------------------------------------------------------------------ the cycle's answers
+
+    def done(self, unit: str) -> None:
+        """Planned and bound: out of the queue, its attempts forgotten."""
+        with self._cond:
+            self._in_flight.discard(unit)
+            self._attempts.pop(unit, None)
+            if unit in self._dirty:  # e.g. a gang member that arrived while its gang was bound
+                self._dirty.discard(unit)
+                self._active.setdefault(unit, self.clock())
+                self._cond.notify_all()
+
+    def requeue(self, unit: str) -> None:
+        """Not finished (binding interrupted, a gang member failed): plan it again next cycle."""
+        with self._cond:
+            self._in_flight.discard(unit)
+            self._dirty.discard(unit)
+            self._waiting.pop(unit, None)
+            self._active.setdefault(unit, self.clock())
+            self._cond.notify_all()
+
+    def unschedulable(self, unit: str, reason: str = "") -> float:
+        """Could not be placed: backs off; returns the backoff in seconds."""
+        with self._cond:
+            self._in_flight.discard(unit)
+            attempts = self._attempts.get(unit, 0) + 1
+            self._attempts[unit] = attempts
+            backoff = min(self.maximum, self.initial * 2 ** (attempts - 1))
+            self._active.pop(unit, None)
+            if unit in self._dirty:  # it changed while planned: retry at once
+                self._dirty.discard(unit)
+                self._active[unit] = self.clock()
+                self._cond.notify_all()
+                return 0.0
+            self._waiting[unit] = _Waiting(attempts, self.clock() + backoff, reason)
+            return backoff
+
+    # ------------------------------------------------------------------ the consumer
+
+    def pop_batch(self, window: float, size: int, stop: threading.Event | None = None,
+                  timeout: float | None = None) -> list[str]:
+        """The next batch, oldest first; [] when ``timeout`` passes or ``stop`` is set first."""
+        give_up = None if timeout is None else self.clock() + timeout
+        with self._cond:
+            while True:
+                self._flush_due()
+                if stop is not None and stop.is_set():
+                    return []
+                if self._active:
+                    close = min(self._active.values()) + window
+                    if len(self._active) >= size or self.clock() >= close:
+                        return self._take(size)
+                    wake = close
+                else:
+                    if give_up is not None and self.clock() >= give_up:
+                        return []
+                    wake = min((w.retry_at for w in self._waiting.values()), default=self.clock() + 1.0)
+                    if give_up is not None:
+                        wake = min(wake, give_up)
+                self._cond.wait(min(1.0, max(0.001, wake - self.clock())))
+
+    def wake(self) -> None:
+        """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def _take(self, size: int) -> list[str]:
+        units = list(self._active)[:size]
+        for unit in units:
+            del self._active[unit]
+        self._in_flight.update(units)
+        return units
+
+    def _flush_due(self) -> None:
+        now = self.clock()
+        for unit in [u for u, w in self._waiting.items() if w.retry_at <= now]:
+            del self._waiting[unit]
+            self._active.setdefault(unit, now)
+
+    # ------------------------------------------------------------------ introspection
+
+    def counts(self) -> tuple[int, int]:
+        """(active, unschedulable) units."""
+        with self._cond:
+            return len(self._active), len(self._waiting)
+
+    def backoff_of(self, unit: str) -> float | None:
+        """Seconds until the unit is retried; None when it is not backing off."""
+        with self._cond:
+            waiting = self._waiting.get(unit)
+            return None if waiting is None else max(0.0, waiting.retry_at - self.clock())
