@@ -112,7 +112,7 @@ def fragmented(seed: int, n_nodes: int = 200, load: float = 0.45) -> list[Manife
         cpu, mem = shapes[int(rng.integers(len(shapes)))]
         app, ns = f"app-{k % 40}", f"team-{k % 6}"
         kind = rng.random()
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"owner": ("ReplicaSet", f"{app}-rs")}
         if kind < 0.03:
             extra["owner"] = None
         elif kind < 0.06:
@@ -120,8 +120,7 @@ def fragmented(seed: int, n_nodes: int = 200, load: float = 0.45) -> list[Manife
         where = placer.place((cpu, mem, 0))
         if where is None:
             break
-        objects.append(pod(f"{app}-{k:05d}", ns, cpu, mem, node_name=where, owner=("ReplicaSet", f"{app}-rs"),
-                           labels={"app": app}, **extra))
+        objects.append(pod(f"{app}-{k:05d}", ns, cpu, mem, node_name=where, labels={"app": app}, **extra))
         budget -= cpu
         k += 1
     for g in range(n_nodes // 10 * 5):  # GPU jobs: 1 or 2 whole GPUs

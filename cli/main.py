@@ -126,6 +126,9 @@ def _register() -> None:
     bench.add_command(synthetic_command)
     main.add_command(bench)
     main.add_command(openb)
+    from cli.serve import serve_command
+
+    main.add_command(serve_command)
 
 
 _register()

@@ -65,10 +65,13 @@ class MoveModel:
         np.add.at(y, (self.pair_cls, self.pair_node), values[self.y])
         return y
 
-    def hint(self) -> IntArray:
-        """The current placement: nothing moves (targets, if any, unplaced: not feasible then)."""
+    def hint(self, y: IntArray | None = None) -> IntArray:
+        """Values of y and m for placement ``y`` (default: the current one, nothing moves)."""
+        y = self.layout.x0 if y is None else y
         values = np.zeros(self.lb.n_vars, dtype=np.int64)
-        values[self.y] = self.layout.x0[self.pair_cls, self.pair_node]
+        values[self.y] = y[self.pair_cls, self.pair_node]
+        moved = self.layout.x0 - y
+        values[self.m] = np.maximum(moved[self.pair_cls[self.m_pairs], self.pair_node[self.m_pairs]], 0)
         return values
 
     def build(self, objective: list[tuple[int, int]], extra_rows: list[tuple[list[tuple[int, int]], int]] = (),

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from models.problem import IntArray
+from rebalance.greedy import greedy_balance, greedy_binpack
 from rebalance.layout import Layout
 from rebalance.model import SCALE, Budgets, MoveModel, balance_goal, binpack_goal, build_moves
 from solver.backends import get_backend
@@ -112,7 +113,8 @@ def rebalance(layout: Layout, settings: Settings) -> RebalancePlan:
     model = build_moves(layout, settings.budgets, settings.profile, settings.max_targets)
     goal = goal_of(model, settings.profile)
     moves = [(int(v), 1) for v in model.m]
-    hint = _complete_hint(model, goal)
+    first_y = (greedy_balance if settings.profile == "balance" else greedy_binpack)(model, settings.budgets)
+    hint = _complete_hint(model, goal, first_y)
     weighted = settings.move_cost is not None
     cost = round((settings.move_cost or 0) * (SCALE if settings.profile == "balance" else 1))
     first = goal + [(v, cost) for v, _ in moves] if weighted else goal
@@ -135,12 +137,12 @@ def rebalance(layout: Layout, settings: Settings) -> RebalancePlan:
                          time.monotonic() - started, (REPLACEMENT_NOTE,))
 
 
-def _complete_hint(model: MoveModel, goal: list[tuple[int, int]]) -> IntArray:
+def _complete_hint(model: MoveModel, goal: list[tuple[int, int]], y: IntArray | None = None) -> IntArray:
     """The current placement (y = x0, nothing moved), with every auxiliary variable (loads,
     tangent-cut values, node-in-use flags) at the least value its rows allow, in row order:
     a row sets its highest-numbered auxiliary once the others in it are known."""
     lm = model.build(goal)
-    values = model.hint()
+    values = model.hint(y)
     n_core = 1 + max(int(model.y.max(initial=-1)), int(model.m.max(initial=-1)), int(model.t.max(initial=-1)))
     known: set[int] = set()
     for r in range(lm.n_rows):

@@ -110,7 +110,7 @@ class Store:
         with self._lock:
             return self._objects.get(resource, {}).get(key)
 
-    def list(self, resource: str) -> list[RawObject]:
+    def items(self, resource: str) -> list[RawObject]:
         with self._lock:
             return list(self._objects.get(resource, {}).values())
 

@@ -78,6 +78,7 @@ class SchedulingQueue:
             self._active.pop(unit, None)
             self._waiting.pop(unit, None)
             self._attempts.pop(unit, None)
+            self._in_flight.discard(unit)
             self._dirty.discard(unit)
 
     # ------------------------------------------------------------------ the cycle's answers
@@ -107,7 +108,7 @@ class SchedulingQueue:
             self._in_flight.discard(unit)
             attempts = self._attempts.get(unit, 0) + 1
             self._attempts[unit] = attempts
-            backoff = min(self.maximum, self.initial * 2 ** (attempts - 1))
+            backoff = min(self.maximum, self.initial * 2.0 ** (attempts - 1))
             self._active.pop(unit, None)
             if unit in self._dirty:  # it changed while planned: retry at once
                 self._dirty.discard(unit)

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.problem import Assignment, Gang, IntArray, Problem
-from solver.fragmentation import TaskShapes, fragmentation_after
+from solver.fragmentation import FragmentationTables, best_device_delta
 from solver.state import PlacementState
 
 FloatArray = npt.NDArray[np.float64]
@@ -31,6 +31,8 @@ SPREAD = "spread"
 FGD = "fgd"
 POLICIES = (BEST_FIT, SPREAD, FGD)
 
+TIE_BREAK = 1e-3
+"""Weight of best-fit's leftover capacity among nodes of equal fragmentation delta."""
 Placer = Callable[[PlacementState, int, int], int]
 
 
@@ -64,12 +66,12 @@ def _placer(problem: Problem, policy: str) -> Placer:
     if policy == SPREAD:
         return _spread
     if policy == FGD:
-        shapes = TaskShapes.of(problem)
+        tables = FragmentationTables.of(problem)
 
         def fgd(state: PlacementState, c: int, want: int) -> int:
             if state.need(c).count == 0:
                 return _best_fit(state, c, want)
-            return _fgd(state, shapes, c, want)
+            return _fgd(state, tables, c, want)
         return fgd
     raise ValueError(f"unknown greedy policy {policy!r}")
 
@@ -141,25 +143,30 @@ def _spread(state: PlacementState, c: int, want: int, within: IntArray | None = 
     return placed
 
 
-def _fgd(state: PlacementState, shapes: TaskShapes, c: int, want: int) -> int:
-    """One pod at a time onto the node whose fragmentation grows least; only the node
-    that received the pod is re-evaluated."""
+def _fgd(state: PlacementState, tables: FragmentationTables, c: int, want: int) -> int:
+    """One pod at a time onto the node (and device) whose fragmentation grows least, ties
+    to the fuller node; only the node that received the pod is re-evaluated."""
     nodes, _ = _candidates(state, c)
     if len(nodes) == 0 or want <= 0:
         return 0
-    delta = fragmentation_after(state, shapes, c, nodes)
+    need = state.need(c)
+    leftover = _leftover(state.problem, nodes, state.free[nodes], c)
+    delta, device = best_device_delta(tables, state.device_free[nodes], need.milli, need.count)
+    score = delta + TIE_BREAK * leftover
     placed = 0
     while placed < want:
-        j = int(np.argmin(delta))
-        if not np.isfinite(delta[j]):
+        j = int(np.argmin(score))
+        if not np.isfinite(score[j]):
             break
         node = int(nodes[j])
-        state.take(c, node, 1)
+        state.take(c, node, 1, None if device[j] < 0 else (int(device[j]),))
         placed += 1
         if state.fit(c, np.array([node]))[0] > 0:
-            delta[j] = fragmentation_after(state, shapes, c, np.array([node]))[0]
+            d, dev = best_device_delta(tables, state.device_free[[node]], need.milli, need.count)
+            left = _leftover(state.problem, np.array([node]), state.free[[node]], c)
+            score[j], device[j] = d[0] + TIE_BREAK * left[0], dev[0]
         else:
-            delta[j] = np.inf
+            score[j] = np.inf
     return placed
 
 

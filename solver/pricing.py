@@ -24,14 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 from ortools.sat.python import cp_model
 
 from kube.objects import GPU
 from models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
 from models.problem import IntArray, Problem
+from solver.pricing_bound import FloatArray, copies, knapsack_table, node_bound
 
-FloatArray = npt.NDArray[np.float64]
 PROFIT_SCALE = 1_000_000
 """The largest profit of a kind becomes this integer in the CP-SAT objective."""
 MAX_COLUMNS = 6
@@ -147,32 +146,6 @@ class _Fill:
 def greedy_pattern(problem: Problem, shape: NodeShape, profit: FloatArray) -> Pattern:
     """A quick good node: classes by profit per dominant share, as many pods as fit."""
     return _Fill(problem, shape).complete(profit, shape.classes).pattern()
-
-
-def knapsack_table(cap: int, size: IntArray, value: FloatArray, most: IntArray) -> tuple[FloatArray, IntArray]:
-    """Bounded knapsack DP: best value per capacity 0..cap, and the copies chosen per item."""
-    best = np.zeros(cap + 1)
-    choice = np.zeros((len(size), cap + 1), dtype=np.int64)
-    for i in range(len(size)):
-        prev = best.copy()
-        for t in range(1, int(most[i]) + 1):
-            s = t * int(size[i])
-            if s > cap:
-                break
-            cand = prev[: cap + 1 - s] + t * value[i]
-            better = cand > best[s:]
-            best[s:] = np.where(better, cand, best[s:])
-            choice[i, s:][better] = t
-    return best, choice
-
-
-def copies(choice: IntArray, size: IntArray, cap: int) -> IntArray:
-    """The items of the best knapsack of capacity ``cap`` from ``knapsack_table``."""
-    out, w = np.zeros(len(size), dtype=np.int64), cap
-    for i in range(len(size) - 1, -1, -1):
-        out[i] = choice[i, w]
-        w -= out[i] * int(size[i])
-    return out
 
 
 def knapsack(cap: int, size: IntArray, value: FloatArray, most: IntArray) -> IntArray:
@@ -380,9 +353,10 @@ class PricingModel:
 def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, time_limit: float,
           tol: float, known: Sequence[Pattern] = (), seed: int = 0) -> Priced:
     """Columns whose node profit exceeds ``dual`` (the kind row's dual) by more than
-    ``tol``, and an upper bound on the best node profit (valid even when not optimal;
-    infinite when only the heuristics ran). CP-SAT runs only when the heuristics found
-    no such column, or with ``time_limit`` < 0 (then for -time_limit seconds)."""
+    ``tol``, and an upper bound on the best node profit (infinite when the heuristics
+    found columns; else Lagrangian, and CP-SAT's when it ran). CP-SAT runs only when
+    the heuristics found no such column and the bound does not exclude one, or with
+    ``time_limit`` < 0 (then for -time_limit seconds)."""
     milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
 
     def value(p: Pattern) -> float:
@@ -392,6 +366,9 @@ def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, t
     good = sorted(_unique([p for p in quick if value(p) > dual + tol]), key=value, reverse=True)
     if good and time_limit >= 0:
         return Priced(good[:MAX_COLUMNS], math.inf)
+    bound = node_bound(problem, shape.free, shape.devices, shape.classes, profit, max(map(value, [*quick, *known])))
+    if bound <= dual + tol:
+        return Priced(good[:MAX_COLUMNS], bound)
     model = PricingModel(problem, shape, profit)
     if len(model.cls) == 0:
         return Priced([], 0.0)
@@ -405,8 +382,9 @@ def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, t
     status = solver.solve(model.m, collect)
     found = [canonical(model.pattern(v), shape.devices, milli) for v in collect.found[::-1]]
     good = sorted(_unique([p for p in found + good if value(p) > dual + tol]), key=value, reverse=True)
-    solved = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    return Priced(good[:MAX_COLUMNS], max(0.0, solver.best_objective_bound / model.scale) if solved else math.inf)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        bound = min(bound, max(0.0, solver.best_objective_bound / model.scale))
+    return Priced(good[:MAX_COLUMNS], bound)
 
 
 def _unique(patterns: list[Pattern]) -> list[Pattern]:

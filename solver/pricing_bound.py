@@ -16,28 +16,58 @@ as the LP relaxation of the pricing model, and it takes milliseconds per theta.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from kube.objects import GPU
 from models.gpu import WHOLE
 from models.problem import IntArray, Problem
-from solver.pricing import FloatArray, NodeShape, copies, knapsack_table
 
+FloatArray = npt.NDArray[np.float64]
 STEPS = 60
 
 
-def node_bound(problem: Problem, shape: NodeShape, profit: FloatArray, target: float) -> float:
-    """Upper bound on max sum_c profit_c * n_c over the feasible nodes of ``shape``;
-    ``target`` is the best known node profit (aims the subgradient steps)."""
-    cand = shape.classes[profit[shape.classes] > 0]
+def knapsack_table(cap: int, size: IntArray, value: FloatArray, most: IntArray) -> tuple[FloatArray, IntArray]:
+    """Bounded knapsack DP: best value per capacity 0..cap, and the copies chosen per item."""
+    best = np.zeros(cap + 1)
+    choice = np.zeros((len(size), cap + 1), dtype=np.int64)
+    for i in range(len(size)):
+        prev = best.copy()
+        for t in range(1, int(most[i]) + 1):
+            s = t * int(size[i])
+            if s > cap:
+                break
+            cand = prev[: cap + 1 - s] + t * value[i]
+            better = cand > best[s:]
+            best[s:] = np.where(better, cand, best[s:])
+            choice[i, s:][better] = t
+    return best, choice
+
+
+def copies(choice: IntArray, size: IntArray, cap: int) -> IntArray:
+    """The items of the best knapsack of capacity ``cap`` from ``knapsack_table``."""
+    out, w = np.zeros(len(size), dtype=np.int64), cap
+    for i in range(len(size) - 1, -1, -1):
+        out[i] = choice[i, w]
+        w -= out[i] * int(size[i])
+    return out
+
+
+def node_bound(problem: Problem, free: IntArray, devices: IntArray, classes: IntArray, profit: FloatArray,
+               target: float) -> float:
+    """Upper bound on max sum_c profit_c * n_c over one node with these ``free``
+    resources, free milli per ``devices`` and eligible ``classes``; ``target`` is the
+    best known node profit (aims the subgradient steps)."""
+    other = np.array([r != GPU for r in problem.resources])
+    cand = classes[profit[classes] > 0]
+    cand = cand[(problem.demand[cand][:, other & (free <= 0)] <= 0).all(axis=1)]
     if len(cand) == 0:
         return 0.0
-    rows = np.array([r != GPU for r in problem.resources]) & (shape.free > 0)
-    free = shape.free[rows].astype(np.float64)
-    use = problem.demand[cand][:, rows] / free  # resource use as a fraction of the node
-    x = np.zeros(len(free))  # theta_r * free_r: profit per whole node's worth of r
+    rows = other & (free > 0)
+    use = problem.demand[cand][:, rows] / free[rows].astype(np.float64)  # resource use as a fraction of the node
+    x = np.zeros(int(rows.sum()))  # theta_r * free_r: profit per whole node's worth of r
     best = np.inf
     for _ in range(STEPS):
-        value, used = _split(problem, shape, cand, profit[cand] - use @ x, use)
+        value, used = _split(problem, devices, cand, profit[cand] - use @ x, use)
         ub = float(x.sum()) + value
         best = min(best, ub)
         grad = 1.0 - used
@@ -48,7 +78,7 @@ def node_bound(problem: Problem, shape: NodeShape, profit: FloatArray, target: f
     return max(best, 0.0)
 
 
-def _split(problem: Problem, shape: NodeShape, cand: IntArray, v: FloatArray, use: FloatArray
+def _split(problem: Problem, devs: IntArray, cand: IntArray, v: FloatArray, use: FloatArray
            ) -> tuple[float, FloatArray]:
     """(best value, resource use) of the split node at priced values ``v``."""
     gc = problem.gpu_count[cand] if problem.has_devices else np.zeros(len(cand), dtype=np.int64)
@@ -57,7 +87,6 @@ def _split(problem: Problem, shape: NodeShape, cand: IntArray, v: FloatArray, us
     plain = (gc == 0) & (v > 0)
     value = float(v[plain] @ count[plain])
     used = use[plain].T @ count[plain]
-    devs = shape.devices
     if len(devs) == 0:
         return value, used
     share = (gc > 0) & (milli < WHOLE) & (v > 0)

@@ -71,8 +71,9 @@ class PlacementState:
             return np.asarray(np.where(free >= gpu.milli, free // gpu.milli, 0).sum(axis=1), dtype=np.int64)
         return np.array([pods_fitting(f, gpu) for f in free], dtype=np.int64)
 
-    def take(self, c: int, node: int, k: int) -> None:
-        """Places k pods of class c on node (the caller checked that they fit)."""
+    def take(self, c: int, node: int, k: int, devices: tuple[int, ...] | None = None) -> None:
+        """Places k pods of class c on node (the caller checked that they fit); ``devices``
+        chooses the devices of a single pod (else best-fit)."""
         if k <= 0:
             return
         self.free[node] -= self.problem.demand[c] * k
@@ -81,7 +82,7 @@ class PlacementState:
         self.placed[(c, node)] = self.placed.get((c, node), 0) + k
         gpu = self.need(c)
         for _ in range(k if gpu.count else 0):
-            for dev in first_fit(self.device_free[node], gpu):
+            for dev in devices or first_fit(self.device_free[node], gpu):
                 self.device_free[node, dev] -= gpu.milli
                 key = (c, node, dev)
                 self.devices[key] = self.devices.get(key, 0) + 1

@@ -1,0 +1,124 @@
+"""``kubeplace serve``: run as the cluster's scheduler for ``spec.schedulerName: kubeplace`` pods.
+
+Logs are JSON lines on stderr, one per decision (pod, node, gang, outcome, why). SIGTERM and
+SIGINT stop it between two bindings, give the lease up, and exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+EXIT_INPUT = 2
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the record's ``fields``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage(),
+        }
+        entry.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger("kubeplace")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+@click.command("serve")
+@click.option("--kubeconfig", default=None, metavar="FILE",
+              help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).")
+@click.option("--context", default=None, help="Kubeconfig context to use.")
+@click.option("--scheduler-name", default=None,
+              help="Place pods with this spec.schedulerName (default: the first profile's, kubeplace).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="PlacementConfiguration file (profiles, plugins, solver settings).")
+@click.option("-n", "--namespace", "namespaces", multiple=True,
+              help="Place only pending pods of this namespace (repeatable; default all).")
+@click.option("--batch-window", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Seconds a batch stays open after its first pending pod.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="A batch closes early at this many units (pods or whole gangs).")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=10251, show_default=True,
+              help="Serve Prometheus /metrics on this port (0: off).")
+@click.option("--metrics-address", default="0.0.0.0", show_default=True, help="Address /metrics listens on.")
+@click.option("--lease-name", default="kubeplace", show_default=True,
+              help="Leader-election Lease name ('' disables election: run one replica only).")
+@click.option("--lease-namespace", default="kubeplace-system", show_default=True, help="The Lease's namespace.")
+@click.option("--identity", default=None, help="This replica's name in the Lease (default: hostname_random).")
+@click.option("--max-backoff", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Longest wait before an unplaceable pod or gang is planned again.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: str | None,
+                  config_path: Path | None, namespaces: tuple[str, ...], batch_window: float, batch_size: int,
+                  metrics_port: int, metrics_address: str, lease_name: str, lease_namespace: str,
+                  identity: str | None, max_backoff: float, log_level: str) -> None:
+    """Run as a scheduler: watch pending pods, plan each batch as one problem, bind.
+
+    Everything already bound is held fixed; gangs are bound whole or not at all; pods that
+    cannot be placed get a FailedScheduling event with the reasons and are retried with
+    backoff, at once when a node is added or a pod deleted.
+    """
+    from cli.options import load_config, solver_settings
+    from kube.client import connect
+    from kube.errors import KubeplaceError
+    from serve.app import LeaseSettings, Service
+    from serve.loop import ServeSettings
+
+    configure_logging(log_level)
+    log = logging.getLogger("kubeplace.serve")
+    try:
+        config = load_config(config_path)
+        profile = config.profile(scheduler_name)
+        options = solver_settings(config, None, None, None, None, None)
+        settings = ServeSettings(scheduler_name=profile.schedulerName, batch_window=batch_window,
+                                 batch_size=batch_size, namespaces=frozenset(namespaces) if namespaces else None,
+                                 max_backoff=max_backoff)
+        cluster = connect(kubeconfig, context)
+        service = Service(cluster, config, profile, options, settings,
+                          LeaseSettings(name=lease_name, namespace=lease_namespace), identity or "")
+    except KubeplaceError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_INPUT)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
+        service.stop_event.set()
+        service.scheduler.queue.wake()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if metrics_port:
+        try:
+            service.metrics.serve(metrics_port, metrics_address)
+        except OSError as error:
+            click.echo(f"error: cannot serve metrics on {metrics_address}:{metrics_port}: {error}", err=True)
+            sys.exit(EXIT_INPUT)
+    log.info("starting", extra={"fields": {"identity": service.identity, "cluster": cluster.description,
+                                           "schedulerName": settings.scheduler_name, "lease": lease_name}})
+    if not service.start_watching():
+        log.warning("not every resource listed within 60s; scheduling with what is known")
+    try:
+        service.run()
+    finally:
+        service.stop(release=True)
+        log.info("stopped", extra={"fields": service.status()})

@@ -1,0 +1,116 @@
+"""What ``kubeplace serve`` tells the cluster besides bindings: Events and PodGroup status.
+
+- a ``core/v1`` Event per pod and decision, as kube-scheduler writes them: ``Scheduled``
+  (Normal, "Successfully assigned ns/pod to node") or ``FailedScheduling`` (Warning, the reasons),
+  plus the gang events ``GangTimedOut`` and ``GangBelowMinMember``. The same event for the same
+  pod is not repeated within ``repeat_after`` seconds (a pod retried every few seconds would
+  flood the namespace);
+- the status of a PodGroup object (scheduler-plugins or Volcano) through its ``status``
+  subresource: ``phase`` and ``scheduled``; a timed-out gang also gets an ``Unschedulable``
+  condition (Volcano's shape; a schema that does not know it drops it). A PodGroup or CRD that is
+  not there (404) and CRD-free gangs are skipped.
+
+Nothing here raises: a failed write is logged and counted, never a reason to stop scheduling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kube.errors import ClusterError, NotFound
+from kube.gangs import CRDS, PodGroup
+from kube.objects import Pod
+
+log = logging.getLogger("kubeplace.serve.events")
+
+NORMAL, WARNING = "Normal", "Warning"
+SCHEDULED, FAILED_SCHEDULING = "Scheduled", "FailedScheduling"
+GANG_TIMED_OUT, GANG_BELOW_MIN = "GangTimedOut", "GangBelowMinMember"
+MAX_MESSAGE = 1024
+
+PHASE_SCHEDULED, PHASE_SCHEDULING, PHASE_PENDING = "Scheduled", "Scheduling", "Pending"
+_VERSIONS = {group: version for group, version, _ in CRDS}
+
+
+class EventClient(Protocol):
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None: ...
+
+    def patch_object_status(self, group: str, version: str, plural: str, namespace: str, name: str,
+                            status: Mapping[str, Any]) -> None: ...
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    def __init__(self, client: EventClient, component: str = "kubeplace", instance: str = "", *,
+                 repeat_after: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.component = component
+        self.instance = instance
+        self.repeat_after = repeat_after
+        self.clock = clock
+        self.failures = 0
+        self._lock = threading.Lock()
+        self._last: dict[tuple[str, str, str], float] = {}
+
+    def pod_event(self, pod: Pod, reason: str, message: str, kind: str = NORMAL) -> bool:
+        """Records one event about ``pod``; False when it was a recent repeat or failed."""
+        message = message[:MAX_MESSAGE]
+        key = (pod.uid or pod.key, reason, message)
+        now = self.clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.repeat_after:
+                return False
+            self._last[key] = now
+            if len(self._last) > 50_000:  # forget the oldest half
+                for old in sorted(self._last, key=self._last.__getitem__)[:25_000]:
+                    del self._last[old]
+        stamp = _now()
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace,
+                               "name": pod.name, **({"uid": pod.uid} if pod.uid else {})},
+            "reason": reason, "message": message, "type": kind,
+            "source": {"component": self.component},
+            "reportingComponent": self.component, "reportingInstance": self.instance or self.component,
+            "action": "Binding" if reason == SCHEDULED else "Scheduling",
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        try:
+            self.client.create_event(pod.namespace, event)
+        except ClusterError as error:
+            self.failures += 1
+            log.warning("event %s for %s not recorded: %s", reason, pod.key, error)
+            return False
+        return True
+
+    def pod_group_status(self, group: PodGroup, phase: str, scheduled: int, timed_out: str = "") -> bool:
+        """Patches the PodGroup's status; False when skipped (CRD-free, 404) or failed."""
+        version = _VERSIONS.get(group.origin)
+        if version is None:
+            return False
+        status: dict[str, Any] = {"phase": phase, "scheduled": scheduled}
+        if phase != PHASE_PENDING:
+            status["scheduleStartTime"] = _now()
+        if timed_out:
+            status["conditions"] = [{"type": "Unschedulable", "status": "True", "reason": GANG_TIMED_OUT,
+                                     "message": timed_out[:MAX_MESSAGE], "lastTransitionTime": _now(),
+                                     "transitionID": self.instance or self.component}]
+        try:
+            self.client.patch_object_status(group.origin, version, "podgroups", group.namespace, group.name, status)
+        except NotFound:
+            return False
+        except ClusterError as error:
+            self.failures += 1
+            log.warning("PodGroup %s status not written: %s", group.key, error)
+            return False
+        return True

@@ -1,0 +1,439 @@
+"""The scheduling loop of ``kubeplace serve``.
+
+Informer events fill the queue (:mod:`serve.queue`) with *units*: a pod, or a whole gang. Each
+cycle takes a batch of units and
+
+1. builds a snapshot from the informer's store (:func:`kube.parse.build_snapshot`, as ``plan``
+   does), pods this scheduler bound but the watch has not confirmed yet counted as bound
+   (*assumed*), so everything already bound is held fixed as usage; only the batch's pods are
+   pending;
+2. plans it (:func:`plan.pipeline.make_plan`) and verifies the plan (:func:`plan.checks.verify_plan`);
+   a unit with a violation is not bound;
+3. binds unit by unit, member by member, asking the lease before *every* binding: a replica that
+   is no longer the leader, or asked to stop, stops between two bindings and leaves the rest to
+   the next cycle or the next leader. A 409 (someone else bound it, it is being deleted) is an
+   outcome, counted and logged, never retried for that pod.
+
+A gang member that fails to bind is reported; a gang left below minMember gets an Event and is
+re-planned next cycle (its bound members then count as running). A gang whose members do not
+all exist yet waits; past its timeout (the PodGroup's ``scheduleTimeoutSeconds``, or the pod
+annotation ``kubeplace.io/gang-timeout-seconds`` for CRD-free gangs, default 60 s) it is reported
+timed out: an Event per member, a metric, the PodGroup status.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
+from kube.errors import InputError
+from kube.gangs import DEFAULT_TIMEOUT_SECONDS, PodGroup, group_of
+from kube.objects import Pod, Snapshot
+from kube.parse import build_snapshot, object_label, parse_pod
+from models.config import Configuration, Profile
+from models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from plan.checks import verify_plan
+from plan.pipeline import make_plan
+from plan.plan import GangStatus, Placement, Unplaced
+from serve import events as ev
+from serve.events import EventClient, EventRecorder
+from serve.informer import ADDED, DELETED, MODIFIED, RawObject, Store, object_key, with_node_name
+from serve.leader import AlwaysLeader
+from serve.metrics import Metrics
+from serve.queue import SchedulingQueue
+from solver.solve import SolverOptions
+
+log = logging.getLogger("kubeplace.serve")
+GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
+
+
+class ServeClient(PodBinder, EventClient, Protocol):
+    """What the loop writes through :class:`kube.client.Cluster` (tests pass a fake)."""
+
+
+class LeaderCheck(Protocol):
+    def is_leader(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    scheduler_name: str = "kubeplace"
+    batch_window: float = 1.0
+    """Seconds a batch stays open after its first unit arrived."""
+    batch_size: int = 1000
+    """A batch closes early at this many units (pods or whole gangs)."""
+    namespaces: frozenset[str] | None = None
+    """Place only pending pods of these namespaces (None: all); every pod counts as usage."""
+    assume_seconds: float = 30.0
+    """How long a binding not yet seen by the watch counts as usage."""
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
+
+
+def unit_of(pod: Pod) -> str:
+    group = group_of(pod)
+    return f"gang:{pod.namespace}/{group}" if group else f"pod:{pod.key}"
+
+
+def decision(**fields: Any) -> None:
+    """One structured log line per decision (``cli.serve`` prints them as JSON)."""
+    log.info("decision", extra={"fields": {k: v for k, v in fields.items() if v not in (None, "")}})
+
+
+@dataclass
+class CycleReport:
+    units: int = 0
+    pods: int = 0
+    bound: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unplaced: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    seconds_plan: float = 0.0
+
+
+class Scheduler:
+    def __init__(self, client: ServeClient, store: Store, config: Configuration, profile: Profile,
+                 options: SolverOptions, settings: ServeSettings = ServeSettings(), *,
+                 leader: LeaderCheck | None = None, recorder: EventRecorder | None = None,
+                 metrics: Metrics | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.store = store
+        self.config, self.profile, self.options, self.settings = config, profile, options, settings
+        self.leader: LeaderCheck = leader or AlwaysLeader()
+        self.recorder = recorder or EventRecorder(client)
+        self.metrics = metrics or Metrics()
+        self.clock = clock
+        self.queue = SchedulingQueue(initial=settings.initial_backoff, maximum=settings.max_backoff, clock=clock)
+        self.stop_event = threading.Event()
+        self.results: list[BindResult] = []
+        """Every binding this scheduler attempted, in order."""
+        self._lock = threading.Lock()
+        self._assumed: dict[str, tuple[str, str, float]] = {}  # pod key -> (uid, node, until)
+        self._first_seen: dict[str, float] = {}
+        self._gang_since: dict[str, float] = {}
+        self._waiting_gangs: set[str] = set()
+
+    # ------------------------------------------------------------------ informer events
+
+    def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None:
+        if resource == "pods":
+            self._pod_changed(event, old, new)
+        elif resource == "nodes":
+            if event == ADDED or (event == MODIFIED and _node_view(old) != _node_view(new)):
+                self.queue.cluster_changed()
+        elif resource == "namespaces":
+            if event == MODIFIED and _labels(old) != _labels(new):
+                self.queue.cluster_changed()
+        elif resource.endswith("/podgroups") and new is not None and event in (ADDED, MODIFIED):
+            self.queue.activate(f"gang:{object_key(new)}")
+
+    def _pod_changed(self, event: str, old: RawObject | None, new: RawObject | None) -> None:
+        raw = new if new is not None else old
+        if raw is None:
+            return
+        key = object_key(raw)
+        if event == DELETED or (raw.get("spec") or {}).get("nodeName"):
+            with self._lock:
+                self._assumed.pop(key, None)
+                self._first_seen.pop(key, None)
+            if event == DELETED:
+                if (raw.get("spec") or {}).get("nodeName"):
+                    self.queue.cluster_changed()  # capacity freed
+                elif self._is_ours(raw):
+                    unit = self._raw_unit(raw)
+                    (self.queue.activate if unit.startswith("gang:") else self.queue.forget)(unit)
+            return
+        if not self._is_ours(raw):
+            return
+        with self._lock:
+            self._first_seen.setdefault(key, self.clock())
+        unit = self._raw_unit(raw)
+        if event == ADDED and unit.startswith("gang:"):
+            self.queue.activate(unit)  # a new member: its gang may be complete now
+        else:
+            self.queue.add(unit)
+
+    def _is_ours(self, raw: RawObject) -> bool:
+        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        namespaces = self.settings.namespaces
+        return (spec.get("schedulerName") == self.settings.scheduler_name and not spec.get("nodeName")
+                and not meta.get("deletionTimestamp") and not spec.get("schedulingGates")
+                and (raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and (namespaces is None or meta.get("namespace", "default") in namespaces))
+
+    def _raw_unit(self, raw: RawObject) -> str:
+        try:
+            return unit_of(parse_pod(raw))
+        except InputError:
+            return f"pod:{object_key(raw)}"
+
+    def resync_queue(self) -> None:
+        """Queues every pending pod of the store (at start and on becoming the leader)."""
+        for raw in self.store.items("pods"):
+            self._pod_changed(MODIFIED, None, raw)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Cycles until ``stop`` (default :attr:`stop_event`) is set; cycles only as leader."""
+        stop = stop or self.stop_event
+        leading = False
+        while not stop.is_set():
+            if not self.leader.is_leader():
+                leading = False
+                self.metrics.leader.set(0)
+                stop.wait(0.05)
+                continue
+            if not leading:
+                leading = True
+                self.metrics.leader.set(1)
+                self.resync_queue()
+            units = self.queue.pop_batch(self.settings.batch_window, self.settings.batch_size, stop, timeout=0.2)
+            if units:
+                self.cycle(units, stop)
+            active, waiting = self.queue.counts()
+            self.metrics.queue_active.set(active)
+            self.metrics.queue_unschedulable.set(waiting)
+
+    def cycle(self, units: Sequence[str], stop: threading.Event | None = None) -> CycleReport:
+        """Plans, verifies and binds the pending pods of ``units``."""
+        stop = stop or self.stop_event
+        started = self.clock()
+        report = CycleReport(units=len(units))
+        wanted = set(units)
+        snapshot, broken = self._snapshot(wanted)
+        for raw, why in broken:
+            unit = self._raw_unit(raw)
+            report.unplaced.append(object_key(raw))
+            self.queue.unschedulable(unit, why)
+            decision(pod=object_key(raw), outcome="invalid", why=why)
+            wanted.discard(unit)
+        present = {unit_of(p) for p in snapshot.pending}
+        for unit in wanted - present:
+            self.queue.done(unit)  # nothing of it is pending any more
+        report.pods = len(snapshot.pending)
+        if not snapshot.pending:
+            return report
+        self.metrics.cycles.inc()
+        planned = make_plan(snapshot, self.config, self.profile, self.options)
+        plan = planned.plan
+        report.seconds_plan = plan.summary.seconds
+        self.metrics.solve_seconds.observe(self.clock() - started)
+        if plan.summary.gap is not None:
+            self.metrics.solver_gap.set(plan.summary.gap)
+        pods = {(p.namespace, p.name): p for p in snapshot.pending}
+        gangs = {f"{g.namespace}/{g.name}": g for g in plan.gangs}
+        groups = {g.key: g for g in snapshot.pod_groups}
+        by_unit: dict[str, list[Placement]] = {}
+        for p in plan.placements:
+            by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
+        refused = self._refused(snapshot, plan.placements, pods)
+        unplaced: dict[str, list[Unplaced]] = {}
+        for u in plan.unplaced:
+            unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
+        order = [u for u in units if u in by_unit or u in unplaced]
+        for index, unit in enumerate(order):
+            if unit in refused:
+                report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
+                self.queue.unschedulable(unit, refused[unit])
+                continue
+            leftover = unit in unplaced
+            if unit in by_unit and not self._bind_unit(unit, by_unit[unit], pods, gangs, groups, stop, report,
+                                                       leftover):
+                report.interrupted = True
+                for rest in order[index:]:
+                    self.queue.requeue(rest)
+                break
+            if unit in unplaced:
+                self._unplaced(unit, unplaced[unit], pods, gangs.get(unit[5:]) if unit.startswith("gang:") else None,
+                               groups, report, requeue=unit not in by_unit)
+        self.metrics.gangs_waiting.set(len(self._waiting_gangs))
+        self.metrics.cycle_seconds.observe(self.clock() - started)
+        return report
+
+    # ------------------------------------------------------------------ snapshot
+
+    def _snapshot(self, wanted: set[str]) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
+        now = self.clock()
+        with self._lock:
+            for key in [k for k, (_, _, until) in self._assumed.items() if until < now]:
+                del self._assumed[key]
+            assumed = dict(self._assumed)
+        objects: list[RawObject] = []
+        for obj in self.store.all_objects():
+            if obj.get("kind") == "Pod" and (mine := assumed.get(object_key(obj))) is not None:
+                uid = (obj.get("metadata") or {}).get("uid", "")
+                if not (obj.get("spec") or {}).get("nodeName") and uid == mine[0]:
+                    obj = with_node_name(obj, mine[1])
+            objects.append(obj)
+        broken: list[tuple[RawObject, str]] = []
+        namespaces = set(self.settings.namespaces) if self.settings.namespaces is not None else None
+        while True:
+            try:
+                snapshot = build_snapshot([(o, "cluster") for o in objects], namespaces=namespaces,
+                                          scheduler_name=self.settings.scheduler_name, source="cluster")
+                break
+            except InputError as error:  # one bad object must not stop scheduling
+                culprit = next((i for i, o in enumerate(objects) if error.obj in (object_label(o), _namespaced(o))),
+                               None)
+                if culprit is None:
+                    raise
+                broken.append((objects.pop(culprit), str(error)))
+        pending = tuple(p for p in snapshot.pending if unit_of(p) in wanted)
+        return replace(snapshot, pending=pending), broken
+
+    def _refused(self, snapshot: Snapshot, placements: Sequence[Placement],
+                 pods: Mapping[tuple[str, str], Pod]) -> dict[str, str]:
+        """Units with a placement the independent verifier refuses."""
+        refused: dict[str, str] = {}
+        for violation in verify_plan(snapshot, placements, self.config, self.profile):
+            unit = unit_of(pods[(violation.namespace, violation.name)])
+            refused.setdefault(unit, f"plan refused by the verifier: {violation}")
+            self.metrics.binds_failed.labels("refused").inc()
+            decision(pod=f"{violation.namespace}/{violation.name}", node=violation.node, outcome="refused",
+                     why=str(violation))
+        return refused
+
+    # ------------------------------------------------------------------ binding
+
+    def _bind_unit(self, unit: str, placements: list[Placement], pods: Mapping[tuple[str, str], Pod],
+                   gangs: Mapping[str, GangStatus], groups: Mapping[str, PodGroup], stop: threading.Event,
+                   report: CycleReport, leftover: bool) -> bool:
+        """Binds one unit member by member; False when interrupted (stop, leadership lost,
+        API server unreachable): the caller requeues it and what follows."""
+        gang_key = unit[5:] if unit.startswith("gang:") else ""
+        bound: list[Pod] = []
+        failed: list[BindResult] = []
+        now = self.clock()
+        with self._lock:
+            start = min((self._first_seen.get(f"{p.namespace}/{p.name}", now) for p in placements), default=now)
+        start = min(start, self._gang_since.get(unit, start))
+        for p in placements:
+            if stop.is_set() or not self.leader.is_leader():
+                decision(pod=f"{p.namespace}/{p.name}", gang=gang_key, outcome="not_attempted",
+                         why="stopping" if stop.is_set() else "not the leader any more")
+                return False
+            pod = pods[(p.namespace, p.name)]
+            note = {DEVICE_ALLOCATED: device_annotation(p.gpus, gpu_need(pod.requests))} if p.gpus else {}
+            (result,) = bind_all(self.client, [Binding(p.namespace, p.name, p.uid, p.node, note)], dry_run=False)
+            self.results.append(result)
+            decision(pod=pod.key, node=p.node, gang=gang_key, outcome=str(result.outcome), why=result.message)
+            if result.outcome in (Outcome.BOUND, Outcome.UNKNOWN):  # unknown: it may be bound; never twice
+                with self._lock:
+                    self._assumed[pod.key] = (pod.uid, p.node, self.clock() + self.settings.assume_seconds)
+            if result.outcome == Outcome.BOUND:
+                bound.append(pod)
+                report.bound.append(pod.key)
+                self.metrics.pods_bound.inc()
+                with self._lock:
+                    seen = self._first_seen.pop(pod.key, None)
+                if seen is not None:
+                    self.metrics.pod_latency.observe(self.clock() - seen)
+                self.recorder.pod_event(pod, ev.SCHEDULED, f"Successfully assigned {pod.key} to {p.node}")
+                continue
+            failed.append(result)
+            report.failed[pod.key] = str(result.outcome)
+            self.metrics.binds_failed.labels(str(result.outcome)).inc()
+            if result.outcome == Outcome.UNKNOWN:
+                return False
+        self._after_binding(unit, gang_key, bound, failed, gangs.get(gang_key), groups.get(gang_key), start,
+                            leftover)
+        return True
+
+    def _after_binding(self, unit: str, gang_key: str, bound: list[Pod], failed: list[BindResult],
+                       gang: GangStatus | None, group: PodGroup | None, start: float, leftover: bool) -> None:
+        if not failed:
+            if gang is not None:
+                self._waiting_gangs.discard(unit)
+                self._gang_since.pop(unit, None)
+                self.metrics.gang_latency.observe(max(0.0, self.clock() - start))
+                if group is not None:
+                    self.recorder.pod_group_status(group, ev.PHASE_SCHEDULED, gang.running + len(bound))
+            if leftover:  # members beyond what was placed: try them again later
+                self.queue.unschedulable(unit, "not every pod placed")
+            else:
+                self.queue.done(unit)
+            return
+        if gang is not None and gang.running + len(bound) < gang.min_member:
+            message = (f"gang {gang_key} has {gang.running + len(bound)} of minMember {gang.min_member} pods "
+                       f"bound after {len(failed)} binding(s) failed ({failed[0].message}); re-planned next cycle")
+            self.metrics.gangs_below_min.inc()
+            decision(gang=gang_key, outcome="below_min_member", why=message)
+            for pod in bound:
+                self.recorder.pod_event(pod, ev.GANG_BELOW_MIN, message, ev.WARNING)
+        lost = all(r.outcome in (Outcome.CONFLICT, Outcome.NOT_FOUND) for r in failed)
+        if lost:  # taken or gone: the cluster changed, plan the rest again at once
+            self.queue.requeue(unit)
+        else:
+            self.queue.unschedulable(unit, failed[0].message)
+
+    # ------------------------------------------------------------------ not placed
+
+    def _unplaced(self, unit: str, entries: list[Unplaced], pods: Mapping[tuple[str, str], Pod],
+                  gang: GangStatus | None, groups: Mapping[str, PodGroup], report: CycleReport,
+                  requeue: bool) -> None:
+        members = [pods[(u.namespace, u.name)] for u in entries]
+        gang_key = unit[5:] if gang is not None else ""
+        group = groups.get(gang_key)
+        timed_out = ""
+        if gang is not None and not gang.placed:
+            now = self.clock()
+            with self._lock:
+                seen = [self._first_seen.get(p.key, now) for p in members]
+            since = self._gang_since.setdefault(unit, min(seen, default=now))
+            waiting = gang.reason.startswith(("gang waiting", "gang timed out"))
+            if waiting:
+                self._waiting_gangs.add(unit)
+                timeout = _gang_timeout(group, members)
+                if now - since >= timeout:
+                    self._gang_since[unit] = now  # reported again after another timeout
+                    timed_out = (f"gang {gang_key} timed out: {len(gang.members) + gang.running} of minMember "
+                                 f"{gang.min_member} pods exist after {timeout}s")
+                    self.metrics.gangs_timed_out.inc()
+                    decision(gang=gang_key, outcome="timed_out", why=timed_out)
+            else:
+                self._waiting_gangs.discard(unit)
+            if group is not None:
+                self.recorder.pod_group_status(group, ev.PHASE_PENDING if waiting else ev.PHASE_SCHEDULING,
+                                               gang.running, timed_out)
+        for pod, entry in zip(members, entries, strict=True):
+            why = "; ".join(entry.reasons)
+            report.unplaced.append(pod.key)
+            decision(pod=pod.key, gang=gang_key, outcome="unschedulable", why=why)
+            self.recorder.pod_event(pod, ev.FAILED_SCHEDULING, why, ev.WARNING)
+            if timed_out:
+                self.recorder.pod_event(pod, ev.GANG_TIMED_OUT, timed_out, ev.WARNING)
+        self.metrics.unschedulable.inc(len(members))
+        if requeue:
+            self.queue.unschedulable(unit, entries[0].reasons[0] if entries[0].reasons else "")
+
+
+def _gang_timeout(group: PodGroup | None, members: Sequence[Pod]) -> int:
+    if group is not None and group.origin != "label":
+        return group.timeout_seconds
+    for pod in members:
+        text = pod.annotations.get(GANG_TIMEOUT_ANNOTATION, "")
+        if text.isdigit():
+            return int(text)
+    return DEFAULT_TIMEOUT_SECONDS
+
+
+def _node_view(node: RawObject | None) -> tuple[Any, ...]:
+    """The part of a Node placement reads (not its heartbeats)."""
+    node = node or {}
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    return (_labels(node), str(spec.get("taints")), bool(spec.get("unschedulable")), str(status.get("allocatable")))
+
+
+def _labels(obj: RawObject | None) -> Mapping[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+
+def _namespaced(obj: RawObject) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{obj.get('kind', '')} {meta.get('namespace') or 'default'}/{meta.get('name', '')}"

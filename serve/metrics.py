@@ -1,0 +1,58 @@
+"""Prometheus metrics of ``kubeplace serve``, in a registry of their own (two schedulers in one
+process, as the tests run them, do not share counters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
+SOLVE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.pod_latency = Histogram(
+            "kubeplace_pod_scheduling_seconds", "From a pod first seen pending to its binding.",
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.gang_latency = Histogram(
+            "kubeplace_gang_scheduling_seconds", "From a gang's first member seen pending to its last binding.",
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.solve_seconds = Histogram(
+            "kubeplace_solve_seconds", "Planning time of one cycle (model, solve, plan).",
+            buckets=SOLVE_BUCKETS, registry=r)
+        self.cycle_seconds = Histogram(
+            "kubeplace_cycle_seconds", "One whole cycle: snapshot, plan, verify, bind.",
+            buckets=SOLVE_BUCKETS, registry=r)
+        self.pods_bound = Counter("kubeplace_pods_bound", "Pods bound.", registry=r)
+        self.binds_failed = Counter("kubeplace_binds_failed", "Bindings refused or failed, by outcome.",
+                                    ["outcome"], registry=r)
+        self.unschedulable = Counter("kubeplace_pods_unschedulable", "Pods a cycle could not place.", registry=r)
+        self.gangs_waiting = Gauge("kubeplace_gangs_waiting", "Gangs waiting for members to exist.", registry=r)
+        self.gangs_timed_out = Counter("kubeplace_gangs_timed_out", "Gangs that waited past their timeout.",
+                                       registry=r)
+        self.gangs_below_min = Counter("kubeplace_gangs_below_min_member",
+                                       "Gangs left with fewer than minMember bound after a failed binding.",
+                                       registry=r)
+        self.solver_gap = Gauge("kubeplace_solver_gap", "Relative gap of the last cycle's solve (0 = optimal).",
+                                registry=r)
+        self.queue_active = Gauge("kubeplace_queue_active_units", "Units (pods or gangs) waiting for a cycle.",
+                                  registry=r)
+        self.queue_unschedulable = Gauge("kubeplace_queue_unschedulable_units", "Units backing off.", registry=r)
+        self.leader = Gauge("kubeplace_leader", "1 while this replica holds the lease.", registry=r)
+        self.cycles = Counter("kubeplace_cycles", "Scheduling cycles run.", registry=r)
+
+    def serve(self, port: int, address: str = "0.0.0.0") -> Any:
+        """Serves ``/metrics`` on ``address:port`` from a daemon thread; returns the server."""
+        return start_http_server(port, addr=address, registry=self.registry)
+
+    def text(self) -> str:
+        return generate_latest(self.registry).decode()
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """One sample's current value (tests, logs); 0 when it has none yet."""
+        found = self.registry.get_sample_value(name, labels or {})
+        return 0.0 if found is None else float(found)
