@@ -129,6 +129,9 @@ def _register() -> None:
     from cli.serve import serve_command
 
     main.add_command(serve_command)
+    from cli.rebalance import rebalance_command
+
+    main.add_command(rebalance_command)
 
 
 _register()

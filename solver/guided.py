@@ -15,10 +15,11 @@ from solver.backends.base import SolveSettings
 from solver.bound import kind_model, lp_backend
 
 
-def kind_quotas(problem: Problem, time_limit: float) -> tuple[IntArray, IntArray] | None:
-    """(quotas (K, kinds), kind per node), or None when no solution came in time."""
+def kind_quotas(problem: Problem, time_limit: float, deterministic: bool = False) -> tuple[IntArray, IntArray] | None:
+    """(quotas (K, kinds), kind per node), or None when no solution came in time. With
+    ``deterministic``, CP-SAT solves it on deterministic time, so runs repeat exactly."""
     km = kind_model(problem, integer=True)
-    backend = lp_backend() or "cpsat"
+    backend = "cpsat" if deterministic else (lp_backend() or "cpsat")
     result = get_backend(backend).solve(km.model, SolveSettings(time_limit, 1))
     if not result.status.has_solution or result.values is None:
         return None

@@ -85,8 +85,17 @@ class _Run:
     bound: int | None = None
     steps: list[str] = field(default_factory=list)
     proved: bool = False
+    spent: float = 0.0  # backend time handed out, counted when deterministic
+
+    @property
+    def deterministic(self) -> bool:
+        """One worker: the budget is counted in backend slices, not on the clock, so the
+        number of rounds and every answer are the same from run to run."""
+        return self.options.workers <= 1
 
     def left(self) -> float:
+        if self.deterministic:
+            return self.options.time_limit - self.spent
         return self.options.time_limit - (time.monotonic() - self.started)
 
     def offer(self, candidate: Assignment, step: str) -> bool:
@@ -119,8 +128,11 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptio
     pairs = [int(problem.eligible[np.ix_(c, n)].sum()) for c, n in parts]
     reports = []
     for k, (classes, nodes) in enumerate(parts):
-        left = options.time_limit - (time.monotonic() - started)
-        budget = max(0.2, left * pairs[k] / max(sum(pairs[k:]), 1))
+        if options.workers <= 1:  # deterministic: fixed shares, not what the clock says is left
+            budget = max(0.2, options.time_limit * pairs[k] / max(sum(pairs), 1))
+        else:
+            left = options.time_limit - (time.monotonic() - started)
+            budget = max(0.2, left * pairs[k] / max(sum(pairs[k:]), 1))
         sub = subproblem(problem, classes, nodes)
         reports.append((_solve_one(sub, terms, replace(options, time_limit=budget), None), classes, nodes))
     merged = Assignment.empty()
@@ -167,7 +179,8 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solv
                  with_guided: bool = True) -> tuple[Assignment, str]:
     """The best of the greedy placements (lexicographic, exact evaluation) and its name."""
     candidates = [(greedy(problem, policy), policy) for policy in POLICIES if policy != FGD or problem.has_devices]
-    quotas = kind_quotas(problem, time_limit=min(GUIDED_SECONDS, options.time_limit / 5)) if with_guided else None
+    quotas = kind_quotas(problem, min(GUIDED_SECONDS, options.time_limit / 5),
+                         deterministic=options.workers <= 1) if with_guided else None
     if quotas is not None:
         candidates.append((guided(problem, *quotas), "guided"))
     best, name = candidates[0]
@@ -178,7 +191,9 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solv
 
 
 def settings_for(run: _Run, share: float) -> SolveSettings:
-    return SolveSettings(time_limit=max(0.05, run.left() * share), workers=run.options.workers,
+    seconds = max(0.05, run.left() * share)
+    run.spent += seconds
+    return SolveSettings(time_limit=seconds, workers=run.options.workers,
                          relative_gap=run.options.relative_gap, seed=run.options.seed)
 
 

@@ -162,9 +162,13 @@ def _set_parameters(params: Any, settings: SolveSettings, seconds: float) -> Non
     params.debug_crash_on_bad_hint = False
     params.log_search_progress = False
     if settings.workers <= 1:
-        # One sequential search: reproducible for a fixed seed (up to where the time limit cuts).
+        # One sequential search stopped by deterministic time (work done, not seconds on the
+        # clock): reproducible for a fixed seed however busy the machine is. The wall clock
+        # stays a safety net far above it.
         params.interleave_search = False
         params.randomize_search = False
+        params.max_deterministic_time = seconds
+        params.max_time_in_seconds = 10 * seconds + 1
 
 
 def _progress_callback(cp_model: Any, on_progress: Callable[[Progress], None], offset: int,

@@ -1,0 +1,172 @@
+"""``kubeplace rebalance [SOURCE...]``: which running pods to move where, and (with --apply) evict them.
+
+Registered in cli/main.py with ``main.add_command(rebalance_command)``. Without ``--apply`` it is
+a dry run that writes nothing. SOURCE files are read as ``plan`` reads them (plus
+PodDisruptionBudgets), so a cluster can be rebalanced on paper.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cli.options import Source, cluster_options, load_config, solver_options, solver_settings
+from cli.render import dump, stdout_console, table
+from kube.errors import KubeplaceError
+
+EXIT_INPUT = 2
+EXIT_INCOMPLETE = 1
+
+
+@click.command("rebalance")
+@click.argument("source", nargs=-1, type=click.Path(path_type=Path, exists=True))
+@cluster_options
+@solver_options
+@click.option("--max-moves", type=click.IntRange(min=0), default=None, help="At most this many pods move in total.")
+@click.option("--max-moves-per-node", type=click.IntRange(min=0), default=None,
+              help="At most this many pods move away from any one node.")
+@click.option("--max-moves-per-namespace", type=click.IntRange(min=0), default=None,
+              help="At most this many pods of any one namespace move.")
+@click.option("--exclude-namespace", multiple=True, metavar="NS", help="Never move pods of this namespace (repeatable).")
+@click.option("--exclude-selector", default=None, metavar="SELECTOR", help="Never move pods matching this selector.")
+@click.option("--allow-local-storage", is_flag=True, help="Pods with emptyDir/hostPath volumes may move too.")
+@click.option("--make-room-for", default=None, metavar="NS/NAME",
+              help="The fewest moves after which this pending pod (or gang) fits.")
+@click.option("--profile", type=click.Choice(["balance", "binpack"]), default=None,
+              help="Goal of the moves (default: the scheduler profile's objective).")
+@click.option("--move-cost", type=click.FloatRange(min=0), default=None,
+              help="Trade: a move must gain this much objective (default: best objective, then fewest moves).")
+@click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
+@click.option("--wave-size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Evictions per wave; the cluster is re-checked against the plan between waves.")
+@click.option("--lease-namespace", default="kubeplace-system", show_default=True,
+              help="Namespace of the kubeplace-rebalance Lease and the targets ConfigMap.")
+@click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the eviction report here as it goes (an interrupted run keeps what was moved).")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", help="Output format.")
+def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
+                      all_namespaces: bool, selector: str | None, config_path: Path | None,
+                      scheduler_name: str | None, backend: str | None, time_limit: float | None,
+                      workers: int | None, gap: float | None, seed: int | None, max_moves: int | None,
+                      max_moves_per_node: int | None, max_moves_per_namespace: int | None,
+                      exclude_namespace: tuple[str, ...], exclude_selector: str | None, allow_local_storage: bool,
+                      make_room_for: str | None, profile: str | None, move_cost: float | None, apply_: bool,
+                      wave_size: int, lease_namespace: str, report_path: Path | None, output: str) -> None:
+    """Move running pods to balance (or pack) the cluster, or to make room for a pending pod.
+
+    Only pods that may move are considered (never mirror, static, DaemonSet, terminating,
+    system-critical or bare pods, nor pods with local storage unless allowed); -n and -l
+    restrict the pods that may move. PodDisruptionBudgets' disruptionsAllowed are budgets.
+    Evicted pods are recreated by their controllers and placed by their scheduler.
+    """
+    try:
+        _run(locals())
+    except KubeplaceError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_INPUT)
+
+
+def _run(a: dict[str, Any]) -> None:
+    from rebalance.apply import apply_moves, with_owners
+    from rebalance.makeroom import make_room
+    from rebalance.model import Budgets
+    from rebalance.movable import Rules
+    from rebalance.solve import Settings, rebalance
+    from rebalance.state import load_file_state, load_live_state
+
+    config = load_config(a["config_path"])
+    prof = config.profile(a["scheduler_name"])
+    options = solver_settings(config, a["backend"], a["time_limit"], a["workers"], a["gap"], a["seed"])
+    src = Source(tuple(a["source"]), a["kubeconfig"], a["context"], a["namespace"], a["all_namespaces"],
+                 a["selector"])
+    if a["apply_"] and src.paths:
+        raise KubeplaceError("--apply needs the live cluster; SOURCE files are planned on paper only")
+    rules = Rules(frozenset(a["exclude_namespace"]), a["exclude_selector"], _frozen(src.namespaces()),
+                  a["selector"], a["allow_local_storage"])
+    rules.check()
+    cluster = None
+    if src.paths:
+        state = load_file_state(list(src.paths), prof.schedulerName)
+    else:
+        from kube.client import connect
+
+        cluster = connect(a["kubeconfig"], a["context"])
+        state = load_live_state(cluster, prof.schedulerName)
+    settings = Settings(profile=a["profile"] or prof.objective,
+                        budgets=Budgets(a["max_moves"], a["max_moves_per_node"], a["max_moves_per_namespace"]),
+                        move_cost=a["move_cost"], backend=options.backend, time_limit=options.time_limit,
+                        workers=options.workers, seed=options.seed)
+    if a["make_room_for"]:
+        room = make_room(state, a["make_room_for"], rules, config, prof, settings)
+        doc, moves, ok = room.to_dict(), list(room.moves), room.fits
+    else:
+        plan = rebalance(_layout(state, rules, config, prof), settings)
+        doc, moves, ok = plan.to_dict(), list(plan.moves), True
+    moves = with_owners(moves, state)
+    if a["apply_"] and moves:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            report = apply_moves(cluster, moves, dry_run=False, wave_size=a["wave_size"],
+                                 lease_namespace=a["lease_namespace"], report_path=a["report_path"])
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        doc["apply"] = report.to_dict()
+        ok = ok and report.complete
+    else:
+        doc["apply"] = {"dry_run": True, "evicted": 0}
+    _print(doc, a["output"], bool(a["make_room_for"]))
+    sys.exit(0 if ok else EXIT_INCOMPLETE)
+
+
+def _layout(state: Any, rules: Any, config: Any, prof: Any) -> Any:
+    from rebalance.layout import build_layout
+
+    return build_layout(state, rules, config, prof)
+
+
+def _frozen(namespaces: set[str] | None) -> frozenset[str] | None:
+    return None if namespaces is None else frozenset(namespaces)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _print(doc: dict[str, Any], output: str, room: bool) -> None:
+    if output in ("json", "yaml"):
+        click.echo(dump(doc, output), nl=False)
+        return
+    console = stdout_console()
+    applied = {(r["namespace"], r["name"]): r["outcome"] for r in doc["apply"].get("results", [])}
+    rows = table("POD", "FROM", "TO", "WHY", *(["OUTCOME"] if applied else []))
+    for m in doc["moves"]:
+        extra = [applied.get((m["namespace"], m["name"]), "")] if applied else []
+        rows.add_row(f"{m['namespace']}/{m['name']}", m["from"], m["to"], m["why"], *extra)
+    if doc["moves"]:
+        console.print(rows)
+    s = doc["summary"]
+    if room:
+        where = ", ".join(f"{p['pod']} -> {p['node']}" for p in doc["placements"])
+        text = (f"make room for {s['target']}: {s['message']}" + (f" ({where})" if where else "")
+                + ("; proven minimal" if s["proven_minimal"] and s["fits"] else ""))
+    else:
+        text = (f"{s['profile']}: objective {s['objective_before']:.6g} -> {s['objective_after']:.6g}, "
+                f"{s['pods_moved']} pod(s) moved, {s['pods_excluded']} may not move")
+    console.print(text, highlight=False)
+    report = doc["apply"]
+    if report.get("dry_run"):
+        console.print("dry run: nothing evicted (--apply to evict)", highlight=False)
+    else:
+        line = f"evicted {report['evicted']}/{len(report['results'])}"
+        if report["stopped"]:
+            line += f"; stopped: {report['stopped']}"
+        if report["targets_configmap"]:
+            line += f"; targets in ConfigMap {report['targets_configmap']}"
+        console.print(line, highlight=False)
+    for note in doc.get("notes", []):
+        console.print(f"note: {note}", highlight=False)

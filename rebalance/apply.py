@@ -1,0 +1,244 @@
+"""Carrying out moves: evictions through the Eviction API, in small waves, one run at a time.
+
+- A Lease (coordination.k8s.io/v1, ``kubeplace-rebalance`` in the lease namespace) is taken
+  first, so two runs never evict at once; it is renewed between waves and released at the end.
+- Before each wave the wave's pods are read again: each must still exist with the planned uid,
+  on the planned node, not being deleted, and its target node must still exist; at the first
+  sign that the cluster no longer matches the plan the run stops and says why.
+- 429 (a PodDisruptionBudget forbids it now) is reported and never retried in the run; 404: the
+  pod is gone; 409: it was replaced (uid precondition). Any other error stops the run.
+- Every outcome is written to ``report_path`` as it happens, so an interrupted run (Ctrl-C,
+  SIGTERM) leaves a report of what was moved.
+- Evicted pods are recreated by their controllers and placed by their scheduler; kubeplace cannot
+  write to pods, so the targets of pods scheduled by kubeplace are written to the ConfigMap
+  ``kubeplace-rebalance-targets`` (with an expiry) for ``kubeplace serve`` to honour later.
+- A dry run touches nothing at all: no lease, no eviction, no ConfigMap.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kube.errors import ClusterError, Conflict, DisruptionBudget, NotFound
+from rebalance.solve import Move
+from rebalance.state import ClusterState
+
+LEASE_NAME = "kubeplace-rebalance"
+TARGETS_CONFIGMAP = "kubeplace-rebalance-targets"
+LEASE_SECONDS = 300
+TARGETS_TTL_SECONDS = 3600
+
+EVICTED = "evicted"
+SKIPPED_PDB = "skipped (PodDisruptionBudget)"
+GONE = "gone"
+REPLACED = "replaced"
+FAILED = "failed"
+NOT_RUN = "not run"
+PLANNED = "planned (dry run)"
+
+
+class LeaseHeld(ClusterError):
+    """Another rebalance holds the lease."""
+
+    kind = "lease_held"
+
+
+@dataclass
+class Outcome:
+    move: Move
+    outcome: str
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.move.to_dict(), "outcome": self.outcome, "message": self.message}
+
+
+@dataclass
+class ApplyReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+    dry_run: bool = True
+    stopped: str = ""
+    interrupted: bool = False
+    targets_configmap: str = ""
+
+    @property
+    def evicted(self) -> int:
+        return sum(o.outcome == EVICTED for o in self.outcomes)
+
+    @property
+    def complete(self) -> bool:
+        return all(o.outcome in (EVICTED, PLANNED) for o in self.outcomes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "evicted": self.evicted, "stopped": self.stopped,
+                "interrupted": self.interrupted, "targets_configmap": self.targets_configmap,
+                "results": [o.to_dict() for o in self.outcomes]}
+
+
+def with_owners(moves: Sequence[Move], state: ClusterState) -> list[Move]:
+    """Moves with ``owner`` as KIND/NAME (what a replacement pod shares with the evicted one)."""
+    out = []
+    for m in moves:
+        f = state.facts.get(f"{m.namespace}/{m.name}")
+        out.append(replace(m, owner=f"{f.owner_kind}/{f.owner_name}" if f else m.owner))
+    return out
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _stamp(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    text = text.rstrip("Z").split("+")[0]
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            return datetime.datetime.strptime(text, fmt).replace(tzinfo=datetime.UTC)
+        except ValueError:
+            continue
+    return None
+
+
+class Lease:
+    def __init__(self, cluster: Any, namespace: str, holder: str) -> None:
+        self.cluster, self.namespace, self.holder = cluster, namespace, holder
+        self.obj: dict[str, Any] | None = None
+
+    def acquire(self) -> None:
+        now = _now()
+        spec = {"holderIdentity": self.holder, "leaseDurationSeconds": LEASE_SECONDS,
+                "acquireTime": _stamp(now), "renewTime": _stamp(now)}
+        try:
+            current = self.cluster.read_lease(self.namespace, LEASE_NAME)
+        except NotFound:
+            self.obj = self.cluster.write_lease(self.namespace, {"metadata": {"name": LEASE_NAME}, "spec": spec},
+                                                create=True)
+            return
+        held = current.get("spec") or {}
+        renewed = _parse(held.get("renewTime"))
+        until = renewed + datetime.timedelta(seconds=int(held.get("leaseDurationSeconds") or 0)) if renewed else None
+        if held.get("holderIdentity") and held["holderIdentity"] != self.holder and until and until > now:
+            raise LeaseHeld(f"another rebalance is running: lease {self.namespace}/{LEASE_NAME} is held by "
+                            f"{held['holderIdentity']} until {_stamp(until)}")
+        try:
+            self.obj = self.cluster.write_lease(self.namespace, {**current, "spec": spec}, create=False)
+        except Conflict:
+            raise LeaseHeld(f"lease {self.namespace}/{LEASE_NAME} was taken meanwhile by another run") from None
+
+    def renew(self) -> None:
+        if self.obj is not None:
+            self.obj["spec"]["renewTime"] = _stamp(_now())
+            self.obj = self.cluster.write_lease(self.namespace, self.obj, create=False)
+
+    def release(self) -> None:
+        if self.obj is not None:
+            self.obj["spec"] = {**self.obj["spec"], "holderIdentity": None, "leaseDurationSeconds": 1}
+            self.cluster.write_lease(self.namespace, self.obj, create=False)
+            self.obj = None
+
+
+def _mismatch(cluster: Any, wave: Sequence[Move], nodes: set[str]) -> str:
+    """Why the cluster no longer matches the plan for this wave, or ""."""
+    for m in wave:
+        if m.target not in nodes:
+            return f"target node {m.target} of {m.namespace}/{m.name} is gone"
+        try:
+            pod = cluster.read_pod(m.namespace, m.name)
+        except NotFound:
+            return f"pod {m.namespace}/{m.name} is gone"
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if m.uid and meta.get("uid") != m.uid:
+            return f"pod {m.namespace}/{m.name} was replaced (uid {meta.get('uid')}, planned {m.uid})"
+        if spec.get("nodeName") != m.source:
+            return f"pod {m.namespace}/{m.name} is on {spec.get('nodeName') or 'no node'}, planned {m.source}"
+        if meta.get("deletionTimestamp"):
+            return f"pod {m.namespace}/{m.name} is being deleted"
+    return ""
+
+
+def apply_moves(cluster: Any, moves: Sequence[Move], *, dry_run: bool = True, wave_size: int = 1,
+                lease_namespace: str = "kubeplace-system", holder: str = "",
+                report_path: Path | None = None, pause: float = 0.0,
+                on_outcome: Callable[[Outcome], None] | None = None) -> ApplyReport:
+    report = ApplyReport([Outcome(m, PLANNED if dry_run else NOT_RUN) for m in moves], dry_run)
+    if dry_run or not moves:
+        return report
+    lease = Lease(cluster, lease_namespace, holder or f"{socket.gethostname()}-{int(time.time())}")
+    lease.acquire()
+    try:
+        _run_waves(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome)
+    except KeyboardInterrupt:
+        report.interrupted = True
+        report.stopped = "interrupted"
+    finally:
+        try:
+            report.targets_configmap = _write_targets(cluster, report, lease_namespace)
+        finally:
+            lease.release()
+            _save(report, report_path)
+    return report
+
+
+def _run_waves(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease, report_path: Path | None,
+               pause: float, on_outcome: Callable[[Outcome], None] | None) -> None:
+    outcomes = report.outcomes
+    for start in range(0, len(outcomes), wave_size):
+        wave = outcomes[start:start + wave_size]
+        if start:
+            lease.renew()
+            if pause:
+                time.sleep(pause)
+        nodes = {n["metadata"]["name"] for n in cluster.list_nodes()}
+        why = _mismatch(cluster, [o.move for o in wave], nodes)
+        if why:
+            report.stopped = f"the cluster no longer matches the plan: {why}"
+            return
+        for o in wave:
+            m = o.move
+            try:
+                cluster.evict(m.namespace, m.name, m.uid)
+                o.outcome = EVICTED
+            except DisruptionBudget as e:
+                o.outcome, o.message = SKIPPED_PDB, str(e)
+            except NotFound as e:
+                o.outcome, o.message = GONE, str(e)
+            except Conflict as e:
+                o.outcome, o.message = REPLACED, str(e)
+            except ClusterError as e:
+                o.outcome, o.message = FAILED, str(e)
+                report.stopped = f"eviction failed: {e}"
+            _save(report, report_path)
+            if on_outcome is not None:
+                on_outcome(o)
+            if report.stopped:
+                return
+
+
+def _write_targets(cluster: Any, report: ApplyReport, namespace: str) -> str:
+    """The targets of evicted pods that kubeplace schedules, for ``kubeplace serve``."""
+    ours = [o.move for o in report.outcomes if o.outcome == EVICTED and o.move.scheduler_name == "kubeplace"]
+    if not ours:
+        return ""
+    expires = _stamp(_now() + datetime.timedelta(seconds=TARGETS_TTL_SECONDS))
+    entries = [{"namespace": m.namespace, "evicted": m.name, "owner": m.owner, "from": m.source, "to": m.target}
+               for m in ours]
+    cluster.write_config_map(namespace, TARGETS_CONFIGMAP, {"targets.json": json.dumps(entries, indent=1),
+                                                            "expires": expires})
+    return f"{namespace}/{TARGETS_CONFIGMAP}"
+
+
+def _save(report: ApplyReport, path: Path | None) -> None:
+    if path is not None:
+        path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
