@@ -87,7 +87,7 @@ class _Placer:
         w = np.where(fits, self.weight, 0)
         i = int(self.rng.choice(len(w), p=w / w.sum()))
         self.free[i] -= need
-        return self.names[i]
+        return str(self.names[i])
 
 
 def fragmented(seed: int, n_nodes: int = 200, load: float = 0.45) -> list[Manifest]:
@@ -165,10 +165,10 @@ def openb(seed: int, data_dir: Path, n_nodes: int = 250) -> tuple[list[Manifest]
 
 
 def defrag(seed: int, n_nodes: int = 6, gpus_per_node: int = 4, job_gpus: int = 4,
-           members: int = 1) -> tuple[list[Manifest], str]:
-    """GPU nodes with 1-GPU pods scattered (each node keeps fewer than ``job_gpus`` free), and a
-    pending job of ``members`` pods of ``job_gpus`` GPUs (a gang when members > 1). Returns
-    (objects, the job's key: NS/NAME of its first pod, or NS/GANG)."""
+           members: int = 1, sizes: tuple[int, ...] = (1, 2)) -> tuple[list[Manifest], str]:
+    """GPU nodes with pods of ``sizes`` GPUs scattered (each node keeps fewer than ``job_gpus``
+    free), and a pending job of ``members`` pods of ``job_gpus`` GPUs (a gang when members > 1).
+    Returns (objects, the job's key: NS/NAME of its first pod)."""
     rng = np.random.default_rng([seed, 13])
     nodes = [node(f"g{i:02d}", 64000, 512 * 1024, gpus_per_node) for i in range(n_nodes)]
     objects: list[Manifest] = list(nodes)
@@ -177,7 +177,7 @@ def defrag(seed: int, n_nodes: int = 6, gpus_per_node: int = 4, job_gpus: int = 
         free_left = int(rng.integers(1, job_gpus)) if job_gpus <= gpus_per_node else gpus_per_node
         used = max(gpus_per_node - free_left, 1)
         while used > 0:
-            g = 1 if used == 1 or rng.random() < 0.75 else 2
+            g = int(rng.choice([s for s in sizes if s <= used] or [1]))
             objects.append(pod(f"w{k:03d}", "ml", 4000 * g, 16384 * g, g, node_name=f"g{i:02d}",
                                owner=("Job", f"w{k:03d}"), labels={"app": "worker"}))
             used -= g

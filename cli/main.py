@@ -121,9 +121,14 @@ def read_plan_file(path: Path) -> Any:
 
 def _register() -> None:
     from cli.bench import bench, openb
+    from cli.bench_cluster import cluster_command
     from cli.bench_synthetic import synthetic_command
 
     bench.add_command(synthetic_command)
+    bench.add_command(cluster_command)
+    from cli.bench_gangs import gangs_command
+
+    bench.add_command(gangs_command)
     main.add_command(bench)
     main.add_command(openb)
     from cli.serve import serve_command

@@ -32,7 +32,8 @@ EXIT_INCOMPLETE = 1
               help="At most this many pods move away from any one node.")
 @click.option("--max-moves-per-namespace", type=click.IntRange(min=0), default=None,
               help="At most this many pods of any one namespace move.")
-@click.option("--exclude-namespace", multiple=True, metavar="NS", help="Never move pods of this namespace (repeatable).")
+@click.option("--exclude-namespace", multiple=True, metavar="NS",
+              help="Never move pods of this namespace (repeatable).")
 @click.option("--exclude-selector", default=None, metavar="SELECTOR", help="Never move pods matching this selector.")
 @click.option("--allow-local-storage", is_flag=True, help="Pods with emptyDir/hostPath volumes may move too.")
 @click.option("--make-room-for", default=None, metavar="NS/NAME",

@@ -168,8 +168,8 @@ class Cluster:
 
     def write_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         """Creates the ConfigMap, or replaces its data when it exists."""
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
-                "data": dict(data)}
+        body: Any = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                     "data": dict(data)}
         with _translated_errors(f"write configmap {namespace}/{name}"):
             try:
                 response: Any = self._core.replace_namespaced_config_map(

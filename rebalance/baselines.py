@@ -45,7 +45,8 @@ def _columns(layout: Layout) -> list[int]:
 
 def _room(layout: Layout, y: IntArray) -> IntArray:
     now = layout.x0.T @ layout.demand
-    return np.maximum(layout.free, now) - y.T @ layout.demand
+    out: IntArray = np.maximum(layout.free, now) - y.T @ layout.demand
+    return out
 
 
 def least_allocated(layout: Layout, c: int, room: IntArray, exclude: set[int] = frozenset()) -> int | None:  # type: ignore[assignment]
@@ -86,7 +87,7 @@ def low_node_utilization(layout: Layout, policy: LowNodeUtilization = LowNodeUti
     budget = Budgets(policy.max_total, policy.max_per_node)
     for i in sorted(np.nonzero(over)[0], key=lambda n: -util[n].max()):
         on_node = [(c, k) for c in np.nonzero(y[:, i])[0] for k in range(int(y[c, i]))]
-        on_node.sort(key=lambda ck: (layout.pods[_first(layout, ck[0])].priority, -layout.demand[ck[0], cols[0]]))
+        on_node.sort(key=lambda ck: (layout.pods[_first(layout, int(ck[0]))].priority, -layout.demand[ck[0], cols[0]]))
         taken = 0
         for c, _ in on_node:
             if not (load[i] > high * cap[i] / 100).any() or (headroom <= 0).any():
@@ -135,7 +136,7 @@ def evict_from_emptiest(layout: Layout) -> int | None:
                                    key=lambda c: -(layout.demand[c, g] if g is not None else 0))
                 queue = [int(c) for c in pods_here for _ in range(int(trial_y[c, i]))]
                 while not (trial_room[i] >= p.demand[k]).all() and queue:
-                    c = queue.pop(0)
+                    c = int(queue.pop(0))
                     j = least_allocated(layout, c, trial_room, {i, *used_nodes})
                     if j is None:
                         continue

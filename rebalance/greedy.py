@@ -10,14 +10,24 @@ The answer is the exact backend's hint, so the backend starts from it and only i
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import numpy as np
 
 from models.problem import IntArray
-from rebalance.model import Budgets, MoveModel
+from rebalance.layout import Layout
+from rebalance.model import Budgets
+
+
+def everywhere(layout: Layout) -> Any:
+    """The greedy's view of the layout: every eligible (class, node) pair is a candidate."""
+    cls, node = np.nonzero(layout.eligible)
+    return SimpleNamespace(layout=layout, pair_cls=cls.astype(np.int64), pair_node=node.astype(np.int64))
 
 
 class _Budget:
-    def __init__(self, model: MoveModel, budgets: Budgets) -> None:
+    def __init__(self, model: Any, budgets: Budgets) -> None:
         self.layout, self.b = model.layout, budgets
         self.total = 0
         self.node = np.zeros(model.layout.problem.n_nodes, np.int64)
@@ -43,18 +53,19 @@ class _Budget:
             self.pdb[j] += sign
 
 
-def _targets(model: MoveModel) -> list[IntArray]:
+def _targets(model: Any) -> list[IntArray]:
     return [model.pair_node[model.pair_cls == c] for c in range(model.layout.n_classes)]
 
 
-def _room(model: MoveModel, y: IntArray) -> IntArray:
+def _room(model: Any, y: IntArray) -> IntArray:
     lay = model.layout
     now = lay.x0.T @ lay.demand
     cap = np.maximum(lay.free, now)
-    return cap - y.T @ lay.demand
+    out: IntArray = cap - y.T @ lay.demand
+    return out
 
 
-def greedy_balance(model: MoveModel, budgets: Budgets) -> IntArray:
+def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
     lay, p = model.layout, model.layout.problem
     terms = lay.balance_terms()
     y = lay.x0.copy()
@@ -107,7 +118,7 @@ def greedy_balance(model: MoveModel, budgets: Budgets) -> IntArray:
         budget.take(c, i)
 
 
-def greedy_binpack(model: MoveModel, budgets: Budgets) -> IntArray:
+def greedy_binpack(model: Any, budgets: Budgets) -> IntArray:
     lay, p = model.layout, model.layout.problem
     y = lay.x0.copy()
     pods = p.resource_index("pods")

@@ -100,9 +100,8 @@ def make_room(state: ClusterState, key: str, rules: Rules, config: Configuration
                    f"no answer within {settings.time_limit:g}s ({result.status.value})")
         return RoomPlan(key, keys, False, (), (), result.status.value, proven, seconds, message)
     y = model.dense(result.values)
-    moves = to_moves(layout, y, "makeroom")
     moves = tuple(Move(m.namespace, m.name, m.uid, m.source, m.target, f"makes room for {key}", m.owner,
-                       m.scheduler_name) for m in moves)
+                       m.scheduler_name) for m in to_moves(layout, y, "makeroom"))
     placements = _placements(layout, model.t_cls, model.t_node, result.values[model.t], targets)
     return RoomPlan(key, keys, True, moves, placements, result.status.value, result.status.value == "optimal",
                     seconds, f"{len(moves)} move(s) make room")

@@ -20,6 +20,7 @@ number of moves either lexicographically (best goal, then fewest moves for it) o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,7 +75,7 @@ class MoveModel:
         values[self.m] = np.maximum(moved[self.pair_cls[self.m_pairs], self.pair_node[self.m_pairs]], 0)
         return values
 
-    def build(self, objective: list[tuple[int, int]], extra_rows: list[tuple[list[tuple[int, int]], int]] = (),
+    def build(self, objective: list[tuple[int, int]], extra_rows: Sequence[tuple[list[tuple[int, int]], int]] = (),
               hint: IntArray | None = None) -> LinearModel:
         """The model minimising ``objective`` with ``extra_rows`` (sum <= bound) added."""
         lb = _copy(self.lb)
@@ -96,15 +97,19 @@ def grain(resource: str) -> int:
     return MEBIBYTE if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-") else 1
 
 
-def candidate_pairs(layout: Layout, profile: str, max_targets: int) -> tuple[IntArray, IntArray]:
-    """Per class: the nodes it is on, plus up to ``max_targets`` eligible nodes, preferring
-    the least utilised (balance) or the most utilised (binpack)."""
+def candidate_pairs(layout: Layout, profile: str, max_targets: int,
+                    also: IntArray | None = None) -> tuple[IntArray, IntArray]:
+    """Per class: the nodes it is on (and those where ``also`` puts it, e.g. the greedy answer),
+    plus up to ``max_targets`` eligible nodes, preferring the least utilised (balance) or the
+    most utilised (binpack)."""
     p = layout.problem
     util = (p.used / np.maximum(p.capacity, 1)).mean(axis=1)
     order = np.argsort(util if profile == "balance" else -util, kind="stable")
     cls, node = [], []
     for c in range(layout.n_classes):
         chosen = set(np.nonzero(layout.x0[c])[0].tolist())
+        if also is not None:
+            chosen |= set(np.nonzero(also[c])[0].tolist())
         fits = layout.eligible[c][order] & (layout.free[order] >= layout.demand[c]).all(axis=1)
         chosen |= set(order[fits][:max_targets].tolist())
         for i in sorted(chosen):
@@ -114,8 +119,8 @@ def candidate_pairs(layout: Layout, profile: str, max_targets: int) -> tuple[Int
 
 
 def build_moves(layout: Layout, budgets: Budgets, profile: str = "balance", max_targets: int = MAX_TARGETS,
-                target_pairs: tuple[IntArray, IntArray] | None = None) -> MoveModel:
-    pair_cls, pair_node = candidate_pairs(layout, profile, max_targets)
+                target_pairs: tuple[IntArray, IntArray] | None = None, also: IntArray | None = None) -> MoveModel:
+    pair_cls, pair_node = candidate_pairs(layout, profile, max_targets, also)
     count = layout.x0.sum(axis=1)
     lb = LinearBuilder()
     y = lb.add_vars(np.zeros(len(pair_cls), np.int64), count[pair_cls])

@@ -9,13 +9,14 @@ linearisation) is better, so a rebalance never makes the cluster worse by its ow
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from models.problem import IntArray
-from rebalance.greedy import greedy_balance, greedy_binpack
+from rebalance.greedy import everywhere, greedy_balance, greedy_binpack
 from rebalance.layout import Layout
 from rebalance.model import SCALE, Budgets, MoveModel, balance_goal, binpack_goal, build_moves
 from solver.backends import get_backend
@@ -96,7 +97,7 @@ def goal_of(model: MoveModel, profile: str) -> list[tuple[int, int]]:
 
 
 def run(model: MoveModel, objective_terms: list[tuple[int, int]], settings: Settings, seconds: float,
-        rows: list[tuple[list[tuple[int, int]], int]] = (), hint: IntArray | None = None) -> BackendResult:
+        rows: Sequence[tuple[list[tuple[int, int]], int]] = (), hint: IntArray | None = None) -> BackendResult:
     lm = model.build(objective_terms, list(rows), hint)
     backend = get_backend(settings.backend)
     return backend.solve(lm, SolveSettings(time_limit=max(seconds, 0.1), workers=settings.workers,
@@ -110,10 +111,11 @@ def rebalance(layout: Layout, settings: Settings) -> RebalancePlan:
     if layout.n_classes == 0:
         return RebalancePlan(settings.profile, (), excluded, before, before, "nothing movable", 0.0,
                              (REPLACEMENT_NOTE,))
-    model = build_moves(layout, settings.budgets, settings.profile, settings.max_targets)
+    first_y = (greedy_balance if settings.profile == "balance" else greedy_binpack)(everywhere(layout),
+                                                                                     settings.budgets)
+    model = build_moves(layout, settings.budgets, settings.profile, settings.max_targets, also=first_y)
     goal = goal_of(model, settings.profile)
     moves = [(int(v), 1) for v in model.m]
-    first_y = (greedy_balance if settings.profile == "balance" else greedy_binpack)(model, settings.budgets)
     hint = _complete_hint(model, goal, first_y)
     weighted = settings.move_cost is not None
     cost = round((settings.move_cost or 0) * (SCALE if settings.profile == "balance" else 1))

@@ -64,6 +64,7 @@ class LeaderElector:
         self._observed_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._leading = False  # as last reported to on_change
 
     def is_leader(self) -> bool:
         with self._lock:
@@ -71,7 +72,7 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One election step; True when this replica holds the lease afterwards."""
-        was = self.is_leader()
+        was = self._leading
         try:
             held = self._step()
         except ClusterError as error:
@@ -80,6 +81,7 @@ class LeaderElector:
         if not held:
             with self._lock:
                 self._renewed_at = None
+        self._leading = held
         if held != was:
             log.info("lease %s/%s: %s", self.namespace, self.name, "acquired" if held else "lost")
             if self.on_change is not None:
@@ -129,7 +131,10 @@ class LeaderElector:
         """Gives the lease up (holder cleared) so that another replica takes it at once."""
         with self._lock:
             held, self._renewed_at = self._renewed_at is not None, None
+        was, self._leading = self._leading, False
         if not held:
+            if was and self.on_change is not None:
+                self.on_change(False)
             return
         try:
             lease = self.client.read_lease(self.namespace, self.name)
@@ -143,7 +148,7 @@ class LeaderElector:
             log.info("lease %s/%s: released", self.namespace, self.name)
         except ClusterError as error:
             log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, error)
-        if self.on_change is not None:
+        if was and self.on_change is not None:
             self.on_change(False)
 
     def run(self) -> None:

@@ -353,10 +353,10 @@ class PricingModel:
 def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, time_limit: float,
           tol: float, known: Sequence[Pattern] = (), seed: int = 0) -> Priced:
     """Columns whose node profit exceeds ``dual`` (the kind row's dual) by more than
-    ``tol``, and an upper bound on the best node profit (infinite when the heuristics
-    found columns; else Lagrangian, and CP-SAT's when it ran). CP-SAT runs only when
-    the heuristics found no such column and the bound does not exclude one, or with
-    ``time_limit`` < 0 (then for -time_limit seconds)."""
+    ``tol``, and an upper bound on the best node profit. With ``time_limit`` >= 0 CP-SAT
+    runs only when the heuristics found no such column; with ``time_limit`` < 0 (a
+    bound pass) the Lagrangian bound comes first and CP-SAT (for -time_limit seconds)
+    only when that bound does not exclude an improving column."""
     milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
 
     def value(p: Pattern) -> float:
@@ -364,11 +364,13 @@ def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, t
 
     quick = [canonical(p, shape.devices, milli) for p in device_dp_patterns(problem, shape, profit)]
     good = sorted(_unique([p for p in quick if value(p) > dual + tol]), key=value, reverse=True)
-    if good and time_limit >= 0:
-        return Priced(good[:MAX_COLUMNS], math.inf)
-    bound = node_bound(problem, shape.free, shape.devices, shape.classes, profit, max(map(value, [*quick, *known])))
-    if bound <= dual + tol:
+    bound = math.inf
+    if time_limit >= 0 and good:
         return Priced(good[:MAX_COLUMNS], bound)
+    if time_limit < 0:
+        bound = node_bound(problem, shape.free, shape.devices, shape.classes, profit, max(map(value, [*quick, *known])))
+        if bound <= dual + tol:
+            return Priced(good[:MAX_COLUMNS], bound)
     model = PricingModel(problem, shape, profit)
     if len(model.cls) == 0:
         return Priced([], 0.0)

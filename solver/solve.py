@@ -11,6 +11,7 @@ incumbent only when it is better by the exact evaluation of ``models.evaluate``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,7 @@ from solver.split import components, lift, subproblem
 
 FULL_MODEL_PAIRS = 2_000
 GUIDED_SECONDS = 3.0
+PATTERN_SHARE = 0.6
 """Above this many eligible (class, node) pairs the whole model is not built at once."""
 
 
@@ -167,6 +169,7 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solver
     else:
         from solver.lns import improve
 
+        _patterns(run)
         improve(run, backend)
     a = run.incumbent
     status = "optimal" if run.proved else ("feasible" if len(run.steps) > 1 else "greedy")
@@ -215,6 +218,26 @@ def stage_two(run: _Run, backend: Backend, hood: Neighbourhood, share: float) ->
     if result.status.has_solution and result.values is not None:
         run.offer(_merge(hood, form.assignment(result.values)), "objective")
     return result
+
+
+def _patterns(run: _Run) -> None:
+    """Column generation over node patterns when pods are left unplaced: exact per node
+    (device packing included), so it places what pooled capacity cannot tell apart, and
+    its converged LP proves a bound tighter than the kind LP. Budgeted by the clock and
+    priced on two threads, so it is skipped when one worker asks for reproducibility."""
+    if run.deterministic or run.bound is None:
+        return
+    if evaluate.placed_weight(run.problem, run.incumbent) >= run.bound:
+        return
+    from solver.patterns import pattern_placement
+
+    found = pattern_placement(run.problem, run.incumbent, time_limit=PATTERN_SHARE * run.left(),
+                              seed=run.options.seed)
+    if found.assignment is not None:
+        run.offer(found.assignment, "patterns")
+    if found.proved_bound is not None:
+        run.bound = min(run.bound, math.ceil(found.proved_bound - 1e-6))
+        run.steps.append("bound proved by column generation")
 
 
 def _solve_whole(run: _Run, backend: Backend) -> None:

@@ -8,6 +8,12 @@ to the test's namespace (pending pods elsewhere are never touched) and holding a
 from __future__ import annotations
 
 import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -39,7 +45,7 @@ def member(name: str, namespace: str, gang: str, min_member: int, cpu: str, memo
 def service(kubeconfig: str, namespace: str, identity: str, cluster: Any = None) -> Service:
     settings = ServeSettings(batch_window=0.3, namespaces=frozenset({namespace}), initial_backoff=0.5,
                              max_backoff=1.0)
-    lease = LeaseSettings(name="kubeplace", namespace=namespace, duration=3.0, renew_deadline=2.0, retry_period=0.3)
+    lease = LeaseSettings(name="kubeplace", namespace=namespace, duration=5.0, renew_deadline=3.5, retry_period=0.4)
     return Service(cast(Cluster, cluster or connect(kubeconfig)), Configuration(), Profile(), OPTIONS, settings,
                    lease, identity, watch_seconds=10)
 
@@ -154,3 +160,35 @@ def test_leader_stopped_mid_batch_loses_and_duplicates_nothing(
     assert sorted(by_a + by_b) == names
     attempts = [r.binding.name for s in (first, second) for r in s.scheduler.results]
     assert len(attempts) == len(set(attempts)) + sum(r.outcome == Outcome.CONFLICT for r in second.scheduler.results)
+
+
+def test_serve_command_logs_json_serves_metrics_and_stops_on_sigterm(
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(admin_api)
+    port = cp.free_port()
+    with kwok_nodes(core, namespace, {"a": {"cpu": "4", "memory": "8Gi"}}):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve", "--kubeconfig", str(control_plane.admin_kubeconfig),
+             "-n", namespace, "--lease-namespace", namespace, "--batch-window", "0.2", "--metrics-port", str(port),
+             "--metrics-address", "127.0.0.1", "--identity", "cli"],
+            stderr=subprocess.PIPE, text=True)
+        try:
+            create_pods(core, namespace, [pod_manifest("web", namespace)])
+            cp.wait_for(lambda: pod_nodes(core, namespace)["web"] != "", 30, "pod web bound by kubeplace serve")
+            node = pod_nodes(core, namespace)["web"]
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                metrics = response.read().decode()
+            assert "kubeplace_pods_bound_total 1.0" in metrics and "kubeplace_leader 1.0" in metrics
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert process.returncode == 0 and time.monotonic() - started < 15, stderr
+    lines = [json.loads(line) for line in stderr.splitlines()]
+    decisions = [entry for entry in lines if entry["msg"] == "decision"]
+    assert decisions == [{**decisions[0], "pod": f"{namespace}/web", "node": node, "outcome": "bound"}]
+    assert lines[-1]["msg"] == "stopped"

@@ -1,0 +1,164 @@
+"""The move-aware model: budgets (total, per node, per namespace, per PDB), objective, make-room
+optimality proved by the exact backends against brute force, and the descheduler baselines."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from bench.rebalance_clusters import defrag, node, pdb, pod
+from models.config import load_configuration
+from rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
+from rebalance.layout import Layout, build_layout
+from rebalance.makeroom import make_room
+from rebalance.model import Budgets
+from rebalance.movable import Rules
+from rebalance.solve import Settings, objective, rebalance
+from rebalance.state import ClusterState, state_of
+
+CONFIG = load_configuration(None)
+PROFILE = CONFIG.profile(None)
+FAST = {"time_limit": 5.0, "workers": 1, "seed": 0}
+
+
+def hot_cluster(pods_per_ns: int = 4, namespaces: int = 2, extra: list[dict[str, Any]] | None = None) -> ClusterState:
+    """Four 4-CPU nodes; every pod (500m each) on node a."""
+    objects = [node(n, 4000, 16384) for n in ("a", "b", "c", "d")]
+    for k in range(namespaces):
+        objects += [pod(f"p{k}-{i}", f"ns{k}", 500, 256, node_name="a", labels={"app": f"app{k}"},
+                        owner=("ReplicaSet", f"rs{k}")) for i in range(pods_per_ns)]
+    return state_of([(o, "test") for o in objects + (extra or [])])
+
+
+def layout_of(state: ClusterState, rules: Rules | None = None) -> Layout:
+    return build_layout(state, rules or Rules(), CONFIG, PROFILE)
+
+
+def moved_from(plan: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in plan.moves:
+        out[m.source] = out.get(m.source, 0) + 1
+    return out
+
+
+def test_unbounded_rebalance_spreads_the_hot_node_and_improves_the_exact_objective() -> None:
+    lay = layout_of(hot_cluster())
+    plan = rebalance(lay, Settings(**FAST))
+    assert plan.objective_after < plan.objective_before
+    assert len(plan.moves) == 6  # 8 pods of 500m on 4 nodes: 2 stay on a, 2 go to each other node
+    assert {m.source for m in plan.moves} == {"a"}
+    assert sorted(m.target for m in plan.moves) == ["b", "b", "c", "c", "d", "d"]
+    assert plan.objective_after == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("budgets, check", [
+    (Budgets(max_moves=3), lambda plan: len(plan.moves) == 3),
+    (Budgets(per_node=2), lambda plan: moved_from(plan).get("a", 0) == 2),
+    (Budgets(per_namespace=1), lambda plan: sorted(m.namespace for m in plan.moves) == ["ns0", "ns1"]),
+    (Budgets(max_moves=0), lambda plan: plan.moves == ()),
+])  # fmt: skip
+def test_budgets_are_respected(budgets: Budgets, check: Any) -> None:
+    plan = rebalance(layout_of(hot_cluster()), Settings(budgets=budgets, **FAST))
+    assert check(plan), plan.moves
+    assert plan.objective_after <= plan.objective_before
+
+
+def test_pdb_disruptions_allowed_are_budgets() -> None:
+    state = hot_cluster(extra=[pdb("one", "ns0", "app0", 1), pdb("none", "ns1", "app1", 0)])
+    plan = rebalance(layout_of(state), Settings(**FAST))
+    assert [m.namespace for m in plan.moves] == ["ns0"]
+    ignored = rebalance(layout_of(state), Settings(budgets=Budgets(pdbs=False), **FAST))
+    assert len(ignored.moves) == 6
+
+
+def test_excluded_pods_stay_and_are_reported() -> None:
+    state = hot_cluster()
+    plan = rebalance(layout_of(state, Rules(exclude_namespaces=frozenset({"ns1"}))), Settings(**FAST))
+    assert {m.namespace for m in plan.moves} == {"ns0"}
+    assert len([k for k, _ in plan.excluded if k.startswith("ns1/")]) == 4
+
+
+def test_binpack_empties_nodes() -> None:
+    objects = [node(n, 4000, 16384) for n in ("a", "b", "c")]
+    objects += [pod(f"p{i}", "ns", 1000, 256, node_name=n, owner=("ReplicaSet", "rs"))
+                for i, n in enumerate(["a", "b", "c", "a"])]
+    lay = layout_of(state_of([(o, "t") for o in objects]))
+    plan = rebalance(lay, Settings(profile="binpack", **FAST))
+    assert plan.objective_before == 3 and plan.objective_after == 1
+    assert len(plan.moves) == 2 and {m.target for m in plan.moves} == {"a"}
+
+
+def _brute_force_moves(state: ClusterState, key: str, limit: int) -> int | None:
+    """The fewest 1-GPU pods to move (each to some node with room) so that the job fits."""
+    lay = build_layout(state, Rules(), CONFIG, PROFILE, [])
+    p = lay.problem
+    g = p.resource_index("nvidia.com/gpu")
+    job_gpus = 4
+    pods = [(k, pd) for k, pd in enumerate(lay.pods)]
+    now = lay.free - lay.x0.T @ lay.demand
+    free = {n: int(now[i, g]) for i, n in enumerate(p.node_names)}
+    for count in range(limit + 1):
+        for chosen in itertools.combinations(pods, count):
+            room = dict(free)
+            for _, pd in chosen:
+                room[pd.node_name] += int(pd.requests["nvidia.com/gpu"]) * 1000
+            for host in room:
+                if room[host] < job_gpus * 1000:
+                    continue
+                rest = dict(room)
+                rest[host] -= job_gpus * 1000
+                needs = sorted((int(pd.requests["nvidia.com/gpu"]) * 1000 for _, pd in chosen), reverse=True)
+                if _pack(needs, {n: v for n, v in rest.items() if n != host}):
+                    return count
+    return None
+
+
+def _pack(needs: list[int], room: dict[str, int]) -> bool:
+    if not needs:
+        return True
+    for n in room:
+        if room[n] >= needs[0]:
+            room[n] -= needs[0]
+            if _pack(needs[1:], room):
+                return True
+            room[n] += needs[0]
+    return False
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("backend", ["cpsat", "highs"])
+def test_make_room_is_minimal_proved_by_the_exact_backend(seed: int, backend: str) -> None:
+    objects, key = defrag(seed, n_nodes=4)
+    state = state_of([(o, "t") for o in objects])
+    room = make_room(state, key, Rules(), CONFIG, PROFILE, Settings(backend=backend, max_targets=100, **FAST))
+    assert room.fits and room.proven
+    assert len(room.moves) == _brute_force_moves(state, key, 4)
+    greedy = evict_from_emptiest(build_layout(state, Rules(), CONFIG, PROFILE, room_targets(state, key)))
+    assert greedy is not None and greedy >= len(room.moves)
+
+
+def room_targets(state: ClusterState, key: str) -> list[Any]:
+    from rebalance.makeroom import target_pods
+
+    return target_pods(state, key)
+
+
+def test_make_room_within_a_too_small_budget_says_none() -> None:
+    objects, key = defrag(1, n_nodes=6, members=2)
+    state = state_of([(o, "t") for o in objects])
+    room = make_room(state, key, Rules(), CONFIG, PROFILE, Settings(budgets=Budgets(max_moves=0), **FAST))
+    assert not room.fits and room.message == "none within the budget"
+    full = make_room(state, key, Rules(), CONFIG, PROFILE, Settings(**FAST))
+    assert full.fits and len(full.placements) == 2 and len({n for _, n in full.placements}) == 2
+
+
+def test_low_node_utilization_emulation_moves_from_hot_to_cold_nodes() -> None:
+    lay = layout_of(hot_cluster())
+    y, evictions = low_node_utilization(lay, LowNodeUtilization((20, 20, None), (50, 50, None)))
+    assert evictions > 0
+    assert objective(lay, y, "balance") < objective(lay, lay.x0, "balance")
+    plan = rebalance(lay, Settings(budgets=Budgets(max_moves=evictions), **FAST))
+    assert plan.objective_after <= objective(lay, y, "balance") + 1e-9
+    assert len(plan.moves) <= evictions

@@ -1,0 +1,81 @@
+"""The informer: list then watch from the list's version, relist after 410 Gone, retry after
+errors, absent CRDs, and the store's differences after a relist."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from kube.errors import Gone, NotFound, Unreachable
+from serve.informer import Informer, Store, Watched
+from tests.builders import node, pod
+from tests.serve.fakes import ScriptedWatch
+
+
+def versioned(manifest: dict[str, Any], version: int) -> dict[str, Any]:
+    return {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": str(version)}}
+
+
+PODS = Watched("pods")
+
+
+def run_script(lists: list[Any], watches: list[Any], watched: Watched = PODS) -> tuple[
+        Informer, ScriptedWatch, list[tuple[str, str]]]:
+    changes: list[tuple[str, str]] = []
+    holder: list[Informer] = []
+    script = ScriptedWatch(lists, watches, lambda: holder[0].stop())
+    informer = Informer(script, resources=(watched,), max_retry=0.01, absent_poll=0.01,
+                        on_change=lambda r, e, old, new: changes.append((e, ((new or old) or {})["metadata"]["name"])))
+    holder.append(informer)
+    thread = threading.Thread(target=informer.run, args=(watched,), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    return informer, script, changes
+
+
+def test_list_then_watch_from_the_lists_version() -> None:
+    a, b = versioned(pod("a").manifest(), 5), versioned(pod("b").manifest(), 6)
+    informer, script, changes = run_script(
+        [([a], 10)],
+        [[("ADDED", b), ("MODIFIED", versioned(pod("b").on("n").manifest(), 11)), ("BOOKMARK", versioned(a, 12)),
+          ("DELETED", versioned(a, 13))]])
+    assert script.watched_from == ["10", "13"]  # the second watch goes on from the last event seen
+    assert changes == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "b"), ("DELETED", "a")]
+    assert [o["metadata"]["name"] for o in informer.store.items("pods")] == ["b"]
+    assert informer.store.get("pods", "default/b")["spec"]["nodeName"] == "n"  # type: ignore[index]
+
+
+def test_gone_relists_and_reports_what_changed_meanwhile() -> None:
+    a, b, c = (versioned(pod(n).manifest(), 5) for n in "abc")
+    informer, script, changes = run_script(
+        [([a, b], 10), ([versioned(pod("b").on("n").manifest(), 20), c], 30)],
+        [Gone("too old resource version", status=410), []])
+    assert informer.relists["pods"] == 2
+    assert script.watched_from[:2] == ["10", "30"]
+    # a was deleted and b bound while the watch was down: the relist says so
+    assert changes[2:] == [("MODIFIED", "b"), ("ADDED", "c"), ("DELETED", "a")]
+
+
+def test_errors_are_retried_from_the_same_version() -> None:
+    a = versioned(pod("a").manifest(), 5)
+    informer, script, _ = run_script(
+        [([a], 10)], [Unreachable("connection refused"), Unreachable("connection refused"), []])
+    assert informer.relists["pods"] == 1
+    assert script.watched_from == ["10", "10", "10", "10"]
+
+
+def test_an_absent_crd_is_an_empty_synced_resource() -> None:
+    watched = Watched("scheduling.x-k8s.io/v1alpha1/podgroups", optional=True)
+    informer, _, changes = run_script([NotFound("404"), NotFound("404")], [], watched)
+    assert informer.wait_synced(0) and informer.store.items(watched.resource) == [] and changes == []
+
+
+def test_store_replace_reports_differences() -> None:
+    store = Store()
+    n1, n2 = versioned(node("n1").manifest(), 1), versioned(node("n2").manifest(), 1)
+    assert [e for e, _, _ in store.replace("nodes", [n1, n2])] == ["ADDED", "ADDED"]
+    assert store.replace("nodes", [n1, n2]) == []  # same versions: nothing changed
+    changes = store.replace("nodes", [versioned(node("n1").manifest(), 2)])
+    assert [(e, (new or old)["metadata"]["name"]) for e, old, new in changes] == [  # type: ignore[index]
+        ("MODIFIED", "n1"), ("DELETED", "n2")]

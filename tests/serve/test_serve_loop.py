@@ -1,0 +1,224 @@
+"""The scheduling loop on a fake client: gangs whole, usage held fixed, never twice, 409s,
+leadership lost between bindings, waiting gangs timing out, events and PodGroup status."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from models.config import Configuration, Profile
+from serve.informer import Store
+from serve.loop import Scheduler, ServeSettings
+from solver.solve import SolverOptions
+from tests.builders import PodBuilder, node, pod
+from tests.serve.fakes import Clock, FakeCluster
+
+X_K8S = "scheduling.x-k8s.io"
+
+
+def member(name: str, gang: str, min_member: int, cpu: str = "1") -> PodBuilder:
+    return (pod(name).cpu(cpu).memory("1Gi").label("kubeplace.io/gang", gang)
+            .annotation("kubeplace.io/gang-min-member", str(min_member)))
+
+
+def pod_group(name: str, min_member: int, timeout: int = 60) -> dict[str, Any]:
+    return {"apiVersion": f"{X_K8S}/v1alpha1", "kind": "PodGroup", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minMember": min_member, "scheduleTimeoutSeconds": timeout}}
+
+
+class Leader:
+    def __init__(self) -> None:
+        self.leading = True
+
+    def is_leader(self) -> bool:
+        return self.leading
+
+
+def scheduler(*objects: Any, cluster: FakeCluster | None = None, clock: Clock | None = None,
+              leader: Leader | None = None) -> tuple[Scheduler, FakeCluster]:
+    cluster = cluster or FakeCluster()
+    store = Store()
+    for resource, kind in (("nodes", "Node"), ("pods", "Pod"), (f"{X_K8S}/v1alpha1/podgroups", "PodGroup")):
+        manifests = [o if isinstance(o, dict) else o.manifest() for o in objects]
+        store.replace(resource, [m for m in manifests if m["kind"] == kind])
+    s = Scheduler(cluster, store, Configuration(), Profile(), SolverOptions(time_limit=5, workers=1),
+                  ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), leader=leader,
+                  clock=clock or Clock())
+    s.recorder.clock = s.clock
+    s.resync_queue()
+    return s, cluster
+
+
+def next_cycle(s: Scheduler) -> Any:
+    units = s.queue.pop_batch(window=0, size=1000, timeout=0)
+    return s.cycle(units) if units else None
+
+
+def bound(cluster: FakeCluster) -> dict[str, str]:
+    return {key.split("/")[1]: node for key, node, _ in cluster.bindings}
+
+
+def test_a_mixed_shape_gang_is_bound_whole_around_bound_usage() -> None:
+    s, cluster = scheduler(
+        node("a").cpu("4").memory("8Gi"), node("b").cpu("4").memory("8Gi"),
+        pod("running").cpu("3").on("a"),  # held fixed: a has 1 cpu left
+        member("launcher", "job", 3, cpu="1"), member("w0", "job", 3, cpu="2"), member("w1", "job", 3, cpu="2"))
+    report = next_cycle(s)
+    assert sorted(report.bound) == ["default/launcher", "default/w0", "default/w1"]
+    assert bound(cluster) == {"launcher": "a", "w0": "b", "w1": "b"}
+    assert all(cluster.event_reasons(n) == ["Scheduled"] for n in ("launcher", "w0", "w1"))
+    assert s.metrics.value("kubeplace_pods_bound_total") == 3
+    assert s.metrics.value("kubeplace_gang_scheduling_seconds_count") == 1
+    assert s.queue.counts() == (0, 0)
+
+
+def test_a_gang_that_cannot_fit_binds_nothing_and_says_why() -> None:
+    s, cluster = scheduler(node("a").cpu("4").memory("8Gi"), *(member(f"w{i}", "big", 3, cpu="2") for i in range(3)),
+                           pod("small").cpu("1"))
+    report = next_cycle(s)
+    assert bound(cluster) == {"small": "a"}
+    assert sorted(report.unplaced) == ["default/w0", "default/w1", "default/w2"]
+    failed = [e for e in cluster.events if e["reason"] == "FailedScheduling"]
+    assert len(failed) == 3 and all(e["type"] == "Warning" for e in failed)
+    assert failed[0]["message"].startswith("gang not placed") and "0/1 nodes are available" in failed[0]["message"]
+    assert s.queue.backoff_of("gang:default/big") == 1
+    assert s.metrics.value("kubeplace_pods_unschedulable_total") == 3
+
+
+def test_a_pod_is_never_bound_twice_while_the_watch_lags() -> None:
+    s, cluster = scheduler(node("a").cpu("2").memory("8Gi"), pod("p").cpu("2"))
+    next_cycle(s)
+    s.queue.add("pod:default/p")  # still pending in the store: the watch has not caught up
+    report = next_cycle(s)
+    assert cluster.bindings == [("default/p", "a", "uid-default-p")] and report.pods == 0
+
+
+def test_assumed_pods_count_as_usage_for_the_next_batch() -> None:
+    s, cluster = scheduler(node("a").cpu("2").memory("8Gi"), pod("first").cpu("2"))
+    next_cycle(s)
+    s.store.apply("pods", "ADDED", pod("second").cpu("2").manifest())
+    s.queue.add("pod:default/second")
+    report = next_cycle(s)
+    assert report.unplaced == ["default/second"] and len(cluster.bindings) == 1
+
+
+def test_a_node_added_retries_unschedulable_pods_at_once() -> None:
+    clock = Clock()
+    s, cluster = scheduler(node("a").cpu("1").memory("8Gi"), pod("p").cpu("2"), clock=clock)
+    next_cycle(s)
+    assert s.queue.counts() == (0, 1)
+    new = node("b").cpu("4").memory("8Gi").manifest()
+    s.store.apply("nodes", "ADDED", new)
+    s.on_change("nodes", "ADDED", None, new)
+    next_cycle(s)
+    assert bound(cluster) == {"p": "b"}
+
+
+def test_a_bound_pod_deleted_retries_unschedulable_pods_at_once() -> None:
+    s, cluster = scheduler(node("a").cpu("2").memory("8Gi"), pod("old").cpu("2").on("a"), pod("p").cpu("2"))
+    next_cycle(s)
+    old = s.store.get("pods", "default/old")
+    s.store.apply("pods", "DELETED", old)  # type: ignore[arg-type]
+    s.on_change("pods", "DELETED", old, None)
+    next_cycle(s)
+    assert bound(cluster) == {"p": "a"}
+
+
+def test_a_heartbeat_on_a_node_is_not_a_change() -> None:
+    s, _ = scheduler(node("a").cpu("1").memory("8Gi"), pod("p").cpu("2"))
+    next_cycle(s)
+    before = node("a").cpu("1").memory("8Gi").manifest()
+    after = {**before, "status": {**before["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
+    s.on_change("nodes", "MODIFIED", before, after)
+    assert s.queue.counts() == (0, 1)
+
+
+def test_a_conflict_on_a_member_is_reported_and_the_gang_replanned() -> None:
+    cluster = FakeCluster()
+    cluster.bindings.append(("default/w1", "other", ""))  # another scheduler bound it first
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"), *(member(f"w{i}", "g", 3) for i in range(3)), cluster=cluster)
+    report = next_cycle(s)
+    assert report.failed == {"default/w1": "conflict"}
+    assert s.metrics.value("kubeplace_binds_failed_total", {"outcome": "conflict"}) == 1
+    assert s.metrics.value("kubeplace_gangs_below_min_member_total") == 1
+    below = [e for e in cluster.events if e["reason"] == "GangBelowMinMember"]
+    assert {e["involvedObject"]["name"] for e in below} == {"w0", "w2"}
+    assert s.queue.counts() == (1, 0)  # re-planned next cycle
+    retry = next_cycle(s)  # the watch has not shown w1 bound yet: the server answers 409 again, no duplicate
+    assert retry.bound == [] and retry.failed == {"default/w1": "conflict"}
+    assert sorted(cluster.bindings) == [("default/w0", "a", "uid-default-w0"), ("default/w1", "other", ""),
+                                        ("default/w2", "a", "uid-default-w2")]
+
+
+def test_losing_the_lease_stops_binding_between_two_pods() -> None:
+    leader = Leader()
+    cluster = FakeCluster()
+    cluster.on_bind = lambda name: setattr(leader, "leading", name != "p0")
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(4)),
+                     cluster=cluster, leader=leader)
+    report = next_cycle(s)
+    assert len(cluster.bindings) == 1 and report.interrupted
+    assert s.queue.counts() == (3, 0)  # the rest waits for the next leader (or this one again)
+    leader.leading = True
+    next_cycle(s)
+    assert len(cluster.bindings) == 4
+
+
+def test_stop_between_bindings() -> None:
+    stop = threading.Event()
+    cluster = FakeCluster()
+    cluster.on_bind = lambda name: stop.set()
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(3)), cluster=cluster)
+    units = s.queue.pop_batch(window=0, size=10, timeout=0)
+    assert s.cycle(units, stop).interrupted and len(cluster.bindings) == 1
+
+
+def test_a_waiting_gang_times_out_with_event_metric_and_podgroup_status() -> None:
+    clock = Clock()
+    cluster = FakeCluster()
+    cluster.crds.add(X_K8S)
+    join = [pod(f"w{i}").cpu("1").label("scheduling.x-k8s.io/pod-group", "job") for i in range(2)]
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"), pod_group("job", 3, timeout=30), *join, cluster=cluster,
+                     clock=clock)
+    next_cycle(s)
+    assert cluster.bindings == [] and s.metrics.value("kubeplace_gangs_waiting") == 1
+    assert cluster.statuses[-1][2]["phase"] == "Pending"
+    assert s.metrics.value("kubeplace_gangs_timed_out_total") == 0
+    clock.advance(31)
+    next_cycle(s)
+    assert s.metrics.value("kubeplace_gangs_timed_out_total") == 1
+    assert set(cluster.event_reasons("w0")) == {"FailedScheduling", "GangTimedOut"}
+    status = cluster.statuses[-1][2]
+    assert status["conditions"][0]["reason"] == "GangTimedOut" and "2 of minMember 3" in status["conditions"][0][
+        "message"]
+    third = pod("w2").cpu("1").label("scheduling.x-k8s.io/pod-group", "job").manifest()  # the last member arrives
+    s.store.apply("pods", "ADDED", third)
+    s.on_change("pods", "ADDED", None, third)
+    next_cycle(s)
+    assert sorted(bound(cluster)) == ["w0", "w1", "w2"]
+    assert cluster.statuses[-1][1:] == ("default/job", {**cluster.statuses[-1][2], "phase": "Scheduled",
+                                                        "scheduled": 3})
+    assert s.metrics.value("kubeplace_gangs_waiting") == 0
+
+
+def test_a_crd_free_gang_timeout_comes_from_its_annotation_and_status_is_skipped() -> None:
+    clock = Clock()
+    members = [member("w0", "g", 2).annotation("kubeplace.io/gang-timeout-seconds", "5")]
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *members, clock=clock)
+    next_cycle(s)
+    clock.advance(6)
+    next_cycle(s)
+    assert s.metrics.value("kubeplace_gangs_timed_out_total") == 1 and cluster.statuses == []
+
+
+def test_an_invalid_pod_is_reported_and_the_others_placed() -> None:
+    bad = pod("bad").cpu("1").label("kubeplace.io/gang", "g").annotation("kubeplace.io/gang-min-member", "two")
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), bad, pod("good").cpu("1"))
+    report = next_cycle(s)
+    assert bound(cluster) == {"good": "a"} and report.unplaced == ["default/bad"]
+
+
+def test_pending_pods_of_other_schedulers_and_namespaces_are_ignored() -> None:
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), pod("theirs").cpu("1").scheduler("default-scheduler"),
+                           pod("gated").cpu("1").gate("wait"))
+    assert next_cycle(s) is None and cluster.bindings == []
