@@ -58,7 +58,7 @@ def plan_openb(nodes: Sequence[NodeSpec], pending: Sequence[PodSpec], bound: Seq
     node_docs, pod_docs = openb.manifests(nodes, pending)
     running = [openb.pod_manifest(p, name=name, node=node, devices=devices) for p, name, node, devices in bound]
     snapshot = build_snapshot([(m, "openb") for m in (*node_docs, *running, *pod_docs)], scheduler_name=openb.SCHEDULER)
-    profile = Profile(schedulerName=openb.SCHEDULER, objective="binpack")
+    profile = Profile(schedulerName=openb.SCHEDULER, objective="binpack", placementWeight="gpu")
     return make_plan(snapshot, Configuration(profiles=(profile,)), profile,
                      SolverOptions(time_limit=time_limit, seed=seed)).plan
 

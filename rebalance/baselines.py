@@ -105,9 +105,9 @@ def low_node_utilization(layout: Layout, policy: LowNodeUtilization = LowNodeUti
             evicted.append(int(c))
             taken += 1
     for c in sorted(evicted, key=lambda k: -layout.pods[_first(layout, k)].priority):
-        j = least_allocated(layout, c, room)
-        if j is None:  # nowhere to go: it stays pending; count it back where it was for the objective
-            j = int(np.nonzero(layout.x0[c])[0][0])
+        target = least_allocated(layout, c, room)
+        # nowhere to go: it stays pending; counted back where it was for the objective
+        j = int(np.nonzero(layout.x0[c])[0][0]) if target is None else target
         y[c, j] += 1
         room[j] -= layout.demand[c]
     return y, len(evicted)

@@ -68,7 +68,7 @@ def _room(model: Any, y: IntArray) -> IntArray:
 def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
     lay, p = model.layout, model.layout.problem
     terms = lay.balance_terms()
-    y = lay.x0.copy()
+    y: IntArray = lay.x0.copy()
     if not terms:
         return y
     rs = np.array([r for r, _ in terms])
@@ -107,7 +107,7 @@ def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
                     best = (float(delta[k]), c, int(i), int(tj[k]))
         if best[1] < 0:
             return y
-        _, c, i, j = best
+        c, i, j = int(best[1]), int(best[2]), int(best[3])
         y[c, i] -= 1
         y[c, j] += 1
         room[i] += demand[c]
@@ -120,7 +120,7 @@ def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
 
 def greedy_binpack(model: Any, budgets: Budgets) -> IntArray:
     lay, p = model.layout, model.layout.problem
-    y = lay.x0.copy()
+    y: IntArray = lay.x0.copy()
     pods = p.resource_index("pods")
     room = _room(model, y)
     budget = _Budget(model, budgets)
@@ -130,9 +130,10 @@ def greedy_binpack(model: Any, budgets: Budgets) -> IntArray:
     emptied: set[int] = set()
     for i in order:
         trial_y, trial_room = y.copy(), room.copy()
+        i = int(i)
         taken: list[int] = []
         ok = True
-        for c in np.nonzero(trial_y[:, i])[0]:
+        for c in (int(k) for k in np.nonzero(trial_y[:, i])[0]):
             for _ in range(int(trial_y[c, i])):
                 tj = model.pair_node[(model.pair_cls == c) & (model.pair_node != i)]
                 tj = np.array([j for j in tj if j not in emptied and (trial_room[j] >= lay.demand[c]).all()
