@@ -118,10 +118,19 @@ def run_kubeplace(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], dist: Task
     v = validate(cluster, pods, plan)
     s = plan.summary
     extra = {"solve_seconds": s.seconds, "status": s.status, "plan_pods_placed": s.pods_placed,
-             "devices": _device_source(v), "failures": len(v.failures), "failed": v.failures[:20]}
+             "devices": _device_source(v), "failures": len(v.failures), "failed": v.failures[:20],
+             "proved_bound_gpu_milli": _proved_gpu_bound(plan, len(pods))}
     return PolicyResult(KUBEPLACE, [p for _, p in v.placed],
                         metrics(cluster, (pods[j] for j, _ in v.placed), cluster_fragmentation(cluster, dist)),
                         m.seconds, m.peak_mib, len(pods), extra)
+
+
+def _proved_gpu_bound(plan: Any, n_pods: int) -> int | None:
+    """The bound kubeplace proved (column generation), in milli-GPU: with the GPU placement
+    weight a pod weighs gpu_milli * (P + 1) + 1, so weight // (P + 1) bounds the milli-GPU."""
+    if plan.summary.bound is None or "bound proved by column generation" not in plan.steps:
+        return None
+    return int(plan.summary.bound) // (n_pods + 1)
 
 
 # --- scenarios ------------------------------------------------------------------------------------

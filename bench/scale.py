@@ -17,10 +17,12 @@ import numpy as np
 from bench.synthetic import SyntheticSpec, manifests
 from kube.objects import Snapshot
 from kube.parse import build_snapshot
+from models import evaluate
 from models.config import Configuration, Profile
 from models.problem import Problem
 from plan.checks import verify_plan
 from plan.pipeline import make_plan
+from solver.greedy import BEST_FIT, SPREAD, greedy
 from solver.solve import SolverOptions
 
 
@@ -35,6 +37,8 @@ class ScaleResult:
     pods_placed: int
     bound: int | None
     status: str
+    objective: float
+    greedy_objective: float
     classes: int
     default_scheduler_placed: int
     default_scheduler_seconds: float
@@ -67,9 +71,12 @@ def run_scale(spec: SyntheticSpec, backend: str, time_limit: float) -> ScaleResu
     emulated = one_at_a_time(planned.aggregation.problem)
     emu_seconds = time.perf_counter() - emu_start
     s = planned.plan.summary
+    problem, terms = planned.aggregation.problem, planned.plugins.objective_terms
+    first = min(evaluate.objective_value(problem, greedy(problem, policy), terms) for policy in (BEST_FIT, SPREAD))
     return ScaleResult(len(snapshot.nodes), len(snapshot.pending), backend, round(loaded - started, 2),
                        round(planned_at - loaded, 2), round(verified - planned_at, 2), s.pods_placed, s.bound,
-                       s.status, planned.aggregation.problem.n_classes, emulated, round(emu_seconds, 2), peak_mib())
+                       s.status, round(s.objective, 3), round(first, 3), problem.n_classes, emulated,
+                       round(emu_seconds, 2), peak_mib())
 
 
 def one_at_a_time(problem: Problem) -> int:

@@ -14,7 +14,7 @@ from bench.synthetic import SyntheticSpec, as_list, manifests
 from cli.render import stdout_console, table
 
 COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_plan", "seconds_verify",
-           "pods_placed", "default_scheduler_placed", "status", "peak_mib")
+           "pods_placed", "default_scheduler_placed", "greedy_objective", "objective", "status", "peak_mib")
 
 
 @click.command("synthetic")

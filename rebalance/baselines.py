@@ -104,12 +104,12 @@ def low_node_utilization(layout: Layout, policy: LowNodeUtilization = LowNodeUti
             headroom -= layout.demand[c, cols]
             evicted.append(int(c))
             taken += 1
-    for c in sorted(evicted, key=lambda k: -layout.pods[_first(layout, k)].priority):
-        target = least_allocated(layout, c, room)
+    for back in sorted(evicted, key=lambda k: -layout.pods[_first(layout, k)].priority):
+        target = least_allocated(layout, back, room)
         # nowhere to go: it stays pending; counted back where it was for the objective
-        j = int(np.nonzero(layout.x0[c])[0][0]) if target is None else target
-        y[c, j] += 1
-        room[j] -= layout.demand[c]
+        to = int(np.nonzero(layout.x0[back])[0][0]) if target is None else target
+        y[back, to] += 1
+        room[to] -= layout.demand[back]
     return y, len(evicted)
 
 

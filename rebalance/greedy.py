@@ -107,15 +107,16 @@ def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
                     best = (float(delta[k]), c, int(i), int(tj[k]))
         if best[1] < 0:
             return y
-        c, i, j = int(best[1]), int(best[2]), int(best[3])
-        y[c, i] -= 1
-        y[c, j] += 1
-        room[i] += demand[c]
-        room[j] -= demand[c]
-        load[i] -= demand[c, rs]
-        load[j] += demand[c, rs]
-        base[[i, j]] = cost(load[[i, j]], np.array([i, j]))
-        budget.take(c, i)
+        bc, bi, bj = int(best[1]), int(best[2]), int(best[3])
+        y[bc, bi] -= 1
+        y[bc, bj] += 1
+        room[bi] += demand[bc]
+        room[bj] -= demand[bc]
+        load[bi] -= demand[bc, rs]
+        load[bj] += demand[bc, rs]
+        pair = np.array([bi, bj])
+        base[pair] = cost(load[pair], pair)
+        budget.take(bc, bi)
 
 
 def greedy_binpack(model: Any, budgets: Budgets) -> IntArray:

@@ -195,7 +195,12 @@ class Scheduler:
                 self.resync_queue()
             units = self.queue.pop_batch(self.settings.batch_window, self.settings.batch_size, stop, timeout=0.2)
             if units:
-                self.cycle(units, stop)
+                try:
+                    self.cycle(units, stop)
+                except Exception:  # a bug in one cycle must not stop the scheduler
+                    log.exception("cycle failed", extra={"fields": {"units": len(units)}})
+                    for unit in units:
+                        self.queue.unschedulable(unit, "cycle failed")
             active, waiting = self.queue.counts()
             self.metrics.queue_active.set(active)
             self.metrics.queue_unschedulable.set(waiting)
@@ -209,6 +214,10 @@ class Scheduler:
         snapshot, broken = self._snapshot(wanted)
         for raw, why in broken:
             unit = self._raw_unit(raw)
+            if raw.get("kind") != "Pod" or not self._is_ours(raw) or unit not in wanted:
+                log.warning("object left out of the snapshot", extra={"fields": {"object": object_label(raw),
+                                                                                  "why": why}})
+                continue
             report.unplaced.append(object_key(raw))
             self.queue.unschedulable(unit, why)
             decision(pod=object_key(raw), outcome="invalid", why=why)

@@ -222,3 +222,17 @@ def test_pending_pods_of_other_schedulers_and_namespaces_are_ignored() -> None:
     s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), pod("theirs").cpu("1").scheduler("default-scheduler"),
                            pod("gated").cpu("1").gate("wait"))
     assert next_cycle(s) is None and cluster.bindings == []
+
+
+def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"), pod("p").cpu("1"))
+    calls = []
+
+    def broken(units: Any, stop: Any = None) -> Any:
+        calls.append(units)
+        s.stop_event.set()
+        raise RuntimeError("bug")
+
+    s.cycle = broken  # type: ignore[method-assign]
+    s.run()
+    assert calls == [["pod:default/p"]] and s.queue.backoff_of("pod:default/p") == 1
