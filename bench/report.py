@@ -2,8 +2,8 @@
 
 ``batch``: every pod of a list pending at once on an empty cluster. kubeplace runs in this process
 (rows -> manifests -> ``kube.parse.build_snapshot`` -> ``plan.pipeline.make_plan``, profile
-``binpack``); every one of its placements is then replayed on the independent device simulator
-(``bench.gpusim``), and one the simulator refuses is a failure, reported and not counted. When the
+``binpack`` with ``placementWeight: gpu``); every one of its placements is then replayed on the
+independent device simulator (``bench.gpusim``), and one the simulator refuses is a failure, reported and not counted. When the
 plan gives no device indices for a GPU pod, the harness picks them itself, first-fit per node
 (whole-GPU pods first, then shares largest first) and says so. The baselines run one pod at a time
 (``bench.baselines``); the LP bound caps GPU milli and pod count.
@@ -12,7 +12,8 @@ plan gives no device indices for a GPU pod, the harness picks them itself, first
 until the GPUs requested reach 130% of the cluster's, kept in arrival (list) order (``shuffle``:
 the FGD artifact's variant, the whole list plus draws in a random order); each baseline
 places them one at a time, kubeplace in windows of N arrivals with the earlier placements bound
-(``nodeName`` plus Koordinator's device-allocated annotation). Pods a policy cannot place when they
+(``nodeName`` plus Koordinator's device-allocated annotation), profile ``defrag`` (GPU placed
+first, then FGD fragmentation: the windows that follow need usable free GPUs). Pods a policy cannot place when they
 arrive are dropped. The figure is the GPU allocation ratio at the end, averaged over seeds.
 """
 
@@ -48,7 +49,7 @@ class Validated:
 
 
 def plan_openb(nodes: Sequence[NodeSpec], pending: Sequence[PodSpec], bound: Sequence[tuple[PodSpec, str, str,
-               tuple[int, ...]]] = (), *, time_limit: float, seed: int = 0) -> Any:
+               tuple[int, ...]]] = (), *, time_limit: float, seed: int = 0, objective: str = "binpack") -> Any:
     """kubeplace's plan for ``pending`` with ``bound`` = (pod, kube name, kube node, devices) running."""
     from kube.parse import build_snapshot
     from models.config import Configuration, Profile
@@ -58,7 +59,7 @@ def plan_openb(nodes: Sequence[NodeSpec], pending: Sequence[PodSpec], bound: Seq
     node_docs, pod_docs = openb.manifests(nodes, pending)
     running = [openb.pod_manifest(p, name=name, node=node, devices=devices) for p, name, node, devices in bound]
     snapshot = build_snapshot([(m, "openb") for m in (*node_docs, *running, *pod_docs)], scheduler_name=openb.SCHEDULER)
-    profile = Profile(schedulerName=openb.SCHEDULER, objective="binpack", placementWeight="gpu")
+    profile = Profile(schedulerName=openb.SCHEDULER, objective=objective, placementWeight="gpu")
     return make_plan(snapshot, Configuration(profiles=(profile,)), profile,
                      SolverOptions(time_limit=time_limit, seed=seed)).plan
 
@@ -225,7 +226,8 @@ def _kubeplace_windows(cluster: Cluster, nodes: Sequence[NodeSpec], arrivals: Se
     failures = 0
     for start in range(0, len(arrivals), window):
         chunk = list(arrivals[start:start + window])
-        v = validate(cluster, chunk, plan_openb(nodes, chunk, bound, time_limit=time_limit, seed=seed))
+        v = validate(cluster, chunk, plan_openb(nodes, chunk, bound, time_limit=time_limit, seed=seed,
+                                                         objective="defrag"))
         failures += len(v.failures)
         for j, p in v.placed:
             bound.append((chunk[j], openb.kube_name(chunk[j].name), openb.kube_name(p.node), p.gpus))

@@ -120,23 +120,19 @@ def read_plan_file(path: Path) -> Any:
 
 
 def _register() -> None:
+    """Commands in their own modules, imported here so that `kubeplace --help` lists them."""
     from cli.bench import bench, openb
     from cli.bench_cluster import cluster_command
-    from cli.bench_synthetic import synthetic_command
-
-    bench.add_command(synthetic_command)
-    bench.add_command(cluster_command)
     from cli.bench_gangs import gangs_command
-
-    bench.add_command(gangs_command)
-    main.add_command(bench)
-    main.add_command(openb)
+    from cli.bench_rebalance import rebalance_bench_command
+    from cli.bench_synthetic import synthetic_command
+    from cli.rebalance import rebalance_command
     from cli.serve import serve_command
 
-    main.add_command(serve_command)
-    from cli.rebalance import rebalance_command
-
-    main.add_command(rebalance_command)
+    for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command):
+        bench.add_command(command)
+    for group in (bench, openb, serve_command, rebalance_command):
+        main.add_command(group)
 
 
 _register()

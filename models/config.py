@@ -52,7 +52,7 @@ from models.plugins import DEFAULT_FILTERS, PROFILE_SCORES, in_tree_registry
 
 API_VERSION = "kubeplace.io/v1alpha1"
 KIND = "PlacementConfiguration"
-OBJECTIVES = ("balance", "binpack")
+OBJECTIVES = ("balance", "binpack", "defrag")
 PLACEMENT_WEIGHTS = ("pods", "gpu")
 
 

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from models.framework import LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from models.fragmentation import cluster_fragmentation
+from models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from models.gpu import WHOLE
 from models.problem import Assignment, Problem
 
 FloatArray = npt.NDArray[np.float64]
@@ -66,6 +68,8 @@ def objective_value(problem: Problem, a: Assignment, terms: Sequence[ObjectiveTe
             total += t.weight * balance(problem, a, t.resource)
         elif isinstance(t, NodesUsedTerm):
             total += t.weight * nodes_used(problem, a)
+        elif isinstance(t, FragmentationTerm):
+            total += t.weight * cluster_fragmentation(problem, a)[0] / WHOLE
     return total
 
 

@@ -78,7 +78,16 @@ class NodesUsedTerm:
     weight: int
 
 
-ObjectiveTerm = LoadBalanceTerm | NodesUsedTerm
+@dataclass(frozen=True)
+class FragmentationTerm:
+    """weight per GPU of FGD fragmentation after placement. It has no linear form: it
+    ranks greedy candidates and every answer, the exact model keeps to the other terms."""
+
+    weight: int
+
+
+ObjectiveTerm = LoadBalanceTerm | NodesUsedTerm | FragmentationTerm
+LINEAR_TERMS = (LoadBalanceTerm, NodesUsedTerm)
 
 
 @runtime_checkable

@@ -33,13 +33,16 @@ MIN_SECONDS = 0.1
 
 
 def improve(run: _Run, backend: Backend) -> None:
-    from solver.solve import stage_one, stage_two
+    from solver.solve import has_linear_terms, stage_one, stage_two
 
     rng = np.random.default_rng(run.options.seed)
     pairs = run.problem.eligible.sum(axis=0).astype(np.int64)
     rounds = 0
     while run.left() > MIN_SECONDS:
-        if _unplaced(run.problem, run.incumbent).any() and rounds % 4 != 3:
+        unplaced = bool(_unplaced(run.problem, run.incumbent).any())
+        if not unplaced and not has_linear_terms(run.terms):
+            break  # nothing left that the exact model can improve
+        if unplaced and (rounds % 4 != 3 or not has_linear_terms(run.terms)):
             nodes = hungry_nodes(run.problem, run.incumbent, rng, pairs, rounds)
             stage_one(run, backend, _hood(run.incumbent, nodes), _share(run, PLACE_SECONDS))
         else:

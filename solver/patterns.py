@@ -32,9 +32,10 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
+from models.fragmentation import FloatArray
 from models.problem import Assignment, DeviceUse, IntArray, Problem
 from solver.greedy import BEST_FIT, SPREAD, greedy
-from solver.pricing import FloatArray, NodeShape, Pattern, Priced, canonical, price
+from solver.pricing import NodeShape, Pattern, Priced, canonical, price
 from solver.state import PlacementState
 
 INF = highspy.kHighsInf
@@ -92,7 +93,7 @@ def device_slots(problem: Problem, node: int) -> IntArray:
         return np.zeros(0, dtype=np.int64)
     row = problem.device_free[node]
     order = np.argsort(-row, kind="stable")
-    return order[row[order] >= 0].astype(np.int64)
+    return np.asarray(order[row[order] >= 0], dtype=np.int64)
 
 
 def _milli(problem: Problem) -> IntArray:
@@ -236,7 +237,7 @@ def _price_all(problem: Problem, kinds: Kinds, master: Master, pool: ThreadPoolE
 
     order = np.argsort(-limits * np.sign(limits) * [len(ns) for ns in kinds.nodes], kind="stable").tolist()
     results = dict(zip(order, pool.map(one, order), strict=True))
-    return None if any(r is None for r in results.values()) else results  # type: ignore[return-value]
+    return None if any(r is None for r in results.values()) else results
 
 
 def realise(problem: Problem, kinds: Kinds, master: Master, lam: FloatArray) -> Assignment:

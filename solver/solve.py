@@ -20,7 +20,7 @@ import numpy as np
 
 from models import evaluate
 from models.formulation import Neighbourhood, objective_model, placement_model
-from models.framework import LoadBalanceTerm, ObjectiveTerm
+from models.framework import LINEAR_TERMS, LoadBalanceTerm, ObjectiveTerm
 from models.problem import Assignment, Problem
 from solver.backends import get_backend
 from solver.backends.base import Backend, BackendResult, SolveSettings, Status
@@ -209,7 +209,7 @@ def stage_one(run: _Run, backend: Backend, hood: Neighbourhood, share: float) ->
 
 
 def stage_two(run: _Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult | None:
-    if not run.terms:
+    if not has_linear_terms(run.terms):
         return None
     mu = evaluate.mean_utilisation(run.problem, run.incumbent)
     weight = evaluate.placed_weight(run.problem, run.incumbent)
@@ -218,6 +218,10 @@ def stage_two(run: _Run, backend: Backend, hood: Neighbourhood, share: float) ->
     if result.status.has_solution and result.values is not None:
         run.offer(_merge(hood, form.assignment(result.values)), "objective")
     return result
+
+
+def has_linear_terms(terms: Sequence[ObjectiveTerm]) -> bool:
+    return any(isinstance(t, LINEAR_TERMS) for t in terms)
 
 
 def _patterns(run: _Run) -> None:

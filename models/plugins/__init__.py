@@ -19,11 +19,12 @@ def in_tree_registry() -> Registry:
         PluginFactory(gang.NAME, CONSTRAINT, None, gang.build),
         PluginFactory("Balance", SCORE, objectives.BalanceArgs, objectives.build_balance),
         PluginFactory("BinPack", SCORE, objectives.BinPackArgs, objectives.build_binpack),
+        PluginFactory("GPUFragmentation", SCORE, objectives.GPUFragmentationArgs, objectives.build_fragmentation),
     ]
     return {f.name: f for f in factories}
 
 
 DEFAULT_FILTERS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
                    tenant_plugin.NAME, gpu_model.NAME, gang.NAME)
-PROFILE_SCORES = {"balance": ("Balance",), "binpack": ("BinPack",)}
+PROFILE_SCORES = {"balance": ("Balance",), "binpack": ("BinPack",), "defrag": ("GPUFragmentation",)}
 __all__ = ["CONSTRAINT", "DEFAULT_FILTERS", "PROFILE_SCORES", "in_tree_registry"]

@@ -2,6 +2,7 @@
 
 ``Balance`` spreads load: sum over nodes and resources of weight * (u_i - mu)^2.
 ``BinPack`` packs: fewest nodes in use (for GPU clusters and scale-down).
+``GPUFragmentation`` keeps free GPU capacity usable by the workload's shapes (profile ``defrag``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from models.framework import LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, RunContext
+from models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, RunContext
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,26 @@ def build_balance(args: BalanceArgs, _ctx: RunContext) -> Balance:
 
 def build_binpack(args: BinPackArgs, _ctx: RunContext) -> BinPack:
     return BinPack(args)
+
+
+@dataclass(frozen=True)
+class GPUFragmentationArgs:
+    weight: int = 1
+
+    def validate(self) -> list[str]:
+        return [] if self.weight >= 1 else [f"weight: expected an integer >= 1, got {self.weight}"]
+
+
+@dataclass(frozen=True)
+class GPUFragmentation:
+    """Leave the free GPU capacity in shapes the workload can use (FGD's measure)."""
+
+    args: GPUFragmentationArgs
+    name: str = "GPUFragmentation"
+
+    def terms(self) -> Sequence[ObjectiveTerm]:
+        return [FragmentationTerm(self.args.weight)]
+
+
+def build_fragmentation(args: GPUFragmentationArgs, _ctx: RunContext) -> GPUFragmentation:
+    return GPUFragmentation(args)

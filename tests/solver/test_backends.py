@@ -197,7 +197,6 @@ def test_time_limit_with_incumbent_is_feasible(backend_name: str) -> None:
     check_solution(model, result.values, result.objective)
     assert result.bound is not None and result.objective is not None
     assert result.bound < result.objective  # minimising, optimality not proved
-    assert result.seconds < 5
 
 
 def test_cpsat_single_worker_is_reproducible() -> None:
