@@ -25,7 +25,7 @@ from models.gpu import (
     devices_of,
     gpu_need,
 )
-from models.problem import BoolArray, Gang, GroupCap, IntArray, Objective, Problem
+from models.problem import BoolArray, Gang, GroupCap, IntArray, Objective, Problem, Workload
 
 BASE_RESOURCES = (CPU, MEMORY, PODS)
 MAX_TIER_WEIGHT = 1 << 40
@@ -203,6 +203,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
         gpu_count=gpu_count,
         gpu_milli=gpu_milli,
         device_free=devices.free,
+        workload=_workload(snapshot.bound, modelled, needs, resources, conv),
     )
     return Aggregation(problem, class_pods, tables, left)
 
@@ -216,6 +217,26 @@ def _eligibility(tables: Sequence[FilterTable], demand: IntArray, free: IntArray
             row &= table.class_mask(c)
         eligible[c] = row
     return eligible
+
+
+def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuNeed], resources: Sequence[str],
+              conv: GpuConventions) -> Workload:
+    """Shapes of running and pending pods with their counts (GPU fragmentation is measured
+    against what the cluster runs, not only against the batch being placed)."""
+    shapes: dict[tuple[tuple[int, ...], int, int], int] = {}
+    running = []
+    for pod in bound:
+        try:
+            running.append((pod, gpu_need(pod.requests, conv)))
+        except GpuRequestError:
+            continue
+    for pod, need in [*running, *zip(pending, needs, strict=True)]:
+        key = (_demand_vector(pod, resources, need, conv), need.count, need.milli)
+        shapes[key] = shapes.get(key, 0) + 1
+    keys = list(shapes)
+    demand = np.array([k[0] for k in keys], dtype=np.int64).reshape(len(keys), len(resources))
+    return Workload(demand, np.array([k[1] for k in keys], dtype=np.int64),
+                    np.array([k[2] for k in keys], dtype=np.int64), np.array([shapes[k] for k in keys], dtype=np.int64))
 
 
 def _capacity(node: Node, resource: str, conv: GpuConventions) -> int:

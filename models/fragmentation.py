@@ -26,7 +26,8 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class TaskShapes:
-    """The workload's task shapes (its pod classes) and their popularity."""
+    """The workload's task shapes and their popularity: running and pending pods when the
+    problem knows them (``Problem.workload``), else the pending classes."""
 
     demand: IntArray  # (M, R') non-GPU requests
     resources: IntArray  # (R',) indices of those resources in the problem
@@ -40,6 +41,11 @@ class TaskShapes:
         gpu = problem.resource_index("nvidia.com/gpu")
         keep = np.array([r for r in range(len(problem.resources)) if r != gpu and problem.resources[r] != "pods"],
                         dtype=np.int64)
+        w = problem.workload
+        if w is not None and len(w.count):
+            eligible = np.ones((len(w.count), problem.n_nodes), dtype=np.bool_)
+            return TaskShapes(w.demand[:, keep], keep, w.gpu_count, w.gpu_milli,
+                              w.count / max(int(w.count.sum()), 1), eligible)
         total = max(int(problem.count.sum()), 1)
         count = problem.gpu_count if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
         milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)

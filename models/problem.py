@@ -40,6 +40,17 @@ class Gang:
 
 
 @dataclass(frozen=True)
+class Workload:
+    """The shapes of the pods the cluster runs and waits for, with their counts: the task
+    distribution against which GPU fragmentation is measured (FGD)."""
+
+    demand: IntArray  # (M, R) requests of one pod of the shape
+    gpu_count: IntArray  # (M,)
+    gpu_milli: IntArray  # (M,)
+    count: IntArray  # (M,) pods of the shape, running and pending
+
+
+@dataclass(frozen=True)
 class Objective:
     """Second lexicographic goal, after the priority-weighted number of placed pods.
 
@@ -72,6 +83,8 @@ class Problem:
     """(K,) milli-GPU it needs free on each of those devices (1000: whole GPUs)."""
     device_free: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     """(N, D) free milli-GPU per device; -1 where a node has fewer devices."""
+    workload: Workload | None = None
+    """Running and pending pod shapes, for fragmentation; None means the pending classes."""
 
     @property
     def has_devices(self) -> bool:

@@ -32,9 +32,16 @@ class FragmentationTables:
     @staticmethod
     def of(problem: Problem) -> FragmentationTables:
         width = problem.device_free.shape[1] if problem.device_free.ndim == 2 else 0
-        gpu = problem.gpu_count > 0 if problem.has_devices else np.zeros(problem.n_classes, dtype=np.bool_)
-        p = problem.count[gpu] / max(int(problem.count[gpu].sum()), 1)
-        milli, count = problem.gpu_milli[gpu], problem.gpu_count[gpu]
+        w = problem.workload
+        if w is not None and len(w.count):
+            all_count, all_milli, all_pods = w.gpu_count, w.gpu_milli, w.count
+        elif problem.has_devices:
+            all_count, all_milli, all_pods = problem.gpu_count, problem.gpu_milli, problem.count
+        else:
+            all_count = all_milli = all_pods = np.zeros(0, dtype=np.int64)
+        gpu = all_count > 0
+        p = all_pods[gpu] / max(int(all_pods[gpu].sum()), 1)
+        milli, count = all_milli[gpu], all_count[gpu]
         f = np.arange(WHOLE + 1)
         shares = milli < WHOLE
         share = (f[:, None] * (f[:, None] < milli[None, shares]) * p[None, shares]).sum(axis=1)

@@ -37,9 +37,21 @@ Placer = Callable[[PlacementState, int, int], int]
 
 
 def class_order(problem: Problem) -> list[int]:
+    """Largest first: single classes by the dominant share of one pod; a gang as one unit,
+    by the total share of all its pods (first-fit decreasing on gangs), its classes
+    together, largest first."""
     scale = np.maximum(problem.capacity.max(axis=0, initial=0), 1)
     share = (problem.demand / scale).max(axis=1) if problem.n_classes else np.zeros(0)
-    return sorted(range(problem.n_classes), key=lambda c: (-problem.weight[c], -share[c], c))
+    units: list[tuple[float, float, int, list[int]]] = []
+    in_gang: set[int] = set()
+    for gang in problem.gangs:
+        members = sorted(gang.classes, key=lambda c: (-share[c], c))
+        in_gang.update(members)
+        size = float(sum(share[c] * problem.count[c] for c in members))
+        units.append((-float(max(problem.weight[c] for c in members)), -size, members[0], members))
+    units += [(-float(problem.weight[c]), -float(share[c]), c, [c]) for c in range(problem.n_classes)
+              if c not in in_gang]
+    return [c for *_, members in sorted(units, key=lambda u: u[:3]) for c in members]
 
 
 def greedy(problem: Problem, policy: str = BEST_FIT, order: list[int] | None = None,
