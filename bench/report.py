@@ -3,8 +3,9 @@
 ``batch``: every pod of a list pending at once on an empty cluster. kubeplace runs in this process
 (rows -> manifests -> ``kube.parse.build_snapshot`` -> ``plan.pipeline.make_plan``, profile
 ``binpack`` with ``placementWeight: gpu``); every one of its placements is then replayed on the
-independent device simulator (``bench.gpusim``), and one the simulator refuses is a failure, reported and not counted. When the
-plan gives no device indices for a GPU pod, the harness picks them itself, first-fit per node
+independent device simulator (``bench.gpusim``), and one the simulator refuses is a failure, reported
+and not counted. When the plan gives no device indices for a GPU pod, the harness picks them itself,
+first-fit per node
 (whole-GPU pods first, then shares largest first) and says so. The baselines run one pod at a time
 (``bench.baselines``); the LP bound caps GPU milli and pod count.
 
