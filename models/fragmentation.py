@@ -52,6 +52,16 @@ class TaskShapes:
         return TaskShapes(problem.demand[:, keep], keep, count, milli, problem.count / total, problem.eligible)
 
 
+def popular(shapes: TaskShapes, coverage: float = 0.95) -> TaskShapes:
+    """The most popular shapes covering ``coverage`` of the pods, reweighted (as FGD's
+    authors do: rare shapes barely move the expectation and cost as much as common ones)."""
+    order = np.argsort(-shapes.weight, kind="stable")
+    keep = order[: int(np.searchsorted(np.cumsum(shapes.weight[order]), coverage)) + 1]
+    weight = shapes.weight[keep] / max(float(shapes.weight[keep].sum()), 1e-12)
+    return TaskShapes(shapes.demand[keep], shapes.resources, shapes.count[keep], shapes.milli[keep], weight,
+                      shapes.eligible[keep])
+
+
 def node_fragmentation(shapes: TaskShapes, free: IntArray, device_free: IntArray, nodes: IntArray) -> FloatArray:
     """(B,) fragmentation of ``nodes`` given their free resources (B, R) and devices (B, D)."""
     dev = np.maximum(device_free, 0)

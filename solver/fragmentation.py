@@ -18,8 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from models.gpu import WHOLE
+from models.fragmentation import TaskShapes, node_fragmentation
+from models.gpu import WHOLE, first_fit
 from models.problem import IntArray, Problem
+from solver.state import PlacementState
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -73,3 +75,22 @@ def best_device_delta(tables: FragmentationTables, device_free: IntArray, milli:
     dev_delta = np.where(room, dev_delta, np.inf)
     best = np.argmin(dev_delta, axis=1)
     return dev_delta[np.arange(len(free)), best], best.astype(np.int64)
+
+
+def fragmentation_after(state: PlacementState, shapes: TaskShapes, c: int, nodes: IntArray
+                        ) -> tuple[FloatArray, IntArray]:
+    """Exact FGD delta per node for one more pod of class c (its best-fit device for a
+    share), and that device (-1 for whole GPUs: lowest free ones)."""
+    need = state.need(c)
+    free, dev = state.free[nodes], state.device_free[nodes]
+    before = node_fragmentation(shapes, free, dev, nodes)
+    after_dev = dev.copy()
+    chosen = np.full(len(nodes), -1, dtype=np.int64)
+    for b in range(len(nodes)):
+        picks = first_fit(dev[b], need)
+        for d in picks:
+            after_dev[b, d] -= need.milli
+        if need.milli < WHOLE and picks:
+            chosen[b] = picks[0]
+    after = node_fragmentation(shapes, free - state.problem.demand[c], after_dev, nodes)
+    return after - before, chosen

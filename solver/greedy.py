@@ -21,8 +21,9 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from models.fragmentation import TaskShapes, popular
 from models.problem import Assignment, Gang, IntArray, Problem
-from solver.fragmentation import FragmentationTables, best_device_delta
+from solver.fragmentation import FragmentationTables, best_device_delta, fragmentation_after
 from solver.state import PlacementState
 
 FloatArray = npt.NDArray[np.float64]
@@ -31,6 +32,8 @@ SPREAD = "spread"
 FGD = "fgd"
 POLICIES = (BEST_FIT, SPREAD, FGD)
 
+EXACT_FGD_PODS = 400
+"""Up to this many pending pods, FGD evaluates full node fragmentation per candidate."""
 TIE_BREAK = 1e-3
 """Weight of best-fit's leftover capacity among nodes of equal fragmentation delta."""
 Placer = Callable[[PlacementState, int, int], int]
@@ -79,11 +82,12 @@ def _placer(problem: Problem, policy: str) -> Placer:
         return _spread
     if policy == FGD:
         tables = FragmentationTables.of(problem)
+        exact = popular(TaskShapes.of(problem)) if int(problem.count.sum()) <= EXACT_FGD_PODS else None
 
         def fgd(state: PlacementState, c: int, want: int) -> int:
             if state.need(c).count == 0:
                 return _best_fit(state, c, want)
-            return _fgd(state, tables, c, want)
+            return _fgd(state, tables, c, want, exact)
         return fgd
     raise ValueError(f"unknown greedy policy {policy!r}")
 
@@ -155,15 +159,24 @@ def _spread(state: PlacementState, c: int, want: int, within: IntArray | None = 
     return placed
 
 
-def _fgd(state: PlacementState, tables: FragmentationTables, c: int, want: int) -> int:
+def _fgd(state: PlacementState, tables: FragmentationTables, c: int, want: int,
+         exact: TaskShapes | None = None) -> int:
     """One pod at a time onto the node (and device) whose fragmentation grows least, ties
-    to the fuller node; only the node that received the pod is re-evaluated."""
+    to the fuller node; only the node that received the pod is re-evaluated. With
+    ``exact`` shapes (small batches) the full node fragmentation is evaluated, CPU and
+    memory included; otherwise the tabulated GPU part."""
     nodes, _ = _candidates(state, c)
     if len(nodes) == 0 or want <= 0:
         return 0
     need = state.need(c)
+
+    def deltas(at: IntArray) -> tuple[FloatArray, IntArray]:
+        if exact is not None:
+            return fragmentation_after(state, exact, c, at)
+        return best_device_delta(tables, state.device_free[at], need.milli, need.count)
+
     leftover = _leftover(state.problem, nodes, state.free[nodes], c)
-    delta, device = best_device_delta(tables, state.device_free[nodes], need.milli, need.count)
+    delta, device = deltas(nodes)
     score = delta + TIE_BREAK * leftover
     placed = 0
     while placed < want:
@@ -174,7 +187,7 @@ def _fgd(state: PlacementState, tables: FragmentationTables, c: int, want: int) 
         state.take(c, node, 1, None if device[j] < 0 else (int(device[j]),))
         placed += 1
         if state.fit(c, np.array([node]))[0] > 0:
-            d, dev = best_device_delta(tables, state.device_free[[node]], need.milli, need.count)
+            d, dev = deltas(np.array([node]))
             left = _leftover(state.problem, np.array([node]), state.free[[node]], c)
             score[j], device[j] = d[0] + TIE_BREAK * left[0], dev[0]
         else:
