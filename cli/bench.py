@@ -12,28 +12,18 @@ Bad input is one line on stderr and exit code 2, as everywhere in kubeplace.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from kube.errors import KubeplaceError
+from cli.options import KubeplaceGroup, int_list
 
-EXIT_INPUT = 2
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
 
 
-class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except KubeplaceError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(EXIT_INPUT)
 
 
-@click.group(cls=_Group)
+@click.group(cls=KubeplaceGroup)
 def openb() -> None:
     """Alibaba's openb GPU trace (cluster-trace-gpu-v2023) as Kubernetes objects."""
 
@@ -53,7 +43,7 @@ def convert(nodes_csv: Path, pods_csv: Path, output_dir: Path) -> None:
     click.echo(f"{len(nodes)} nodes -> {node_file}\n{len(pods)} pods -> {pod_file}")
 
 
-@click.group(cls=_Group)
+@click.group(cls=KubeplaceGroup)
 def bench() -> None:
     """Benchmarks: kubeplace and its baselines side by side on the same input."""
 
@@ -87,20 +77,12 @@ def bench_openb(nodes_csv: Path, pods_csv: Path, time_limit: float, output: str,
     click.echo(json.dumps(doc, indent=2) if output == "json" else batch_table(doc), nl=output == "json")
 
 
-def _seeds(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in value.split(",") if s.strip()]
-    except ValueError:
-        raise click.BadParameter("expected integers separated by commas, e.g. 1,2,3") from None
-    if not seeds:
-        raise click.BadParameter("expected at least one seed")
-    return seeds
 
 
 @bench.command("openb-replay")
 @click.option("--nodes", "nodes_csv", type=_CSV, required=True, help="openb node list.")
 @click.option("--pods", "pods_csv", type=_CSV, required=True, help="openb pod list to sample arrivals from.")
-@click.option("--seeds", default="1,2,3", show_default=True, callback=_seeds, help="Sampling seeds.")
+@click.option("--seeds", default="1,2,3", show_default=True, callback=int_list, help="Sampling seeds.")
 @click.option("--window", type=click.IntRange(min=1), default=100, show_default=True,
               help="kubeplace plans this many arrivals at a time.")
 @click.option("--time-limit", type=click.FloatRange(min=0.05), default=1.0, show_default=True,

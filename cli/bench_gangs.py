@@ -8,21 +8,12 @@ import json
 
 import click
 
+from cli.options import int_list
 from solver.solve import SolverOptions
 
 
-def _seeds(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in value.split(",") if s.strip()]
-    except ValueError:
-        raise click.BadParameter("expected integers separated by commas, e.g. 1,2,3") from None
-    if not seeds:
-        raise click.BadParameter("expected at least one seed")
-    return seeds
-
-
 @click.command("gangs")
-@click.option("--seeds", default="1,2,3", show_default=True, callback=_seeds, help="Workload seeds.")
+@click.option("--seeds", default="1,2,3", show_default=True, callback=int_list, help="Workload seeds.")
 @click.option("--nodes", type=click.IntRange(min=1), default=300, show_default=True)
 @click.option("--gangs", type=click.IntRange(min=1), default=500, show_default=True,
               help="At most this many gangs (fewer when the cluster is full first).")

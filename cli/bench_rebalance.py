@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-EXIT_INPUT = 2
+from cli.options import EXIT_INPUT
 
 
 @click.command("rebalance")

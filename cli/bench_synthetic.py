@@ -11,6 +11,7 @@ import yaml
 
 from bench.scale import run_scale
 from bench.synthetic import SyntheticSpec, as_list, manifests
+from cli.options import int_list
 from cli.render import stdout_console, table
 
 COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_plan", "seconds_verify",
@@ -18,18 +19,21 @@ COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_p
 
 
 @click.command("synthetic")
-@click.option("--nodes", "node_counts", default="500", help="Node counts, comma-separated (e.g. 500,5000).")
-@click.option("--pods", "pod_counts", default="2000", help="Pending pod counts, one per node count.")
+@click.option("--nodes", "node_counts", default="500", callback=int_list,
+              help="Node counts, comma-separated (e.g. 500,5000).")
+@click.option("--pods", "pod_counts", default="2000", callback=int_list, help="Pending pod counts, one per node count.")
 @click.option("--backend", "backends", default="cpsat", help="Backends, comma-separated (cpsat,milp,highs,cbc).")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=10.0, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--write-list", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Only write the cluster (first size) as one YAML List file, as kubectl prints it.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
-def synthetic_command(node_counts: str, pod_counts: str, backends: str, time_limit: float, seed: int,
+def synthetic_command(node_counts: list[int], pod_counts: list[int], backends: str, time_limit: float, seed: int,
                       write_list: Path | None, output: str) -> None:
     """Time from a loaded snapshot to a verified plan, pods placed and peak memory."""
-    sizes = list(zip(_ints(node_counts), _ints(pod_counts), strict=True))
+    if len(node_counts) != len(pod_counts):
+        raise click.BadParameter("give one pod count per node count", param_hint="--pods")
+    sizes = list(zip(node_counts, pod_counts, strict=True))
     if write_list is not None:
         spec = SyntheticSpec(sizes[0][0], sizes[0][1], seed)
         with write_list.open("w") as f:
@@ -47,9 +51,3 @@ def synthetic_command(node_counts: str, pod_counts: str, backends: str, time_lim
         rows.add_row(*(str(r[c]) for c in COLUMNS))
     stdout_console().print(rows)
 
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None

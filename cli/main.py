@@ -14,24 +14,13 @@ from typing import Any
 import click
 import yaml
 
-from cli.options import OUTPUTS, Source, cluster_options, load_config, solver_options, solver_settings
+from cli.options import OUTPUTS, KubeplaceGroup, Source, cluster_options, load_config, solver_options, solver_settings
 from cli.render import dump, print_plan, progress, stdout_console
-from kube.errors import KubeplaceError
 
-EXIT_INPUT = 2
 EXIT_INCOMPLETE = 1
 
 
-class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except KubeplaceError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(EXIT_INPUT)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KubeplaceGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kubeplace")
 def main() -> None:
     """kubeplace places pending Kubernetes pods by solving one optimisation problem

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,12 +11,37 @@ from typing import Any, TypeVar
 
 import click
 
+from kube.errors import KubeplaceError
 from kube.objects import Snapshot
 from models.config import Configuration, load_configuration
 from solver.solve import SolverOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 OUTPUTS = ("table", "wide", "json", "yaml")
+EXIT_INPUT = 2
+
+
+class KubeplaceGroup(click.Group):
+    """A command group whose KubeplaceErrors (bad input, bad config, cluster trouble) become
+    one line on stderr and exit code 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KubeplaceError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(EXIT_INPUT)
+
+
+def int_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
+    """Click callback: "1,2,3" -> [1, 2, 3], with a usage error for anything else."""
+    try:
+        items = [int(s) for s in value.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter("expected integers separated by commas, e.g. 1,2,3") from None
+    if not items:
+        raise click.BadParameter("expected at least one integer")
+    return items
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,17 @@ from typing import Any
 
 import click
 
-from cli.options import Source, cluster_options, load_config, solver_options, solver_settings
+from cli.options import (
+    EXIT_INPUT,
+    Source,
+    cluster_options,
+    load_config,
+    solver_options,
+    solver_settings,
+)
 from cli.render import dump, stdout_console, table
 from kube.errors import KubeplaceError
 
-EXIT_INPUT = 2
 EXIT_INCOMPLETE = 1
 
 
