@@ -166,6 +166,17 @@ class Cluster:
         answer: RawObject = json.loads(response.data)
         return answer
 
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's data, or None when it does not exist."""
+        try:
+            with _translated_errors(f"read configmap {namespace}/{name}"):
+                response: Any = self._core.read_namespaced_config_map(
+                    name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                body: RawObject = json.loads(response.data)
+        except NotFound:
+            return None
+        return {str(k): str(v) for k, v in (body.get("data") or {}).items()}
+
     def write_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         """Creates the ConfigMap, or replaces its data when it exists."""
         body: Any = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},

@@ -29,9 +29,9 @@ from typing import Any
 from kube.errors import ClusterError, Conflict, DisruptionBudget, NotFound
 from rebalance.solve import Move
 from rebalance.state import ClusterState
+from rebalance.targets import TARGETS_CONFIGMAP
 
 LEASE_NAME = "kubeplace-rebalance"
-TARGETS_CONFIGMAP = "kubeplace-rebalance-targets"
 LEASE_SECONDS = 300
 TARGETS_TTL_SECONDS = 3600
 

@@ -23,6 +23,7 @@ timed out: an Event per member, a metric, the PodGroup status.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import threading
 import time
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
-from kube.errors import InputError
+from kube.errors import ClusterError, InputError
 from kube.gangs import DEFAULT_TIMEOUT_SECONDS, PodGroup, group_of
 from kube.objects import Pod, Snapshot
 from kube.parse import build_snapshot, object_label, parse_pod
@@ -40,6 +41,7 @@ from models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
 from plan.checks import verify_plan
 from plan.pipeline import make_plan
 from plan.plan import GangStatus, Placement, Unplaced
+from rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
 from serve import events as ev
 from serve.events import EventClient, EventRecorder
 from serve.informer import ADDED, DELETED, MODIFIED, RawObject, Store, object_key, with_node_name
@@ -54,6 +56,8 @@ GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
 
 class ServeClient(PodBinder, EventClient, Protocol):
     """What the loop writes through :class:`kube.client.Cluster` (tests pass a fake)."""
+
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None: ...
 
 
 class LeaderCheck(Protocol):
@@ -73,6 +77,10 @@ class ServeSettings:
     """How long a binding not yet seen by the watch counts as usage."""
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
+    targets_namespace: str = "kubeplace-system"
+    """Where ``kubeplace rebalance`` records the target nodes of the pods it moved."""
+    targets_refresh: float = 10.0
+    """Seconds the rebalance targets are cached between reads."""
 
 
 def unit_of(pod: Pod) -> str:
@@ -117,6 +125,7 @@ class Scheduler:
         self._first_seen: dict[str, float] = {}
         self._gang_since: dict[str, float] = {}
         self._waiting_gangs: set[str] = set()
+        self._targets: tuple[float, list[Target]] = (float("-inf"), [])
 
     # ------------------------------------------------------------------ informer events
 
@@ -280,6 +289,7 @@ class Scheduler:
                 if not (obj.get("spec") or {}).get("nodeName") and uid == mine[0]:
                     obj = with_node_name(obj, mine[1])
             objects.append(obj)
+        objects = steer(objects, self._rebalance_targets(), self.settings.scheduler_name)
         broken: list[tuple[RawObject, str]] = []
         namespaces = set(self.settings.namespaces) if self.settings.namespaces is not None else None
         while True:
@@ -295,6 +305,21 @@ class Scheduler:
                 broken.append((objects.pop(culprit), str(error)))
         pending = tuple(p for p in snapshot.pending if unit_of(p) in wanted)
         return replace(snapshot, pending=pending), broken
+
+    def _rebalance_targets(self) -> list[Target]:
+        """The rebalance targets in force (rebalance/targets.py), re-read every few seconds;
+        none when they cannot be read (the pods then go wherever the plan says)."""
+        read_at, targets = self._targets
+        if self.clock() - read_at < self.settings.targets_refresh:
+            return targets
+        try:
+            data = self.client.read_config_map(self.settings.targets_namespace, TARGETS_CONFIGMAP)
+        except ClusterError as error:
+            log.warning("rebalance targets unreadable", extra={"fields": {"why": str(error)}})
+            data = None
+        targets = parse_targets(data, datetime.datetime.now(datetime.UTC))
+        self._targets = (self.clock(), targets)
+        return targets
 
     def _refused(self, snapshot: Snapshot, placements: Sequence[Placement],
                  pods: Mapping[tuple[str, str], Pod]) -> dict[str, str]:

@@ -26,6 +26,7 @@ class FakeCluster:
         self.on_bind: Any = None
         self.leases: dict[str, RawObject] = {}
         self.lease_errors: list[Exception] = []
+        self.config_maps: dict[str, dict[str, str]] = {}  # namespace/name -> data
         self._version = 0
         self._lock = threading.Lock()
 
@@ -48,6 +49,9 @@ class FakeCluster:
         if group not in self.crds:
             raise NotFound("404 page not found", status=404)
         self.statuses.append((group, f"{namespace}/{name}", dict(status)))
+
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        return self.config_maps.get(f"{namespace}/{name}")
 
     def read_lease(self, namespace: str, name: str) -> RawObject:
         with self._lock:

@@ -3,6 +3,7 @@ leadership lost between bindings, waiting gangs timing out, events and PodGroup 
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -236,3 +237,30 @@ def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:
     s.cycle = broken  # type: ignore[method-assign]
     s.run()
     assert calls == [["pod:default/p"]] and s.queue.backoff_of("pod:default/p") == 1
+
+
+def rebalance_targets(expires: str, *entries: tuple[str, str, str]) -> dict[str, str]:
+    return {"expires": expires, "targets.json": json.dumps(
+        [{"namespace": ns, "evicted": "old", "owner": owner, "from": "n1", "to": to} for ns, owner, to in entries])}
+
+
+def test_a_replacement_goes_to_the_rebalance_target_until_it_expires() -> None:
+    nodes = (node("n1").cpu("8").memory("8Gi"), node("n2").cpu("8").memory("8Gi"))
+    replacement = pod("web-new").cpu("1").owner("ReplicaSet", "web-5d8f")
+    cluster = FakeCluster()
+    cluster.config_maps["kubeplace-system/kubeplace-rebalance-targets"] = rebalance_targets(
+        "2999-01-01T00:00:00.000000Z", ("default", "ReplicaSet/web-5d8f", "n2"))
+    s, _ = scheduler(*nodes, node("n3").cpu("8").memory("8Gi"), replacement, cluster=cluster)
+    next_cycle(s)
+    assert bound(cluster) == {"web-new": "n2"}
+
+
+def test_expired_or_missing_targets_leave_placement_free() -> None:
+    for data in (rebalance_targets("2000-01-01T00:00:00.000000Z", ("default", "ReplicaSet/web", "n2")), None):
+        cluster = FakeCluster()
+        if data is not None:
+            cluster.config_maps["kubeplace-system/kubeplace-rebalance-targets"] = data
+        s, _ = scheduler(node("n1").cpu("8").memory("8Gi"), pod("w").cpu("1").owner("ReplicaSet", "web"),
+                         cluster=cluster)
+        next_cycle(s)
+        assert bound(cluster) == {"w": "n1"}
