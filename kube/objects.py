@@ -58,6 +58,18 @@ class SelectorTerm:
 
 
 @dataclass(frozen=True)
+class PodAffinityTerm:
+    """A required inter-pod (anti-)affinity term: pods matching ``selector`` in
+    ``namespaces`` (empty: the owner's own; ``all_namespaces``: every one) within one
+    ``topology_key`` domain."""
+
+    selector: tuple[Requirement, ...]
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+    topology_key: str = ""
+
+
+@dataclass(frozen=True)
 class HostPort:
     port: int
     protocol: str = "TCP"
@@ -94,6 +106,8 @@ class Pod:
     """Required node affinity terms; None when the pod has none (matches every node)."""
     tolerations: tuple[Toleration, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    """Required pod anti-affinity terms; they bind pods placed near this one once it runs."""
     phase: str = "Pending"
     deleting: bool = False
     scheduling_gates: tuple[str, ...] = ()

@@ -15,6 +15,7 @@ from typing import Any
 from kube.errors import InputError, expect_list, expect_mapping, expect_str
 from kube.gangs import is_pod_group, parse_pod_group, plain_groups
 from kube.objects import HostPort, Node, Pod, Snapshot, Taint, Toleration
+from kube.pod_affinity import anti_affinity_terms
 from kube.quantity import QuantityError, resource_amount
 from kube.requests import is_sidecar, pod_requests
 from kube.selectors import matches, parse_selector, required_node_affinity
@@ -100,6 +101,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
             required_terms=required_node_affinity(spec),
             tolerations=_tolerations(spec.get("tolerations")),
             host_ports=_host_ports(spec),
+            anti_affinity=anti_affinity_terms(spec),
             phase=expect_str(status.get("phase"), "status.phase") or "Pending",
             deleting=metadata.get("deletionTimestamp") is not None,
             scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),

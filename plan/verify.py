@@ -131,6 +131,7 @@ def _pair_rules(
         yield from _tenant(pod, node, snapshot, settings)
     if settings.check_gpu_model:
         yield from _gpu_model(pod, node, settings)
+    yield from _existing_anti_affinity(pod, node, snapshot)
     for check in extra_checks:
         try:
             reason = check(pod, node)
@@ -139,6 +140,36 @@ def _pair_rules(
             reason = f"check {name} raised {type(error).__name__}: {error}"
         if reason is not None:
             yield "ExtraCheck", reason
+
+
+def _existing_anti_affinity(pod: Pod, node: Node, snapshot: Snapshot) -> Iterator[tuple[str, str]]:
+    """A running pod's required anti-affinity term that matches ``pod`` forbids every node in
+    the running pod's topology domain (same value of the term's topology key)."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    for other in snapshot.bound:
+        home = nodes.get(other.node_name)
+        if home is None or other.finished:
+            continue
+        for term in other.anti_affinity:
+            domain = home.labels.get(term.topology_key)
+            if domain is None or node.labels.get(term.topology_key) != domain:
+                continue
+            scope = term.all_namespaces or pod.namespace in (term.namespaces or (other.namespace,))
+            if scope and all(_label_requirement(r, pod.labels.get(r.key)) for r in term.selector):
+                yield ("InterPodAntiAffinity",
+                       f"{other.namespace}/{other.name} forbids {term.topology_key}={domain} to pods like this one")
+
+
+def _label_requirement(r: Requirement, value: str | None) -> bool:
+    if r.operator == "In":
+        return value is not None and value in r.values
+    if r.operator == "NotIn":
+        return value is None or value not in r.values
+    if r.operator == "Exists":
+        return value is not None
+    if r.operator == "DoesNotExist":
+        return value is None
+    return False
 
 
 def _tolerates(pod: Pod, key: str, value: str, effect: str) -> bool:

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from models.framework import CONSTRAINT, FILTER, SCORE, PluginFactory, Registry
-from models.plugins import gang, gpu_model, node_affinity, node_ports, node_unschedulable, objectives, taint_toleration
+from models.plugins import (
+    gang,
+    gpu_model,
+    node_affinity,
+    node_ports,
+    node_unschedulable,
+    objectives,
+    pod_anti_affinity,
+    taint_toleration,
+)
 from models.plugins import tenant as tenant_plugin
 
 
@@ -14,6 +23,7 @@ def in_tree_registry() -> Registry:
         PluginFactory(node_affinity.NAME, FILTER, None, node_affinity.build),
         PluginFactory(taint_toleration.NAME, FILTER, None, taint_toleration.build),
         PluginFactory(node_ports.NAME, FILTER, None, node_ports.build),
+        PluginFactory(pod_anti_affinity.NAME, FILTER, None, pod_anti_affinity.build),
         PluginFactory(tenant_plugin.NAME, FILTER, tenant_plugin.TenantArgs, tenant_plugin.build),
         PluginFactory(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build),
         PluginFactory(gang.NAME, CONSTRAINT, None, gang.build),
@@ -25,6 +35,6 @@ def in_tree_registry() -> Registry:
 
 
 DEFAULT_FILTERS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
-                   tenant_plugin.NAME, gpu_model.NAME, gang.NAME)
+                   pod_anti_affinity.NAME, tenant_plugin.NAME, gpu_model.NAME, gang.NAME)
 PROFILE_SCORES = {"balance": ("Balance",), "binpack": ("BinPack",), "defrag": ("GPUFragmentation",)}
 __all__ = ["CONSTRAINT", "DEFAULT_FILTERS", "PROFILE_SCORES", "in_tree_registry"]

@@ -1,0 +1,67 @@
+"""InterPodAntiAffinity: a running pod's required anti-affinity keeps the pods it matches
+out of its topology domain (its node's value of the term's topology key).
+
+A pending pod with required (anti-)affinity of its own is left to the default scheduler
+(not modelled), so only running pods' terms bind the pods kubeplace places.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kube.objects import Node, Pod, PodAffinityTerm
+from kube.selectors import matches
+from models.framework import RunContext
+from models.problem import BoolArray
+
+NAME = "InterPodAntiAffinity"
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """Pods matching ``term`` (seen from ``namespace``) may not run where ``key`` = ``value``."""
+
+    term: PodAffinityTerm
+    namespace: str
+    key: str
+    value: str
+
+    def applies_to(self, pod: Pod) -> bool:
+        namespaces = self.term.namespaces or (self.namespace,)
+        in_scope = self.term.all_namespaces or pod.namespace in namespaces
+        return in_scope and matches(self.term.selector, pod.labels)
+
+
+@dataclass(frozen=True)
+class InterPodAntiAffinity:
+    forbidden: tuple[Forbidden, ...]
+    name: str = NAME
+    reason: str = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+    def pod_key(self, pod: Pod) -> Hashable:
+        return tuple(i for i, f in enumerate(self.forbidden) if f.applies_to(pod))
+
+    def node_key(self, node: Node) -> Hashable:
+        return tuple(node.labels.get(f.key) for f in self.forbidden)
+
+    def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
+        mask = np.ones(len(nodes), dtype=np.bool_)
+        for f in self.forbidden:
+            if f.applies_to(pod):
+                mask &= np.array([n.labels.get(f.key) != f.value for n in nodes], dtype=np.bool_)
+        return mask
+
+
+def build(_args: None, ctx: RunContext) -> InterPodAntiAffinity:
+    nodes = {n.name: n for n in ctx.snapshot.nodes}
+    found: dict[Forbidden, None] = {}
+    for pod in ctx.snapshot.bound:
+        node = nodes.get(pod.node_name)
+        for term in pod.anti_affinity:
+            value = node.labels.get(term.topology_key) if node is not None else None
+            if value is not None:  # a node without the key is in no domain of this term
+                found[Forbidden(term, pod.namespace, term.topology_key, value)] = None
+    return InterPodAntiAffinity(tuple(found))
