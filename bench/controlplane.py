@@ -15,7 +15,6 @@ import contextlib
 import ctypes
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -35,129 +34,19 @@ import yaml
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-BUILD_SCRIPT = REPO_ROOT / ".ci" / "build-controlplane"
-KUBE_TOOL_GO_MOD = REPO_ROOT / "tools" / "controlplane" / "kubernetes" / "go.mod"
-
-#: Env var naming a ready bin dir, which skips the build script (and the need for Go).
-BIN_DIR_ENV = "KUBEPLACE_CONTROLPLANE_BIN"
-#: Env var that, when set to 1, keeps the work dir (logs, certs, kubeconfigs) after the run.
-KEEP_WORKDIR_ENV = "KUBEPLACE_E2E_KEEP"
-
-#: kwok only manages nodes carrying this annotation.
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-KWOK_NODE_ANNOTATION_VALUE = "fake"
-#: The identity kubeplace runs as; the name a ServiceAccount kubeplace/kubeplace-system has,
-#: so RBAC bindings written for the in-cluster deployment apply to it unchanged.
-KUBEPLACE_USER = "system:serviceaccount:kubeplace-system:kubeplace"
-ADMIN_USER = "kubeplace-e2e-admin"
-
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
-BUILD_TIMEOUT_S = 45 * 60
-LOG_TAIL_LINES = 40
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane could not be built or started."""
-
-
-class ControlPlaneUnavailable(ControlPlaneError):
-    """A prerequisite (Go, openssl) is missing on this machine: tests skip, or fail on CI."""
-
-
-# --------------------------------------------------------------------------- binaries
-
-
-def pinned_kube_version() -> str:
-    """The k8s.io/kubernetes version the tool module pins, e.g. ``v1.36.3``."""
-    match = re.search(r"^(?:require)?\s*k8s\.io/kubernetes (v\S+)", KUBE_TOOL_GO_MOD.read_text(), re.MULTILINE)
-    if match is None:
-        raise ControlPlaneError(f"{KUBE_TOOL_GO_MOD} does not require k8s.io/kubernetes")
-    return match.group(1)
-
-
-def locate_binaries(timeout: float = BUILD_TIMEOUT_S) -> Path:
-    """Return the bin dir, building the control plane first if the cache is cold."""
-    override = os.environ.get(BIN_DIR_ENV)
-    if override:
-        return _check_bin_dir(Path(override))
-    go = os.environ.get("GO", "go")
-    if shutil.which(go) is None:
-        raise ControlPlaneUnavailable(f"the Go toolchain ({go!r}) is not on PATH, so the control plane can't be built")
-    with tempfile.TemporaryFile(mode="w+") as log:
-        try:
-            proc = subprocess.run(
-                ["bash", str(BUILD_SCRIPT)],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise ControlPlaneError(f"{BUILD_SCRIPT} took more than {timeout:.0f}s") from exc
-        if proc.returncode != 0:
-            log.seek(0)
-            raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{_tail(log.read())}")
-    lines = proc.stdout.strip().splitlines()
-    if not lines:
-        raise ControlPlaneError(f"{BUILD_SCRIPT} printed no bin dir")
-    return _check_bin_dir(Path(lines[-1]))
-
-
-def cache_root() -> Path:
-    """Where `.ci/build-controlplane` keeps its builds (``$KUBEPLACE_CACHE``, else ``~/.cache/kubeplace``)."""
-    return Path(os.environ.get("KUBEPLACE_CACHE") or Path.home() / ".cache" / "kubeplace") / "controlplane"
-
-
-def cached_binaries() -> Path:
-    """The bin dir without ever building: ``$KUBEPLACE_CONTROLPLANE_BIN``, else the newest complete
-    build in the cache whose kube-scheduler is the pinned version. Raises ControlPlaneUnavailable
-    saying how to build them when there is none (a cold build takes 10-25 minutes)."""
-    override = os.environ.get(BIN_DIR_ENV)
-    if override:
-        return _check_bin_dir(Path(override))
-    root = cache_root()
-    builds = sorted(root.glob("*/.complete"), key=lambda p: p.stat().st_mtime, reverse=True) if root.is_dir() else []
-    wanted = pinned_kube_version() if KUBE_TOOL_GO_MOD.is_file() else None
-    for marker in builds:
-        bin_dir = marker.parent / "bin"
-        with contextlib.suppress(ControlPlaneError):
-            _check_bin_dir(bin_dir)
-            if wanted is None or _binary_version(bin_dir / "kube-scheduler") == wanted:
-                return bin_dir
-    raise ControlPlaneUnavailable(
-        f"no control plane binaries{f' for Kubernetes {wanted}' if wanted else ''} in {root}: build them once "
-        f"with `{BUILD_SCRIPT}` (needs Go >= 1.26, 10-25 minutes), or set {BIN_DIR_ENV} to a bin dir holding "
-        "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and kwok-stages.yaml"
-    )
-
-
-def _binary_version(binary: Path) -> str:
-    try:
-        proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    match = re.search(r"v\d+\.\d+\.\S+", proc.stdout)
-    return match.group(0) if match else ""
-
-
-def _check_bin_dir(bin_dir: Path) -> Path:
-    needed = [
-        "etcd",
-        "kube-apiserver",
-        "kube-controller-manager",
-        "kube-scheduler",
-        "kwok",
-        "kwok-stages.yaml",
-    ]
-    missing = [name for name in needed if not (bin_dir / name).is_file()]
-    if missing:
-        raise ControlPlaneError(f"control plane bin dir {bin_dir} lacks {', '.join(missing)}")
-    return bin_dir
-
+from bench.controlplane_binaries import (  # re-exported: one import path for the e2e tests and the bench
+    _PR_SET_PDEATHSIG,
+    ADMIN_USER,
+    KEEP_WORKDIR_ENV,
+    KUBEPLACE_USER,
+    KWOK_NODE_ANNOTATION,
+    KWOK_NODE_ANNOTATION_VALUE,
+    LOG_TAIL_LINES,
+    SERVICE_CLUSTER_IP_RANGE,
+    ControlPlaneError,
+    _tail,
+)
+from bench.controlplane_pki import Pki, generate_pki, write_kubeconfig, write_token_file
 
 # --------------------------------------------------------------------------- processes
 
@@ -203,8 +92,6 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def spawn(name: str, argv: Sequence[str], workdir: Path) -> Component:
@@ -282,99 +169,6 @@ def _unverified_tls() -> ssl.SSLContext:
 
 
 # --------------------------------------------------------------------------- PKI, tokens, kubeconfigs
-
-
-@dataclass(frozen=True)
-class Pki:
-    """A throwaway CA, the apiserver's serving cert, and the service-account signing key pair."""
-
-    ca_cert: Path
-    ca_key: Path
-    serving_cert: Path
-    serving_key: Path
-    sa_key: Path
-    sa_pub: Path
-
-    @classmethod
-    def in_dir(cls, directory: Path) -> Pki:
-        return cls(
-            ca_cert=directory / "ca.crt",
-            ca_key=directory / "ca.key",
-            serving_cert=directory / "apiserver.crt",
-            serving_key=directory / "apiserver.key",
-            sa_key=directory / "sa.key",
-            sa_pub=directory / "sa.pub",
-        )
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
-    if proc.returncode != 0:
-        raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{proc.stderr}")
-
-
-def generate_pki(directory: Path) -> Pki:
-    """Make the certificates and keys with the openssl CLI (no Python crypto package needed)."""
-    if shutil.which("openssl") is None:
-        raise ControlPlaneUnavailable("the openssl command is not on PATH; it makes the throwaway CA")
-    directory.mkdir(parents=True, exist_ok=True)
-    _openssl(
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=kubeplace-e2e-ca",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-        cwd=directory,
-    )  # fmt: skip
-    _openssl(
-        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key",
-        "-out", "apiserver.csr", "-subj", "/CN=kube-apiserver",
-        cwd=directory,
-    )  # fmt: skip
-    (directory / "apiserver.ext").write_text(
-        "basicConstraints=CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth\n"
-        "subjectKeyIdentifier=hash\n"
-        "authorityKeyIdentifier=keyid,issuer\n"
-        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
-        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
-    )
-    _openssl(
-        "x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", "apiserver.ext", "-out", "apiserver.crt",
-        cwd=directory,
-    )  # fmt: skip
-    _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=directory)
-    _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=directory)
-    return Pki.in_dir(directory)
-
-
-def write_token_file(path: Path, admin_token: str, kubeplace_token: str) -> None:
-    """The apiserver's --token-auth-file: ``token,user,uid[,"groups"]``."""
-    path.write_text(
-        f'{admin_token},{ADMIN_USER},uid-e2e-admin,"system:masters"\n'
-        f"{kubeplace_token},{KUBEPLACE_USER},uid-e2e-kubeplace\n"
-    )
-    path.chmod(0o600)
-
-
-def write_kubeconfig(path: Path, *, server: str, ca_cert: Path, user: str, token: str) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "e2e", "cluster": {"server": server, "certificate-authority": str(ca_cert)}}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": user}}],
-        "current-context": "e2e",
-    }
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-    return path
-
-
-# --------------------------------------------------------------------------- the control plane
-
-
 @dataclass
 class ControlPlane:
     """A running control plane; what the `control_plane` fixture yields."""

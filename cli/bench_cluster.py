@@ -41,6 +41,7 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     from kubernetes.client.exceptions import ApiException
 
     from bench import controlplane as cp
+    from bench import controlplane_binaries as binaries
     from bench.cluster import BenchError, Settings, run_scenarios, table
     from bench.cluster_scenarios import DEFAULT_OPENB_DIR, SCENARIOS, openb
     from kube.errors import KubeplaceError
@@ -60,8 +61,8 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
         except Exception as e:  # InputError from the CSV reader and the like
             _fail(f"scenario {name}: {e}")
     try:
-        bin_dir = cp.locate_binaries() if build else cp.cached_binaries()
-    except cp.ControlPlaneError as e:
+        bin_dir = binaries.locate_binaries() if build else binaries.cached_binaries()
+    except binaries.ControlPlaneError as e:
         _fail(str(e))
 
     def say(message: str) -> None:
@@ -72,7 +73,7 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
         with cp.running_control_plane(bin_dir) as plane:
             say(f"control plane up at {plane.server}")
             doc = run_scenarios(plane, built, settings, say)
-    except cp.ControlPlaneError as e:
+    except binaries.ControlPlaneError as e:
         _fail(f"the control plane failed: {e}")
     except (BenchError, KubeplaceError, TimeoutError) as e:
         _fail(f"the benchmark failed: {e}")
