@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 PLACE_PAIRS = 1_500
 PLACE_SECONDS = 2.0
 OBJECTIVE_PAIRS = 50
+GANG_PAIRS = 16_000
 OBJECTIVE_SECONDS = 0.12
 MIN_SECONDS = 0.1
 
@@ -81,10 +82,22 @@ def hungry_nodes(problem: Problem, a: Assignment, rng: np.random.Generator, pair
     hungry = np.nonzero(problem.eligible[c])[0]
     if len(hungry) == 0:
         return _fill(rng.permutation(problem.n_nodes), pairs)
+    if any(c in g.classes for g in problem.gangs):
+        return _gang_nodes(problem, a, rng, pairs, hungry)
     seed = int(rng.choice(hungry))
     same_kind = np.nonzero((problem.capacity == problem.capacity[seed]).all(axis=1) & problem.eligible[c])[0]
     order = np.concatenate([[seed], rng.permutation(same_kind[same_kind != seed])]).astype(np.int64)
     return _fill(order, pairs)
+
+
+def _gang_nodes(problem: Problem, a: Assignment, rng: np.random.Generator, pairs: IntArray,
+                hungry: IntArray) -> IntArray:
+    """A gang needs room on many nodes at once: the eligible nodes with the most free
+    capacity first (jittered so rounds differ), a larger neighbourhood than usual."""
+    free = (problem.capacity - problem.used - a.load(problem))[hungry] / np.maximum(problem.capacity[hungry], 1)
+    score = free.sum(axis=1) + rng.random(len(hungry)) * 0.5
+    order = hungry[np.argsort(-score, kind="stable")].astype(np.int64)
+    return _fill(order, pairs, GANG_PAIRS)
 
 
 def objective_nodes(problem: Problem, a: Assignment, rng: np.random.Generator, pairs: IntArray,
