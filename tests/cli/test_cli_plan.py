@@ -109,6 +109,8 @@ BAD_CONFIGS = {
     "wrong type": ("solver: {workers: two}\n", "solver.workers: expected int, got 'two'"),
     "unknown field": ("solver: {timeout: 3}\n", "solver.timeout: unknown field"),
     "bad objective": ("profiles:\n- objective: fastest\n", "profiles[0].objective: expected one of balance, binpack"),
+    "bad placement weight": ("profiles:\n- placementWeight: money\n",
+                             "profiles[0].placementWeight: expected one of pods, gpu"),
     "bad import": ("userPlugins:\n- {name: X, import: 'nope.nothere:FACTORY'}\n",
                    "userPlugins[0].import: cannot import"),
 }
@@ -134,6 +136,13 @@ BAD_INPUTS = {
     "negative quantity": ("apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '-1'}}\n",
                           "status.allocatable.cpu"),
     "missing name": ("apiVersion: v1\nkind: Node\nmetadata: {}\n", "metadata.name"),
+    "bad anti-affinity": ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  affinity:\n"
+                          "    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n"
+                          "      - labelSelector: {matchExpressions: [{key: a, operator: Equals, values: [b]}]}\n"
+                          "        topologyKey: zone\n  containers: [{name: c}]\n",
+                          "unknown operator 'Equals'"),
+    "bad podgroup": ("apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n"
+                     "spec: {minMember: 0}\n", "spec.minMember"),
 }
 
 
@@ -171,3 +180,10 @@ def test_bad_flag_values_are_usage_errors() -> None:
     assert code == 2 and "--time-limit" in err
     code, _, err = run("plan", str(DEMO), "-o", "xml")
     assert code == 2 and "xml" in err
+
+
+def test_bench_synthetic_needs_one_pod_count_per_node_count() -> None:
+    code, _, err = run("bench", "synthetic", "--nodes", "5,6", "--pods", "3")
+    assert code == 2 and "give one pod count per node count" in err
+    code, _, err = run("bench", "synthetic", "--nodes", "five")
+    assert code == 2 and "expected integers separated by commas" in err
