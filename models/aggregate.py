@@ -204,8 +204,19 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
         gpu_milli=gpu_milli,
         device_free=devices.free,
         workload=_workload(snapshot.bound, modelled, needs, resources, conv),
+        queue_rank=queue_rank(snapshot.pending),
     )
     return Aggregation(problem, class_pods, tables, left)
+
+
+def queue_rank(pending: Sequence[Pod]) -> IntArray:
+    """Each pod's place in kube-scheduler's queue order: higher priority first, then the
+    earlier created, then by namespace and name."""
+    order = sorted(range(len(pending)), key=lambda i: (-pending[i].priority, pending[i].creation,
+                                                      pending[i].namespace, pending[i].name))
+    rank = np.empty(len(pending), dtype=np.int64)
+    rank[order] = np.arange(len(pending), dtype=np.int64)
+    return rank
 
 
 def _eligibility(tables: Sequence[FilterTable], demand: IntArray, free: IntArray) -> BoolArray:

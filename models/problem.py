@@ -85,6 +85,9 @@ class Problem:
     """(N, D) free milli-GPU per device; -1 where a node has fewer devices."""
     workload: Workload | None = None
     """Running and pending pod shapes, for fragmentation; None means the pending classes."""
+    queue_rank: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(len(Snapshot.pending),) each pending pod's place in the scheduling queue (priority,
+    then creation time, as kube-scheduler's PrioritySort); empty: the pending order."""
 
     @property
     def has_devices(self) -> bool:

@@ -25,13 +25,16 @@ from models.problem import Assignment, Problem
 from solver.backends import get_backend
 from solver.backends.base import Backend, BackendResult, SolveSettings, Status
 from solver.bound import placed_weight_bound
-from solver.greedy import FGD, POLICIES, greedy, guided
+from solver.greedy import FGD, POLICIES, greedy, greedy_in_queue, guided
 from solver.guided import kind_quotas
 from solver.split import components, lift, subproblem
 
 FULL_MODEL_PAIRS = 2_000
 GUIDED_SECONDS = 3.0
 PATTERN_SHARE = 0.6
+QUEUE_ORDER_PODS = 400
+"""Up to this many pending pods (a window of a stream of arrivals, not a whole backlog), the
+FGD greedy in queue order is one more candidate."""
 """Above this many eligible (class, node) pairs the whole model is not built at once."""
 
 
@@ -182,6 +185,8 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solv
                  with_guided: bool = True) -> tuple[Assignment, str]:
     """The best of the greedy placements (lexicographic, exact evaluation) and its name."""
     candidates = [(greedy(problem, policy), policy) for policy in POLICIES if policy != FGD or problem.has_devices]
+    if problem.has_devices and int(problem.count.sum()) <= QUEUE_ORDER_PODS:
+        candidates.append((greedy_in_queue(problem, FGD), "fgd, queue order"))
     quotas = kind_quotas(problem, min(GUIDED_SECONDS, options.time_limit / 5),
                          deterministic=options.workers <= 1) if with_guided else None
     if quotas is not None:
