@@ -65,7 +65,7 @@ def greedy(problem: Problem, policy: str = BEST_FIT, order: list[int] | None = N
     gang_of = {c: g for g in problem.gangs for c in g.classes}
     done_gangs: set[str] = set()
     for c in order if order is not None else class_order(problem):
-        want = int(problem.count[c]) - sum(k for (cc, _), k in state.placed.items() if cc == c)
+        want = int(problem.count[c] - state.per_class[c])
         gang = gang_of.get(c)
         if gang is None:
             place(state, c, want)
@@ -93,16 +93,19 @@ def _placer(problem: Problem, policy: str) -> Placer:
 
 
 def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Placer) -> PlacementState:
+    """The gang's members not yet placed (members already in ``state`` count towards
+    min-member), or nothing when the gang would stay below min-member or minResources."""
     trial = state.copy()
-    placed = sum(place(trial, c, int(problem.count[c])) for c in gang.classes)
+    for c in gang.classes:
+        place(trial, c, int(problem.count[c] - trial.per_class[c]))
+    placed = int(trial.per_class[list(gang.classes)].sum())
     return trial if placed >= gang.min_member and _has_min_resources(problem, trial, gang) else state
 
 
 def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:
     for name, amount in gang.min_resources:
         r = problem.resource_index(name)
-        got = sum(int(problem.demand[c, r]) * k for (c, _), k in state.placed.items() if c in gang.classes) \
-            if r is not None else 0
+        got = sum(int(problem.demand[c, r] * state.per_class[c]) for c in gang.classes) if r is not None else 0
         if got < amount:
             return False
     return True

@@ -23,6 +23,7 @@ class PlacementState:
     cap_left: list[IntArray]  # per group cap: (N,)
     device_free: IntArray  # (N, D)
     caps_of: dict[int, list[int]]
+    per_class: IntArray  # (K,) pods placed per class, fixed ones included
     placed: dict[tuple[int, int], int] = field(default_factory=dict)
     devices: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
@@ -33,14 +34,15 @@ class PlacementState:
             for c in cap.classes:
                 caps_of.setdefault(c, []).append(k)
         state = PlacementState(problem, problem.free.copy(), [c.cap.copy() for c in problem.group_caps],
-                               problem.device_free.copy(), caps_of)
+                               problem.device_free.copy(), caps_of, np.zeros(problem.n_classes, dtype=np.int64))
         if fixed is not None:
             state.absorb(fixed)
         return state
 
     def copy(self) -> PlacementState:
         return PlacementState(self.problem, self.free.copy(), [c.copy() for c in self.cap_left],
-                              self.device_free.copy(), self.caps_of, dict(self.placed), dict(self.devices))
+                              self.device_free.copy(), self.caps_of, self.per_class.copy(), dict(self.placed),
+                              dict(self.devices))
 
     def need(self, c: int) -> GpuNeed:
         p = self.problem
@@ -80,6 +82,7 @@ class PlacementState:
         for g in self.caps_of.get(c, []):
             self.cap_left[g][node] -= k
         self.placed[(c, node)] = self.placed.get((c, node), 0) + k
+        self.per_class[c] += k
         gpu = self.need(c)
         for _ in range(k if gpu.count else 0):
             for dev in devices or first_fit(self.device_free[node], gpu):
@@ -95,6 +98,7 @@ class PlacementState:
             for g in self.caps_of.get(c, []):
                 self.cap_left[g][i] -= k
             self.placed[(c, i)] = self.placed.get((c, i), 0) + k
+            self.per_class[c] += k
         d = a.devices
         for c, i, dev, k in zip(d.cls.tolist(), d.node.tolist(), d.device.tolist(), d.counts.tolist(), strict=True):
             self.device_free[i, dev] -= int(p.gpu_milli[c]) * k
