@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.fragmentation import TaskShapes, popular
-from models.problem import Assignment, Gang, IntArray, Problem
+from models.problem import Assignment, BoolArray, Gang, IntArray, Problem
 from solver.fragmentation import FragmentationTables, best_device_delta, fragmentation_after
 from solver.state import PlacementState
 
@@ -58,9 +58,11 @@ def class_order(problem: Problem) -> list[int]:
 
 
 def greedy(problem: Problem, policy: str = BEST_FIT, order: list[int] | None = None,
-           state: PlacementState | None = None) -> Assignment:
-    """A complete placement by ``policy``; ``state`` may hold placements kept fixed."""
-    place = _placer(problem, policy)
+           state: PlacementState | None = None, steer: bool = False) -> Assignment:
+    """A complete placement by ``policy``; ``state`` may hold placements kept fixed.
+    ``steer`` (best-fit and spread only) keeps pods off resources they do not use, see
+    :func:`_steered`."""
+    place = _steered(problem, policy) if steer else _placer(problem, policy)
     state = state or PlacementState.start(problem)
     gang_of = {c: g for g in problem.gangs for c in g.classes}
     done_gangs: set[str] = set()
@@ -92,6 +94,23 @@ def _placer(problem: Problem, policy: str) -> Placer:
     raise ValueError(f"unknown greedy policy {policy!r}")
 
 
+def _steered(problem: Problem, policy: str) -> Placer:
+    """``policy`` (best-fit or spread), but a pod that needs none of a resource only some
+    nodes have (GPUs, say) goes first to the nodes with none of it free, and elsewhere only
+    when those are full: CPU-only pods then leave GPU nodes' CPU and memory to the GPU pods."""
+    place = {BEST_FIT: _best_fit, SPREAD: _spread}[policy]
+    cap = problem.capacity
+    partial = np.nonzero((cap == 0).any(axis=0) & (cap > 0).any(axis=0))[0]
+
+    def steered(state: PlacementState, c: int, want: int) -> int:
+        unused = partial[problem.demand[c, partial] == 0]
+        if len(unused) == 0:
+            return place(state, c, want)
+        got = place(state, c, want, np.asarray((state.free[:, unused] <= 0).all(axis=1)))
+        return got + place(state, c, want - got) if got < want else got
+    return steered
+
+
 def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Placer) -> PlacementState:
     """The gang's members not yet placed (members already in ``state`` count towards
     min-member), or nothing when the gang would stay below min-member or minResources."""
@@ -111,7 +130,7 @@ def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> b
     return True
 
 
-def _candidates(state: PlacementState, c: int, within: IntArray | None = None) -> tuple[IntArray, IntArray]:
+def _candidates(state: PlacementState, c: int, within: BoolArray | None = None) -> tuple[IntArray, IntArray]:
     allowed = state.problem.eligible[c] if within is None else state.problem.eligible[c] & within
     nodes = np.nonzero(allowed)[0]
     m = state.fit(c, nodes)
@@ -124,7 +143,7 @@ def _leftover(problem: Problem, nodes: IntArray, free: IntArray, c: int) -> Floa
     return np.asarray(((free - problem.demand[c]) / cap).sum(axis=1), dtype=np.float64)
 
 
-def _best_fit(state: PlacementState, c: int, want: int, within: IntArray | None = None) -> int:
+def _best_fit(state: PlacementState, c: int, want: int, within: BoolArray | None = None) -> int:
     nodes, m = _candidates(state, c, within)
     if len(nodes) == 0 or want <= 0:
         return 0
@@ -139,7 +158,7 @@ def _best_fit(state: PlacementState, c: int, want: int, within: IntArray | None 
     return placed
 
 
-def _spread(state: PlacementState, c: int, want: int, within: IntArray | None = None) -> int:
+def _spread(state: PlacementState, c: int, want: int, within: BoolArray | None = None) -> int:
     nodes, m = _candidates(state, c, within)
     if len(nodes) == 0 or want <= 0:
         return 0
