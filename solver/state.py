@@ -91,17 +91,19 @@ class PlacementState:
                 self.devices[key] = self.devices.get(key, 0) + 1
 
     def absorb(self, a: Assignment) -> None:
-        """Counts an existing assignment (with its devices) as taken."""
+        """Counts an existing assignment (with its devices) as taken; array updates at once,
+        as the gang repair starts a state from a kept assignment every round."""
         p = self.problem
+        np.subtract.at(self.free, a.node, p.demand[a.cls] * a.counts[:, None])
+        for g, cap in enumerate(p.group_caps):
+            member = np.isin(a.cls, np.asarray(cap.classes, dtype=np.int64))
+            np.subtract.at(self.cap_left[g], a.node[member], a.counts[member])
+        np.add.at(self.per_class, a.cls, a.counts)
         for c, i, k in zip(a.cls.tolist(), a.node.tolist(), a.counts.tolist(), strict=True):
-            self.free[i] -= p.demand[c] * k
-            for g in self.caps_of.get(c, []):
-                self.cap_left[g][i] -= k
             self.placed[(c, i)] = self.placed.get((c, i), 0) + k
-            self.per_class[c] += k
         d = a.devices
+        np.subtract.at(self.device_free, (d.node, d.device), p.gpu_milli[d.cls] * d.counts if len(d.cls) else 0)
         for c, i, dev, k in zip(d.cls.tolist(), d.node.tolist(), d.device.tolist(), d.counts.tolist(), strict=True):
-            self.device_free[i, dev] -= int(p.gpu_milli[c]) * k
             self.devices[(c, i, dev)] = self.devices.get((c, i, dev), 0) + k
 
     def assignment(self) -> Assignment:
