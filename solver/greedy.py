@@ -61,14 +61,16 @@ def class_order(problem: Problem) -> list[int]:
 
 
 def greedy(problem: Problem, policy: str = BEST_FIT, order: list[int] | None = None,
-           state: PlacementState | None = None) -> Assignment:
-    """A complete placement by ``policy``; ``state`` may hold placements kept fixed."""
-    place = _placer(problem, policy)
+           state: PlacementState | None = None, steer: bool = False) -> Assignment:
+    """A complete placement by ``policy``; ``state`` may hold placements kept fixed.
+    ``steer`` (best-fit and spread only) keeps pods off resources they do not use, see
+    :func:`_steered`."""
+    place = _steered(problem, policy) if steer else _placer(problem, policy)
     state = state or PlacementState.start(problem)
     gang_of = {c: g for g in problem.gangs for c in g.classes}
     done_gangs: set[str] = set()
     for c in order if order is not None else class_order(problem):
-        want = int(problem.count[c]) - sum(k for (cc, _), k in state.placed.items() if cc == c)
+        want = int(problem.count[c] - state.per_class[c])
         gang = gang_of.get(c)
         if gang is None:
             place(state, c, want)
@@ -123,24 +125,58 @@ def _placer(problem: Problem, policy: str) -> Placer:
         def fgd(state: PlacementState, c: int, want: int) -> int:
             if state.need(c).count > 0:
                 return _fgd(state, tables, c, want, exact)
+            # CPU and memory taken from a node with free GPUs can strand them (FGD counts
+            # that as fragmentation): nodes with no free GPU first, best-fit
+            no_free_gpu = state.device_free.max(axis=1, initial=0) <= 0
             if exact is None:
-                return _off_gpus(state, c, want)
-            return _off_gpus(state, c, want, lambda k: _fgd(state, tables, c, k, exact))
+                return _preferred_first(state, c, want, no_free_gpu, _best_fit)
+            return _preferred_first(state, c, want, no_free_gpu, _best_fit,
+                                    lambda k: _fgd(state, tables, c, k, exact))
         return fgd
     raise ValueError(f"unknown greedy policy {policy!r}")
 
 
+def _steered(problem: Problem, policy: str) -> Placer:
+    """``policy`` (best-fit or spread), but a pod that needs none of a resource only some
+    nodes have (GPUs, say) goes first to the nodes with none of it free, and elsewhere only
+    when those are full: CPU-only pods then leave GPU nodes' CPU and memory to the GPU pods."""
+    place = {BEST_FIT: _best_fit, SPREAD: _spread}[policy]
+    cap = problem.capacity
+    partial = np.nonzero((cap == 0).any(axis=0) & (cap > 0).any(axis=0))[0]
+
+    def steered(state: PlacementState, c: int, want: int) -> int:
+        unused = partial[problem.demand[c, partial] == 0]
+        if len(unused) == 0:
+            return place(state, c, want)
+        return _preferred_first(state, c, want, np.asarray((state.free[:, unused] <= 0).all(axis=1)), place)
+    return steered
+
+
+def _preferred_first(state: PlacementState, c: int, want: int, preferred: BoolArray,
+                     place: Callable[[PlacementState, int, int, BoolArray | None], int],
+                     rest: Callable[[int], int] | None = None) -> int:
+    """``place`` on the ``preferred`` nodes, then what is left by ``rest`` (default:
+    ``place`` anywhere)."""
+    got = place(state, c, want, preferred)
+    if got >= want:
+        return got
+    return got + (rest(want - got) if rest is not None else place(state, c, want - got, None))
+
+
 def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Placer) -> PlacementState:
+    """The gang's members not yet placed (members already in ``state`` count towards
+    min-member), or nothing when the gang would stay below min-member or minResources."""
     trial = state.copy()
-    placed = sum(place(trial, c, int(problem.count[c])) for c in gang.classes)
+    for c in gang.classes:
+        place(trial, c, int(problem.count[c] - trial.per_class[c]))
+    placed = int(trial.per_class[list(gang.classes)].sum())
     return trial if placed >= gang.min_member and _has_min_resources(problem, trial, gang) else state
 
 
 def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:
     for name, amount in gang.min_resources:
         r = problem.resource_index(name)
-        got = sum(int(problem.demand[c, r]) * k for (c, _), k in state.placed.items() if c in gang.classes) \
-            if r is not None else 0
+        got = sum(int(problem.demand[c, r] * state.per_class[c]) for c in gang.classes) if r is not None else 0
         if got < amount:
             return False
     return True
@@ -172,18 +208,6 @@ def _best_fit(state: PlacementState, c: int, want: int, within: BoolArray | None
         state.take(c, int(nodes[j]), k)
         placed += k
     return placed
-
-
-def _off_gpus(state: PlacementState, c: int, want: int, rest: Callable[[int], int] | None = None) -> int:
-    """A pod without GPUs: best-fit on nodes with no free GPU first, since its CPU and memory
-    taken from a node with free GPUs could strand them (FGD counts that as fragmentation);
-    the rest by ``rest`` (the fragmentation delta) or best-fit."""
-    no_free_gpu = state.device_free.max(axis=1, initial=0) <= 0 if state.device_free.ndim == 2 \
-        else np.ones(state.problem.n_nodes, dtype=np.bool_)
-    placed = _best_fit(state, c, want, no_free_gpu)
-    if placed >= want:
-        return placed
-    return placed + (rest(want - placed) if rest else _best_fit(state, c, want - placed, ~no_free_gpu))
 
 
 def _spread(state: PlacementState, c: int, want: int, within: BoolArray | None = None) -> int:

@@ -30,12 +30,17 @@ from solver.guided import kind_quotas
 from solver.split import components, lift, subproblem
 
 FULL_MODEL_PAIRS = 2_000
+"""Above this many eligible (class, node) pairs the whole model is not built at once."""
 GUIDED_SECONDS = 3.0
 PATTERN_SHARE = 0.6
 QUEUE_ORDER_PODS = 400
 """Up to this many pending pods (a window of a stream of arrivals, not a whole backlog), the
 FGD greedy in queue order is one more candidate."""
-"""Above this many eligible (class, node) pairs the whole model is not built at once."""
+REPAIR_SHARE = 0.5
+"""Part of the time left that ruin and recreate may spend on gangs left out."""
+REPAIR_ROUNDS_PER_SECOND = 20
+"""With one worker the repair is budgeted in rounds (about this many per second of budget
+on the 300-node gang benchmark), not by the clock, so runs repeat exactly."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,7 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solver
     else:
         from solver.lns import improve
 
+        _repair(run)
         _patterns(run)
         improve(run, backend)
     a = run.incumbent
@@ -247,6 +253,28 @@ def _patterns(run: _Run) -> None:
     if found.proved_bound is not None:
         run.bound = min(run.bound, math.ceil(found.proved_bound - 1e-6))
         run.steps.append("bound proved by column generation")
+
+
+def _repair(run: _Run) -> None:
+    """Ruin and recreate (``solver.repair``) while gangs are left out: it moves whole gangs
+    across the cluster, which the small CP-SAT neighbourhoods of the LNS cannot."""
+    p = run.problem
+    target = run.bound if run.bound is not None else int((p.weight * p.count).sum())
+    if not p.gangs or evaluate.placed_weight(p, run.incumbent) >= target:
+        return
+    from solver.repair import repair
+
+    seconds = REPAIR_SHARE * run.left()
+    if run.deterministic:
+        rounds, deadline = max(1, int(REPAIR_ROUNDS_PER_SECOND * seconds)), math.inf
+    else:
+        rounds, deadline = 1 << 30, time.monotonic() + seconds
+    found = repair(p, run.incumbent, target, np.random.default_rng(run.options.seed), rounds,
+                   lambda: time.monotonic() > deadline)
+    if run.deterministic:
+        run.spent += found.rounds / REPAIR_ROUNDS_PER_SECOND
+    run.offer(found.assignment, "repair")
+    run.steps.append(f"repair rounds: {found.rounds}")
 
 
 def _solve_whole(run: _Run, backend: Backend) -> None:

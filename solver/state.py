@@ -23,6 +23,7 @@ class PlacementState:
     cap_left: list[IntArray]  # per group cap: (N,)
     device_free: IntArray  # (N, D)
     caps_of: dict[int, list[int]]
+    per_class: IntArray  # (K,) pods placed per class, fixed ones included
     placed: dict[tuple[int, int], int] = field(default_factory=dict)
     devices: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
@@ -33,14 +34,15 @@ class PlacementState:
             for c in cap.classes:
                 caps_of.setdefault(c, []).append(k)
         state = PlacementState(problem, problem.free.copy(), [c.cap.copy() for c in problem.group_caps],
-                               problem.device_free.copy(), caps_of)
+                               problem.device_free.copy(), caps_of, np.zeros(problem.n_classes, dtype=np.int64))
         if fixed is not None:
             state.absorb(fixed)
         return state
 
     def copy(self) -> PlacementState:
         return PlacementState(self.problem, self.free.copy(), [c.copy() for c in self.cap_left],
-                              self.device_free.copy(), self.caps_of, dict(self.placed), dict(self.devices))
+                              self.device_free.copy(), self.caps_of, self.per_class.copy(), dict(self.placed),
+                              dict(self.devices))
 
     def need(self, c: int) -> GpuNeed:
         p = self.problem
@@ -80,6 +82,7 @@ class PlacementState:
         for g in self.caps_of.get(c, []):
             self.cap_left[g][node] -= k
         self.placed[(c, node)] = self.placed.get((c, node), 0) + k
+        self.per_class[c] += k
         gpu = self.need(c)
         for _ in range(k if gpu.count else 0):
             for dev in devices or first_fit(self.device_free[node], gpu):
@@ -88,16 +91,19 @@ class PlacementState:
                 self.devices[key] = self.devices.get(key, 0) + 1
 
     def absorb(self, a: Assignment) -> None:
-        """Counts an existing assignment (with its devices) as taken."""
+        """Counts an existing assignment (with its devices) as taken; array updates at once,
+        as the gang repair starts a state from a kept assignment every round."""
         p = self.problem
+        np.subtract.at(self.free, a.node, p.demand[a.cls] * a.counts[:, None])
+        for g, cap in enumerate(p.group_caps):
+            member = np.isin(a.cls, np.asarray(cap.classes, dtype=np.int64))
+            np.subtract.at(self.cap_left[g], a.node[member], a.counts[member])
+        np.add.at(self.per_class, a.cls, a.counts)
         for c, i, k in zip(a.cls.tolist(), a.node.tolist(), a.counts.tolist(), strict=True):
-            self.free[i] -= p.demand[c] * k
-            for g in self.caps_of.get(c, []):
-                self.cap_left[g][i] -= k
             self.placed[(c, i)] = self.placed.get((c, i), 0) + k
         d = a.devices
+        np.subtract.at(self.device_free, (d.node, d.device), p.gpu_milli[d.cls] * d.counts if len(d.cls) else 0)
         for c, i, dev, k in zip(d.cls.tolist(), d.node.tolist(), d.device.tolist(), d.counts.tolist(), strict=True):
-            self.device_free[i, dev] -= int(p.gpu_milli[c]) * k
             self.devices[(c, i, dev)] = self.devices.get((c, i, dev), 0) + k
 
     def assignment(self) -> Assignment:

@@ -1,0 +1,74 @@
+"""The FGD greedy: pods without GPUs keep off nodes with free GPUs; the queue-order variant."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.config import Configuration, Profile
+from models.problem import Assignment, Problem
+from plan.pipeline import make_plan
+from plan.verify import verify
+from solver.greedy import greedy, greedy_in_queue, queue_runs
+from solver.solve import SolverOptions
+from tests.builders import node, pod, snapshot_of
+
+
+def problem_of(snap: object) -> Problem:
+    return make_plan(snap, Configuration(), Profile(placementWeight="gpu"),  # type: ignore[arg-type]
+                     SolverOptions(time_limit=1, workers=1)).aggregation.problem
+
+
+def nodes_used(problem: Problem, a: Assignment) -> set[str]:
+    return {problem.node_names[int(n)] for n in a.node[a.counts > 0]}
+
+
+def checked(snap: object, problem: Problem, a: Assignment) -> Assignment:
+    """The assignment, after the independent verifier accepted it."""
+    placements = [(p.namespace, p.name, problem.node_names[int(n)])
+                  for c, n, k in zip(a.cls, a.node, a.counts, strict=True)
+                  for p in [snap.pending[m] for m in problem.members[int(c)][:int(k)]]]  # type: ignore[attr-defined]
+    assert verify(snap, placements) == []  # type: ignore[arg-type]
+    return a
+
+
+def test_a_cpu_pod_goes_where_no_gpu_is_free() -> None:
+    # best-fit would take the fuller GPU node, whose last free GPU a GPU pod could then
+    # not use for want of CPU; FGD counts that as fragmentation
+    snap = snapshot_of(
+        node("cpu").cpu("64").memory("512Gi").pods(110),
+        node("gpu").cpu("8").memory("8Gi").pods(110).gpu(8),
+        pod("busy", "sys").scheduler("x").cpu("6").memory("6Gi").gpu(7).on("gpu"),
+        pod("web").cpu("1").memory("1Gi"))
+    problem = problem_of(snap)
+    assert nodes_used(problem, greedy(problem, "best-fit")) == {"gpu"}
+    assert nodes_used(problem, checked(snap, problem, greedy(problem, "fgd"))) == {"cpu"}
+
+
+def test_queue_order_is_priority_then_creation() -> None:
+    snap = snapshot_of(
+        node("g").cpu("8").memory("8Gi").pods(110).gpu(2),
+        pod("late-big").cpu("1").gpu(2).created("2026-01-02T00:00:00Z"),
+        pod("early").cpu("1").gpu(1).created("2026-01-01T00:00:00Z"),
+        pod("urgent").cpu("1").gpu(1).created("2026-01-03T00:00:00Z").priority(1000))
+    problem = problem_of(snap)
+    names = [snap.pending[problem.members[c][0]].name for c, _ in queue_runs(problem)]  # type: ignore[attr-defined]
+    assert names == ["urgent", "early", "late-big"]
+
+
+def test_queue_order_places_the_earlier_arrival() -> None:
+    # room for the 2-GPU pod or the 1-GPU one: largest first takes the later, bigger pod;
+    # the queue takes the pod that arrived first, as a one-at-a-time scheduler would
+    snap = snapshot_of(
+        node("g").cpu("8").memory("8Gi").pods(110).gpu(2),
+        pod("early").cpu("1").gpu(1).created("2026-01-01T00:00:00Z"),
+        pod("late").cpu("1").gpu(2).created("2026-01-02T00:00:00Z"),
+        pod("later").cpu("1").gpu(1).created("2026-01-03T00:00:00Z"))
+    problem = problem_of(snap)
+
+    def placed(a: Assignment) -> list[str]:
+        return sorted(snap.pending[m].name for c, k in zip(a.cls, a.counts, strict=True)  # type: ignore[attr-defined]
+                      for m in problem.members[int(c)][:int(k)])
+    assert placed(greedy(problem, "fgd")) == ["late"]
+    in_queue = checked(snap, problem, greedy_in_queue(problem, "fgd"))
+    assert placed(in_queue) == ["early", "later"]
+    assert int(np.sum(in_queue.counts)) == 2
