@@ -35,7 +35,9 @@ GUIDED_SECONDS = 3.0
 PATTERN_SHARE = 0.6
 QUEUE_ORDER_PODS = 400
 """Up to this many pending pods (a window of a stream of arrivals, not a whole backlog), the
-FGD greedy in queue order is one more candidate."""
+FGD greedy takes pods in queue order instead of largest first (FGD's saturation replay, windows
+of 100 arrivals, seeds 1-3: 94.11% of the GPUs allocated on average against 93.91% with both
+orders as candidates, the end-of-window fragmentation preferring largest first)."""
 REPAIR_SHARE = 0.5
 """Part of the time left that ruin and recreate may spend on gangs left out."""
 REPAIR_ROUNDS_PER_SECOND = 20
@@ -190,9 +192,10 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solver
 def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions,
                  with_guided: bool = True) -> tuple[Assignment, str]:
     """The best of the greedy placements (lexicographic, exact evaluation) and its name."""
-    candidates = [(greedy(problem, policy), policy) for policy in POLICIES if policy != FGD or problem.has_devices]
-    if problem.has_devices and int(problem.count.sum()) <= QUEUE_ORDER_PODS:
-        candidates.append((greedy_in_queue(problem, FGD), "fgd, queue order"))
+    in_queue = int(problem.count.sum()) <= QUEUE_ORDER_PODS
+    candidates = [(greedy_in_queue(problem, FGD), "fgd, queue order") if policy == FGD and in_queue
+                  else (greedy(problem, policy), policy)
+                  for policy in POLICIES if policy != FGD or problem.has_devices]
     quotas = kind_quotas(problem, min(GUIDED_SECONDS, options.time_limit / 5),
                          deterministic=options.workers <= 1) if with_guided else None
     if quotas is not None:
