@@ -9,6 +9,10 @@ Accepted, all at once:
   ``scheduling.k8s.io/group-name``);
 - no CRD at all: the pod label ``kubeplace.io/gang`` names the group and the pod
   annotation ``kubeplace.io/gang-min-member`` gives its min-member.
+
+The annotation ``kubeplace.io/gang-topology-key`` (on the PodGroup object, or on the
+member pods of a CRD-free gang) names a node label: all the gang's pods must then run on
+nodes with one value of it (one zone, rack, NVLink or network block).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ MEMBER_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 PLAIN_LABEL = "kubeplace.io/gang"
 PLAIN_MIN_MEMBER = "kubeplace.io/gang-min-member"
+TOPOLOGY_KEY = "kubeplace.io/gang-topology-key"
 DEFAULT_TIMEOUT_SECONDS = 60
 CRDS = (("scheduling.x-k8s.io", "v1alpha1", "podgroups"), ("scheduling.sigs.k8s.io", "v1alpha1", "podgroups"),
         ("scheduling.volcano.sh", "v1beta1", "podgroups"))
@@ -41,6 +46,8 @@ class PodGroup:
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
     created: str = ""
     origin: str = ""  # the API group, or "label" for the CRD-free form
+    topology_key: str = ""
+    """A node label key: all members on nodes with one value of it ("" = anywhere)."""
 
     @property
     def key(self) -> str:
@@ -72,8 +79,21 @@ def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
             resources[str(name)] = resource_amount(str(name), value)
         except QuantityError as e:
             raise InputError(str(e), file=source, obj=where, field=f"spec.minResources.{name}") from None
+    topology = _topology_key(meta.get("annotations") or {}, source, where)
     return PodGroup(str(meta.get("namespace") or "default"), meta["name"], min_member, resources, timeout,
-                    str(meta.get("creationTimestamp", "")), str(obj["apiVersion"]).split("/")[0])
+                    str(meta.get("creationTimestamp", "")), str(obj["apiVersion"]).split("/")[0], topology)
+
+
+def _topology_key(annotations: Mapping[str, Any], source: str, where: str) -> str:
+    """The gang topology annotation's label key; present but empty is an error (a typo
+    must not silently drop the constraint)."""
+    if TOPOLOGY_KEY not in annotations:
+        return ""
+    value = annotations[TOPOLOGY_KEY]
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"got {value!r}", file=source, obj=where, field=f"metadata.annotations.{TOPOLOGY_KEY}",
+                         expected="a node label key")
+    return value.strip()
 
 
 def group_of(pod: Pod) -> str:
@@ -98,5 +118,6 @@ def plain_groups(pods: list[Pod], known: set[str]) -> list[PodGroup]:
         except ValueError:
             raise InputError(f"got {text!r}", file=pod.source, obj=f"Pod {pod.key}",
                              field=f"metadata.annotations.{PLAIN_MIN_MEMBER}", expected="an integer >= 1") from None
-        found[key] = PodGroup(pod.namespace, name, max(1, min_member), origin="label")
+        topology = _topology_key(pod.annotations, pod.source, f"Pod {pod.key}")
+        found[key] = PodGroup(pod.namespace, name, max(1, min_member), origin="label", topology_key=topology)
     return list(found.values())

@@ -187,6 +187,9 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
         eligible[c] &= _device_fit(devices.free, GpuNeed(int(gpu_count[c]), int(gpu_milli[c])))
     view = ClassView(class_pods, nodes, _bound_by_node(snapshot.bound))
     rules = [r for c in plugins.constraints for r in c.constraints(view)]
+    for rule in rules:
+        if isinstance(rule, Gang) and rule.domain is not None:
+            eligible[list(rule.classes)] &= rule.domain >= 0  # outside every domain of the gang
     problem = Problem(
         resources=resources,
         node_names=tuple(n.name for n in nodes),

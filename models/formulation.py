@@ -82,6 +82,7 @@ class _Builder:
     y_ub: IntArray  # upper bound per pair
     devices: _DeviceVars | None = None
     gang_vars: list[int] = field(default_factory=list)
+    domain_vars: list[tuple[int, int, int]] = field(default_factory=list)  # (var, gang, domain)
 
     @staticmethod
     def start(problem: Problem, hood: Neighbourhood) -> _Builder:
@@ -143,7 +144,7 @@ class _Builder:
                     self.lb.add_row(self.y[sel], np.ones(int(sel.sum()), dtype=np.int64), -INF, int(cap.cap[i]))
 
     def _gang_rows(self, fixed_per_class: IntArray) -> None:
-        for gang in self.problem.gangs:
+        for g, gang in enumerate(self.problem.gangs):
             classes = np.asarray(gang.classes, dtype=np.int64)
             fixed = int(fixed_per_class[classes].sum())
             member = np.isin(self.pair_cls, classes)
@@ -157,6 +158,8 @@ class _Builder:
             size = int(self.problem.count[classes].sum())
             self.lb.add_row(cols, np.concatenate([np.ones(int(member.sum()), np.int64), [-size]]), -INF, 0)
             self._gang_resource_rows(gang, member, z)
+            if gang.domain is not None:
+                self._gang_domain_rows(g, gang, member)
 
     def _gang_resource_rows(self, gang: Gang, member: npt.NDArray[np.bool_], z: int) -> None:
         """Placed members (here and fixed elsewhere) request at least minResources, if z."""
@@ -171,6 +174,32 @@ class _Builder:
                 continue
             coefs = p.demand[self.pair_cls[member], r]
             self.lb.add_row(np.concatenate([self.y[member], [z]]), np.concatenate([coefs, [-need]]), 0, INF)
+
+    def _gang_domain_rows(self, g: int, gang: Gang, member: npt.NDArray[np.bool_]) -> None:
+        """One domain for all members: members fixed outside the neighbourhood choose it
+        (nothing may go elsewhere); otherwise a binary per domain, at most one set, and a
+        domain's members only if its binary is."""
+        assert gang.domain is not None
+        fixed = self.hood.fixed
+        held = np.unique(gang.domain[fixed.node[np.isin(fixed.cls, np.asarray(gang.classes))]])
+        pair_domain = gang.domain[self.pair_node[member]]
+        cols = self.y[member]
+        if len(held):
+            outside = ~np.isin(pair_domain, held[:1]) if len(held) == 1 else np.ones(len(cols), dtype=np.bool_)
+            if outside.any():
+                self.lb.add_row(cols[outside], np.ones(int(outside.sum()), np.int64), -INF, 0)
+            return
+        domains = np.unique(pair_domain)
+        if len(domains) <= 1:
+            return
+        w = self.lb.add_vars(np.zeros(len(domains), dtype=np.int64), np.ones(len(domains), dtype=np.int64))
+        self.lb.add_row(w, np.ones(len(domains), np.int64), -INF, 1)
+        size = int(self.problem.count[list(gang.classes)].sum())
+        for d, var in zip(domains.tolist(), w.tolist(), strict=True):
+            sel = pair_domain == d
+            self.lb.add_row(np.concatenate([cols[sel], [var]]),
+                            np.concatenate([np.ones(int(sel.sum()), np.int64), [-size]]), -INF, 0)
+            self.domain_vars.append((int(var), g, int(d)))
 
     def placed_weight(self) -> tuple[IntArray, IntArray]:
         return self.y, self.problem.weight[self.pair_cls]
@@ -311,6 +340,11 @@ def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux], hint: A
     for gang_var, gang in zip(b.gang_vars, b.problem.gangs, strict=True):
         placed = int(y_values[np.isin(b.pair_cls, np.asarray(gang.classes))].sum())
         values[gang_var] = 1 if placed > 0 or values[gang_var] else 0
+    for var, g, d in b.domain_vars:
+        gang = b.problem.gangs[g]
+        assert gang.domain is not None
+        in_domain = np.isin(b.pair_cls, np.asarray(gang.classes)) & (gang.domain[b.pair_node] == d)
+        values[var] = 1 if y_values[in_domain].sum() > 0 else 0
     for a in aux:
         sel = b.pair_node == a.node
         if a.kind == "used":

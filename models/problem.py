@@ -37,6 +37,18 @@ class Gang:
     min_member: int
     min_resources: tuple[tuple[str, int], ...] = ()
     """Placed members must request at least this much of each resource together."""
+    topology_key: str = ""
+    """The node label all members must share one value of ("" = no such rule)."""
+    domain: IntArray | None = None
+    """(N,) with a topology key: each node's domain (index of its label value), -1 where the
+    gang may not run (no label, or another domain than its running members'). All placed
+    members share one domain; the aggregation also masks -1 nodes out of eligibility."""
+
+    def domains(self) -> IntArray:
+        """The domains members may use, ascending (empty without a topology key)."""
+        if self.domain is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.unique(self.domain[self.domain >= 0]).astype(np.int64)
 
 
 @dataclass(frozen=True)

@@ -28,20 +28,22 @@ def gang_statuses(snapshot: Snapshot, agg: Aggregation, placed_per_class: IntArr
         ok = placed > 0 and placed >= gang.min_member
         namespace, name = gang.name.split("/", 1)
         reason = "" if ok else _why(len(members), running, min_member, placed, group.created if group else "",
-                                    group.timeout_seconds if group else DEFAULT_TIMEOUT_SECONDS, now)
+                                    group.timeout_seconds if group else DEFAULT_TIMEOUT_SECONDS, now,
+                                    gang.topology_key)
         out.append(GangStatus(namespace, name, min_member, members, running, placed if ok else 0, ok, reason))
     return out
 
 
 def _why(pending: int, running: int, min_member: int, fit: int, created: str, timeout: int,
-         now: datetime | None) -> str:
+         now: datetime | None, topology_key: str = "") -> str:
     if pending + running < min_member:
         waited = _age(created, now)
         state = "timed out" if waited is not None and waited > timeout else "waiting"
         return (f"gang {state}: {pending + running} of minMember {min_member} pods exist"
                 + (f" (for {waited:.0f}s, timeout {timeout}s)" if waited is not None else ""))
+    where = f" within one {topology_key} domain" if topology_key else ""
     return (f"gang not placed: needs {min_member - running} more pods placed together "
-            f"({running} running); no placement of them all fits now")
+            f"({running} running); no placement of them all fits{where} now")
 
 
 def _age(created: str, now: datetime | None) -> float | None:

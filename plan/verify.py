@@ -64,7 +64,49 @@ def verify(
         )
     for node_name, pods in checker.placed.items():
         violations.extend(_capacity(checker.nodes[node_name], pods, snapshot.bound))
+    violations.extend(_gang_topology(snapshot, placements))
     return violations
+
+
+_GANG_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io", "kubeplace.io/gang")
+_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def _gang_name(pod: Pod) -> str:
+    """The pod's gang as the schedulers define it: a member label, or Volcano's annotation."""
+    for label in _GANG_LABELS[:2]:
+        if pod.labels.get(label):
+            return pod.labels[label]
+    return pod.annotations.get(_GANG_ANNOTATION) or pod.labels.get(_GANG_LABELS[2], "")
+
+
+def _gang_topology(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
+    """A gang with a topology key runs on nodes with one value of that label: running
+    members (first) and placed ones share the value; a placed member on a node without the
+    label, or with another value than the first member's, is a violation."""
+    keys = {(g.namespace, g.name): g.topology_key for g in snapshot.pod_groups if g.topology_key}
+    if not keys:
+        return
+    pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
+    nodes = {node.name: node for node in snapshot.nodes}
+    first: dict[tuple[str, str], str] = {}
+    for pod in snapshot.bound:
+        gang = (pod.namespace, _gang_name(pod))
+        if gang in keys and pod.node_name in nodes:
+            first.setdefault(gang, nodes[pod.node_name].labels.get(keys[gang], ""))
+    for namespace, name, node_name in placements:
+        member, node = pending.get((namespace, name)), nodes.get(node_name)
+        gang = (namespace, _gang_name(member)) if member is not None else ("", "")
+        if node is None or gang not in keys:
+            continue
+        key = keys[gang]
+        value = node.labels.get(key)
+        want = first.setdefault(gang, value or "")
+        if value is None:
+            yield Violation(namespace, name, node_name, "GangTopology", f"gang {gang[1]}: node has no label {key}")
+        elif value != want:
+            yield Violation(namespace, name, node_name, "GangTopology",
+                            f"gang {gang[1]}: {key}={value}, other members in {key}={want or '(no label)'}")
 
 
 class _Checker:

@@ -165,12 +165,36 @@ def _preferred_first(state: PlacementState, c: int, want: int, preferred: BoolAr
 
 def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Placer) -> PlacementState:
     """The gang's members not yet placed (members already in ``state`` count towards
-    min-member), or nothing when the gang would stay below min-member or minResources."""
-    trial = state.copy()
-    for c in gang.classes:
-        place(trial, c, int(problem.count[c] - trial.per_class[c]))
-    placed = int(trial.per_class[list(gang.classes)].sum())
-    return trial if placed >= gang.min_member and _has_min_resources(problem, trial, gang) else state
+    min-member), or nothing when the gang would stay below min-member or minResources.
+    A gang with a topology key tries its domains one at a time, see :func:`_gang_domains`."""
+    for within in _gang_domains(problem, state, gang):
+        trial = state.copy()
+        trial.within = within
+        for c in gang.classes:
+            place(trial, c, int(problem.count[c] - trial.per_class[c]))
+        trial.within = None
+        placed = int(trial.per_class[list(gang.classes)].sum())
+        if placed >= gang.min_member and _has_min_resources(problem, trial, gang):
+            return trial
+    return state
+
+
+def _gang_domains(problem: Problem, state: PlacementState, gang: Gang) -> list[BoolArray | None]:
+    """The node masks to try the gang on: anywhere without a topology key; else the domain
+    its members already placed hold (none if they span several), or every domain, the one
+    with the least free room for the gang first (best-fit on domains: large domains stay
+    whole for large gangs)."""
+    if gang.domain is None:
+        return [None]
+    domain = gang.domain
+    held = {int(domain[i]) for (c, i), k in state.placed.items() if k > 0 and c in gang.classes}
+    if held:
+        return [domain == next(iter(held))] if len(held) == 1 and -1 not in held else []
+    usable = problem.eligible[list(gang.classes)].any(axis=0)
+    room = (state.free / np.maximum(problem.capacity, 1)).sum(axis=1)
+    domains = gang.domains()
+    order = np.argsort([float(room[usable & (domain == d)].sum()) for d in domains], kind="stable")
+    return [domain == domains[j] for j in order]
 
 
 def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:
@@ -184,6 +208,8 @@ def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> b
 
 def _candidates(state: PlacementState, c: int, within: BoolArray | None = None) -> tuple[IntArray, IntArray]:
     allowed = state.problem.eligible[c] if within is None else state.problem.eligible[c] & within
+    if state.within is not None:
+        allowed = allowed & state.within
     nodes = np.nonzero(allowed)[0]
     m = state.fit(c, nodes)
     return nodes[m > 0], m[m > 0]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
-from models.problem import Assignment, DeviceUse, IntArray, Problem
+from models.problem import Assignment, BoolArray, DeviceUse, IntArray, Problem
 
 UNLIMITED = 1 << 40
 
@@ -26,6 +26,8 @@ class PlacementState:
     per_class: IntArray  # (K,) pods placed per class, fixed ones included
     placed: dict[tuple[int, int], int] = field(default_factory=dict)
     devices: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    within: BoolArray | None = None
+    """(N,) when set, pods go only to these nodes (a gang trying one topology domain)."""
 
     @staticmethod
     def start(problem: Problem, fixed: Assignment | None = None) -> PlacementState:

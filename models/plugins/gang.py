@@ -3,7 +3,9 @@
 A gang (PodGroup, or pods labelled with a group name) is placed only if at least
 min-member of its pods are placed in the same plan (members already running count),
 and the placed members together request at least its minResources. A gang with fewer
-pods than min-member in existence waits: none of its pods is placed.
+pods than min-member in existence waits: none of its pods is placed. A gang with a
+topology key runs within one domain (value of that node label); once members run, the
+domain they run in.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from kube.gangs import PodGroup, group_of
 from kube.objects import Node, Pod
 from models.framework import ClassView, RunContext
-from models.problem import Gang, GroupCap
+from models.problem import Gang, GroupCap, IntArray
 
 NAME = "Coscheduling"
 
@@ -23,6 +27,8 @@ NAME = "Coscheduling"
 class Coscheduling:
     groups: dict[str, PodGroup] = field(default_factory=dict)
     running: dict[str, int] = field(default_factory=dict)
+    running_on: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per gang: the nodes its running members are on."""
     name: str = NAME
 
     def gang_key(self, pod: Pod) -> str:
@@ -46,16 +52,35 @@ class Coscheduling:
             group = self.groups.get(key)
             needed = (group.min_member if group else 1) - self.running.get(key, 0)
             resources = tuple(sorted(group.min_resources.items())) if group else ()
-            gangs.append(Gang(key, tuple(classes), max(needed, 0), resources))
+            topology = group.topology_key if group else ""
+            domain = self._domain(key, topology, view.nodes) if topology else None
+            gangs.append(Gang(key, tuple(classes), max(needed, 0), resources, topology, domain))
         return gangs
+
+    def _domain(self, key: str, topology: str, nodes: Sequence[Node]) -> IntArray:
+        """Each node's domain index for the label ``topology`` (-1: unlabelled); only the
+        running members' domain when some run (none if they span several or run on a
+        node without the label, which no placement can mend; members on nodes outside the
+        snapshot are not counted, as in the verifier)."""
+        values = sorted({n.labels[topology] for n in nodes if topology in n.labels})
+        index = {v: d for d, v in enumerate(values)}
+        domain = np.array([index[n.labels[topology]] if topology in n.labels else -1
+                           for n in nodes], dtype=np.int64)
+        held = {int(domain[i]) for i, n in enumerate(nodes) if n.name in self.running_on.get(key, ())}
+        if held:
+            keep = held.pop() if len(held) == 1 else -1
+            domain[domain != keep] = -1
+        return domain
 
 
 def build(_args: None, ctx: RunContext) -> Coscheduling:
     groups = {g.key: g for g in ctx.snapshot.pod_groups}
     running: dict[str, int] = {}
+    running_on: dict[str, set[str]] = {}
     for pod in ctx.snapshot.bound:
         group = group_of(pod)
         if group:
             key = f"{pod.namespace}/{group}"
             running[key] = running.get(key, 0) + 1
-    return Coscheduling(groups, running)
+            running_on.setdefault(key, set()).add(pod.node_name)
+    return Coscheduling(groups, running, {k: frozenset(v) for k, v in running_on.items()})

@@ -143,6 +143,9 @@ BAD_INPUTS = {
                           "unknown operator 'Equals'"),
     "bad podgroup": ("apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n"
                      "spec: {minMember: 0}\n", "spec.minMember"),
+    "empty gang topology key": ("apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata:\n  name: g\n"
+                                "  annotations: {kubeplace.io/gang-topology-key: ''}\nspec: {minMember: 2}\n",
+                                "metadata.annotations.kubeplace.io/gang-topology-key: got ''"),
 }
 
 
