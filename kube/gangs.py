@@ -13,6 +13,8 @@ Accepted, all at once:
 The annotation ``kubeplace.io/gang-topology-key`` (on the PodGroup object, or on the
 member pods of a CRD-free gang) names a node label: all the gang's pods must then run on
 nodes with one value of it (one zone, rack, NVLink or network block).
+``kubeplace.io/gang-topology-preferred-key`` names a label whose domains the gang should
+span as few of as it can (a soft preference, weighed against the profile's objective).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 PLAIN_LABEL = "kubeplace.io/gang"
 PLAIN_MIN_MEMBER = "kubeplace.io/gang-min-member"
 TOPOLOGY_KEY = "kubeplace.io/gang-topology-key"
+PREFERRED_TOPOLOGY_KEY = "kubeplace.io/gang-topology-preferred-key"
 DEFAULT_TIMEOUT_SECONDS = 60
 CRDS = (("scheduling.x-k8s.io", "v1alpha1", "podgroups"), ("scheduling.sigs.k8s.io", "v1alpha1", "podgroups"),
         ("scheduling.volcano.sh", "v1beta1", "podgroups"))
@@ -48,6 +51,8 @@ class PodGroup:
     origin: str = ""  # the API group, or "label" for the CRD-free form
     topology_key: str = ""
     """A node label key: all members on nodes with one value of it ("" = anywhere)."""
+    preferred_topology_key: str = ""
+    """A node label key: members on as few of its values as they can ("" = no preference)."""
 
     @property
     def key(self) -> str:
@@ -79,19 +84,21 @@ def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
             resources[str(name)] = resource_amount(str(name), value)
         except QuantityError as e:
             raise InputError(str(e), file=source, obj=where, field=f"spec.minResources.{name}") from None
-    topology = _topology_key(meta.get("annotations") or {}, source, where)
+    annotations = meta.get("annotations") or {}
     return PodGroup(str(meta.get("namespace") or "default"), meta["name"], min_member, resources, timeout,
-                    str(meta.get("creationTimestamp", "")), str(obj["apiVersion"]).split("/")[0], topology)
+                    str(meta.get("creationTimestamp", "")), str(obj["apiVersion"]).split("/")[0],
+                    _topology_key(annotations, source, where), _topology_key(annotations, source, where, True))
 
 
-def _topology_key(annotations: Mapping[str, Any], source: str, where: str) -> str:
+def _topology_key(annotations: Mapping[str, Any], source: str, where: str, preferred: bool = False) -> str:
     """The gang topology annotation's label key; present but empty is an error (a typo
     must not silently drop the constraint)."""
-    if TOPOLOGY_KEY not in annotations:
+    name = PREFERRED_TOPOLOGY_KEY if preferred else TOPOLOGY_KEY
+    if name not in annotations:
         return ""
-    value = annotations[TOPOLOGY_KEY]
+    value = annotations[name]
     if not isinstance(value, str) or not value.strip():
-        raise InputError(f"got {value!r}", file=source, obj=where, field=f"metadata.annotations.{TOPOLOGY_KEY}",
+        raise InputError(f"got {value!r}", file=source, obj=where, field=f"metadata.annotations.{name}",
                          expected="a node label key")
     return value.strip()
 
@@ -118,6 +125,8 @@ def plain_groups(pods: list[Pod], known: set[str]) -> list[PodGroup]:
         except ValueError:
             raise InputError(f"got {text!r}", file=pod.source, obj=f"Pod {pod.key}",
                              field=f"metadata.annotations.{PLAIN_MIN_MEMBER}", expected="an integer >= 1") from None
-        topology = _topology_key(pod.annotations, pod.source, f"Pod {pod.key}")
-        found[key] = PodGroup(pod.namespace, name, max(1, min_member), origin="label", topology_key=topology)
+        where = f"Pod {pod.key}"
+        found[key] = PodGroup(pod.namespace, name, max(1, min_member), origin="label",
+                              topology_key=_topology_key(pod.annotations, pod.source, where),
+                              preferred_topology_key=_topology_key(pod.annotations, pod.source, where, True))
     return list(found.values())

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.fragmentation import cluster_fragmentation
-from models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from models.framework import FragmentationTerm, GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from models.gpu import WHOLE
 from models.problem import Assignment, Problem
 
@@ -60,6 +60,15 @@ def nodes_used(problem: Problem, a: Assignment) -> int:
     return int(busy.sum())
 
 
+def gang_domains(problem: Problem, a: Assignment) -> int:
+    """Domains of their preferred topology keys that gangs' placed members use, summed."""
+    total = 0
+    for gang in problem.gangs:
+        if gang.preferred is not None:
+            total += len(np.unique(gang.preferred[a.node[np.isin(a.cls, np.asarray(gang.classes))]]))
+    return total
+
+
 def objective_value(problem: Problem, a: Assignment, terms: Sequence[ObjectiveTerm]) -> float:
     """The second goal as the plan reports it (lower is better)."""
     total = 0.0
@@ -68,6 +77,8 @@ def objective_value(problem: Problem, a: Assignment, terms: Sequence[ObjectiveTe
             total += t.weight * balance(problem, a, t.resource)
         elif isinstance(t, NodesUsedTerm):
             total += t.weight * nodes_used(problem, a)
+        elif isinstance(t, GangDomainsTerm):
+            total += t.weight * gang_domains(problem, a)
         elif isinstance(t, FragmentationTerm):
             total += t.weight * cluster_fragmentation(problem, a)[0] / WHOLE
     return total

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.formulation_gpu import _device_rows, _DeviceVars, device_hint, device_use
-from models.framework import LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from models.linear import INF, LinearBuilder, LinearModel
 from models.problem import Assignment, DeviceUse, Gang, IntArray, Problem
 
@@ -254,6 +254,8 @@ class _Aux:
     offsets: tuple[int, ...] = ()
     scale: int = 1
     load_var: int = -1
+    gang: int = -1
+    domain: int = -1
 
 
 def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[ObjectiveTerm],
@@ -268,6 +270,8 @@ def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[Objec
             aux += _balance_rows(b, term, mu)
         elif isinstance(term, NodesUsedTerm):
             aux += _nodes_used_rows(b, term)
+        elif isinstance(term, GangDomainsTerm):
+            aux += _gang_domains_rows(b, term)
     values = _values_from(b, hint)
     full = None if values is None else _complete_hint(b, values, aux, hint)
     return Formulation(b.lb.build(maximize=False, hint=full), problem, b.pair_cls, b.pair_node, b.devices)
@@ -329,6 +333,31 @@ def _nodes_used_rows(b: _Builder, term: NodesUsedTerm) -> list[_Aux]:
     return out
 
 
+def _gang_domains_rows(b: _Builder, term: GangDomainsTerm) -> list[_Aux]:
+    """Per gang with a preferred key and per domain its members may use here: a binary,
+    set if any member goes there, costing ``weight`` (in the balance term's SCALE). Domains
+    its members fixed outside the neighbourhood already use cost nothing more."""
+    out = []
+    fixed = b.hood.fixed
+    for g, gang in enumerate(b.problem.gangs):
+        if gang.preferred is None:
+            continue
+        classes = np.asarray(gang.classes, dtype=np.int64)
+        held = np.unique(gang.preferred[fixed.node[np.isin(fixed.cls, classes)]])
+        member = np.isin(b.pair_cls, classes)
+        pair_domain = gang.preferred[b.pair_node[member]]
+        cols = b.y[member]
+        size = int(b.problem.count[classes].sum())
+        for d in np.setdiff1d(np.unique(pair_domain), held).tolist():
+            sel = pair_domain == d
+            (u,) = b.lb.add_vars(np.array([0]), np.array([1]))
+            b.lb.add_row(np.concatenate([cols[sel], [u]]), np.concatenate([np.ones(int(sel.sum()), np.int64),
+                                                                           [-size]]), -INF, 0)
+            b.lb.add_objective(np.array([u]), np.array([SCALE * term.weight]))
+            out.append(_Aux("domain", int(u), -1, gang=g, domain=int(d)))
+    return out
+
+
 def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux], hint: Assignment | None) -> IntArray:
     """A value for every variable (y from the assignment, auxiliaries computed), so the
     backend receives a complete, feasible hint."""
@@ -346,6 +375,12 @@ def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux], hint: A
         in_domain = np.isin(b.pair_cls, np.asarray(gang.classes)) & (gang.domain[b.pair_node] == d)
         values[var] = 1 if y_values[in_domain].sum() > 0 else 0
     for a in aux:
+        if a.kind == "domain":
+            gang = p.gangs[a.gang]
+            assert gang.preferred is not None
+            there = np.isin(b.pair_cls, np.asarray(gang.classes)) & (gang.preferred[b.pair_node] == a.domain)
+            values[a.var] = 1 if y_values[there].sum() > 0 else 0
+            continue
         sel = b.pair_node == a.node
         if a.kind == "used":
             values[a.var] = 1 if y_values[sel].sum() > 0 else 0

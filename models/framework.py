@@ -86,8 +86,15 @@ class FragmentationTerm:
     weight: int
 
 
-ObjectiveTerm = LoadBalanceTerm | NodesUsedTerm | FragmentationTerm
-LINEAR_TERMS = (LoadBalanceTerm, NodesUsedTerm)
+@dataclass(frozen=True)
+class GangDomainsTerm:
+    """weight per domain of its preferred topology key that a gang's placed members use."""
+
+    weight: int
+
+
+ObjectiveTerm = LoadBalanceTerm | NodesUsedTerm | FragmentationTerm | GangDomainsTerm
+LINEAR_TERMS = (LoadBalanceTerm, NodesUsedTerm, GangDomainsTerm)
 
 
 @runtime_checkable

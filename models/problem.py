@@ -43,12 +43,9 @@ class Gang:
     """(N,) with a topology key: each node's domain (index of its label value), -1 where the
     gang may not run (no label, or another domain than its running members'). All placed
     members share one domain; the aggregation also masks -1 nodes out of eligibility."""
-
-    def domains(self) -> IntArray:
-        """The domains members may use, ascending (empty without a topology key)."""
-        if self.domain is None:
-            return np.zeros(0, dtype=np.int64)
-        return np.unique(self.domain[self.domain >= 0]).astype(np.int64)
+    preferred: IntArray | None = None
+    """(N,) with a preferred topology key: each node's domain for that key (nodes without
+    the label form one domain of their own); members should use as few as they can."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ The CLI and the benchmarks call ``make_plan``; nothing here touches the cluster.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from models.aggregate import Aggregation, aggregate
 from models.config import Configuration, Profile, instantiate
 from models.fragmentation import cluster_fragmentation
 from models.framework import PluginSet
+from models.plugins.gang import domain_terms
 from models.problem import Assignment, Objective
 from plan.explain import explain
 from plan.gangs import gang_statuses
@@ -40,6 +41,7 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, optio
     plugins = instantiate(config, profile, snapshot)
     agg = aggregate(snapshot, plugins, Objective(profile.objective), config.gpu.conventions(),
                     profile.placementWeight)
+    plugins = replace(plugins, objective_terms=(*plugins.objective_terms, *domain_terms(agg.problem)))
     report = solve(agg.problem, plugins.objective_terms, options, on_event)
     plan = _to_plan(snapshot, agg, report, profile, plugins)
     return Planned(plan, agg, report, plugins)

@@ -183,18 +183,19 @@ def _gang_domains(problem: Problem, state: PlacementState, gang: Gang) -> list[B
     """The node masks to try the gang on: anywhere without a topology key; else the domain
     its members already placed hold (none if they span several), or every domain, the one
     with the least free room for the gang first (best-fit on domains: large domains stay
-    whole for large gangs)."""
-    if gang.domain is None:
+    whole for large gangs). With only a preferred key, the same, then anywhere."""
+    domain = gang.domain if gang.domain is not None else gang.preferred
+    if domain is None:
         return [None]
-    domain = gang.domain
+    fallback: list[BoolArray | None] = [] if gang.domain is not None else [None]  # a preference only
     held = {int(domain[i]) for (c, i), k in state.placed.items() if k > 0 and c in gang.classes}
     if held:
-        return [domain == next(iter(held))] if len(held) == 1 and -1 not in held else []
+        return [domain == next(iter(held)), *fallback] if len(held) == 1 and -1 not in held else fallback
     usable = problem.eligible[list(gang.classes)].any(axis=0)
     room = (state.free / np.maximum(problem.capacity, 1)).sum(axis=1)
-    domains = gang.domains()
+    domains = np.unique(domain[domain >= 0])
     order = np.argsort([float(room[usable & (domain == d)].sum()) for d in domains], kind="stable")
-    return [domain == domains[j] for j in order]
+    return [domain == domains[j] for j in order] + fallback
 
 
 def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:

@@ -59,7 +59,8 @@ def subproblem(problem: Problem, classes: IntArray, nodes: IntArray) -> Problem:
     caps = tuple(GroupCap(g.name, tuple(new_index[c] for c in g.classes), g.cap[nodes])
                  for g in problem.group_caps if g.classes and g.classes[0] in new_index)
     gangs = tuple(replace(g, classes=tuple(new_index[c] for c in g.classes),
-                          domain=None if g.domain is None else g.domain[nodes])
+                          domain=None if g.domain is None else g.domain[nodes],
+                          preferred=None if g.preferred is None else g.preferred[nodes])
                   for g in problem.gangs if g.classes and g.classes[0] in new_index)
     has_gpu = problem.gpu_count.shape[0] > 0
     return replace(

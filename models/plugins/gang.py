@@ -17,10 +17,14 @@ import numpy as np
 
 from kube.gangs import PodGroup, group_of
 from kube.objects import Node, Pod
-from models.framework import ClassView, RunContext
-from models.problem import Gang, GroupCap, IntArray
+from models.framework import ClassView, GangDomainsTerm, RunContext
+from models.problem import Gang, GroupCap, IntArray, Problem
 
 NAME = "Coscheduling"
+GANG_DOMAIN_WEIGHT = 10
+"""Cost of one more preferred-key domain per gang, in balance units (one node at the
+largest deviation of one resource costs 1): fewer domains win over balance in all but
+very uneven clusters, yet a gang that only fits across domains is still placed."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,9 @@ class Coscheduling:
             resources = tuple(sorted(group.min_resources.items())) if group else ()
             topology = group.topology_key if group else ""
             domain = self._domain(key, topology, view.nodes) if topology else None
-            gangs.append(Gang(key, tuple(classes), max(needed, 0), resources, topology, domain))
+            soft = group.preferred_topology_key if group else ""
+            preferred = _label_domains(soft, view.nodes, unlabelled_apart=True) if soft else None
+            gangs.append(Gang(key, tuple(classes), max(needed, 0), resources, topology, domain, preferred))
         return gangs
 
     def _domain(self, key: str, topology: str, nodes: Sequence[Node]) -> IntArray:
@@ -62,15 +68,26 @@ class Coscheduling:
         running members' domain when some run (none if they span several or run on a
         node without the label, which no placement can mend; members on nodes outside the
         snapshot are not counted, as in the verifier)."""
-        values = sorted({n.labels[topology] for n in nodes if topology in n.labels})
-        index = {v: d for d, v in enumerate(values)}
-        domain = np.array([index[n.labels[topology]] if topology in n.labels else -1
-                           for n in nodes], dtype=np.int64)
+        domain = _label_domains(topology, nodes)
         held = {int(domain[i]) for i, n in enumerate(nodes) if n.name in self.running_on.get(key, ())}
         if held:
             keep = held.pop() if len(held) == 1 else -1
             domain[domain != keep] = -1
         return domain
+
+
+def domain_terms(problem: Problem) -> tuple[GangDomainsTerm, ...]:
+    """The objective term for gangs' preferred topology keys, when some gang has one."""
+    return (GangDomainsTerm(GANG_DOMAIN_WEIGHT),) if any(g.preferred is not None for g in problem.gangs) else ()
+
+
+def _label_domains(label: str, nodes: Sequence[Node], unlabelled_apart: bool = False) -> IntArray:
+    """Each node's index among the sorted values of ``label``; nodes without it get -1, or
+    with ``unlabelled_apart`` one more index of their own."""
+    values = sorted({n.labels[label] for n in nodes if label in n.labels})
+    index = {v: d for d, v in enumerate(values)}
+    missing = len(values) if unlabelled_apart else -1
+    return np.array([index[n.labels[label]] if label in n.labels else missing for n in nodes], dtype=np.int64)
 
 
 def build(_args: None, ctx: RunContext) -> Coscheduling:

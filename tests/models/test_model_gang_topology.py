@@ -8,13 +8,18 @@ import numpy as np
 import pytest
 
 from kube.errors import InputError
-from kube.gangs import TOPOLOGY_KEY, parse_pod_group
+from kube.gangs import PREFERRED_TOPOLOGY_KEY, TOPOLOGY_KEY, parse_pod_group
 from models.aggregate import aggregate
 from models.config import Configuration, Profile, instantiate
-from models.problem import Objective
+from models.evaluate import gang_domains, mean_utilisation
+from models.formulation import Neighbourhood, objective_model
+from models.plugins.gang import domain_terms
+from models.problem import Assignment, Objective
 from plan.pipeline import make_plan
 from plan.plan import Plan
 from plan.verify import verify
+from solver.backends import get_backend
+from solver.backends.base import SolveSettings
 from solver.greedy import BEST_FIT, FGD, SPREAD, greedy
 from solver.solve import SolverOptions
 from solver.split import subproblem
@@ -155,3 +160,57 @@ def test_running_members_in_two_zones_block_the_gang() -> None:
     nodes = (zoned("a1", "a", "8"), zoned("b1", "b", "8"))
     plan = plan_of(*nodes, group("job", 3), member("r0").on("a1"), member("r1").on("b1"), member("w2"))
     assert plan.placements == () and not plan.gangs[0].placed
+
+
+def preferring(name: str, min_member: int) -> dict[str, Any]:
+    manifest = group(name, min_member, key=None)
+    manifest["metadata"]["annotations"] = {PREFERRED_TOPOLOGY_KEY: ZONE}
+    return manifest
+
+
+@pytest.mark.parametrize(("backend", "pairs"), [("cpsat", None), ("cbc", None), ("cpsat", 0)])
+def test_preferred_key_keeps_the_gang_in_one_zone_when_it_can(backend: str, pairs: int | None) -> None:
+    # the balanced plan splits this gang (test above); the preference keeps it in zone b
+    plan = plan_of(*TWO_ZONES, preferring("job", 3), *[member(f"w{i}") for i in range(3)],
+                   backend=backend, full_model_pairs=pairs)
+    assert len(plan.placements) == 3 and zones_of(plan, NODES) == {"b"}
+
+
+def test_preferred_key_still_places_a_gang_that_needs_two_zones() -> None:
+    plan = plan_of(zoned("a1", "a", "4"), zoned("b1", "b", "4"), preferring("job", 3),
+                   *[member(f"w{i}") for i in range(3)])
+    assert len(plan.placements) == 3 and plan.gangs[0].placed
+
+
+def test_preferred_annotation_is_parsed_and_checked() -> None:
+    assert parse_pod_group(preferring("job", 2), "f.yaml").preferred_topology_key == ZONE
+    bad = preferring("job", 2)
+    bad["metadata"]["annotations"][PREFERRED_TOPOLOGY_KEY] = ""
+    with pytest.raises(InputError, match=PREFERRED_TOPOLOGY_KEY):
+        parse_pod_group(bad, "f.yaml")
+
+
+def test_gang_domains_are_counted_per_gang() -> None:
+    snap = snapshot_of(*TWO_ZONES, zoned("x1", None, "8"), preferring("job", 3), *[member(f"w{i}") for i in range(3)])
+    problem = aggregate(snap, instantiate(Configuration(), Profile(), snap)).problem
+    (gang,) = problem.gangs
+    assert gang.preferred is not None and gang.preferred.tolist() == [0, 1, 2]  # the unlabelled node: a domain
+    split = Assignment(np.zeros(3, np.int64), np.array([0, 1, 2]), np.ones(3, np.int64))
+    assert gang_domains(problem, split) == 3
+    assert gang_domains(problem, Assignment(np.zeros(1, np.int64), np.array([1]), np.array([3]))) == 1
+
+
+def test_objective_model_prices_each_domain() -> None:
+    snap = snapshot_of(*TWO_ZONES, preferring("job", 3), *[member(f"w{i}") for i in range(3)])
+    plugins = instantiate(Configuration(), Profile(), snap)
+    problem = aggregate(snap, plugins).problem
+    terms = (*plugins.objective_terms, *domain_terms(problem))
+    whole = Assignment(np.zeros(1, np.int64), np.array([1]), np.array([3]))  # all in zone b
+    mu = mean_utilisation(problem, whole)  # the same for every placement of the three
+    for with_domains, zones in ((True, {"b1"}), (False, {"a1", "b1"})):
+        used = terms if with_domains else plugins.objective_terms
+        form = objective_model(problem, Neighbourhood.whole(problem), used, int(problem.weight[0]) * 3, mu)
+        result = get_backend("cpsat").solve(form.model, SolveSettings(5, 1))
+        assert result.values is not None
+        a = form.assignment(result.values)
+        assert {problem.node_names[i] for i in a.node} == zones
