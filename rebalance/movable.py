@@ -5,7 +5,9 @@ system-critical (priority >= 2000000000), bare (no controller would recreate it)
 storage (emptyDir/hostPath) unless allowed, or is excluded by the user (namespace, label
 selector, annotation ``kubeplace.io/evict: "false"``). kubeplace also keeps pods whose
 placement rules it does not model (required inter-pod (anti-)affinity, hard topology spread,
-volume claims) and pods sharing a GPU device (device-level placement is not modelled here).
+volume claims), pods sharing a GPU device (device-level placement is not modelled here) and gang
+members (a gang runs all together, in one topology domain when it asks for one: moving members one
+by one would break it).
 
 The facts these rules read that :class:`kube.objects.Pod` does not carry (owner, volumes,
 static-pod annotations) come from the raw object: :func:`facts_of`.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube.errors import expect_list, expect_mapping
+from kube.gangs import group_of
 from kube.objects import Pod
 from kube.selectors import matches, parse_selector
 
@@ -42,6 +45,7 @@ USER_ANNOTATION = f'annotation {EVICT_ANNOTATION}: "false"'
 OUT_OF_SCOPE = "outside -n/-l"
 NOT_RUNNING = "not running on a known node"
 GPU_SHARE = "shares a GPU device (device-level moves not modelled)"
+GANG = "member of a gang (evicting one member alone would break the gang)"
 
 
 @dataclass(frozen=True)
@@ -130,4 +134,6 @@ def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str
         return f"placement rule not modelled ({', '.join(pod.unmodelled)})"
     if any(pod.requests.get(r, 0) for r in GPU_SHARE_RESOURCES):
         return GPU_SHARE
+    if group_of(pod):
+        return GANG
     return ""

@@ -40,6 +40,9 @@ def test_an_ordinary_replicaset_pod_may_move() -> None:
     (with_meta(running(), annotations={mv.EVICT_ANNOTATION: "false"}), mv.USER_ANNOTATION),
     (pod("p", "app", 100, 64, owner=("ReplicaSet", "rs")), mv.NOT_RUNNING),
     (pod("p", "app", 100, 64, node_name="elsewhere"), mv.NOT_RUNNING),
+    (with_meta(running(), labels={"scheduling.x-k8s.io/pod-group": "train"}), mv.GANG),
+    (with_meta(running(), annotations={"scheduling.k8s.io/group-name": "train"}), mv.GANG),
+    (with_meta(running(), labels={"kubeplace.io/gang": "train"}), mv.GANG),
 ])  # fmt: skip
 def test_pods_that_never_move(manifest: dict[str, Any], reason: str) -> None:
     assert _reason(manifest) == reason
