@@ -19,7 +19,7 @@ Gangs are placed as a unit and rolled back when they stay below min-member.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -66,18 +66,8 @@ def greedy(problem: Problem, policy: str = BEST_FIT, order: list[int] | None = N
     ``steer`` (best-fit and spread only) keeps pods off resources they do not use, see
     :func:`_steered`."""
     place = _steered(problem, policy) if steer else _placer(problem, policy)
-    state = state or PlacementState.start(problem)
-    gang_of = {c: g for g in problem.gangs for c in g.classes}
-    done_gangs: set[str] = set()
-    for c in order if order is not None else class_order(problem):
-        want = int(problem.count[c] - state.per_class[c])
-        gang = gang_of.get(c)
-        if gang is None:
-            place(state, c, want)
-        elif gang.name not in done_gangs:
-            done_gangs.add(gang.name)
-            state = _place_gang(problem, state, gang, place)
-    return state.assignment()
+    classes = order if order is not None else class_order(problem)
+    return _place_runs(problem, state or PlacementState.start(problem), place, ((c, None) for c in classes))
 
 
 def queue_runs(problem: Problem) -> list[tuple[int, int]]:
@@ -99,14 +89,19 @@ def greedy_in_queue(problem: Problem, policy: str = FGD) -> Assignment:
     arrivals): the same FGD placer in queue order ends with more GPUs allocated than in
     largest-first order, whose big pods take the nodes later arrivals of the stream fit best.
     A gang is placed whole when its first member comes up."""
-    place = _placer(problem, policy)
-    state = PlacementState.start(problem)
+    return _place_runs(problem, PlacementState.start(problem), _placer(problem, policy), queue_runs(problem))
+
+
+def _place_runs(problem: Problem, state: PlacementState, place: Placer,
+                runs: Iterable[tuple[int, int | None]]) -> Assignment:
+    """Places ``runs`` of (class, pods; None: all its pods not yet placed) in order; a gang
+    whole, all or nothing, when its first class comes up."""
     gang_of = {c: g for g in problem.gangs for c in g.classes}
     done_gangs: set[str] = set()
-    for c, k in queue_runs(problem):
+    for c, k in runs:
         gang = gang_of.get(c)
         if gang is None:
-            place(state, c, k)
+            place(state, c, int(problem.count[c] - state.per_class[c]) if k is None else k)
         elif gang.name not in done_gangs:
             done_gangs.add(gang.name)
             state = _place_gang(problem, state, gang, place)

@@ -72,3 +72,16 @@ def test_queue_order_places_the_earlier_arrival() -> None:
     in_queue = checked(snap, problem, greedy_in_queue(problem, "fgd"))
     assert placed(in_queue) == ["early", "later"]
     assert int(np.sum(in_queue.counts)) == 2
+
+
+def test_a_small_gpu_batch_starts_from_the_queue_order_fgd() -> None:
+    # largest first (every other greedy) places the later 2-GPU pod alone; the queue places
+    # both 1-GPU pods, so its placement is the one the solver starts from
+    snap = snapshot_of(
+        node("g").cpu("8").memory("8Gi").pods(110).gpu(2),
+        pod("early").cpu("1").gpu(1).created("2026-01-01T00:00:00Z"),
+        pod("late").cpu("1").gpu(2).created("2026-01-02T00:00:00Z"),
+        pod("later").cpu("1").gpu(1).created("2026-01-03T00:00:00Z"))
+    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=1, workers=1)).plan  # type: ignore[arg-type]
+    assert plan.steps[0] == "greedy (fgd, queue order)"
+    assert sorted(p.name for p in plan.placements) == ["early", "later"]
