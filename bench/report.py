@@ -190,7 +190,7 @@ def _renamed(p: PodSpec, name: str) -> PodSpec:
 
 def replay(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, seeds: Sequence[int], window: int,
            time_limit: float, policies: Sequence[str] = (KUBEPLACE, *POLICIES), shuffle: bool = False,
-           sources: tuple[str, str] = ("", "")) -> dict[str, Any]:
+           sources: tuple[str, str] = ("", ""), objective: str = "defrag") -> dict[str, Any]:
     """Scenario 2 (saturation replay): the JSON document."""
     dist = task_distribution(pods)  # the shapes of the list, as FGD's typical pods
     capacity = WHOLE * sum(n.gpus for n in nodes)
@@ -203,7 +203,8 @@ def replay(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, seeds: Sequenc
             cluster = Cluster.build(nodes)
             t0 = time.perf_counter()
             if policy == KUBEPLACE:
-                placed, failures = _kubeplace_windows(cluster, nodes, arrivals, window, time_limit, seed)
+                placed, failures = _kubeplace_windows(cluster, nodes, arrivals, window, time_limit, seed,
+                                                       objective)
             else:
                 placed, failures = [j for j, _ in place_one_at_a_time(policy, cluster, arrivals, dist, seed)], 0
             gpu = sum(arrivals[j].gpu_total for j in placed)
@@ -218,19 +219,20 @@ def replay(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, seeds: Sequenc
                        "failures": sum(r["failures"] for r in runs), "per_seed": runs}
     return {"input": {**_input(nodes, pods, sources), "seeds": list(seeds), "window": window,
                       "saturation": SATURATION, "order": "shuffled (FGD artifact)" if shuffle else "arrival",
-                      "arrivals_per_seed": sizes, "time_limit_per_window": time_limit},
+                      "arrivals_per_seed": sizes, "time_limit_per_window": time_limit,
+                      "kubeplace_profile": objective},
             "policies": out}
 
 
 def _kubeplace_windows(cluster: Cluster, nodes: Sequence[NodeSpec], arrivals: Sequence[PodSpec], window: int,
-                       time_limit: float, seed: int) -> tuple[list[int], int]:
+                       time_limit: float, seed: int, objective: str) -> tuple[list[int], int]:
     bound: list[tuple[PodSpec, str, str, tuple[int, ...]]] = []
     placed: list[int] = []
     failures = 0
     for start in range(0, len(arrivals), window):
         chunk = list(arrivals[start:start + window])
         v = validate(cluster, chunk, plan_openb(nodes, chunk, bound, time_limit=time_limit, seed=seed,
-                                                         objective="defrag"))
+                                                         objective=objective))
         failures += len(v.failures)
         for j, p in v.placed:
             bound.append((chunk[j], openb.kube_name(chunk[j].name), openb.kube_name(p.node), p.gpus))
@@ -293,7 +295,7 @@ def replay_table(doc: dict[str, Any]) -> str:
     rows.append(["seconds (mean)", *(f"{pol[n]['seconds']:.2f}" for n in names)])
     head = (f"openb saturation replay: {inp['nodes']} nodes, {inp['gpus']} GPUs; arrivals to "
             f"{int(100 * inp['saturation'])}% of GPU capacity ({', '.join(map(str, inp['arrivals_per_seed']))} pods, "
-            f"{inp['order']} order); kubeplace windows of {inp['window']}\n")
+            f"{inp['order']} order); kubeplace windows of {inp['window']}, profile {inp['kubeplace_profile']}\n")
     fails = pol.get(KUBEPLACE, {}).get("failures", 0)
     return head + _grid(["", *names], rows) + (f"kubeplace: {fails} placement(s) refused by the simulator\n"
                                                if KUBEPLACE in pol else "")

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from cli.options import KubeplaceGroup, int_list
+from models.config import OBJECTIVES
 
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
 
@@ -91,9 +92,11 @@ def bench_openb(nodes_csv: Path, pods_csv: Path, time_limit: float, output: str,
               help="Policies to run, comma separated.")
 @click.option("--shuffle", is_flag=True,
               help="FGD artifact's variant: the whole list plus draws up to 130%, in a random order.")
+@click.option("--profile", "objective", type=click.Choice(OBJECTIVES), default="defrag", show_default=True,
+              help="kubeplace's profile objective in each window.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window: int, time_limit: float,
-                       policies: str, shuffle: bool, output: str) -> None:
+                       policies: str, shuffle: bool, objective: str, output: str) -> None:
     """Saturation replay (FGD's protocol): arrivals sampled until 130% of the GPU capacity is
     requested; GPU allocation ratio at the end, averaged over seeds."""
     from bench.baselines import POLICIES
@@ -107,5 +110,5 @@ def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window
                                  f"{', '.join((KUBEPLACE, *POLICIES))}", param_hint="--policies")
     nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
     doc = replay(nodes, pods, seeds=seeds, window=window, time_limit=time_limit, policies=chosen, shuffle=shuffle,
-                 sources=(str(nodes_csv), str(pods_csv)))
+                 sources=(str(nodes_csv), str(pods_csv)), objective=objective)
     click.echo(json.dumps(doc, indent=2) if output == "json" else replay_table(doc), nl=output == "json")

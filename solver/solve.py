@@ -35,9 +35,8 @@ GUIDED_SECONDS = 3.0
 PATTERN_SHARE = 0.6
 QUEUE_ORDER_PODS = 400
 """Up to this many pending pods (a window of a stream of arrivals, not a whole backlog), the
-FGD greedy takes pods in queue order instead of largest first (FGD's saturation replay, windows
-of 100 arrivals, seeds 1-3: 94.11% of the GPUs allocated on average against 93.91% with both
-orders as candidates, the end-of-window fragmentation preferring largest first)."""
+FGD greedy takes pods in queue order instead of largest first: on FGD's saturation replay that
+order ends with more GPUs allocated (see ``solver.greedy.greedy_in_queue``)."""
 REPAIR_SHARE = 0.5
 """Part of the time left that ruin and recreate may spend on gangs left out."""
 REPAIR_ROUNDS_PER_SECOND = 20

@@ -197,3 +197,17 @@ def test_bench_openb_json_shape(tmp_path: Path) -> None:
     assert rows[0] == ["pod", "node", "gpus"] and len(rows) == 1 + doc["policies"]["kubeplace"]["pods_placed"]
     table = CliRunner().invoke(bench, ["openb", "--nodes", str(nodes), "--pods", str(pods), "--time-limit", "1"])
     assert table.exit_code == 0 and "% of LP bound" in table.output
+
+
+def test_bench_openb_replay_profile(tmp_path: Path) -> None:
+    nodes, pods = write(tmp_path, "nodes.csv", NODES), write(tmp_path, "pods.csv", PODS)
+    args = ["openb-replay", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "1", "--window", "2",
+            "--time-limit", "0.2", "--policies", "kubeplace,fgd"]
+    result = CliRunner().invoke(bench, [*args, "--profile", "balance", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["input"]["kubeplace_profile"] == "balance" and list(doc["policies"]) == ["kubeplace", "fgd"]
+    table = CliRunner().invoke(bench, args)
+    assert table.exit_code == 0 and "profile defrag" in table.output
+    wrong = CliRunner().invoke(bench, [*args, "--profile", "fastest"])
+    assert wrong.exit_code == 2 and "'fastest' is not one of" in wrong.output
