@@ -80,7 +80,7 @@ def objective_value(problem: Problem, a: Assignment, terms: Sequence[ObjectiveTe
         elif isinstance(t, GangDomainsTerm):
             total += t.weight * gang_domains(problem, a)
         elif isinstance(t, FragmentationTerm):
-            total += t.weight * cluster_fragmentation(problem, a)[0] / WHOLE
+            total += t.weight * cluster_fragmentation(problem, a, by_devices=True)[0] / WHOLE
     return total
 
 

@@ -10,6 +10,15 @@ from the workload's shape distribution could not use there:
 - a CPU-only task strands the node's free GPUs when the node lacks CPU or memory for it.
 
 The cluster's fragmentation is the sum over nodes; its ratio, over the free GPU capacity.
+
+Popularity. FGD weighs each shape by its pods; the plan summary reports that measure.
+Placement decisions (the FGD greedy, the ``defrag`` objective) weigh each shape by the GPU
+devices its pods ask for (``by_devices``): a pod counts once per device it takes, a
+share or a CPU-only pod once. Counted by pods, an 8-GPU task weighs as much as a tenth of
+a GPU, so nothing keeps whole nodes free for it, although such tasks carry a large part
+of the GPUs requested (openb default: 0.5% of the pods, 6% of the GPUs); on FGD's
+saturation replay a pod-weighted FGD used up the last empty 8-GPU nodes while 8-GPU pods
+were still arriving.
 """
 
 from __future__ import annotations
@@ -37,7 +46,9 @@ class TaskShapes:
     eligible: BoolArray  # (M, N) static eligibility
 
     @staticmethod
-    def of(problem: Problem) -> TaskShapes:
+    def of(problem: Problem, by_devices: bool = False) -> TaskShapes:
+        """The workload's shapes; popularity by pods (FGD's), or ``by_devices`` (see the
+        module docstring)."""
         gpu = problem.resource_index("nvidia.com/gpu")
         keep = np.array([r for r in range(len(problem.resources)) if r != gpu and problem.resources[r] != "pods"],
                         dtype=np.int64)
@@ -45,15 +56,22 @@ class TaskShapes:
         if w is not None and len(w.count):
             eligible = np.ones((len(w.count), problem.n_nodes), dtype=np.bool_)
             return TaskShapes(w.demand[:, keep], keep, w.gpu_count, w.gpu_milli,
-                              w.count / max(int(w.count.sum()), 1), eligible)
-        total = max(int(problem.count.sum()), 1)
+                              popularity(w.count, w.gpu_count, by_devices), eligible)
         count = problem.gpu_count if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
         milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
-        return TaskShapes(problem.demand[:, keep], keep, count, milli, problem.count / total, problem.eligible)
+        return TaskShapes(problem.demand[:, keep], keep, count, milli,
+                          popularity(problem.count, count, by_devices), problem.eligible)
+
+
+def popularity(pods: IntArray, devices: IntArray, by_devices: bool) -> FloatArray:
+    """Each shape's share of the pods, or with ``by_devices`` of the device requests (a pod
+    counts once per GPU device it takes, at least once)."""
+    weight = pods * np.maximum(devices, 1) if by_devices else pods
+    return np.asarray(weight / max(int(weight.sum()), 1), dtype=np.float64)
 
 
 def popular(shapes: TaskShapes, coverage: float = 0.95) -> TaskShapes:
-    """The most popular shapes covering ``coverage`` of the pods, reweighted (as FGD's
+    """The most popular shapes covering ``coverage`` of the popularity, reweighted (as FGD's
     authors do: rare shapes barely move the expectation and cost as much as common ones)."""
     order = np.argsort(-shapes.weight, kind="stable")
     keep = order[: int(np.searchsorted(np.cumsum(shapes.weight[order]), coverage)) + 1]
@@ -79,8 +97,9 @@ def node_fragmentation(shapes: TaskShapes, free: IntArray, device_free: IntArray
     return np.asarray(frag @ shapes.weight, dtype=np.float64)
 
 
-def cluster_fragmentation(problem: Problem, a: Assignment) -> tuple[float, float]:
-    """(fragmented milli-GPU, its share of the free milli-GPU) after assignment ``a``."""
+def cluster_fragmentation(problem: Problem, a: Assignment, by_devices: bool = False) -> tuple[float, float]:
+    """(fragmented milli-GPU, its share of the free milli-GPU) after assignment ``a``;
+    shapes weighted by pods (FGD's measure) or ``by_devices``."""
     if not problem.has_devices:
         return 0.0, 0.0
     free = problem.free - a.load(problem)
@@ -88,6 +107,6 @@ def cluster_fragmentation(problem: Problem, a: Assignment) -> tuple[float, float
     d = a.devices
     np.subtract.at(device_free, (d.node, d.device), problem.gpu_milli[d.cls] * d.counts)
     nodes = np.arange(problem.n_nodes)
-    frag = float(node_fragmentation(TaskShapes.of(problem), free, device_free, nodes).sum())
+    frag = float(node_fragmentation(TaskShapes.of(problem, by_devices), free, device_free, nodes).sum())
     total_free = float(np.maximum(device_free, 0).sum())
     return frag, (frag / total_free if total_free else 0.0)

@@ -80,8 +80,9 @@ class NodesUsedTerm:
 
 @dataclass(frozen=True)
 class FragmentationTerm:
-    """weight per GPU of FGD fragmentation after placement. It has no linear form: it
-    ranks greedy candidates and every answer, the exact model keeps to the other terms."""
+    """weight per GPU of FGD fragmentation after placement, task shapes weighted by the
+    devices they ask for (``models.fragmentation``). It has no linear form: it ranks greedy
+    candidates and every answer, the exact model keeps to the other terms."""
 
     weight: int
 

@@ -3,7 +3,9 @@
 FGD (Weng et al., ATC 2023) places each GPU pod where the cluster's fragmentation grows
 least, fragmentation being the free GPU capacity the workload's task shapes cannot use.
 Evaluated exactly (models/fragmentation.py) that costs a pass over every task shape per
-candidate; here its GPU part is tabulated once per run, so a delta is two look-ups:
+candidate; here its GPU part is tabulated once per run, so a delta is two look-ups
+(shapes weighted by the devices they ask for, as every placement decision weighs them,
+see ``models.fragmentation``):
 
 - a device with ``f`` milli free strands ``share(f) = sum_m p_m f [f < milli_m]`` for
   the share-sized tasks m (those with ``milli_m < 1000``);
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from models.fragmentation import TaskShapes, node_fragmentation
+from models.fragmentation import TaskShapes, node_fragmentation, popularity
 from models.gpu import WHOLE, first_fit
 from models.problem import IntArray, Problem
 from solver.state import PlacementState
@@ -42,7 +44,7 @@ class FragmentationTables:
         else:
             all_count = all_milli = all_pods = np.zeros(0, dtype=np.int64)
         gpu = all_count > 0
-        p = all_pods[gpu] / max(int(all_pods[gpu].sum()), 1)
+        p = popularity(all_pods[gpu], all_count[gpu], by_devices=True)
         milli, count = all_milli[gpu], all_count[gpu]
         f = np.arange(WHOLE + 1)
         shares = milli < WHOLE

@@ -8,8 +8,8 @@ pod changes, so nodes are ranked once per class, not once per pod:
 - ``spread`` gives each next pod to the node with the most free capacity left
   (LeastAllocated), with a heap;
 - ``fgd`` takes the node whose GPU fragmentation, measured against the workload's task
-  shapes, grows least (Weng et al., ATC 2023); pods without GPUs go best-fit to nodes with
-  no free GPU first.
+  shapes weighted by the devices they ask for (``models.fragmentation``), grows least
+  (Weng et al., ATC 2023); pods without GPUs go best-fit to nodes with no free GPU first.
 
 ``greedy_in_queue`` runs a policy one pod at a time in scheduling-queue order instead.
 
@@ -115,7 +115,7 @@ def _placer(problem: Problem, policy: str) -> Placer:
         return _spread
     if policy == FGD:
         tables = FragmentationTables.of(problem)
-        exact = popular(TaskShapes.of(problem)) if int(problem.count.sum()) <= EXACT_FGD_PODS else None
+        exact = popular(TaskShapes.of(problem, by_devices=True)) if int(problem.count.sum()) <= EXACT_FGD_PODS else None
 
         def fgd(state: PlacementState, c: int, want: int) -> int:
             if state.need(c).count > 0:

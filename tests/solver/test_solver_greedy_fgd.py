@@ -1,10 +1,12 @@
-"""The FGD greedy: pods without GPUs keep off nodes with free GPUs; the queue-order variant."""
+"""The FGD greedy: pods without GPUs keep off nodes with free GPUs; the queue-order variant;
+shapes weighted by the devices they ask for keep an empty 8-GPU node for the 8-GPU shape."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from models.config import Configuration, Profile
+from models.fragmentation import popularity
 from models.problem import Assignment, Problem
 from plan.pipeline import make_plan
 from plan.verify import verify
@@ -85,3 +87,41 @@ def test_a_small_gpu_batch_starts_from_the_queue_order_fgd() -> None:
     plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=1, workers=1)).plan  # type: ignore[arg-type]
     assert plan.steps[0] == "greedy (fgd, queue order)"
     assert sorted(p.name for p in plan.placements) == ["early", "later"]
+
+
+def _last_big_node() -> object:
+    """One empty 8-GPU node ("big") and one with two free GPUs but CPU for only one more
+    typical pod ("b"); the workload: twenty-two 1-GPU pods and one 8-GPU pod. Counted by
+    pods the 8-GPU shape is 4% of the workload, below FGD's 95% cut, so the 1-GPU pod costs
+    nothing on "big" and strands b's last GPU; counted by devices it is 27%, and taking
+    "big" strands its other seven GPUs for it."""
+    farm = [pod(f"r{k}", "sys").scheduler("x").cpu("4").memory("1Gi").gpu(1).on("farm") for k in range(20)]
+    return snapshot_of(
+        node("big").cpu("64").memory("64Gi").pods(110).gpu(8),
+        node("b").cpu("10").memory("64Gi").pods(110).gpu(3),
+        node("farm").cpu("80").memory("64Gi").pods(110).gpu(20),
+        node("eight").cpu("8").memory("64Gi").pods(110).gpu(8),
+        *farm,
+        pod("on-b", "sys").scheduler("x").cpu("4").memory("1Gi").gpu(1).on("b"),
+        pod("big-job", "sys").scheduler("x").cpu("8").memory("1Gi").gpu(8).on("eight"),
+        pod("new").cpu("4").memory("1Gi").gpu(1))
+
+
+def test_popularity_by_devices_counts_a_pod_once_per_device() -> None:
+    pods, devices = np.array([22, 1, 5]), np.array([1, 8, 0])
+    assert popularity(pods, devices, by_devices=False).tolist() == [22 / 28, 1 / 28, 5 / 28]
+    assert popularity(pods, devices, by_devices=True).tolist() == [22 / 35, 8 / 35, 5 / 35]
+
+
+def test_fgd_keeps_the_empty_8_gpu_node_for_the_8_gpu_shape() -> None:
+    snap = _last_big_node()
+    problem = problem_of(snap)
+    assert nodes_used(problem, checked(snap, problem, greedy_in_queue(problem, "fgd"))) == {"b"}
+    assert nodes_used(problem, checked(snap, problem, greedy(problem, "fgd"))) == {"b"}
+
+
+def test_the_defrag_profile_keeps_the_empty_8_gpu_node() -> None:
+    # spread takes "big"; the candidates are ranked by fragmentation with device weights
+    plan = make_plan(_last_big_node(), Configuration(),  # type: ignore[arg-type]
+                     Profile(objective="defrag", placementWeight="gpu"), SolverOptions(time_limit=1, workers=1)).plan
+    assert [(p.name, p.node) for p in plan.placements] == [("new", "b")]
