@@ -132,9 +132,15 @@ class Master:
     def of_kind(self, k: int) -> list[Pattern]:
         return [p for p, kk in zip(self.patterns, self.kind, strict=True) if kk == k]
 
-    def solve(self) -> tuple[float, FloatArray, FloatArray, FloatArray]:
-        """(LP value, pi >= 0 per class, mu >= 0 per kind, lambda)."""
+    def solve(self, time_limit: float) -> tuple[float, FloatArray, FloatArray, FloatArray] | None:
+        """(LP value, pi >= 0 per class, mu >= 0 per kind, lambda), or None when the time
+        limit came first. HiGHS has no limit unless told: on openb gpuspec33 a degenerate
+        master LP once ran 18.6 s past the generation's deadline, which left the LNS almost
+        no time and the plan at or near the greedy's."""
+        self.h.setOptionValue("time_limit", max(0.05, time_limit))
         self.h.run()
+        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
         sol = self.h.getSolution()
         dual = np.maximum(np.asarray(sol.row_dual, dtype=np.float64), 0.0)
         value = float(self.h.getInfo().objective_function_value)
@@ -198,7 +204,10 @@ def generate(problem: Problem, kinds: Kinds, master: Master, deadline: float, se
     weight = np.array([len(ns) * (len(sh.devices) + 1) for ns, sh in zip(kinds.nodes, kinds.shapes, strict=True)])
     with ThreadPoolExecutor(PRICING_THREADS) as pool:
         while True:
-            out.lp_value, pi, mu, out.lam = master.solve()
+            solved = master.solve(deadline - time.monotonic())
+            if solved is None:
+                return out
+            out.lp_value, pi, mu, out.lam = solved
             left = deadline - time.monotonic()
             if left <= 0:
                 return out

@@ -10,7 +10,7 @@ from models.aggregate import aggregate
 from models.config import Configuration, Profile, instantiate
 from models.problem import Assignment, DeviceUse, Problem
 from solver.greedy import greedy
-from solver.patterns import _valid, pattern_placement
+from solver.patterns import Master, _valid, incumbent_patterns, kinds_of, pattern_placement
 from solver.pricing_bound import node_bound
 from solver.solve import SolverOptions, solve
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
@@ -130,3 +130,15 @@ def test_node_bound_is_above_every_node(seed: int) -> None:
         best = exact_optimum(alone) / 1000
         devices = p.device_free[i][p.device_free[i] >= 0]
         assert node_bound(p, p.free[i], devices, classes, alone.weight / 1000, 0.0) >= best - 1e-6
+
+
+def test_the_master_lp_gets_the_time_left() -> None:
+    # HiGHS has no limit unless told; a degenerate master LP once ran 18.6 s past the
+    # column generation's deadline on openb gpuspec33
+    p = mixed_cluster()
+    kinds = kinds_of(p)
+    master = Master(p, kinds)
+    for k, pattern in incumbent_patterns(p, kinds, best_greedy(p)):
+        master.add(k, pattern)
+    assert master.solve(2.5) is not None
+    assert master.h.getOptionValue("time_limit")[1] == 2.5
