@@ -57,14 +57,19 @@ def test_queue_order_is_priority_then_creation() -> None:
     assert names == ["urgent", "early", "late-big"]
 
 
-def test_queue_order_places_the_earlier_arrival() -> None:
-    # room for the 2-GPU pod or the 1-GPU one: largest first takes the later, bigger pod;
-    # the queue takes the pod that arrived first, as a one-at-a-time scheduler would
-    snap = snapshot_of(
+def _three_arrivals() -> object:
+    """A 2-GPU node and three arrivals: 1 GPU, then 2 GPUs, then 1 GPU."""
+    return snapshot_of(
         node("g").cpu("8").memory("8Gi").pods(110).gpu(2),
         pod("early").cpu("1").gpu(1).created("2026-01-01T00:00:00Z"),
         pod("late").cpu("1").gpu(2).created("2026-01-02T00:00:00Z"),
         pod("later").cpu("1").gpu(1).created("2026-01-03T00:00:00Z"))
+
+
+def test_queue_order_places_the_earlier_arrival() -> None:
+    # room for the 2-GPU pod or the 1-GPU one: largest first takes the later, bigger pod;
+    # the queue takes the pod that arrived first, as a one-at-a-time scheduler would
+    snap = _three_arrivals()
     problem = problem_of(snap)
 
     def placed(a: Assignment) -> list[str]:
@@ -79,11 +84,7 @@ def test_queue_order_places_the_earlier_arrival() -> None:
 def test_a_small_gpu_batch_starts_from_the_queue_order_fgd() -> None:
     # largest first (every other greedy) places the later 2-GPU pod alone; the queue places
     # both 1-GPU pods, so its placement is the one the solver starts from
-    snap = snapshot_of(
-        node("g").cpu("8").memory("8Gi").pods(110).gpu(2),
-        pod("early").cpu("1").gpu(1).created("2026-01-01T00:00:00Z"),
-        pod("late").cpu("1").gpu(2).created("2026-01-02T00:00:00Z"),
-        pod("later").cpu("1").gpu(1).created("2026-01-03T00:00:00Z"))
+    snap = _three_arrivals()
     plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=1, workers=1)).plan  # type: ignore[arg-type]
     assert plan.steps[0] == "greedy (fgd, queue order)"
     assert sorted(p.name for p in plan.placements) == ["early", "later"]
