@@ -4,12 +4,14 @@ shapes weighted by the devices they ask for keep an empty 8-GPU node for the 8-G
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from models.config import Configuration, Profile
 from models.fragmentation import popularity
 from models.problem import Assignment, Problem
 from plan.pipeline import make_plan
 from plan.verify import verify
+from solver.fragmentation import FragmentationTables
 from solver.greedy import greedy, greedy_in_queue, queue_runs
 from solver.solve import SolverOptions
 from tests.builders import node, pod, snapshot_of
@@ -126,3 +128,11 @@ def test_the_defrag_profile_keeps_the_empty_8_gpu_node() -> None:
     plan = make_plan(_last_big_node(), Configuration(),  # type: ignore[arg-type]
                      Profile(objective="defrag", placementWeight="gpu"), SolverOptions(time_limit=1, workers=1)).plan
     assert [(p.name, p.node) for p in plan.placements] == [("new", "b")]
+
+
+def test_the_tabulated_fgd_weighs_shapes_by_devices() -> None:
+    # large batches use the tables: a node left with 7 free devices strands them for the
+    # 8-GPU shape, weighted 8 of the 30 device requests (22 one-GPU pods, one 8-GPU pod)
+    tables = FragmentationTables.of(problem_of(_last_big_node()))
+    assert tables.whole[7] == pytest.approx(7000 * 8 / 30)
+    assert tables.whole[8] == 0
