@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.fragmentation import FragIndex, TaskDistribution, cluster_fragmentation
-from bench.gpusim import WHOLE, Cluster, IntArray, Metrics, NodeSpec, Placed, PodSpec, Workload, metrics
+from kubeplace_bench.fragmentation import FragIndex, TaskDistribution, cluster_fragmentation
+from kubeplace_bench.gpusim import WHOLE, Cluster, IntArray, Metrics, NodeSpec, Placed, PodSpec, Workload, metrics
 
 POLICIES = ("default-scheduler", "best-fit", "fgd")
 NONZERO_CPU = 100  # milli, kube-scheduler's DefaultMilliCPURequest

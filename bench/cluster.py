@@ -27,21 +27,21 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from bench.cluster_scenarios import GPU, Scenario
-from bench.controlplane import ControlPlane, api_client, wait_for
-from kube.binder import Binding, Outcome, bind_all
-from kube.client import Cluster, connect
-from kube.live import load_live_snapshot
-from kube.parse import build_snapshot
-from models import evaluate
-from models.aggregate import aggregate
-from models.config import Configuration, instantiate
-from models.fragmentation import cluster_fragmentation
-from models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
-from models.problem import Assignment, Objective
-from plan.checks import verify_plan
-from plan.pipeline import make_plan
-from solver.solve import SolverOptions
+from kubeplace.kube.binder import Binding, Outcome, bind_all
+from kubeplace.kube.client import Cluster, connect
+from kubeplace.kube.live import load_live_snapshot
+from kubeplace.kube.parse import build_snapshot
+from kubeplace.models import evaluate
+from kubeplace.models.aggregate import aggregate
+from kubeplace.models.config import Configuration, instantiate
+from kubeplace.models.fragmentation import cluster_fragmentation
+from kubeplace.models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from kubeplace.models.problem import Assignment, Objective
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.solver.solve import SolverOptions
+from kubeplace_bench.cluster_scenarios import GPU, Scenario
+from kubeplace_bench.controlplane import ControlPlane, api_client, wait_for
 
 DEFAULT_SCHEDULER = "default-scheduler"
 KUBEPLACE = "kubeplace"

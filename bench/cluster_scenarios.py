@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.controlplane import KWOK_TOLERATION, fake_node_manifest
-from bench.gpusim import WHOLE, NodeSpec, PodSpec
+from kubeplace_bench.controlplane import KWOK_TOLERATION, fake_node_manifest
+from kubeplace_bench.gpusim import WHOLE, NodeSpec, PodSpec
 
 Manifest = dict[str, Any]
 
@@ -175,7 +175,7 @@ def sample_openb(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], n_nodes: in
 def openb(seed: int, data_dir: Path = DEFAULT_OPENB_DIR, n_nodes: int = OPENB_SAMPLE_NODES) -> Scenario:
     """A scaled-down openb cluster; GPU shares become one whole GPU (ceil), since the kube-scheduler
     knows nothing of shares and both copies must follow the same rules."""
-    from bench.openb import read_nodes, read_pods
+    from kubeplace_bench.openb import read_nodes, read_pods
 
     all_nodes = read_nodes(data_dir / OPENB_NODES)
     all_pods = read_pods(data_dir / OPENB_PODS)

@@ -34,7 +34,7 @@ import yaml
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
 
-from bench.controlplane_binaries import (  # re-exported: one import path for the e2e tests and the bench
+from kubeplace_bench.controlplane_binaries import (  # re-exported: one import path for the e2e tests and the bench
     _PR_SET_PDEATHSIG,
     ADMIN_USER,
     KEEP_WORKDIR_ENV,
@@ -46,7 +46,7 @@ from bench.controlplane_binaries import (  # re-exported: one import path for th
     ControlPlaneError,
     _tail,
 )
-from bench.controlplane_pki import Pki, generate_pki, write_kubeconfig, write_token_file
+from kubeplace_bench.controlplane_pki import Pki, generate_pki, write_kubeconfig, write_token_file
 
 # --------------------------------------------------------------------------- processes
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.controlplane_binaries import ADMIN_USER, KUBEPLACE_USER, ControlPlaneError, ControlPlaneUnavailable
+from kubeplace_bench.controlplane_binaries import ADMIN_USER, KUBEPLACE_USER, ControlPlaneError, ControlPlaneUnavailable
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.gpusim import WHOLE, BoolArray, Cluster, IntArray, PodSpec
+from kubeplace_bench.gpusim import WHOLE, BoolArray, Cluster, IntArray, PodSpec
 
 POPULARITY = 0.95
 FloatArray = np.ndarray

@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from kube.gangs import PodGroup
-from kube.objects import CPU, GPU, MEMORY, PODS, Node, Pod, Snapshot
-from models.config import Configuration, Profile
-from plan.checks import verify_plan
-from plan.pipeline import make_plan
-from solver.solve import SolverOptions
+from kubeplace.kube.gangs import PodGroup
+from kubeplace.kube.objects import CPU, GPU, MEMORY, PODS, Node, Pod, Snapshot
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.solver.solve import SolverOptions
 
 MI = 1024 * 1024
 GI = 1024 * MI

@@ -40,8 +40,8 @@ from typing import Any
 
 import yaml
 
-from bench.gpusim import WHOLE, NodeSpec, PodSpec
-from kube.errors import InputError
+from kubeplace.kube.errors import InputError
+from kubeplace_bench.gpusim import WHOLE, NodeSpec, PodSpec
 
 Manifest = dict[str, Any]
 

@@ -17,15 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.rebalance_clusters import defrag, fragmented, openb
-from models.config import load_configuration
-from rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
-from rebalance.layout import build_layout
-from rebalance.makeroom import make_room, target_pods
-from rebalance.model import Budgets
-from rebalance.movable import Rules
-from rebalance.solve import Settings, objective, rebalance
-from rebalance.state import ClusterState, state_of
+from kubeplace.models.config import load_configuration
+from kubeplace.rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
+from kubeplace.rebalance.layout import build_layout
+from kubeplace.rebalance.makeroom import make_room, target_pods
+from kubeplace.rebalance.model import Budgets
+from kubeplace.rebalance.movable import Rules
+from kubeplace.rebalance.solve import Settings, objective, rebalance
+from kubeplace.rebalance.state import ClusterState, state_of
+from kubeplace_bench.rebalance_clusters import defrag, fragmented, openb
 
 POLICIES = {
     "static 20/50": LowNodeUtilization((20.0, 20.0, None), (50.0, 50.0, None)),

@@ -136,9 +136,9 @@ def fragmented(seed: int, n_nodes: int = 200, load: float = 0.45) -> list[Manife
 def openb(seed: int, data_dir: Path, n_nodes: int = 250) -> tuple[list[Manifest], str]:
     """openb nodes sampled with the trace's model mix and the trace's pods (GPU shares rounded
     up to one whole GPU), placed with the skewed history; returns (objects, a note)."""
-    from bench.cluster_scenarios import OPENB_NODES, OPENB_PODS, sample_openb
-    from bench.gpusim import WHOLE
-    from bench.openb import read_nodes, read_pods
+    from kubeplace_bench.cluster_scenarios import OPENB_NODES, OPENB_PODS, sample_openb
+    from kubeplace_bench.gpusim import WHOLE
+    from kubeplace_bench.openb import read_nodes, read_pods
 
     all_nodes = read_nodes(data_dir / OPENB_NODES)
     all_pods = read_pods(data_dir / OPENB_PODS)

@@ -31,10 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from bench import openb
-from bench.baselines import POLICIES, Bound, PolicyResult, lp_bound, measure, place_one_at_a_time, run_baseline
-from bench.fragmentation import TaskDistribution, cluster_fragmentation, task_distribution
-from bench.gpusim import WHOLE, Cluster, NodeSpec, Placed, PodSpec, metrics
+from kubeplace_bench import openb
+from kubeplace_bench.baselines import (
+    POLICIES,
+    Bound,
+    PolicyResult,
+    lp_bound,
+    measure,
+    place_one_at_a_time,
+    run_baseline,
+)
+from kubeplace_bench.fragmentation import TaskDistribution, cluster_fragmentation, task_distribution
+from kubeplace_bench.gpusim import WHOLE, Cluster, NodeSpec, Placed, PodSpec, metrics
 
 KUBEPLACE = "kubeplace"
 SATURATION = 1.3
@@ -54,10 +62,10 @@ class Validated:
 def plan_openb(nodes: Sequence[NodeSpec], pending: Sequence[PodSpec], bound: Sequence[tuple[PodSpec, str, str,
                tuple[int, ...]]] = (), *, time_limit: float, seed: int = 0, objective: str = "binpack") -> Any:
     """kubeplace's plan for ``pending`` with ``bound`` = (pod, kube name, kube node, devices) running."""
-    from kube.parse import build_snapshot
-    from models.config import Configuration, Profile
-    from plan.pipeline import make_plan
-    from solver.solve import SolverOptions
+    from kubeplace.kube.parse import build_snapshot
+    from kubeplace.models.config import Configuration, Profile
+    from kubeplace.plan.pipeline import make_plan
+    from kubeplace.solver.solve import SolverOptions
 
     node_docs, pod_docs = openb.manifests(nodes, pending)
     running = [openb.pod_manifest(p, name=name, node=node, devices=devices) for p, name, node, devices in bound]

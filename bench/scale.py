@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from bench.synthetic import SyntheticSpec, manifests
-from kube.objects import Snapshot
-from kube.parse import build_snapshot
-from models import evaluate
-from models.config import Configuration, Profile
-from models.problem import Problem
-from plan.checks import verify_plan
-from plan.pipeline import make_plan
-from solver.greedy import BEST_FIT, SPREAD, greedy
-from solver.solve import SolverOptions
+from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.parse import build_snapshot
+from kubeplace.models import evaluate
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.problem import Problem
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
+from kubeplace.solver.solve import SolverOptions
+from kubeplace_bench.synthetic import SyntheticSpec, manifests
 
 
 @dataclass(frozen=True)

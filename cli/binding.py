@@ -8,18 +8,18 @@ from pathlib import Path
 
 import click
 
-from cli.options import Source
-from cli.render import dump, stdout_console, table
-from kube.binder import Binding, BindResult, Outcome, bind_all
-from kube.client import connect
-from kube.errors import InputError
-from kube.live import load_live_snapshot
-from kube.objects import Pod, Snapshot
-from models.config import Configuration, Profile
-from models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
-from plan.checks import verify_plan
-from plan.plan import Placement, placements_from_dict
-from solver.solve import SolverOptions
+from kubeplace.cli.options import Source
+from kubeplace.cli.render import dump, stdout_console, table
+from kubeplace.kube.binder import Binding, BindResult, Outcome, bind_all
+from kubeplace.kube.client import connect
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.live import load_live_snapshot
+from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.plan import Placement, placements_from_dict
+from kubeplace.solver.solve import SolverOptions
 
 
 def run_bind(src: Source, config: Configuration, profile: Profile, options: SolverOptions,
@@ -30,11 +30,11 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
     snapshot = load_live_snapshot(cluster, scheduler_name=profile.schedulerName,
                                   namespaces=src.namespaces(), selector=src.selector)
     if plan_file is not None:
-        from cli.main import read_plan_file
+        from kubeplace.cli.main import read_plan_file
 
         placements = placements_from_dict(read_plan_file(plan_file), str(plan_file))
     else:
-        from plan.pipeline import make_plan
+        from kubeplace.plan.pipeline import make_plan
 
         placements = make_plan(snapshot, config, profile, options).plan.placements
     placements = _with_current_uids(placements, snapshot)
@@ -86,7 +86,7 @@ def _split_bound_meanwhile(placements: tuple[Placement, ...], snapshot: Snapshot
 def _with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> tuple[Placement, ...]:
     """A plan file may predate a pod being recreated under the same name: keep the uid it
     was planned for (the API server then refuses the bind); fill it in when absent."""
-    from kube.objects import Snapshot
+    from kubeplace.kube.objects import Snapshot
 
     assert isinstance(snapshot, Snapshot)
     uid = {(p.namespace, p.name): p.uid for p in snapshot.pending}

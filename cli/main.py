@@ -6,21 +6,52 @@ stderr and exit code 2; nothing is written to the cluster in that case.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 import yaml
 
-from cli.options import OUTPUTS, KubeplaceGroup, Source, cluster_options, load_config, solver_options, solver_settings
-from cli.render import dump, print_plan, progress, stdout_console
+from kubeplace.cli.options import (
+    OUTPUTS,
+    KubeplaceGroup,
+    Source,
+    cluster_options,
+    load_config,
+    solver_options,
+    solver_settings,
+)
+from kubeplace.cli.render import dump, print_plan, progress, stdout_console
 
 EXIT_INCOMPLETE = 1
 
 
-@click.group(cls=KubeplaceGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class MainGroup(KubeplaceGroup):
+    """The top-level group: the benchmark groups are imported only when invoked.
+
+    They live in the separate package ``kubeplace_bench``, which the scheduler's runtime never
+    imports; an installation without it (the scheduler's image) has no ``bench``/``openb``.
+    """
+
+    LAZY: ClassVar[dict[str, str]] = {"bench": "bench", "openb": "openb"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        lazy = list(self.LAZY) if importlib.util.find_spec("kubeplace_bench") else []
+        return sorted([*super().list_commands(ctx), *lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and importlib.util.find_spec("kubeplace_bench"):
+            commands = importlib.import_module("kubeplace_bench.commands")
+            command: click.Command = getattr(commands, self.LAZY[cmd_name])
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kubeplace")
 def main() -> None:
     """kubeplace places pending Kubernetes pods by solving one optimisation problem
@@ -42,7 +73,7 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     `kubectl get nodes,pods -A -o yaml` prints); without SOURCE, the current cluster.
     Never writes anything.
     """
-    from plan.pipeline import make_plan
+    from kubeplace.plan.pipeline import make_plan
 
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
@@ -73,7 +104,7 @@ def bind(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     The plan is verified against the cluster as it is now before anything is bound;
     a plan that fails verification is refused. Exit code 0 only when every pod was bound.
     """
-    from cli.binding import run_bind
+    from kubeplace.cli.binding import run_bind
 
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
@@ -87,7 +118,7 @@ def bind(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
 @click.argument("config_path", type=click.Path(path_type=Path, dir_okay=False))
 def config_check(config_path: Path) -> None:
     """Validate a PlacementConfiguration file and print what it enables."""
-    from models.plugins import in_tree_registry
+    from kubeplace.models.plugins import in_tree_registry
 
     config = load_config(config_path)
     out = []
@@ -100,7 +131,7 @@ def config_check(config_path: Path) -> None:
 
 
 def read_plan_file(path: Path) -> Any:
-    from kube.errors import InputError
+    from kubeplace.kube.errors import InputError
 
     try:
         return yaml.safe_load(path.read_text())
@@ -110,18 +141,11 @@ def read_plan_file(path: Path) -> Any:
 
 def _register() -> None:
     """Commands in their own modules, imported here so that `kubeplace --help` lists them."""
-    from cli.bench import bench, openb
-    from cli.bench_cluster import cluster_command
-    from cli.bench_gangs import gangs_command
-    from cli.bench_rebalance import rebalance_bench_command
-    from cli.bench_synthetic import synthetic_command
-    from cli.rebalance import rebalance_command
-    from cli.serve import serve_command
+    from kubeplace.cli.rebalance import rebalance_command
+    from kubeplace.cli.serve import serve_command
 
-    for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command):
-        bench.add_command(command)
-    for group in (bench, openb, serve_command, rebalance_command):
-        main.add_command(group)
+    main.add_command(serve_command)
+    main.add_command(rebalance_command)
 
 
 _register()

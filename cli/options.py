@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 
 import click
 
-from kube.errors import KubeplaceError
-from kube.objects import Snapshot
-from models.config import Configuration, load_configuration
-from solver.solve import SolverOptions
+from kubeplace.kube.errors import KubeplaceError
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.config import Configuration, load_configuration
+from kubeplace.solver.solve import SolverOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 OUTPUTS = ("table", "wide", "json", "yaml")
@@ -60,12 +60,12 @@ class Source:
 
     def load(self, scheduler_name: str) -> Snapshot:
         if self.paths:
-            from kube.files import load_snapshot
+            from kubeplace.kube.files import load_snapshot
 
             return load_snapshot(list(self.paths), scheduler_name=scheduler_name,
                                  namespaces=self.namespaces(), selector=self.selector)
-        from kube.client import connect
-        from kube.live import load_live_snapshot
+        from kubeplace.kube.client import connect
+        from kubeplace.kube.live import load_live_snapshot
 
         cluster = connect(self.kubeconfig, self.context)
         snapshot: Snapshot = load_live_snapshot(cluster, scheduler_name=scheduler_name, namespaces=self.namespaces(),

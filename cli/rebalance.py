@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cli.options import (
+from kubeplace.cli.options import (
     EXIT_INPUT,
     Source,
     cluster_options,
@@ -23,8 +23,8 @@ from cli.options import (
     solver_options,
     solver_settings,
 )
-from cli.render import dump, stdout_console, table
-from kube.errors import KubeplaceError
+from kubeplace.cli.render import dump, stdout_console, table
+from kubeplace.kube.errors import KubeplaceError
 
 EXIT_INCOMPLETE = 1
 
@@ -79,12 +79,12 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
 
 
 def _run(a: dict[str, Any]) -> None:
-    from rebalance.apply import apply_moves, with_owners
-    from rebalance.makeroom import make_room
-    from rebalance.model import Budgets
-    from rebalance.movable import Rules
-    from rebalance.solve import Settings, rebalance
-    from rebalance.state import load_file_state, load_live_state
+    from kubeplace.rebalance.apply import apply_moves, with_owners
+    from kubeplace.rebalance.makeroom import make_room
+    from kubeplace.rebalance.model import Budgets
+    from kubeplace.rebalance.movable import Rules
+    from kubeplace.rebalance.solve import Settings, rebalance
+    from kubeplace.rebalance.state import load_file_state, load_live_state
 
     config = load_config(a["config_path"])
     prof = config.profile(a["scheduler_name"])
@@ -100,7 +100,7 @@ def _run(a: dict[str, Any]) -> None:
     if src.paths:
         state = load_file_state(list(src.paths), prof.schedulerName)
     else:
-        from kube.client import connect
+        from kubeplace.kube.client import connect
 
         cluster = connect(a["kubeconfig"], a["context"])
         state = load_live_state(cluster, prof.schedulerName)
@@ -131,7 +131,7 @@ def _run(a: dict[str, Any]) -> None:
 
 
 def _layout(state: Any, rules: Any, config: Any, prof: Any) -> Any:
-    from rebalance.layout import build_layout
+    from kubeplace.rebalance.layout import build_layout
 
     return build_layout(state, rules, config, prof)
 

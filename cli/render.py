@@ -12,8 +12,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from plan.plan import Plan
-from solver.solve import Event
+from kubeplace.plan.plan import Plan
+from kubeplace.solver.solve import Event
 
 PIPE_WIDTH = 400
 """Columns when stdout is not a terminal: rows stay on one line, as kubectl prints them."""

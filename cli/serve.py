@@ -78,11 +78,11 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
     cannot be placed get a FailedScheduling event with the reasons and are retried with
     backoff, at once when a node is added or a pod deleted.
     """
-    from cli.options import load_config, solver_settings
-    from kube.client import connect
-    from kube.errors import KubeplaceError
-    from serve.app import LeaseSettings, Service
-    from serve.loop import ServeSettings
+    from kubeplace.cli.options import load_config, solver_settings
+    from kubeplace.kube.client import connect
+    from kubeplace.kube.errors import KubeplaceError
+    from kubeplace.serve.app import LeaseSettings, Service
+    from kubeplace.serve.loop import ServeSettings
 
     configure_logging(log_level)
     log = logging.getLogger("kubeplace.serve")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from kube.errors import ClusterError, Conflict, Forbidden, NotFound, Unauthorized, Unreachable
+from kubeplace.kube.errors import ClusterError, Conflict, Forbidden, NotFound, Unauthorized, Unreachable
 
 
 class Outcome(StrEnum):

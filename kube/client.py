@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from kube.errors import (
+from kubeplace.kube.errors import (
     ApiFailure,
     ClusterError,
     ConfigMissing,

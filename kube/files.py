@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from kube.errors import InputError
-from kube.objects import Snapshot
-from kube.parse import Sourced, build_snapshot, flatten
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.parse import Sourced, build_snapshot, flatten
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.errors import InputError
-from kube.objects import Pod
-from kube.quantity import QuantityError, resource_amount
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.objects import Pod
+from kubeplace.kube.quantity import QuantityError, resource_amount
 
 SCHEDULER_PLUGINS_GROUPS = ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io")
 VOLCANO_GROUP = "scheduling.volcano.sh"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from kube.gangs import CRDS
-from kube.objects import Snapshot
-from kube.parse import Sourced, build_snapshot
+from kubeplace.kube.gangs import CRDS
+from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.parse import Sourced, build_snapshot
 
 
 class ClusterReader(Protocol):

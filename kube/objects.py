@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kube.gangs import PodGroup
+    from kubeplace.kube.gangs import PodGroup
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -12,13 +12,13 @@ import datetime
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from kube.errors import InputError, expect_list, expect_mapping, expect_str
-from kube.gangs import is_pod_group, parse_pod_group, plain_groups
-from kube.objects import HostPort, Node, Pod, Snapshot, Taint, Toleration
-from kube.pod_affinity import anti_affinity_terms
-from kube.quantity import QuantityError, resource_amount
-from kube.requests import is_sidecar, pod_requests
-from kube.selectors import matches, parse_selector, required_node_affinity
+from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.gangs import is_pod_group, parse_pod_group, plain_groups
+from kubeplace.kube.objects import HostPort, Node, Pod, Snapshot, Taint, Toleration
+from kubeplace.kube.pod_affinity import anti_affinity_terms
+from kubeplace.kube.quantity import QuantityError, resource_amount
+from kubeplace.kube.requests import is_sidecar, pod_requests
+from kubeplace.kube.selectors import matches, parse_selector, required_node_affinity
 
 RawObject = Mapping[str, Any]
 Sourced = tuple[RawObject, str]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kube.errors import InputError, expect_list, expect_mapping, expect_str
-from kube.objects import PodAffinityTerm, Requirement
+from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.objects import PodAffinityTerm, Requirement
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kube.errors import InputError, expect_list, expect_mapping
-from kube.quantity import QuantityError, resource_amount
+from kubeplace.kube.errors import InputError, expect_list, expect_mapping
+from kubeplace.kube.quantity import QuantityError, resource_amount
 
 Resources = dict[str, int]
 

@@ -19,8 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kube.errors import InputError, expect_list, expect_mapping, expect_str
-from kube.objects import Requirement, SelectorTerm
+from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.objects import Requirement, SelectorTerm
 
 IN = "In"
 NOT_IN = "NotIn"

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
-from models.framework import FilterPlugin, PluginSet
-from models.gpu import (
+from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
+from kubeplace.models.framework import FilterPlugin, PluginSet
+from kubeplace.models.gpu import (
     DEFAULT_CONVENTIONS,
     WHOLE,
     DeviceTable,
@@ -25,7 +25,7 @@ from models.gpu import (
     devices_of,
     gpu_need,
 )
-from models.problem import BoolArray, Gang, GroupCap, IntArray, Objective, Problem, Workload
+from kubeplace.models.problem import BoolArray, Gang, GroupCap, IntArray, Objective, Problem, Workload
 
 BASE_RESOURCES = (CPU, MEMORY, PODS)
 MAX_TIER_WEIGHT = 1 << 40

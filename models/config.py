@@ -34,9 +34,9 @@ from typing import Any
 
 import yaml
 
-from kube.errors import KubeplaceError
-from kube.objects import Snapshot
-from models.framework import (
+from kubeplace.kube.errors import KubeplaceError
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.framework import (
     FILTER,
     SCORE,
     ConstraintPlugin,
@@ -47,8 +47,8 @@ from models.framework import (
     RunContext,
     ScorePlugin,
 )
-from models.gpu import HAMI_CORES, HAMI_MEMORY, KOORD_CORE, KOORD_MEMORY, GpuConventions
-from models.plugins import DEFAULT_FILTERS, PROFILE_SCORES, in_tree_registry
+from kubeplace.models.gpu import HAMI_CORES, HAMI_MEMORY, KOORD_CORE, KOORD_MEMORY, GpuConventions
+from kubeplace.models.plugins import DEFAULT_FILTERS, PROFILE_SCORES, in_tree_registry
 
 API_VERSION = "kubeplace.io/v1alpha1"
 KIND = "PlacementConfiguration"

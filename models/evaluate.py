@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from models.fragmentation import cluster_fragmentation
-from models.framework import FragmentationTerm, GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
-from models.gpu import WHOLE
-from models.problem import Assignment, Problem
+from kubeplace.models.fragmentation import cluster_fragmentation
+from kubeplace.models.framework import FragmentationTerm, GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from kubeplace.models.gpu import WHOLE
+from kubeplace.models.problem import Assignment, Problem
 
 FloatArray = npt.NDArray[np.float64]
 

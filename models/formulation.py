@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from models.formulation_gpu import _device_rows, _DeviceVars, device_hint, device_use
-from models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
-from models.linear import INF, LinearBuilder, LinearModel
-from models.problem import Assignment, DeviceUse, Gang, IntArray, Problem
+from kubeplace.models.formulation_gpu import _device_rows, _DeviceVars, device_hint, device_use
+from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from kubeplace.models.linear import INF, LinearBuilder, LinearModel
+from kubeplace.models.problem import Assignment, DeviceUse, Gang, IntArray, Problem
 
 FloatArray = npt.NDArray[np.float64]
 SCALE = 10_000

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.gpu import WHOLE
-from models.linear import INF
-from models.problem import Assignment, DeviceUse, IntArray, Problem
+from kubeplace.models.gpu import WHOLE
+from kubeplace.models.linear import INF
+from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
 
 if TYPE_CHECKING:
-    from models.formulation import _Builder
+    from kubeplace.models.formulation import _Builder
 
 
 @dataclass

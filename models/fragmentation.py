@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from models.problem import Assignment, BoolArray, IntArray, Problem
+from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -24,8 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from kube.objects import Node, Pod, Snapshot
-from models.problem import BoolArray, Gang, GroupCap
+from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.models.problem import BoolArray, Gang, GroupCap
 
 FILTER = "filter"
 SCORE = "score"

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kube.objects import GPU, Node, Pod
-from models.problem import IntArray
+from kubeplace.kube.objects import GPU, Node, Pod
+from kubeplace.models.problem import IntArray
 
 WHOLE = 1000
 DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kube.objects import Node, Pod, Snapshot
-from models.config import Configuration, Profile, instantiate
-from models.framework import FilterPlugin
-from models.plugins import gpu_model, in_tree_registry
-from models.plugins import tenant as tenant_plugin
-from plan.plan import Placement
-from plan.verify import VerifySettings, Violation, verify
-from plan.verify_gpu import verify_devices
+from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.framework import FilterPlugin
+from kubeplace.models.plugins import gpu_model, in_tree_registry
+from kubeplace.models.plugins import tenant as tenant_plugin
+from kubeplace.plan.plan import Placement
+from kubeplace.plan.verify import VerifySettings, Violation, verify
+from kubeplace.plan.verify_gpu import verify_devices
 
 PairCheck = Callable[[Pod, Node], str | None]
 

@@ -11,8 +11,8 @@ from collections import Counter
 
 import numpy as np
 
-from models.aggregate import Aggregation
-from models.problem import IntArray
+from kubeplace.models.aggregate import Aggregation
+from kubeplace.models.problem import IntArray
 
 LEFT_OUT = "node(s) had room but the plan left the pod out (host port or gang rule, or the time limit)"
 

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from kube.gangs import DEFAULT_TIMEOUT_SECONDS
-from kube.objects import Snapshot
-from models.aggregate import Aggregation
-from models.problem import IntArray
-from plan.plan import GangStatus
+from kubeplace.kube.gangs import DEFAULT_TIMEOUT_SECONDS
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.aggregate import Aggregation
+from kubeplace.models.problem import IntArray
+from kubeplace.plan.plan import GangStatus
 
 
 def gang_statuses(snapshot: Snapshot, agg: Aggregation, placed_per_class: IntArray,

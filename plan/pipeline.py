@@ -10,18 +10,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kube.objects import Pod, Snapshot
-from models import evaluate
-from models.aggregate import Aggregation, aggregate
-from models.config import Configuration, Profile, instantiate
-from models.fragmentation import cluster_fragmentation
-from models.framework import PluginSet
-from models.plugins.gang import domain_terms
-from models.problem import Assignment, Objective
-from plan.explain import explain
-from plan.gangs import gang_statuses
-from plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
-from solver.solve import Event, SolveReport, SolverOptions, solve
+from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.models import evaluate
+from kubeplace.models.aggregate import Aggregation, aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.fragmentation import cluster_fragmentation
+from kubeplace.models.framework import PluginSet
+from kubeplace.models.plugins.gang import domain_terms
+from kubeplace.models.problem import Assignment, Objective
+from kubeplace.plan.explain import explain
+from kubeplace.plan.gangs import gang_statuses
+from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
+from kubeplace.solver.solve import Event, SolveReport, SolverOptions, solve
 
 BALANCE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 

@@ -107,7 +107,7 @@ def _placement_dict(p: Placement) -> dict[str, Any]:
 
 def placements_from_dict(doc: Mapping[str, Any], source: str) -> tuple[Placement, ...]:
     """Reads the placements back from a plan file written by ``kubeplace plan -o json|yaml``."""
-    from kube.errors import InputError
+    from kubeplace.kube.errors import InputError
 
     if not isinstance(doc, Mapping) or doc.get("kind") != PLAN_KIND:
         raise InputError("not a kubeplace plan", file=source, field="kind", expected=PLAN_KIND)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kube.objects import CPU, NO_EXECUTE, NO_SCHEDULE, PODS, HostPort, Node, Pod, Requirement, Snapshot
+from kubeplace.kube.objects import CPU, NO_EXECUTE, NO_SCHEDULE, PODS, HostPort, Node, Pod, Requirement, Snapshot
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 

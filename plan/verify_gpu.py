@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from kube.objects import Node, Pod, Snapshot
-from plan.verify import Violation
+from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.plan.verify import Violation
 
 RULE = "GPUDevices"
 FULL = 1000

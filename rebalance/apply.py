@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kube.errors import ClusterError, Conflict, DisruptionBudget, NotFound
-from rebalance.solve import Move
-from rebalance.state import ClusterState
-from rebalance.targets import TARGETS_CONFIGMAP
+from kubeplace.kube.errors import ClusterError, Conflict, DisruptionBudget, NotFound
+from kubeplace.rebalance.solve import Move
+from kubeplace.rebalance.state import ClusterState
+from kubeplace.rebalance.targets import TARGETS_CONFIGMAP
 
 LEASE_NAME = "kubeplace-rebalance"
 LEASE_SECONDS = 300

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.problem import IntArray
-from rebalance.layout import Layout
-from rebalance.model import Budgets
+from kubeplace.models.problem import IntArray
+from kubeplace.rebalance.layout import Layout
+from kubeplace.rebalance.model import Budgets
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from models.problem import IntArray
-from rebalance.layout import Layout
-from rebalance.model import Budgets
+from kubeplace.models.problem import IntArray
+from kubeplace.rebalance.layout import Layout
+from kubeplace.rebalance.model import Budgets
 
 
 def everywhere(layout: Layout) -> Any:

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kube.objects import Pod, Snapshot
-from models.aggregate import Aggregation, aggregate
-from models.config import Configuration, Profile, instantiate
-from models.framework import LoadBalanceTerm, ObjectiveTerm
-from models.gpu import WHOLE
-from models.problem import BoolArray, IntArray, Objective
-from rebalance.movable import PodFacts, Rules, exclusion
-from rebalance.state import ClusterState
+from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.models.aggregate import Aggregation, aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.framework import LoadBalanceTerm, ObjectiveTerm
+from kubeplace.models.gpu import WHOLE
+from kubeplace.models.problem import BoolArray, IntArray, Objective
+from kubeplace.rebalance.movable import PodFacts, Rules, exclusion
+from kubeplace.rebalance.state import ClusterState
 
 
 @dataclass(frozen=True)

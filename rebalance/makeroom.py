@@ -15,15 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from kube.errors import InputError
-from kube.gangs import group_of
-from kube.objects import Pod
-from models.config import Configuration, Profile
-from rebalance.layout import Layout, build_layout
-from rebalance.model import build_moves
-from rebalance.movable import Rules
-from rebalance.solve import REPLACEMENT_NOTE, Move, Settings, run, to_moves
-from rebalance.state import ClusterState
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.gangs import group_of
+from kubeplace.kube.objects import Pod
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.rebalance.layout import Layout, build_layout
+from kubeplace.rebalance.model import build_moves
+from kubeplace.rebalance.movable import Rules
+from kubeplace.rebalance.solve import REPLACEMENT_NOTE, Move, Settings, run, to_moves
+from kubeplace.rebalance.state import ClusterState
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class RoomPlan:
 def target_pods(state: ClusterState, key: str) -> list[Pod]:
     """The pending pod ``NS/NAME`` with the rest of its gang, or the pending members of the gang
     ``NS/NAME``; InputError when neither exists."""
-    from kube.parse import parse_pod
+    from kubeplace.kube.parse import parse_pod
 
     namespace, _, name = key.rpartition("/")
     namespace = namespace or "default"

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.linear import INF, LinearBuilder, LinearModel
-from models.problem import IntArray
-from rebalance.layout import Layout
+from kubeplace.models.linear import INF, LinearBuilder, LinearModel
+from kubeplace.models.problem import IntArray
+from kubeplace.rebalance.layout import Layout
 
 SCALE = 100_000
 """Resolution of the balance goal in the model: (u - mu)^2 counted in units of 1/SCALE."""

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kube.errors import expect_list, expect_mapping
-from kube.gangs import group_of
-from kube.objects import Pod
-from kube.selectors import matches, parse_selector
+from kubeplace.kube.errors import expect_list, expect_mapping
+from kubeplace.kube.gangs import group_of
+from kubeplace.kube.objects import Pod
+from kubeplace.kube.selectors import matches, parse_selector
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 SOURCE_ANNOTATION = "kubernetes.io/config.source"

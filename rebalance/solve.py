@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from models.problem import IntArray
-from rebalance.greedy import everywhere, greedy_balance, greedy_binpack
-from rebalance.layout import Layout
-from rebalance.model import SCALE, Budgets, MoveModel, balance_goal, binpack_goal, build_moves
-from solver.backends import get_backend
-from solver.backends.base import BackendResult, SolveSettings
+from kubeplace.models.problem import IntArray
+from kubeplace.rebalance.greedy import everywhere, greedy_balance, greedy_binpack
+from kubeplace.rebalance.layout import Layout
+from kubeplace.rebalance.model import SCALE, Budgets, MoveModel, balance_goal, binpack_goal, build_moves
+from kubeplace.solver.backends import get_backend
+from kubeplace.solver.backends.base import BackendResult, SolveSettings
 
 REPLACEMENT_NOTE = ("an evicted pod is recreated by its controller and placed by its scheduler: kubeplace "
                     "decides the target, the default scheduler may choose another node")

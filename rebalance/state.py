@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kube.errors import InputError, expect_list, expect_mapping, expect_str
-from kube.objects import Pod, Requirement, Snapshot
-from kube.parse import Sourced, build_snapshot, object_label, parse_pod
-from kube.selectors import matches
-from rebalance.movable import PodFacts, facts_of
+from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.objects import Pod, Requirement, Snapshot
+from kubeplace.kube.parse import Sourced, build_snapshot, object_label, parse_pod
+from kubeplace.kube.selectors import matches
+from kubeplace.rebalance.movable import PodFacts, facts_of
 
 
 @dataclass(frozen=True)
@@ -104,14 +104,14 @@ def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", sour
 
 
 def load_file_state(paths: Sequence[Path], scheduler_name: str = "kubeplace") -> ClusterState:
-    from kube.files import load_objects
+    from kubeplace.kube.files import load_objects
 
     return state_of(load_objects(paths), scheduler_name, ", ".join(str(p) for p in paths))
 
 
 def load_live_state(cluster: Any, scheduler_name: str = "kubeplace") -> ClusterState:
     """``cluster`` is a :class:`kube.client.Cluster` (or a fake with the same methods)."""
-    from kube.gangs import CRDS
+    from kubeplace.kube.gangs import CRDS
 
     source = cluster.description
     finished = "status.phase!=Succeeded,status.phase!=Failed"

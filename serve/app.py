@@ -13,14 +13,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kube.client import Cluster
-from models.config import Configuration, Profile
-from serve.events import EventRecorder
-from serve.informer import Informer
-from serve.leader import AlwaysLeader, LeaderElector
-from serve.loop import LeaderCheck, Scheduler, ServeSettings
-from serve.metrics import Metrics
-from solver.solve import SolverOptions
+from kubeplace.kube.client import Cluster
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.serve.events import EventRecorder
+from kubeplace.serve.informer import Informer
+from kubeplace.serve.leader import AlwaysLeader, LeaderElector
+from kubeplace.serve.loop import LeaderCheck, Scheduler, ServeSettings
+from kubeplace.serve.metrics import Metrics
+from kubeplace.solver.solve import SolverOptions
 
 log = logging.getLogger("kubeplace.serve")
 

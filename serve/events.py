@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from kube.errors import ClusterError, NotFound
-from kube.gangs import CRDS, PodGroup
-from kube.objects import Pod
+from kubeplace.kube.errors import ClusterError, NotFound
+from kubeplace.kube.gangs import CRDS, PodGroup
+from kubeplace.kube.objects import Pod
 
 log = logging.getLogger("kubeplace.serve.events")
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kube.errors import ClusterError, Gone, NotFound
-from kube.gangs import CRDS
+from kubeplace.kube.errors import ClusterError, Gone, NotFound
+from kubeplace.kube.gangs import CRDS
 
 RawObject = dict[str, Any]
 log = logging.getLogger("kubeplace.serve.informer")

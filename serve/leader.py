@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from kube.errors import ClusterError, Conflict, NotFound
+from kubeplace.kube.errors import ClusterError, Conflict, NotFound
 
 RawObject = dict[str, Any]
 log = logging.getLogger("kubeplace.serve.leader")

@@ -31,24 +31,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
-from kube.errors import ClusterError, InputError
-from kube.gangs import DEFAULT_TIMEOUT_SECONDS, PodGroup, group_of
-from kube.objects import Pod, Snapshot
-from kube.parse import build_snapshot, object_label, parse_pod
-from models.config import Configuration, Profile
-from models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
-from plan.checks import verify_plan
-from plan.pipeline import make_plan
-from plan.plan import GangStatus, Placement, Unplaced
-from rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
-from serve import events as ev
-from serve.events import EventClient, EventRecorder
-from serve.informer import ADDED, DELETED, MODIFIED, RawObject, Store, object_key, with_node_name
-from serve.leader import AlwaysLeader
-from serve.metrics import Metrics
-from serve.queue import SchedulingQueue
-from solver.solve import SolverOptions
+from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
+from kubeplace.kube.errors import ClusterError, InputError
+from kubeplace.kube.gangs import DEFAULT_TIMEOUT_SECONDS, PodGroup, group_of
+from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.plan import GangStatus, Placement, Unplaced
+from kubeplace.rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
+from kubeplace.serve import events as ev
+from kubeplace.serve.events import EventClient, EventRecorder
+from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, RawObject, Store, object_key, with_node_name
+from kubeplace.serve.leader import AlwaysLeader
+from kubeplace.serve.metrics import Metrics
+from kubeplace.serve.queue import SchedulingQueue
+from kubeplace.solver.solve import SolverOptions
 
 log = logging.getLogger("kubeplace.serve")
 GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.linear import INF, LinearBuilder, LinearModel
-from models.problem import IntArray, Problem
-from solver.backends import available_backends, get_backend
-from solver.backends.base import SolveSettings
+from kubeplace.models.linear import INF, LinearBuilder, LinearModel
+from kubeplace.models.problem import IntArray, Problem
+from kubeplace.solver.backends import available_backends, get_backend
+from kubeplace.solver.backends.base import SolveSettings
 
 
 def node_kinds(problem: Problem) -> tuple[IntArray, int]:

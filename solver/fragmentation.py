@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from models.fragmentation import TaskShapes, node_fragmentation, popularity
-from models.gpu import WHOLE, first_fit
-from models.problem import IntArray, Problem
-from solver.state import PlacementState
+from kubeplace.models.fragmentation import TaskShapes, node_fragmentation, popularity
+from kubeplace.models.gpu import WHOLE, first_fit
+from kubeplace.models.problem import IntArray, Problem
+from kubeplace.solver.state import PlacementState
 
 FloatArray = npt.NDArray[np.float64]
 

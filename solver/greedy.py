@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import numpy.typing as npt
 
-from models.fragmentation import TaskShapes, popular
-from models.problem import Assignment, BoolArray, Gang, IntArray, Problem
-from solver.fragmentation import FragmentationTables, best_device_delta, fragmentation_after
-from solver.state import PlacementState
+from kubeplace.models.fragmentation import TaskShapes, popular
+from kubeplace.models.problem import Assignment, BoolArray, Gang, IntArray, Problem
+from kubeplace.solver.fragmentation import FragmentationTables, best_device_delta, fragmentation_after
+from kubeplace.solver.state import PlacementState
 
 FloatArray = npt.NDArray[np.float64]
 BEST_FIT = "best-fit"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.problem import IntArray, Problem
-from solver.backends import get_backend
-from solver.backends.base import SolveSettings
-from solver.bound import kind_model, lp_backend
+from kubeplace.models.problem import IntArray, Problem
+from kubeplace.solver.backends import get_backend
+from kubeplace.solver.backends.base import SolveSettings
+from kubeplace.solver.bound import kind_model, lp_backend
 
 
 def kind_quotas(problem: Problem, time_limit: float, deterministic: bool = False) -> tuple[IntArray, IntArray] | None:

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models import evaluate
-from models.formulation import Neighbourhood
-from models.problem import Assignment, IntArray, Problem
-from solver.backends.base import Backend
+from kubeplace.models import evaluate
+from kubeplace.models.formulation import Neighbourhood
+from kubeplace.models.problem import Assignment, IntArray, Problem
+from kubeplace.solver.backends.base import Backend
 
 if TYPE_CHECKING:
-    from solver.solve import _Run
+    from kubeplace.solver.solve import _Run
 
 PLACE_PAIRS = 1_500
 PLACE_SECONDS = 2.0
@@ -34,7 +34,7 @@ MIN_SECONDS = 0.1
 
 
 def improve(run: _Run, backend: Backend) -> None:
-    from solver.solve import has_linear_terms, stage_one, stage_two
+    from kubeplace.solver.solve import has_linear_terms, stage_one, stage_two
 
     rng = np.random.default_rng(run.options.seed)
     pairs = run.problem.eligible.sum(axis=0).astype(np.int64)

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
-from models.fragmentation import FloatArray
-from models.problem import Assignment, DeviceUse, IntArray, Problem
-from solver.greedy import BEST_FIT, SPREAD, greedy
-from solver.pricing import NodeShape, Pattern, Priced, canonical, price
-from solver.state import PlacementState
+from kubeplace.models.fragmentation import FloatArray
+from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
+from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
+from kubeplace.solver.pricing import NodeShape, Pattern, Priced, canonical, price
+from kubeplace.solver.state import PlacementState
 
 INF = highspy.kHighsInf
 log = logging.getLogger(__name__)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-from kube.objects import GPU
-from models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
-from models.problem import IntArray, Problem
-from solver.pricing_bound import FloatArray, copies, knapsack_table, node_bound
+from kubeplace.kube.objects import GPU
+from kubeplace.models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
+from kubeplace.models.problem import IntArray, Problem
+from kubeplace.solver.pricing_bound import FloatArray, copies, knapsack_table, node_bound
 
 PROFIT_SCALE = 1_000_000
 """The largest profit of a kind becomes this integer in the CP-SAT objective."""

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from kube.objects import GPU
-from models.gpu import WHOLE
-from models.problem import IntArray, Problem
+from kubeplace.kube.objects import GPU
+from kubeplace.models.gpu import WHOLE
+from kubeplace.models.problem import IntArray, Problem
 
 FloatArray = npt.NDArray[np.float64]
 STEPS = 60

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models import evaluate
-from models.problem import Assignment, BoolArray, IntArray, Problem
-from solver.greedy import BEST_FIT, SPREAD, class_order, greedy
-from solver.state import PlacementState
+from kubeplace.models import evaluate
+from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
+from kubeplace.solver.greedy import BEST_FIT, SPREAD, class_order, greedy
+from kubeplace.solver.state import PlacementState
 
 RUIN_SHARE = 0.1
 """A round frees between one node and this share of the nodes the unit's most constrained

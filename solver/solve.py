@@ -18,16 +18,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from models import evaluate
-from models.formulation import Neighbourhood, objective_model, placement_model
-from models.framework import LINEAR_TERMS, LoadBalanceTerm, ObjectiveTerm
-from models.problem import Assignment, Problem
-from solver.backends import get_backend
-from solver.backends.base import Backend, BackendResult, SolveSettings, Status
-from solver.bound import placed_weight_bound
-from solver.greedy import FGD, POLICIES, greedy, greedy_in_queue, guided
-from solver.guided import kind_quotas
-from solver.split import components, lift, subproblem
+from kubeplace.models import evaluate
+from kubeplace.models.formulation import Neighbourhood, objective_model, placement_model
+from kubeplace.models.framework import LINEAR_TERMS, LoadBalanceTerm, ObjectiveTerm
+from kubeplace.models.problem import Assignment, Problem
+from kubeplace.solver.backends import get_backend
+from kubeplace.solver.backends.base import Backend, BackendResult, SolveSettings, Status
+from kubeplace.solver.bound import placed_weight_bound
+from kubeplace.solver.greedy import FGD, POLICIES, greedy, greedy_in_queue, guided
+from kubeplace.solver.guided import kind_quotas
+from kubeplace.solver.split import components, lift, subproblem
 
 FULL_MODEL_PAIRS = 2_000
 """Above this many eligible (class, node) pairs the whole model is not built at once."""
@@ -176,7 +176,7 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solver
     if int(problem.eligible.sum()) <= options.full_model_pairs:
         _solve_whole(run, backend)
     else:
-        from solver.lns import improve
+        from kubeplace.solver.lns import improve
 
         _repair(run)
         _patterns(run)
@@ -246,7 +246,7 @@ def _patterns(run: _Run) -> None:
         return
     if evaluate.placed_weight(run.problem, run.incumbent) >= run.bound:
         return
-    from solver.patterns import pattern_placement
+    from kubeplace.solver.patterns import pattern_placement
 
     found = pattern_placement(run.problem, run.incumbent, time_limit=PATTERN_SHARE * run.left(),
                               seed=run.options.seed)
@@ -264,7 +264,7 @@ def _repair(run: _Run) -> None:
     target = run.bound if run.bound is not None else int((p.weight * p.count).sum())
     if not p.gangs or evaluate.placed_weight(p, run.incumbent) >= target:
         return
-    from solver.repair import repair
+    from kubeplace.solver.repair import repair
 
     seconds = REPAIR_SHARE * run.left()
     if run.deterministic:

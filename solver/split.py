@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from models.problem import Assignment, DeviceUse, Gang, GroupCap, IntArray, Problem
+from kubeplace.models.problem import Assignment, DeviceUse, Gang, GroupCap, IntArray, Problem
 
 
 class _Sets:

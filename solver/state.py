@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
-from models.problem import Assignment, BoolArray, DeviceUse, IntArray, Problem
+from kubeplace.models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
+from kubeplace.models.problem import Assignment, BoolArray, DeviceUse, IntArray, Problem
 
 UNLIMITED = 1 << 40
 

@@ -15,8 +15,8 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from kube.objects import GPU, Node, Pod, Snapshot
-from kube.parse import build_snapshot, parse_namespace_labels, parse_node, parse_pod
+from kubeplace.kube.objects import GPU, Node, Pod, Snapshot
+from kubeplace.kube.parse import build_snapshot, parse_namespace_labels, parse_node, parse_pod
 
 Manifest = dict[str, Any]
 BUILDER_SOURCE = "builders"

@@ -34,16 +34,16 @@ from typing import Any
 import numpy as np
 import yaml
 
-from kube.files import load_snapshot
-from kube.objects import Snapshot
-from models.config import Configuration, Profile, parse_configuration
-from models.linear import LinearBuilder
-from plan.checks import plugin_checks, verify_settings
-from plan.pipeline import Planned, make_plan
-from plan.verify import Violation, verify
-from solver.backends import available_backends, get_backend
-from solver.backends.base import SolveSettings, Status
-from solver.solve import SolverOptions
+from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.config import Configuration, Profile, parse_configuration
+from kubeplace.models.linear import LinearBuilder
+from kubeplace.plan.checks import plugin_checks, verify_settings
+from kubeplace.plan.pipeline import Planned, make_plan
+from kubeplace.plan.verify import Violation, verify
+from kubeplace.solver.backends import available_backends, get_backend
+from kubeplace.solver.backends.base import SolveSettings, Status
+from kubeplace.solver.solve import SolverOptions
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from models import evaluate
-from plan.pipeline import Planned
-from solver.backends import available_backends
-from solver.greedy import POLICIES, greedy
+from kubeplace.models import evaluate
+from kubeplace.plan.pipeline import Planned
+from kubeplace.solver.backends import available_backends
+from kubeplace.solver.greedy import POLICIES, greedy
 from tests.scenarios import (
     SCENARIOS_DIR,
     Scenario,

@@ -18,20 +18,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kube.objects import Node, Pod, Snapshot
-from models import evaluate
-from models.config import Configuration, Profile
-from models.formulation import Neighbourhood, objective_model, placement_model
-from models.framework import FILTER, PluginFactory, RunContext
-from models.plugins import in_tree_registry
-from models.problem import Assignment, BoolArray, Problem
-from plan.checks import plugin_checks, verify_settings
-from plan.pipeline import Planned, make_plan
-from plan.verify import verify
-from solver.backends import get_backend
-from solver.backends.base import SolveSettings, Status
-from solver.greedy import POLICIES, greedy
-from solver.solve import SolverOptions
+from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.models import evaluate
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.formulation import Neighbourhood, objective_model, placement_model
+from kubeplace.models.framework import FILTER, PluginFactory, RunContext
+from kubeplace.models.plugins import in_tree_registry
+from kubeplace.models.problem import Assignment, BoolArray, Problem
+from kubeplace.plan.checks import plugin_checks, verify_settings
+from kubeplace.plan.pipeline import Planned, make_plan
+from kubeplace.plan.verify import verify
+from kubeplace.solver.backends import get_backend
+from kubeplace.solver.backends.base import SolveSettings, Status
+from kubeplace.solver.greedy import POLICIES, greedy
+from kubeplace.solver.solve import SolverOptions
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 from tests.scenarios import usable_backends
 

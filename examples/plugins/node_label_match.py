@@ -5,7 +5,7 @@ A pod asks with the label ``special: "true"``; a node allows it with the label
 
     kubeplace plan fixtures/demo --config examples/plugins/config.yaml
 
-A user plugin needs nothing but kubeplace's plugin contract (``models.framework``):
+A user plugin needs nothing but kubeplace's public plugin API (``kubeplace.plugins``):
 no solver import, no change to kubeplace's code. kubeplace imports it from the path
 given in the configuration, looked up first in the configuration file's directory.
 """
@@ -17,9 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kube.objects import Node, Pod
-from models.framework import FILTER, PluginFactory, RunContext
-from models.problem import BoolArray
+from kubeplace.plugins import FILTER, BoolArray, Node, PluginFactory, Pod, RunContext
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from models.framework import CONSTRAINT, FILTER, SCORE, PluginFactory, Registry
-from models.plugins import (
+from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, PluginFactory, Registry
+from kubeplace.models.plugins import (
     gang,
     gpu_model,
     node_affinity,
@@ -13,7 +13,7 @@ from models.plugins import (
     pod_anti_affinity,
     taint_toleration,
 )
-from models.plugins import tenant as tenant_plugin
+from kubeplace.models.plugins import tenant as tenant_plugin
 
 
 def in_tree_registry() -> Registry:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kube.gangs import PodGroup, group_of
-from kube.objects import Node, Pod
-from models.framework import ClassView, GangDomainsTerm, RunContext
-from models.problem import Gang, GroupCap, IntArray, Problem
+from kubeplace.kube.gangs import PodGroup, group_of
+from kubeplace.kube.objects import Node, Pod
+from kubeplace.models.framework import ClassView, GangDomainsTerm, RunContext
+from kubeplace.models.problem import Gang, GroupCap, IntArray, Problem
 
 NAME = "Coscheduling"
 GANG_DOMAIN_WEIGHT = 10

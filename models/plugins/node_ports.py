@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kube.objects import HostPort, Node, Pod
-from models.framework import ClassView, RunContext
-from models.problem import BoolArray, Gang, GroupCap
+from kubeplace.kube.objects import HostPort, Node, Pod
+from kubeplace.models.framework import ClassView, RunContext
+from kubeplace.models.problem import BoolArray, Gang, GroupCap
 
 NAME = "NodePorts"
 WILDCARD = ""

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kube.objects import NO_SCHEDULE, Node, Pod, Taint
-from models.framework import RunContext
-from models.plugins.taint_toleration import tolerates
-from models.problem import BoolArray
+from kubeplace.kube.objects import NO_SCHEDULE, Node, Pod, Taint
+from kubeplace.models.framework import RunContext
+from kubeplace.models.plugins.taint_toleration import tolerates
+from kubeplace.models.problem import BoolArray
 
 NAME = "NodeUnschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)

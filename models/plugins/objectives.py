@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, RunContext
+from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, RunContext
 
 
 @dataclass(frozen=True)

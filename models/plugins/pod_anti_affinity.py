@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kube.objects import Node, Pod, PodAffinityTerm
-from kube.selectors import matches
-from models.framework import RunContext
-from models.problem import BoolArray
+from kubeplace.kube.objects import Node, Pod, PodAffinityTerm
+from kubeplace.kube.selectors import matches
+from kubeplace.models.framework import RunContext
+from kubeplace.models.problem import BoolArray
 
 NAME = "InterPodAntiAffinity"
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kube.objects import NO_EXECUTE, NO_SCHEDULE, Node, Pod, Taint, Toleration
-from models.framework import RunContext
-from models.problem import BoolArray
+from kubeplace.kube.objects import NO_EXECUTE, NO_SCHEDULE, Node, Pod, Taint, Toleration
+from kubeplace.models.framework import RunContext
+from kubeplace.models.problem import BoolArray
 
 NAME = "TaintToleration"
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kube.objects import Node, Pod
-from models.framework import RunContext
-from models.problem import BoolArray
+from kubeplace.kube.objects import Node, Pod
+from kubeplace.models.framework import RunContext
+from kubeplace.models.problem import BoolArray
 
 NAME = "Tenant"
 SHARED = "shared"

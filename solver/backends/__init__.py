@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from solver.backends.base import Backend
-from solver.backends.cpsat import CpSatBackend
-from solver.backends.milp import MilpBackend
+from kubeplace.solver.backends.base import Backend
+from kubeplace.solver.backends.cpsat import CpSatBackend
+from kubeplace.solver.backends.milp import MilpBackend
 
 BACKENDS: Mapping[str, Callable[[], Backend]] = MappingProxyType({
     "cpsat": CpSatBackend,

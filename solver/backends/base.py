@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from models.linear import IntArray, LinearModel
+from kubeplace.models.linear import IntArray, LinearModel
 
 
 class Status(enum.Enum):

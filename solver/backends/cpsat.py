@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from models.linear import INF, IntArray, LinearModel
-from solver.backends.base import BackendResult, Progress, SolveSettings, Status
+from kubeplace.models.linear import INF, IntArray, LinearModel
+from kubeplace.solver.backends.base import BackendResult, Progress, SolveSettings, Status
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1

@@ -46,8 +46,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from models.linear import INF, IntArray, LinearModel
-from solver.backends.base import BackendResult, Progress, SolveSettings, Status
+from kubeplace.models.linear import INF, IntArray, LinearModel
+from kubeplace.solver.backends.base import BackendResult, Progress, SolveSettings, Status
 
 NAMES = ("milp", "highs", "cbc")
 MIN_SOLVER_SECONDS = 0.05

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bench.baselines import lp_bound, measure, place_one_at_a_time, run_baseline
-from bench.fragmentation import TaskDistribution, task_distribution
-from bench.gpusim import Cluster, NodeSpec, Placed, PodSpec
-from bench.report import replay, saturation_sample, validate
-from plan.plan import Placement
+from kubeplace.plan.plan import Placement
+from kubeplace_bench.baselines import lp_bound, measure, place_one_at_a_time, run_baseline
+from kubeplace_bench.fragmentation import TaskDistribution, task_distribution
+from kubeplace_bench.gpusim import Cluster, NodeSpec, Placed, PodSpec
+from kubeplace_bench.report import replay, saturation_sample, validate
 
 TWO = [NodeSpec("a", 32000, 65536, 2, "T4"), NodeSpec("b", 32000, 65536, 2, "T4")]
 ONE_GPU = TaskDistribution(cpu=np.array([1000]), milli=np.array([1000]), num=np.array([1]), models=((),),

@@ -7,9 +7,9 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
-from bench.gangs import feasible_workload, run_coscheduling, run_kubeplace, to_snapshot
-from cli.main import main
-from solver.solve import SolverOptions
+from kubeplace.cli.main import main
+from kubeplace.solver.solve import SolverOptions
+from kubeplace_bench.gangs import feasible_workload, run_coscheduling, run_kubeplace, to_snapshot
 
 
 def test_workloads_are_deterministic_mixed_and_within_capacity() -> None:

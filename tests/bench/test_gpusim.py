@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.fragmentation import (
+from kubeplace_bench.fragmentation import (
     FragIndex,
     TaskDistribution,
     cluster_fragmentation,
@@ -13,7 +13,7 @@ from bench.fragmentation import (
     node_fragmentation,
     task_distribution,
 )
-from bench.gpusim import Cluster, NodeSpec, PodSpec, metrics
+from kubeplace_bench.gpusim import Cluster, NodeSpec, PodSpec, metrics
 
 NODES = [NodeSpec("cpu", 8000, 16384), NodeSpec("t4", 32000, 65536, 2, "T4"), NodeSpec("v100", 32000, 65536, 4, "V100")]
 

@@ -10,7 +10,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bench.openb import (
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.files import load_snapshot
+from kubeplace_bench.commands import bench, openb
+from kubeplace_bench.openb import (
     DEVICE_ALLOCATED,
     GPU,
     KOORD_CORE,
@@ -24,9 +27,6 @@ from bench.openb import (
     read_pods,
     write_manifests,
 )
-from cli.bench import bench, openb
-from kube.errors import InputError
-from kube.files import load_snapshot
 
 NODES = """sn,cpu_milli,memory_mib,gpu,model
 openb-node-0000,32000,262144,0,
@@ -156,7 +156,7 @@ def test_invalid_names_are_cleaned_reversibly() -> None:
     assert kube_name("openb-pod-0001") == "openb-pod-0001"
     cleaned = kube_name("Pod_A")
     assert cleaned.startswith("pod-a-") and cleaned != kube_name("pod_a")
-    from bench.gpusim import PodSpec
+    from kubeplace_bench.gpusim import PodSpec
 
     assert Names.of([], [PodSpec("Pod_A", 1, 1)]).pods == {cleaned: "Pod_A"}
 

@@ -9,11 +9,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cli.main import main
-from kube.files import load_snapshot
-from plan.plan import placements_from_dict
-from plan.verify import verify
-from plan.verify_gpu import verify_devices
+from kubeplace.cli.main import main
+from kubeplace.kube.files import load_snapshot
+from kubeplace.plan.plan import placements_from_dict
+from kubeplace.plan.verify import verify
+from kubeplace.plan.verify_gpu import verify_devices
 from tests.builders import node, pod
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"

@@ -1,9 +1,9 @@
-"""The e2e tests' control plane: a re-export of :mod:`bench.controlplane`, where the launcher lives
+"""The e2e tests' control plane: a re-export of :mod:`kubeplace_bench.controlplane`, where the launcher lives
 so that product code (``kubeplace bench cluster``) does not import from ``tests/``."""
 
 from __future__ import annotations
 
-from bench.controlplane import (
+from kubeplace_bench.controlplane import (
     KWOK_TOLERATION,
     Component,
     ControlPlane,
@@ -21,7 +21,7 @@ from bench.controlplane import (
     wait_for,
     wait_ready,
 )
-from bench.controlplane_binaries import (
+from kubeplace_bench.controlplane_binaries import (
     ADMIN_USER,
     BIN_DIR_ENV,
     BUILD_SCRIPT,
@@ -40,7 +40,7 @@ from bench.controlplane_binaries import (
     locate_binaries,
     pinned_kube_version,
 )
-from bench.controlplane_pki import (
+from kubeplace_bench.controlplane_pki import (
     Pki,
     generate_pki,
     write_kubeconfig,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from bench.cluster import COPIES, Settings, run_scenarios, table
-from bench.cluster_scenarios import Scenario, node, pod
+from kubeplace_bench.cluster import COPIES, Settings, run_scenarios, table
+from kubeplace_bench.cluster_scenarios import Scenario, node, pod
 
 from . import controlplane as cp
 

@@ -21,14 +21,14 @@ from click.testing import CliRunner, Result
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from cli.main import main
-from kube.client import connect
-from kube.live import load_live_snapshot
-from kube.objects import Pod, Snapshot
-from models.config import load_configuration
-from models.gpu import DEVICE_ALLOCATED, KOORD_CORE, allocated_devices
-from plan.checks import verify_plan
-from plan.plan import Placement
+from kubeplace.cli.main import main
+from kubeplace.kube.client import connect
+from kubeplace.kube.live import load_live_snapshot
+from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.models.config import load_configuration
+from kubeplace.models.gpu import DEVICE_ALLOCATED, KOORD_CORE, allocated_devices
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.plan import Placement
 
 from . import controlplane as cp
 
@@ -267,7 +267,7 @@ def test_pod_bound_meanwhile_by_another_scheduler_gets_the_servers_409(
 ) -> None:
     """When the other binding lands after kubeplace's snapshot, the API server's own 409 is what
     the report shows (the binder's path, not the pre-check)."""
-    from kube.binder import Binding, Outcome, bind_all
+    from kubeplace.kube.binder import Binding, Outcome, bind_all
 
     core = client.CoreV1Api(admin_api)
     with kwok_nodes(core, namespace, {"a": {"cpu": "8"}}) as (node_a,):

@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from models.gpu import DEVICE_ALLOCATED
+from kubeplace.models.gpu import DEVICE_ALLOCATED
 
 from . import controlplane as cp
 from .test_bind_e2e import SOLVER_ARGS, assert_exit, bind_report, cli, create_pods, kwok_nodes, pod_manifest, pod_nodes

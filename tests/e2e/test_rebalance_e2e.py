@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kube.client import connect
-from rebalance.apply import EVICTED, SKIPPED_PDB, apply_moves
-from rebalance.solve import Move
+from kubeplace.kube.client import connect
+from kubeplace.rebalance.apply import EVICTED, SKIPPED_PDB, apply_moves
+from kubeplace.rebalance.solve import Move
 
 from . import controlplane as cp
 from .test_bind_e2e import OWNER_LABEL, SOLVER_ARGS, assert_exit, cli, kwok_nodes, node_name

@@ -20,12 +20,12 @@ from typing import Any, cast
 import pytest
 from kubernetes import client
 
-from kube.binder import Outcome
-from kube.client import Cluster, connect
-from models.config import Configuration, Profile
-from serve.app import LeaseSettings, Service
-from serve.loop import ServeSettings
-from solver.solve import SolverOptions
+from kubeplace.kube.binder import Outcome
+from kubeplace.kube.client import Cluster, connect
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.serve.app import LeaseSettings, Service
+from kubeplace.serve.loop import ServeSettings
+from kubeplace.solver.solve import SolverOptions
 
 from . import controlplane as cp
 from .test_bind_e2e import create_pods, kwok_nodes, pod_manifest, pod_nodes
@@ -169,7 +169,7 @@ def test_serve_command_logs_json_serves_metrics_and_stops_on_sigterm(
     port = cp.free_port()
     with kwok_nodes(core, namespace, {"a": {"cpu": "4", "memory": "8Gi"}}):
         process = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", "--kubeconfig", str(control_plane.admin_kubeconfig),
+            [sys.executable, "-m", "kubeplace.cli.main", "serve", "--kubeconfig", str(control_plane.admin_kubeconfig),
              "-n", namespace, "--lease-namespace", namespace, "--batch-window", "0.2", "--metrics-port", str(port),
              "--metrics-address", "127.0.0.1", "--identity", "cli"],
             stderr=subprocess.PIPE, text=True)

@@ -18,11 +18,11 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kube.client import connect
-from kube.files import load_snapshot
-from kube.live import load_live_snapshot
-from kube.objects import Snapshot
-from kube.parse import REQUIRED_POD_ANTI_AFFINITY
+from kubeplace.kube.client import connect
+from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.live import load_live_snapshot
+from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.parse import REQUIRED_POD_ANTI_AFFINITY
 
 from . import controlplane as cp
 from .test_bind_e2e import SCHEDULER, create_pods, kwok_nodes, pod_manifest

@@ -4,8 +4,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from kube.binder import Binding, BindResult, Outcome, bind_all, summary
-from kube.errors import ApiFailure, Conflict, Forbidden, NotFound, Unauthorized, Unreachable
+from kubeplace.kube.binder import Binding, BindResult, Outcome, bind_all, summary
+from kubeplace.kube.errors import ApiFailure, Conflict, Forbidden, NotFound, Unauthorized, Unreachable
 
 
 class FakeCluster:

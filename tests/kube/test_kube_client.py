@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube.binder import Binding, Outcome, bind_all
-from kube.client import Cluster, connect
-from kube.errors import ClusterError, ConfigMissing, Conflict, Forbidden, NotFound, Unauthorized, Unreachable
-from kube.files import load_snapshot
-from kube.live import load_live_snapshot
+from kubeplace.kube.binder import Binding, Outcome, bind_all
+from kubeplace.kube.client import Cluster, connect
+from kubeplace.kube.errors import ClusterError, ConfigMissing, Conflict, Forbidden, NotFound, Unauthorized, Unreachable
+from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.live import load_live_snapshot
 from tests.builders import namespace, node, pod
 from tests.kube.fake_apiserver import FakeApiServer, serving, status
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kube.errors import InputError
-from kube.files import load_objects, load_snapshot
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.files import load_objects, load_snapshot
 from tests.builders import NodeBuilder, PodBuilder, namespace, node, pod, snapshot_of
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
@@ -226,13 +226,13 @@ tagged: !!int "7"
 
 @pytest.mark.parametrize("text", [TRICKY_YAML, ALIASED_YAML], ids=["plain", "anchors-and-tags"])
 def test_fast_yaml_path_gives_what_safe_load_gives(text: str) -> None:
-    from kube.files import _parse_documents
+    from kubeplace.kube.files import _parse_documents
 
     assert _parse_documents(text, "x.yaml") == list(yaml.safe_load_all(text))
 
 
 def test_demo_fixture_parses_as_safe_load_does() -> None:
-    from kube.files import _parse_documents
+    from kubeplace.kube.files import _parse_documents
 
     text = (DEMO / "cluster.yaml").read_text()
     assert _parse_documents(text, "cluster.yaml") == list(yaml.safe_load_all(text))

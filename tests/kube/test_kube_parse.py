@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
-from kube.errors import InputError
-from kube.objects import HostPort, Requirement, SelectorTerm, Taint, Toleration
-from kube.parse import (
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.objects import HostPort, Requirement, SelectorTerm, Taint, Toleration
+from kubeplace.kube.parse import (
     HARD_TOPOLOGY_SPREAD,
     REQUIRED_POD_AFFINITY,
     REQUIRED_POD_ANTI_AFFINITY,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from kube.quantity import QuantityError, count_value, milli_value, resource_amount, whole_value
+from kubeplace.kube.quantity import QuantityError, count_value, milli_value, resource_amount, whole_value
 
 
 @pytest.mark.parametrize(

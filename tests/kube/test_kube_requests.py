@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from kube.errors import InputError
-from kube.requests import pod_requests
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.requests import pod_requests
 
 Gi = 1024**3
 Mi = 1024**2

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from kube.errors import InputError
-from kube.objects import Requirement, SelectorTerm
-from kube.selectors import matches, parse_selector, requirement_matches, terms_match
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.objects import Requirement, SelectorTerm
+from kubeplace.kube.selectors import matches, parse_selector, requirement_matches, terms_match
 
 
 @pytest.mark.parametrize(

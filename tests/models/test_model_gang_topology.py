@@ -7,22 +7,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kube.errors import InputError
-from kube.gangs import PREFERRED_TOPOLOGY_KEY, TOPOLOGY_KEY, parse_pod_group
-from models.aggregate import aggregate
-from models.config import Configuration, Profile, instantiate
-from models.evaluate import gang_domains, mean_utilisation
-from models.formulation import Neighbourhood, objective_model
-from models.plugins.gang import domain_terms
-from models.problem import Assignment, Objective
-from plan.pipeline import make_plan
-from plan.plan import Plan
-from plan.verify import verify
-from solver.backends import get_backend
-from solver.backends.base import SolveSettings
-from solver.greedy import BEST_FIT, FGD, SPREAD, greedy
-from solver.solve import SolverOptions
-from solver.split import subproblem
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.gangs import PREFERRED_TOPOLOGY_KEY, TOPOLOGY_KEY, parse_pod_group
+from kubeplace.models.aggregate import aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.evaluate import gang_domains, mean_utilisation
+from kubeplace.models.formulation import Neighbourhood, objective_model
+from kubeplace.models.plugins.gang import domain_terms
+from kubeplace.models.problem import Assignment, Objective
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.plan import Plan
+from kubeplace.plan.verify import verify
+from kubeplace.solver.backends import get_backend
+from kubeplace.solver.backends.base import SolveSettings
+from kubeplace.solver.greedy import BEST_FIT, FGD, SPREAD, greedy
+from kubeplace.solver.solve import SolverOptions
+from kubeplace.solver.split import subproblem
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
 ZONE = "topology.kubernetes.io/zone"

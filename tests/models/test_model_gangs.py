@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from kube.errors import InputError
-from kube.gangs import parse_pod_group
-from models.config import Configuration, Profile
-from plan.pipeline import make_plan
-from plan.plan import Plan
-from plan.verify import verify
-from solver.solve import SolverOptions
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.gangs import parse_pod_group
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.plan import Plan
+from kubeplace.plan.verify import verify
+from kubeplace.solver.solve import SolverOptions
 from tests.builders import PodBuilder, node, pod, snapshot_of
 
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kube.objects import Pod
-from models.config import Configuration, Profile, instantiate
-from models.gpu import (
+from kubeplace.kube.objects import Pod
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.gpu import (
     DEVICE_ALLOCATED,
     DeviceTable,
     GpuConventions,
@@ -20,11 +20,11 @@ from models.gpu import (
     device_annotation,
     gpu_need,
 )
-from plan.pipeline import make_plan
-from plan.verify import verify
-from plan.verify_gpu import verify_devices
-from solver.greedy import greedy
-from solver.solve import SolverOptions
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.verify import verify
+from kubeplace.plan.verify_gpu import verify_devices
+from kubeplace.solver.greedy import greedy
+from kubeplace.solver.solve import SolverOptions
 from tests.builders import NodeBuilder, node, pod, snapshot_of
 
 CONV = GpuConventions()

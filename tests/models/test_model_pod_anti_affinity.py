@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from models.config import Configuration, Profile
-from plan.pipeline import make_plan
-from plan.verify import verify
-from solver.solve import SolverOptions
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.verify import verify
+from kubeplace.solver.solve import SolverOptions
 from tests.builders import node, pod, snapshot_of
 
 

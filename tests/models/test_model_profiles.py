@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.aggregate import aggregate
-from models.config import Configuration, Profile, instantiate
-from models.evaluate import pods_placed
-from models.gpu import DEVICE_ALLOCATED, GpuNeed, device_annotation
-from plan.checks import verify_plan
-from plan.pipeline import make_plan
-from solver.greedy import guided
-from solver.guided import kind_quotas
-from solver.solve import SolverOptions
+from kubeplace.models.aggregate import aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.evaluate import pods_placed
+from kubeplace.models.gpu import DEVICE_ALLOCATED, GpuNeed, device_annotation
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.solver.greedy import guided
+from kubeplace.solver.guided import kind_quotas
+from kubeplace.solver.solve import SolverOptions
 from tests.builders import NodeBuilder, node, pod, snapshot_of
 
 OPTIONS = SolverOptions(time_limit=5, workers=1)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kube.objects import (
+from kubeplace.kube.objects import (
     CPU,
     GPU,
     MEMORY,
@@ -24,8 +24,8 @@ from kube.objects import (
     Taint,
     Toleration,
 )
-from plan import verify as verify_module
-from plan.verify import VerifySettings, Violation, verify
+from kubeplace.plan import verify as verify_module
+from kubeplace.plan.verify import VerifySettings, Violation, verify
 
 GiB = 1024**3
 
@@ -338,6 +338,6 @@ def test_verifier_is_independent_of_models_and_solver() -> None:
         "collections",
         "dataclasses",
         "re",
-        "kube",
+        "kubeplace",
     }
-    assert {name for name in imported if name.startswith("kube")} == {"kube.objects"}
+    assert {name for name in imported if name.startswith("kubeplace")} == {"kubeplace.kube.objects"}

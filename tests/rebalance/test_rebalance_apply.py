@@ -11,10 +11,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bench.rebalance_clusters import node, pdb, pod
-from cli.main import main
-from kube.errors import Conflict, DisruptionBudget, NotFound
-from rebalance.apply import (
+from kubeplace.cli.main import main
+from kubeplace.kube.errors import Conflict, DisruptionBudget, NotFound
+from kubeplace.rebalance.apply import (
     EVICTED,
     GONE,
     LEASE_NAME,
@@ -24,7 +23,8 @@ from rebalance.apply import (
     LeaseHeld,
     apply_moves,
 )
-from rebalance.solve import Move
+from kubeplace.rebalance.solve import Move
+from kubeplace_bench.rebalance_clusters import node, pdb, pod
 
 
 class FakeCluster:
@@ -119,7 +119,7 @@ def test_a_replaced_pod_stops_the_run() -> None:
 
 def test_a_held_lease_refuses_a_second_run() -> None:
     cluster = FakeCluster({"p1": running("p1")})
-    from rebalance.apply import Lease
+    from kubeplace.rebalance.apply import Lease
 
     Lease(cluster, "kubeplace-system", "first").acquire()
     with pytest.raises(LeaseHeld, match="held by first"):
@@ -194,7 +194,7 @@ def test_cli_table_and_yaml_and_budgets(tmp_path: Path) -> None:
 
 
 def test_cli_make_room(tmp_path: Path) -> None:
-    from bench.rebalance_clusters import defrag
+    from kubeplace_bench.rebalance_clusters import defrag
 
     objects, key = defrag(2, n_nodes=4)
     path = tmp_path / "gpu.yaml"

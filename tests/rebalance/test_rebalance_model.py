@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from bench.rebalance_clusters import defrag, node, pdb, pod
-from models.config import load_configuration
-from rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
-from rebalance.layout import Layout, build_layout
-from rebalance.makeroom import make_room
-from rebalance.model import Budgets
-from rebalance.movable import Rules
-from rebalance.solve import Settings, objective, rebalance
-from rebalance.state import ClusterState, state_of
+from kubeplace.models.config import load_configuration
+from kubeplace.rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
+from kubeplace.rebalance.layout import Layout, build_layout
+from kubeplace.rebalance.makeroom import make_room
+from kubeplace.rebalance.model import Budgets
+from kubeplace.rebalance.movable import Rules
+from kubeplace.rebalance.solve import Settings, objective, rebalance
+from kubeplace.rebalance.state import ClusterState, state_of
+from kubeplace_bench.rebalance_clusters import defrag, node, pdb, pod
 
 CONFIG = load_configuration(None)
 PROFILE = CONFIG.profile(None)
@@ -140,7 +140,7 @@ def test_make_room_is_minimal_proved_by_the_exact_backend(seed: int, backend: st
 
 
 def room_targets(state: ClusterState, key: str) -> list[Any]:
-    from rebalance.makeroom import target_pods
+    from kubeplace.rebalance.makeroom import target_pods
 
     return target_pods(state, key)
 

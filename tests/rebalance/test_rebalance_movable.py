@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from bench.rebalance_clusters import node, pod
-from kube.errors import InputError
-from kube.parse import parse_pod
-from rebalance import movable as mv
-from rebalance.movable import Rules, exclusion, facts_of
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.parse import parse_pod
+from kubeplace.rebalance import movable as mv
+from kubeplace.rebalance.movable import Rules, exclusion, facts_of
+from kubeplace_bench.rebalance_clusters import node, pod
 
 
 def _reason(manifest: dict[str, Any], rules: Rules | None = None) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime
 import json
 
-from kube.parse import parse_pod
-from rebalance.targets import Target, parse_targets, pinned_to, steer
+from kubeplace.kube.parse import parse_pod
+from kubeplace.rebalance.targets import Target, parse_targets, pinned_to, steer
 from tests.builders import pod
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)

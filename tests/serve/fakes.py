@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kube.errors import Conflict, NotFound
+from kubeplace.kube.errors import Conflict, NotFound
 
 RawObject = dict[str, Any]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
-from cli.serve import JsonFormatter
+from kubeplace.cli.main import main
+from kubeplace.cli.serve import JsonFormatter
 
 
 def test_serve_is_registered_with_kubectl_style_flags() -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from kube.errors import Gone, NotFound, Unreachable
-from serve.informer import Informer, Store, Watched
+from kubeplace.kube.errors import Gone, NotFound, Unreachable
+from kubeplace.serve.informer import Informer, Store, Watched
 from tests.builders import node, pod
 from tests.serve.fakes import ScriptedWatch
 

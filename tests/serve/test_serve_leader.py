@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kube.errors import Unreachable
-from serve.leader import LeaderElector
+from kubeplace.kube.errors import Unreachable
+from kubeplace.serve.leader import LeaderElector
 from tests.serve.fakes import Clock, FakeCluster
 
 

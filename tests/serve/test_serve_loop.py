@@ -7,10 +7,10 @@ import json
 import threading
 from typing import Any
 
-from models.config import Configuration, Profile
-from serve.informer import Store
-from serve.loop import Scheduler, ServeSettings
-from solver.solve import SolverOptions
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.serve.informer import Store
+from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.solver.solve import SolverOptions
 from tests.builders import PodBuilder, node, pod
 from tests.serve.fakes import Clock, FakeCluster
 

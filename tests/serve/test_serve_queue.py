@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from serve.queue import SchedulingQueue
+from kubeplace.serve.queue import SchedulingQueue
 from tests.serve.fakes import Clock
 
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.linear import INF, LinearBuilder, LinearModel
-from solver.backends import BACKENDS, available_backends, get_backend
-from solver.backends.base import Progress, SolveSettings, Status
+from kubeplace.models.linear import INF, LinearBuilder, LinearModel
+from kubeplace.solver.backends import BACKENDS, available_backends, get_backend
+from kubeplace.solver.backends.base import Progress, SolveSettings, Status
 
 AVAILABLE = available_backends()
 SETTINGS = SolveSettings(time_limit=10.0, workers=1, seed=0)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models import evaluate
-from models.aggregate import aggregate
-from models.config import Configuration, Profile, instantiate
-from models.problem import Assignment, DeviceUse, Problem
-from solver.greedy import greedy
-from solver.patterns import Master, _valid, incumbent_patterns, kinds_of, pattern_placement
-from solver.pricing_bound import node_bound
-from solver.solve import SolverOptions, solve
+from kubeplace.models import evaluate
+from kubeplace.models.aggregate import aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.problem import Assignment, DeviceUse, Problem
+from kubeplace.solver.greedy import greedy
+from kubeplace.solver.patterns import Master, _valid, incumbent_patterns, kinds_of, pattern_placement
+from kubeplace.solver.pricing_bound import node_bound
+from kubeplace.solver.solve import SolverOptions, solve
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
 LIMIT = 3.0

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.config import Configuration, Profile
-from models.fragmentation import popularity
-from models.problem import Assignment, Problem
-from plan.pipeline import make_plan
-from plan.verify import verify
-from solver.fragmentation import FragmentationTables
-from solver.greedy import greedy, greedy_in_queue, queue_runs
-from solver.solve import SolverOptions
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.fragmentation import popularity
+from kubeplace.models.problem import Assignment, Problem
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.verify import verify
+from kubeplace.solver.fragmentation import FragmentationTables
+from kubeplace.solver.greedy import greedy, greedy_in_queue, queue_runs
+from kubeplace.solver.solve import SolverOptions
 from tests.builders import node, pod, snapshot_of
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.scale import synthetic_snapshot
-from bench.synthetic import SyntheticSpec
-from models import evaluate
-from models.aggregate import aggregate
-from models.config import Configuration, Profile, instantiate
-from solver.greedy import POLICIES, greedy
-from solver.solve import FULL_MODEL_PAIRS, SolverOptions, solve
+from kubeplace.models import evaluate
+from kubeplace.models.aggregate import aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.solver.greedy import POLICIES, greedy
+from kubeplace.solver.solve import FULL_MODEL_PAIRS, SolverOptions, solve
+from kubeplace_bench.scale import synthetic_snapshot
+from kubeplace_bench.synthetic import SyntheticSpec
 
 
 def large_problem():  # type: ignore[no-untyped-def]

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.gangs import feasible_workload, run_kubeplace
-from kube.objects import Snapshot
-from models import evaluate
-from models.aggregate import Aggregation, aggregate
-from models.config import Configuration, Profile, instantiate
-from models.problem import Assignment, Problem
-from plan.pipeline import pods_per_node
-from plan.verify import verify
-from solver.greedy import BEST_FIT, SPREAD, greedy
-from solver.repair import repair
-from solver.solve import SolverOptions
-from solver.state import PlacementState
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models import evaluate
+from kubeplace.models.aggregate import Aggregation, aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.problem import Assignment, Problem
+from kubeplace.plan.pipeline import pods_per_node
+from kubeplace.plan.verify import verify
+from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
+from kubeplace.solver.repair import repair
+from kubeplace.solver.solve import SolverOptions
+from kubeplace.solver.state import PlacementState
+from kubeplace_bench.gangs import feasible_workload, run_kubeplace
 from tests.builders import PodBuilder, node, pod, snapshot_of
 
 

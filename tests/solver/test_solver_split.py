@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from models.aggregate import aggregate
-from models.config import Configuration, Profile, instantiate
-from models.evaluate import nodes_used, pods_placed
-from models.problem import Objective
-from solver.solve import SolverOptions, solve
-from solver.split import components
+from kubeplace.models.aggregate import aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.evaluate import nodes_used, pods_placed
+from kubeplace.models.problem import Objective
+from kubeplace.solver.solve import SolverOptions, solve
+from kubeplace.solver.split import components
 from tests.builders import node, pod, snapshot_of
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 import yaml
 
-from bench.scale import run_scale
-from bench.synthetic import SyntheticSpec, as_list, manifests
-from cli.options import int_list
-from cli.render import stdout_console, table
+from kubeplace.cli.options import int_list
+from kubeplace.cli.render import stdout_console, table
+from kubeplace_bench.scale import run_scale
+from kubeplace_bench.synthetic import SyntheticSpec, as_list, manifests
 
 COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_plan", "seconds_verify",
            "pods_placed", "default_scheduler_placed", "greedy_objective", "objective", "status", "peak_mib")

@@ -1,6 +1,6 @@
 """``kubeplace bench ...`` and ``kubeplace openb ...``: benchmarks and the openb converter.
 
-Two click groups, registered by ``cli/main.py``::
+Two click groups, which the ``kubeplace`` command loads only when one of them is invoked::
 
     kubeplace openb convert --nodes CSV --pods CSV -o DIR
     kubeplace bench openb --nodes CSV --pods CSV --time-limit S [-o json|table] [--placements-out FILE]
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import click
 
-from cli.options import KubeplaceGroup, int_list
-from models.config import OBJECTIVES
+from kubeplace.cli.options import KubeplaceGroup, int_list
+from kubeplace.models.config import OBJECTIVES
 
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
 
@@ -37,7 +37,7 @@ def openb() -> None:
 def convert(nodes_csv: Path, pods_csv: Path, output_dir: Path) -> None:
     """Write the trace as Node and pending Pod manifests (nodes.yaml, pods.yaml) that
     `kubeplace plan DIR` reads."""
-    from bench.openb import read_nodes, read_pods, write_manifests
+    from kubeplace_bench.openb import read_nodes, read_pods, write_manifests
 
     nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
     node_file, pod_file = write_manifests(output_dir, nodes, pods)
@@ -67,8 +67,8 @@ def bench_openb(nodes_csv: Path, pods_csv: Path, time_limit: float, output: str,
     Runs kubeplace (its placements checked on the device simulator), default-scheduler,
     best-fit and FGD, and the LP bound, in this process.
     """
-    from bench.openb import read_nodes, read_pods
-    from bench.report import batch, batch_table, write_placements
+    from kubeplace_bench.openb import read_nodes, read_pods
+    from kubeplace_bench.report import batch, batch_table, write_placements
 
     nodes, pods = read_nodes(nodes_csv), read_pods(pods_csv)
     doc, kubeplace = batch(nodes, pods, time_limit=time_limit, seed=seed, trace=trace_memory,
@@ -99,9 +99,9 @@ def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window
                        policies: str, shuffle: bool, objective: str, output: str) -> None:
     """Saturation replay (FGD's protocol): arrivals sampled until 130% of the GPU capacity is
     requested; GPU allocation ratio at the end, averaged over seeds."""
-    from bench.baselines import POLICIES
-    from bench.openb import read_nodes, read_pods
-    from bench.report import KUBEPLACE, replay, replay_table
+    from kubeplace_bench.baselines import POLICIES
+    from kubeplace_bench.openb import read_nodes, read_pods
+    from kubeplace_bench.report import KUBEPLACE, replay, replay_table
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
     unknown = sorted(set(chosen) - {KUBEPLACE, *POLICIES})
@@ -112,3 +112,17 @@ def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window
     doc = replay(nodes, pods, seeds=seeds, window=window, time_limit=time_limit, policies=chosen, shuffle=shuffle,
                  sources=(str(nodes_csv), str(pods_csv)), objective=objective)
     click.echo(json.dumps(doc, indent=2) if output == "json" else replay_table(doc), nl=output == "json")
+
+
+
+def _add_subcommands() -> None:
+    from kubeplace_bench.commands_cluster import cluster_command
+    from kubeplace_bench.commands_gangs import gangs_command
+    from kubeplace_bench.commands_rebalance import rebalance_bench_command
+    from kubeplace_bench.commands_synthetic import synthetic_command
+
+    for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command):
+        bench.add_command(command)
+
+
+_add_subcommands()

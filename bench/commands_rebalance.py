@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import EXIT_INPUT
+from kubeplace.cli.options import EXIT_INPUT
 
 
 @click.command("rebalance")
@@ -33,9 +33,9 @@ def rebalance_bench_command(seed: int, nodes: int, openb_dir: Path | None, openb
     """Balance after moves, kubeplace vs LowNodeUtilization (kubeplace gets no more moves than the
     emulation made), and the moves that make room for a pending GPU job: kubeplace, the optimum
     (exact backend on small cases) and the greedy "evict from the emptiest node"."""
-    from bench.cluster_scenarios import DEFAULT_OPENB_DIR
-    from bench.rebalance import run, table
-    from kube.errors import KubeplaceError
+    from kubeplace.kube.errors import KubeplaceError
+    from kubeplace_bench.cluster_scenarios import DEFAULT_OPENB_DIR
+    from kubeplace_bench.rebalance import run, table
 
     data = None if no_openb else (openb_dir or DEFAULT_OPENB_DIR)
     if data is not None and not data.is_dir():

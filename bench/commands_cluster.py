@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import EXIT_INPUT
+from kubeplace.cli.options import EXIT_INPUT
 
 
 @click.command("cluster")
@@ -40,11 +40,11 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     """
     from kubernetes.client.exceptions import ApiException
 
-    from bench import controlplane as cp
-    from bench import controlplane_binaries as binaries
-    from bench.cluster import BenchError, Settings, run_scenarios, table
-    from bench.cluster_scenarios import DEFAULT_OPENB_DIR, SCENARIOS, openb
-    from kube.errors import KubeplaceError
+    from kubeplace.kube.errors import KubeplaceError
+    from kubeplace_bench import controlplane as cp
+    from kubeplace_bench import controlplane_binaries as binaries
+    from kubeplace_bench.cluster import BenchError, Settings, run_scenarios, table
+    from kubeplace_bench.cluster_scenarios import DEFAULT_OPENB_DIR, SCENARIOS, openb
 
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:

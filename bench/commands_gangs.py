@@ -8,8 +8,8 @@ import json
 
 import click
 
-from cli.options import int_list
-from solver.solve import SolverOptions
+from kubeplace.cli.options import int_list
+from kubeplace.solver.solve import SolverOptions
 
 
 @click.command("gangs")
@@ -34,7 +34,7 @@ def gangs_command(seeds: list[int], nodes: int, gangs: int, time_limit: float, w
                   output: str) -> None:
     """Mixed-shape gang workloads that fit by construction: the fraction of gangs placed whole
     by kubeplace (one plan of the whole batch) and by one-pod-at-a-time coscheduling."""
-    from bench import gangs as g
+    from kubeplace_bench import gangs as g
 
     rows = g.compare(seeds, nodes, gangs, SolverOptions(time_limit=time_limit, workers=workers))
     doc: dict[str, object] = {"feasible_workloads": rows}
