@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from kubeplace.kube.gangs import PodGroup
-from kubeplace.kube.objects import CPU, GPU, MEMORY, PODS, Node, Pod, Snapshot
+from kubeplace.kube.objects import CPU, GPU, MEMORY, PODS, Node, Pod, PodGroup, Snapshot
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan

@@ -20,12 +20,11 @@ span as few of as it can (a soft preference, weighed against the profile's objec
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from kubeplace.kube.errors import InputError
-from kubeplace.kube.objects import Pod
-from kubeplace.kube.quantity import QuantityError, resource_amount
+from kubeplace.kube.errors import InputError, expect_mapping
+from kubeplace.kube.objects import CPU, DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup
+from kubeplace.kube.quantity import QuantityError, milli_value, parse_decimal, whole_value
 
 SCHEDULER_PLUGINS_GROUPS = ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io")
 VOLCANO_GROUP = "scheduling.volcano.sh"
@@ -35,62 +34,73 @@ PLAIN_LABEL = "kubeplace.io/gang"
 PLAIN_MIN_MEMBER = "kubeplace.io/gang-min-member"
 TOPOLOGY_KEY = "kubeplace.io/gang-topology-key"
 PREFERRED_TOPOLOGY_KEY = "kubeplace.io/gang-topology-preferred-key"
-DEFAULT_TIMEOUT_SECONDS = 60
+POD_GROUP_API_GROUPS = (*SCHEDULER_PLUGINS_GROUPS, VOLCANO_GROUP)
+REQUESTS_PREFIX = "requests."
+IGNORED_MIN_RESOURCE_PREFIXES = ("limits.", "count/")
+"""Quota names in ``minResources`` that are not requests for placement to meet."""
 CRDS = (("scheduling.x-k8s.io", "v1alpha1", "podgroups"), ("scheduling.sigs.k8s.io", "v1alpha1", "podgroups"),
         ("scheduling.volcano.sh", "v1beta1", "podgroups"))
 
 
-@dataclass(frozen=True)
-class PodGroup:
-    namespace: str
-    name: str
-    min_member: int
-    min_resources: Mapping[str, int] = field(default_factory=dict)
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
-    created: str = ""
-    origin: str = ""  # the API group, or "label" for the CRD-free form
-    topology_key: str = ""
-    """A node label key: all members on nodes with one value of it ("" = anywhere)."""
-    preferred_topology_key: str = ""
-    """A node label key: members on as few of its values as they can ("" = no preference)."""
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
 def is_pod_group(obj: Mapping[str, Any]) -> bool:
     group = str(obj.get("apiVersion", "")).split("/")[0]
-    return obj.get("kind") == "PodGroup" and group in (*SCHEDULER_PLUGINS_GROUPS, VOLCANO_GROUP)
+    return obj.get("kind") == "PodGroup" and group in POD_GROUP_API_GROUPS
 
 
 def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
-    meta = obj.get("metadata") or {}
-    where = f"PodGroup {meta.get('namespace', 'default')}/{meta.get('name', '?')}"
-    spec = obj.get("spec") or {}
-    if not isinstance(meta.get("name"), str):
-        raise InputError("missing name", file=source, obj=where, field="metadata.name")
-    min_member = spec.get("minMember", 1)
-    if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
-        raise InputError(f"got {min_member!r}", file=source, obj=where, field="spec.minMember",
-                         expected="an integer >= 1")
-    timeout = spec.get("scheduleTimeoutSeconds", DEFAULT_TIMEOUT_SECONDS)
-    if not isinstance(timeout, int) or timeout < 0:
-        raise InputError(f"got {timeout!r}", file=source, obj=where, field="spec.scheduleTimeoutSeconds",
-                         expected="an integer >= 0")
-    resources = {}
-    for name, value in (spec.get("minResources") or {}).items():
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    where = f"PodGroup {meta.get('namespace') or 'default'}/{meta.get('name', '?')}"
+    try:
+        spec = expect_mapping(obj.get("spec"), "spec")
+        if not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise InputError("missing name", field="metadata.name")
+        min_member = spec.get("minMember", 1)
+        if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
+            raise InputError(f"got {min_member!r}", field="spec.minMember", expected="an integer >= 1")
+        timeout = spec.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS)
+        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
+            raise InputError(f"got {timeout!r}", field="spec.scheduleTimeoutSeconds", expected="an integer >= 0")
+        resources = min_resources(expect_mapping(spec.get("minResources"), "spec.minResources"))
+        annotations = expect_mapping(meta.get("annotations"), "metadata.annotations")
+        return PodGroup(str(meta.get("namespace") or "default"), meta["name"], min_member, resources, timeout,
+                        str(meta.get("creationTimestamp", "")), str(obj["apiVersion"]).split("/")[0],
+                        _topology_key(annotations), _topology_key(annotations, preferred=True))
+    except InputError as error:
+        raise error.located(file=source, obj=where) from None
+
+
+def min_resources(raw: Mapping[str, Any]) -> dict[str, int]:
+    """A PodGroup's ``minResources`` as the requests its members must reach together.
+
+    Volcano's job controller fills ``minResources`` with the pods' ResourceQuota usage
+    (``quotav1`` ``PodUsageFunc``): beside the plain names (``cpu``, ``memory``, ``pods``,
+    ``nvidia.com/gpu``...) come ``requests.*`` copies of the same requests, ``limits.*`` and
+    ``count/pods``. Volcano's scheduler (``api.NewResource``) then keeps the plain names only:
+    ``requests.cpu`` and ``limits.cpu`` are not resource names it knows, ``count/*`` it skips.
+    kubeplace reads them the same way, and also takes ``requests.X`` for ``X`` (the same
+    request, so a PodGroup written with quota names alone still works; where both are given,
+    the larger amount). ``limits.*`` and ``count/*`` are ignored: a limit is not what the
+    kube-scheduler fits, and an object count is not a request; they are only checked to be
+    quantities. A minimum is rounded up to the unit kubeplace counts in (milli-CPU, bytes,
+    whole devices): requests are whole units, so ``nvidia.com/gpu: 1500m`` asks for 2.
+    """
+    amounts: dict[str, int] = {}
+    for key, value in raw.items():
+        name = str(key)
         try:
-            resources[str(name)] = resource_amount(str(name), value)
-        except QuantityError as e:
-            raise InputError(str(e), file=source, obj=where, field=f"spec.minResources.{name}") from None
-    annotations = meta.get("annotations") or {}
-    return PodGroup(str(meta.get("namespace") or "default"), meta["name"], min_member, resources, timeout,
-                    str(meta.get("creationTimestamp", "")), str(obj["apiVersion"]).split("/")[0],
-                    _topology_key(annotations, source, where), _topology_key(annotations, source, where, True))
+            if name.startswith(IGNORED_MIN_RESOURCE_PREFIXES):
+                parse_decimal(value)
+                continue
+            resource = name.removeprefix(REQUESTS_PREFIX)
+            amount = milli_value(value) if resource == CPU else whole_value(value)
+        except QuantityError as error:
+            raise InputError(error.problem, field=f"spec.minResources.{name}", expected=error.expected) from None
+        amounts[resource] = max(amounts.get(resource, 0), amount)
+    return amounts
 
 
-def _topology_key(annotations: Mapping[str, Any], source: str, where: str, preferred: bool = False) -> str:
+def _topology_key(annotations: Mapping[str, Any], preferred: bool = False) -> str:
     """The gang topology annotation's label key; present but empty is an error (a typo
     must not silently drop the constraint)."""
     name = PREFERRED_TOPOLOGY_KEY if preferred else TOPOLOGY_KEY
@@ -98,35 +108,41 @@ def _topology_key(annotations: Mapping[str, Any], source: str, where: str, prefe
         return ""
     value = annotations[name]
     if not isinstance(value, str) or not value.strip():
-        raise InputError(f"got {value!r}", file=source, obj=where, field=f"metadata.annotations.{name}",
-                         expected="a node label key")
+        raise InputError(f"got {value!r}", field=f"metadata.annotations.{name}", expected="a node label key")
     return value.strip()
 
 
-def group_of(pod: Pod) -> str:
-    """The name of the pod's gang in its namespace, or "" when it has none."""
+def gang_of(pod: Pod) -> GangKey | None:
+    """The pod's gang, or None when it belongs to none."""
     for label in MEMBER_LABELS:
         if pod.labels.get(label):
-            return pod.labels[label]
-    return pod.annotations.get(VOLCANO_ANNOTATION) or pod.labels.get(PLAIN_LABEL, "")
+            return GangKey(pod.namespace, pod.labels[label])
+    name = pod.annotations.get(VOLCANO_ANNOTATION) or pod.labels.get(PLAIN_LABEL, "")
+    return GangKey(pod.namespace, name) if name else None
 
 
-def plain_groups(pods: list[Pod], known: set[str]) -> list[PodGroup]:
+def plain_groups(pods: list[Pod], known: set[GangKey]) -> list[PodGroup]:
     """Gangs declared on pods alone (no PodGroup object), min-member from the annotation."""
-    found: dict[str, PodGroup] = {}
+    found: dict[GangKey, PodGroup] = {}
     for pod in pods:
         name = pod.labels.get(PLAIN_LABEL, "")
-        key = f"{pod.namespace}/{name}"
+        key = GangKey(pod.namespace, name)
         if not name or key in known or key in found:
             continue
-        text = pod.annotations.get(PLAIN_MIN_MEMBER, "")
         try:
-            min_member = int(text) if text else 1
-        except ValueError:
-            raise InputError(f"got {text!r}", file=pod.source, obj=f"Pod {pod.key}",
-                             field=f"metadata.annotations.{PLAIN_MIN_MEMBER}", expected="an integer >= 1") from None
-        where = f"Pod {pod.key}"
-        found[key] = PodGroup(pod.namespace, name, max(1, min_member), origin="label",
-                              topology_key=_topology_key(pod.annotations, pod.source, where),
-                              preferred_topology_key=_topology_key(pod.annotations, pod.source, where, True))
+            found[key] = PodGroup(pod.namespace, name, _plain_min_member(pod.annotations), origin="label",
+                                  topology_key=_topology_key(pod.annotations),
+                                  preferred_topology_key=_topology_key(pod.annotations, preferred=True))
+        except InputError as error:
+            raise error.located(file=pod.source, obj=f"Pod {pod.key}") from None
     return list(found.values())
+
+
+def _plain_min_member(annotations: Mapping[str, str]) -> int:
+    text = annotations.get(PLAIN_MIN_MEMBER, "")
+    if not text:
+        return 1
+    if not text.strip().isdigit() or int(text) < 1:
+        raise InputError(f"got {text!r}", field=f"metadata.annotations.{PLAIN_MIN_MEMBER}",
+                         expected="an integer >= 1")
+    return int(text)

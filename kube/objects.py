@@ -10,10 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from kubeplace.kube.gangs import PodGroup
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -126,6 +122,45 @@ class Pod:
     @property
     def finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, order=True)
+class GangKey:
+    """A gang's identity: its namespace and its name there (a PodGroup's, or the group name its
+    member pods carry). Printed as ``namespace/name``."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+DEFAULT_GANG_TIMEOUT_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """A gang as declared: a PodGroup object (``kube.gangs`` reads every flavour) or, for a
+    CRD-free gang, the labels and annotations of its pods."""
+
+    namespace: str
+    name: str
+    min_member: int
+    """The PodGroup's minMember: members that must run together (running ones count)."""
+    min_resources: Mapping[str, int] = field(default_factory=dict)
+    """The requests its running and placed members must reach together, per resource."""
+    timeout_seconds: int = DEFAULT_GANG_TIMEOUT_SECONDS
+    created: str = ""
+    origin: str = ""  # the API group, or "label" for the CRD-free form
+    topology_key: str = ""
+    """A node label key: all members on nodes with one value of it ("" = anywhere)."""
+    preferred_topology_key: str = ""
+    """A node label key: members on as few of its values as they can ("" = no preference)."""
+
+    @property
+    def key(self) -> GangKey:
+        return GangKey(self.namespace, self.name)
 
 
 @dataclass(frozen=True)

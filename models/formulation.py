@@ -151,8 +151,8 @@ class _Builder:
             (z,) = self.lb.add_vars(np.array([1 if fixed > 0 else 0]), np.array([1]))
             self.gang_vars.append(int(z))
             cols = np.concatenate([self.y[member], [z]])
-            need = max(gang.min_member - fixed, 0)
-            # placed (in hood) + fixed >= min_member * z
+            need = max(gang.still_needed - fixed, 0)
+            # placed (in hood) + fixed >= still_needed * z
             self.lb.add_row(cols, np.concatenate([np.ones(int(member.sum()), np.int64), [-need]]), 0, INF)
             # nothing placed unless z
             size = int(self.problem.count[classes].sum())
@@ -165,7 +165,7 @@ class _Builder:
         """Placed members (here and fixed elsewhere) request at least minResources, if z."""
         p, fixed = self.problem, self.hood.fixed
         in_gang = np.isin(fixed.cls, np.asarray(gang.classes, dtype=np.int64))
-        for name, amount in gang.min_resources:
+        for name, amount in gang.resources_still_needed:
             r = p.resource_index(name)
             have = 0 if r is None else int((p.demand[fixed.cls[in_gang], r] * fixed.counts[in_gang]).sum())
             need = max(amount - have, 0)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.kube.objects import GangKey
+
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -27,16 +29,22 @@ class GroupCap:
 
 @dataclass(frozen=True)
 class Gang:
-    """All or nothing: either at least ``min_member`` of the gang's pods are placed or none.
+    """All or nothing: either the gang's running and placed members reach ``min_member`` (and
+    ``min_resources``) together, or none of its pods is placed.
 
     ``classes`` hold only this gang's pods (gang membership is part of the class key).
     """
 
-    name: str
+    key: GangKey
     classes: tuple[int, ...]
     min_member: int
+    """The PodGroup's minMember."""
+    running: int = 0
+    """Members already running (bound); they count towards ``min_member``."""
     min_resources: tuple[tuple[str, int], ...] = ()
-    """Placed members must request at least this much of each resource together."""
+    """The PodGroup's minResources: requests its running and placed members reach together."""
+    running_requests: tuple[tuple[str, int], ...] = ()
+    """The running members' requests together, per resource."""
     topology_key: str = ""
     """The node label all members must share one value of ("" = no such rule)."""
     domain: IntArray | None = None
@@ -46,6 +54,17 @@ class Gang:
     preferred: IntArray | None = None
     """(N,) with a preferred topology key: each node's domain for that key (nodes without
     the label form one domain of their own); members should use as few as they can."""
+
+    @property
+    def still_needed(self) -> int:
+        """Members this plan must place for the gang to run (0: the running ones suffice)."""
+        return max(self.min_member - self.running, 0)
+
+    @property
+    def resources_still_needed(self) -> tuple[tuple[str, int], ...]:
+        """Per minResources entry, the requests placed members must add to the running ones'."""
+        running = dict(self.running_requests)
+        return tuple((name, max(amount - running.get(name, 0), 0)) for name, amount in self.min_resources)
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from kubeplace.kube.gangs import DEFAULT_TIMEOUT_SECONDS
-from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, Snapshot
 from kubeplace.models.aggregate import Aggregation
-from kubeplace.models.problem import IntArray
+from kubeplace.models.problem import Gang, IntArray
 from kubeplace.plan.plan import GangStatus
 
 
@@ -21,29 +20,28 @@ def gang_statuses(snapshot: Snapshot, agg: Aggregation, placed_per_class: IntArr
     for gang in p.gangs:
         classes = np.asarray(gang.classes, dtype=np.int64)
         members = tuple(snapshot.pending[m].name for c in gang.classes for m in p.members[c])
-        group = groups.get(gang.name)
-        min_member = group.min_member if group else gang.min_member
-        running = min_member - gang.min_member if group else 0
+        group = groups.get(gang.key)
         placed = int(placed_per_class[classes].sum())
-        ok = placed > 0 and placed >= gang.min_member
-        namespace, name = gang.name.split("/", 1)
-        reason = "" if ok else _why(len(members), running, min_member, placed, group.created if group else "",
-                                    group.timeout_seconds if group else DEFAULT_TIMEOUT_SECONDS, now,
-                                    gang.topology_key)
-        out.append(GangStatus(namespace, name, min_member, members, running, placed if ok else 0, ok, reason))
+        ok = placed > 0 and placed >= gang.still_needed
+        reason = "" if ok else _why(gang, len(members), group.created if group else "",
+                                    group.timeout_seconds if group else DEFAULT_GANG_TIMEOUT_SECONDS, now)
+        out.append(GangStatus(gang.key.namespace, gang.key.name, gang.min_member, members, gang.running,
+                              placed if ok else 0, ok, reason))
     return out
 
 
-def _why(pending: int, running: int, min_member: int, fit: int, created: str, timeout: int,
-         now: datetime | None, topology_key: str = "") -> str:
+def _why(gang: Gang, pending: int, created: str, timeout: int, now: datetime | None) -> str:
+    running, min_member = gang.running, gang.min_member
     if pending + running < min_member:
         waited = _age(created, now)
         state = "timed out" if waited is not None and waited > timeout else "waiting"
         return (f"gang {state}: {pending + running} of minMember {min_member} pods exist"
                 + (f" (for {waited:.0f}s, timeout {timeout}s)" if waited is not None else ""))
-    where = f" within one {topology_key} domain" if topology_key else ""
-    return (f"gang not placed: needs {min_member - running} more pods placed together "
-            f"({running} running); no placement of them all fits{where} now")
+    where = f" within one {gang.topology_key} domain" if gang.topology_key else ""
+    needs = (f"needs {gang.still_needed} more pods placed together ({running} running)" if gang.still_needed
+             else f"{running} running of minMember {min_member}")
+    minimum = " with its minResources" if gang.min_resources else ""
+    return f"gang not placed: {needs}; no placement of them all fits{where}{minimum} now"
 
 
 def _age(created: str, now: datetime | None) -> float | None:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kubeplace.kube.objects import GangKey
+
 PLAN_KIND = "PlacementPlan"
 PLAN_API_VERSION = "kubeplace.io/v1alpha1"
 
@@ -68,6 +70,10 @@ class GangStatus:
     placed_members: int
     placed: bool
     reason: str = ""
+
+    @property
+    def key(self) -> GangKey:
+        return GangKey(self.namespace, self.name)
 
 
 @dataclass(frozen=True)

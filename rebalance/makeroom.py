@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from kubeplace.kube.errors import InputError
-from kubeplace.kube.gangs import group_of
-from kubeplace.kube.objects import Pod
+from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.objects import GangKey, Pod
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import build_moves
@@ -59,8 +59,8 @@ def target_pods(state: ClusterState, key: str) -> list[Pod]:
                and ((raw.get("metadata") or {}).get("namespace") or "default") == namespace]
     pending = [p for p in pending if not p.deleting and not p.finished]
     pod = next((p for p in pending if p.name == name), None)
-    gang = group_of(pod) if pod is not None else name
-    members = [p for p in pending if gang and group_of(p) == gang]
+    gang = gang_of(pod) if pod is not None else GangKey(namespace, name)
+    members = [p for p in pending if gang is not None and gang_of(p) == gang]
     if pod is not None:
         return sorted(members or [pod], key=lambda p: p.name)
     if members:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.errors import expect_list, expect_mapping
-from kubeplace.kube.gangs import group_of
+from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import Pod
 from kubeplace.kube.selectors import matches, parse_selector
 
@@ -134,6 +134,6 @@ def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str
         return f"placement rule not modelled ({', '.join(pod.unmodelled)})"
     if any(pod.requests.get(r, 0) for r in GPU_SHARE_RESOURCES):
         return GPU_SHARE
-    if group_of(pod):
+    if gang_of(pod) is not None:
         return GANG
     return ""

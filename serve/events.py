@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubeplace.kube.errors import ClusterError, NotFound
-from kubeplace.kube.gangs import CRDS, PodGroup
-from kubeplace.kube.objects import Pod
+from kubeplace.kube.gangs import CRDS
+from kubeplace.kube.objects import Pod, PodGroup
 
 log = logging.getLogger("kubeplace.serve.events")
 

@@ -33,8 +33,8 @@ from typing import Any, Protocol
 
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
 from kubeplace.kube.errors import ClusterError, InputError
-from kubeplace.kube.gangs import DEFAULT_TIMEOUT_SECONDS, PodGroup, group_of
-from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
 from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
@@ -47,7 +47,7 @@ from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, RawObject, Store, object_key, with_node_name
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.metrics import Metrics
-from kubeplace.serve.queue import SchedulingQueue
+from kubeplace.serve.queue import SchedulingQueue, Unit
 from kubeplace.solver.solve import SolverOptions
 
 log = logging.getLogger("kubeplace.serve")
@@ -83,14 +83,15 @@ class ServeSettings:
     """Seconds the rebalance targets are cached between reads."""
 
 
-def unit_of(pod: Pod) -> str:
-    group = group_of(pod)
-    return f"gang:{pod.namespace}/{group}" if group else f"pod:{pod.key}"
+def unit_of(pod: Pod) -> Unit:
+    """The pod's gang, or the pod alone."""
+    return gang_of(pod) or pod.key
 
 
 def decision(**fields: Any) -> None:
     """One structured log line per decision (``cli.serve`` prints them as JSON)."""
-    log.info("decision", extra={"fields": {k: v for k, v in fields.items() if v not in (None, "")}})
+    log.info("decision", extra={"fields": {k: str(v) if isinstance(v, GangKey) else v
+                                           for k, v in fields.items() if v not in (None, "")}})
 
 
 @dataclass
@@ -123,8 +124,8 @@ class Scheduler:
         self._lock = threading.Lock()
         self._assumed: dict[str, tuple[str, str, float]] = {}  # pod key -> (uid, node, until)
         self._first_seen: dict[str, float] = {}
-        self._gang_since: dict[str, float] = {}
-        self._waiting_gangs: set[str] = set()
+        self._gang_since: dict[GangKey, float] = {}
+        self._waiting_gangs: set[GangKey] = set()
         self._targets: tuple[float, list[Target]] = (float("-inf"), [])
 
     # ------------------------------------------------------------------ informer events
@@ -139,7 +140,8 @@ class Scheduler:
             if event == MODIFIED and _labels(old) != _labels(new):
                 self.queue.cluster_changed()
         elif resource.endswith("/podgroups") and new is not None and event in (ADDED, MODIFIED):
-            self.queue.activate(f"gang:{object_key(new)}")
+            meta = new.get("metadata") or {}
+            self.queue.activate(GangKey(str(meta.get("namespace") or "default"), str(meta.get("name", ""))))
 
     def _pod_changed(self, event: str, old: RawObject | None, new: RawObject | None) -> None:
         raw = new if new is not None else old
@@ -155,14 +157,14 @@ class Scheduler:
                     self.queue.cluster_changed()  # capacity freed
                 elif self._is_ours(raw):
                     unit = self._raw_unit(raw)
-                    (self.queue.activate if unit.startswith("gang:") else self.queue.forget)(unit)
+                    (self.queue.activate if isinstance(unit, GangKey) else self.queue.forget)(unit)
             return
         if not self._is_ours(raw):
             return
         with self._lock:
             self._first_seen.setdefault(key, self.clock())
         unit = self._raw_unit(raw)
-        if event == ADDED and unit.startswith("gang:"):
+        if event == ADDED and isinstance(unit, GangKey):
             self.queue.activate(unit)  # a new member: its gang may be complete now
         else:
             self.queue.add(unit)
@@ -175,11 +177,11 @@ class Scheduler:
                 and (raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                 and (namespaces is None or meta.get("namespace", "default") in namespaces))
 
-    def _raw_unit(self, raw: RawObject) -> str:
+    def _raw_unit(self, raw: RawObject) -> Unit:
         try:
             return unit_of(parse_pod(raw))
         except InputError:
-            return f"pod:{object_key(raw)}"
+            return object_key(raw)
 
     def resync_queue(self) -> None:
         """Queues every pending pod of the store (at start and on becoming the leader)."""
@@ -214,7 +216,7 @@ class Scheduler:
             self.metrics.queue_active.set(active)
             self.metrics.queue_unschedulable.set(waiting)
 
-    def cycle(self, units: Sequence[str], stop: threading.Event | None = None) -> CycleReport:
+    def cycle(self, units: Sequence[Unit], stop: threading.Event | None = None) -> CycleReport:
         """Plans, verifies and binds the pending pods of ``units``."""
         stop = stop or self.stop_event
         started = self.clock()
@@ -245,13 +247,13 @@ class Scheduler:
         if plan.summary.gap is not None:
             self.metrics.solver_gap.set(plan.summary.gap)
         pods = {(p.namespace, p.name): p for p in snapshot.pending}
-        gangs = {f"{g.namespace}/{g.name}": g for g in plan.gangs}
+        gangs = {g.key: g for g in plan.gangs}
         groups = {g.key: g for g in snapshot.pod_groups}
-        by_unit: dict[str, list[Placement]] = {}
+        by_unit: dict[Unit, list[Placement]] = {}
         for p in plan.placements:
             by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
         refused = self._refused(snapshot, plan.placements, pods)
-        unplaced: dict[str, list[Unplaced]] = {}
+        unplaced: dict[Unit, list[Unplaced]] = {}
         for u in plan.unplaced:
             unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
         order = [u for u in units if u in by_unit or u in unplaced]
@@ -268,7 +270,7 @@ class Scheduler:
                     self.queue.requeue(rest)
                 break
             if unit in unplaced:
-                self._unplaced(unit, unplaced[unit], pods, gangs.get(unit[5:]) if unit.startswith("gang:") else None,
+                self._unplaced(unit, unplaced[unit], pods, gangs.get(unit) if isinstance(unit, GangKey) else None,
                                groups, report, requeue=unit not in by_unit)
         self.metrics.gangs_waiting.set(len(self._waiting_gangs))
         self.metrics.cycle_seconds.observe(self.clock() - started)
@@ -276,7 +278,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ snapshot
 
-    def _snapshot(self, wanted: set[str]) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
+    def _snapshot(self, wanted: set[Unit]) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
         now = self.clock()
         with self._lock:
             for key in [k for k, (_, _, until) in self._assumed.items() if until < now]:
@@ -322,9 +324,9 @@ class Scheduler:
         return targets
 
     def _refused(self, snapshot: Snapshot, placements: Sequence[Placement],
-                 pods: Mapping[tuple[str, str], Pod]) -> dict[str, str]:
+                 pods: Mapping[tuple[str, str], Pod]) -> dict[Unit, str]:
         """Units with a placement the independent verifier refuses."""
-        refused: dict[str, str] = {}
+        refused: dict[Unit, str] = {}
         for violation in verify_plan(snapshot, placements, self.config, self.profile):
             unit = unit_of(pods[(violation.namespace, violation.name)])
             refused.setdefault(unit, f"plan refused by the verifier: {violation}")
@@ -335,18 +337,19 @@ class Scheduler:
 
     # ------------------------------------------------------------------ binding
 
-    def _bind_unit(self, unit: str, placements: list[Placement], pods: Mapping[tuple[str, str], Pod],
-                   gangs: Mapping[str, GangStatus], groups: Mapping[str, PodGroup], stop: threading.Event,
+    def _bind_unit(self, unit: Unit, placements: list[Placement], pods: Mapping[tuple[str, str], Pod],
+                   gangs: Mapping[GangKey, GangStatus], groups: Mapping[GangKey, PodGroup], stop: threading.Event,
                    report: CycleReport, leftover: bool) -> bool:
         """Binds one unit member by member; False when interrupted (stop, leadership lost,
         API server unreachable): the caller requeues it and what follows."""
-        gang_key = unit[5:] if unit.startswith("gang:") else ""
+        gang_key = unit if isinstance(unit, GangKey) else None
         bound: list[Pod] = []
         failed: list[BindResult] = []
         now = self.clock()
         with self._lock:
             start = min((self._first_seen.get(f"{p.namespace}/{p.name}", now) for p in placements), default=now)
-        start = min(start, self._gang_since.get(unit, start))
+        if gang_key is not None:
+            start = min(start, self._gang_since.get(gang_key, start))
         for p in placements:
             if stop.is_set() or not self.leader.is_leader():
                 decision(pod=f"{p.namespace}/{p.name}", gang=gang_key, outcome="not_attempted",
@@ -375,16 +378,16 @@ class Scheduler:
             self.metrics.binds_failed.labels(str(result.outcome)).inc()
             if result.outcome == Outcome.UNKNOWN:
                 return False
-        self._after_binding(unit, gang_key, bound, failed, gangs.get(gang_key), groups.get(gang_key), start,
-                            leftover)
+        gang, group = (gangs.get(gang_key), groups.get(gang_key)) if gang_key is not None else (None, None)
+        self._after_binding(unit, bound, failed, gang, group, start, leftover)
         return True
 
-    def _after_binding(self, unit: str, gang_key: str, bound: list[Pod], failed: list[BindResult],
+    def _after_binding(self, unit: Unit, bound: list[Pod], failed: list[BindResult],
                        gang: GangStatus | None, group: PodGroup | None, start: float, leftover: bool) -> None:
         if not failed:
             if gang is not None:
-                self._waiting_gangs.discard(unit)
-                self._gang_since.pop(unit, None)
+                self._waiting_gangs.discard(gang.key)
+                self._gang_since.pop(gang.key, None)
                 self.metrics.gang_latency.observe(max(0.0, self.clock() - start))
                 if group is not None:
                     self.recorder.pod_group_status(group, ev.PHASE_SCHEDULED, gang.running + len(bound))
@@ -394,10 +397,10 @@ class Scheduler:
                 self.queue.done(unit)
             return
         if gang is not None and gang.running + len(bound) < gang.min_member:
-            message = (f"gang {gang_key} has {gang.running + len(bound)} of minMember {gang.min_member} pods "
+            message = (f"gang {gang.key} has {gang.running + len(bound)} of minMember {gang.min_member} pods "
                        f"bound after {len(failed)} binding(s) failed ({failed[0].message}); re-planned next cycle")
             self.metrics.gangs_below_min.inc()
-            decision(gang=gang_key, outcome="below_min_member", why=message)
+            decision(gang=gang.key, outcome="below_min_member", why=message)
             for pod in bound:
                 self.recorder.pod_event(pod, ev.GANG_BELOW_MIN, message, ev.WARNING)
         lost = all(r.outcome in (Outcome.CONFLICT, Outcome.NOT_FOUND) for r in failed)
@@ -408,30 +411,30 @@ class Scheduler:
 
     # ------------------------------------------------------------------ not placed
 
-    def _unplaced(self, unit: str, entries: list[Unplaced], pods: Mapping[tuple[str, str], Pod],
-                  gang: GangStatus | None, groups: Mapping[str, PodGroup], report: CycleReport,
+    def _unplaced(self, unit: Unit, entries: list[Unplaced], pods: Mapping[tuple[str, str], Pod],
+                  gang: GangStatus | None, groups: Mapping[GangKey, PodGroup], report: CycleReport,
                   requeue: bool) -> None:
         members = [pods[(u.namespace, u.name)] for u in entries]
-        gang_key = unit[5:] if gang is not None else ""
-        group = groups.get(gang_key)
+        gang_key = gang.key if gang is not None else None
+        group = groups.get(gang.key) if gang is not None else None
         timed_out = ""
         if gang is not None and not gang.placed:
             now = self.clock()
             with self._lock:
                 seen = [self._first_seen.get(p.key, now) for p in members]
-            since = self._gang_since.setdefault(unit, min(seen, default=now))
+            since = self._gang_since.setdefault(gang.key, min(seen, default=now))
             waiting = gang.reason.startswith(("gang waiting", "gang timed out"))
             if waiting:
-                self._waiting_gangs.add(unit)
+                self._waiting_gangs.add(gang.key)
                 timeout = _gang_timeout(group, members)
                 if now - since >= timeout:
-                    self._gang_since[unit] = now  # reported again after another timeout
-                    timed_out = (f"gang {gang_key} timed out: {len(gang.members) + gang.running} of minMember "
+                    self._gang_since[gang.key] = now  # reported again after another timeout
+                    timed_out = (f"gang {gang.key} timed out: {len(gang.members) + gang.running} of minMember "
                                  f"{gang.min_member} pods exist after {timeout}s")
                     self.metrics.gangs_timed_out.inc()
                     decision(gang=gang_key, outcome="timed_out", why=timed_out)
             else:
-                self._waiting_gangs.discard(unit)
+                self._waiting_gangs.discard(gang.key)
             if group is not None:
                 self.recorder.pod_group_status(group, ev.PHASE_PENDING if waiting else ev.PHASE_SCHEDULING,
                                                gang.running, timed_out)
@@ -454,7 +457,7 @@ def _gang_timeout(group: PodGroup | None, members: Sequence[Pod]) -> int:
         text = pod.annotations.get(GANG_TIMEOUT_ANNOTATION, "")
         if text.isdigit():
             return int(text)
-    return DEFAULT_TIMEOUT_SECONDS
+    return DEFAULT_GANG_TIMEOUT_SECONDS
 
 
 def _node_view(node: RawObject | None) -> tuple[Any, ...]:

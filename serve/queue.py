@@ -16,6 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kubeplace.kube.objects import GangKey
+
+Unit = GangKey | str
+"""What one cycle plans and binds together: a whole gang, or one pod by its key ``namespace/name``."""
+
 
 @dataclass
 class _Waiting:
@@ -31,15 +36,15 @@ class SchedulingQueue:
         self.maximum = maximum
         self.clock = clock
         self._cond = threading.Condition()
-        self._active: dict[str, float] = {}  # unit -> since when (insertion order = arrival order)
-        self._waiting: dict[str, _Waiting] = {}
-        self._attempts: dict[str, int] = {}
-        self._in_flight: set[str] = set()
-        self._dirty: set[str] = set()  # in flight when something changed for them: no backoff
+        self._active: dict[Unit, float] = {}  # unit -> since when (insertion order = arrival order)
+        self._waiting: dict[Unit, _Waiting] = {}
+        self._attempts: dict[Unit, int] = {}
+        self._in_flight: set[Unit] = set()
+        self._dirty: set[Unit] = set()  # in flight when something changed for them: no backoff
 
     # ------------------------------------------------------------------ producers (informer events)
 
-    def add(self, unit: str) -> None:
+    def add(self, unit: Unit) -> None:
         """A pending pod of ``unit`` was seen; a unit already queued, backing off or being
         planned keeps its place."""
         with self._cond:
@@ -49,7 +54,7 @@ class SchedulingQueue:
                 self._active[unit] = self.clock()
                 self._cond.notify_all()
 
-    def activate(self, unit: str) -> None:
+    def activate(self, unit: Unit) -> None:
         """Something changed for this unit (a gang member arrived): retry it now."""
         with self._cond:
             if unit in self._in_flight:
@@ -72,7 +77,7 @@ class SchedulingQueue:
                 self._cond.notify_all()
             return moved
 
-    def forget(self, unit: str) -> None:
+    def forget(self, unit: Unit) -> None:
         """The unit has no pending pod any more (bound, deleted)."""
         with self._cond:
             self._active.pop(unit, None)
@@ -83,7 +88,7 @@ class SchedulingQueue:
 
     # ------------------------------------------------------------------ the cycle's answers
 
-    def done(self, unit: str) -> None:
+    def done(self, unit: Unit) -> None:
         """Planned and bound: out of the queue, its attempts forgotten."""
         with self._cond:
             self._in_flight.discard(unit)
@@ -93,7 +98,7 @@ class SchedulingQueue:
                 self._active.setdefault(unit, self.clock())
                 self._cond.notify_all()
 
-    def requeue(self, unit: str) -> None:
+    def requeue(self, unit: Unit) -> None:
         """Not finished (binding interrupted, a gang member failed): plan it again next cycle."""
         with self._cond:
             self._in_flight.discard(unit)
@@ -102,7 +107,7 @@ class SchedulingQueue:
             self._active.setdefault(unit, self.clock())
             self._cond.notify_all()
 
-    def unschedulable(self, unit: str, reason: str = "") -> float:
+    def unschedulable(self, unit: Unit, reason: str = "") -> float:
         """Could not be placed: backs off; returns the backoff in seconds."""
         with self._cond:
             self._in_flight.discard(unit)
@@ -121,7 +126,7 @@ class SchedulingQueue:
     # ------------------------------------------------------------------ the consumer
 
     def pop_batch(self, window: float, size: int, stop: threading.Event | None = None,
-                  timeout: float | None = None) -> list[str]:
+                  timeout: float | None = None) -> list[Unit]:
         """The next batch, oldest first; [] when ``timeout`` passes or ``stop`` is set first."""
         give_up = None if timeout is None else self.clock() + timeout
         with self._cond:
@@ -147,7 +152,7 @@ class SchedulingQueue:
         with self._cond:
             self._cond.notify_all()
 
-    def _take(self, size: int) -> list[str]:
+    def _take(self, size: int) -> list[Unit]:
         units = list(self._active)[:size]
         for unit in units:
             del self._active[unit]
@@ -167,7 +172,7 @@ class SchedulingQueue:
         with self._cond:
             return len(self._active), len(self._waiting)
 
-    def backoff_of(self, unit: str) -> float | None:
+    def backoff_of(self, unit: Unit) -> float | None:
         """Seconds until the unit is retried; None when it is not backing off."""
         with self._cond:
             waiting = self._waiting.get(unit)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.kube.objects import GangKey
 from kubeplace.models.fragmentation import TaskShapes, popular
 from kubeplace.models.problem import Assignment, BoolArray, Gang, IntArray, Problem
 from kubeplace.solver.fragmentation import FragmentationTables, best_device_delta, fragmentation_after
@@ -97,13 +98,13 @@ def _place_runs(problem: Problem, state: PlacementState, place: Placer,
     """Places ``runs`` of (class, pods; None: all its pods not yet placed) in order; a gang
     whole, all or nothing, when its first class comes up."""
     gang_of = {c: g for g in problem.gangs for c in g.classes}
-    done_gangs: set[str] = set()
+    done_gangs: set[GangKey] = set()
     for c, k in runs:
         gang = gang_of.get(c)
         if gang is None:
             place(state, c, int(problem.count[c] - state.per_class[c]) if k is None else k)
-        elif gang.name not in done_gangs:
-            done_gangs.add(gang.name)
+        elif gang.key not in done_gangs:
+            done_gangs.add(gang.key)
             state = _place_gang(problem, state, gang, place)
     return state.assignment()
 
@@ -169,7 +170,7 @@ def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Plac
             place(trial, c, int(problem.count[c] - trial.per_class[c]))
         trial.within = None
         placed = int(trial.per_class[list(gang.classes)].sum())
-        if placed >= gang.min_member and _has_min_resources(problem, trial, gang):
+        if placed >= gang.still_needed and _has_min_resources(problem, trial, gang):
             return trial
     return state
 
@@ -194,7 +195,7 @@ def _gang_domains(problem: Problem, state: PlacementState, gang: Gang) -> list[B
 
 
 def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:
-    for name, amount in gang.min_resources:
+    for name, amount in gang.resources_still_needed:
         r = problem.resource_index(name)
         got = sum(int(problem.demand[c, r] * state.per_class[c]) for c in gang.classes) if r is not None else 0
         if got < amount:

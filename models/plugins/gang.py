@@ -10,13 +10,13 @@ domain they run in.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.kube.gangs import PodGroup, group_of
-from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.objects import GangKey, Node, Pod, PodGroup
 from kubeplace.models.framework import ClassView, GangDomainsTerm, RunContext
 from kubeplace.models.problem import Gang, GroupCap, IntArray, Problem
 
@@ -28,48 +28,55 @@ very uneven clusters, yet a gang that only fits across domains is still placed."
 
 
 @dataclass(frozen=True)
+class Running:
+    """A gang's members already running: how many, their requests together, their nodes."""
+
+    count: int = 0
+    requests: Mapping[str, int] = field(default_factory=dict)
+    nodes: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class Coscheduling:
-    groups: dict[str, PodGroup] = field(default_factory=dict)
-    running: dict[str, int] = field(default_factory=dict)
-    running_on: dict[str, frozenset[str]] = field(default_factory=dict)
-    """Per gang: the nodes its running members are on."""
+    groups: Mapping[GangKey, PodGroup] = field(default_factory=dict)
+    running: Mapping[GangKey, Running] = field(default_factory=dict)
     name: str = NAME
 
-    def gang_key(self, pod: Pod) -> str:
-        group = group_of(pod)
-        return f"{pod.namespace}/{group}" if group else ""
-
     def pod_key(self, pod: Pod) -> Hashable:
-        return self.gang_key(pod)
+        return gang_of(pod)
 
     def node_key(self, node: Node) -> Hashable:
         return None
 
     def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
-        by_gang: dict[str, list[int]] = {}
+        by_gang: dict[GangKey, list[int]] = {}
         for c, pod in enumerate(view.class_pods):
-            key = self.gang_key(pod)
-            if key:
+            key = gang_of(pod)
+            if key is not None:
                 by_gang.setdefault(key, []).append(c)
         gangs: list[GroupCap | Gang] = []
         for key, classes in sorted(by_gang.items()):
             group = self.groups.get(key)
-            needed = (group.min_member if group else 1) - self.running.get(key, 0)
+            running = self.running.get(key, Running())
             resources = tuple(sorted(group.min_resources.items())) if group else ()
             topology = group.topology_key if group else ""
             domain = self._domain(key, topology, view.nodes) if topology else None
             soft = group.preferred_topology_key if group else ""
             preferred = _label_domains(soft, view.nodes, unlabelled_apart=True) if soft else None
-            gangs.append(Gang(key, tuple(classes), max(needed, 0), resources, topology, domain, preferred))
+            gangs.append(Gang(key, tuple(classes), min_member=group.min_member if group else 1,
+                              running=running.count, min_resources=resources,
+                              running_requests=tuple(sorted(running.requests.items())),
+                              topology_key=topology, domain=domain, preferred=preferred))
         return gangs
 
-    def _domain(self, key: str, topology: str, nodes: Sequence[Node]) -> IntArray:
+    def _domain(self, key: GangKey, topology: str, nodes: Sequence[Node]) -> IntArray:
         """Each node's domain index for the label ``topology`` (-1: unlabelled); only the
         running members' domain when some run (none if they span several or run on a
         node without the label, which no placement can mend; members on nodes outside the
         snapshot are not counted, as in the verifier)."""
         domain = _label_domains(topology, nodes)
-        held = {int(domain[i]) for i, n in enumerate(nodes) if n.name in self.running_on.get(key, ())}
+        running_on = self.running.get(key, Running()).nodes
+        held = {int(domain[i]) for i, n in enumerate(nodes) if n.name in running_on}
         if held:
             keep = held.pop() if len(held) == 1 else -1
             domain[domain != keep] = -1
@@ -91,13 +98,16 @@ def _label_domains(label: str, nodes: Sequence[Node], unlabelled_apart: bool = F
 
 
 def build(_args: None, ctx: RunContext) -> Coscheduling:
-    groups = {g.key: g for g in ctx.snapshot.pod_groups}
-    running: dict[str, int] = {}
-    running_on: dict[str, set[str]] = {}
+    count: dict[GangKey, int] = {}
+    requests: dict[GangKey, dict[str, int]] = {}
+    nodes: dict[GangKey, set[str]] = {}
     for pod in ctx.snapshot.bound:
-        group = group_of(pod)
-        if group:
-            key = f"{pod.namespace}/{group}"
-            running[key] = running.get(key, 0) + 1
-            running_on.setdefault(key, set()).add(pod.node_name)
-    return Coscheduling(groups, running, {k: frozenset(v) for k, v in running_on.items()})
+        key = gang_of(pod)
+        if key is not None:
+            count[key] = count.get(key, 0) + 1
+            total = requests.setdefault(key, {})
+            for resource, amount in pod.requests.items():
+                total[resource] = total.get(resource, 0) + amount
+            nodes.setdefault(key, set()).add(pod.node_name)
+    running = {key: Running(count[key], requests[key], frozenset(nodes[key])) for key in count}
+    return Coscheduling({g.key: g for g in ctx.snapshot.pod_groups}, running)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubeplace.kube.errors import InputError
-from kubeplace.kube.gangs import parse_pod_group
+from kubeplace.kube.gangs import min_resources, parse_pod_group
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Plan
@@ -104,3 +104,62 @@ def test_gangs_are_listed_in_the_json_plan() -> None:
 def test_bad_min_member_is_a_clear_error() -> None:
     with pytest.raises(InputError, match=r"spec.minMember: got 0 \(expected an integer >= 1\)"):
         parse_pod_group(pod_group("x", 0), "f.yaml")
+
+
+def test_running_count_is_every_running_member_even_beyond_min_member() -> None:
+    join = MEMBERSHIP["scheduler-plugins"][1]
+    running = [join(pod(f"r{i}").cpu("1"), "job").on("n") for i in range(3)]
+    pending = [join(pod(f"w{i}").cpu("1"), "job") for i in range(2)]
+    plan = plan_of(node("n").cpu("8").memory("8Gi"), pod_group("job", 2), *running, *pending)
+    (gang,) = plan.gangs
+    assert gang.running == 3 and gang.min_member == 2 and gang.placed and placed(plan) == {"w0", "w1"}
+
+
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+VOLCANO_JOB_MIN_RESOURCES = {  # as Volcano's job controller writes them for 2 pods of 1500m, 1Gi, 1 GPU
+    "count/pods": "2", "pods": "2", "cpu": "3", "requests.cpu": "3", "limits.cpu": "1500m",
+    "memory": "2Gi", "requests.memory": "2Gi", "limits.memory": "4Gi",
+    "nvidia.com/gpu": "2", "requests.nvidia.com/gpu": "2",
+}
+
+
+def volcano_member(name: str) -> PodBuilder:
+    return MEMBERSHIP["volcano"][1](pod(name).cpu("1500m").memory("1Gi").gpu(1), "job")
+
+
+def test_volcano_quota_style_min_resources_are_read_as_volcano_does() -> None:
+    plan = plan_of(node("n").cpu("8").memory("16Gi").gpu(4),
+                   pod_group("job", 2, VOLCANO, minResources=VOLCANO_JOB_MIN_RESOURCES),
+                   volcano_member("w0"), volcano_member("w1"))
+    assert placed(plan) == {"w0", "w1"} and plan.gangs[0].placed
+
+
+@pytest.mark.parametrize(("minimum", "fits"), [("4", True), ("5", False)])
+def test_requests_dot_name_is_the_plain_request(minimum: str, fits: bool) -> None:
+    join = MEMBERSHIP["scheduler-plugins"][1]
+    plan = plan_of(node("n").cpu("8").memory("8Gi"), pod_group("job", 2, minResources={"requests.cpu": minimum}),
+                   *[join(pod(f"w{i}").cpu("2"), "job") for i in range(2)])
+    assert bool(placed(plan)) is fits
+
+
+def test_running_members_count_towards_min_resources() -> None:
+    # One of three members runs; the two pending ones alone request 2 of the 3 CPU asked for.
+    join = MEMBERSHIP["volcano"][1]
+    plan = plan_of(node("n").cpu("8").memory("8Gi"),
+                   pod_group("job", 3, VOLCANO, minResources={"cpu": "3", "requests.cpu": "3", "count/pods": "3"}),
+                   join(pod("w0").cpu("1"), "job").on("n"), *[join(pod(f"w{i}").cpu("1"), "job") for i in (1, 2)])
+    assert placed(plan) == {"w1", "w2"} and plan.gangs[0].running == 1
+
+
+def test_min_resources_quota_names() -> None:
+    assert min_resources({"limits.cpu": "1500m", "count/pods": 3, "requests.cpu": "2500m", "cpu": "2",
+                          "nvidia.com/gpu": "1500m", "requests.memory": "1Gi"}) == {
+        "cpu": 2500, "nvidia.com/gpu": 2, "memory": 1 << 30}
+    with pytest.raises(InputError, match=r"spec.minResources.limits.cpu: invalid quantity 'lots'"):
+        min_resources({"limits.cpu": "lots"})
+
+
+def test_min_member_annotation_below_one_is_refused() -> None:
+    member = pod("a").label("kubeplace.io/gang", "g").annotation("kubeplace.io/gang-min-member", "-3")
+    with pytest.raises(InputError, match=r"Pod default/a: metadata.annotations.kubeplace.io/gang-min-member: got '-3'"):
+        snapshot_of(node("n").cpu("1"), member)

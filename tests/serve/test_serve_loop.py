@@ -7,6 +7,7 @@ import json
 import threading
 from typing import Any
 
+from kubeplace.kube.objects import GangKey
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.serve.informer import Store
 from kubeplace.serve.loop import Scheduler, ServeSettings
@@ -82,14 +83,14 @@ def test_a_gang_that_cannot_fit_binds_nothing_and_says_why() -> None:
     failed = [e for e in cluster.events if e["reason"] == "FailedScheduling"]
     assert len(failed) == 3 and all(e["type"] == "Warning" for e in failed)
     assert failed[0]["message"].startswith("gang not placed") and "0/1 nodes are available" in failed[0]["message"]
-    assert s.queue.backoff_of("gang:default/big") == 1
+    assert s.queue.backoff_of(GangKey("default", "big")) == 1
     assert s.metrics.value("kubeplace_pods_unschedulable_total") == 3
 
 
 def test_a_pod_is_never_bound_twice_while_the_watch_lags() -> None:
     s, cluster = scheduler(node("a").cpu("2").memory("8Gi"), pod("p").cpu("2"))
     next_cycle(s)
-    s.queue.add("pod:default/p")  # still pending in the store: the watch has not caught up
+    s.queue.add("default/p")  # still pending in the store: the watch has not caught up
     report = next_cycle(s)
     assert cluster.bindings == [("default/p", "a", "uid-default-p")] and report.pods == 0
 
@@ -98,7 +99,7 @@ def test_assumed_pods_count_as_usage_for_the_next_batch() -> None:
     s, cluster = scheduler(node("a").cpu("2").memory("8Gi"), pod("first").cpu("2"))
     next_cycle(s)
     s.store.apply("pods", "ADDED", pod("second").cpu("2").manifest())
-    s.queue.add("pod:default/second")
+    s.queue.add("default/second")
     report = next_cycle(s)
     assert report.unplaced == ["default/second"] and len(cluster.bindings) == 1
 
@@ -236,7 +237,7 @@ def test_a_failing_cycle_backs_off_and_the_loop_goes_on() -> None:
 
     s.cycle = broken  # type: ignore[method-assign]
     s.run()
-    assert calls == [["pod:default/p"]] and s.queue.backoff_of("pod:default/p") == 1
+    assert calls == [["default/p"]] and s.queue.backoff_of("default/p") == 1
 
 
 def rebalance_targets(expires: str, *entries: tuple[str, str, str]) -> dict[str, str]:

@@ -40,7 +40,7 @@ def aggregation(snap: Snapshot) -> Aggregation:
 
 def gangs_placed(problem: Problem, a: Assignment) -> list[str]:
     placed = a.placed_per_class(problem.n_classes)
-    return [g.name for g in problem.gangs if placed[list(g.classes)].sum() >= g.min_member]
+    return [str(g.key) for g in problem.gangs if placed[list(g.classes)].sum() >= g.still_needed]
 
 
 def assert_valid(snap: Snapshot, agg: Aggregation, a: Assignment) -> None:
