@@ -33,7 +33,7 @@ from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
-from kubeplace.models.config import Configuration, instantiate
+from kubeplace.models.config import Configuration, instantiate, parse_configuration
 from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
 from kubeplace.models.problem import Assignment, Objective
@@ -48,6 +48,12 @@ KUBEPLACE = "kubeplace"
 COPIES = {"kube-scheduler": (DEFAULT_SCHEDULER, "bench-default"), "kubeplace": (KUBEPLACE, "bench-kubeplace")}
 SHAPES_SCHEDULER = "bench-shapes"
 """Scheduler name of the in-memory pod copies that stand for the workload's shapes in :func:`measure`."""
+KUBEPLACE_CONFIG = {
+    "apiVersion": "kubeplace.io/v1alpha1", "kind": "PlacementConfiguration",
+    "profiles": [{"schedulerName": KUBEPLACE, "pluginConfig": [{"name": "Tenant", "args": {"trustPodTenant": True}}]}],
+}
+"""kubeplace's configuration here: the bench creates every pod itself, in one untenanted namespace
+per copy, so the pods' ``tenant`` label (the ``tenants`` scenario) is trusted to name their tenant."""
 
 Say = Callable[[str], None]
 
@@ -199,7 +205,7 @@ class Runner:
 
     def _kubeplace_copy(self, scenario: Scenario, namespace: str) -> dict[str, Any]:
         started, created = self._create_pods(scenario.pods, namespace, KUBEPLACE)
-        config = Configuration()
+        config = parse_configuration(KUBEPLACE_CONFIG)
         profile = config.profile(KUBEPLACE)
         options = SolverOptions(time_limit=self.settings.time_limit, seed=self.settings.seed)
         snapshot = load_live_snapshot(self.cluster, scheduler_name=KUBEPLACE, namespaces={namespace})

@@ -128,8 +128,9 @@ def tenants(seed: int) -> Scenario:
     """Tenant a and b nodes plus shared (unlabelled) nodes, 16 CPU / 64 GiB each. Each tenant's
     small pods (2 CPU / 4 GiB, interleaved a, b) then its large pods (12 CPU / 16 GiB).
 
-    Pods carry the label ``tenant`` (kubeplace's Tenant filter) and the same rule as required
-    node affinity (the kube-scheduler's NodeAffinity): both schedulers see the same feasible nodes.
+    Pods carry the label ``tenant`` (kubeplace's Tenant filter, trusted by the bench's
+    configuration since their namespace names no tenant) and the same rule as required node
+    affinity (the kube-scheduler's NodeAffinity): both schedulers see the same feasible nodes.
     """
     rng = np.random.default_rng([seed, 3])
     per_tenant, shared = int(rng.integers(2, 5)), int(rng.integers(2, 4))

@@ -23,7 +23,7 @@ def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
     g = profile.plugin_args.get(gpu_model.NAME) or gpu_model.GPUModelArgs()
     return VerifySettings(
         tenant_node_label=t.nodeLabel, tenant_pod_label=t.podLabel, tenant_namespace_label=t.namespaceLabel,
-        namespace_is_tenant=t.namespaceIsTenant, untenanted_nodes=t.untenantedNodes,
+        namespace_is_tenant=t.namespaceIsTenant, trust_pod_tenant=t.trustPodTenant, untenanted_nodes=t.untenantedNodes,
         gpu_model_node_label=g.nodeLabel, gpu_model_pod_annotation=g.podAnnotation,
         check_tenant=tenant_plugin.NAME in names, check_gpu_model=gpu_model.NAME in names,
     )

@@ -28,6 +28,8 @@ class VerifySettings:
     tenant_pod_label: str = "tenant"
     tenant_namespace_label: str = "tenant"
     namespace_is_tenant: bool = False
+    trust_pod_tenant: bool = False
+    """The pod's own tenant label/annotation counts, only in a namespace without a tenant."""
     untenanted_nodes: str = "shared"  # or "closed": untenanted nodes take only untenanted pods
     gpu_model_node_label: str = "nvidia.com/gpu.product"
     gpu_model_pod_annotation: str = "kubeplace.io/gpu-model"
@@ -266,12 +268,18 @@ def _requirement_holds(requirement: Requirement, value: str | None) -> bool:
 
 
 def _tenant(pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings) -> Iterator[tuple[str, str]]:
-    pod_tenant = (
-        pod.labels.get(settings.tenant_pod_label)
-        or pod.annotations.get(settings.tenant_pod_label)
-        or snapshot.namespace_labels.get(pod.namespace, {}).get(settings.tenant_namespace_label)
-        or (pod.namespace if settings.namespace_is_tenant else "")
-    )
+    """The namespace is the tenant boundary: its label, else (namespace_is_tenant) its name;
+    the pod's own label or annotation only where the namespace names no tenant and the
+    configuration trusts it."""
+    namespace_tenant = snapshot.namespace_labels.get(pod.namespace, {}).get(settings.tenant_namespace_label)
+    if namespace_tenant:
+        pod_tenant = namespace_tenant
+    elif settings.namespace_is_tenant:
+        pod_tenant = pod.namespace
+    elif settings.trust_pod_tenant:
+        pod_tenant = pod.labels.get(settings.tenant_pod_label) or pod.annotations.get(settings.tenant_pod_label) or ""
+    else:
+        pod_tenant = ""
     node_tenant = node.labels.get(settings.tenant_node_label, "")
     if node_tenant and node_tenant != pod_tenant:
         yield "Tenant", f"node belongs to tenant {node_tenant!r}, pod to {pod_tenant or 'no tenant'!r}"

@@ -1,8 +1,12 @@
 """Tenant: a node labelled for a tenant takes only that tenant's pods.
 
-The pod's tenant is its label ``podLabel`` (or the annotation of that name), else the
-label ``namespaceLabel`` of its namespace, else, with ``namespaceIsTenant``, the
-namespace name. Nodes without the label are shared by everyone, or with
+The namespace is the boundary. A pod's tenant is its namespace's: the namespace label
+``namespaceLabel``, else, with ``namespaceIsTenant``, the namespace name. A pod cannot pick a
+tenant of its own, since anyone who may create a pod could then choose which tenant's nodes it
+runs on. Only with ``trustPodTenant`` (off by default: for clusters where an admission policy
+owns the pod label) does a pod's label ``podLabel`` (or the annotation of that name) count,
+and then only in a namespace without a tenant: it never overrides a namespace's tenant.
+Nodes without the node label ``nodeLabel`` are shared by everyone, or with
 ``untenantedNodes: closed`` reserved for pods without a tenant.
 """
 
@@ -28,12 +32,27 @@ class TenantArgs:
     podLabel: str = "tenant"
     namespaceLabel: str = "tenant"
     namespaceIsTenant: bool = False
+    trustPodTenant: bool = False
     untenantedNodes: str = SHARED
 
     def validate(self) -> list[str]:
+        problems = []
         if self.untenantedNodes not in (SHARED, CLOSED):
-            return [f"untenantedNodes: expected '{SHARED}' or '{CLOSED}', got '{self.untenantedNodes}'"]
-        return []
+            problems.append(f"untenantedNodes: expected '{SHARED}' or '{CLOSED}', got '{self.untenantedNodes}'")
+        if self.trustPodTenant and self.namespaceIsTenant:
+            problems.append("trustPodTenant: has no effect with namespaceIsTenant (every namespace is a tenant, "
+                            "and a pod's tenant never overrides its namespace's); set one of them")
+        return problems
+
+
+def tenant_of(pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]], args: TenantArgs) -> str:
+    """The pod's tenant ("" for none): its namespace's, else, when trusted, its own."""
+    tenant = namespace_labels.get(pod.namespace, {}).get(args.namespaceLabel, "")
+    if not tenant and args.namespaceIsTenant:
+        tenant = pod.namespace
+    if not tenant and args.trustPodTenant:
+        tenant = pod.labels.get(args.podLabel) or pod.annotations.get(args.podLabel) or ""
+    return tenant
 
 
 @dataclass(frozen=True)
@@ -43,22 +62,14 @@ class Tenant:
     name: str = NAME
     reason: str = "node(s) belong to another tenant"
 
-    def tenant_of(self, pod: Pod) -> str:
-        a = self.args
-        found = pod.labels.get(a.podLabel) or pod.annotations.get(a.podLabel)
-        found = found or self.namespace_labels.get(pod.namespace, {}).get(a.namespaceLabel)
-        if not found and a.namespaceIsTenant:
-            found = pod.namespace
-        return found or ""
-
     def pod_key(self, pod: Pod) -> Hashable:
-        return self.tenant_of(pod)
+        return tenant_of(pod, self.namespace_labels, self.args)
 
     def node_key(self, node: Node) -> Hashable:
         return node.labels.get(self.args.nodeLabel, "")
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
-        tenant = self.tenant_of(pod)
+        tenant = tenant_of(pod, self.namespace_labels, self.args)
         node_tenants = [n.labels.get(self.args.nodeLabel, "") for n in nodes]
         open_untenanted = self.args.untenantedNodes == SHARED or not tenant
         return np.array([t == tenant or (not t and open_untenanted) for t in node_tenants], dtype=np.bool_)

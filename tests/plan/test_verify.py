@@ -201,15 +201,31 @@ CASES = [
     ),
     # Tenant
     Case(
-        "tenant node, same tenant by label",
+        "tenant node, same tenant by trusted pod label",
         [pod(labels={"tenant": "a"})],
         nodes=[node(labels={"tenant": "a"})],
+        settings=VerifySettings(trust_pod_tenant=True),
+    ),
+    Case(
+        "tenant node, pod label not trusted",
+        [pod(labels={"tenant": "a"})],
+        nodes=[node(labels={"tenant": "a"})],
+        expected=["Tenant"],
     ),
     Case(
         "tenant node, other tenant",
         [pod(annotations={"tenant": "b"})],
         nodes=[node(labels={"tenant": "a"})],
         expected=["Tenant"],
+        settings=VerifySettings(trust_pod_tenant=True),
+    ),
+    Case(
+        "pod label never overrides its namespace's tenant",
+        [pod(ns="team", labels={"tenant": "b"})],
+        nodes=[node(labels={"tenant": "b"})],
+        namespace_labels={"team": {"tenant": "a"}},
+        expected=["Tenant"],
+        settings=VerifySettings(trust_pod_tenant=True),
     ),
     Case("tenant node, untenanted pod", [pod()], nodes=[node(labels={"tenant": "a"})], expected=["Tenant"]),
     Case(
@@ -229,6 +245,11 @@ CASES = [
         "closed untenanted node",
         [pod(labels={"tenant": "a"})],
         expected=["Tenant"],
+        settings=VerifySettings(untenanted_nodes="closed", trust_pod_tenant=True),
+    ),
+    Case(
+        "closed untenanted node, untrusted pod label",
+        [pod(labels={"tenant": "a"})],
         settings=VerifySettings(untenanted_nodes="closed"),
     ),
     Case(
