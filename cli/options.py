@@ -62,8 +62,10 @@ class Source:
         if self.paths:
             from kubeplace.kube.files import load_snapshot
 
-            return load_snapshot(list(self.paths), scheduler_name=scheduler_name,
-                                 namespaces=self.namespaces(), selector=self.selector)
+            from_files = load_snapshot(list(self.paths), scheduler_name=scheduler_name,
+                                       namespaces=self.namespaces(), selector=self.selector)
+            note_skipped(from_files)
+            return from_files
         from kubeplace.kube.client import connect
         from kubeplace.kube.live import load_live_snapshot
 
@@ -71,6 +73,14 @@ class Source:
         snapshot: Snapshot = load_live_snapshot(cluster, scheduler_name=scheduler_name, namespaces=self.namespaces(),
                                   selector=self.selector)
         return snapshot
+
+
+def note_skipped(snapshot: Snapshot) -> None:
+    """One line on stderr counting the objects of kinds placement does not read, if any."""
+    from kubeplace.kube.parse import skipped_summary
+
+    if line := skipped_summary(snapshot.skipped_kinds):
+        click.echo(f"note: {line}", err=True)
 
 
 def cluster_options(f: F) -> F:

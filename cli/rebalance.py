@@ -20,6 +20,7 @@ from kubeplace.cli.options import (
     Source,
     cluster_options,
     load_config,
+    note_skipped,
     solver_options,
     solver_settings,
 )
@@ -99,6 +100,7 @@ def _run(a: dict[str, Any]) -> None:
     cluster = None
     if src.paths:
         state = load_file_state(list(src.paths), prof.schedulerName)
+        note_skipped(state.snapshot)
     else:
         from kubeplace.kube.client import connect
 

@@ -1,10 +1,10 @@
 """Snapshots from YAML/JSON files, as ``kubectl get nodes,pods -A -o yaml`` writes them.
 
 A path is a file of one or more YAML documents (JSON is YAML) or a directory, read recursively
-(``*.yaml``, ``*.yml``, ``*.json``, sorted). Documents are Node, Pod and Namespace objects, Lists
-of them, or companion kinds (PodGroup, PodDisruptionBudget...) that :func:`load_objects` returns
-for the features that read them. The snapshot itself is built by
-:func:`kube.parse.build_snapshot`, exactly as for a live cluster.
+(``*.yaml``, ``*.yml``, ``*.json``, sorted). Documents are objects of any kind, or Lists of them:
+:func:`load_objects` returns them all, for the features that read them (PodDisruptionBudgets for
+rebalance); the snapshot itself is built by :func:`kube.parse.build_snapshot`, exactly as for a
+live cluster, from the kinds it reads (:data:`kube.parse.READ_KINDS`), the others counted.
 """
 
 from __future__ import annotations

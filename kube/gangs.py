@@ -42,11 +42,6 @@ CRDS = (("scheduling.x-k8s.io", "v1alpha1", "podgroups"), ("scheduling.sigs.k8s.
         ("scheduling.volcano.sh", "v1beta1", "podgroups"))
 
 
-def is_pod_group(obj: Mapping[str, Any]) -> bool:
-    group = str(obj.get("apiVersion", "")).split("/")[0]
-    return obj.get("kind") == "PodGroup" and group in POD_GROUP_API_GROUPS
-
-
 def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}

@@ -176,3 +176,5 @@ class Snapshot:
     pod_groups: tuple[PodGroup, ...] = ()
     """Gangs (PodGroup objects, or declared by pod labels) the pending pods may belong to."""
     source: str = field(default="", compare=False)
+    skipped_kinds: Mapping[str, int] = field(default_factory=dict, compare=False)
+    """Objects of kinds placement does not read, counted per ``Kind.group`` (``Kind`` for core)."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
-from kubeplace.kube.gangs import is_pod_group, parse_pod_group, plain_groups
+from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, parse_pod_group, plain_groups
 from kubeplace.kube.objects import HostPort, Node, Pod, Snapshot, Taint, Toleration
 from kubeplace.kube.pod_affinity import anti_affinity_terms
 from kubeplace.kube.quantity import QuantityError, resource_amount
@@ -25,21 +25,22 @@ Sourced = tuple[RawObject, str]
 """A raw object and where it was read from (a file path, or ``cluster`` for the API)."""
 
 DEFAULT_SCHEDULER = "default-scheduler"
-LIST_KINDS = frozenset({"List", "NodeList", "PodList", "NamespaceList"})
-IGNORED_KINDS = frozenset(
-    {
-        "PodGroup", "Workload", "PodDisruptionBudget", "PersistentVolumeClaim", "PersistentVolume",
-        "StorageClass", "CSINode", "CSIDriver", "PriorityClass", "Service", "Endpoints",
-        "EndpointSlice", "Ingress", "NetworkPolicy", "Deployment", "ReplicaSet", "StatefulSet",
-        "DaemonSet", "Job", "CronJob", "ReplicationController", "ControllerRevision",
-        "HorizontalPodAutoscaler", "ConfigMap", "Secret", "ServiceAccount", "Event", "Lease",
-        "ResourceQuota", "LimitRange", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
-        "CustomResourceDefinition", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice",
-        "DeviceClass", "LeaderWorkerSet", "JobSet", "DeschedulerPolicy",
-    }
-)  # fmt: skip
-"""Kinds that may sit beside nodes and pods in a snapshot and do not change placement yet;
-:func:`kube.files.load_objects` still returns them for features that read them (PodGroups)."""
+CORE = ""
+"""The core API group (``apiVersion: v1``)."""
+NODE, POD, NAMESPACE = (CORE, "Node"), (CORE, "Pod"), (CORE, "Namespace")
+PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
+POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
+READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, *POD_GROUPS})
+"""(API group, kind) of the objects a snapshot is built from; objects of every other kind are
+skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
+(RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
+CORE_KINDS = frozenset({
+    "Pod", "PodTemplate", "ReplicationController", "Service", "Endpoints", "Node", "Binding", "Event",
+    "LimitRange", "ResourceQuota", "Namespace", "Secret", "ServiceAccount", "PersistentVolume",
+    "PersistentVolumeClaim", "ComponentStatus", "ConfigMap", "RangeAllocation", "Status",
+})  # fmt: skip
+"""Every object kind of core v1 (k8s.io/api/core/v1 register.go): the one group whose kinds are all
+known, so a kind it lacks (``Pods``) is a typo to refuse rather than an object to skip."""
 
 REQUIRED_POD_AFFINITY = "required inter-pod affinity"
 REQUIRED_POD_ANTI_AFFINITY = "required inter-pod anti-affinity"
@@ -123,12 +124,29 @@ def parse_namespace_labels(obj: RawObject, source: str = "") -> tuple[str, Mappi
         raise error.located(file=source, obj=object_label(obj)) from None
 
 
+def api_group(obj: RawObject) -> str:
+    """The API group of a checked object: ``apps`` for ``apps/v1``, "" (core) for ``v1``."""
+    return str(obj["apiVersion"]).rpartition("/")[0]
+
+
+def kind_of(obj: RawObject) -> tuple[str, str]:
+    """(API group, kind) of a checked object: what decides whether a snapshot reads it."""
+    return api_group(obj), str(obj["kind"])
+
+
+def is_list(obj: RawObject) -> bool:
+    """``kind: List`` (what ``kubectl get -o yaml`` prints), or the API's typed list of a kind
+    the snapshot reads (``NodeList``, ``PodGroupList``...)."""
+    group, kind = kind_of(obj)
+    return (group == CORE and kind == "List") or (kind.endswith("List") and (group, kind[:-4]) in READ_KINDS)
+
+
 def flatten(objects: Iterable[Sourced]) -> Iterator[Sourced]:
     """Objects with ``kind: List`` (as ``kubectl get -o yaml`` prints) replaced by their items,
     after checking that every object is a mapping with ``kind`` and ``apiVersion``."""
     for obj, source in objects:
         check_object(obj, source)
-        if obj["kind"] in LIST_KINDS:
+        if is_list(obj):
             yield from _list_items(obj, source)
         else:
             yield obj, source
@@ -149,7 +167,7 @@ def _list_items(container: RawObject, source: str) -> Iterator[Sourced]:
             check_object(item, source)
         except InputError as error:
             raise error.located(field_prefix=f"items[{index}]") from None
-        if item["kind"] in LIST_KINDS:
+        if is_list(item):
             yield from _list_items(item, source)
         else:
             yield item, source
@@ -183,10 +201,10 @@ def build_snapshot(
     name and pods by namespace/name, so the order of the input does not matter.
     """
     requirements = parse_selector(selector) if selector else ()
-    kinds = _by_kind(flatten(objects))
-    priority_classes = {**BUILTIN_PRIORITY_CLASSES, **_priority_class_values(kinds.get("PriorityClass", []))}
-    nodes = _unique_nodes(parse_node(obj, where) for obj, where in kinds.get("Node", []))
-    pods = _unique_pods(parse_pod(obj, where, priority_classes) for obj, where in kinds.get("Pod", []))
+    kinds, skipped = _by_kind(flatten(objects))
+    priority_classes = {**BUILTIN_PRIORITY_CLASSES, **_priority_class_values(kinds.get(PRIORITY_CLASS, []))}
+    nodes = _unique_nodes(parse_node(obj, where) for obj, where in kinds.get(NODE, []))
+    pods = _unique_pods(parse_pod(obj, where, priority_classes) for obj, where in kinds.get(POD, []))
     node_names = {node.name for node in nodes}
     pending = [
         pod
@@ -196,8 +214,8 @@ def build_snapshot(
         and matches(requirements, pod.labels)
     ]
     bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
-    namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get("Namespace", []))
-    groups = [parse_pod_group(obj, where) for obj, where in kinds.get("PodGroup", []) if is_pod_group(obj)]
+    namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
+    groups = [parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, [])]
     groups += plain_groups(pending, {g.key for g in groups})
     return Snapshot(
         nodes=tuple(nodes),
@@ -205,6 +223,7 @@ def build_snapshot(
         bound=tuple(bound),
         namespace_labels=dict(sorted(namespace_labels.items())),
         pod_groups=tuple(sorted(groups, key=lambda g: g.key)),
+        skipped_kinds=dict(sorted(skipped.items())),
         source=source,
     )
 
@@ -219,20 +238,34 @@ def _is_pending(pod: Pod, scheduler_name: str) -> bool:
     )
 
 
-def _by_kind(objects: Iterable[Sourced]) -> dict[str, list[Sourced]]:
-    kinds: dict[str, list[Sourced]] = {}
+def _by_kind(objects: Iterable[Sourced]) -> tuple[dict[tuple[str, str], list[Sourced]], dict[str, int]]:
+    """The objects a snapshot reads, by (API group, kind), and how many of each other kind were
+    skipped (``Kind.group``, ``Kind`` for core); a core v1 kind that does not exist is refused."""
+    kinds: dict[tuple[str, str], list[Sourced]] = {}
+    skipped: dict[str, int] = {}
     for obj, where in objects:
-        kind = obj["kind"]
-        if kind not in ("Node", "Pod", "Namespace") and kind not in IGNORED_KINDS:
-            raise InputError(
-                f"unknown kind {kind!r}",
-                file=where,
-                obj=object_label(obj),
-                field="kind",
-                expected="Node, Pod, Namespace, List or a known companion kind such as PodGroup",
-            )
-        kinds.setdefault(kind, []).append((obj, where))
-    return kinds
+        group, kind = key = kind_of(obj)
+        if key in READ_KINDS:
+            kinds.setdefault(key, []).append((obj, where))
+            continue
+        if group == CORE and kind not in CORE_KINDS:
+            raise InputError(f"unknown kind {kind!r} in the core API (apiVersion v1)", file=where,
+                             obj=object_label(obj), field="kind", expected="Node, Pod, Namespace or another core kind")
+        label = f"{kind}.{group}" if group else kind
+        skipped[label] = skipped.get(label, 0) + 1
+    return kinds, skipped
+
+
+def skipped_summary(skipped: Mapping[str, int], most: int = 8) -> str:
+    """One line saying which objects a snapshot skipped; "" when none."""
+    if not skipped:
+        return ""
+    ranked = sorted(skipped.items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{count} {kind}" for kind, count in ranked[:most])
+    more = f" and {len(ranked) - most} more kinds" if len(ranked) > most else ""
+    total = sum(skipped.values())
+    return (f"skipped {total} object{'s' if total != 1 else ''} of kinds placement does not read: "
+            f"{shown}{more}")
 
 
 def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:
