@@ -13,7 +13,18 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kubeplace.kube.objects import CPU, NO_EXECUTE, NO_SCHEDULE, PODS, HostPort, Node, Pod, Requirement, Snapshot
+from kubeplace.kube.objects import (
+    CPU,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PODS,
+    GangKey,
+    HostPort,
+    Node,
+    Pod,
+    Requirement,
+    Snapshot,
+)
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
@@ -86,29 +97,28 @@ def _gang_topology(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]
     """A gang with a topology key runs on nodes with one value of that label: running
     members (first) and placed ones share the value; a placed member on a node without the
     label, or with another value than the first member's, is a violation."""
-    keys = {(g.namespace, g.name): g.topology_key for g in snapshot.pod_groups if g.topology_key}
+    keys = {g.key: g.topology_key for g in snapshot.pod_groups if g.topology_key}
     if not keys:
         return
     pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
     nodes = {node.name: node for node in snapshot.nodes}
-    first: dict[tuple[str, str], str] = {}
+    first: dict[GangKey, str] = {}
     for pod in snapshot.bound:
-        gang = (pod.namespace, _gang_name(pod))
+        gang = GangKey(pod.namespace, _gang_name(pod))
         if gang in keys and pod.node_name in nodes:
             first.setdefault(gang, nodes[pod.node_name].labels.get(keys[gang], ""))
     for namespace, name, node_name in placements:
         member, node = pending.get((namespace, name)), nodes.get(node_name)
-        gang = (namespace, _gang_name(member)) if member is not None else ("", "")
-        if node is None or gang not in keys:
+        if node is None or member is None or (placed := GangKey(namespace, _gang_name(member))) not in keys:
             continue
-        key = keys[gang]
+        key = keys[placed]
         value = node.labels.get(key)
-        want = first.setdefault(gang, value or "")
+        want = first.setdefault(placed, value or "")
         if value is None:
-            yield Violation(namespace, name, node_name, "GangTopology", f"gang {gang[1]}: node has no label {key}")
+            yield Violation(namespace, name, node_name, "GangTopology", f"gang {placed.name}: node has no label {key}")
         elif value != want:
             yield Violation(namespace, name, node_name, "GangTopology",
-                            f"gang {gang[1]}: {key}={value}, other members in {key}={want or '(no label)'}")
+                            f"gang {placed.name}: {key}={value}, other members in {key}={want or '(no label)'}")
 
 
 class _Checker:

@@ -5,34 +5,37 @@ from __future__ import annotations
 import threading
 import time
 
+from kubeplace.kube.objects import GangKey
 from kubeplace.serve.queue import SchedulingQueue
 from tests.serve.fakes import Clock
+
+GANG = GangKey("ns", "g")
 
 
 def test_a_batch_closes_when_its_window_has_passed() -> None:
     queue = SchedulingQueue()
-    queue.add("pod:a")
+    queue.add("ns/a")
     started = time.monotonic()
-    threading.Timer(0.05, queue.add, ["pod:b"]).start()
-    assert queue.pop_batch(window=0.3, size=100) == ["pod:a", "pod:b"]
+    threading.Timer(0.05, queue.add, ["ns/b"]).start()
+    assert queue.pop_batch(window=0.3, size=100) == ["ns/a", "ns/b"]
     assert 0.25 <= time.monotonic() - started < 2
 
 
 def test_a_batch_closes_early_at_its_size_oldest_first() -> None:
     queue = SchedulingQueue()
-    for unit in ("pod:a", "pod:b", "pod:c"):
+    for unit in ("ns/a", "ns/b", "ns/c"):
         queue.add(unit)
     started = time.monotonic()
-    assert queue.pop_batch(window=30, size=2) == ["pod:a", "pod:b"]
+    assert queue.pop_batch(window=30, size=2) == ["ns/a", "ns/b"]
     assert time.monotonic() - started < 1
     assert queue.counts() == (1, 0)
 
 
 def test_adding_a_unit_twice_keeps_one_entry() -> None:
     queue = SchedulingQueue()
-    queue.add("gang:ns/g")
-    queue.add("gang:ns/g")
-    assert queue.pop_batch(window=0, size=10) == ["gang:ns/g"]
+    queue.add(GANG)
+    queue.add(GANG)
+    assert queue.pop_batch(window=0, size=10) == [GANG]
 
 
 def test_nothing_to_do_returns_empty_after_the_timeout_or_when_stopped() -> None:
@@ -40,7 +43,7 @@ def test_nothing_to_do_returns_empty_after_the_timeout_or_when_stopped() -> None
     assert queue.pop_batch(window=0, size=10, timeout=0.05) == []
     stop = threading.Event()
     stop.set()
-    queue.add("pod:a")
+    queue.add("ns/a")
     assert queue.pop_batch(window=10, size=10, stop=stop) == []
 
 
@@ -49,9 +52,9 @@ def test_backoff_doubles_per_attempt_up_to_the_maximum() -> None:
     queue = SchedulingQueue(initial=1, maximum=10, clock=clock)
     backoffs = []
     for _ in range(6):
-        queue.add("pod:a")
-        assert queue.pop_batch(window=0, size=10, timeout=0) == ["pod:a"]
-        backoffs.append(queue.unschedulable("pod:a", "Insufficient cpu"))
+        queue.add("ns/a")
+        assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
+        backoffs.append(queue.unschedulable("ns/a", "Insufficient cpu"))
         clock.advance(backoffs[-1])
     assert backoffs == [1, 2, 4, 8, 10, 10]
 
@@ -59,61 +62,61 @@ def test_backoff_doubles_per_attempt_up_to_the_maximum() -> None:
 def test_an_unschedulable_unit_comes_back_when_its_backoff_is_over() -> None:
     clock = Clock()
     queue = SchedulingQueue(initial=2, clock=clock)
-    queue.add("pod:a")
+    queue.add("ns/a")
     queue.pop_batch(window=0, size=10, timeout=0)
-    queue.unschedulable("pod:a")
-    queue.add("pod:a")  # seen again (a status update): still backing off
+    queue.unschedulable("ns/a")
+    queue.add("ns/a")  # seen again (a status update): still backing off
     assert queue.pop_batch(window=0, size=10, timeout=0) == []
-    assert queue.backoff_of("pod:a") == 2
+    assert queue.backoff_of("ns/a") == 2
     clock.advance(2)
-    assert queue.pop_batch(window=0, size=10, timeout=0) == ["pod:a"]
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
 
 
 def test_a_cluster_change_retries_every_unschedulable_unit_at_once() -> None:
     clock = Clock()
     queue = SchedulingQueue(initial=60, maximum=60, clock=clock)
-    for unit in ("pod:a", "gang:ns/g"):
+    for unit in ("ns/a", GANG):
         queue.add(unit)
     queue.pop_batch(window=0, size=10, timeout=0)
-    queue.unschedulable("pod:a")
-    queue.unschedulable("gang:ns/g")
+    queue.unschedulable("ns/a")
+    queue.unschedulable(GANG)
     assert queue.counts() == (0, 2)
     assert queue.cluster_changed() == 2
-    assert sorted(queue.pop_batch(window=0, size=10, timeout=0)) == ["gang:ns/g", "pod:a"]
+    assert set(queue.pop_batch(window=0, size=10, timeout=0)) == {GANG, "ns/a"}
 
 
 def test_a_new_gang_member_retries_its_gang_only() -> None:
     clock = Clock()
     queue = SchedulingQueue(initial=60, clock=clock)
-    for unit in ("gang:ns/g", "pod:a"):
+    for unit in (GANG, "ns/a"):
         queue.add(unit)
     queue.pop_batch(window=0, size=10, timeout=0)
-    queue.unschedulable("gang:ns/g")
-    queue.unschedulable("pod:a")
-    queue.activate("gang:ns/g")
-    assert queue.pop_batch(window=0, size=10, timeout=0) == ["gang:ns/g"]
+    queue.unschedulable(GANG)
+    queue.unschedulable("ns/a")
+    queue.activate(GANG)
+    assert queue.pop_batch(window=0, size=10, timeout=0) == [GANG]
 
 
 def test_a_change_while_a_unit_is_planned_skips_its_backoff() -> None:
     clock = Clock()
     queue = SchedulingQueue(initial=60, clock=clock)
-    queue.add("gang:ns/g")
-    assert queue.pop_batch(window=0, size=10, timeout=0) == ["gang:ns/g"]
-    queue.activate("gang:ns/g")  # a member arrived during the cycle
-    assert queue.unschedulable("gang:ns/g") == 0
-    assert queue.pop_batch(window=0, size=10, timeout=0) == ["gang:ns/g"]
+    queue.add(GANG)
+    assert queue.pop_batch(window=0, size=10, timeout=0) == [GANG]
+    queue.activate(GANG)  # a member arrived during the cycle
+    assert queue.unschedulable(GANG) == 0
+    assert queue.pop_batch(window=0, size=10, timeout=0) == [GANG]
 
 
 def test_requeue_and_done_and_forget() -> None:
     clock = Clock()
     queue = SchedulingQueue(clock=clock)
-    for unit in ("pod:a", "pod:b", "pod:c"):
+    for unit in ("ns/a", "ns/b", "ns/c"):
         queue.add(unit)
-    assert queue.pop_batch(window=0, size=10, timeout=0) == ["pod:a", "pod:b", "pod:c"]
-    queue.done("pod:a")
-    queue.requeue("pod:b")  # interrupted: straight back, no backoff
-    queue.forget("pod:c")
-    assert queue.pop_batch(window=0, size=10, timeout=0) == ["pod:b"]
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a", "ns/b", "ns/c"]
+    queue.done("ns/a")
+    queue.requeue("ns/b")  # interrupted: straight back, no backoff
+    queue.forget("ns/c")
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/b"]
     assert queue.counts() == (0, 0)
-    queue.add("pod:a")  # a unit done may come back (a new pod with the same name)
+    queue.add("ns/a")  # a unit done may come back (a new pod with the same name)
     assert queue.counts() == (1, 0)
