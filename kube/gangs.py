@@ -68,11 +68,13 @@ def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
 def min_resources(raw: Mapping[str, Any]) -> dict[str, int]:
     """A PodGroup's ``minResources`` as the requests its members must reach together.
 
-    Volcano's job controller fills ``minResources`` with the pods' ResourceQuota usage
-    (``quotav1`` ``PodUsageFunc``): beside the plain names (``cpu``, ``memory``, ``pods``,
-    ``nvidia.com/gpu``...) come ``requests.*`` copies of the same requests, ``limits.*`` and
-    ``count/pods``. Volcano's scheduler (``api.NewResource``) then keeps the plain names only:
-    ``requests.cpu`` and ``limits.cpu`` are not resource names it knows, ``count/*`` it skips.
+    Volcano's job controller (``calcPGMinResources``) fills ``minResources`` with the summed
+    ResourceQuota usage of the first minMember pods (``GetPodQuotaUsage``, i.e. Kubernetes'
+    ``PodUsageFunc`` plus plain copies of extended resources): beside the plain names (``cpu``,
+    ``memory``, ``pods``, ``nvidia.com/gpu``...) come ``requests.*`` copies of the same
+    requests, ``limits.*`` and ``count/pods``. Volcano's scheduler (``api.NewResource``) keeps the
+    plain names: ``requests.cpu`` and ``limits.cpu`` are not resource names it knows, and it skips
+    ``count/*``.
     kubeplace reads them the same way, and also takes ``requests.X`` for ``X`` (the same
     request, so a PodGroup written with quota names alone still works; where both are given,
     the larger amount). ``limits.*`` and ``count/*`` are ignored: a limit is not what the
