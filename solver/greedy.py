@@ -197,7 +197,7 @@ def _gang_domains(problem: Problem, state: PlacementState, gang: Gang) -> list[B
 def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:
     for name, amount in gang.resources_still_needed:
         r = problem.resource_index(name)
-        got = sum(int(problem.demand[c, r] * state.per_class[c]) for c in gang.classes) if r is not None else 0
+        got = sum(int(problem.demand[c, r]) * int(state.per_class[c]) for c in gang.classes) if r is not None else 0
         if got < amount:
             return False
     return True
@@ -281,7 +281,7 @@ def _fgd(state: PlacementState, tables: FragmentationTables, c: int, want: int,
         if not np.isfinite(score[j]):
             break
         node = int(nodes[j])
-        state.take(c, node, 1, None if device[j] < 0 else (int(device[j]),))
+        state.take(c, node, 1, (int(device[j]),) if device[j] >= 0 and need.count == 1 else None)
         placed += 1
         if state.fit(c, np.array([node]))[0] > 0:
             d, dev = deltas(np.array([node]))

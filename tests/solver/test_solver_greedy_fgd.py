@@ -136,3 +136,12 @@ def test_the_tabulated_fgd_weighs_shapes_by_devices() -> None:
     tables = FragmentationTables.of(problem_of(_last_big_node()))
     assert tables.whole[7] == pytest.approx(7000 * 8 / 30)
     assert tables.whole[8] == 0
+
+
+def test_a_share_of_several_devices_gets_them_all() -> None:
+    # HAMi: 2 devices with 20% each; FGD scores one device per share, the pod needs two
+    snap = snapshot_of(node("g").cpu("8").memory("8Gi").gpu(2).allocatable("nvidia.com/gpucores", "200"),
+                       pod("p").cpu("1").gpu(2).request("nvidia.com/gpucores", "20"))
+    problem = problem_of(snap)
+    a = greedy(problem, "fgd")
+    assert sorted(a.devices.device.tolist()) == [0, 1] and a.devices.counts.tolist() == [1, 1]
