@@ -35,7 +35,7 @@ from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
 from kubeplace.models.config import Configuration, instantiate, parse_configuration
 from kubeplace.models.fragmentation import cluster_fragmentation
-from kubeplace.models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from kubeplace.models.gpu import device_notes
 from kubeplace.models.problem import Assignment, Objective
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
@@ -217,12 +217,9 @@ class Runner:
         if violations:
             raise BenchError(f"{scenario.name}: kubeplace's plan fails verification: {violations[0]}")
         pods = {(p.namespace, p.name): p for p in snapshot.pending}
-        bindings = []
-        for p in placements:
-            notes = {}
-            if p.gpus:
-                notes[DEVICE_ALLOCATED] = device_annotation(p.gpus, gpu_need(pods[(p.namespace, p.name)].requests))
-            bindings.append(Binding(p.namespace, p.name, p.uid, p.node, notes))
+        conv = config.gpu.conventions()
+        bindings = [Binding(p.namespace, p.name, p.uid, p.node,
+                            device_notes(p.gpus, pods[(p.namespace, p.name)].requests, conv)) for p in placements]
         results = bind_all(self.cluster, bindings, dry_run=False)
         last_bind = time.monotonic() if results else created
         failed = [r for r in results if r.outcome != Outcome.BOUND]

@@ -16,7 +16,7 @@ from kubeplace.kube.errors import InputError
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.config import Configuration, Profile
-from kubeplace.models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from kubeplace.models.gpu import GpuConventions, device_notes
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement, placements_from_dict
 from kubeplace.solver.solve import SolverOptions
@@ -54,7 +54,8 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
         click.echo("aborted; nothing was bound", err=True)
         return False
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
-    bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods)) for p in placements]
+    conv = config.gpu.conventions()
+    bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods, conv)) for p in placements]
     results = sorted(taken + bind_all(cluster, bindings, dry_run=dry_run),
                      key=lambda r: plan_order[(r.binding.namespace, r.binding.name)])
     _report(results, output, dry_run)
@@ -94,12 +95,10 @@ def _with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> t
                                            p.gpus) for p in placements)
 
 
-def _device_note(p: Placement, pods: Mapping[tuple[str, str], Pod]) -> dict[str, str]:
+def _device_note(p: Placement, pods: Mapping[tuple[str, str], Pod], conv: GpuConventions) -> dict[str, str]:
     """Koordinator's device-allocated annotation for a GPU pod (see models/gpu.py)."""
     pod = pods.get((p.namespace, p.name))
-    if not p.gpus or pod is None:
-        return {}
-    return {DEVICE_ALLOCATED: device_annotation(p.gpus, gpu_need(pod.requests))}
+    return {} if pod is None else device_notes(p.gpus, pod.requests, conv)
 
 
 def _confirm(count: int, dry_run: bool) -> bool:

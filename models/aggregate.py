@@ -17,18 +17,32 @@ from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.framework import FilterPlugin, PluginSet
 from kubeplace.models.gpu import (
     DEFAULT_CONVENTIONS,
-    WHOLE,
+    MAX_DEVICES,
     DeviceTable,
     GpuConventions,
     GpuNeed,
     GpuRequestError,
-    devices_of,
+    device_fit,
     gpu_need,
 )
-from kubeplace.models.problem import BoolArray, Gang, GroupCap, IntArray, Objective, Problem, Workload
+from kubeplace.models.problem import (
+    FULL,
+    BoolArray,
+    Gang,
+    GroupCap,
+    IntArray,
+    Objective,
+    Problem,
+    Workload,
+    clamp_allocatable,
+    clamp_request,
+    fits,
+)
 
 BASE_RESOURCES = (CPU, MEMORY, PODS)
 MAX_TIER_WEIGHT = 1 << 40
+MAX_PLACED_WEIGHT = 1 << 60
+"""Strict tiers only while the weight of every pod placed stays below this (int64 objectives)."""
 
 
 @dataclass(frozen=True)
@@ -61,20 +75,18 @@ class Aggregation:
     left: tuple[Pod, ...]  # pending pods left to the default scheduler (unmodelled rules)
 
 
-def resource_names(pending: Sequence[Pod], conv: GpuConventions) -> tuple[str, ...]:
-    """Resources to model. The GPU device resource is counted in milli-GPU; share
-    resources (``koordinator.sh/gpu-core``, ...) stay ordinary resources as well, since a
-    node must advertise them for the kubelet to admit the pod."""
+def resource_names(pending: Sequence[Pod]) -> tuple[str, ...]:
+    """Resources to model: those the pending pods request, each counted as the kubelet counts
+    it (GPU devices and shares included: the device model comes on top)."""
     names = {r for p in pending for r in p.requests} - set(BASE_RESOURCES)
-    if names & set(conv.share_resources):
-        names.add(conv.device_resource)
     return BASE_RESOURCES + tuple(sorted(names))
 
 
 def priority_weights(priorities: IntArray, counts: IntArray, base: IntArray | None = None) -> IntArray:
     """Weight per class such that one pod of a higher priority outweighs all pods of
-    lower priorities together (strict lexicographic order), while that fits in 2^40;
-    beyond, tiers fall back to weight = tier rank + 1 (ordered, no longer strict).
+    lower priorities together (strict lexicographic order), while that fits in 2^40 and the
+    weight of all pods in 2^60; beyond, tiers fall back to weight = tier rank + 1 (ordered, no
+    longer strict).
     Within a tier a pod weighs ``base`` (1 by default)."""
     base = np.ones(len(priorities), dtype=np.int64) if base is None else base
     tiers = np.unique(priorities)
@@ -83,42 +95,41 @@ def priority_weights(priorities: IntArray, counts: IntArray, base: IntArray | No
     strict = True
     for rank, tier in enumerate(tiers):
         members = priorities == tier
+        tier_total = sum(int(b) * int(k) for b, k in zip(base[members], counts[members], strict=True))
         if rank > 0:
             tier_weight = below + 1 if strict else rank + 1
-            if tier_weight > MAX_TIER_WEIGHT:
+            if tier_weight > MAX_TIER_WEIGHT or below + tier_weight * tier_total > MAX_PLACED_WEIGHT:
                 strict, tier_weight = False, rank + 1
         weights[members] = tier_weight * base[members]
-        below += int((weights[members] * counts[members]).sum())
+        below += tier_weight * tier_total
     return weights
 
 
-def base_weights(demand: IntArray, count: IntArray, resources: Sequence[str], placement_weight: str,
-                 conv: GpuConventions) -> IntArray:
+def base_weights(gpu_count: IntArray, gpu_milli: IntArray, count: IntArray, placement_weight: str) -> IntArray:
     """Per-pod weight within a priority tier: 1 (``pods``), or with ``gpu`` the milli-GPU
     placed first and the pod count only among placements of equal GPU."""
     ones = np.ones(len(count), dtype=np.int64)
-    if placement_weight != "gpu" or conv.device_resource not in resources:
+    if placement_weight != "gpu":
         return ones
-    gpu = demand[:, resources.index(conv.device_resource)]
-    return gpu * (int(count.sum()) + 1) + ones
+    return gpu_count * gpu_milli * (int(count.sum()) + 1) + ones
 
 
-def _demand_vector(pod: Pod, resources: Sequence[str], gpu: GpuNeed, conv: GpuConventions) -> tuple[int, ...]:
-    return tuple(gpu.total if r == conv.device_resource else int(pod.requests.get(r, 0)) for r in resources)
+def _demand_vector(pod: Pod, resources: Sequence[str]) -> tuple[int, ...]:
+    return tuple(clamp_request(int(pod.requests.get(r, 0))) for r in resources)
 
 
-def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str],
-           devices: DeviceTable, conv: GpuConventions) -> IntArray:
+def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]) -> IntArray:
+    """(N, R) raw requests of the bound pods per node, summed exactly, saturated at FULL."""
     index = {n.name: i for i, n in enumerate(nodes)}
-    used = np.zeros((len(nodes), len(resources)), dtype=np.int64)
+    sums = [[0] * len(resources) for _ in nodes]
     for pod in bound:
         i = index.get(pod.node_name)
         if i is not None:
-            used[i] += tuple(int(pod.requests.get(r, 0)) for r in resources)
-    if conv.device_resource in resources and devices.free.shape[1]:
-        g = resources.index(conv.device_resource)
-        used[:, g] = np.where(devices.free >= 0, WHOLE - devices.free, 0).sum(axis=1)
-    return used
+            row = sums[i]
+            for r, name in enumerate(resources):
+                row[r] += max(int(pod.requests.get(name, 0)), 0)
+    used = np.array([[min(v, FULL) for v in row] for row in sums], dtype=np.int64)
+    return used.reshape(len(nodes), len(resources))
 
 
 def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions) -> tuple[list[Pod], list[GpuNeed], list[Pod]]:
@@ -159,14 +170,14 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
               conv: GpuConventions = DEFAULT_CONVENTIONS, placement_weight: str = "pods") -> Aggregation:
     modelled, needs, invalid = _gpu_needs([p for p in snapshot.pending if not p.unmodelled], conv)
     left = tuple(p for p in snapshot.pending if p.unmodelled) + tuple(invalid)
-    resources = resource_names(modelled, conv)
+    resources = resource_names(modelled)
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv)
-    capacity = np.array([[_capacity(n, r, conv) for r in resources] for n in nodes],
+    capacity = np.array([[clamp_allocatable(int(n.allocatable.get(r, 0))) for r in resources] for n in nodes],
                         dtype=np.int64).reshape(len(nodes), len(resources))
-    used = _usage(nodes, snapshot.bound, resources, devices, conv)
+    used = _usage(nodes, snapshot.bound, resources)
 
-    keyed = [(_demand_vector(p, resources, need, conv), (need.count, need.milli), p.priority,
+    keyed = [(_demand_vector(p, resources), (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
               tuple(f.pod_key(p) for f in plugins.filters),
               tuple(c.pod_key(p) for c in plugins.constraints)) for p, need in zip(modelled, needs, strict=True)]
     class_of_pod, first = _group(keyed)
@@ -184,9 +195,10 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
     tables = tuple(_filter_table(f, class_pods, nodes) for f in plugins.filters)
     eligible = _eligibility(tables, demand, capacity - used)
     for c in np.nonzero(gpu_count > 0)[0]:
-        eligible[c] &= _device_fit(devices.free, GpuNeed(int(gpu_count[c]), int(gpu_milli[c])))
+        eligible[c] &= device_fit(devices.free, GpuNeed(int(gpu_count[c]), int(gpu_milli[c])))
     view = ClassView(class_pods, nodes, _bound_by_node(snapshot.bound))
-    rules = [r for c in plugins.constraints for r in c.constraints(view)]
+    rules = [replace(r, plugin=c.name) if isinstance(r, GroupCap) else r
+             for c in plugins.constraints for r in c.constraints(view)]
     for rule in rules:
         if isinstance(rule, Gang) and rule.domain is not None:
             eligible[list(rule.classes)] &= rule.domain >= 0  # outside every domain of the gang
@@ -197,7 +209,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
         used=used,
         demand=demand,
         count=count,
-        weight=priority_weights(priority, count, base_weights(demand, count, resources, placement_weight, conv)),
+        weight=priority_weights(priority, count, base_weights(gpu_count, gpu_milli, count, placement_weight)),
         eligible=eligible,
         members=tuple(tuple(m) for m in members),
         group_caps=tuple(r for r in rules if isinstance(r, GroupCap)),
@@ -208,6 +220,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
         device_free=devices.free,
         workload=_workload(snapshot.bound, modelled, needs, resources, conv),
         queue_rank=queue_rank(snapshot.pending),
+        gpu=conv,
     )
     return Aggregation(problem, class_pods, tables, left)
 
@@ -226,7 +239,7 @@ def _eligibility(tables: Sequence[FilterTable], demand: IntArray, free: IntArray
     n_classes, n_nodes = demand.shape[0], free.shape[0]
     eligible = np.ones((n_classes, n_nodes), dtype=np.bool_)
     for c in range(n_classes):
-        row = (free >= demand[c]).all(axis=1)
+        row = fits(free, demand[c])
         for table in tables:
             row &= table.class_mask(c)
         eligible[c] = row
@@ -245,25 +258,12 @@ def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuN
         except GpuRequestError:
             continue
     for pod, need in [*running, *zip(pending, needs, strict=True)]:
-        key = (_demand_vector(pod, resources, need, conv), need.count, need.milli)
+        key = (_demand_vector(pod, resources), min(need.count, MAX_DEVICES + 1), need.milli)
         shapes[key] = shapes.get(key, 0) + 1
     keys = list(shapes)
     demand = np.array([k[0] for k in keys], dtype=np.int64).reshape(len(keys), len(resources))
     return Workload(demand, np.array([k[1] for k in keys], dtype=np.int64),
                     np.array([k[2] for k in keys], dtype=np.int64), np.array([shapes[k] for k in keys], dtype=np.int64))
-
-
-def _capacity(node: Node, resource: str, conv: GpuConventions) -> int:
-    if resource == conv.device_resource:
-        return WHOLE * devices_of(node, conv)
-    return int(node.allocatable.get(resource, 0))
-
-
-def _device_fit(free: IntArray, need: GpuNeed) -> BoolArray:
-    """Nodes with at least ``count`` devices having ``milli`` free."""
-    if free.shape[1] == 0:
-        return np.zeros(free.shape[0], dtype=np.bool_)
-    return np.asarray((free >= need.milli).sum(axis=1) >= need.count, dtype=np.bool_)
 
 
 def _bound_by_node(bound: Sequence[Pod]) -> dict[str, list[Pod]]:

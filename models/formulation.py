@@ -22,7 +22,7 @@ import numpy.typing as npt
 from kubeplace.models.formulation_gpu import _device_rows, _DeviceVars, device_hint, device_use
 from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
-from kubeplace.models.problem import Assignment, DeviceUse, Gang, IntArray, Problem
+from kubeplace.models.problem import FULL, Assignment, DeviceUse, Gang, IntArray, Problem, exact_sum
 
 FloatArray = npt.NDArray[np.float64]
 SCALE = 10_000
@@ -127,12 +127,10 @@ class _Builder:
         for r in range(len(p.resources)):
             d = p.demand[self.pair_cls[order], r]
             for i, lo, hi in zip(self.hood.nodes, bounds, ends, strict=True):
-                if hi - lo < 1:
-                    continue
                 coef = d[lo:hi]
-                if int((coef * ub[order[lo:hi]]).sum()) <= free[i, r]:
-                    continue  # can never bind
                 nz = coef > 0
+                if not nz.any() or exact_sum(coef[nz] * ub[order[lo:hi]][nz]) <= free[i, r]:
+                    continue  # not requested here (the kubelet does not check it), or can never bind
                 self.lb.add_row(self.y[order[lo:hi]][nz], coef[nz], -INF, int(free[i, r]))
 
     def _group_cap_rows(self) -> None:
@@ -167,7 +165,7 @@ class _Builder:
         in_gang = np.isin(fixed.cls, np.asarray(gang.classes, dtype=np.int64))
         for name, amount in gang.resources_still_needed:
             r = p.resource_index(name)
-            have = 0 if r is None else int((p.demand[fixed.cls[in_gang], r] * fixed.counts[in_gang]).sum())
+            have = 0 if r is None else exact_sum(p.demand[fixed.cls[in_gang], r] * fixed.counts[in_gang])
             need = max(amount - have, 0)
             if r is None:
                 self.lb.add_row(np.array([z]), np.array([need]), -INF, 0)
@@ -299,7 +297,7 @@ def _balance_rows(b: _Builder, term: LoadBalanceTerm, mu: FloatArray) -> list[_A
         base = int(p.used[i, r]) // g
         d = -(-p.demand[b.pair_cls[sel], r] // g)
         m = float(mu[r])
-        (load,) = b.lb.add_vars(np.array([0]), np.array([int((d * b.y_ub[sel]).sum())]))
+        (load,) = b.lb.add_vars(np.array([0]), np.array([min(exact_sum(d * b.y_ub[sel]), FULL)]))
         b.lb.add_row(np.concatenate([b.y[sel], [load]]), np.concatenate([d, [-1]]), 0, 0)
         (s,) = b.lb.add_vars(np.array([0]), np.array([SCALE * term.weight * 4 + 1]))
         slopes, offsets = [], []

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
+from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem, fits
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -38,7 +38,7 @@ class TaskShapes:
     """The workload's task shapes and their popularity: running and pending pods when the
     problem knows them (``Problem.workload``), else the pending classes."""
 
-    demand: IntArray  # (M, R') non-GPU requests
+    demand: IntArray  # (M, R') requests as the kubelet counts them, the pod count aside
     resources: IntArray  # (R',) indices of those resources in the problem
     count: IntArray  # (M,) devices per task
     milli: IntArray  # (M,) milli per device
@@ -49,9 +49,7 @@ class TaskShapes:
     def of(problem: Problem, by_devices: bool = False) -> TaskShapes:
         """The workload's shapes; popularity by pods (FGD's), or ``by_devices`` (see the
         module docstring)."""
-        gpu = problem.resource_index("nvidia.com/gpu")
-        keep = np.array([r for r in range(len(problem.resources)) if r != gpu and problem.resources[r] != "pods"],
-                        dtype=np.int64)
+        keep = np.array([r for r in range(len(problem.resources)) if problem.resources[r] != "pods"], dtype=np.int64)
         w = problem.workload
         if w is not None and len(w.count):
             eligible = np.ones((len(w.count), problem.n_nodes), dtype=np.bool_)
@@ -86,7 +84,7 @@ def node_fragmentation(shapes: TaskShapes, free: IntArray, device_free: IntArray
     total = dev.sum(axis=1).astype(np.float64)  # (B,)
     if len(shapes.weight) == 0 or dev.shape[1] == 0:
         return np.zeros(len(nodes))
-    fits_other = (free[:, None, shapes.resources] >= shapes.demand[None, :, :]).all(axis=2)  # (B, M)
+    fits_other = fits(free[:, None, shapes.resources], shapes.demand[None, :, :])  # (B, M)
     fits_other &= shapes.eligible[:, nodes].T
     roomy = device_free[:, None, :] >= shapes.milli[None, :, None]  # (B, M, D)
     fits_gpu = roomy.sum(axis=2) >= shapes.count[None, :]
@@ -103,9 +101,7 @@ def cluster_fragmentation(problem: Problem, a: Assignment, by_devices: bool = Fa
     if not problem.has_devices:
         return 0.0, 0.0
     free = problem.free - a.load(problem)
-    device_free = problem.device_free.copy()
-    d = a.devices
-    np.subtract.at(device_free, (d.node, d.device), problem.gpu_milli[d.cls] * d.counts)
+    device_free = a.devices_left(problem)
     nodes = np.arange(problem.n_nodes)
     frag = float(node_fragmentation(TaskShapes.of(problem, by_devices), free, device_free, nodes).sum())
     total_free = float(np.maximum(device_free, 0).sum())

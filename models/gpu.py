@@ -12,6 +12,12 @@ GPU). It is read from the request conventions of the GPU-sharing stacks in use:
 The larger of the core and memory shares is the share. Devices already in use are read
 from Koordinator's ``scheduling.koordinator.sh/device-allocated`` annotation on bound
 pods; bound pods without it are packed first-fit, in the order listed.
+
+This device model is a rule on top of the kubelet's, never instead of it: the raw
+``nvidia.com/gpu`` request still counts against the node's allocatable ``nvidia.com/gpu``
+like every resource (with HAMi those are vGPU slots, several per device: a 30% share takes
+one slot). The devices of a node are its allocatable count, or fewer when GPU Feature
+Discovery's ``nvidia.com/gpu.count`` label says fewer physical devices back the slots.
 """
 
 from __future__ import annotations
@@ -21,11 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from kubeplace.kube.objects import GPU, Node, Pod
-from kubeplace.models.problem import IntArray
 
 WHOLE = 1000
+MAX_DEVICES = 1024
+"""Devices per node the model holds at most; a node advertising more is taken as this wide."""
 DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 KOORD_CORE = "koordinator.sh/gpu-core"
 KOORD_MEMORY = "koordinator.sh/gpu-memory-ratio"
@@ -47,15 +55,21 @@ class GpuConventions:
     def share_resources(self) -> tuple[str, ...]:
         return self.percent_with_count + self.percent_alone
 
+    @property
+    def count_label(self) -> str:
+        """GPU Feature Discovery's node label counting the physical devices behind ``device_resource``."""
+        return f"{self.device_resource}.count"
+
+    @property
+    def replicas_label(self) -> str:
+        """GPU Feature Discovery's label for time-slicing: each device handed out this many times."""
+        return f"{self.device_resource}.replicas"
+
 
 @dataclass(frozen=True)
 class GpuNeed:
     count: int = 0
     milli: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.count * self.milli
 
 
 class GpuRequestError(ValueError):
@@ -83,7 +97,20 @@ def gpu_need(requests: Mapping[str, int], conv: GpuConventions = DEFAULT_CONVENT
 
 
 def devices_of(node: Node, conv: GpuConventions = DEFAULT_CONVENTIONS) -> int:
-    return int(node.allocatable.get(conv.device_resource, 0))
+    """The devices the device model packs on ``node``: its allocatable ``device_resource``, or
+    fewer when the count label says fewer physical devices back them (HAMi: vGPU slots), unless
+    the device plugin time-slices (replicas label above 1: every replica is handed out as a
+    device). At most MAX_DEVICES."""
+    slots = max(int(node.allocatable.get(conv.device_resource, 0)), 0)
+    physical = _label_count(node, conv.count_label)
+    if physical is not None and (_label_count(node, conv.replicas_label) or 1) <= 1:
+        slots = min(slots, physical)
+    return min(slots, MAX_DEVICES)
+
+
+def _label_count(node: Node, label: str) -> int | None:
+    text = node.labels.get(label, "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else None
 
 
 def allocated_devices(pod: Pod) -> list[tuple[int, int]] | None:
@@ -103,6 +130,13 @@ def allocated_devices(pod: Pod) -> list[tuple[int, int]] | None:
         return None
 
 
+def device_notes(devices: Sequence[int], requests: Mapping[str, int], conv: GpuConventions) -> dict[str, str]:
+    """The annotations a binding carries for a pod given ``devices`` (none without devices)."""
+    if not devices:
+        return {}
+    return {DEVICE_ALLOCATED: device_annotation(devices, gpu_need(requests, conv))}
+
+
 def device_annotation(devices: Sequence[int], need: GpuNeed) -> str:
     """Koordinator's device-allocated annotation for the devices a plan chose.
 
@@ -117,7 +151,7 @@ def device_annotation(devices: Sequence[int], need: GpuNeed) -> str:
 class DeviceTable:
     """Free milli per device of every node; -1 marks devices a node does not have."""
 
-    free: IntArray  # (N, D)
+    free: npt.NDArray[np.int64]  # (N, D)
     notes: list[str] = field(default_factory=list)
 
     @staticmethod
@@ -148,13 +182,13 @@ class DeviceTable:
                 if 0 <= d < self.free.shape[1] and self.free[i, d] >= 0:
                     self.free[i, d] = max(0, self.free[i, d] - milli)
             return
-        for _ in range(need.count):  # lowest-index device with room, one device at a time
+        for _ in range(min(need.count, self.free.shape[1])):  # lowest-index device with room, one at a time
             room = np.nonzero(self.free[i] >= need.milli)[0]
             if len(room):
                 self.free[i, room[0]] -= need.milli
 
 
-def first_fit(free: IntArray, need: GpuNeed) -> list[int]:
+def first_fit(free: npt.NDArray[np.int64], need: GpuNeed) -> list[int]:
     """Devices for one pod: the lowest-index devices with room (best-fit for shares)."""
     room = np.nonzero(free >= need.milli)[0] if need.count else np.zeros(0, np.int64)
     if len(room) < need.count:
@@ -164,7 +198,15 @@ def first_fit(free: IntArray, need: GpuNeed) -> list[int]:
     return [int(d) for d in room[: need.count]]
 
 
-def pods_fitting(free: IntArray, need: GpuNeed) -> int:
+def device_fit(free: npt.NDArray[np.int64], need: GpuNeed) -> npt.NDArray[np.bool_]:
+    """Per row of ``free`` (a node's free milli per device): at least ``count`` devices with
+    ``milli`` free."""
+    if free.shape[1] == 0:
+        return np.zeros(free.shape[0], dtype=np.bool_)
+    return np.asarray((free >= need.milli).sum(axis=1) >= need.count, dtype=np.bool_)
+
+
+def pods_fitting(free: npt.NDArray[np.int64], need: GpuNeed) -> int:
     """How many pods with this need fit on devices with these free shares."""
     if need.count == 0:
         return 1 << 40

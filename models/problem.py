@@ -3,6 +3,15 @@
 Pods with identical requests and identical eligibility are interchangeable, so the
 problem counts them: ``y[c, i]`` = number of class-c pods put on node i. Every array
 is indexed by class (K), node (N) and resource (R) in that order.
+
+Capacity is the kubelet's rule, for every resource: the raw requests of a node's pods add
+up to at most its allocatable, checked only for the resources a pod requests more than zero
+of (an overcommitted node still takes pods that do not use the overcommitted resource). The
+GPU device model (``gpu_count``, ``gpu_milli``, ``device_free``) is a rule on top.
+
+Quantities are int64. A single request or allocatable is at most QUANTITY_LIMIT (the parser
+refuses more; typed objects beyond are clamped: a request to "more than any node has", an
+allocatable to the limit), and sums of requests saturate at FULL instead of wrapping around.
 """
 
 from __future__ import annotations
@@ -13,9 +22,63 @@ import numpy as np
 import numpy.typing as npt
 
 from kubeplace.kube.objects import GangKey
+from kubeplace.models.gpu import DEFAULT_CONVENTIONS, GpuConventions
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+QUANTITY_LIMIT = (1 << 53) - 1
+"""The largest request or allocatable of one resource (milli-CPU, bytes, counts) modelled exactly."""
+FULL = 1 << 55
+"""What a sum of requests saturates at: more than any node's allocatable (a full node), and
+far enough below 2^63 that a node's free capacity minus a request never wraps either."""
+
+
+def clamp_request(amount: int) -> int:
+    """A request in the modelled range; beyond it, more than any node has."""
+    return min(max(amount, 0), QUANTITY_LIMIT + 1)
+
+
+def clamp_allocatable(amount: int) -> int:
+    return min(max(amount, 0), QUANTITY_LIMIT)
+
+
+def saturated(exact: IntArray, approx: FloatArray) -> IntArray:
+    """``exact`` int64 sums where their float estimate ``approx`` stays below FULL, FULL where
+    it does not (there the int64 sum may have wrapped)."""
+    return np.where(approx >= FULL, FULL, np.minimum(exact, FULL)).astype(np.int64)
+
+
+def total_requests(counts: IntArray, demand: IntArray) -> IntArray:
+    """``counts @ demand`` (requests of ``counts[a, k]`` pods of class k, per row a), saturated."""
+    exact = counts @ demand
+    return saturated(exact, counts.astype(np.float64) @ demand.astype(np.float64))
+
+
+def summed_rows(n_rows: int, index: IntArray, amounts: IntArray, times: IntArray | None = None) -> IntArray:
+    """(n_rows, R): row k of ``amounts`` (times ``times[k]``) added into row ``index[k]``, saturated."""
+    exact = np.zeros((n_rows, amounts.shape[1]), dtype=np.int64)
+    approx = np.zeros((n_rows, amounts.shape[1]), dtype=np.float64)
+    factor = np.ones(len(index), dtype=np.int64) if times is None else times
+    np.add.at(exact, index, amounts * factor[:, None])
+    np.add.at(approx, index, amounts.astype(np.float64) * factor[:, None])
+    return saturated(exact, approx)
+
+
+def exact_sum(values: IntArray) -> int:
+    """The exact sum of int64 values, past int64 if need be (Python ints then)."""
+    if len(values) == 0:
+        return 0
+    if int(np.abs(values).max()) * len(values) < (1 << 63):
+        return int(values.sum())
+    return sum(int(v) for v in values.tolist())
+
+
+def fits(free: IntArray, demand: IntArray) -> BoolArray:
+    """The kubelet's resource rule (last axis: resources): every resource requested (> 0) is
+    free; a resource not requested is not checked, even where the node is overcommitted."""
+    return np.asarray(((free >= demand) | (demand <= 0)).all(axis=-1), dtype=np.bool_)
 
 
 @dataclass(frozen=True)
@@ -25,6 +88,8 @@ class GroupCap:
     name: str
     classes: tuple[int, ...]
     cap: IntArray  # (N,)
+    plugin: str = ""
+    """The constraint plugin that set it (explanations count its nodes under that plugin)."""
 
 
 @dataclass(frozen=True)
@@ -96,8 +161,8 @@ class Problem:
     resources: tuple[str, ...]
     node_names: tuple[str, ...]
     capacity: IntArray  # (N, R) allocatable
-    used: IntArray  # (N, R) requests of pods already bound
-    demand: IntArray  # (K, R) request of ONE pod of the class
+    used: IntArray  # (N, R) requests of pods already bound (saturated at FULL)
+    demand: IntArray  # (K, R) request of ONE pod of the class (raw, as the kubelet counts it)
     count: IntArray  # (K,) pods in the class
     weight: IntArray  # (K,) objective weight of placing one pod (from priority), >= 1
     eligible: BoolArray  # (K, N) every filter passed and one pod fits the free capacity
@@ -116,6 +181,8 @@ class Problem:
     queue_rank: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """(len(Snapshot.pending),) each pending pod's place in the scheduling queue (priority,
     then creation time, as kube-scheduler's PrioritySort); empty: the pending order."""
+    gpu: GpuConventions = DEFAULT_CONVENTIONS
+    """Which resources carry GPU requests (the device resource and the share resources)."""
 
     @property
     def has_devices(self) -> bool:
@@ -202,8 +269,13 @@ class Assignment:
     def placed_per_class(self, n_classes: int) -> IntArray:
         return np.bincount(self.cls, weights=self.counts, minlength=n_classes).astype(np.int64)
 
+    def devices_left(self, problem: Problem) -> IntArray:
+        """(N, D) free milli per device once this assignment's GPU pods have theirs."""
+        left = problem.device_free.copy()
+        d = self.devices
+        np.subtract.at(left, (d.node, d.device), problem.gpu_milli[d.cls] * d.counts)
+        return left
+
     def load(self, problem: Problem) -> IntArray:
-        """(N, R) requests that this assignment adds to each node."""
-        out = np.zeros((problem.n_nodes, len(problem.resources)), dtype=np.int64)
-        np.add.at(out, self.node, problem.demand[self.cls] * self.counts[:, None])
-        return out
+        """(N, R) requests that this assignment adds to each node (saturated at FULL)."""
+        return summed_rows(problem.n_nodes, self.node, problem.demand[self.cls], self.counts)

@@ -1,5 +1,6 @@
-"""What the verifier needs from a profile: the tenant and GPU-model settings, and a
-single-pair check for each plugin the verifier does not know (user plugins)."""
+"""What the verifier needs from a configuration and profile: the tenant, GPU-model and GPU
+request settings, and a single-pair check for each plugin the verifier does not know (user
+plugins)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
         namespace_is_tenant=t.namespaceIsTenant, trust_pod_tenant=t.trustPodTenant, untenanted_nodes=t.untenantedNodes,
         gpu_model_node_label=g.nodeLabel, gpu_model_pod_annotation=g.podAnnotation,
         check_tenant=tenant_plugin.NAME in names, check_gpu_model=gpu_model.NAME in names,
+        gpu_device_resource=config.gpu.deviceResource, gpu_percent_per_device=config.gpu.percentPerDevice,
+        gpu_percent_of_gpus=config.gpu.percentOfGpus,
     )
 
 
@@ -46,6 +49,7 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
                 profile: Profile) -> list[Violation]:
     """Every hard rule, GPU devices included, for a plan about to be bound."""
     triples = [(p.namespace, p.name, p.node) for p in placements]
-    violations = verify(snapshot, triples, verify_settings(config, profile),
-                        plugin_checks(config, profile, snapshot))
-    return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements])
+    settings = verify_settings(config, profile)
+    violations = verify(snapshot, triples, settings, plugin_checks(config, profile, snapshot))
+    return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements],
+                                       settings)

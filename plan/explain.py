@@ -1,45 +1,105 @@
 """Why a pod was not placed, in the words of the kube-scheduler:
-"0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint."
+"0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint."
 
-Each node counts once, for the first filter it fails; nodes that pass every filter
-count for each resource they lack once the plan's own placements are taken.
+Counted as the kube-scheduler counts (framework FitError): each node under the first filter
+that rejects it, in the default profile's filter order (NodeUnschedulable, NodeName,
+TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, ..., InterPodAffinity), the
+profile's other filters after those in their own order, then the GPU device rule; a filter
+with several reasons (NodeResourcesFit: one per resource lacking) counts each; the
+"count reason" strings are sorted as strings. The cluster is taken as the plan leaves it: the
+capacity, GPU devices and host ports its placements took are gone.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
 from kubeplace.models.aggregate import Aggregation
-from kubeplace.models.problem import IntArray
+from kubeplace.models.gpu import GpuNeed, device_fit
+from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 
-LEFT_OUT = "node(s) had room but the plan left the pod out (host port or gang rule, or the time limit)"
+SCHEDULER_FILTERS = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
+                     "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
+                     "PodTopologySpread", "InterPodAffinity")
+"""The default profile's filters in its order (apis/config/v1 default_plugins.go)."""
+SAME_AS = {"InterPodAntiAffinity": "InterPodAffinity"}
+"""kubeplace's plugins that stand for (part of) a kube-scheduler filter."""
+FIT = "NodeResourcesFit"
+DEVICES = "Insufficient GPU devices"
+GANG_DOMAIN = "node(s) outside the gang's topology domain"
+LEFT_OUT = "node(s) had room but the plan left the pod out (gang rule or the time limit)"
+
+Stage = list[tuple[str, BoolArray]]
+"""A filter's reasons, each with the nodes it rejects."""
 
 
-def explain(agg: Aggregation, c: int, free_after: IntArray) -> str:
-    """The message for a pod of class ``c``; ``free_after`` is (N, R) free capacity after the plan."""
-    p = agg.problem
-    n = p.n_nodes
+@dataclass(frozen=True)
+class After:
+    """The cluster as the plan leaves it."""
+
+    free: IntArray  # (N, R) free capacity
+    device_free: IntArray  # (N, D) free milli per device
+    cap_left: tuple[IntArray, ...]  # per group cap of the problem: (N,) room left
+
+    @staticmethod
+    def of(problem: Problem, a: Assignment) -> After:
+        caps = []
+        for cap in problem.group_caps:
+            member = np.isin(a.cls, np.asarray(cap.classes, dtype=np.int64))
+            taken = np.bincount(a.node[member], weights=a.counts[member], minlength=problem.n_nodes)
+            caps.append(cap.cap - taken.astype(np.int64))
+        return After(problem.free - a.load(problem), a.devices_left(problem), tuple(caps))
+
+
+def explain(agg: Aggregation, c: int, after: After) -> str:
+    """The message for a pod of class ``c`` not placed by the plan that left ``after``."""
+    n = agg.problem.n_nodes
     if n == 0:
         return "0/0 nodes are available: no nodes in the snapshot."
     reasons: Counter[str] = Counter()
     open_nodes = np.ones(n, dtype=np.bool_)
-    for table in agg.filters:
-        fails = open_nodes & ~table.class_mask(c)
-        if fails.any():
-            reasons[table.plugin.reason] += int(fails.sum())
-        open_nodes &= ~fails
+    for stage in _stages(agg, c, after):
+        rejected = np.zeros(n, dtype=np.bool_)
+        for reason, fails in stage:
+            hit = open_nodes & fails
+            if hit.any():
+                reasons[reason] += int(hit.sum())
+            rejected |= hit
+        open_nodes &= ~rejected
+    if open_nodes.any():
+        reasons[LEFT_OUT] += int(open_nodes.sum())
+    parts = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
+    return f"0/{n} nodes are available: {parts}."
+
+
+def _stages(agg: Aggregation, c: int, after: After) -> Iterator[Stage]:
+    """The filters in the order the kube-scheduler runs them, each as a Stage."""
+    p = agg.problem
+    stages: dict[str, Stage] = {t.plugin.name: [(t.plugin.reason, ~t.class_mask(c))] for t in agg.filters}
+    stages[FIT] = _fit(p, c, after)
+    for cap, left in zip(p.group_caps, after.cap_left, strict=True):
+        if c in cap.classes:
+            reason = stages[cap.plugin][0][0] if cap.plugin in stages else f"node(s) had no room under {cap.plugin}"
+            stages.setdefault(cap.plugin, []).append((reason, left <= 0))
+    rank = {name: k for k, name in enumerate(SCHEDULER_FILTERS)}
+    rank |= {ours: rank[theirs] for ours, theirs in SAME_AS.items()}
+    in_tree = sorted((n for n in stages if n in rank), key=lambda n: rank[n])
+    yield from (stages[n] for n in in_tree)
+    yield from (stage for n, stage in stages.items() if n not in in_tree)
+    if p.has_devices and p.gpu_count[c] > 0:
+        yield [(DEVICES, ~device_fit(after.device_free, GpuNeed(int(p.gpu_count[c]), int(p.gpu_milli[c]))))]
+    for gang in p.gangs:
+        if c in gang.classes and gang.domain is not None:
+            yield [(GANG_DOMAIN, gang.domain < 0)]
+
+
+def _fit(p: Problem, c: int, after: After) -> Stage:
+    """NodeResourcesFit: a reason per resource the pod requests and the node lacks."""
     demand = p.demand[c]
-    lacking = open_nodes[:, None] & (free_after < demand[None, :]) & (demand[None, :] > 0)
-    for r, resource in enumerate(p.resources):
-        count = int(lacking[:, r].sum())
-        if count:
-            label = "Too many pods" if resource == "pods" else f"Insufficient {resource}"
-            reasons[label] += count
-    room = int((open_nodes & ~lacking.any(axis=1)).sum())
-    if room:
-        reasons[LEFT_OUT] += room
-    available = 0
-    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return f"{available}/{n} nodes are available: {parts}."
+    lacking = (after.free < demand[None, :]) & (demand[None, :] > 0)
+    return [("Too many pods" if name == "pods" else f"Insufficient {name}", lacking[:, r])
+            for r, name in enumerate(p.resources) if lacking[:, r].any()]

@@ -18,12 +18,13 @@ from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.framework import PluginSet
 from kubeplace.models.plugins.gang import domain_terms
 from kubeplace.models.problem import Assignment, Objective
-from kubeplace.plan.explain import explain
+from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
 from kubeplace.solver.solve import Event, SolveReport, SolverOptions, solve
 
-BALANCE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+SUMMARY_RESOURCES = ("cpu", "memory", "pods")
+"""Resources whose utilisation the summary reports, with the GPU device resource."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     a = report.assignment
     bound_pairs = pods_per_node(agg, a, snapshot.pending)
     placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs) for pod, node, devs in bound_pairs)
-    free_after = p.free - a.load(p)
+    after = After.of(p, a)
     placed_per_class = a.placed_per_class(p.n_classes)
     gangs = gang_statuses(snapshot, agg, placed_per_class)
     gang_reason = {c: g.reason for g, gang in zip(gangs, p.gangs, strict=True) if not g.placed for c in gang.classes}
@@ -97,7 +98,7 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     for c in range(p.n_classes):
         left = p.members[c][int(placed_per_class[c]):]
         if left:
-            why = tuple(r for r in (gang_reason.get(c, ""), explain(agg, c, free_after)) if r)
+            why = tuple(r for r in (gang_reason.get(c, ""), explain(agg, c, after)) if r)
             unplaced += [Unplaced(snapshot.pending[m].namespace, snapshot.pending[m].name, why) for m in left]
     unplaced += [Unplaced(pod.namespace, pod.name, tuple(f"left to the default scheduler: {r}"
                                                          for r in pod.unmodelled), True) for pod in agg.left]
@@ -126,11 +127,11 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
 
 def _utilisation(agg: Aggregation, a: Assignment) -> tuple[ResourceUse, ...]:
     p = agg.problem
-    total = p.capacity.sum(axis=0)
-    before = p.used.sum(axis=0)
-    after = before + a.load(p).sum(axis=0)
+    total = p.capacity.sum(axis=0, dtype=np.float64)  # sums over nodes in floats: never wrap
+    before = p.used.sum(axis=0, dtype=np.float64)
+    after = before + a.load(p).sum(axis=0, dtype=np.float64)
     out = []
     for r, name in enumerate(p.resources):
-        if name in (*BALANCE_RESOURCES, "pods") and total[r] > 0:
+        if name in (*SUMMARY_RESOURCES, p.gpu.device_resource) and total[r] > 0:
             out.append(ResourceUse(name, round(float(before[r] / total[r]), 4), round(float(after[r] / total[r]), 4)))
     return tuple(out)

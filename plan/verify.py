@@ -46,6 +46,11 @@ class VerifySettings:
     gpu_model_pod_annotation: str = "kubeplace.io/gpu-model"
     check_tenant: bool = True
     check_gpu_model: bool = True
+    gpu_device_resource: str = "nvidia.com/gpu"
+    """Counts devices (and, with HAMi, vGPU slots); the node label ``<it>.count`` counts the
+    physical devices behind the slots, ``<it>.replicas`` > 1 says every slot is a time slice."""
+    gpu_percent_per_device: tuple[str, ...] = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
+    gpu_percent_of_gpus: tuple[str, ...] = ("koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio")
 
 
 @dataclass(frozen=True)

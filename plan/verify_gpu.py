@@ -4,6 +4,12 @@ Each placed GPU pod must name exactly the devices it needs, devices the node has
 device twice; on every device, the shares of bound and placed pods add up to at most
 one GPU, and a whole GPU is nobody else's. Bound pods' devices come from Koordinator's
 device-allocated annotation, or, without it, are assumed packed first-fit.
+
+A node has as many devices as its allocatable device resource says, or fewer when the node
+label ``<device resource>.count`` (GPU Feature Discovery) says fewer physical devices back
+them (HAMi's vGPU slots), unless ``<device resource>.replicas`` is above 1 (time slicing: each
+slot is handed out as a device). This rule comes on top of the kubelet's, which
+``verify.py`` checks on the raw requests (slots included).
 """
 
 from __future__ import annotations
@@ -12,21 +18,19 @@ import json
 from collections.abc import Mapping, Sequence
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
-from kubeplace.plan.verify import Violation
+from kubeplace.plan.verify import VerifySettings, Violation
 
 RULE = "GPUDevices"
 FULL = 1000
-DEVICE_RESOURCE = "nvidia.com/gpu"
-PERCENT_PER_DEVICE = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
-PERCENT_OF_GPUS = ("koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio")
 ANNOTATION = "scheduling.koordinator.sh/device-allocated"
+DEFAULT_SETTINGS = VerifySettings()
 
 
-def gpu_demand(requests: Mapping[str, int]) -> tuple[int, int]:
+def gpu_demand(requests: Mapping[str, int], settings: VerifySettings) -> tuple[int, int]:
     """(devices, milli per device) a pod needs; (0, 0) for none."""
-    devices = requests.get(DEVICE_RESOURCE, 0)
-    per_device = max([requests.get(r, 0) for r in PERCENT_PER_DEVICE] + [0])
-    of_gpus = max([requests.get(r, 0) for r in PERCENT_OF_GPUS] + [0])
+    devices = requests.get(settings.gpu_device_resource, 0)
+    per_device = max([requests.get(r, 0) for r in settings.gpu_percent_per_device] + [0])
+    of_gpus = max([requests.get(r, 0) for r in settings.gpu_percent_of_gpus] + [0])
     if devices:
         return devices, (per_device * 10 if 0 < per_device < 100 else FULL)
     if 0 < of_gpus < 100:
@@ -34,52 +38,76 @@ def gpu_demand(requests: Mapping[str, int]) -> tuple[int, int]:
     return of_gpus // 100, (FULL if of_gpus else 0)
 
 
-def verify_devices(snapshot: Snapshot, placements: Sequence[tuple[str, str, str, tuple[int, ...]]]) -> list[Violation]:
+def verify_devices(snapshot: Snapshot, placements: Sequence[tuple[str, str, str, tuple[int, ...]]],
+                   settings: VerifySettings = DEFAULT_SETTINGS) -> list[Violation]:
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     nodes = {n.name: n for n in snapshot.nodes}
-    load = {name: _bound_load(node, snapshot.bound) for name, node in nodes.items()}
+    devices_of = {name: device_count(node, settings) for name, node in nodes.items()}
+    load = {name: _bound_load(node, devices_of[name], snapshot.bound, settings) for name, node in nodes.items()}
     out = []
     for namespace, name, node_name, devices in placements:
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:
             continue  # the main verifier reports these
-        for problem in _place(pod, node, devices, load[node_name]):
+        for problem in _place(gpu_demand(pod.requests, settings), devices, devices_of[node_name], load[node_name]):
             out.append(Violation(namespace, name, node_name, RULE, problem))
     return out
 
 
-def _place(pod: Pod, node: Node, devices: tuple[int, ...], load: list[int]) -> list[str]:
-    count, milli = gpu_demand(pod.requests)
-    if count == 0:
+def device_count(node: Node, settings: VerifySettings) -> int:
+    resource = settings.gpu_device_resource
+    slots = node.allocatable.get(resource, 0)
+    physical = node.labels.get(f"{resource}.count", "")
+    replicas = node.labels.get(f"{resource}.replicas", "1")
+    time_sliced = not (replicas.isascii() and replicas.isdigit()) or int(replicas) > 1
+    if physical.isascii() and physical.isdigit() and not time_sliced:
+        return min(slots, int(physical))
+    return slots
+
+
+def _place(need: tuple[int, int], devices: tuple[int, ...], count: int, load: dict[int, int]) -> list[str]:
+    wanted, milli = need
+    if wanted == 0:
         return [f"a pod without GPU requests was given devices {list(devices)}"] if devices else []
-    if len(devices) != count or len(set(devices)) != count:
-        return [f"needs {count} distinct GPU device(s), the plan gives {list(devices)}"]
+    if len(devices) != wanted or len(set(devices)) != wanted:
+        return [f"needs {wanted} distinct GPU device(s), the plan gives {list(devices)}"]
     problems = []
     for d in devices:
-        if not 0 <= d < len(load):
-            problems.append(f"device {d} does not exist (the node has {len(load)})")
+        if not 0 <= d < count:
+            problems.append(f"device {d} does not exist (the node has {count})")
             continue
-        if load[d] + milli > FULL:
-            problems.append(f"device {d} has {FULL - load[d]} milli-GPU free, the pod needs {milli}")
-        load[d] += milli
+        used = load.get(d, 0)
+        if used + milli > FULL:
+            problems.append(f"device {d} has {FULL - used} milli-GPU free, the pod needs {milli}")
+        load[d] = used + milli
     return problems
 
 
-def _bound_load(node: Node, bound: Sequence[Pod]) -> list[int]:
-    load = [0] * node.allocatable.get(DEVICE_RESOURCE, 0)
+def _bound_load(node: Node, count: int, bound: Sequence[Pod], settings: VerifySettings) -> dict[int, int]:
+    """Milli-GPU in use per device (devices not listed: none), from the running pods."""
+    load: dict[int, int] = {}
     for pod in (p for p in bound if p.node_name == node.name and not p.finished):
-        count, milli = gpu_demand(pod.requests)
+        wanted, milli = gpu_demand(pod.requests, settings)
         known = _annotated(pod)
         if known is not None:
             for d, m in known:
-                if 0 <= d < len(load):
-                    load[d] += m
+                if 0 <= d < count:
+                    load[d] = load.get(d, 0) + m
             continue
-        for _ in range(count):
-            fitting = [d for d in range(len(load)) if load[d] + milli <= FULL]
-            if fitting:
-                load[fitting[0]] += milli
+        for _ in range(min(wanted, count)):
+            room = _first_with_room(load, count, milli)
+            if room is None:
+                break
+            load[room] = load.get(room, 0) + milli
     return load
+
+
+def _first_with_room(load: dict[int, int], count: int, milli: int) -> int | None:
+    """The lowest device with ``milli`` free: a used one, or the first never used."""
+    unused = next(d for d in range(len(load) + 1) if d not in load)
+    roomy = [d for d, used in load.items() if used + milli <= FULL]
+    candidates = [*roomy, *([unused] if unused < count else [])]
+    return min(candidates) if candidates else None
 
 
 def _annotated(pod: Pod) -> list[tuple[int, int]] | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.models.problem import IntArray
+from kubeplace.models.problem import IntArray, fits
 from kubeplace.rebalance.layout import Layout
 from kubeplace.rebalance.model import Budgets
 
@@ -43,23 +43,17 @@ def _columns(layout: Layout) -> list[int]:
             if r is not None]
 
 
-def _room(layout: Layout, y: IntArray) -> IntArray:
-    now = layout.x0.T @ layout.demand
-    out: IntArray = np.maximum(layout.free, now) - y.T @ layout.demand
-    return out
-
-
 def least_allocated(layout: Layout, c: int, room: IntArray, exclude: set[int] = frozenset()) -> int | None:  # type: ignore[assignment]
     """The node the default scheduler's LeastAllocated score prefers for one pod of class c."""
     p = layout.problem
-    fits = layout.eligible[c] & (room >= layout.demand[c]).all(axis=1)
+    ok = layout.eligible[c] & fits(room, layout.demand[c])
     for i in exclude:
-        fits[i] = False
-    if not fits.any():
+        ok[i] = False
+    if not ok.any():
         return None
     rs = [r for r in (p.resource_index("cpu"), p.resource_index("memory")) if r is not None]
     free_after = (room[:, rs] - layout.demand[c, rs]) / np.maximum(p.capacity[:, rs], 1)
-    score = np.where(fits, free_after.mean(axis=1), -np.inf)
+    score = np.where(ok, free_after.mean(axis=1), -np.inf)
     return int(np.argmax(score))
 
 
@@ -82,7 +76,7 @@ def low_node_utilization(layout: Layout, policy: LowNodeUtilization = LowNodeUti
     if not under.any() or not over.any():
         return y, 0
     headroom = ((high * cap[under] / 100) - load[under]).clip(min=0).sum(axis=0)
-    room = _room(layout, y)
+    room = layout.room(y)
     evicted: list[int] = []
     budget = Budgets(policy.max_total, policy.max_per_node)
     for i in sorted(np.nonzero(over)[0], key=lambda n: -util[n].max()):
@@ -121,8 +115,8 @@ def evict_from_emptiest(layout: Layout) -> int | None:
     """Moves the greedy defragmentation needs before every target pod fits, or None."""
     p = layout.problem
     y = layout.x0.copy()
-    room = _room(layout, y)
-    g = p.resource_index("nvidia.com/gpu")
+    room = layout.room(y)
+    g = p.resource_index(p.gpu.device_resource)
     moves = 0
     used_nodes: set[int] = set()
     for k in layout.target_agg_classes:
@@ -135,7 +129,7 @@ def evict_from_emptiest(layout: Layout) -> int | None:
                 pods_here = sorted(np.nonzero(trial_y[:, i])[0],
                                    key=lambda c: -(layout.demand[c, g] if g is not None else 0))
                 queue = [int(c) for c in pods_here for _ in range(int(trial_y[c, i]))]
-                while not (trial_room[i] >= p.demand[k]).all() and queue:
+                while not fits(trial_room[i], p.demand[k]) and queue:
                     c = int(queue.pop(0))
                     j = least_allocated(layout, c, trial_room, {i, *used_nodes})
                     if j is None:
@@ -145,7 +139,7 @@ def evict_from_emptiest(layout: Layout) -> int | None:
                     trial_room[i] += layout.demand[c]
                     trial_room[j] -= layout.demand[c]
                     trial_moves += 1
-                if (trial_room[i] >= p.demand[k]).all():
+                if fits(trial_room[i], p.demand[k]):
                     y, room = trial_y, trial_room
                     room[i] -= p.demand[k]
                     moves += trial_moves

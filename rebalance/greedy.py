@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kubeplace.models.problem import IntArray
+from kubeplace.models.problem import IntArray, fits
 from kubeplace.rebalance.layout import Layout
 from kubeplace.rebalance.model import Budgets
 
@@ -57,14 +57,6 @@ def _targets(model: Any) -> list[IntArray]:
     return [model.pair_node[model.pair_cls == c] for c in range(model.layout.n_classes)]
 
 
-def _room(model: Any, y: IntArray) -> IntArray:
-    lay = model.layout
-    now = lay.x0.T @ lay.demand
-    cap = np.maximum(lay.free, now)
-    out: IntArray = cap - y.T @ lay.demand
-    return out
-
-
 def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
     lay, p = model.layout, model.layout.problem
     terms = lay.balance_terms()
@@ -77,8 +69,8 @@ def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
     has = cap > 0
     safe = np.where(has, cap, 1.0)
     load = lay.load(y)[:, rs].astype(np.float64)
-    mu = load.sum(axis=0) / np.maximum(cap.sum(axis=0), 1)
-    room = _room(model, y)
+    mu = load.sum(axis=0) / np.maximum(cap.sum(axis=0), 1)  # floats: sums over nodes never wrap
+    room = lay.room(y)
     targets = _targets(model)
     budget = _Budget(model, budgets)
     demand = lay.demand
@@ -93,7 +85,7 @@ def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
             d = demand[c, rs].astype(np.float64)
             sources = np.nonzero((y[c] > 0) & (y[c] <= lay.x0[c]))[0]
             tj = targets[c]
-            tj = tj[(room[tj] >= demand[c]).all(axis=1) & (y[c, tj] >= lay.x0[c, tj])]
+            tj = tj[fits(room[tj], demand[c]) & (y[c, tj] >= lay.x0[c, tj])]
             if len(sources) == 0 or len(tj) == 0:
                 continue
             gain_in = cost(load[tj] + d, tj) - base[tj]  # (T,)
@@ -123,7 +115,7 @@ def greedy_binpack(model: Any, budgets: Budgets) -> IntArray:
     lay, p = model.layout, model.layout.problem
     y: IntArray = lay.x0.copy()
     pods = p.resource_index("pods")
-    room = _room(model, y)
+    room = lay.room(y)
     budget = _Budget(model, budgets)
     busy_fixed = p.used[:, pods] > 0 if pods is not None else np.zeros(p.n_nodes, np.bool_)
     count = y.sum(axis=0)
@@ -137,7 +129,7 @@ def greedy_binpack(model: Any, budgets: Budgets) -> IntArray:
         for c in (int(k) for k in np.nonzero(trial_y[:, i])[0]):
             for _ in range(int(trial_y[c, i])):
                 tj = model.pair_node[(model.pair_cls == c) & (model.pair_node != i)]
-                tj = np.array([j for j in tj if j not in emptied and (trial_room[j] >= lay.demand[c]).all()
+                tj = np.array([j for j in tj if j not in emptied and fits(trial_room[j], lay.demand[c])
                                and (trial_y[:, j].sum() > 0 or busy_fixed[j])], dtype=np.int64)
                 if len(tj) == 0 or not budget.allows(int(c), i):
                     ok = False

@@ -20,7 +20,7 @@ from kubeplace.models.aggregate import Aggregation, aggregate
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.framework import LoadBalanceTerm, ObjectiveTerm
 from kubeplace.models.gpu import WHOLE
-from kubeplace.models.problem import BoolArray, IntArray, Objective
+from kubeplace.models.problem import BoolArray, IntArray, Objective, total_requests
 from kubeplace.rebalance.movable import PodFacts, Rules, exclusion
 from kubeplace.rebalance.state import ClusterState
 
@@ -57,9 +57,18 @@ class Layout:
     def demand(self) -> IntArray:
         return self.agg.problem.demand[self.agg_class]
 
+    def requests(self, y: IntArray) -> IntArray:
+        """(N, R) requests of the movable pods placed as ``y`` (saturated: never wraps)."""
+        return total_requests(y.T, self.demand)
+
     def load(self, y: IntArray) -> IntArray:
         """(N, R) total requests on each node when movable classes are placed as ``y``."""
-        return self.agg.problem.used + y.T @ self.demand
+        return self.agg.problem.used + self.requests(y)
+
+    def room(self, y: IntArray) -> IntArray:
+        """(N, R) room left when movable classes are placed as ``y``: a node the movable pods
+        overcommit now may stay as it is (the kubelet does not evict for requests)."""
+        return np.maximum(self.free, self.requests(self.x0)) - self.requests(y)
 
     def balance_terms(self) -> list[tuple[int, int]]:
         """(resource index, weight) of the balance terms whose resource is modelled."""
@@ -80,7 +89,8 @@ def build_layout(state: ClusterState, rules: Rules, config: Configuration, profi
     movable: list[Pod] = []
     excluded: list[tuple[Pod, str]] = []
     for pod in snap.bound:
-        reason = exclusion(pod, state.facts.get(pod.key, PodFacts()), rules, node_names)
+        reason = exclusion(pod, state.facts.get(pod.key, PodFacts()), rules, node_names,
+                           config.gpu.conventions().share_resources)
         if reason:
             excluded.append((pod, reason))
         else:
@@ -129,18 +139,19 @@ def _split(state: ClusterState, agg: Aggregation, movable: list[Pod], excluded: 
     target_classes = tuple(sorted({int(c) for c in agg_of_pending[n_movable:] if c >= 0}))
     return Layout(agg, tuple(movable), pod_class, agg_class, tuple(k[1] for k in ordered),
                   tuple(k[2] for k in ordered), tuple(pdb.allowed for pdb in state.pdbs), x0,
-                  eligible, room(agg), tuple(excluded), tuple(targets),
+                  eligible, _movable_room(agg), tuple(excluded), tuple(targets),
                   target_classes, np.bincount(agg_of_pending[n_movable:][agg_of_pending[n_movable:] >= 0],
                                               minlength=p.n_classes).astype(np.int64), tuple(terms))
 
 
-def room(agg: Aggregation) -> IntArray:
-    """Free capacity for the pods that may move: for whole-GPU pods only the devices that
-    the staying pods leave entirely free count (a device shared by a staying pod is no
-    room for a whole GPU)."""
+def _movable_room(agg: Aggregation) -> IntArray:
+    """Free capacity for the pods that may move (whole-GPU pods at most: pods sharing a device
+    stay): a whole-GPU pod takes a slot of the device resource per device and the devices
+    themselves, and only the devices that the staying pods leave entirely free count (a device
+    shared by a staying pod is no room for a whole GPU)."""
     p = agg.problem
     free = p.free.copy()
-    g = p.resource_index("nvidia.com/gpu")
+    g = p.resource_index(p.gpu.device_resource)
     if g is not None and p.device_free.shape[1]:
-        free[:, g] = WHOLE * (p.device_free == WHOLE).sum(axis=1)
+        free[:, g] = np.minimum(free[:, g], (p.device_free == WHOLE).sum(axis=1))
     return free

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
-from kubeplace.models.problem import IntArray
+from kubeplace.models.problem import IntArray, fits
 from kubeplace.rebalance.layout import Layout
 
 SCALE = 100_000
@@ -110,8 +110,8 @@ def candidate_pairs(layout: Layout, profile: str, max_targets: int,
         chosen = set(np.nonzero(layout.x0[c])[0].tolist())
         if also is not None:
             chosen |= set(np.nonzero(also[c])[0].tolist())
-        fits = layout.eligible[c][order] & (layout.free[order] >= layout.demand[c]).all(axis=1)
-        chosen |= set(order[fits][:max_targets].tolist())
+        room = layout.eligible[c][order] & fits(layout.free[order], layout.demand[c])
+        chosen |= set(order[room][:max_targets].tolist())
         for i in sorted(chosen):
             cls.append(c)
             node.append(i)
@@ -145,7 +145,7 @@ def build_moves(layout: Layout, budgets: Budgets, profile: str = "balance", max_
 
 def _capacity_rows(model: MoveModel) -> None:
     layout, p = model.layout, model.layout.problem
-    now = layout.x0.T @ layout.demand  # (N, R) what the movable pods take now
+    now = layout.requests(layout.x0)  # (N, R) what the movable pods take now
     t_demand = p.demand[model.t_cls] if len(model.t) else np.zeros((0, len(p.resources)), np.int64)
     for i in range(p.n_nodes):
         sel = np.nonzero(model.pair_node == i)[0]
@@ -200,8 +200,8 @@ def balance_goal(model: MoveModel) -> list[tuple[int, int]]:
     """Adds load and tangent-cut variables per (node, balanced resource); returns the goal."""
     layout, p, lb = model.layout, model.layout.problem, model.lb
     goal: list[tuple[int, int]] = []
-    totals_cap = p.capacity.sum(axis=0)
-    totals_load = p.used.sum(axis=0) + layout.x0.sum(axis=1) @ layout.demand
+    totals_cap = p.capacity.sum(axis=0, dtype=np.float64)  # sums over nodes in floats: never wrap
+    totals_load = p.used.sum(axis=0, dtype=np.float64) + layout.requests(layout.x0).sum(axis=0, dtype=np.float64)
     for r, weight in layout.balance_terms():
         g = grain(p.resources[r])
         if totals_cap[r] <= 0:
@@ -245,7 +245,7 @@ def binpack_goal(model: MoveModel) -> list[tuple[int, int]]:
     them busy cost the same whatever moves, so they get no variable."""
     layout, p, lb = model.layout, model.layout.problem, model.lb
     pods = p.resource_index("pods")
-    g = p.resource_index("nvidia.com/gpu")
+    devices = (p.device_free >= 0).sum(axis=1) if p.device_free.shape[1] else np.zeros(p.n_nodes, np.int64)
     goal = []
     for i in range(p.n_nodes):
         if pods is not None and p.used[i, pods] > 0:
@@ -258,6 +258,6 @@ def binpack_goal(model: MoveModel) -> list[tuple[int, int]]:
         (o,) = lb.add_vars(np.array([0]), np.array([1]))
         big = int(layout.x0.sum()) + int(layout.target_count.sum())
         lb.add_row(np.concatenate([cols, [o]]), np.concatenate([np.ones(len(cols), np.int64), [-big]]), -INF, 0)
-        weight = 1 + (int(p.capacity[i, g]) // 1000 if g is not None else 0)
+        weight = 1 + int(devices[i])
         goal.append((int(o), weight))
     return goal

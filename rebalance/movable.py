@@ -23,14 +23,13 @@ from kubeplace.kube.errors import expect_list, expect_mapping
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import Pod
 from kubeplace.kube.selectors import matches, parse_selector
+from kubeplace.models.gpu import DEFAULT_CONVENTIONS
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 SOURCE_ANNOTATION = "kubernetes.io/config.source"
 EVICT_ANNOTATION = "kubeplace.io/evict"
 SYSTEM_CRITICAL = 2_000_000_000
 LOCAL_VOLUMES = ("emptyDir", "hostPath")
-GPU_SHARE_RESOURCES = ("koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio",
-                       "nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
 
 MIRROR = "mirror pod"
 STATIC = "static pod"
@@ -102,8 +101,10 @@ class Rules:
                 parse_selector(text)
 
 
-def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str] | None = None) -> str:
-    """Why ``pod`` must stay where it is; "" when it may move."""
+def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str] | None = None,
+              gpu_share_resources: tuple[str, ...] = DEFAULT_CONVENTIONS.share_resources) -> str:
+    """Why ``pod`` must stay where it is; "" when it may move. ``gpu_share_resources`` name
+    the GPU share requests (the configured GPU conventions)."""
     if facts.mirror:
         return MIRROR
     if facts.static:
@@ -132,7 +133,7 @@ def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str
         return f"{LOCAL_STORAGE} ({', '.join(facts.local_volumes)}; --allow-local-storage to move)"
     if pod.unmodelled:
         return f"placement rule not modelled ({', '.join(pod.unmodelled)})"
-    if any(pod.requests.get(r, 0) for r in GPU_SHARE_RESOURCES):
+    if any(pod.requests.get(r, 0) for r in gpu_share_resources):
         return GPU_SHARE
     if gang_of(pod) is not None:
         return GANG

@@ -37,7 +37,7 @@ from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
 from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
 from kubeplace.models.config import Configuration, Profile
-from kubeplace.models.gpu import DEVICE_ALLOCATED, device_annotation, gpu_need
+from kubeplace.models.gpu import device_notes
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import GangStatus, Placement, Unplaced
@@ -356,7 +356,7 @@ class Scheduler:
                          why="stopping" if stop.is_set() else "not the leader any more")
                 return False
             pod = pods[(p.namespace, p.name)]
-            note = {DEVICE_ALLOCATED: device_annotation(p.gpus, gpu_need(pod.requests))} if p.gpus else {}
+            note = device_notes(p.gpus, pod.requests, self.config.gpu.conventions())
             (result,) = bind_all(self.client, [Binding(p.namespace, p.name, p.uid, p.node, note)], dry_run=False)
             self.results.append(result)
             decision(pod=pod.key, node=p.node, gang=gang_key, outcome=str(result.outcome), why=result.message)

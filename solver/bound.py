@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
-from kubeplace.models.problem import IntArray, Problem
+from kubeplace.models.problem import IntArray, Problem, summed_rows
 from kubeplace.solver.backends import available_backends, get_backend
 from kubeplace.solver.backends.base import SolveSettings
 
@@ -40,8 +40,7 @@ def kind_model(problem: Problem, integer: bool) -> KindModel:
     """Capacities of a kind summed; counts continuous unless ``integer``. Every rule
     dropped only loosens it, so its LP optimum bounds every real placement."""
     node_kind, n_kinds = node_kinds(problem)
-    free = np.zeros((n_kinds, len(problem.resources)), dtype=np.int64)
-    np.add.at(free, node_kind, np.maximum(problem.free, 0))
+    free = summed_rows(n_kinds, node_kind, np.maximum(problem.free, 0))  # saturated: never wraps
     elig_kind = np.zeros((problem.n_classes, n_kinds), dtype=np.bool_)
     elig_kind[:, node_kind] = problem.eligible
     cls, kd = np.nonzero(elig_kind)

@@ -35,6 +35,7 @@ import numpy as np
 
 from kubeplace.models.fragmentation import FloatArray
 from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
+from kubeplace.solver.backends.milp import LARGE_COEFFICIENT
 from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
 from kubeplace.solver.pricing import NodeShape, Pattern, Priced, canonical, price
 from kubeplace.solver.state import PlacementState
@@ -108,6 +109,7 @@ class Master:
         self.problem, self.n_kinds = problem, len(kinds.nodes)
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("large_matrix_value", LARGE_COEFFICIENT)
         self.h.setOptionValue("user_objective_scale", objective_scale(problem))
         self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
         upper = np.concatenate([[len(ns) for ns in kinds.nodes], problem.count]).astype(np.float64)

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-from kubeplace.kube.objects import GPU
 from kubeplace.models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
-from kubeplace.models.problem import IntArray, Problem
+from kubeplace.models.problem import IntArray, Problem, exact_sum
 from kubeplace.solver.pricing_bound import FloatArray, copies, knapsack_table, node_bound
 
 PROFIT_SCALE = 1_000_000
@@ -96,6 +95,7 @@ class _Fill:
 
     def __init__(self, problem: Problem, shape: NodeShape) -> None:
         self.problem, self.free, self.dev = problem, shape.free.copy(), shape.devices.copy()
+        self.start = shape.free
         self.n: dict[int, int] = {}
         self.slots: dict[int, IntArray] = {}
 
@@ -135,7 +135,9 @@ class _Fill:
         return self
 
     def feasible(self) -> bool:
-        return bool((self.free >= 0).all() and (self.dev >= 0).all())
+        """Every resource the pods take stays within the node's free capacity (a resource the
+        node is overcommitted on already is fine as long as nothing more is taken of it)."""
+        return bool(((self.free >= 0) | (self.free >= self.start)).all() and (self.dev >= 0).all())
 
     def pattern(self) -> Pattern:
         cls = sorted(c for c, k in self.n.items() if k > 0)
@@ -161,7 +163,7 @@ def device_dp_patterns(problem: Problem, shape: NodeShape, profit: FloatArray, s
     cand = shape.classes[profit[shape.classes] > 0]
     if len(shape.devices) == 0 or len(cand) == 0:
         return [greedy_pattern(problem, shape, profit)]
-    others = np.array([r != GPU for r in problem.resources]) & (shape.free > 0)
+    others = shape.free > 0
     usage = (problem.demand[cand][:, others] / shape.free[others]).sum(axis=1)
     lo, hi = 0.0, float((profit[cand] / np.maximum(usage, 1e-9)).max())
     found, theta = [], 0.0
@@ -244,7 +246,7 @@ class PricingModel:
         most = np.array([self._upper(c) for c in self.cls.tolist()], dtype=np.int64)
         for r in range(dem.shape[1]):
             col = dem[:, r]
-            if int(col @ most) > self.shape.free[r]:  # else the row can never bind
+            if (col > 0).any() and exact_sum(col * most) > self.shape.free[r]:  # else the row can never bind
                 self.m.add(sum(int(a) * v for a, v in zip(col, self.n, strict=True) if a) <= int(self.shape.free[r]))
 
     def _devices(self) -> None:

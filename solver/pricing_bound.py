@@ -1,6 +1,6 @@
 """A fast upper bound on the best profit of one node: Lagrangian relaxation.
 
-Price the node's resources other than GPUs at theta >= 0 and let every device choose
+Price the node's resources (as the kubelet counts them) at theta >= 0 and let every device choose
 its pods on its own (a class may reach its count on each device; a pod on g devices
 counts 1/g of its value on each). The node then splits: each device is a bounded
 knapsack over shares (exact DP), whole-GPU pods a knapsack over device counts, CPU-only
@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.kube.objects import GPU
 from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import IntArray, Problem
 
@@ -57,12 +56,11 @@ def node_bound(problem: Problem, free: IntArray, devices: IntArray, classes: Int
     """Upper bound on max sum_c profit_c * n_c over one node with these ``free``
     resources, free milli per ``devices`` and eligible ``classes``; ``target`` is the
     best known node profit (aims the subgradient steps)."""
-    other = np.array([r != GPU for r in problem.resources])
     cand = classes[profit[classes] > 0]
-    cand = cand[(problem.demand[cand][:, other & (free <= 0)] <= 0).all(axis=1)]
+    cand = cand[(problem.demand[cand][:, free <= 0] <= 0).all(axis=1)]
     if len(cand) == 0:
         return 0.0
-    rows = other & (free > 0)
+    rows = free > 0
     use = problem.demand[cand][:, rows] / free[rows].astype(np.float64)  # resource use as a fraction of the node
     x = np.zeros(int(rows.sum()))  # theta_r * free_r: profit per whole node's worth of r
     best = np.inf

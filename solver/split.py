@@ -56,7 +56,7 @@ def components(problem: Problem) -> list[tuple[IntArray, IntArray]]:
 
 def subproblem(problem: Problem, classes: IntArray, nodes: IntArray) -> Problem:
     new_index = {int(c): k for k, c in enumerate(classes)}
-    caps = tuple(GroupCap(g.name, tuple(new_index[c] for c in g.classes), g.cap[nodes])
+    caps = tuple(replace(g, classes=tuple(new_index[c] for c in g.classes), cap=g.cap[nodes])
                  for g in problem.group_caps if g.classes and g.classes[0] in new_index)
     gangs = tuple(replace(g, classes=tuple(new_index[c] for c in g.classes),
                           domain=None if g.domain is None else g.domain[nodes],

@@ -96,7 +96,7 @@ class PlacementState:
         """Counts an existing assignment (with its devices) as taken; array updates at once,
         as the gang repair starts a state from a kept assignment every round."""
         p = self.problem
-        np.subtract.at(self.free, a.node, p.demand[a.cls] * a.counts[:, None])
+        self.free -= a.load(p)
         for g, cap in enumerate(p.group_caps):
             member = np.isin(a.cls, np.asarray(cap.classes, dtype=np.int64))
             np.subtract.at(self.cap_left[g], a.node[member], a.counts[member])

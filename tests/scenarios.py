@@ -38,9 +38,9 @@ from kubeplace.kube.files import load_snapshot
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, Profile, parse_configuration
 from kubeplace.models.linear import LinearBuilder
-from kubeplace.plan.checks import plugin_checks, verify_settings
+from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
-from kubeplace.plan.verify import Violation, verify
+from kubeplace.plan.verify import Violation
 from kubeplace.solver.backends import available_backends, get_backend
 from kubeplace.solver.backends.base import SolveSettings, Status
 from kubeplace.solver.solve import SolverOptions
@@ -91,11 +91,9 @@ def plan_scenario(scenario: Scenario, backend: str, disabled: tuple[str, ...] = 
 
 
 def verify_planned(scenario: Scenario, planned: Planned) -> list[Violation]:
-    """The verifier's findings for ``planned``, against the scenario's full rules."""
-    snapshot = scenario.snapshot()
+    """The verifier's findings for ``planned``, against the scenario's full rules, GPU devices included."""
     config, profile = scenario.config()
-    triples = [(p.namespace, p.name, p.node) for p in planned.plan.placements]
-    return verify(snapshot, triples, verify_settings(config, profile), plugin_checks(config, profile, snapshot))
+    return verify_plan(scenario.snapshot(), planned.plan.placements, config, profile)
 
 
 @functools.cache

@@ -25,9 +25,8 @@ from kubeplace.models.formulation import Neighbourhood, objective_model, placeme
 from kubeplace.models.framework import FILTER, PluginFactory, RunContext
 from kubeplace.models.plugins import in_tree_registry
 from kubeplace.models.problem import Assignment, BoolArray, Problem
-from kubeplace.plan.checks import plugin_checks, verify_settings
+from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
-from kubeplace.plan.verify import verify
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import SolveSettings, Status
 from kubeplace.solver.greedy import POLICIES, greedy
@@ -139,9 +138,7 @@ def config_for(objective: str, *enabled: str, registry: dict[str, PluginFactory]
 def checked_plan(cluster: Cluster, backend: str, config: Configuration, profile: Profile) -> Planned:
     """make_plan, then the verifier on the plan: every plan made here is verified."""
     result = make_plan(cluster.snapshot, config, profile, OPTIONS[backend])
-    triples = [(p.namespace, p.name, p.node) for p in result.plan.placements]
-    violations = verify(cluster.snapshot, triples, verify_settings(config, profile),
-                        plugin_checks(config, profile, cluster.snapshot))
+    violations = verify_plan(cluster.snapshot, result.plan.placements, config, profile)
     assert violations == [], f"{backend}: {[str(v) for v in violations]}"
     return result
 

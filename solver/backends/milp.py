@@ -51,6 +51,9 @@ from kubeplace.solver.backends.base import BackendResult, Progress, SolveSetting
 
 NAMES = ("milp", "highs", "cbc")
 MIN_SOLVER_SECONDS = 0.05
+LARGE_COEFFICIENT = float(1 << 56)
+"""HiGHS refuses a model with a coefficient above 1e15 by default; requests go up to 2^53
+(bytes), so capacity rows need more."""
 """Time the solver gets even when building used up the whole budget."""
 _CBC_BOUND = re.compile(r"^(?:Lower|Upper) bound:\s+(\S+)", re.MULTILINE)
 
@@ -247,6 +250,7 @@ def _load_highs(highs: Any, model: LinearModel, rows: Rows, sign: float) -> None
     def bounds(values: IntArray) -> npt.NDArray[np.float64]:
         return np.where(values <= -INF, -kHighsInf, np.where(values >= INF, kHighsInf, values))
 
+    highs.setOptionValue("large_matrix_value", LARGE_COEFFICIENT)
     n, no_int, no_float = model.n_vars, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
     highs.addCols(n, sign * model.objective.astype(np.float64), bounds(model.var_lb),
                   bounds(model.var_ub), 0, no_int, no_int, no_float)

@@ -9,6 +9,7 @@ from kubeplace.models.aggregate import aggregate
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.evaluate import pods_placed
 from kubeplace.models.gpu import DEVICE_ALLOCATED, GpuNeed, device_annotation
+from kubeplace.models.plugins.objectives import BalanceArgs, ResourceWeight
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.solver.greedy import guided
@@ -50,7 +51,10 @@ def test_defrag_keeps_whole_gpus_free_where_balance_spreads() -> None:
     )
     (defrag,) = plan(snap, Profile(objective="defrag")).placements
     assert (defrag.node, defrag.gpus) == ("a", (0,))  # b keeps both GPUs whole
-    (spread,) = plan(snap, Profile(objective="balance")).placements
+    # balance counts requests over allocatable as the kubelet does: Koordinator's shares are
+    # koordinator.sh/gpu-core (they request no nvidia.com/gpu), so that is the resource to balance
+    shares = BalanceArgs((ResourceWeight("cpu"), ResourceWeight("koordinator.sh/gpu-core")))
+    (spread,) = plan(snap, Profile(objective="balance", plugin_args={"Balance": shares})).placements
     assert spread.node == "b"
 
 

@@ -12,7 +12,7 @@ from kubeplace.models.config import load_configuration
 from kubeplace.rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.makeroom import make_room
-from kubeplace.rebalance.model import Budgets
+from kubeplace.rebalance.model import Budgets, candidate_pairs
 from kubeplace.rebalance.movable import Rules
 from kubeplace.rebalance.solve import Settings, objective, rebalance
 from kubeplace.rebalance.state import ClusterState, state_of
@@ -91,7 +91,8 @@ def test_binpack_empties_nodes() -> None:
 
 
 def _brute_force_moves(state: ClusterState, key: str, limit: int) -> int | None:
-    """The fewest 1-GPU pods to move (each to some node with room) so that the job fits."""
+    """The fewest 1-GPU pods to move (each to some node with room) so that the job fits; GPUs
+    counted as the kubelet counts them (whole devices, here as many as the node's allocatable)."""
     lay = build_layout(state, Rules(), CONFIG, PROFILE, [])
     p = lay.problem
     g = p.resource_index("nvidia.com/gpu")
@@ -103,13 +104,13 @@ def _brute_force_moves(state: ClusterState, key: str, limit: int) -> int | None:
         for chosen in itertools.combinations(pods, count):
             room = dict(free)
             for _, pd in chosen:
-                room[pd.node_name] += int(pd.requests["nvidia.com/gpu"]) * 1000
+                room[pd.node_name] += int(pd.requests["nvidia.com/gpu"])
             for host in room:
-                if room[host] < job_gpus * 1000:
+                if room[host] < job_gpus:
                     continue
                 rest = dict(room)
-                rest[host] -= job_gpus * 1000
-                needs = sorted((int(pd.requests["nvidia.com/gpu"]) * 1000 for _, pd in chosen), reverse=True)
+                rest[host] -= job_gpus
+                needs = sorted((int(pd.requests["nvidia.com/gpu"]) for _, pd in chosen), reverse=True)
                 if _pack(needs, {n: v for n, v in rest.items() if n != host}):
                     return count
     return None
@@ -162,3 +163,19 @@ def test_low_node_utilization_emulation_moves_from_hot_to_cold_nodes() -> None:
     plan = rebalance(lay, Settings(budgets=Budgets(max_moves=evictions), **FAST))
     assert plan.objective_after <= objective(lay, y, "balance") + 1e-9
     assert len(plan.moves) <= evictions
+
+
+def test_a_pod_without_cpu_request_may_move_to_a_cpu_overcommitted_node() -> None:
+    # b's CPU is overcommitted by a pod that stays (bare: nothing would recreate it); the pods
+    # on a request memory only, which b has: the kubelet checks only what a pod requests
+    objects = [node("a", 4000, 16384), node("b", 1000, 16384),
+               pod("stuck", "sys", 2000, 256, node_name="b", owner=None)]
+    objects += [pod(f"m{i}", "ns", 0, 4096, node_name="a") for i in range(3)]
+    objects += [pod("c", "ns", 100, 64, node_name="a")]  # a movable pod requests CPU: CPU is modelled
+    lay = layout_of(state_of([(o, "t") for o in objects]))
+    memory_only = int(lay.pod_class[[p.name for p in lay.pods].index("m0")])
+    cls, nodes = candidate_pairs(lay, "balance", 10)
+    assert sorted(lay.problem.node_names[i] for i in nodes[cls == memory_only]) == ["a", "b"]
+    for budgets in (Budgets(), Budgets(max_moves=1)):
+        plan = rebalance(lay, Settings(budgets=budgets, **FAST))
+        assert [m.target for m in plan.moves] == ["b"], budgets
