@@ -10,9 +10,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+EXIT_INCOMPLETE = 1
+"""``bind`` did not bind every pod (each outcome is reported)."""
+EXIT_INPUT = 2
+"""Bad input, bad configuration or a cluster error: one line, nothing written."""
+EXIT_BUG = 3
+"""kubeplace contradicted itself (its verifier refused its own plan): a bug to report."""
+
 
 class KubeplaceError(Exception):
-    """Base class: ``str(error)`` is the one-line message for the user."""
+    """Base class: ``str(error)`` is the one-line message for the user, ``details`` lines to
+    print before it, ``exit_code`` the CLI's exit status."""
+
+    exit_code = EXIT_INPUT
+    details: tuple[str, ...] = ()
+
+
+class PlanVerificationFailed(KubeplaceError):
+    """The independent verifier refused a plan kubeplace made: never show it as valid."""
+
+    exit_code = EXIT_BUG
+
+    def __init__(self, violations: tuple[str, ...]) -> None:
+        self.details = tuple(f"verifier: {violation}" for violation in violations)
+        super().__init__(
+            f"the plan kubeplace made fails its independent verifier ({len(violations)} violation(s)); "
+            "this is a bug in kubeplace, please report it with the snapshot; no plan was printed"
+        )
 
 
 class InputError(KubeplaceError):
@@ -171,4 +195,18 @@ def expect_str(value: object, field: str, default: str = "") -> str:
         return default
     if not isinstance(value, str):
         raise InputError(f"{value!r} is not a string", field=field, expected="a string; quote it in YAML")
+    return value
+
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+"""The range of Kubernetes' int32 fields: priorities, PodGroup minMember."""
+
+
+def expect_int(value: object, field: str, low: int = INT32_MIN, high: int = INT32_MAX) -> int:
+    """``value`` as an integer from ``low`` to ``high``; booleans, floats and strings are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{value!r} is not an integer", field=field, expected=f"an integer from {low} to {high}")
+    if not low <= value <= high:
+        raise InputError(f"{value} is out of range", field=field, expected=f"an integer from {low} to {high}")
     return value

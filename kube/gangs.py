@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_mapping
+from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_mapping, expect_str
 from kubeplace.kube.objects import CPU, DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup
 from kubeplace.kube.quantity import QuantityError, milli_value, parse_decimal, whole_value
 
@@ -50,15 +50,13 @@ def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
         spec = expect_mapping(obj.get("spec"), "spec")
         if not isinstance(meta.get("name"), str) or not meta["name"]:
             raise InputError("missing name", field="metadata.name")
-        min_member = spec.get("minMember", 1)
-        if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
-            raise InputError(f"got {min_member!r}", field="spec.minMember", expected="an integer >= 1")
-        timeout = spec.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS)
-        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
-            raise InputError(f"got {timeout!r}", field="spec.scheduleTimeoutSeconds", expected="an integer >= 0")
+        namespace = expect_str(meta.get("namespace"), "metadata.namespace") or "default"
+        min_member = expect_int(spec.get("minMember", 1), "spec.minMember", 1, INT32_MAX)
+        timeout = expect_int(spec.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS),
+                             "spec.scheduleTimeoutSeconds", 0, INT32_MAX)
         resources = min_resources(expect_mapping(spec.get("minResources"), "spec.minResources"))
         annotations = expect_mapping(meta.get("annotations"), "metadata.annotations")
-        return PodGroup(str(meta.get("namespace") or "default"), meta["name"], min_member, resources, timeout,
+        return PodGroup(namespace, meta["name"], min_member, resources, timeout,
                         str(meta.get("creationTimestamp", "")), str(obj["apiVersion"]).split("/")[0],
                         _topology_key(annotations), _topology_key(annotations, preferred=True))
     except InputError as error:
@@ -139,7 +137,8 @@ def _plain_min_member(annotations: Mapping[str, str]) -> int:
     text = annotations.get(PLAIN_MIN_MEMBER, "")
     if not text:
         return 1
-    if not text.strip().isdigit() or int(text) < 1:
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 10 and 1 <= int(digits) <= INT32_MAX):
         raise InputError(f"got {text!r}", field=f"metadata.annotations.{PLAIN_MIN_MEMBER}",
-                         expected="an integer >= 1")
-    return int(text)
+                         expected=f"an integer from 1 to {INT32_MAX}")
+    return int(digits)

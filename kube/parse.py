@@ -12,9 +12,19 @@ import datetime
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.errors import InputError, expect_int, expect_list, expect_mapping, expect_str
 from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, parse_pod_group, plain_groups
-from kubeplace.kube.objects import HostPort, Node, Pod, Snapshot, Taint, Toleration
+from kubeplace.kube.objects import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    HostPort,
+    Node,
+    Pod,
+    Snapshot,
+    Taint,
+    Toleration,
+)
 from kubeplace.kube.pod_affinity import anti_affinity_terms
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import is_sidecar, pod_requests
@@ -51,6 +61,7 @@ VOLUME_CLAIMS = "persistent volume claims"
 default scheduler rather than risk a placement the cluster's policy forbids."""
 
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
 
 
 def object_label(obj: RawObject) -> str:
@@ -290,14 +301,14 @@ def _unique_pods(pods: Iterable[Pod]) -> list[Pod]:
 
 
 def _priority_class_values(objects: Iterable[Sourced]) -> dict[str, int]:
+    """PriorityClass name -> value, an int32 as in the API."""
     values: dict[str, int] = {}
     for obj, where in objects:
-        metadata = expect_mapping(obj.get("metadata"), "metadata")
-        value = obj.get("value")
-        if isinstance(metadata.get("name"), str) and isinstance(value, int) and not isinstance(value, bool):
-            values[metadata["name"]] = value
-        elif not isinstance(value, int):
-            raise InputError("value is not an integer", file=where, obj=object_label(obj), field="value")
+        try:
+            name = _required_name(expect_mapping(obj.get("metadata"), "metadata"))
+            values[name] = expect_int(obj.get("value"), "value")
+        except InputError as error:
+            raise error.located(file=where, obj=object_label(obj)) from None
     return values
 
 
@@ -325,14 +336,18 @@ def _taints(raw: object) -> tuple[Taint, ...]:
     for index, item in enumerate(expect_list(raw, "spec.taints")):
         field = f"spec.taints[{index}]"
         taint = expect_mapping(item, field)
-        taints.append(
-            Taint(
-                key=expect_str(taint.get("key"), f"{field}.key"),
-                value=expect_str(taint.get("value"), f"{field}.value"),
-                effect=expect_str(taint.get("effect"), f"{field}.effect"),
-            )
-        )
+        key = expect_str(taint.get("key"), f"{field}.key")
+        if not key:
+            raise InputError("missing key", field=f"{field}.key", expected="a taint key")
+        effect = expect_str(taint.get("effect"), f"{field}.effect")
+        if effect not in TAINT_EFFECTS:
+            problem = f"unsupported effect {effect!r}" if effect else "missing effect"
+            raise InputError(problem, field=f"{field}.effect", expected=_EXPECTED_EFFECTS)
+        taints.append(Taint(key=key, value=expect_str(taint.get("value"), f"{field}.value"), effect=effect))
     return tuple(taints)
+
+
+_EXPECTED_EFFECTS = ", ".join(TAINT_EFFECTS)
 
 
 def _allocatable(raw: object) -> dict[str, int]:
@@ -350,9 +365,7 @@ def _priority(spec: Mapping[str, Any], priority_classes: Mapping[str, int]) -> i
     if raw is None:
         class_name = expect_str(spec.get("priorityClassName"), "spec.priorityClassName")
         return priority_classes.get(class_name, 0)
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise InputError(f"{raw!r} is not an integer", field="spec.priority", expected="an integer priority")
-    return raw
+    return expect_int(raw, "spec.priority")
 
 
 def _scheduling_gates(raw: object) -> tuple[str, ...]:
@@ -391,14 +404,17 @@ def _tolerations(raw: object) -> tuple[Toleration, ...]:
         key = expect_str(toleration.get("key"), f"{field}.key")
         if not key and operator != "Exists":
             raise InputError("an empty key needs operator Exists", field=f"{field}.operator", expected="Exists")
-        found.append(
-            Toleration(
-                key=key,
-                operator=operator,
-                value=expect_str(toleration.get("value"), f"{field}.value"),
-                effect=expect_str(toleration.get("effect"), f"{field}.effect"),
+        value = expect_str(toleration.get("value"), f"{field}.value")
+        if value and operator == "Exists":
+            raise InputError(
+                f"value must be empty when operator is 'Exists', got {value!r}", field=f"{field}.value"
             )
-        )
+        effect = expect_str(toleration.get("effect"), f"{field}.effect")
+        if effect and effect not in TAINT_EFFECTS:
+            raise InputError(
+                f"unsupported effect {effect!r}", field=f"{field}.effect", expected=f"{_EXPECTED_EFFECTS} or none"
+            )
+        found.append(Toleration(key=key, operator=operator, value=value, effect=effect))
     return tuple(found)
 
 

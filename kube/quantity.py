@@ -4,6 +4,9 @@
 ``nvidia.com/gpu``, other extended resources) a plain count. Values go through
 :class:`decimal.Decimal` and are rounded up like the API server's ``MilliValue()``/``Value()``,
 so ``0.1m`` CPU is 1 milli-CPU and no float ever rounds a request down.
+
+Every amount is an integer from 0 to :data:`MAX_QUANTITY` of its unit; a larger one is refused
+here, where the caller still knows the file, object and field.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ EXPECTED_QUANTITY = "a Kubernetes quantity such as 500m, 2 or 1.5Gi"
 # one binary-SI, decimal-SI or exponent suffix. Checked first because Decimal() alone also
 # accepts "NaN", "Infinity", "1_000" and surrounding spaces.
 _QUANTITY = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[KMGTPE]i|[numkMGTPE]|[eE][+-]?\d{1,3})?")
+
+MAX_QUANTITY = 2**53 - 1
+"""The largest amount kubeplace represents, in its unit: about 9 PB of memory, 9e12 CPUs (in
+milli-CPU) or 9e15 of a count. Exact in float64 as well as int64, and 1024 of them still sum
+within int64."""
 
 _BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
 
@@ -58,12 +66,12 @@ def is_byte_resource(resource: str) -> bool:
 
 def milli_value(value: object) -> int:
     """Thousandths of the quantity, rounded up (Kubernetes ``MilliValue``): CPU in millicores."""
-    return _non_negative_ceil(parse_decimal(value) * 1000, value)
+    return _in_range(parse_decimal(value) * 1000, value, "cpu")
 
 
 def whole_value(value: object) -> int:
     """The quantity rounded up to a whole number (Kubernetes ``Value``): bytes."""
-    return _non_negative_ceil(parse_decimal(value), value)
+    return _in_range(parse_decimal(value), value, "memory")
 
 
 def count_value(value: object, resource: str) -> int:
@@ -72,7 +80,7 @@ def count_value(value: object, resource: str) -> int:
     exact = parse_decimal(value)
     if exact != exact.to_integral_value():
         raise QuantityError(f"fractional quantity {str(value)!r} for {resource}", "a whole number such as 1 or 8")
-    return _non_negative_ceil(exact, value)
+    return _in_range(exact, value, resource)
 
 
 def resource_amount(resource: str, value: object) -> int:
@@ -92,7 +100,27 @@ def _cached_amount(resource: str, value: str | int | float) -> int:
     return count_value(value, resource)
 
 
-def _non_negative_ceil(exact: Decimal, original: object) -> int:
+def check_amount(resource: str, amount: int) -> int:
+    """``amount`` itself when it is representable (0..MAX_QUANTITY), else a QuantityError;
+    for amounts computed from several quantities (a pod's summed request)."""
+    if amount > MAX_QUANTITY:
+        raise QuantityError(f"{resource} amount {amount} is out of range", range_expected(resource))
+    return amount
+
+
+def range_expected(resource: str) -> str:
+    """The upper limit of ``resource``, as error messages state it."""
+    if resource == "cpu":
+        return f"at most 2^53-1 milli-CPU = {MAX_QUANTITY // 1000}.{MAX_QUANTITY % 1000:03d} CPUs"
+    if is_byte_resource(resource):
+        return f"at most 2^53-1 = {MAX_QUANTITY} bytes, just under 8 PiB"
+    return f"at most 2^53-1 = {MAX_QUANTITY}"
+
+
+def _in_range(exact: Decimal, original: object, resource: str) -> int:
+    """The quantity rounded up, refused when negative or beyond MAX_QUANTITY."""
     if exact < 0:
         raise QuantityError(f"negative quantity {str(original)!r}", "a quantity of zero or more")
+    if exact > MAX_QUANTITY:
+        raise QuantityError(f"quantity {str(original)!r} is out of range", range_expected(resource))
     return math.ceil(exact)

@@ -18,12 +18,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubeplace.kube.errors import InputError, expect_list, expect_mapping
-from kubeplace.kube.quantity import QuantityError, resource_amount
+from kubeplace.kube.quantity import QuantityError, check_amount, resource_amount
 
 Resources = dict[str, int]
 
 SIDECAR_RESTART_POLICY = "Always"
 """An init container with ``restartPolicy: Always`` is a sidecar: it keeps running."""
+CONTAINER_RESTART_POLICIES = (SIDECAR_RESTART_POLICY, "OnFailure", "Never")
+"""What the API server accepts for a container's own ``restartPolicy`` (spelled exactly)."""
 
 
 def is_pod_level_resource(resource: str) -> bool:
@@ -73,7 +75,16 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     requests.update(_pod_level_requests(spec))
     requests = _sum([requests, parse_resource_list(spec.get("overhead"), "spec.overhead")])
     requests["pods"] = 1
-    return {resource: amount for resource, amount in sorted(requests.items()) if amount or resource == "pods"}
+    return {resource: _representable(resource, amount) for resource, amount in sorted(requests.items())
+            if amount or resource == "pods"}
+
+
+def _representable(resource: str, amount: int) -> int:
+    """Each quantity is in range, but a sum of them (containers, sidecars, overhead) may not be."""
+    try:
+        return check_amount(resource, amount)
+    except QuantityError as error:
+        raise InputError(f"effective request: {error.problem}", field="spec", expected=error.expected) from None
 
 
 def _init_containers_requests(spec: Mapping[str, Any], app_requests: Resources) -> Resources:
@@ -84,6 +95,7 @@ def _init_containers_requests(spec: Mapping[str, Any], app_requests: Resources) 
     for index, raw in enumerate(init_containers):
         field = f"spec.initContainers[{index}]"
         container = expect_mapping(raw, field)
+        _check_restart_policy(container, field)
         own = container_requests(container, field)
         if is_sidecar(container):
             for resource, amount in own.items():
@@ -94,6 +106,14 @@ def _init_containers_requests(spec: Mapping[str, Any], app_requests: Resources) 
             while_running = _sum([own, sidecars_so_far])
         init_peak = _max(init_peak, while_running)
     return init_peak
+
+
+def _check_restart_policy(container: Mapping[str, Any], field: str) -> None:
+    """``always`` is not ``Always``: the API server refuses it, and it would not be a sidecar."""
+    policy = container.get("restartPolicy")
+    if policy is not None and policy not in CONTAINER_RESTART_POLICIES:
+        raise InputError(f"unsupported restartPolicy {policy!r}", field=f"{field}.restartPolicy",
+                         expected=", ".join(CONTAINER_RESTART_POLICIES))
 
 
 def _pod_level_requests(spec: Mapping[str, Any]) -> Resources:

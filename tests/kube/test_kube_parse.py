@@ -13,6 +13,7 @@ from kubeplace.kube.parse import (
     REQUIRED_POD_ANTI_AFFINITY,
     RESOURCE_CLAIMS,
     VOLUME_CLAIMS,
+    build_snapshot,
     parse_namespace_labels,
     parse_node,
     parse_pod,
@@ -235,3 +236,72 @@ def test_namespace_labels() -> None:
 
 def _node_affinity(terms: list[Any]) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+@pytest.mark.parametrize("value", [10**23, 2**31, -(2**31) - 1, True, 1.5, "100"])
+def test_priority_is_an_int32_as_in_the_api(value: Any) -> None:
+    with pytest.raises(InputError, match=r"spec\.priority: .* \(expected an integer from -2147483648 to 2147483647\)"):
+        parse_pod(pod("p").priority(value).manifest(), "f.yaml")
+    assert pod("p").priority(2**31 - 1).build().priority == 2**31 - 1
+    assert pod("p").priority(-(2**31)).build().priority == -(2**31)
+
+
+@pytest.mark.parametrize("value", [10**23, True, None, "5"])
+def test_priority_class_value_is_an_int32(value: Any) -> None:
+    classes = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "huge"},
+               "value": value}
+    with pytest.raises(InputError) as caught:
+        build_snapshot([(classes, "f.yaml"), (pod("p").spec("priorityClassName", "huge").manifest(), "f.yaml")])
+    assert str(caught.value).startswith("f.yaml: PriorityClass huge: value: ")
+
+
+@pytest.mark.parametrize(
+    ("taint", "message"),
+    [
+        ({"key": "a", "effect": "Bogus"},
+         "spec.taints[0].effect: unsupported effect 'Bogus' (expected NoSchedule, PreferNoSchedule, NoExecute)"),
+        ({"key": "a"}, "spec.taints[0].effect: missing effect (expected NoSchedule, PreferNoSchedule, NoExecute)"),
+        ({"key": "a", "effect": "noschedule"}, "spec.taints[0].effect: unsupported effect 'noschedule'"),
+        ({"effect": "NoSchedule"}, "spec.taints[0].key: missing key"),
+    ],
+)
+def test_taints_are_validated_as_the_api_server_does(taint: dict[str, str], message: str) -> None:
+    # ignored before: a taint with a misspelt effect kept nothing off the node
+    manifest = node("n1").manifest()
+    manifest["spec"]["taints"] = [taint]
+    with pytest.raises(InputError) as caught:
+        parse_node(manifest, "f.yaml")
+    assert str(caught.value).startswith(f"f.yaml: Node n1: {message}")
+
+
+@pytest.mark.parametrize(
+    ("toleration", "message"),
+    [
+        ({"key": "a", "operator": "Exists", "value": "x"},
+         "spec.tolerations[0].value: value must be empty when operator is 'Exists', got 'x'"),
+        ({"key": "a", "value": "x", "effect": "NoScheduled"},
+         "spec.tolerations[0].effect: unsupported effect 'NoScheduled' "
+         "(expected NoSchedule, PreferNoSchedule, NoExecute or none)"),
+    ],
+)
+def test_tolerations_are_validated_as_the_api_server_does(toleration: dict[str, str], message: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_pod(pod("p").spec("tolerations", [toleration]).manifest(), "f.yaml")
+    assert str(caught.value) == f"f.yaml: Pod default/p: {message}"
+
+
+@pytest.mark.parametrize("text", ["-3", "0", "three", "2147483648", " 3", "٣"])
+def test_gang_min_member_annotation_is_refused_not_clamped(text: str) -> None:
+    # "-3" became min-member 1 before: a typo silently changed the gang's all-or-nothing rule
+    member = pod("p").label("kubeplace.io/gang", "g").annotation("kubeplace.io/gang-min-member", text).manifest()
+    with pytest.raises(InputError) as caught:
+        build_snapshot([(member, "f.yaml")])
+    assert str(caught.value) == (f"f.yaml: Pod default/p: metadata.annotations.kubeplace.io/gang-min-member: "
+                                 f"got {text!r} (expected an integer from 1 to 2147483647)")
+
+
+def test_pod_group_min_member_is_an_int32() -> None:
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g"},
+             "spec": {"minMember": 2**31}}
+    with pytest.raises(InputError, match=r"spec\.minMember: got 2147483648 \(expected an integer from 1 to"):
+        build_snapshot([(group, "f.yaml")])

@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from kubeplace.kube.quantity import QuantityError, count_value, milli_value, resource_amount, whole_value
+from kubeplace.kube.quantity import (
+    MAX_QUANTITY,
+    QuantityError,
+    check_amount,
+    count_value,
+    milli_value,
+    resource_amount,
+    whole_value,
+)
 
 
 @pytest.mark.parametrize(
@@ -37,7 +45,7 @@ def test_milli_value(text: str | float, milli: int) -> None:
         ("1.5Gi", 3 * 1024**3 // 2),
         ("1Ki", 1024),
         ("1k", 1000),
-        ("1Ei", 2**60),
+        ("7Pi", 7 * 2**50),
         ("0.5", 1),  # half a byte rounds up
     ],
 )
@@ -100,3 +108,39 @@ def test_error_message_says_what_is_expected() -> None:
     with pytest.raises(QuantityError) as caught:
         milli_value("12Zi")
     assert str(caught.value) == "invalid quantity '12Zi' (expected a Kubernetes quantity such as 500m, 2 or 1.5Gi)"
+
+
+@pytest.mark.parametrize(
+    ("resource", "text"),
+    [
+        ("cpu", "1e400"),  # the cases: each ended in an OverflowError traceback
+        ("cpu", "1Ei"),
+        ("memory", "100Ei"),
+        ("pods", "1e23"),
+        ("cpu", "9007199254740.992"),  # one milli-CPU beyond the range
+        ("memory", "8Pi"),  # 2^53 bytes
+        ("nvidia.com/gpu", str(MAX_QUANTITY + 1)),
+        ("memory", 2**63),  # a YAML integer
+        ("cpu", "9" * 200),
+    ],
+)
+def test_quantities_beyond_the_representable_range_are_refused(resource: str, text: str | int) -> None:
+    with pytest.raises(QuantityError, match="is out of range") as caught:
+        resource_amount(resource, text)
+    assert "at most 2^53-1" in caught.value.expected
+
+
+@pytest.mark.parametrize(
+    ("resource", "text", "amount"),
+    [("cpu", "9007199254740.991", MAX_QUANTITY), ("memory", str(MAX_QUANTITY), MAX_QUANTITY),
+     ("pods", MAX_QUANTITY, MAX_QUANTITY), ("cpu", "1e-400", 1)],
+)
+def test_the_range_ends_are_representable(resource: str, text: str | int, amount: int) -> None:
+    assert resource_amount(resource, text) == amount
+    assert float(amount) == amount  # exact in float64 too
+
+
+def test_summed_amounts_are_checked_too() -> None:
+    assert check_amount("cpu", MAX_QUANTITY) == MAX_QUANTITY
+    with pytest.raises(QuantityError, match="cpu amount 9007199254740992 is out of range"):
+        check_amount("cpu", MAX_QUANTITY + 1)

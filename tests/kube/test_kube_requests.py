@@ -111,3 +111,21 @@ def test_bad_quantity_names_the_field() -> None:
 def test_malformed_containers_field() -> None:
     with pytest.raises(InputError, match=r"spec\.containers: str is not a list"):
         pod_requests({"spec": {"containers": "nope"}})
+
+
+def test_restart_policy_is_spelled_as_the_api_server_accepts_it() -> None:
+    # `always` is refused by the API server; read as "not a sidecar" it changed the request
+    with pytest.raises(InputError) as caught:
+        pod_requests(manifest([container("1")], init=[container("1", restartPolicy="always")]))
+    assert caught.value.field == "spec.initContainers[0].restartPolicy"
+    assert "unsupported restartPolicy 'always'" in str(caught.value) and "Always, OnFailure, Never" in str(caught.value)
+    # the policies of container restart rules are not sidecars and stay accepted
+    assert pod_requests(manifest([container("1")], init=[container("2", restartPolicy="Never")]))["cpu"] == 2000
+
+
+def test_a_summed_request_beyond_the_representable_range_is_refused() -> None:
+    half = str((2**53 - 1) // 2 + 1)  # each container is in range, their sum is not
+    with pytest.raises(InputError) as caught:
+        pod_requests(manifest([container(memory=half), container(memory=half)]))
+    assert caught.value.field == "spec"
+    assert "effective request: memory amount 9007199254740992 is out of range" in str(caught.value)
