@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,20 +67,62 @@ def snapshot_files(paths: Sequence[Path]) -> list[Path]:
                     found for found in path.rglob("*") if found.is_file() and found.suffix.lower() in SNAPSHOT_SUFFIXES
                 )
             )
-        elif path.is_file():
-            files.append(path)
         else:
-            raise InputError("no such file or directory", file=str(path))
+            check_readable(path)
+            files.append(path)
     return files
+
+
+def check_readable(path: Path) -> None:
+    """A regular file or a pipe (``<(kubectl get ...)``, ``/dev/stdin``) can be read; anything
+    else is refused for what it is (``/dev/null`` is a character device, not a missing file)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError("no such file or directory", file=str(path)) from None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", file=str(path)) from None
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    what = next((name for test, name in kinds if test(mode)), "not a regular file")
+    raise InputError(f"not a regular file: {what}", file=str(path), expected="a YAML or JSON file")
+
+
+def read_text(file: Path) -> str:
+    """The text of a YAML/JSON file: UTF-8 (a byte-order mark is allowed), or UTF-16 with its
+    byte-order mark (what PowerShell's ``>`` writes). Raises :class:`InputError` otherwise."""
+    source = str(file)
+    check_readable(file)
+    try:
+        data = file.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", file=source) from None
+    encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise InputError(f"not {encoding.removesuffix('-sig').upper()} text: byte 0x{data[error.start]:02x} cannot be "
+                         "decoded", file=source, line=line, expected="a UTF-8 YAML or JSON file") from None
+
+
+def read_document(file: Path) -> Any:
+    """The one YAML/JSON document of a file (a configuration or a plan); None when it is empty.
+
+    Raises :class:`InputError` naming the file (and line) when it cannot be read or decoded,
+    is malformed, nested too deeply, or holds several documents."""
+    documents = _parse_documents(read_text(file), str(file))
+    if len(documents) > 1:
+        raise InputError(f"{len(documents)} YAML documents", file=str(file), expected="a single document")
+    return documents[0] if documents else None
 
 
 def _read(file: Path) -> Iterator[Sourced]:
     """The non-empty documents of one file."""
     source = str(file)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read: {error}", file=source) from None
+    text = read_text(file)
     with _garbage_collector_paused():
         documents = _parse_documents(text, source)
     for document in documents:
@@ -88,18 +131,22 @@ def _read(file: Path) -> Iterator[Sourced]:
 
 
 def _parse_documents(text: str, source: str) -> list[Any]:
-    if text.lstrip()[:1] in ("{", "["):
-        try:
-            return [json.loads(text)]
-        except ValueError:
-            pass  # not plain JSON after all: YAML says where it is wrong
     try:
+        if text.lstrip()[:1] in ("{", "["):
+            try:
+                return [json.loads(text)]
+            except ValueError:
+                pass  # not plain JSON after all: YAML says where it is wrong
         try:
             return _load_plain_yaml(text)
         except _NeedsFullLoader:
             return list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as error:
         raise _yaml_error(error, source) from None
+    except RecursionError:
+        raise InputError("nested too deeply to read", file=source) from None
+    except ValueError as error:  # a scalar YAML resolves but Python cannot build: 5,000-digit integers
+        raise InputError(f"malformed YAML: {str(error).split(';')[0]}", file=source) from None
 
 
 @contextlib.contextmanager

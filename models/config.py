@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kubeplace.kube.errors import KubeplaceError
+from kubeplace.kube.errors import INT32_MAX, KubeplaceError
+from kubeplace.kube.files import read_document
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.framework import (
     FILTER,
@@ -77,6 +76,8 @@ class SolverSettings:
             errors.append(f"workers: expected an integer >= 1, got {self.workers}")
         if not 0 <= self.relativeGap < 1:
             errors.append(f"relativeGap: expected a number in [0, 1), got {self.relativeGap}")
+        if not 0 <= self.seed <= INT32_MAX:
+            errors.append(f"seed: expected an integer from 0 to {INT32_MAX}, got {self.seed}")
         return errors
 
 
@@ -156,14 +157,7 @@ def instantiate(config: Configuration, profile: Profile, snapshot: Snapshot) -> 
 def load_configuration(path: Path | None) -> Configuration:
     if path is None:
         return Configuration()
-    source = str(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(source, "", f"cannot read: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(source, "", f"malformed YAML: {e}".replace("\n", " ")) from None
-    return parse_configuration(doc, source, base_dir=path.parent)
+    return parse_configuration(read_document(path), str(path), base_dir=path.parent)
 
 
 def parse_configuration(doc: object, source: str = "", base_dir: Path | None = None) -> Configuration:
@@ -236,10 +230,10 @@ class _Reader:
         try:
             module = _import_beside(module_name, self.base_dir)
             factory = getattr(module, attr)
-        except (ImportError, AttributeError) as e:
-            raise self.fail(f"{path}.import", f"cannot import {target}: {e}") from None
-        if callable(factory) and not isinstance(factory, PluginFactory):
-            factory = factory()
+            if callable(factory) and not isinstance(factory, PluginFactory):
+                factory = factory()
+        except Exception as e:  # a plugin module may fail in any way when imported: one line, its words
+            raise self.fail(f"{path}.import", f"cannot import {target}: {type(e).__name__}: {e}") from None
         if not isinstance(factory, PluginFactory):
             raise self.fail(f"{path}.import", f"{target} is not a kubeplace PluginFactory")
         if data.get("name", factory.name) != factory.name:

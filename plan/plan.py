@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kubeplace.kube.errors import INT32_MAX, InputError
 from kubeplace.kube.objects import GangKey
 
 PLAN_KIND = "PlacementPlan"
@@ -58,6 +59,8 @@ class Summary:
     gpu_fragmentation: float = 0.0
     """milli-GPU free but unusable by the workload's typical task shapes (FGD's measure)."""
     gpu_fragmentation_ratio: float = 0.0
+    verified: bool = False
+    """The independent verifier (plan/verify.py) re-checked every placement and refused none."""
 
 
 @dataclass(frozen=True)
@@ -111,23 +114,42 @@ def _placement_dict(p: Placement) -> dict[str, Any]:
     return out
 
 
-def placements_from_dict(doc: Mapping[str, Any], source: str) -> tuple[Placement, ...]:
-    """Reads the placements back from a plan file written by ``kubeplace plan -o json|yaml``."""
-    from kubeplace.kube.errors import InputError
+def placements_from_dict(doc: object, source: str) -> tuple[Placement, ...]:
+    """Reads the placements back from a plan file written by ``kubeplace plan -o json|yaml``.
 
+    Raises :class:`InputError` naming the file and field for anything ``plan`` would not have
+    written: a missing or non-string name, ``gpus`` that are not a list of device indexes, a pod
+    placed twice."""
     if not isinstance(doc, Mapping) or doc.get("kind") != PLAN_KIND:
         raise InputError("not a kubeplace plan", file=source, field="kind", expected=PLAN_KIND)
     items = doc.get("placements")
     if not isinstance(items, list):
         raise InputError("missing or not a list", file=source, field="placements")
     out = []
+    seen: dict[tuple[str, str], int] = {}
     for i, item in enumerate(items):
         where = f"placements[{i}]"
         if not isinstance(item, Mapping):
-            raise InputError("expected a mapping", file=source, field=where)
+            raise InputError("not a mapping", file=source, field=where, expected="namespace, name, node")
         for key in ("namespace", "name", "node"):
             if not isinstance(item.get(key), str) or not item.get(key):
                 raise InputError("missing or not a string", file=source, field=f"{where}.{key}")
-        out.append(Placement(item["namespace"], item["name"], item["node"], str(item.get("uid", "")),
-                             tuple(int(g) for g in item.get("gpus", []))))
+        pod = (item["namespace"], item["name"])
+        if pod in seen:
+            raise InputError(f"pod {pod[0]}/{pod[1]} placed twice (also placements[{seen[pod]}])", file=source,
+                             field=f"{where}.name")
+        seen[pod] = i
+        uid = item.get("uid") or ""
+        if not isinstance(uid, str):
+            raise InputError(f"{uid!r} is not a string", file=source, field=f"{where}.uid")
+        out.append(Placement(item["namespace"], item["name"], item["node"], uid, _devices(item, source, where)))
     return tuple(out)
+
+
+def _devices(item: Mapping[str, Any], source: str, where: str) -> tuple[int, ...]:
+    gpus = item.get("gpus") or []
+    if not isinstance(gpus, list) or not all(
+        isinstance(g, int) and not isinstance(g, bool) and 0 <= g <= INT32_MAX for g in gpus
+    ):
+        raise InputError(f"got {gpus!r}", file=source, field=f"{where}.gpus", expected="a list of device indexes")
+    return tuple(gpus)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -8,7 +10,7 @@ import pytest
 import yaml
 
 from kubeplace.kube.errors import InputError
-from kubeplace.kube.files import load_objects, load_snapshot
+from kubeplace.kube.files import load_objects, load_snapshot, read_document
 from tests.builders import NodeBuilder, PodBuilder, namespace, node, pod, snapshot_of
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
@@ -244,3 +246,78 @@ def test_invalid_json_falls_back_to_yaml_errors_with_a_line(tmp_path: Path) -> N
     with pytest.raises(InputError, match="malformed YAML") as caught:
         load_objects([file])
     assert caught.value.line is not None
+
+
+def test_dev_null_is_named_for_what_it_is() -> None:
+    # it was called "no such file or directory"
+    with pytest.raises(InputError) as caught:
+        load_objects([Path("/dev/null")])
+    assert str(caught.value) == "/dev/null: not a regular file: a character device (expected a YAML or JSON file)"
+
+
+def test_a_pipe_is_read_like_a_file(tmp_path: Path) -> None:
+    """`kubeplace plan <(kubectl get nodes,pods -A -o yaml)` reads a pipe."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    text = yaml.safe_dump(node("n1").manifest())
+    writer = threading.Thread(target=fifo.write_text, args=(text,), daemon=True)
+    writer.start()
+    try:
+        assert [obj["metadata"]["name"] for obj, _ in load_objects([fifo])] == ["n1"]
+    finally:
+        if writer.is_alive():  # the pipe was never opened for reading: let the writer's open() return
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(timeout=10)
+
+
+def test_non_utf8_text_names_file_line_and_byte(tmp_path: Path) -> None:
+    file = tmp_path / "latin1.yaml"
+    file.write_bytes(b"apiVersion: v1\nkind: Node\nmetadata: {name: caf\xe9}\n")
+    with pytest.raises(InputError) as caught:
+        load_objects([file])
+    assert str(caught.value) == (f"{file}:3: not UTF-8 text: byte 0xe9 cannot be decoded "
+                                 "(expected a UTF-8 YAML or JSON file)")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_byte_order_marks_are_read(tmp_path: Path, encoding: str) -> None:
+    """PowerShell's `kubectl get ... > file` writes UTF-16 with a byte-order mark."""
+    file = tmp_path / "x.yaml"
+    file.write_bytes(yaml.safe_dump(node("n1").manifest()).encode(encoding))
+    assert [obj["kind"] for obj, _ in load_objects([file])] == ["Node"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply to read"),  # a RecursionError in json before
+        ("a: " + "[" * 5000 + "]" * 5000, "malformed YAML: exceeded maximum nesting depth"),
+        ("a: &x 1\nb: " + "[" * 5000 + "]" * 5000, "malformed YAML: exceeded maximum nesting depth"),
+        ("a: " + "1" * 5000, "malformed YAML: Exceeds the limit (4300 digits) for integer string conversion"),
+    ],
+)
+def test_pathological_documents_are_input_errors(tmp_path: Path, text: str, message: str) -> None:
+    file = tmp_path / "x.yaml"
+    file.write_text(text)
+    with pytest.raises(InputError) as caught:
+        load_objects([file])
+    assert message in str(caught.value) and str(file) in str(caught.value)
+
+
+def test_read_document_reads_one_document_through_the_same_guarded_path(tmp_path: Path) -> None:
+    """Configuration and plan files: pure-Python safe_load ended in a RecursionError at 900 levels."""
+    file = tmp_path / "config.yaml"
+    file.write_text("a: " + "[" * 900 + "]" * 900 + "\n")
+    assert read_document(file) == {"a": nested_lists(900)}
+    file.write_text("a: 1\n---\nb: 2\n")
+    with pytest.raises(InputError, match=r"2 YAML documents \(expected a single document\)"):
+        read_document(file)
+    file.write_text("")
+    assert read_document(file) is None
+
+
+def nested_lists(depth: int) -> Any:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
