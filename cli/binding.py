@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from kubeplace.cli.options import Source
-from kubeplace.cli.render import dump, stdout_console, table
+from kubeplace.cli.render import dump, printable, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome, bind_all
 from kubeplace.kube.client import connect
 from kubeplace.kube.errors import InputError
+from kubeplace.kube.files import read_document
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.config import Configuration, Profile
@@ -30,9 +31,7 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
     snapshot = load_live_snapshot(cluster, scheduler_name=profile.schedulerName,
                                   namespaces=src.namespaces(), selector=src.selector)
     if plan_file is not None:
-        from kubeplace.cli.main import read_plan_file
-
-        placements = placements_from_dict(read_plan_file(plan_file), str(plan_file))
+        placements = placements_from_dict(read_document(plan_file), str(plan_file))
     else:
         from kubeplace.plan.pipeline import make_plan
 
@@ -43,7 +42,7 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
     violations = verify_plan(snapshot, placements, config, profile)
     if violations:
         for v in violations:
-            click.echo(f"refused: {v}", err=True)
+            click.echo(f"refused: {printable(str(v))}", err=True)
         click.echo(f"error: the plan fails verification ({len(violations)} violation(s)); nothing was bound",
                    err=True)
         return False

@@ -11,10 +11,9 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import click
-import yaml
 
 from kubeplace.cli.options import (
     OUTPUTS,
@@ -26,8 +25,7 @@ from kubeplace.cli.options import (
     solver_settings,
 )
 from kubeplace.cli.render import dump, print_plan, progress, stdout_console
-
-EXIT_INCOMPLETE = 1
+from kubeplace.kube.errors import EXIT_INCOMPLETE, PlanVerificationFailed
 
 
 class MainGroup(KubeplaceGroup):
@@ -82,6 +80,8 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     options = solver_settings(config, backend, time_limit, workers, gap, seed)
     with progress(output in ("table", "wide")) as on_event:
         planned = make_plan(snapshot, config, profile, options, on_event)
+    if planned.violations:
+        raise PlanVerificationFailed(tuple(map(str, planned.violations)))
     print_plan(planned.plan, output, stdout_console())
 
 
@@ -128,15 +128,6 @@ def config_check(config_path: Path) -> None:
     extra = sorted(set(config.registry) - set(in_tree_registry()))
     click.echo(dump({"profiles": out, "userPlugins": extra,
                      "solver": vars(config.solver)}, "yaml"), nl=False)
-
-
-def read_plan_file(path: Path) -> Any:
-    from kubeplace.kube.errors import InputError
-
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise InputError(f"malformed YAML/JSON: {e}".replace("\n", " "), file=str(path)) from None
 
 
 def _register() -> None:

@@ -3,34 +3,84 @@
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
-from kubeplace.kube.errors import KubeplaceError
+from kubeplace.cli.render import printable
+from kubeplace.kube.errors import EXIT_INPUT, INT32_MAX, InputError, KubeplaceError
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, load_configuration
 from kubeplace.solver.solve import SolverOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 OUTPUTS = ("table", "wide", "json", "yaml")
-EXIT_INPUT = 2
+MAX_WORKERS = 256
+"""More solver threads than this is a typo, not a machine."""
+
+__all__ = ["EXIT_INPUT"]  # re-exported for the benchmark commands
+
+
+def exit_with(error: KubeplaceError) -> NoReturn:
+    """The CLI's answer to every KubeplaceError: its detail lines, then one ``error:`` line on
+    stderr (escaped: names from the input may hold terminal escapes), then its exit code."""
+    for line in error.details:
+        click.echo(printable(line), err=True)
+    click.echo(f"error: {printable(str(error))}", err=True)
+    sys.exit(error.exit_code)
+
+
+class OneLineUsageError(click.UsageError):
+    """A usage error (bad flag, bad value) shown as one line, not click's usage block; exit 2."""
+
+    def __init__(self, original: click.UsageError) -> None:
+        super().__init__(" ".join(original.format_message().split()).rstrip("."), original.ctx)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        command = self.ctx.command_path if self.ctx is not None else "kubeplace"
+        click.echo(f"error: {printable(self.message)} (see '{command} --help')", err=True)
+
+
+def _one_line(error: click.UsageError) -> click.UsageError:
+    if isinstance(error, (OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
+        return error  # already one line; or the help text asked for by giving no arguments
+    return OneLineUsageError(error)
 
 
 class KubeplaceGroup(click.Group):
     """A command group whose KubeplaceErrors (bad input, bad config, cluster trouble) become
-    one line on stderr and exit code 2, never a traceback."""
+    one line on stderr and their exit code (2; 3 for a plan the verifier refused), and whose
+    usage errors are one line too; never a traceback."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as e:
+            raise _one_line(e) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except KubeplaceError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(EXIT_INPUT)
+            exit_with(e)
+        except click.UsageError as e:
+            raise _one_line(e) from None
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A FloatRange that also refuses nan and inf (which compare false with every bound)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def int_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
@@ -59,19 +109,30 @@ class Source:
         return None if self.all_namespaces or not self.namespace else {self.namespace}
 
     def load(self, scheduler_name: str) -> Snapshot:
+        """The snapshot; refused when it has no nodes (nothing could be placed, and an empty
+        file or a wrong path must not look like a cluster with nothing to do)."""
         if self.paths:
             from kubeplace.kube.files import load_snapshot
 
-            from_files = load_snapshot(list(self.paths), scheduler_name=scheduler_name,
-                                       namespaces=self.namespaces(), selector=self.selector)
-            note_skipped(from_files)
-            return from_files
-        from kubeplace.kube.client import connect
-        from kubeplace.kube.live import load_live_snapshot
+            snapshot = load_snapshot(list(self.paths), scheduler_name=scheduler_name,
+                                     namespaces=self.namespaces(), selector=self.selector)
+        else:
+            from kubeplace.kube.client import connect
+            from kubeplace.kube.live import load_live_snapshot
 
-        cluster = connect(self.kubeconfig, self.context)
-        snapshot: Snapshot = load_live_snapshot(cluster, scheduler_name=scheduler_name, namespaces=self.namespaces(),
-                                  selector=self.selector)
+            cluster = connect(self.kubeconfig, self.context)
+            snapshot = load_live_snapshot(cluster, scheduler_name=scheduler_name, namespaces=self.namespaces(),
+                                          selector=self.selector)
+        if not snapshot.nodes:
+            from kubeplace.kube.parse import skipped_summary
+
+            skipped = skipped_summary(snapshot.skipped_kinds)
+            raise InputError("no nodes in the snapshot, so nothing can be placed" + (f"; {skipped}" if skipped else ""),
+                             file=", ".join(map(str, self.paths)) or "the cluster",
+                             expected="Node objects, as `kubectl get nodes,pods -A -o yaml` prints them"
+                             if self.paths else "")
+        if self.paths:
+            note_skipped(snapshot)
         return snapshot
 
 
@@ -80,7 +141,7 @@ def note_skipped(snapshot: Snapshot) -> None:
     from kubeplace.kube.parse import skipped_summary
 
     if line := skipped_summary(snapshot.skipped_kinds):
-        click.echo(f"note: {line}", err=True)
+        click.echo(f"note: {printable(line)}", err=True)
 
 
 def cluster_options(f: F) -> F:
@@ -104,12 +165,14 @@ def solver_options(f: F) -> F:
                      help="Place pods with this spec.schedulerName (default: the first profile's, kubeplace)."),
         click.option("--backend", type=click.Choice(["cpsat", "milp", "highs", "cbc"]), default=None,
                      help="Exact backend that improves on the greedy answer (default cpsat)."),
-        click.option("--time-limit", type=click.FloatRange(min=0.05), default=None,
+        click.option("--time-limit", type=FiniteFloatRange(min=0.05), default=None,
                      help="Seconds the solver may spend (default 10)."),
-        click.option("--workers", type=click.IntRange(min=1), default=None, help="Solver threads (default 2)."),
-        click.option("--gap", type=click.FloatRange(0, 1, max_open=True), default=None,
+        click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=None,
+                     help=f"Solver threads, 1 to {MAX_WORKERS} (default 2)."),
+        click.option("--gap", type=FiniteFloatRange(0, 1, max_open=True), default=None,
                      help="Stop when within this relative gap of the bound."),
-        click.option("--seed", type=int, default=None, help="Random seed (deterministic with --workers 1)."),
+        click.option("--seed", type=click.IntRange(0, INT32_MAX), default=None,
+                     help="Random seed, 0 to 2^31-1 (deterministic with --workers 1)."),
     ]
     return functools.reduce(lambda acc, d: d(acc), reversed(decorators), f)
 

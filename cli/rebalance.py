@@ -16,28 +16,28 @@ from typing import Any
 import click
 
 from kubeplace.cli.options import (
-    EXIT_INPUT,
+    FiniteFloatRange,
     Source,
     cluster_options,
+    exit_with,
     load_config,
     note_skipped,
     solver_options,
     solver_settings,
 )
-from kubeplace.cli.render import dump, stdout_console, table
-from kubeplace.kube.errors import KubeplaceError
-
-EXIT_INCOMPLETE = 1
+from kubeplace.cli.render import dump, say, stdout_console, table
+from kubeplace.kube.errors import EXIT_INCOMPLETE, INT32_MAX, KubeplaceError
 
 
 @click.command("rebalance")
 @click.argument("source", nargs=-1, type=click.Path(path_type=Path, exists=True))
 @cluster_options
 @solver_options
-@click.option("--max-moves", type=click.IntRange(min=0), default=None, help="At most this many pods move in total.")
-@click.option("--max-moves-per-node", type=click.IntRange(min=0), default=None,
+@click.option("--max-moves", type=click.IntRange(0, INT32_MAX), default=None,
+              help="At most this many pods move in total.")
+@click.option("--max-moves-per-node", type=click.IntRange(0, INT32_MAX), default=None,
               help="At most this many pods move away from any one node.")
-@click.option("--max-moves-per-namespace", type=click.IntRange(min=0), default=None,
+@click.option("--max-moves-per-namespace", type=click.IntRange(0, INT32_MAX), default=None,
               help="At most this many pods of any one namespace move.")
 @click.option("--exclude-namespace", multiple=True, metavar="NS",
               help="Never move pods of this namespace (repeatable).")
@@ -47,7 +47,7 @@ EXIT_INCOMPLETE = 1
               help="The fewest moves after which this pending pod (or gang) fits.")
 @click.option("--profile", type=click.Choice(["balance", "binpack"]), default=None,
               help="Goal of the moves (default: the scheduler profile's objective).")
-@click.option("--move-cost", type=click.FloatRange(min=0), default=None,
+@click.option("--move-cost", type=FiniteFloatRange(min=0), default=None,
               help="Trade: a move must gain this much objective (default: best objective, then fewest moves).")
 @click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
 @click.option("--wave-size", type=click.IntRange(min=1), default=1, show_default=True,
@@ -75,8 +75,7 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
     try:
         _run(locals())
     except KubeplaceError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_INPUT)
+        exit_with(e)
 
 
 def _run(a: dict[str, Any]) -> None:
@@ -166,16 +165,16 @@ def _print(doc: dict[str, Any], output: str, room: bool) -> None:
     else:
         text = (f"{s['profile']}: objective {s['objective_before']:.6g} -> {s['objective_after']:.6g}, "
                 f"{s['pods_moved']} pod(s) moved, {s['pods_excluded']} may not move")
-    console.print(text, highlight=False)
+    say(console, text)
     report = doc["apply"]
     if report.get("dry_run"):
-        console.print("dry run: nothing evicted (--apply to evict)", highlight=False)
+        say(console, "dry run: nothing evicted (--apply to evict)")
     else:
         line = f"evicted {report['evicted']}/{len(report['results'])}"
         if report["stopped"]:
             line += f"; stopped: {report['stopped']}"
         if report["targets_configmap"]:
             line += f"; targets in ConfigMap {report['targets_configmap']}"
-        console.print(line, highlight=False)
+        say(console, line)
     for note in doc.get("notes", []):
-        console.print(f"note: {note}", highlight=False)
+        say(console, f"note: {note}")

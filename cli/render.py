@@ -9,8 +9,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import yaml
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.style import StyleType
 from rich.table import Table
+from rich.text import Text
 
 from kubeplace.plan.plan import Plan
 from kubeplace.solver.solve import Event
@@ -29,8 +31,31 @@ def dump(data: Any, output: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (ESC and the other control
+    characters, bidi overrides, line breaks) written as its escape: a pod named
+    ``"p\x1b[2J"`` is shown as ``p\x1b[2J`` instead of clearing the screen."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def say(console: Console, text: str) -> None:
+    """One line of plain text: escaped, and never read as rich markup (``[bold]`` stays as is)."""
+    console.print(printable(text), markup=False, highlight=False)
+
+
+class PlainTable(Table):
+    """A table whose string cells are escaped and shown as they are, never read as markup."""
+
+    def add_row(self, *renderables: RenderableType | None, style: StyleType | None = None,
+                end_section: bool = False) -> None:
+        cells = [Text(printable(cell)) if isinstance(cell, str) else cell for cell in renderables]
+        super().add_row(*cells, style=style, end_section=end_section)
+
+
 def table(*columns: str) -> Table:
-    out = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    out = PlainTable(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for c in columns:
         out.add_column(c, overflow="fold")
     return out
@@ -55,7 +80,8 @@ def print_plan(plan: Plan, output: str, console: Console) -> None:
             reasons.add_row(u.namespace, u.name, "; ".join(u.reasons))
         console.print(reasons)
     console.print()
-    console.print(summary_text(plan), highlight=False)
+    for line in summary_text(plan).splitlines():
+        say(console, line)
 
 
 def summary_text(plan: Plan) -> str:
@@ -70,6 +96,8 @@ def summary_text(plan: Plan) -> str:
         f"Solver: {s.backend}, status {s.status}, placed weight {s.placed_weight}, bound "
         f"{'n/a' if s.bound is None else s.bound}, gap {'n/a' if s.gap is None else f'{s.gap:.2%}'}, "
         f"{s.seconds:.2f}s",
+        f"Verified: {s.pods_placed} placement(s) re-checked by the independent verifier, none refused" if s.verified
+        else "Verified: NO, the independent verifier refused this plan",
     ]
     return "\n".join(lines)
 

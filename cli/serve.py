@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-EXIT_INPUT = 2
+from kubeplace.cli.options import FiniteFloatRange, exit_with
+from kubeplace.kube.errors import EXIT_INPUT
 
 
 class JsonFormatter(logging.Formatter):
@@ -53,7 +54,7 @@ def configure_logging(level: str) -> None:
               help="PlacementConfiguration file (profiles, plugins, solver settings).")
 @click.option("-n", "--namespace", "namespaces", multiple=True,
               help="Place only pending pods of this namespace (repeatable; default all).")
-@click.option("--batch-window", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--batch-window", type=FiniteFloatRange(min=0), default=1.0, show_default=True,
               help="Seconds a batch stays open after its first pending pod.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
               help="A batch closes early at this many units (pods or whole gangs).")
@@ -64,7 +65,7 @@ def configure_logging(level: str) -> None:
               help="Leader-election Lease name ('' disables election: run one replica only).")
 @click.option("--lease-namespace", default="kubeplace-system", show_default=True, help="The Lease's namespace.")
 @click.option("--identity", default=None, help="This replica's name in the Lease (default: hostname_random).")
-@click.option("--max-backoff", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+@click.option("--max-backoff", type=FiniteFloatRange(min=0.1), default=10.0, show_default=True,
               help="Longest wait before an unplaceable pod or gang is planned again.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
@@ -97,8 +98,7 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
         service = Service(cluster, config, profile, options, settings,
                           LeaseSettings(name=lease_name, namespace=lease_namespace), identity or "")
     except KubeplaceError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_INPUT)
+        exit_with(error)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})

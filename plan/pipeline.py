@@ -1,6 +1,7 @@
 """snapshot -> aggregated problem -> solve -> plan, as one library call.
 
-The CLI and the benchmarks call ``make_plan``; nothing here touches the cluster.
+The CLI and the benchmarks call ``make_plan``; nothing here touches the cluster. Every plan is
+re-checked by the independent verifier (``plan/verify.py``) before it is returned.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.framework import PluginSet
 from kubeplace.models.plugins.gang import domain_terms
 from kubeplace.models.problem import Assignment, Objective
+from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
+from kubeplace.plan.verify import Violation
 from kubeplace.solver.solve import Event, SolveReport, SolverOptions, solve
 
 SUMMARY_RESOURCES = ("cpu", "memory", "pods")
@@ -29,12 +32,16 @@ SUMMARY_RESOURCES = ("cpu", "memory", "pods")
 
 @dataclass(frozen=True)
 class Planned:
-    """A plan and the intermediate results it came from (for verification, benchmarks)."""
+    """A plan and the intermediate results it came from (for verification, benchmarks).
+
+    ``violations`` are the independent verifier's objections to the plan; there should be
+    none (``plan.summary.verified``), and a plan with any must not be shown as valid."""
 
     plan: Plan
     aggregation: Aggregation
     report: SolveReport
     plugins: PluginSet
+    violations: tuple[Violation, ...] = ()
 
 
 def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, options: SolverOptions,
@@ -45,7 +52,9 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, optio
     plugins = replace(plugins, objective_terms=(*plugins.objective_terms, *domain_terms(agg.problem)))
     report = solve(agg.problem, plugins.objective_terms, options, on_event)
     plan = _to_plan(snapshot, agg, report, profile, plugins)
-    return Planned(plan, agg, report, plugins)
+    violations = tuple(verify_plan(snapshot, plan.placements, config, profile))
+    plan = replace(plan, summary=replace(plan.summary, verified=not violations))
+    return Planned(plan, agg, report, plugins, violations)
 
 
 def pods_per_node(agg: Aggregation, a: Assignment,

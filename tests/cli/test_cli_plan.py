@@ -146,6 +146,12 @@ BAD_INPUTS = {
     "empty gang topology key": ("apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata:\n  name: g\n"
                                 "  annotations: {kubeplace.io/gang-topology-key: ''}\nspec: {minMember: 2}\n",
                                 "metadata.annotations.kubeplace.io/gang-topology-key: got ''"),
+    # tracebacks before (UnicodeDecodeError, RecursionError, ValueError)
+    "not UTF-8": (b"apiVersion: v1\nkind: Node\nmetadata: {name: caf\xe9}\n",
+                  "bad.yaml:3: not UTF-8 text: byte 0xe9 cannot be decoded"),
+    "deeply nested JSON": (b"[" * 100_000 + b"]" * 100_000, "bad.yaml: nested too deeply to read"),
+    "a 5,000-digit number": (b"apiVersion: v1\nkind: Node\nmetadata: {name: " + b"1" * 5000 + b"}\n",
+                             "bad.yaml: malformed YAML: Exceeds the limit (4300 digits)"),
 }
 
 
@@ -153,10 +159,10 @@ BAD_INPUTS = {
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path: Path, case: str) -> None:
     body, message = BAD_INPUTS[case]
     path = tmp_path / "bad.yaml"
-    path.write_text(body)
+    path.write_bytes(body if isinstance(body, bytes) else body.encode())
     code, out, err = run("plan", str(path))
     assert code == 2, (out, err)
-    assert message in err and "bad.yaml" in err
+    assert message in err and "bad.yaml" in err and err.count("\n") == 1
     assert "Traceback" not in err and out == ""
 
 
