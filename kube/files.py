@@ -245,7 +245,7 @@ _SEQ_TAG = "tag:yaml.org,2002:seq"
 
 def _yaml_error(error: yaml.YAMLError, source: str) -> InputError:
     mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or str(error)
+    problem = " ".join(str(getattr(error, "problem", None) or error).split())  # one line
     line = mark.line + 1 if mark is not None else None
     column = f" (column {mark.column + 1})" if mark is not None else ""
     return InputError(f"malformed YAML: {problem}{column}", file=source, line=line)

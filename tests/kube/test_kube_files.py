@@ -321,3 +321,11 @@ def nested_lists(depth: int) -> Any:
     for _ in range(depth - 1):
         value = [value]
     return value
+
+
+def test_a_control_character_is_a_one_line_yaml_error(tmp_path: Path) -> None:
+    file = tmp_path / "x.yaml"
+    file.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: a\x00b}\n")
+    with pytest.raises(InputError) as caught:
+        load_objects([file])
+    assert "\n" not in str(caught.value) and "unacceptable character #x0000" in str(caught.value)

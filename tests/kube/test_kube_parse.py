@@ -303,5 +303,23 @@ def test_gang_min_member_annotation_is_refused_not_clamped(text: str) -> None:
 def test_pod_group_min_member_is_an_int32() -> None:
     group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g"},
              "spec": {"minMember": 2**31}}
-    with pytest.raises(InputError, match=r"spec\.minMember: got 2147483648 \(expected an integer from 1 to"):
+    with pytest.raises(InputError, match=r"spec\.minMember: 2147483648 is out of range \(expected an integer"):
         build_snapshot([(group, "f.yaml")])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"spec": "x"}, "PodGroup default/g: spec: str is not a mapping"),
+        ({"spec": {"minResources": 1.5}}, "PodGroup default/g: spec.minResources: float is not a mapping"),
+        ({"metadata": ["g"]}, "PodGroup default/?: metadata: list is not a mapping"),
+        ({"spec": {"scheduleTimeoutSeconds": True}}, "PodGroup default/g: spec.scheduleTimeoutSeconds: True is not"),
+        ({"spec": {"minResources": {"cpu": "1e400"}}}, "PodGroup default/g: spec.minResources.cpu: quantity"),
+    ],
+)
+def test_malformed_pod_groups_are_input_errors(change: dict[str, Any], message: str) -> None:
+    # AttributeError tracebacks before (found by tests/cli/test_cli_fuzz.py)
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g"}, **change}
+    with pytest.raises(InputError) as caught:
+        build_snapshot([(group, "f.yaml")])
+    assert str(caught.value).startswith(f"f.yaml: {message}")

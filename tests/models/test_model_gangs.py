@@ -102,7 +102,7 @@ def test_gangs_are_listed_in_the_json_plan() -> None:
 
 
 def test_bad_min_member_is_a_clear_error() -> None:
-    with pytest.raises(InputError, match=r"spec.minMember: got 0 \(expected an integer >= 1\)"):
+    with pytest.raises(InputError, match=r"spec.minMember: 0 is out of range \(expected an integer from 1 to"):
         parse_pod_group(pod_group("x", 0), "f.yaml")
 
 
