@@ -244,7 +244,7 @@ class _Reader:
         names = []
         for i, item in enumerate(self.sequence(value, path)):
             name = item.get("name") if isinstance(item, dict) else item
-            if name != "*" and name not in registry:
+            if not isinstance(name, str) or (name != "*" and name not in registry):
                 raise self.fail(f"{path}[{i}]", f"unknown plugin '{name}' (known: {', '.join(sorted(registry))})")
             names.append(str(name))
         return tuple(names)
@@ -269,7 +269,7 @@ class _Reader:
             entry = self.mapping(item, where)
             self.no_unknown(entry, {"name", "args"}, where)
             name = entry.get("name")
-            if name not in registry:
+            if not isinstance(name, str) or name not in registry:
                 raise self.fail(f"{where}.name", f"unknown plugin '{name}' (known: {', '.join(sorted(registry))})")
             args_type = registry[name].args_type
             if args_type is None:
@@ -286,6 +286,9 @@ class _Reader:
         hints = typing.get_type_hints(cls)
         fields = {f.name for f in dataclasses.fields(cls)}
         self.no_unknown(data, fields, path)
+        for f in dataclasses.fields(cls):
+            if f.default is f.default_factory is dataclasses.MISSING and f.name not in data:
+                raise self.fail(f"{path}.{f.name}", "missing field")
         kwargs = {k: self.value(hints[k], v, f"{path}.{k}") for k, v in data.items()}
         instance = cls(**kwargs)
         validate = getattr(instance, "validate", None)
@@ -305,7 +308,8 @@ class _Reader:
             return value
         expected: dict[Any, tuple[type, ...]] = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
         allowed = expected.get(hint)
-        if allowed and (not isinstance(value, allowed) or (hint is not bool and isinstance(value, bool))):
+        if allowed and (not isinstance(value, allowed) or (hint is not bool and isinstance(value, bool))
+                        or (hint is float and isinstance(value, int) and abs(value) > 2**1023)):
             raise self.fail(path, f"expected {hint.__name__}, got {value!r}")
         return float(value) if hint is float else value  # type: ignore[arg-type]
 
