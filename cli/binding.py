@@ -12,7 +12,7 @@ from kubeplace.cli.options import Source
 from kubeplace.cli.render import dump, printable, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome, bind_all
 from kubeplace.kube.client import connect
-from kubeplace.kube.errors import InputError
+from kubeplace.kube.errors import InputError, PlanVerificationFailed
 from kubeplace.kube.files import read_document
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
@@ -35,7 +35,10 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
     else:
         from kubeplace.plan.pipeline import make_plan
 
-        placements = make_plan(snapshot, config, profile, options).plan.placements
+        planned = make_plan(snapshot, config, profile, options)
+        if planned.violations:  # made from this very snapshot: kubeplace contradicts itself
+            raise PlanVerificationFailed(tuple(map(str, planned.violations)))
+        placements = planned.plan.placements
     placements = _with_current_uids(placements, snapshot)
     plan_order = {(p.namespace, p.name): i for i, p in enumerate(placements)}
     placements, taken = _split_bound_meanwhile(placements, snapshot, dry_run)

@@ -123,10 +123,12 @@ def test_every_printed_plan_is_verified_and_says_so() -> None:
     assert code == 0 and json.loads(out)["summary"]["verified"] is True
 
 
-def test_a_plan_the_verifier_refuses_is_a_loud_bug_not_a_plan(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*_: Any) -> list[Violation]:
-        return [Violation("default", "web-1", "n1", "Capacity", "needs 2 cpu, 1 free")]
+def refuse(*_: Any) -> list[Violation]:
+    """A stand-in verifier that refuses every plan."""
+    return [Violation("default", "web-1", "n1", "Capacity", "needs 2 cpu, 1 free")]
 
+
+def test_a_plan_the_verifier_refuses_is_a_loud_bug_not_a_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("kubeplace.plan.pipeline.verify_plan", refuse)
     for output in ("table", "json"):
         code, out, err = run("plan", str(DEMO), "-o", output, *FAST)
@@ -222,3 +224,14 @@ def test_a_good_plan_file_binds(cluster: tuple[Path, FakeApiServer], tmp_path: P
     code, _, err = bind_plan(kubeconfig, path)
     assert code == 0, err
     assert [r[1] for r in api.requests if r[0] == "POST"] == ["/api/v1/namespaces/default/pods/web/binding"]
+
+
+def test_bind_without_a_plan_file_refuses_a_plan_made_now_that_the_verifier_refuses(
+        cluster: tuple[Path, FakeApiServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    kubeconfig, api = cluster
+    monkeypatch.setattr("kubeplace.plan.pipeline.verify_plan", refuse)
+    result = CliRunner().invoke(main, ["bind", "--kubeconfig", str(kubeconfig), "-y", *FAST],
+                                catch_exceptions=False)
+    assert result.exit_code == 3 and result.stdout == ""
+    assert "this is a bug in kubeplace" in result.stderr
+    assert not [r for r in api.requests if r[0] == "POST"]
