@@ -156,6 +156,12 @@ def config_file(tmp_path: Path, body: bytes) -> Path:
         (b"profiles: caf\xe9\n", ":3: not UTF-8 text: byte 0xe9 cannot be decoded"),
         (b"profiles: " + b"[" * 1000 + b"]" * 1000 + b"\n", "malformed YAML: exceeded maximum nesting depth"),
         (b"x: " + b"[" * 900 + b"]" * 900 + b"\n", "x: unknown field"),  # RecursionError before
+        # TypeError tracebacks before (found by the fuzz test)
+        (b"profiles: [{plugins: {disabled: [[1]]}}]\n", "profiles[0].plugins.disabled[0]: unknown plugin '[1]'"),
+        (b"profiles: [{pluginConfig: [{name: [0]}]}]\n", "profiles[0].pluginConfig[0].name: unknown plugin '[0]'"),
+        (b"profiles: [{pluginConfig: [{name: Balance, args: {resources: [{weight: 1}]}}]}]\n",
+         "profiles[0].pluginConfig[0].args.resources[0].name: missing field"),
+        (b"solver: {timeLimitSeconds: 1" + b"0" * 400 + b"}\n", "solver.timeLimitSeconds: expected float, got 1000"),
     ],
 )
 @pytest.mark.parametrize("command", ["plan", "config-check"])
