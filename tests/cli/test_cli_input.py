@@ -241,3 +241,12 @@ def test_bind_without_a_plan_file_refuses_a_plan_made_now_that_the_verifier_refu
     assert result.exit_code == 3 and result.stdout == ""
     assert "this is a bug in kubeplace" in result.stderr
     assert not [r for r in api.requests if r[0] == "POST"]
+
+
+def test_the_skipped_kinds_note_is_escaped_and_a_snapshot_of_them_alone_says_so(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.yaml"
+    odd.write_text(yaml.safe_dump({"apiVersion": "x.io/v1", "kind": "Foo\x1b[31m", "metadata": {"name": "a"}}))
+    assert_one_line_exit_2(*run("plan", str(odd)), "no nodes in the snapshot, so nothing can be placed; "
+                           "skipped 1 object of kinds placement does not read: 1 Foo\\x1b[31m.x.io")
+    code, _, err = run("plan", str(odd), str(DEMO), *FAST)
+    assert code == 0 and err == "note: skipped 1 object of kinds placement does not read: 1 Foo\\x1b[31m.x.io\n"
