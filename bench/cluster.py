@@ -33,13 +33,13 @@ from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
-from kubeplace.models.config import Configuration, instantiate, parse_configuration
+from kubeplace.models.config import Configuration, SolverSettings, instantiate
+from kubeplace.models.config_load import parse_configuration
 from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.gpu import device_notes
-from kubeplace.models.problem import Assignment, Objective
+from kubeplace.models.problem import Assignment
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
-from kubeplace.solver.solve import SolverOptions
 from kubeplace_bench.cluster_scenarios import GPU, Scenario
 from kubeplace_bench.controlplane import ControlPlane, api_client, wait_for
 
@@ -117,8 +117,7 @@ def measure(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]]) -> 
     snapshot = build_snapshot([(o, "bench") for o in (*nodes, *bound, *shapes)], scheduler_name=SHAPES_SCHEDULER)
     config = Configuration()
     profile = config.profile(None)
-    agg = aggregate(snapshot, instantiate(config, profile, snapshot), Objective(profile.objective),
-                    config.gpu.conventions())
+    agg = aggregate(snapshot, instantiate(config, profile, snapshot), config.gpu)
     problem, empty = agg.problem, Assignment.empty()
     frag, ratio = cluster_fragmentation(problem, empty)
     free_gpus = int((problem.device_free >= 1000).sum()) if problem.has_devices else 0
@@ -207,7 +206,7 @@ class Runner:
         started, created = self._create_pods(scenario.pods, namespace, KUBEPLACE)
         config = parse_configuration(KUBEPLACE_CONFIG)
         profile = config.profile(KUBEPLACE)
-        options = SolverOptions(time_limit=self.settings.time_limit, seed=self.settings.seed)
+        options = SolverSettings(time_limit=self.settings.time_limit, seed=self.settings.seed)
         snapshot = load_live_snapshot(self.cluster, scheduler_name=KUBEPLACE, namespaces={namespace})
         if len(snapshot.pending) != len(scenario.pods):
             raise BenchError(f"kubeplace saw {len(snapshot.pending)} pending pods of {len(scenario.pods)}")
@@ -217,7 +216,7 @@ class Runner:
         if violations:
             raise BenchError(f"{scenario.name}: kubeplace's plan fails verification: {violations[0]}")
         pods = {(p.namespace, p.name): p for p in snapshot.pending}
-        conv = config.gpu.conventions()
+        conv = config.gpu
         bindings = [Binding(p.namespace, p.name, p.uid, p.node,
                             device_notes(p.gpus, pods[(p.namespace, p.name)].requests, conv)) for p in placements]
         results = bind_all(self.cluster, bindings, dry_run=False)

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from kubeplace.cli.options import KubeplaceGroup, int_list
-from kubeplace.models.config import OBJECTIVES
+from kubeplace.models.framework import Objective
 
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
 
@@ -92,8 +92,8 @@ def bench_openb(nodes_csv: Path, pods_csv: Path, time_limit: float, output: str,
               help="Policies to run, comma separated.")
 @click.option("--shuffle", is_flag=True,
               help="FGD artifact's variant: the whole list plus draws up to 130%, in a random order.")
-@click.option("--profile", "objective", type=click.Choice(OBJECTIVES), default="defrag", show_default=True,
-              help="kubeplace's profile objective in each window.")
+@click.option("--profile", "objective", type=click.Choice([o.value for o in Objective]), default="defrag",
+              show_default=True, help="kubeplace's profile objective in each window.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window: int, time_limit: float,
                        policies: str, shuffle: bool, objective: str, output: str) -> None:

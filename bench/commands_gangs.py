@@ -9,7 +9,7 @@ import json
 import click
 
 from kubeplace.cli.options import int_list
-from kubeplace.solver.solve import SolverOptions
+from kubeplace.models.config import SolverSettings
 
 
 @click.command("gangs")
@@ -36,11 +36,11 @@ def gangs_command(seeds: list[int], nodes: int, gangs: int, time_limit: float, w
     by kubeplace (one plan of the whole batch) and by one-pod-at-a-time coscheduling."""
     from kubeplace_bench import gangs as g
 
-    rows = g.compare(seeds, nodes, gangs, SolverOptions(time_limit=time_limit, workers=workers))
+    rows = g.compare(seeds, nodes, gangs, SolverSettings(time_limit=time_limit, workers=workers))
     doc: dict[str, object] = {"feasible_workloads": rows}
     if throughput:
         doc["throughput"] = g.throughput(seeds[0], nodes=throughput_nodes, gangs=throughput_gangs, window=window,
-                                         options=SolverOptions(time_limit=window_time_limit, workers=workers))
+                                         options=SolverSettings(time_limit=window_time_limit, workers=workers))
     if output == "json":
         click.echo(json.dumps(doc, indent=2))
         return

@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 
 from kubeplace.kube.objects import CPU, GPU, MEMORY, PODS, Node, Pod, PodGroup, Snapshot
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
-from kubeplace.solver.solve import SolverOptions
 
 MI = 1024 * 1024
 GI = 1024 * MI
@@ -123,7 +122,7 @@ class Outcome:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def run_kubeplace(w: Workload, options: SolverOptions) -> Outcome:
+def run_kubeplace(w: Workload, options: SolverSettings) -> Outcome:
     snapshot = to_snapshot(w)
     config, profile = Configuration(), Profile()
     started = time.perf_counter()
@@ -169,7 +168,7 @@ def run_coscheduling(w: Workload, seed: int = 0) -> Outcome:
                    time.perf_counter() - started, {"passes": passes})
 
 
-def compare(seeds: list[int], nodes: int, gangs: int, options: SolverOptions) -> list[dict[str, Any]]:
+def compare(seeds: list[int], nodes: int, gangs: int, options: SolverSettings) -> list[dict[str, Any]]:
     rows = []
     for seed in seeds:
         w = feasible_workload(seed, nodes=nodes, gangs=gangs)
@@ -195,10 +194,10 @@ def _packed_load(w: Workload) -> np.ndarray:
 
 
 def throughput(seed: int, nodes: int = 5000, gangs: int = 1000, seconds: float = 60.0, window: float = 1.0,
-               options: SolverOptions | None = None) -> dict[str, Any]:
+               options: SolverSettings | None = None) -> dict[str, Any]:
     """Gangs of 3-8 pods arriving uniformly over ``seconds`` (simulated), planned per window."""
     rng = np.random.default_rng(seed)
-    options = options or SolverOptions(time_limit=2.0, workers=2)
+    options = options or SolverSettings(time_limit=2.0, workers=2)
     w = feasible_workload(seed, nodes=nodes, gangs=gangs, min_pods=3, max_pods=8, misses=10**9)
     w.gangs = w.gangs[:gangs]
     arrivals = np.sort(rng.uniform(0, seconds, size=len(w.gangs)))

@@ -17,13 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubeplace.models.config import load_configuration
+from kubeplace.models.config import SolverSettings
+from kubeplace.models.config_load import load_configuration
 from kubeplace.rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
 from kubeplace.rebalance.layout import build_layout
 from kubeplace.rebalance.makeroom import make_room, target_pods
 from kubeplace.rebalance.model import Budgets
 from kubeplace.rebalance.movable import Rules
-from kubeplace.rebalance.solve import Settings, objective, rebalance
+from kubeplace.rebalance.solve import Settings, rebalance
 from kubeplace.rebalance.state import ClusterState, state_of
 from kubeplace_bench.rebalance_clusters import defrag, fragmented, openb
 
@@ -42,16 +43,16 @@ def balance_rows(name: str, objects: list[dict[str, Any]], time_limit: float, se
     config = load_configuration(None)
     profile = config.profile(None)
     layout = build_layout(_state(objects), Rules(), config, profile)
-    before = objective(layout, layout.x0, "balance")
+    before = layout.value(layout.x0)
     rows = []
     for policy_name, policy in POLICIES.items():
         started = time.monotonic()
         y, evictions = low_node_utilization(layout, policy)
         lnu_seconds = time.monotonic() - started
-        lnu_after = objective(layout, y, "balance")
+        lnu_after = layout.value(y)
         say(f"{name}: LowNodeUtilization {policy_name}: {evictions} evictions, {before:.4f} -> {lnu_after:.4f}")
-        plan = rebalance(layout, Settings(budgets=Budgets(max_moves=evictions), time_limit=time_limit,
-                                          workers=2, seed=seed))
+        plan = rebalance(layout, Settings(budgets=Budgets(max_moves=evictions),
+                                          solver=SolverSettings(time_limit=time_limit, workers=2, seed=seed)))
         say(f"{name}: kubeplace (max {evictions} moves): {len(plan.moves)} moves, "
             f"{before:.4f} -> {plan.objective_after:.4f} ({plan.status})")
         moved = len(plan.moves)
@@ -79,12 +80,13 @@ def defrag_rows(seeds: range, time_limit: float, say: Callable[[str], None]) -> 
             objects, key = defrag(seed, n_nodes=n_nodes, gpus_per_node=8, job_gpus=8, members=members,
                                   sizes=(1, 2, 4))
             state = _state(objects)
-            settings = Settings(time_limit=time_limit, workers=2, seed=seed, max_targets=max(24, n_nodes))
+            settings = Settings(solver=SolverSettings(time_limit=time_limit, workers=2, seed=seed),
+                                max_targets=max(24, n_nodes))
             room = make_room(state, key, Rules(), config, profile, settings)
             optimum: int | None = None
             if prove:
                 exact = make_room(state, key, Rules(), config, profile,
-                                  Settings(backend="highs", time_limit=time_limit, max_targets=n_nodes))
+                                  Settings(solver=SolverSettings("highs", time_limit), max_targets=n_nodes))
                 optimum = len(exact.moves) if exact.fits and exact.proven else None
             layout = build_layout(state, Rules(), config, profile, target_pods(state, key))
             greedy = evict_from_emptiest(layout)

@@ -63,16 +63,16 @@ def plan_openb(nodes: Sequence[NodeSpec], pending: Sequence[PodSpec], bound: Seq
                tuple[int, ...]]] = (), *, time_limit: float, seed: int = 0, objective: str = "binpack") -> Any:
     """kubeplace's plan for ``pending`` with ``bound`` = (pod, kube name, kube node, devices) running."""
     from kubeplace.kube.parse import build_snapshot
-    from kubeplace.models.config import Configuration, Profile
+    from kubeplace.models.config import Configuration, Profile, SolverSettings
+    from kubeplace.models.framework import Objective
     from kubeplace.plan.pipeline import make_plan
-    from kubeplace.solver.solve import SolverOptions
 
     node_docs, pod_docs = openb.manifests(nodes, pending)
     running = [openb.pod_manifest(p, name=name, node=node, devices=devices) for p, name, node, devices in bound]
     snapshot = build_snapshot([(m, "openb") for m in (*node_docs, *running, *pod_docs)], scheduler_name=openb.SCHEDULER)
-    profile = Profile(schedulerName=openb.SCHEDULER, objective=objective, placementWeight="gpu")
+    profile = Profile(scheduler_name=openb.SCHEDULER, objective=Objective(objective), placement_weight="gpu")
     return make_plan(snapshot, Configuration(profiles=(profile,)), profile,
-                     SolverOptions(time_limit=time_limit, seed=seed)).plan
+                     SolverSettings(time_limit=time_limit, seed=seed)).plan
 
 
 def validate(cluster: Cluster, pods: Sequence[PodSpec], plan: Any) -> Validated:

@@ -17,12 +17,11 @@ import numpy as np
 from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.models import evaluate
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.problem import Problem
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
-from kubeplace.solver.solve import SolverOptions
 from kubeplace_bench.synthetic import SyntheticSpec, manifests
 
 
@@ -61,7 +60,7 @@ def run_scale(spec: SyntheticSpec, backend: str, time_limit: float) -> ScaleResu
     snapshot = synthetic_snapshot(spec)
     loaded = time.perf_counter()
     config, profile = Configuration(), Profile()
-    planned = make_plan(snapshot, config, profile, SolverOptions(backend=backend, time_limit=time_limit))
+    planned = make_plan(snapshot, config, profile, SolverSettings(backend=backend, time_limit=time_limit))
     planned_at = time.perf_counter()
     violations = verify_plan(snapshot, planned.plan.placements, config, profile)
     if violations:
@@ -71,7 +70,7 @@ def run_scale(spec: SyntheticSpec, backend: str, time_limit: float) -> ScaleResu
     emulated = one_at_a_time(planned.aggregation.problem)
     emu_seconds = time.perf_counter() - emu_start
     s = planned.plan.summary
-    problem, terms = planned.aggregation.problem, planned.plugins.objective_terms
+    problem, terms = planned.aggregation.problem, planned.terms
     first = min(evaluate.objective_value(problem, greedy(problem, policy), terms) for policy in (BEST_FIT, SPREAD))
     return ScaleResult(len(snapshot.nodes), len(snapshot.pending), backend, round(loaded - started, 2),
                        round(planned_at - loaded, 2), round(verified - planned_at, 2), s.pods_placed, s.bound,

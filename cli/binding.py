@@ -16,26 +16,25 @@ from kubeplace.kube.errors import InputError, PlanVerificationFailed
 from kubeplace.kube.files import read_document
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import GpuConventions, device_notes
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement, placements_from_dict
-from kubeplace.solver.solve import SolverOptions
 
 
-def run_bind(src: Source, config: Configuration, profile: Profile, options: SolverOptions,
+def run_bind(src: Source, config: Configuration, profile: Profile, solver: SolverSettings,
              plan_file: Path | None, dry_run: bool, yes: bool, output: str) -> bool:
     if src.paths:
         raise InputError("bind works on the live cluster; give no SOURCE (use --plan FILE to bind a saved plan)")
     cluster = connect(src.kubeconfig, src.context)
-    snapshot = load_live_snapshot(cluster, scheduler_name=profile.schedulerName,
+    snapshot = load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
                                   namespaces=src.namespaces(), selector=src.selector)
     if plan_file is not None:
         placements = placements_from_dict(read_document(plan_file), str(plan_file))
     else:
         from kubeplace.plan.pipeline import make_plan
 
-        planned = make_plan(snapshot, config, profile, options)
+        planned = make_plan(snapshot, config, profile, solver)
         if planned.violations:  # made from this very snapshot: kubeplace contradicts itself
             raise PlanVerificationFailed(tuple(map(str, planned.violations)))
         placements = planned.plan.placements
@@ -56,7 +55,7 @@ def run_bind(src: Source, config: Configuration, profile: Profile, options: Solv
         click.echo("aborted; nothing was bound", err=True)
         return False
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
-    conv = config.gpu.conventions()
+    conv = config.gpu
     bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods, conv)) for p in placements]
     results = sorted(taken + bind_all(cluster, bindings, dry_run=dry_run),
                      key=lambda r: plan_order[(r.binding.namespace, r.binding.name)])

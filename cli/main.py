@@ -76,10 +76,10 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
     src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector)
-    snapshot = src.load(profile.schedulerName)
-    options = solver_settings(config, backend, time_limit, workers, gap, seed)
+    settings = solver_settings(config, backend, time_limit, workers, gap, seed)
+    snapshot = src.load(profile.scheduler_name)
     with progress(output in ("table", "wide")) as on_event:
-        planned = make_plan(snapshot, config, profile, options, on_event)
+        planned = make_plan(snapshot, config, profile, settings, on_event)
     if planned.violations:
         raise PlanVerificationFailed(tuple(map(str, planned.violations)))
     print_plan(planned.plan, output, stdout_console())
@@ -108,9 +108,9 @@ def bind(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
 
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
-    options = solver_settings(config, backend, time_limit, workers, gap, seed)
+    settings = solver_settings(config, backend, time_limit, workers, gap, seed)
     src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector)
-    ok = run_bind(src, config, profile, options, plan_file, dry_run == "server", yes, output)
+    ok = run_bind(src, config, profile, settings, plan_file, dry_run == "server", yes, output)
     sys.exit(0 if ok else EXIT_INCOMPLETE)
 
 
@@ -118,16 +118,17 @@ def bind(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
 @click.argument("config_path", type=click.Path(path_type=Path, dir_okay=False))
 def config_check(config_path: Path) -> None:
     """Validate a PlacementConfiguration file and print what it enables."""
+    from kubeplace.models.config_load import external_solver
     from kubeplace.models.plugins import in_tree_registry
 
     config = load_config(config_path)
     out = []
     for p in config.profiles:
-        out.append({"schedulerName": p.schedulerName, "objective": p.objective,
+        out.append({"schedulerName": p.scheduler_name, "objective": p.objective.value,
                     "plugins": p.plugin_names(config.registry)})
     extra = sorted(set(config.registry) - set(in_tree_registry()))
-    click.echo(dump({"profiles": out, "userPlugins": extra,
-                     "solver": vars(config.solver)}, "yaml"), nl=False)
+    solver = vars(external_solver(config.solver))
+    click.echo(dump({"profiles": out, "userPlugins": extra, "solver": solver}, "yaml"), nl=False)
 
 
 def _register() -> None:

@@ -13,15 +13,14 @@ from typing import IO, Any, NoReturn, TypeVar
 import click
 
 from kubeplace.cli.render import printable
-from kubeplace.kube.errors import EXIT_INPUT, INT32_MAX, InputError, KubeplaceError
+from kubeplace.kube.errors import EXIT_INPUT, InputError, KubeplaceError
 from kubeplace.kube.objects import Snapshot
-from kubeplace.models.config import Configuration, load_configuration
-from kubeplace.solver.solve import SolverOptions
+from kubeplace.models.config import Configuration, SolverSettings
+from kubeplace.models.config_load import MAX_WORKERS, load_configuration, override_solver
+from kubeplace.solver.backends import BACKENDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 OUTPUTS = ("table", "wide", "json", "yaml")
-MAX_WORKERS = 256
-"""More solver threads than this is a typo, not a machine."""
 
 __all__ = ["EXIT_INPUT"]  # re-exported for the benchmark commands
 
@@ -163,15 +162,12 @@ def solver_options(f: F) -> F:
                      help="PlacementConfiguration file (profiles, plugins, solver settings)."),
         click.option("--scheduler-name", default=None,
                      help="Place pods with this spec.schedulerName (default: the first profile's, kubeplace)."),
-        click.option("--backend", type=click.Choice(["cpsat", "milp", "highs", "cbc"]), default=None,
-                     help="Exact backend that improves on the greedy answer (default cpsat)."),
-        click.option("--time-limit", type=FiniteFloatRange(min=0.05), default=None,
-                     help="Seconds the solver may spend (default 10)."),
-        click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=None,
-                     help=f"Solver threads, 1 to {MAX_WORKERS} (default 2)."),
-        click.option("--gap", type=FiniteFloatRange(0, 1, max_open=True), default=None,
-                     help="Stop when within this relative gap of the bound."),
-        click.option("--seed", type=click.IntRange(0, INT32_MAX), default=None,
+        click.option("--backend", default=None, metavar="NAME",
+                     help=f"Exact backend that improves on the greedy answer: {', '.join(BACKENDS)} (default cpsat)."),
+        click.option("--time-limit", type=float, default=None, help="Seconds the solver may spend (default 10)."),
+        click.option("--workers", type=int, default=None, help=f"Solver threads, 1 to {MAX_WORKERS} (default 2)."),
+        click.option("--gap", type=float, default=None, help="Stop when within this relative gap of the bound."),
+        click.option("--seed", type=int, default=None,
                      help="Random seed, 0 to 2^31-1 (deterministic with --workers 1)."),
     ]
     return functools.reduce(lambda acc, d: d(acc), reversed(decorators), f)
@@ -181,13 +177,14 @@ def load_config(config_path: Path | None) -> Configuration:
     return load_configuration(config_path)
 
 
+SOLVER_FLAGS = {"backend": "--backend", "time_limit": "--time-limit", "workers": "--workers",
+                "relative_gap": "--gap", "seed": "--seed"}
+"""How an error names each solver setting given on the command line."""
+
+
 def solver_settings(config: Configuration, backend: str | None, time_limit: float | None,
-                    workers: int | None, gap: float | None, seed: int | None) -> SolverOptions:
-    s = config.solver
-    return SolverOptions(
-        backend=backend or s.backend,
-        time_limit=time_limit if time_limit is not None else s.timeLimitSeconds,
-        workers=workers if workers is not None else s.workers,
-        relative_gap=gap if gap is not None else s.relativeGap,
-        seed=seed if seed is not None else s.seed,
-    )
+                    workers: int | None, gap: float | None, seed: int | None) -> SolverSettings:
+    """The configuration's solver settings with the flags given over them, validated as the
+    configuration file is (ConfigError naming the flag otherwise)."""
+    return override_solver(config.solver, SOLVER_FLAGS, backend=backend, time_limit=time_limit, workers=workers,
+                           relative_gap=gap, seed=seed)

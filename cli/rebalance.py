@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from kubeplace.cli.options import (
 )
 from kubeplace.cli.render import dump, say, stdout_console, table
 from kubeplace.kube.errors import EXIT_INCOMPLETE, INT32_MAX, KubeplaceError
+from kubeplace.models.framework import Objective
 
 
 @click.command("rebalance")
@@ -45,8 +47,8 @@ from kubeplace.kube.errors import EXIT_INCOMPLETE, INT32_MAX, KubeplaceError
 @click.option("--allow-local-storage", is_flag=True, help="Pods with emptyDir/hostPath volumes may move too.")
 @click.option("--make-room-for", default=None, metavar="NS/NAME",
               help="The fewest moves after which this pending pod (or gang) fits.")
-@click.option("--profile", type=click.Choice(["balance", "binpack"]), default=None,
-              help="Goal of the moves (default: the scheduler profile's objective).")
+@click.option("--profile", type=click.Choice([o.value for o in Objective]), default=None,
+              help="Objective of the moves (default: the scheduler profile's objective).")
 @click.option("--move-cost", type=FiniteFloatRange(min=0), default=None,
               help="Trade: a move must gain this much objective (default: best objective, then fewest moves).")
 @click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
@@ -88,7 +90,9 @@ def _run(a: dict[str, Any]) -> None:
 
     config = load_config(a["config_path"])
     prof = config.profile(a["scheduler_name"])
-    options = solver_settings(config, a["backend"], a["time_limit"], a["workers"], a["gap"], a["seed"])
+    if a["profile"]:
+        prof = replace(prof, objective=Objective(a["profile"]))
+    solver = solver_settings(config, a["backend"], a["time_limit"], a["workers"], a["gap"], a["seed"])
     src = Source(tuple(a["source"]), a["kubeconfig"], a["context"], a["namespace"], a["all_namespaces"],
                  a["selector"])
     if a["apply_"] and src.paths:
@@ -98,17 +102,15 @@ def _run(a: dict[str, Any]) -> None:
     rules.check()
     cluster = None
     if src.paths:
-        state = load_file_state(list(src.paths), prof.schedulerName)
+        state = load_file_state(list(src.paths), prof.scheduler_name)
         note_skipped(state.snapshot)
     else:
         from kubeplace.kube.client import connect
 
         cluster = connect(a["kubeconfig"], a["context"])
-        state = load_live_state(cluster, prof.schedulerName)
-    settings = Settings(profile=a["profile"] or prof.objective,
-                        budgets=Budgets(a["max_moves"], a["max_moves_per_node"], a["max_moves_per_namespace"]),
-                        move_cost=a["move_cost"], backend=options.backend, time_limit=options.time_limit,
-                        workers=options.workers, seed=options.seed)
+        state = load_live_state(cluster, prof.scheduler_name)
+    settings = Settings(budgets=Budgets(a["max_moves"], a["max_moves_per_node"], a["max_moves_per_namespace"]),
+                        move_cost=a["move_cost"], solver=solver)
     if a["make_room_for"]:
         room = make_room(state, a["make_room_for"], rules, config, prof, settings)
         doc, moves, ok = room.to_dict(), list(room.moves), room.fits

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kubeplace.plan.plan import Plan
-from kubeplace.solver.solve import Event
+from kubeplace.solver.run import Event
 
 PIPE_WIDTH = 400
 """Columns when stdout is not a terminal: rows stay on one line, as kubectl prints them."""

@@ -79,7 +79,7 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
     cannot be placed get a FailedScheduling event with the reasons and are retried with
     backoff, at once when a node is added or a pod deleted.
     """
-    from kubeplace.cli.options import load_config, solver_settings
+    from kubeplace.cli.options import load_config
     from kubeplace.kube.client import connect
     from kubeplace.kube.errors import KubeplaceError
     from kubeplace.serve.app import LeaseSettings, Service
@@ -90,12 +90,11 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
     try:
         config = load_config(config_path)
         profile = config.profile(scheduler_name)
-        options = solver_settings(config, None, None, None, None, None)
-        settings = ServeSettings(scheduler_name=profile.schedulerName, batch_window=batch_window,
+        settings = ServeSettings(scheduler_name=profile.scheduler_name, batch_window=batch_window,
                                  batch_size=batch_size, namespaces=frozenset(namespaces) if namespaces else None,
                                  max_backoff=max_backoff)
         cluster = connect(kubeconfig, context)
-        service = Service(cluster, config, profile, options, settings,
+        service = Service(cluster, config, profile, config.solver, settings,
                           LeaseSettings(name=lease_name, namespace=lease_namespace), identity or "")
     except KubeplaceError as error:
         exit_with(error)

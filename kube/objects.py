@@ -8,6 +8,7 @@ resources, and milli-GPU shares for GPU-sharing requests (see ``kube.resources``
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -19,6 +20,17 @@ GPU = "nvidia.com/gpu"
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+class SpecRule(enum.Enum):
+    """Placement rules a pod spec may hold that only the plugin owning them interprets (each
+    plugin says through ``unmodelled`` whether kubeplace models it); the value is the field."""
+
+    REQUIRED_POD_AFFINITY = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    REQUIRED_POD_ANTI_AFFINITY = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    HARD_TOPOLOGY_SPREAD = "spec.topologySpreadConstraints[].whenUnsatisfiable: DoNotSchedule"
+    RESOURCE_CLAIMS = "spec.resourceClaims"
+    VOLUME_CLAIMS = "spec.volumes[].persistentVolumeClaim|ephemeral"
 
 
 @dataclass(frozen=True)
@@ -107,9 +119,12 @@ class Pod:
     phase: str = "Pending"
     deleting: bool = False
     scheduling_gates: tuple[str, ...] = ()
+    spec_rules: frozenset[SpecRule] = frozenset()
+    """Which of those rules the spec holds."""
     unmodelled: tuple[str, ...] = ()
-    """Rules kubeplace does not model for this pod; non-empty means it is left to the
-    default scheduler, with these reasons."""
+    """Rules kubeplace does not model for this pod, as the profile's plugins say (empty as
+    parsed: :meth:`models.framework.PluginSet.mark_unmodelled` fills it in for a run);
+    non-empty means it is left to the default scheduler, with these reasons."""
     owner_kind: str = ""
     creation: str = ""
     source: str = field(default="", compare=False)

@@ -22,6 +22,7 @@ from kubeplace.kube.objects import (
     Node,
     Pod,
     Snapshot,
+    SpecRule,
     Taint,
     Toleration,
 )
@@ -51,14 +52,6 @@ CORE_KINDS = frozenset({
 })  # fmt: skip
 """Every object kind of core v1 (k8s.io/api/core/v1 register.go): the one group whose kinds are all
 known, so a kind it lacks (``Pods``) is a typo to refuse rather than an object to skip."""
-
-REQUIRED_POD_AFFINITY = "required inter-pod affinity"
-REQUIRED_POD_ANTI_AFFINITY = "required inter-pod anti-affinity"
-HARD_TOPOLOGY_SPREAD = "DoNotSchedule topology spread"
-RESOURCE_CLAIMS = "dynamic resource claims"
-VOLUME_CLAIMS = "persistent volume claims"
-"""Reasons for ``Pod.unmodelled``: rules kubeplace does not model, so it leaves the pod to the
-default scheduler rather than risk a placement the cluster's policy forbids."""
 
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
@@ -117,7 +110,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
             phase=expect_str(status.get("phase"), "status.phase") or "Pending",
             deleting=metadata.get("deletionTimestamp") is not None,
             scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
-            unmodelled=unmodelled_reasons(spec),
+            spec_rules=spec_rules(spec),
             owner_kind=_controller_kind(metadata.get("ownerReferences")),
             creation=_timestamp(metadata.get("creationTimestamp"), "metadata.creationTimestamp"),
             source=source,
@@ -448,29 +441,30 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     return tuple(found)
 
 
-def unmodelled_reasons(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    """Why kubeplace must leave this pod to the default scheduler; empty when it need not."""
+def spec_rules(spec: Mapping[str, Any]) -> frozenset[SpecRule]:
+    """Which of the rules that only their plugins interpret this spec holds (whether kubeplace
+    models them is for those plugins to say, not for the parser)."""
     affinity = expect_mapping(spec.get("affinity"), "spec.affinity")
-    reasons = []
-    for kind, reason in (
-        ("podAffinity", REQUIRED_POD_AFFINITY),
-        ("podAntiAffinity", REQUIRED_POD_ANTI_AFFINITY),
+    found = set()
+    for kind, rule in (
+        ("podAffinity", SpecRule.REQUIRED_POD_AFFINITY),
+        ("podAntiAffinity", SpecRule.REQUIRED_POD_ANTI_AFFINITY),
     ):
         rules = expect_mapping(affinity.get(kind), f"spec.affinity.{kind}")
         if rules.get("requiredDuringSchedulingIgnoredDuringExecution"):
-            reasons.append(reason)
+            found.add(rule)
     constraints = expect_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
     if any(
         not isinstance(constraint, Mapping) or constraint.get("whenUnsatisfiable", "DoNotSchedule") != "ScheduleAnyway"
         for constraint in constraints
     ):
-        reasons.append(HARD_TOPOLOGY_SPREAD)
+        found.add(SpecRule.HARD_TOPOLOGY_SPREAD)
     if spec.get("resourceClaims"):
-        reasons.append(RESOURCE_CLAIMS)
+        found.add(SpecRule.RESOURCE_CLAIMS)
     volumes = expect_list(spec.get("volumes"), "spec.volumes")
     if any(
         isinstance(volume, Mapping) and ("persistentVolumeClaim" in volume or "ephemeral" in volume)
         for volume in volumes
     ):
-        reasons.append(VOLUME_CLAIMS)
-    return tuple(reasons)
+        found.add(SpecRule.VOLUME_CLAIMS)
+    return frozenset(found)

@@ -1,12 +1,17 @@
 """The public plugin API: everything a user plugin needs, and the only module it should import.
 
-A plugin implements one extension point (filter, score or constraint; see
-:mod:`kubeplace.models.framework` for the contracts) and never imports a solver library.
+A plugin's factory declares its extension point (``FILTER``, ``SCORE`` or ``CONSTRAINT``, or a
+tuple of them); kubeplace builds the plugin when the configuration is loaded and refuses it,
+naming the missing method, when it does not implement a point it declares. Score plugins get
+the aggregated :class:`Problem` they score; any plugin may also define
+``unmodelled(pod) -> tuple[str, ...]``, the rules of the pod it cannot model, which leaves the
+pod to the default scheduler. See :mod:`kubeplace.models.framework` for the contracts. A plugin
+never imports a solver library.
 """
 
 from __future__ import annotations
 
-from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.objects import Node, Pod, Snapshot, SpecRule
 from kubeplace.models.framework import (
     CONSTRAINT,
     FILTER,
@@ -18,13 +23,16 @@ from kubeplace.models.framework import (
     GangDomainsTerm,
     LoadBalanceTerm,
     NodesUsedTerm,
+    Objective,
     ObjectiveTerm,
+    PluginError,
     PluginFactory,
     RunContext,
     ScorePlugin,
+    Unmodelled,
     all_true,
 )
-from kubeplace.models.problem import BoolArray, Gang, GroupCap
+from kubeplace.models.problem import BoolArray, Gang, GroupCap, Problem
 
 __all__ = [
     "CONSTRAINT",
@@ -41,11 +49,16 @@ __all__ = [
     "LoadBalanceTerm",
     "Node",
     "NodesUsedTerm",
+    "Objective",
     "ObjectiveTerm",
+    "PluginError",
     "PluginFactory",
     "Pod",
+    "Problem",
     "RunContext",
     "ScorePlugin",
     "Snapshot",
+    "SpecRule",
+    "Unmodelled",
     "all_true",
 ]

@@ -31,7 +31,6 @@ from kubeplace.models.problem import (
     Gang,
     GroupCap,
     IntArray,
-    Objective,
     Problem,
     Workload,
     clamp_allocatable,
@@ -166,10 +165,11 @@ def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequen
     return FilterTable(plugin, pod_key_of_class, node_group, masks)
 
 
-def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | None = None,
-              conv: GpuConventions = DEFAULT_CONVENTIONS, placement_weight: str = "pods") -> Aggregation:
-    modelled, needs, invalid = _gpu_needs([p for p in snapshot.pending if not p.unmodelled], conv)
-    left = tuple(p for p in snapshot.pending if p.unmodelled) + tuple(invalid)
+def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEFAULT_CONVENTIONS,
+              placement_weight: str = "pods") -> Aggregation:
+    pending = plugins.mark_unmodelled(snapshot).pending  # the pods a plugin cannot model are left
+    modelled, needs, invalid = _gpu_needs([p for p in pending if not p.unmodelled], conv)
+    left = tuple(p for p in pending if p.unmodelled) + tuple(invalid)
     resources = resource_names(modelled)
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv)
@@ -182,7 +182,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
               tuple(c.pod_key(p) for c in plugins.constraints)) for p, need in zip(modelled, needs, strict=True)]
     class_of_pod, first = _group(keyed)
     members = [list[int]() for _ in first]
-    pending_index = {id(p): i for i, p in enumerate(snapshot.pending)}
+    pending_index = {id(p): i for i, p in enumerate(pending)}
     for pos, c in enumerate(class_of_pod):
         members[int(c)].append(pending_index[id(modelled[pos])])
     class_pods = tuple(modelled[i] for i in first)
@@ -214,7 +214,6 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, objective: Objective | Non
         members=tuple(tuple(m) for m in members),
         group_caps=tuple(r for r in rules if isinstance(r, GroupCap)),
         gangs=tuple(r for r in rules if isinstance(r, Gang)),
-        objective=objective or Objective(),
         gpu_count=gpu_count,
         gpu_milli=gpu_milli,
         device_free=devices.free,

@@ -5,10 +5,10 @@ neighbourhood's nodes. Goals are lexicographic and solved in stages:
 
 1. ``placement_model``: maximise the priority-weighted number of pods placed.
 2. ``objective_model``: keep stage 1's value as a constraint and minimise the score
-   plugins' terms. The squared deviation of a node's utilisation from the mean is
-   convex, so it is bounded below by its tangents at a few breakpoints
-   (``C s >= A_k L + B_k``): exact at the breakpoints, linear, integer coefficients,
-   and the same in CP-SAT and in a MILP.
+   plugins' terms, linearised by ``models.linear_terms`` (the squared deviation of a
+   node's utilisation from the mean bounded below by its tangents at a few breakpoints:
+   exact at the breakpoints, linear, integer coefficients, the same in CP-SAT and in a
+   MILP, and the same in the move model of ``rebalance``).
 """
 
 from __future__ import annotations
@@ -19,16 +19,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.formulation_gpu import _device_rows, _DeviceVars, device_hint, device_use
+from kubeplace.models.formulation_gpu import DeviceVars, device_hint, device_rows, device_use
 from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
-from kubeplace.models.problem import FULL, Assignment, DeviceUse, Gang, IntArray, Problem, exact_sum
+from kubeplace.models.linear_terms import SCALE, BalanceCut, balance_cut, used_flag
+from kubeplace.models.problem import Assignment, DeviceUse, Gang, IntArray, Problem, exact_sum
 
 FloatArray = npt.NDArray[np.float64]
-SCALE = 10_000
-"""Resolution of the balance term: (u - mu)^2 is counted in units of 1/SCALE."""
-BREAKPOINT_STEP = 0.05
-MEBIBYTE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -49,7 +46,7 @@ class Formulation:
     problem: Problem
     pair_cls: IntArray  # variable j < n_pairs is y[pair_cls[j], pair_node[j]]
     pair_node: IntArray
-    devices: _DeviceVars | None = None
+    devices: DeviceVars | None = None
 
     @property
     def n_pairs(self) -> int:
@@ -61,11 +58,6 @@ class Formulation:
         used = device_use(self.problem, self.pair_cls, self.pair_node, np.arange(self.n_pairs), self.devices,
                           values) if self.problem.has_devices else DeviceUse.empty()
         return Assignment(self.pair_cls[keep], self.pair_node[keep], y[keep], used)
-
-
-def grain(resource: str) -> int:
-    """Units of one step of load in the balance term (bytes are counted in MiB)."""
-    return MEBIBYTE if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-") else 1
 
 
 # --- shared pieces ----------------------------------------------------------------------
@@ -80,7 +72,7 @@ class _Builder:
     pair_node: IntArray
     y: IntArray  # variable index per pair
     y_ub: IntArray  # upper bound per pair
-    devices: _DeviceVars | None = None
+    devices: DeviceVars | None = None
     gang_vars: list[int] = field(default_factory=list)
     domain_vars: list[tuple[int, int, int]] = field(default_factory=list)  # (var, gang, domain)
 
@@ -101,7 +93,7 @@ class _Builder:
         b._count_rows(remaining)
         b._capacity_rows()
         if problem.has_devices:
-            b.devices = _device_rows(b)
+            b.devices = device_rows(b)
         b._group_cap_rows()
         b._gang_rows(fixed_per_class)
         return b
@@ -242,16 +234,12 @@ def placement_model(problem: Problem, hood: Neighbourhood, hint: Assignment | No
 
 @dataclass(frozen=True)
 class _Aux:
-    """An auxiliary variable block and how to compute its hint from loads."""
+    """An auxiliary variable (node in use, gang domain used) and what sets it in a hint;
+    a balance term's variables are a BalanceCut, which values itself."""
 
     kind: str
     var: int
-    node: int
-    resource: int = -1
-    slopes: tuple[int, ...] = ()
-    offsets: tuple[int, ...] = ()
-    scale: int = 1
-    load_var: int = -1
+    node: int = -1
     gang: int = -1
     domain: int = -1
 
@@ -262,7 +250,7 @@ def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[Objec
     b = _Builder.start(problem, hood)
     cols, coefs = b.placed_weight()
     b.lb.add_row(cols, coefs, min_weight - fixed_weight(problem, hood), INF)
-    aux: list[_Aux] = []
+    aux: list[_Aux | BalanceCut] = []
     for term in terms:
         if isinstance(term, LoadBalanceTerm):
             aux += _balance_rows(b, term, mu)
@@ -275,40 +263,19 @@ def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[Objec
     return Formulation(b.lb.build(maximize=False, hint=full), problem, b.pair_cls, b.pair_node, b.devices)
 
 
-def breakpoints(u_min: float, mu: float) -> list[float]:
-    grid = [k * BREAKPOINT_STEP for k in range(int(1 / BREAKPOINT_STEP) + 1)]
-    return sorted({round(u, 6) for u in [u_min, mu, *grid] if u >= u_min - 1e-9 and 0 <= u <= 1})
-
-
-def _balance_rows(b: _Builder, term: LoadBalanceTerm, mu: FloatArray) -> list[_Aux]:
-    """Per node: a load variable L (one equality row over the node's y), then the
-    tangent cuts on (s, L) alone, which keeps the rows two entries long."""
+def _balance_rows(b: _Builder, term: LoadBalanceTerm, mu: FloatArray) -> list[BalanceCut]:
     p = b.problem
     r = p.resource_index(term.resource)
     if r is None:
         return []
-    g = grain(term.resource)
     out = []
     for i in b.hood.nodes:
-        cap = int(p.capacity[i, r]) // g
         sel = np.nonzero(b.pair_node == i)[0]
-        if cap <= 0 or len(sel) == 0:
-            continue
-        base = int(p.used[i, r]) // g
-        d = -(-p.demand[b.pair_cls[sel], r] // g)
-        m = float(mu[r])
-        (load,) = b.lb.add_vars(np.array([0]), np.array([min(exact_sum(d * b.y_ub[sel]), FULL)]))
-        b.lb.add_row(np.concatenate([b.y[sel], [load]]), np.concatenate([d, [-1]]), 0, 0)
-        (s,) = b.lb.add_vars(np.array([0]), np.array([SCALE * term.weight * 4 + 1]))
-        slopes, offsets = [], []
-        for u in breakpoints(base / cap, m):
-            a = round(2 * SCALE * term.weight * (u - m))
-            off = round(SCALE * term.weight * ((u - m) ** 2 * cap + 2 * (u - m) * (base - u * cap)))
-            b.lb.add_row(np.array([s, load]), np.array([cap, -a]), off, INF)
-            slopes.append(a)
-            offsets.append(off)
-        b.lb.add_objective(np.array([s]), np.array([1]))
-        out.append(_Aux("balance", int(s), int(i), r, tuple(slopes), tuple(offsets), cap, int(load)))
+        cut = balance_cut(b.lb, b.y[sel], p.demand[b.pair_cls[sel], r], b.y_ub[sel], int(p.used[i, r]),
+                          int(p.capacity[i, r]), term.resource, term.weight, float(mu[r]))
+        if cut is not None:
+            b.lb.add_objective(np.array([cut.cost]), np.array([1]))
+            out.append(cut)
     return out
 
 
@@ -322,12 +289,9 @@ def _nodes_used_rows(b: _Builder, term: NodesUsedTerm) -> list[_Aux]:
         sel = np.nonzero(b.pair_node == i)[0]
         if len(sel) == 0:
             continue
-        (o,) = b.lb.add_vars(np.array([0]), np.array([1]))
-        big = int(b.y_ub[sel].sum())
-        b.lb.add_row(np.concatenate([b.y[sel], [o]]), np.concatenate([np.ones(len(sel), np.int64), [-big]]),
-                     -INF, 0)
-        b.lb.add_objective(np.array([o]), np.array([term.weight]))
-        out.append(_Aux("used", int(o), int(i)))
+        o = used_flag(b.lb, b.y[sel], b.y_ub[sel])
+        b.lb.add_objective(np.array([o]), np.array([SCALE * term.weight]))
+        out.append(_Aux("used", o, int(i)))
     return out
 
 
@@ -352,11 +316,12 @@ def _gang_domains_rows(b: _Builder, term: GangDomainsTerm) -> list[_Aux]:
             b.lb.add_row(np.concatenate([cols[sel], [u]]), np.concatenate([np.ones(int(sel.sum()), np.int64),
                                                                            [-size]]), -INF, 0)
             b.lb.add_objective(np.array([u]), np.array([SCALE * term.weight]))
-            out.append(_Aux("domain", int(u), -1, gang=g, domain=int(d)))
+            out.append(_Aux("domain", int(u), gang=g, domain=int(d)))
     return out
 
 
-def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux], hint: Assignment | None) -> IntArray:
+def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux | BalanceCut],
+                   hint: Assignment | None) -> IntArray:
     """A value for every variable (y from the assignment, auxiliaries computed), so the
     backend receives a complete, feasible hint."""
     p = b.problem
@@ -373,19 +338,14 @@ def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux], hint: A
         in_domain = np.isin(b.pair_cls, np.asarray(gang.classes)) & (gang.domain[b.pair_node] == d)
         values[var] = 1 if y_values[in_domain].sum() > 0 else 0
     for a in aux:
+        if isinstance(a, BalanceCut):
+            a.hint(values)
+            continue
         if a.kind == "domain":
             gang = p.gangs[a.gang]
             assert gang.preferred is not None
             there = np.isin(b.pair_cls, np.asarray(gang.classes)) & (gang.preferred[b.pair_node] == a.domain)
             values[a.var] = 1 if y_values[there].sum() > 0 else 0
             continue
-        sel = b.pair_node == a.node
-        if a.kind == "used":
-            values[a.var] = 1 if y_values[sel].sum() > 0 else 0
-            continue
-        g = grain(p.resources[a.resource])
-        load = int((-(-p.demand[b.pair_cls[sel], a.resource] // g) * y_values[sel]).sum())
-        values[a.load_var] = load
-        need = max((s * load + off for s, off in zip(a.slopes, a.offsets, strict=True)), default=0)
-        values[a.var] = max(0, -(-need // a.scale))
+        values[a.var] = 1 if y_values[b.pair_node == a.node].sum() > 0 else 0
     return values

@@ -13,20 +13,30 @@ Per node of the neighbourhood, with its devices' free milli f_d:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from kubeplace.models.gpu import WHOLE
-from kubeplace.models.linear import INF
+from kubeplace.models.linear import INF, LinearBuilder
 from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
 
-if TYPE_CHECKING:
-    from kubeplace.models.formulation import _Builder
+
+class PairModel(Protocol):
+    """What the device rows read of the model being built: its (class, node) pairs and their
+    ``y`` variables (``models.formulation`` builds it)."""
+
+    problem: Problem
+    lb: LinearBuilder
+    pair_cls: IntArray
+    pair_node: IntArray
+    y: IntArray
+    y_ub: IntArray
+    devices: DeviceVars | None
 
 
 @dataclass
-class _DeviceVars:
+class DeviceVars:
     z_var: list[int] = field(default_factory=list)
     z_pair: list[int] = field(default_factory=list)  # index into the builder's pairs
     z_dev: list[int] = field(default_factory=list)
@@ -39,9 +49,9 @@ class _DeviceVars:
                 np.asarray(self.z_dev, dtype=np.int64))
 
 
-def _device_rows(b: _Builder) -> _DeviceVars:
+def device_rows(b: PairModel) -> DeviceVars:
     p = b.problem
-    out = _DeviceVars()
+    out = DeviceVars()
     gpu_pairs = np.nonzero(p.gpu_count[b.pair_cls] > 0)[0]
     by_node: dict[int, list[int]] = {}
     for j in gpu_pairs.tolist():
@@ -51,7 +61,7 @@ def _device_rows(b: _Builder) -> _DeviceVars:
     return out
 
 
-def _node_rows(b: _Builder, out: _DeviceVars, i: int, pairs: IntArray) -> None:
+def _node_rows(b: PairModel, out: DeviceVars, i: int, pairs: IntArray) -> None:
     p = b.problem
     free = p.device_free[i]
     devs = np.nonzero(free >= 0)[0]
@@ -98,7 +108,7 @@ def _node_rows(b: _Builder, out: _DeviceVars, i: int, pairs: IntArray) -> None:
         b.lb.add_row(np.array(cols), np.array(coefs), -INF, len(full))
 
 
-def device_hint(b: _Builder, values: IntArray, hint: Assignment) -> None:
+def device_hint(b: PairModel, values: IntArray, hint: Assignment) -> None:
     """Fills z and u in ``values`` from the hint's device use."""
     dv = b.devices
     if dv is None or not dv.z_var:
@@ -113,7 +123,7 @@ def device_hint(b: _Builder, values: IntArray, hint: Assignment) -> None:
         values[var] = 1 if (i, d) in busy else 0
 
 
-def device_use(p: Problem, pair_cls: IntArray, pair_node: IntArray, y: IntArray, dv: _DeviceVars | None,
+def device_use(p: Problem, pair_cls: IntArray, pair_node: IntArray, y: IntArray, dv: DeviceVars | None,
                values: IntArray) -> DeviceUse:
     """Which devices the solution's GPU pods take: z for shares; whole GPUs on the free
     devices that hold no share, lowest index first."""

@@ -1,15 +1,22 @@
 """Plugin contracts, as in the kube-scheduler framework, for a batch optimiser.
 
-Three extension points:
+A plugin's factory declares its extension point (or points); the plugin is checked against them
+when it is built (as the kube-scheduler's framework does when it starts): a plugin missing a
+method of a declared point is refused with a :class:`PluginError`, never silently skipped, and a
+plugin is called only at the points it declares. Three extension points:
 
 - **Filter** plugins prune (pod, node) pairs before any variable exists. A filter says
   which part of a pod (``pod_key``) and of a node (``node_key``) it reads; kubeplace
   evaluates it once per distinct pod key against the distinct node keys, so pods and
   nodes that look the same to every plugin are handled as one class.
 - **Score** plugins add objective terms (typed terms below, linearised by the model
-  builder and evaluated by the greedy heuristics the same way).
+  builder and evaluated by the greedy heuristics the same way); they see the problem being
+  solved, so a term may depend on it (the gangs' preferred topology domains).
 - **Constraint** plugins add rules over groups of pods (``models.problem.GroupCap``,
   ``models.problem.Gang``).
+
+Any plugin may also say which rules of a pod it cannot model (``unmodelled``): such a pod
+is left to the default scheduler, with those reasons, rather than placed against a rule.
 
 Plugins never import a solver library: they see typed cluster objects and numpy arrays
 and return typed terms. The registry is a plain dict from name to factory, built fresh
@@ -18,19 +25,34 @@ for every run, and user plugins are merged in from a Python import path.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kubeplace.kube.errors import KubeplaceError
 from kubeplace.kube.objects import Node, Pod, Snapshot
-from kubeplace.models.problem import BoolArray, Gang, GroupCap
+from kubeplace.models.problem import BoolArray, Gang, GroupCap, Problem
 
 FILTER = "filter"
 SCORE = "score"
 CONSTRAINT = "constraint"
 EXTENSION_POINTS = (FILTER, SCORE, CONSTRAINT)
+
+
+class Objective(enum.Enum):
+    """A profile's goal once the priority-weighted number of placed pods is as high as it can
+    be (the first, lexicographic goal). It chooses the profile's default score plugin, whose
+    terms are what the model minimises, the greedy ranks and every answer is evaluated by."""
+
+    BALANCE = "balance"
+    """Spread the load: sum over nodes and resources of w_r (u_ir - mu_r)^2 (``Balance``)."""
+    BINPACK = "binpack"
+    """Fewest nodes in use (``BinPack``), for scale-down."""
+    DEFRAG = "defrag"
+    """Keep the free GPU capacity usable by the workload's shapes (``GPUFragmentation``)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +125,8 @@ class ScorePlugin(Protocol):
     @property
     def name(self) -> str: ...
 
-    def terms(self) -> Sequence[ObjectiveTerm]:
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
+        """The terms this plugin adds for ``problem`` (the aggregated problem being solved)."""
         ...
 
 
@@ -137,30 +160,100 @@ class ConstraintPlugin(Protocol):
         ...
 
 
+@runtime_checkable
+class Unmodelled(Protocol):
+    """Optional on any plugin: the rules of ``pod`` that this plugin owns and kubeplace cannot
+    model. A pod with any is left to the default scheduler, with these reasons."""
+
+    def unmodelled(self, pod: Pod) -> Sequence[str]:
+        ...
+
+
 Plugin = FilterPlugin | ScorePlugin | ConstraintPlugin
+CONTRACTS: Mapping[str, tuple[type, tuple[str, ...]]] = {
+    FILTER: (FilterPlugin, ("name", "reason", "pod_key", "node_key", "filter")),
+    SCORE: (ScorePlugin, ("name", "terms")),
+    CONSTRAINT: (ConstraintPlugin, ("name", "pod_key", "constraints")),
+}
+"""Per extension point: its protocol and the members a plugin of that point must have."""
+
+
+class PluginError(KubeplaceError):
+    """A plugin that does not implement the extension point its factory declares."""
 
 
 @dataclass(frozen=True)
 class PluginFactory:
-    """How to build one plugin: its extension point, typed args and constructor."""
+    """How to build one plugin: its extension point (FILTER, SCORE or CONSTRAINT, or a tuple of
+    them for a plugin at several, such as NodePorts), typed args and constructor."""
 
     name: str
-    point: str
+    point: str | tuple[str, ...]
     args_type: type[Any] | None
     build: Callable[[Any, RunContext], Plugin]
+
+    @property
+    def points(self) -> tuple[str, ...]:
+        return (self.point,) if isinstance(self.point, str) else tuple(self.point)
 
 
 Registry = dict[str, PluginFactory]
 
 
+def missing_members(plugin: object, point: str) -> list[str]:
+    """The methods and attributes of extension point ``point`` that ``plugin`` lacks."""
+    _, members = CONTRACTS[point]
+    methods = {"pod_key", "node_key", "filter", "terms", "constraints"}
+    return [f"{m}()" if m in methods else m for m in members
+            if not hasattr(plugin, m) or (m in methods and not callable(getattr(plugin, m)))]
+
+
 @dataclass(frozen=True)
 class PluginSet:
-    """The plugins of one profile, instantiated for one run."""
+    """The plugins of one profile, instantiated for one run, by extension point."""
 
     filters: tuple[FilterPlugin, ...] = ()
     scores: tuple[ScorePlugin, ...] = ()
     constraints: tuple[ConstraintPlugin, ...] = ()
-    objective_terms: tuple[ObjectiveTerm, ...] = field(default=())
+    limits: tuple[Unmodelled, ...] = ()
+    """The plugins (of any point) that say which rules they cannot model."""
+
+    def terms(self, problem: Problem) -> tuple[ObjectiveTerm, ...]:
+        """The objective for ``problem``: every score plugin's terms, in profile order."""
+        return tuple(t for s in self.scores for t in s.terms(problem))
+
+    def unmodelled(self, pod: Pod) -> tuple[str, ...]:
+        return tuple(reason for plugin in self.limits for reason in plugin.unmodelled(pod))
+
+    def mark_unmodelled(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with every pod's ``unmodelled`` reasons as these plugins give them."""
+        def mark(pod: Pod) -> Pod:
+            new = tuple(r for r in self.unmodelled(pod) if r not in pod.unmodelled)
+            return replace(pod, unmodelled=(*pod.unmodelled, *new)) if new else pod  # unchanged: the same pod
+
+        return replace(snapshot, pending=tuple(map(mark, snapshot.pending)), bound=tuple(map(mark, snapshot.bound)))
+
+
+def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext) -> PluginSet:
+    """Builds each (factory, args) and files the plugin under the point its factory declares;
+    PluginError (one line, naming the plugin and what it lacks) when it does not implement it."""
+    by_point: dict[str, list[Any]] = {point: [] for point in EXTENSION_POINTS}
+    limits: list[Unmodelled] = []
+    for factory, args in chosen:
+        unknown = [p for p in factory.points if p not in CONTRACTS] or ([] if factory.points else ["(none)"])
+        if unknown:
+            raise PluginError(f"plugin '{factory.name}': unknown extension point '{unknown[0]}' "
+                              f"(expected one of {', '.join(EXTENSION_POINTS)})")
+        plugin = factory.build(args, ctx)
+        for point in factory.points:
+            missing = missing_members(plugin, point)
+            if missing:
+                raise PluginError(f"plugin '{factory.name}' declares extension point {point} but does not "
+                                  f"implement {', '.join(missing)}")
+            by_point[point].append(plugin)
+        if isinstance(plugin, Unmodelled) and callable(plugin.unmodelled):
+            limits.append(plugin)
+    return PluginSet(tuple(by_point[FILTER]), tuple(by_point[SCORE]), tuple(by_point[CONSTRAINT]), tuple(limits))
 
 
 def all_true(n: int) -> BoolArray:

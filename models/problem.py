@@ -144,19 +144,6 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Objective:
-    """Second lexicographic goal, after the priority-weighted number of placed pods.
-
-    ``profile`` is ``balance`` (minimise sum over nodes and resources of
-    w_r * (u_ir - mu_r)^2) or ``binpack`` (fewest nodes in use, then the same balance
-    term with a small weight ignored).
-    """
-
-    profile: str = "balance"
-    resource_weights: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
-
-
-@dataclass(frozen=True)
 class Problem:
     resources: tuple[str, ...]
     node_names: tuple[str, ...]
@@ -169,7 +156,6 @@ class Problem:
     members: tuple[tuple[int, ...], ...]  # per class: indices into Snapshot.pending
     group_caps: tuple[GroupCap, ...] = ()
     gangs: tuple[Gang, ...] = ()
-    objective: Objective = field(default_factory=Objective)
     gpu_count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """(K,) GPU devices one pod of the class takes (0: none); empty when no class needs GPUs."""
     gpu_milli: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))

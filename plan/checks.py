@@ -1,6 +1,7 @@
 """What the verifier needs from a configuration and profile: the tenant, GPU-model and GPU
-request settings, and a single-pair check for each plugin the verifier does not know (user
-plugins)."""
+request settings, a single-pair check for each plugin the verifier does not know (user
+plugins), and the pods' rules that the profile's plugins cannot model (a plan must not place
+those pods)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
-from kubeplace.models.framework import FilterPlugin
+from kubeplace.models.framework import FilterPlugin, PluginSet
 from kubeplace.models.plugins import gpu_model, in_tree_registry
 from kubeplace.models.plugins import tenant as tenant_plugin
 from kubeplace.plan.plan import Placement
@@ -27,15 +28,14 @@ def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
         namespace_is_tenant=t.namespaceIsTenant, trust_pod_tenant=t.trustPodTenant, untenanted_nodes=t.untenantedNodes,
         gpu_model_node_label=g.nodeLabel, gpu_model_pod_annotation=g.podAnnotation,
         check_tenant=tenant_plugin.NAME in names, check_gpu_model=gpu_model.NAME in names,
-        gpu_device_resource=config.gpu.deviceResource, gpu_percent_per_device=config.gpu.percentPerDevice,
-        gpu_percent_of_gpus=config.gpu.percentOfGpus,
+        gpu_device_resource=config.gpu.device_resource, gpu_percent_per_device=config.gpu.percent_with_count,
+        gpu_percent_of_gpus=config.gpu.percent_alone,
     )
 
 
-def plugin_checks(config: Configuration, profile: Profile, snapshot: Snapshot) -> Sequence[PairCheck]:
+def plugin_checks(plugins: PluginSet) -> Sequence[PairCheck]:
     """User filter plugins checked pair by pair (the verifier re-implements the in-tree ones)."""
     in_tree = set(in_tree_registry())
-    plugins = instantiate(config, profile, snapshot)
     return [_pair_check(f) for f in plugins.filters if f.name not in in_tree]
 
 
@@ -50,6 +50,7 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
     """Every hard rule, GPU devices included, for a plan about to be bound."""
     triples = [(p.namespace, p.name, p.node) for p in placements]
     settings = verify_settings(config, profile)
-    violations = verify(snapshot, triples, settings, plugin_checks(config, profile, snapshot))
+    plugins = instantiate(config, profile, snapshot)
+    violations = verify(plugins.mark_unmodelled(snapshot), triples, settings, plugin_checks(plugins))
     return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements],
                                        settings)

@@ -14,17 +14,17 @@ import numpy as np
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.fragmentation import cluster_fragmentation
-from kubeplace.models.framework import PluginSet
-from kubeplace.models.plugins.gang import domain_terms
-from kubeplace.models.problem import Assignment, Objective
+from kubeplace.models.framework import ObjectiveTerm, PluginSet
+from kubeplace.models.problem import Assignment
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
 from kubeplace.plan.verify import Violation
-from kubeplace.solver.solve import Event, SolveReport, SolverOptions, solve
+from kubeplace.solver.run import Event
+from kubeplace.solver.solve import SolveReport, solve
 
 SUMMARY_RESOURCES = ("cpu", "memory", "pods")
 """Resources whose utilisation the summary reports, with the GPU device resource."""
@@ -41,20 +41,21 @@ class Planned:
     aggregation: Aggregation
     report: SolveReport
     plugins: PluginSet
+    terms: tuple[ObjectiveTerm, ...]
+    """The objective the plan was solved for: the score plugins' terms for this problem."""
     violations: tuple[Violation, ...] = ()
 
 
-def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, options: SolverOptions,
+def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
               on_event: Callable[[Event], None] | None = None) -> Planned:
     plugins = instantiate(config, profile, snapshot)
-    agg = aggregate(snapshot, plugins, Objective(profile.objective), config.gpu.conventions(),
-                    profile.placementWeight)
-    plugins = replace(plugins, objective_terms=(*plugins.objective_terms, *domain_terms(agg.problem)))
-    report = solve(agg.problem, plugins.objective_terms, options, on_event)
-    plan = _to_plan(snapshot, agg, report, profile, plugins)
+    agg = aggregate(snapshot, plugins, config.gpu, profile.placement_weight)
+    terms = plugins.terms(agg.problem)
+    report = solve(agg.problem, terms, settings, on_event)
+    plan = _to_plan(snapshot, agg, report, profile, terms)
     violations = tuple(verify_plan(snapshot, plan.placements, config, profile))
     plan = replace(plan, summary=replace(plan.summary, verified=not violations))
-    return Planned(plan, agg, report, plugins, violations)
+    return Planned(plan, agg, report, plugins, terms, violations)
 
 
 def pods_per_node(agg: Aggregation, a: Assignment,
@@ -94,7 +95,7 @@ def _split_devices(devices: list[int], pods: int, per_pod: int) -> list[tuple[in
 
 
 def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile: Profile,
-             plugins: PluginSet) -> Plan:
+             terms: tuple[ObjectiveTerm, ...]) -> Plan:
     p = agg.problem
     a = report.assignment
     bound_pairs = pods_per_node(agg, a, snapshot.pending)
@@ -119,18 +120,18 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
         pods_left_to_default_scheduler=len(agg.left),
         placed_weight=report.placed_weight,
         objective=round(report.objective, 6),
-        objective_before=round(evaluate.objective_value(p, empty, plugins.objective_terms), 6),
+        objective_before=round(evaluate.objective_value(p, empty, terms), 6),
         bound=report.bound,
         gap=None if report.gap is None else round(report.gap, 6),
         status=report.status,
         seconds=round(report.seconds, 3),
         backend=report.backend,
-        profile=profile.objective,
+        profile=profile.objective.value,
         utilisation=_utilisation(agg, a),
         gpu_fragmentation=round(frag, 1),
         gpu_fragmentation_ratio=round(frag_ratio, 4),
     )
-    return Plan(profile.schedulerName, placements, tuple(unplaced), summary, snapshot.source, report.steps,
+    return Plan(profile.scheduler_name, placements, tuple(unplaced), summary, snapshot.source, report.steps,
                 tuple(gangs))
 
 

@@ -6,6 +6,10 @@ GPU models, host ports...) decides where each could go, exactly as for ``plan``.
 classes are then split by namespace and by the PodDisruptionBudgets that select them, so that
 per-namespace and per-PDB budgets are sums over classes. ``x0[c, i]`` counts the class-c pods
 on node i now.
+
+The layout also carries the objective: the profile's, as its score plugins give its terms for
+this problem, evaluated exactly by ``models.evaluate`` on :meth:`Layout.assignment` (the plan
+and the rebalance measure a cluster the same way).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate
 from kubeplace.models.config import Configuration, Profile, instantiate
-from kubeplace.models.framework import LoadBalanceTerm, ObjectiveTerm
+from kubeplace.models.formulation_gpu import device_use
+from kubeplace.models.framework import LoadBalanceTerm, Objective, ObjectiveTerm, PluginSet
 from kubeplace.models.gpu import WHOLE
-from kubeplace.models.problem import BoolArray, IntArray, Objective, total_requests
+from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem, total_requests
 from kubeplace.rebalance.movable import PodFacts, Rules, exclusion
 from kubeplace.rebalance.state import ClusterState
 
@@ -43,10 +49,12 @@ class Layout:
     target_agg_classes: tuple[int, ...] = ()
     target_count: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
     """(K_agg,) target pods per aggregated class."""
+    objective: Objective = Objective.BALANCE
     terms: tuple[ObjectiveTerm, ...] = ()
+    """The objective's terms for this problem, from the profile's score plugins."""
 
     @property
-    def problem(self):  # type: ignore[no-untyped-def]
+    def problem(self) -> Problem:
         return self.agg.problem
 
     @property
@@ -70,6 +78,22 @@ class Layout:
         overcommit now may stay as it is (the kubelet does not evict for requests)."""
         return np.maximum(self.free, self.requests(self.x0)) - self.requests(y)
 
+    def assignment(self, y: IntArray) -> Assignment:
+        """Placement ``y`` (C, N) of the movable classes as an assignment of the problem's
+        classes; whole-GPU pods take the wholly free devices, lowest index first (pods sharing
+        a device never move)."""
+        p = self.problem
+        dense = np.zeros((p.n_classes, p.n_nodes), dtype=np.int64)
+        np.add.at(dense, self.agg_class, y)
+        a = Assignment.from_dense(dense)
+        if not p.has_devices:
+            return a
+        return Assignment(a.cls, a.node, a.counts, device_use(p, a.cls, a.node, np.arange(len(a.cls)), None, a.counts))
+
+    def value(self, y: IntArray) -> float:
+        """The exact objective (lower is better) with the movable classes placed as ``y``."""
+        return evaluate.objective_value(self.problem, self.assignment(y), self.terms)
+
     def balance_terms(self) -> list[tuple[int, int]]:
         """(resource index, weight) of the balance terms whose resource is modelled."""
         out = []
@@ -84,41 +108,40 @@ class Layout:
 def build_layout(state: ClusterState, rules: Rules, config: Configuration, profile: Profile,
                  targets: Sequence[Pod] = ()) -> Layout:
     rules.check()
-    snap = state.snapshot
+    snap = instantiate(config, profile, state.snapshot).mark_unmodelled(state.snapshot)
     node_names = frozenset(n.name for n in snap.nodes)
     movable: list[Pod] = []
     excluded: list[tuple[Pod, str]] = []
     for pod in snap.bound:
         reason = exclusion(pod, state.facts.get(pod.key, PodFacts()), rules, node_names,
-                           config.gpu.conventions().share_resources)
+                           config.gpu.share_resources)
         if reason:
             excluded.append((pod, reason))
         else:
             movable.append(pod)
     for _ in range(2):  # a pod aggregate cannot model (invalid GPU request) stays where it is
-        agg = _aggregate(snap, movable, excluded, targets, config, profile)
+        agg, plugins = _aggregate(snap, movable, excluded, targets, config, profile)
         left = {p.key for p in agg.left}
         stuck = [p for p in movable if p.key in left]
         if not stuck:
             break
         excluded += [(p, "placement rule not modelled") for p in stuck]
         movable = [p for p in movable if p not in stuck]
-    plugins = instantiate(config, profile, snap)
-    return _split(state, agg, movable, excluded, targets, plugins.objective_terms)
+    layout = _split(state, agg, movable, excluded, targets)
+    return replace(layout, objective=profile.objective, terms=plugins.terms(agg.problem))
 
 
 def _aggregate(snap: Snapshot, movable: list[Pod], excluded: list[tuple[Pod, str]], targets: Sequence[Pod],
-               config: Configuration, profile: Profile) -> Aggregation:
+               config: Configuration, profile: Profile) -> tuple[Aggregation, PluginSet]:
     pending = tuple(replace(p, node_name="") for p in movable) + tuple(targets)
     view = Snapshot(snap.nodes, pending, tuple(p for p, _ in excluded if p.node_name and not p.finished),
                     snap.namespace_labels, (), snap.source)
     plugins = instantiate(config, profile, view)
-    return aggregate(view, plugins, Objective(profile.objective), config.gpu.conventions(),
-                     profile.placementWeight)
+    return aggregate(view, plugins, config.gpu, profile.placement_weight), plugins
 
 
 def _split(state: ClusterState, agg: Aggregation, movable: list[Pod], excluded: list[tuple[Pod, str]],
-           targets: Sequence[Pod], terms: Sequence[ObjectiveTerm]) -> Layout:
+           targets: Sequence[Pod]) -> Layout:
     p = agg.problem
     node_index = {name: i for i, name in enumerate(p.node_names)}
     n_movable = len(movable)
@@ -141,7 +164,7 @@ def _split(state: ClusterState, agg: Aggregation, movable: list[Pod], excluded: 
                   tuple(k[2] for k in ordered), tuple(pdb.allowed for pdb in state.pdbs), x0,
                   eligible, _movable_room(agg), tuple(excluded), tuple(targets),
                   target_classes, np.bincount(agg_of_pending[n_movable:][agg_of_pending[n_movable:] >= 0],
-                                              minlength=p.n_classes).astype(np.int64), tuple(terms))
+                                              minlength=p.n_classes).astype(np.int64))
 
 
 def _movable_room(agg: Aggregation) -> IntArray:

@@ -87,21 +87,21 @@ def make_room(state: ClusterState, key: str, rules: Rules, config: Configuration
     if len(t_node) == 0:
         return RoomPlan(key, keys, False, (), (), "infeasible", True, time.monotonic() - started,
                         "no node accepts the pod whatever moves (filters or capacity alone)")
-    model = build_moves(layout, settings.budgets, "balance", settings.max_targets, (t_cls, t_node))
+    model = build_moves(layout, settings.budgets, settings.max_targets, (t_cls, t_node), spread=True)
     for k in layout.target_agg_classes:
         sel = np.nonzero(model.t_cls == k)[0]
         need = int(layout.target_count[k])
         model.lb.add_row(model.t[sel], np.ones(len(sel), np.int64), need, need)
-    result = run(model, [(int(v), 1) for v in model.m], settings, settings.time_limit)
+    result = run(model, [(int(v), 1) for v in model.m], settings, settings.solver.time_limit)
     seconds = time.monotonic() - started
     if result.values is None:
         proven = result.status.value == "infeasible"
         message = ("none within the budget" if proven else
-                   f"no answer within {settings.time_limit:g}s ({result.status.value})")
+                   f"no answer within {settings.solver.time_limit:g}s ({result.status.value})")
         return RoomPlan(key, keys, False, (), (), result.status.value, proven, seconds, message)
     y = model.dense(result.values)
     moves = tuple(Move(m.namespace, m.name, m.uid, m.source, m.target, f"makes room for {key}", m.owner,
-                       m.scheduler_name) for m in to_moves(layout, y, "makeroom"))
+                       m.scheduler_name) for m in to_moves(layout, y))
     placements = _placements(layout, model.t_cls, model.t_node, result.values[model.t], targets)
     return RoomPlan(key, keys, True, moves, placements, result.status.value, result.status.value == "optimal",
                     seconds, f"{len(moves)} move(s) make room")

@@ -10,12 +10,13 @@ Rows: capacity per node and resource (room left by the pods that stay; whole-GPU
 wholly free devices), host-port caps, and the budgets: moves in total, away from each node, per
 namespace and per PodDisruptionBudget (``status.disruptionsAllowed``).
 
-Goals: ``balance`` is sum_i w_r (u_ir - mu_r)^2, with mu_r the cluster's utilisation (total load
-over total capacity, which no move changes) bounded below by tangent cuts on a fine grid, so the
-rows are exact at the breakpoints and linear; ``binpack`` counts the nodes in use, a GPU node
-weighing 1 + its GPU count so that whole GPU nodes are freed first. Both are traded against the
-number of moves either lexicographically (best goal, then fewest moves for it) or with a
-``move_cost`` per move in the goal's units.
+Goal: the profile's objective terms (``Layout.terms``, from its score plugins), written by
+``models.linear_terms`` exactly as the placement model writes them: a balance term is
+sum_i w_r (u_ir - mu_r)^2 with mu_r the current mean utilisation, bounded below by tangent cuts;
+a nodes-used term counts the nodes in use. Terms without a linear form (GPU fragmentation) and
+gang domains (gang members never move) add no rows; ``rebalance.solve`` evaluates every answer
+exactly. The goal is traded against the number of moves either lexicographically (best goal,
+then fewest moves for it) or with a ``move_cost`` per move in the objective's units.
 """
 
 from __future__ import annotations
@@ -24,15 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
+from kubeplace.models.framework import LoadBalanceTerm, NodesUsedTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
+from kubeplace.models.linear_terms import SCALE, balance_cut, used_flag
 from kubeplace.models.problem import IntArray, fits
 from kubeplace.rebalance.layout import Layout
 
-SCALE = 100_000
-"""Resolution of the balance goal in the model: (u - mu)^2 counted in units of 1/SCALE."""
-STEP = 0.02
-MEBIBYTE = 1 << 20
 MAX_TARGETS = 24
 
 
@@ -58,8 +58,6 @@ class MoveModel:
     t_cls: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
     t_node: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
     t: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
-    goal: list[tuple[int, int]] = field(default_factory=list)
-    """(variable, coefficient) of the profile's goal."""
 
     def dense(self, values: IntArray) -> IntArray:
         y = np.zeros_like(self.layout.x0)
@@ -93,18 +91,14 @@ def _copy(lb: LinearBuilder) -> LinearBuilder:
     return out
 
 
-def grain(resource: str) -> int:
-    return MEBIBYTE if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-") else 1
-
-
-def candidate_pairs(layout: Layout, profile: str, max_targets: int,
-                    also: IntArray | None = None) -> tuple[IntArray, IntArray]:
+def candidate_pairs(layout: Layout, max_targets: int, also: IntArray | None = None,
+                    spread: bool = True) -> tuple[IntArray, IntArray]:
     """Per class: the nodes it is on (and those where ``also`` puts it, e.g. the greedy answer),
-    plus up to ``max_targets`` eligible nodes, preferring the least utilised (balance) or the
-    most utilised (binpack)."""
+    plus up to ``max_targets`` eligible nodes, preferring the least utilised (``spread``) or the
+    most utilised (packing, defragmenting)."""
     p = layout.problem
     util = (p.used / np.maximum(p.capacity, 1)).mean(axis=1)
-    order = np.argsort(util if profile == "balance" else -util, kind="stable")
+    order = np.argsort(util if spread else -util, kind="stable")
     cls, node = [], []
     for c in range(layout.n_classes):
         chosen = set(np.nonzero(layout.x0[c])[0].tolist())
@@ -118,9 +112,13 @@ def candidate_pairs(layout: Layout, profile: str, max_targets: int,
     return np.array(cls, dtype=np.int64), np.array(node, dtype=np.int64)
 
 
-def build_moves(layout: Layout, budgets: Budgets, profile: str = "balance", max_targets: int = MAX_TARGETS,
-                target_pairs: tuple[IntArray, IntArray] | None = None, also: IntArray | None = None) -> MoveModel:
-    pair_cls, pair_node = candidate_pairs(layout, profile, max_targets, also)
+def build_moves(layout: Layout, budgets: Budgets, max_targets: int = MAX_TARGETS,
+                target_pairs: tuple[IntArray, IntArray] | None = None, also: IntArray | None = None,
+                spread: bool | None = None) -> MoveModel:
+    """The move model; candidate targets are the least utilised nodes when ``spread`` (by
+    default: when the objective balances), else the most utilised."""
+    spread = bool(layout.balance_terms()) if spread is None else spread
+    pair_cls, pair_node = candidate_pairs(layout, max_targets, also, spread)
     count = layout.x0.sum(axis=1)
     lb = LinearBuilder()
     y = lb.add_vars(np.zeros(len(pair_cls), np.int64), count[pair_cls])
@@ -196,68 +194,54 @@ def _budget_rows(model: MoveModel, budgets: Budgets) -> None:
                 lb.add_row(model.m[sel], ones[sel], -INF, layout.pdb_allowed[j])
 
 
-def balance_goal(model: MoveModel) -> list[tuple[int, int]]:
-    """Adds load and tangent-cut variables per (node, balanced resource); returns the goal."""
-    layout, p, lb = model.layout, model.layout.problem, model.lb
+def objective_goal(model: MoveModel, mu: npt.NDArray[np.float64]) -> list[tuple[int, int]]:
+    """Adds the rows of the layout's linear terms; returns the goal as (variable, coefficient),
+    in units of 1/SCALE of the exact objective. ``mu``: (R,) the mean utilisation now."""
     goal: list[tuple[int, int]] = []
-    totals_cap = p.capacity.sum(axis=0, dtype=np.float64)  # sums over nodes in floats: never wrap
-    totals_load = p.used.sum(axis=0, dtype=np.float64) + layout.requests(layout.x0).sum(axis=0, dtype=np.float64)
-    for r, weight in layout.balance_terms():
-        g = grain(p.resources[r])
-        if totals_cap[r] <= 0:
-            continue
-        mu = float(totals_load[r] / totals_cap[r])
-        for i in range(p.n_nodes):
-            cap = int(p.capacity[i, r]) // g
-            if cap <= 0:
-                continue
-            base = -(-int(p.used[i, r]) // g)
-            sel = np.nonzero(model.pair_node == i)[0]
-            d = -(-layout.demand[model.pair_cls[sel], r] // g)
-            tsel = np.nonzero(model.t_node == i)[0]
-            td = -(-p.demand[model.t_cls[tsel], r] // g) if len(tsel) else np.zeros(0, np.int64)
-            top = base + int((d * model.layout.x0.sum(axis=1)[model.pair_cls[sel]]).sum()) + int(
-                (td * layout.target_count[model.t_cls[tsel]]).sum())
-            (load,) = lb.add_vars(np.array([base]), np.array([max(top, base)]))
-            cols = np.concatenate([model.y[sel], model.t[tsel], [load]])
-            lb.add_row(cols, np.concatenate([d, td, [-1]]), -base, -base)
-            lo, hi = base / cap, max(base / cap, min(1.0, top / cap))
-            (s,) = lb.add_vars(np.array([0]), np.array([SCALE * weight * int(np.ceil(max(hi, 1.0) + 1)) ** 2]))
-            for u in breakpoints(lo, hi, mu):
-                a = round(2 * SCALE * weight * (u - mu))
-                off = round(SCALE * weight * ((u - mu) ** 2 - 2 * (u - mu) * u) * cap)
-                lb.add_row(np.array([s, load]), np.array([cap, -a]), off, INF)
-            goal.append((int(s), 1))
+    for term in model.layout.terms:
+        if isinstance(term, LoadBalanceTerm):
+            goal += _balance_goal(model, term, mu)
+        elif isinstance(term, NodesUsedTerm):
+            goal += _nodes_used_goal(model, term)
     return goal
 
 
-def breakpoints(lo: float, hi: float, mu: float) -> list[float]:
-    grid = np.arange(np.floor(lo / STEP) * STEP, hi + STEP, STEP)
-    points = {round(float(u), 6) for u in grid if lo - 1e-9 <= u <= hi + 1e-9}
-    points |= {round(lo, 6), round(hi, 6)}
-    if lo <= mu <= hi:
-        points.add(round(mu, 6))
-    return sorted(points)
+def _node_columns(model: MoveModel, i: int) -> tuple[IntArray, IntArray, IntArray]:
+    """The y and t variables of node i: (variables, their class in the problem, their upper bound)."""
+    layout = model.layout
+    sel = np.nonzero(model.pair_node == i)[0]
+    tsel = np.nonzero(model.t_node == i)[0]
+    cols = np.concatenate([model.y[sel], model.t[tsel]]).astype(np.int64)
+    classes = np.concatenate([layout.agg_class[model.pair_cls[sel]], model.t_cls[tsel]]).astype(np.int64)
+    ub = np.concatenate([layout.x0.sum(axis=1)[model.pair_cls[sel]],
+                         layout.target_count[model.t_cls[tsel]]]).astype(np.int64)
+    return cols, classes, ub
 
 
-def binpack_goal(model: MoveModel) -> list[tuple[int, int]]:
-    """Nodes in use, a GPU node weighing 1 + its GPU count; nodes whose staying pods keep
-    them busy cost the same whatever moves, so they get no variable."""
-    layout, p, lb = model.layout, model.layout.problem, model.lb
+def _balance_goal(model: MoveModel, term: LoadBalanceTerm, mu: npt.NDArray[np.float64]) -> list[tuple[int, int]]:
+    p = model.layout.problem
+    r = p.resource_index(term.resource)
+    if r is None:
+        return []
+    goal = []
+    for i in range(p.n_nodes):
+        cols, classes, ub = _node_columns(model, i)
+        cut = balance_cut(model.lb, cols, p.demand[classes, r], ub, int(p.used[i, r]), int(p.capacity[i, r]),
+                          term.resource, term.weight, float(mu[r]))
+        if cut is not None:
+            goal.append((cut.cost, 1))
+    return goal
+
+
+def _nodes_used_goal(model: MoveModel, term: NodesUsedTerm) -> list[tuple[int, int]]:
+    """Nodes whose staying pods keep them busy cost the same whatever moves: no variable."""
+    p = model.layout.problem
     pods = p.resource_index("pods")
-    devices = (p.device_free >= 0).sum(axis=1) if p.device_free.shape[1] else np.zeros(p.n_nodes, np.int64)
     goal = []
     for i in range(p.n_nodes):
         if pods is not None and p.used[i, pods] > 0:
             continue
-        sel = np.nonzero(model.pair_node == i)[0]
-        tsel = np.nonzero(model.t_node == i)[0]
-        cols = np.concatenate([model.y[sel], model.t[tsel]])
-        if len(cols) == 0:
-            continue
-        (o,) = lb.add_vars(np.array([0]), np.array([1]))
-        big = int(layout.x0.sum()) + int(layout.target_count.sum())
-        lb.add_row(np.concatenate([cols, [o]]), np.concatenate([np.ones(len(cols), np.int64), [-big]]), -INF, 0)
-        weight = 1 + int(devices[i])
-        goal.append((int(o), weight))
+        cols, _, ub = _node_columns(model, i)
+        if len(cols):
+            goal.append((used_flag(model.lb, cols, ub), SCALE * term.weight))
     return goal

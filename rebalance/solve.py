@@ -1,26 +1,33 @@
 """Solving the move-aware model and turning its answer into pod moves.
 
-Stage 1 minimises the profile's goal (with ``move_cost`` per move when given), stage 2 keeps
-stage 1's goal and minimises the number of moves. The current placement (no move) is the hint
-and the fallback: an answer replaces it only when the exact objective (``objective``, not the
-linearisation) is better, so a rebalance never makes the cluster worse by its own measure.
+The objective is the profile's (its score plugins' terms, ``Layout.terms``), measured exactly by
+``models.evaluate`` as ``plan`` measures it. A greedy answer for each kind of term the objective
+has (balance, nodes used, GPU fragmentation) is the first incumbent, the best of them by the
+exact objective. Then, when the objective has a linear form, stage 1 minimises it (with
+``move_cost`` per move when given) and stage 2 keeps stage 1's goal and minimises the number of
+moves. The current placement (no move) is the fallback: an answer replaces it only when the
+exact objective is better, so a rebalance never makes the cluster worse by its own measure.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from kubeplace.models import evaluate
+from kubeplace.models.config import SolverSettings
+from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm
+from kubeplace.models.linear_terms import SCALE
 from kubeplace.models.problem import IntArray
-from kubeplace.rebalance.greedy import everywhere, greedy_balance, greedy_binpack
+from kubeplace.rebalance.greedy import everywhere, greedy_balance, greedy_binpack, greedy_fragmentation
 from kubeplace.rebalance.layout import Layout
-from kubeplace.rebalance.model import SCALE, Budgets, MoveModel, balance_goal, binpack_goal, build_moves
+from kubeplace.rebalance.model import Budgets, MoveModel, build_moves, objective_goal
 from kubeplace.solver.backends import get_backend
-from kubeplace.solver.backends.base import BackendResult, SolveSettings
+from kubeplace.solver.backends.base import BackendResult
 
 REPLACEMENT_NOTE = ("an evicted pod is recreated by its controller and placed by its scheduler: kubeplace "
                     "decides the target, the default scheduler may choose another node")
@@ -28,14 +35,10 @@ REPLACEMENT_NOTE = ("an evicted pod is recreated by its controller and placed by
 
 @dataclass(frozen=True)
 class Settings:
-    profile: str = "balance"
     budgets: Budgets = field(default_factory=Budgets)
     move_cost: float | None = None
-    """None: lexicographic (best goal, then fewest moves); else a move costs this much goal."""
-    backend: str = "cpsat"
-    time_limit: float = 10.0
-    workers: int = 2
-    seed: int = 0
+    """None: lexicographic (best goal, then fewest moves); else a move costs this much objective."""
+    solver: SolverSettings = field(default_factory=SolverSettings)
     max_targets: int = 24
 
 
@@ -76,67 +79,80 @@ class RebalancePlan:
                 "excluded": [{"pod": k, "reason": r} for k, r in self.excluded], "notes": list(self.notes)}
 
 
-def objective(layout: Layout, y: IntArray, profile: str) -> float:
-    """Exact value: balance = sum_r w_r sum_i (u_ir - mean_r)^2 (as ``models.evaluate``), or
-    binpack = the number of nodes carrying at least one pod."""
-    p = layout.problem
-    load = layout.load(y)
-    if profile == "binpack":
-        pods = p.resource_index("pods")
-        return float(((load[:, pods] if pods is not None else load.sum(axis=1)) > 0).sum())
-    total = 0.0
-    for r, weight in layout.balance_terms():
-        has = p.capacity[:, r] > 0
-        u = load[has, r] / p.capacity[has, r]
-        total += weight * float(((u - u.mean()) ** 2).sum()) if len(u) else 0.0
-    return total
-
-
-def goal_of(model: MoveModel, profile: str) -> list[tuple[int, int]]:
-    return balance_goal(model) if profile == "balance" else binpack_goal(model)
-
-
-def run(model: MoveModel, objective_terms: list[tuple[int, int]], settings: Settings, seconds: float,
+def run(model: MoveModel, goal: list[tuple[int, int]], settings: Settings, seconds: float,
         rows: Sequence[tuple[list[tuple[int, int]], int]] = (), hint: IntArray | None = None) -> BackendResult:
-    lm = model.build(objective_terms, list(rows), hint)
-    backend = get_backend(settings.backend)
-    return backend.solve(lm, SolveSettings(time_limit=max(seconds, 0.1), workers=settings.workers,
-                                           seed=settings.seed))
+    lm = model.build(goal, list(rows), hint)
+    solver = replace(settings.solver, time_limit=max(seconds, 0.1))
+    return get_backend(solver.backend).solve(lm, solver)
+
+
+GREEDY = ((LoadBalanceTerm, greedy_balance), (NodesUsedTerm, greedy_binpack), (FragmentationTerm, greedy_fragmentation))
+"""The greedy answer tried for each kind of term the objective has."""
+
+
+def first_answer(layout: Layout, budgets: Budgets) -> IntArray:
+    """The best greedy answer by the exact objective (fewer moves on a tie); the current
+    placement when none improves on it."""
+    view = everywhere(layout)
+    best, best_value = layout.x0, layout.value(layout.x0)
+    for kind, greedy in GREEDY:
+        if any(isinstance(t, kind) for t in layout.terms):
+            y = greedy(view, budgets)
+            value = layout.value(y)
+            if value < best_value - 1e-12 or (value <= best_value + 1e-12 and _moved(layout, y) < _moved(layout, best)):
+                best, best_value = y, value
+    return best
+
+
+def _moved(layout: Layout, y: IntArray) -> int:
+    return int(np.maximum(layout.x0 - y, 0).sum())
 
 
 def rebalance(layout: Layout, settings: Settings) -> RebalancePlan:
     started = time.monotonic()
+    name = layout.objective.value
     excluded = tuple((p.key, why) for p, why in layout.excluded)
-    before = objective(layout, layout.x0, settings.profile)
+    before = layout.value(layout.x0)
     if layout.n_classes == 0:
-        return RebalancePlan(settings.profile, (), excluded, before, before, "nothing movable", 0.0,
-                             (REPLACEMENT_NOTE,))
-    first_y = (greedy_balance if settings.profile == "balance" else greedy_binpack)(everywhere(layout),
-                                                                                     settings.budgets)
-    model = build_moves(layout, settings.budgets, settings.profile, settings.max_targets, also=first_y)
-    goal = goal_of(model, settings.profile)
+        return RebalancePlan(name, (), excluded, before, before, "nothing movable", 0.0, (REPLACEMENT_NOTE,))
+    first_y = first_answer(layout, settings.budgets)
+    model = build_moves(layout, settings.budgets, settings.max_targets, also=first_y)
+    mu = evaluate.mean_utilisation(layout.problem, layout.assignment(layout.x0))
+    goal = objective_goal(model, mu)
+    best, status = _exact(model, goal, first_y, settings, started) if goal else (first_y, "greedy")
+    after = layout.value(best)
+    if after >= before - 1e-12:
+        best, after, status = layout.x0, before, f"{status} (no improvement)"
+    plan_moves = to_moves(layout, best)
+    return RebalancePlan(name, tuple(plan_moves), excluded, before, after, status, time.monotonic() - started,
+                         (REPLACEMENT_NOTE,))
+
+
+def _exact(model: MoveModel, goal: list[tuple[int, int]], first_y: IntArray, settings: Settings,
+           started: float) -> tuple[IntArray, str]:
+    """Stage 1 (the goal, with move_cost per move) and, when lexicographic, stage 2 (fewest
+    moves for stage 1's goal), from the greedy answer; the better of it and theirs."""
+    layout = model.layout
+    time_limit = settings.solver.time_limit
     moves = [(int(v), 1) for v in model.m]
     hint = _complete_hint(model, goal, first_y)
     weighted = settings.move_cost is not None
-    cost = round((settings.move_cost or 0) * (SCALE if settings.profile == "balance" else 1))
+    cost = round((settings.move_cost or 0) * SCALE)
     first = goal + [(v, cost) for v, _ in moves] if weighted else goal
-    result = run(model, first, settings, settings.time_limit * (1 if weighted else 0.6), hint=hint)
+    result = run(model, first, settings, time_limit * (1 if weighted else 0.6), hint=hint)
     status = result.status.value
     best = hint if result.values is None else result.values
     if not weighted and result.values is not None:
         bound = int(sum(c * int(result.values[v]) for v, c in goal))
-        left = settings.time_limit - (time.monotonic() - started)
+        left = time_limit - (time.monotonic() - started)
         second = run(model, moves, settings, left, rows=[(goal, bound)], hint=result.values)
         if second.values is not None:
             best = second.values
             status = f"{status}+{second.status.value}"
     y = model.dense(best)
-    after = objective(layout, y, settings.profile)
-    if after >= before - 1e-12:
-        y, after, status = layout.x0, before, f"{status} (no improvement)"
-    plan_moves = to_moves(layout, y, settings.profile)
-    return RebalancePlan(settings.profile, tuple(plan_moves), excluded, before, after, status,
-                         time.monotonic() - started, (REPLACEMENT_NOTE,))
+    if layout.value(first_y) < layout.value(y) - 1e-12:
+        return first_y, f"{status} (greedy kept)"
+    return y, status
 
 
 def _complete_hint(model: MoveModel, goal: list[tuple[int, int]], y: IntArray | None = None) -> IntArray:
@@ -171,7 +187,7 @@ def _complete_hint(model: MoveModel, goal: list[tuple[int, int]], y: IntArray | 
     return np.minimum(np.maximum(values, lm.var_lb), lm.var_ub)
 
 
-def to_moves(layout: Layout, y: IntArray, profile: str) -> list[Move]:
+def to_moves(layout: Layout, y: IntArray) -> list[Move]:
     p = layout.problem
     load_before, load_after = layout.load(layout.x0), layout.load(y)
     by_place: dict[tuple[int, str], list[Any]] = {}
@@ -186,22 +202,22 @@ def to_moves(layout: Layout, y: IntArray, profile: str) -> list[Move]:
         targets = [i for i in np.nonzero(delta > 0)[0] for _ in range(int(delta[i]))]
         for i, j in zip(sources, targets, strict=True):
             pod = by_place[(c, p.node_names[i])].pop(0)
-            why = _why(layout, int(i), int(j), load_before, load_after, profile, int(layout.agg_class[c]))
+            why = _why(layout, int(i), int(j), load_before, load_after, int(layout.agg_class[c]))
             out.append(Move(pod.namespace, pod.name, pod.uid, p.node_names[i], p.node_names[j], why,
                             pod.owner_kind, pod.scheduler_name))
     return sorted(out, key=lambda m: (m.source, m.namespace, m.name))
 
 
-def _why(layout: Layout, i: int, j: int, before: IntArray, after: IntArray, profile: str, agg_class: int) -> str:
+def _why(layout: Layout, i: int, j: int, before: IntArray, after: IntArray, agg_class: int) -> str:
     p = layout.problem
     names = p.node_names
     pods = p.resource_index("pods")
-    if profile == "binpack":
+    balanced = [r for r, _ in layout.balance_terms()]
+    if not balanced:
         if pods is not None and after[i, pods] == 0:
             return f"empties {names[i]}"
         return f"packs onto {names[j]}"
     share = np.where(p.capacity[j] > 0, p.demand[agg_class] / np.maximum(p.capacity[j], 1), 0)
-    balanced = [r for r, _ in layout.balance_terms()] or [0]
     r = max(balanced, key=lambda k: share[k])
     name = p.resources[r].split("/")[-1]
 

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.client import Cluster
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.events import EventRecorder
 from kubeplace.serve.informer import Informer
 from kubeplace.serve.leader import AlwaysLeader, LeaderElector
 from kubeplace.serve.loop import LeaderCheck, Scheduler, ServeSettings
 from kubeplace.serve.metrics import Metrics
-from kubeplace.solver.solve import SolverOptions
 
 log = logging.getLogger("kubeplace.serve")
 
@@ -41,7 +40,7 @@ def default_identity() -> str:
 
 
 class Service:
-    def __init__(self, cluster: Cluster, config: Configuration, profile: Profile, options: SolverOptions,
+    def __init__(self, cluster: Cluster, config: Configuration, profile: Profile, solver: SolverSettings,
                  settings: ServeSettings, lease: LeaseSettings = LeaseSettings(), identity: str = "",
                  metrics: Metrics | None = None, watch_seconds: int = 60) -> None:
         self.identity = identity or default_identity()
@@ -55,7 +54,7 @@ class Service:
             leader = self.elector
         recorder = EventRecorder(cluster, "kubeplace", self.identity)
         self.informer = Informer(cluster, watch_seconds=watch_seconds)
-        self.scheduler = Scheduler(cluster, self.informer.store, config, profile, options, settings,
+        self.scheduler = Scheduler(cluster, self.informer.store, config, profile, solver, settings,
                                    leader=leader, recorder=recorder, metrics=self.metrics)
         self.informer.on_change = self.scheduler.on_change
         self.stop_event = self.scheduler.stop_event

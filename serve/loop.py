@@ -36,7 +36,7 @@ from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
 from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
@@ -48,7 +48,6 @@ from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, RawObject, Store,
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.queue import SchedulingQueue, Unit
-from kubeplace.solver.solve import SolverOptions
 
 log = logging.getLogger("kubeplace.serve")
 GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
@@ -107,12 +106,12 @@ class CycleReport:
 
 class Scheduler:
     def __init__(self, client: ServeClient, store: Store, config: Configuration, profile: Profile,
-                 options: SolverOptions, settings: ServeSettings = ServeSettings(), *,
+                 solver: SolverSettings, settings: ServeSettings = ServeSettings(), *,
                  leader: LeaderCheck | None = None, recorder: EventRecorder | None = None,
                  metrics: Metrics | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.store = store
-        self.config, self.profile, self.options, self.settings = config, profile, options, settings
+        self.config, self.profile, self.solver, self.settings = config, profile, solver, settings
         self.leader: LeaderCheck = leader or AlwaysLeader()
         self.recorder = recorder or EventRecorder(client)
         self.metrics = metrics or Metrics()
@@ -240,7 +239,7 @@ class Scheduler:
         if not snapshot.pending:
             return report
         self.metrics.cycles.inc()
-        planned = make_plan(snapshot, self.config, self.profile, self.options)
+        planned = make_plan(snapshot, self.config, self.profile, self.solver)
         plan = planned.plan
         report.seconds_plan = plan.summary.seconds
         self.metrics.solve_seconds.observe(self.clock() - started)
@@ -356,7 +355,7 @@ class Scheduler:
                          why="stopping" if stop.is_set() else "not the leader any more")
                 return False
             pod = pods[(p.namespace, p.name)]
-            note = device_notes(p.gpus, pod.requests, self.config.gpu.conventions())
+            note = device_notes(p.gpus, pod.requests, self.config.gpu)
             (result,) = bind_all(self.client, [Binding(p.namespace, p.name, p.uid, p.node, note)], dry_run=False)
             self.results.append(result)
             decision(pod=pod.key, node=p.node, gang=gang_key, outcome=str(result.outcome), why=result.message)

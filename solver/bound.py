@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import IntArray, Problem, summed_rows
 from kubeplace.solver.backends import available_backends, get_backend
-from kubeplace.solver.backends.base import SolveSettings
 
 
 def node_kinds(problem: Problem) -> tuple[IntArray, int]:
@@ -71,7 +71,8 @@ def placed_weight_bound(problem: Problem, time_limit: float = 10.0) -> int | Non
     backend = lp_backend()
     if backend is None:
         return None
-    result = get_backend(backend).solve(kind_model(problem, integer=False).model, SolveSettings(time_limit, 1))
+    result = get_backend(backend).solve(kind_model(problem, integer=False).model,
+                                     SolverSettings(backend, time_limit, workers=1))
     if not result.status.has_solution or result.objective is None:
         return None
     return int(np.floor(result.objective + 1e-6))

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from kubeplace.models.config import SolverSettings
 from kubeplace.models.problem import IntArray, Problem
 from kubeplace.solver.backends import get_backend
-from kubeplace.solver.backends.base import SolveSettings
 from kubeplace.solver.bound import kind_model, lp_backend
 
 
@@ -20,7 +20,7 @@ def kind_quotas(problem: Problem, time_limit: float, deterministic: bool = False
     ``deterministic``, CP-SAT solves it on deterministic time, so runs repeat exactly."""
     km = kind_model(problem, integer=True)
     backend = "cpsat" if deterministic else (lp_backend() or "cpsat")
-    result = get_backend(backend).solve(km.model, SolveSettings(time_limit, 1))
+    result = get_backend(backend).solve(km.model, SolverSettings(backend, time_limit, workers=1))
     if not result.status.has_solution or result.values is None:
         return None
     n_kinds = int(km.node_kind.max()) + 1 if len(km.node_kind) else 0

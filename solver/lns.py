@@ -13,17 +13,13 @@ one worker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from kubeplace.models import evaluate
 from kubeplace.models.formulation import Neighbourhood
 from kubeplace.models.problem import Assignment, IntArray, Problem
 from kubeplace.solver.backends.base import Backend
-
-if TYPE_CHECKING:
-    from kubeplace.solver.solve import _Run
+from kubeplace.solver.run import Run, has_linear_terms, stage_one, stage_two
 
 PLACE_PAIRS = 1_500
 PLACE_SECONDS = 2.0
@@ -33,10 +29,8 @@ OBJECTIVE_SECONDS = 0.12
 MIN_SECONDS = 0.1
 
 
-def improve(run: _Run, backend: Backend) -> None:
-    from kubeplace.solver.solve import has_linear_terms, stage_one, stage_two
-
-    rng = np.random.default_rng(run.options.seed)
+def improve(run: Run, backend: Backend) -> None:
+    rng = np.random.default_rng(run.settings.seed)
     pairs = run.problem.eligible.sum(axis=0).astype(np.int64)
     rounds = 0
     while run.left() > MIN_SECONDS:
@@ -53,7 +47,7 @@ def improve(run: _Run, backend: Backend) -> None:
     run.steps.append(f"lns rounds: {rounds}")
 
 
-def _share(run: _Run, seconds: float) -> float:
+def _share(run: Run, seconds: float) -> float:
     return min(1.0, seconds / max(run.left(), 1e-3))
 
 

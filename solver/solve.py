@@ -19,51 +19,32 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from kubeplace.models import evaluate
-from kubeplace.models.formulation import Neighbourhood, objective_model, placement_model
-from kubeplace.models.framework import LINEAR_TERMS, LoadBalanceTerm, ObjectiveTerm
+from kubeplace.models.config import SolverSettings
+from kubeplace.models.formulation import Neighbourhood
+from kubeplace.models.framework import LoadBalanceTerm, ObjectiveTerm
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.solver.backends import get_backend
-from kubeplace.solver.backends.base import Backend, BackendResult, SolveSettings, Status
+from kubeplace.solver.backends.base import Backend, Status
 from kubeplace.solver.bound import placed_weight_bound
 from kubeplace.solver.greedy import FGD, POLICIES, greedy, greedy_in_queue, guided
 from kubeplace.solver.guided import kind_quotas
+from kubeplace.solver.lns import improve
+from kubeplace.solver.repair import repair
+from kubeplace.solver.run import Event, Run, stage_one, stage_two
 from kubeplace.solver.split import components, lift, subproblem
 
-FULL_MODEL_PAIRS = 2_000
-"""Above this many eligible (class, node) pairs the whole model is not built at once."""
 GUIDED_SECONDS = 3.0
 PATTERN_SHARE = 0.6
 QUEUE_ORDER_PODS = 400
 """Up to this many pending pods (a window of a stream of arrivals, not a whole backlog), the
 FGD greedy takes pods in queue order instead of largest first: on FGD's saturation replay that
 order ends with more GPUs allocated (see ``solver.greedy.greedy_in_queue``)."""
+DEFAULT_SETTINGS = SolverSettings()
 REPAIR_SHARE = 0.5
 """Part of the time left that ruin and recreate may spend on gangs left out."""
 REPAIR_ROUNDS_PER_SECOND = 20
 """With one worker the repair is budgeted in rounds (about this many per second of budget
 on the 300-node gang benchmark), not by the clock, so runs repeat exactly."""
-
-
-@dataclass(frozen=True)
-class SolverOptions:
-    backend: str = "cpsat"
-    time_limit: float = 10.0
-    workers: int = 2
-    relative_gap: float = 0.0
-    seed: int = 0
-    full_model_pairs: int = FULL_MODEL_PAIRS
-
-
-@dataclass(frozen=True)
-class Event:
-    """Progress of a solve: the incumbent after some step."""
-
-    step: str
-    pods_placed: int
-    placed_weight: int
-    objective: float
-    bound: int | None
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -85,48 +66,7 @@ class SolveReport:
         return max(0.0, (self.bound - self.placed_weight) / self.bound)
 
 
-@dataclass
-class _Run:
-    problem: Problem
-    terms: Sequence[ObjectiveTerm]
-    options: SolverOptions
-    on_event: Callable[[Event], None] | None
-    started: float
-    incumbent: Assignment
-    bound: int | None = None
-    steps: list[str] = field(default_factory=list)
-    proved: bool = False
-    spent: float = 0.0  # backend time handed out, counted when deterministic
-
-    @property
-    def deterministic(self) -> bool:
-        """One worker: the budget is counted in backend slices, not on the clock, so the
-        number of rounds and every answer are the same from run to run."""
-        return self.options.workers <= 1
-
-    def left(self) -> float:
-        if self.deterministic:
-            return self.options.time_limit - self.spent
-        return self.options.time_limit - (time.monotonic() - self.started)
-
-    def offer(self, candidate: Assignment, step: str) -> bool:
-        """Keeps ``candidate`` if it beats the incumbent (exact evaluation)."""
-        if not evaluate.better(self.problem, candidate, self.incumbent, self.terms):
-            return False
-        self.incumbent = candidate
-        self.steps.append(step)
-        self.emit(step)
-        return True
-
-    def emit(self, step: str) -> None:
-        if self.on_event:
-            p, a = self.problem, self.incumbent
-            self.on_event(Event(step, evaluate.pods_placed(a), evaluate.placed_weight(p, a),
-                                evaluate.objective_value(p, a, self.terms), self.bound,
-                                time.monotonic() - self.started))
-
-
-def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions = SolverOptions(),
+def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings = DEFAULT_SETTINGS,
           on_event: Callable[[Event], None] | None = None) -> SolveReport:
     """Independent parts are solved one by one, each with a share of the time limit, when
     the objective separates over them (the balance term does not: its mean is the whole
@@ -134,22 +74,22 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptio
     separable = not any(isinstance(t, LoadBalanceTerm) for t in terms)
     parts = [(c, n) for c, n in components(problem) if len(n)] if separable else []
     if len(parts) <= 1:
-        return _solve_one(problem, terms, options, on_event)
+        return _solve_one(problem, terms, settings, on_event)
     started = time.monotonic()
     pairs = [int(problem.eligible[np.ix_(c, n)].sum()) for c, n in parts]
     reports = []
     for k, (classes, nodes) in enumerate(parts):
-        if options.workers <= 1:  # deterministic: fixed shares, not what the clock says is left
-            budget = max(0.2, options.time_limit * pairs[k] / max(sum(pairs), 1))
+        if settings.workers <= 1:  # deterministic: fixed shares, not what the clock says is left
+            budget = max(0.2, settings.time_limit * pairs[k] / max(sum(pairs), 1))
         else:
-            left = options.time_limit - (time.monotonic() - started)
+            left = settings.time_limit - (time.monotonic() - started)
             budget = max(0.2, left * pairs[k] / max(sum(pairs[k:]), 1))
         sub = subproblem(problem, classes, nodes)
-        reports.append((_solve_one(sub, terms, replace(options, time_limit=budget), None), classes, nodes))
+        reports.append((_solve_one(sub, terms, replace(settings, time_limit=budget), None), classes, nodes))
     merged = Assignment.empty()
     for rep, classes, nodes in reports:
         merged = merged.merge(lift(rep.assignment, classes, nodes))
-    whole_greedy, _ = _best_greedy(problem, terms, replace(options, time_limit=1.0), with_guided=False)
+    whole_greedy, _ = _best_greedy(problem, terms, replace(settings, time_limit=1.0), with_guided=False)
     steps = tuple(f"part {k + 1}/{len(parts)}: {', '.join(r.steps)}" for k, (r, _, _) in enumerate(reports))
     if evaluate.better(problem, whole_greedy, merged, terms):
         merged, steps = whole_greedy, (*steps, "greedy on the whole problem kept")
@@ -165,19 +105,17 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptio
     return report
 
 
-def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions,
+def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
                on_event: Callable[[Event], None] | None) -> SolveReport:
     started = time.monotonic()
-    best, name = _best_greedy(problem, terms, options)
-    run = _Run(problem, terms, options, on_event, started, best, steps=[name])
-    run.bound = placed_weight_bound(problem, time_limit=max(1.0, options.time_limit / 10))
+    best, name = _best_greedy(problem, terms, settings)
+    run = Run(problem, terms, settings, on_event, started, best, steps=[name])
+    run.bound = placed_weight_bound(problem, time_limit=max(1.0, settings.time_limit / 10))
     run.emit("greedy")
-    backend = get_backend(options.backend)
-    if int(problem.eligible.sum()) <= options.full_model_pairs:
+    backend = get_backend(settings.backend)
+    if int(problem.eligible.sum()) <= settings.full_model_pairs:
         _solve_whole(run, backend)
     else:
-        from kubeplace.solver.lns import improve
-
         _repair(run)
         _patterns(run)
         improve(run, backend)
@@ -188,15 +126,15 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solver
                        time.monotonic() - started, backend.name, tuple(run.steps))
 
 
-def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: SolverOptions,
+def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
                  with_guided: bool = True) -> tuple[Assignment, str]:
     """The best of the greedy placements (lexicographic, exact evaluation) and its name."""
     in_queue = int(problem.count.sum()) <= QUEUE_ORDER_PODS
     candidates = [(greedy_in_queue(problem, FGD), "fgd, queue order") if policy == FGD and in_queue
                   else (greedy(problem, policy), policy)
                   for policy in POLICIES if policy != FGD or problem.has_devices]
-    quotas = kind_quotas(problem, min(GUIDED_SECONDS, options.time_limit / 5),
-                         deterministic=options.workers <= 1) if with_guided else None
+    quotas = kind_quotas(problem, min(GUIDED_SECONDS, settings.time_limit / 5),
+                         deterministic=settings.workers <= 1) if with_guided else None
     if quotas is not None:
         candidates.append((guided(problem, *quotas), "guided"))
     best, name = candidates[0]
@@ -206,38 +144,7 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], options: Solv
     return best, f"greedy ({name})"
 
 
-def settings_for(run: _Run, share: float) -> SolveSettings:
-    seconds = max(0.05, run.left() * share)
-    run.spent += seconds
-    return SolveSettings(time_limit=seconds, workers=run.options.workers,
-                         relative_gap=run.options.relative_gap, seed=run.options.seed)
-
-
-def stage_one(run: _Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult:
-    form = placement_model(run.problem, hood, _restrict(run.incumbent, hood))
-    result = backend.solve(form.model, settings_for(run, share))
-    if result.status.has_solution and result.values is not None:
-        run.offer(_merge(hood, form.assignment(result.values)), "place")
-    return result
-
-
-def stage_two(run: _Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult | None:
-    if not has_linear_terms(run.terms):
-        return None
-    mu = evaluate.mean_utilisation(run.problem, run.incumbent)
-    weight = evaluate.placed_weight(run.problem, run.incumbent)
-    form = objective_model(run.problem, hood, run.terms, weight, mu, _restrict(run.incumbent, hood))
-    result = backend.solve(form.model, settings_for(run, share))
-    if result.status.has_solution and result.values is not None:
-        run.offer(_merge(hood, form.assignment(result.values)), "objective")
-    return result
-
-
-def has_linear_terms(terms: Sequence[ObjectiveTerm]) -> bool:
-    return any(isinstance(t, LINEAR_TERMS) for t in terms)
-
-
-def _patterns(run: _Run) -> None:
+def _patterns(run: Run) -> None:
     """Column generation over node patterns when pods are left unplaced: exact per node
     (device packing included), so it places what pooled capacity cannot tell apart, and
     its converged LP proves a bound tighter than the kind LP. Budgeted by the clock and
@@ -246,10 +153,10 @@ def _patterns(run: _Run) -> None:
         return
     if evaluate.placed_weight(run.problem, run.incumbent) >= run.bound:
         return
-    from kubeplace.solver.patterns import pattern_placement
+    from kubeplace.solver.patterns import pattern_placement  # loads highspy: only when it runs
 
     found = pattern_placement(run.problem, run.incumbent, time_limit=PATTERN_SHARE * run.left(),
-                              seed=run.options.seed)
+                              seed=run.settings.seed)
     if found.assignment is not None:
         run.offer(found.assignment, "patterns")
     if found.proved_bound is not None:
@@ -257,21 +164,19 @@ def _patterns(run: _Run) -> None:
         run.steps.append("bound proved by column generation")
 
 
-def _repair(run: _Run) -> None:
+def _repair(run: Run) -> None:
     """Ruin and recreate (``solver.repair``) while gangs are left out: it moves whole gangs
     across the cluster, which the small CP-SAT neighbourhoods of the LNS cannot."""
     p = run.problem
     target = run.bound if run.bound is not None else int((p.weight * p.count).sum())
     if not p.gangs or evaluate.placed_weight(p, run.incumbent) >= target:
         return
-    from kubeplace.solver.repair import repair
-
     seconds = REPAIR_SHARE * run.left()
     if run.deterministic:
         rounds, deadline = max(1, int(REPAIR_ROUNDS_PER_SECOND * seconds)), math.inf
     else:
         rounds, deadline = 1 << 30, time.monotonic() + seconds
-    found = repair(p, run.incumbent, target, np.random.default_rng(run.options.seed), rounds,
+    found = repair(p, run.incumbent, target, np.random.default_rng(run.settings.seed), rounds,
                    lambda: time.monotonic() > deadline)
     if run.deterministic:
         run.spent += found.rounds / REPAIR_ROUNDS_PER_SECOND
@@ -279,7 +184,7 @@ def _repair(run: _Run) -> None:
     run.steps.append(f"repair rounds: {found.rounds}")
 
 
-def _solve_whole(run: _Run, backend: Backend) -> None:
+def _solve_whole(run: Run, backend: Backend) -> None:
     hood = Neighbourhood.whole(run.problem)
     placed = evaluate.placed_weight(run.problem, run.incumbent)
     first_proved = run.bound is not None and placed >= run.bound
@@ -291,11 +196,3 @@ def _solve_whole(run: _Run, backend: Backend) -> None:
         run.proved = first_proved and (second is None or second.status == Status.OPTIMAL)
     if first_proved and run.bound is not None:
         run.bound = min(run.bound, evaluate.placed_weight(run.problem, run.incumbent))
-
-
-def _restrict(a: Assignment, hood: Neighbourhood) -> Assignment:
-    return a.on_nodes(hood.nodes)
-
-
-def _merge(hood: Neighbourhood, inside: Assignment) -> Assignment:
-    return hood.fixed.merge(inside)

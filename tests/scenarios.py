@@ -36,14 +36,15 @@ import yaml
 
 from kubeplace.kube.files import load_snapshot
 from kubeplace.kube.objects import Snapshot
-from kubeplace.models.config import Configuration, Profile, parse_configuration
+from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.models.config_load import parse_configuration
+from kubeplace.models.framework import Objective
 from kubeplace.models.linear import LinearBuilder
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.plan.verify import Violation
 from kubeplace.solver.backends import available_backends, get_backend
-from kubeplace.solver.backends.base import SolveSettings, Status
-from kubeplace.solver.solve import SolverOptions
+from kubeplace.solver.backends.base import Status
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
 
@@ -67,8 +68,8 @@ class Scenario:
         config = (Configuration() if self.config_doc is None
                   else parse_configuration(self.config_doc, f"{self.folder}/expected.yaml"))
         first = config.profiles[0]
-        profile = dataclasses.replace(first, objective=self.profile_name or first.objective,
-                                      disabled=first.disabled + disabled)
+        objective = Objective(self.profile_name) if self.profile_name else first.objective
+        profile = dataclasses.replace(first, objective=objective, disabled=first.disabled + disabled)
         return dataclasses.replace(config, profiles=(profile, *config.profiles[1:])), profile
 
 
@@ -87,7 +88,7 @@ def load_scenario(name: str) -> Scenario:
 def plan_scenario(scenario: Scenario, backend: str, disabled: tuple[str, ...] = ()) -> Planned:
     snapshot = scenario.snapshot()
     config, profile = scenario.config(disabled)
-    return make_plan(snapshot, config, profile, SolverOptions(backend=backend, time_limit=10, workers=1, seed=0))
+    return make_plan(snapshot, config, profile, SolverSettings(backend=backend, time_limit=10, workers=1, seed=0))
 
 
 def verify_planned(scenario: Scenario, planned: Planned) -> list[Violation]:
@@ -106,7 +107,7 @@ def backend_problem(name: str) -> str | None:
     b = LinearBuilder()
     x = b.add_vars(np.array([0], dtype=np.int64), np.array([1], dtype=np.int64))
     b.add_objective(x, np.array([1], dtype=np.int64))
-    result = get_backend(name).solve(b.build(maximize=True), SolveSettings(time_limit=5, workers=1, seed=0))
+    result = get_backend(name).solve(b.build(maximize=True), SolverSettings(time_limit=5, workers=1, seed=0))
     if result.status == Status.ERROR:
         return result.message or f"{name}: status error"
     if result.status != Status.OPTIMAL or result.objective != 1:

@@ -20,25 +20,24 @@ from hypothesis import strategies as st
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models import evaluate
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.formulation import Neighbourhood, objective_model, placement_model
-from kubeplace.models.framework import FILTER, PluginFactory, RunContext
+from kubeplace.models.framework import FILTER, Objective, PluginFactory, RunContext
 from kubeplace.models.plugins import in_tree_registry
 from kubeplace.models.problem import Assignment, BoolArray, Problem
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.solver.backends import get_backend
-from kubeplace.solver.backends.base import SolveSettings, Status
+from kubeplace.solver.backends.base import Status
 from kubeplace.solver.greedy import POLICIES, greedy
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 from tests.scenarios import usable_backends
 
 BACKENDS = usable_backends()
 MILP_BACKENDS = [b for b in ("cbc", "highs") if b in BACKENDS]
 TIME_LIMIT = 5.0
-OPTIONS = {b: SolverOptions(backend=b, time_limit=TIME_LIMIT, workers=1, seed=0) for b in BACKENDS}
-SOLVE = SolveSettings(time_limit=TIME_LIMIT, workers=1, seed=0)
+OPTIONS = {b: SolverSettings(backend=b, time_limit=TIME_LIMIT, workers=1, seed=0) for b in BACKENDS}
+SOLVE = SolverSettings(time_limit=TIME_LIMIT, workers=1, seed=0)
 EXAMPLES = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -130,7 +129,7 @@ def clusters(draw: st.DrawFn) -> Cluster:
 
 def config_for(objective: str, *enabled: str, registry: dict[str, PluginFactory] | None = None
                ) -> tuple[Configuration, Profile]:
-    profile = Profile(objective=objective, enabled=enabled)
+    profile = Profile(objective=Objective(objective), enabled=enabled)
     config = Configuration(profiles=(profile,), registry=registry or in_tree_registry())
     return config, profile
 
@@ -161,7 +160,7 @@ def test_plans_are_valid_and_never_worse_than_greedy(cluster: Cluster) -> None:
     config, profile = config_for(cluster.objective)
     for backend in BACKENDS:
         result = checked_plan(cluster, backend, config, profile)
-        problem, terms = result.aggregation.problem, result.plugins.objective_terms
+        problem, terms = result.aggregation.problem, result.terms
         summary = result.plan.summary
         assert summary.pods_placed + summary.pods_unplaced == len(cluster.snapshot.pending)
         for policy in POLICIES:
@@ -185,7 +184,7 @@ def test_cpsat_and_milp_agree_on_optima(cluster: Cluster) -> None:
     config, profile = config_for(cluster.objective)
     plans = {b: checked_plan(cluster, b, config, profile) for b in ("cpsat", *MILP_BACKENDS)}
     reference = plans["cpsat"]
-    problem, terms = reference.aggregation.problem, reference.plugins.objective_terms
+    problem, terms = reference.aggregation.problem, reference.terms
     for b, result in plans.items():
         if result.plan.summary.status == "optimal" and reference.plan.summary.status == "optimal":
             assert result.report.placed_weight == reference.report.placed_weight, b
@@ -255,9 +254,9 @@ def test_aggregation_keeps_the_optimum(cluster: Cluster) -> None:
     aggregated = checked_plan(cluster, "cpsat", config, profile)
     flat_config, flat_profile = config_for(cluster.objective, UNIQUE, registry=unaggregated_registry())
     flat = checked_plan(cluster, "cpsat", flat_config, flat_profile)
-    modelled = [p for p in cluster.snapshot.pending if not p.unmodelled]
-    assert flat.aggregation.problem.n_classes == len(modelled)
-    assert aggregated.aggregation.problem.n_classes <= len(modelled)
+    modelled = len(cluster.snapshot.pending) - len(flat.aggregation.left)
+    assert flat.aggregation.problem.n_classes == modelled
+    assert aggregated.aggregation.problem.n_classes <= modelled
     if aggregated.plan.summary.status == "optimal" and flat.plan.summary.status == "optimal":
         assert aggregated.report.placed_weight == flat.report.placed_weight
         assert aggregated.report.pods_placed == flat.report.pods_placed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, PluginFactory, Registry
+from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, Objective, PluginFactory, Registry
 from kubeplace.models.plugins import (
     gang,
     gpu_model,
@@ -12,6 +12,7 @@ from kubeplace.models.plugins import (
     objectives,
     pod_anti_affinity,
     taint_toleration,
+    unmodelled,
 )
 from kubeplace.models.plugins import tenant as tenant_plugin
 
@@ -22,11 +23,13 @@ def in_tree_registry() -> Registry:
         PluginFactory(node_unschedulable.NAME, FILTER, None, node_unschedulable.build),
         PluginFactory(node_affinity.NAME, FILTER, None, node_affinity.build),
         PluginFactory(taint_toleration.NAME, FILTER, None, taint_toleration.build),
-        PluginFactory(node_ports.NAME, FILTER, None, node_ports.build),
+        PluginFactory(node_ports.NAME, (FILTER, CONSTRAINT), None, node_ports.build),
         PluginFactory(pod_anti_affinity.NAME, FILTER, None, pod_anti_affinity.build),
+        *(PluginFactory(name, FILTER, None, unmodelled.builder(name)) for name in unmodelled.PLUGINS),
         PluginFactory(tenant_plugin.NAME, FILTER, tenant_plugin.TenantArgs, tenant_plugin.build),
         PluginFactory(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build),
         PluginFactory(gang.NAME, CONSTRAINT, None, gang.build),
+        PluginFactory(gang.PREFERENCE_NAME, SCORE, None, gang.build_preference),
         PluginFactory("Balance", SCORE, objectives.BalanceArgs, objectives.build_balance),
         PluginFactory("BinPack", SCORE, objectives.BinPackArgs, objectives.build_binpack),
         PluginFactory("GPUFragmentation", SCORE, objectives.GPUFragmentationArgs, objectives.build_fragmentation),
@@ -34,7 +37,11 @@ def in_tree_registry() -> Registry:
     return {f.name: f for f in factories}
 
 
-DEFAULT_FILTERS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
-                   pod_anti_affinity.NAME, tenant_plugin.NAME, gpu_model.NAME, gang.NAME)
-PROFILE_SCORES = {"balance": ("Balance",), "binpack": ("BinPack",), "defrag": ("GPUFragmentation",)}
-__all__ = ["CONSTRAINT", "DEFAULT_FILTERS", "PROFILE_SCORES", "in_tree_registry"]
+DEFAULT_PLUGINS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
+                   pod_anti_affinity.NAME, *unmodelled.PLUGINS, tenant_plugin.NAME, gpu_model.NAME, gang.NAME,
+                   gang.PREFERENCE_NAME)
+"""Enabled in every profile (``disabled: ["*"]`` removes them all)."""
+OBJECTIVE_SCORES = {Objective.BALANCE: ("Balance",), Objective.BINPACK: ("BinPack",),
+                    Objective.DEFRAG: ("GPUFragmentation",)}
+"""The score plugin each objective enables."""
+__all__ = ["CONSTRAINT", "DEFAULT_PLUGINS", "OBJECTIVE_SCORES", "in_tree_registry"]

@@ -17,10 +17,11 @@ import numpy as np
 
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import GangKey, Node, Pod, PodGroup
-from kubeplace.models.framework import ClassView, GangDomainsTerm, RunContext
+from kubeplace.models.framework import ClassView, GangDomainsTerm, ObjectiveTerm, RunContext
 from kubeplace.models.problem import Gang, GroupCap, IntArray, Problem
 
 NAME = "Coscheduling"
+PREFERENCE_NAME = "GangTopologyPreference"
 GANG_DOMAIN_WEIGHT = 10
 """Cost of one more preferred-key domain per gang, in balance units (one node at the
 largest deviation of one resource costs 1): fewer domains win over balance in all but
@@ -83,9 +84,19 @@ class Coscheduling:
         return domain
 
 
-def domain_terms(problem: Problem) -> tuple[GangDomainsTerm, ...]:
-    """The objective term for gangs' preferred topology keys, when some gang has one."""
-    return (GangDomainsTerm(GANG_DOMAIN_WEIGHT),) if any(g.preferred is not None for g in problem.gangs) else ()
+@dataclass(frozen=True)
+class GangTopologyPreference:
+    """Score: a gang with a preferred topology key (``Gang.preferred``, set by Coscheduling)
+    should use as few of its domains as it can."""
+
+    name: str = PREFERENCE_NAME
+
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
+        return (GangDomainsTerm(GANG_DOMAIN_WEIGHT),) if any(g.preferred is not None for g in problem.gangs) else ()
+
+
+def build_preference(_args: None, _ctx: RunContext) -> GangTopologyPreference:
+    return GangTopologyPreference()
 
 
 def _label_domains(label: str, nodes: Sequence[Node], unlabelled_apart: bool = False) -> IntArray:

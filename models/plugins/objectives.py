@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, RunContext
+from kubeplace.models.problem import Problem
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Balance:
     args: BalanceArgs
     name: str = "Balance"
 
-    def terms(self) -> Sequence[ObjectiveTerm]:
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
         return [LoadBalanceTerm(r.name, r.weight) for r in self.args.resources if r.weight > 0]
 
 
@@ -51,7 +52,7 @@ class BinPack:
     args: BinPackArgs
     name: str = "BinPack"
 
-    def terms(self) -> Sequence[ObjectiveTerm]:
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
         return [NodesUsedTerm(self.args.weight)]
 
 
@@ -78,7 +79,7 @@ class GPUFragmentation:
     args: GPUFragmentationArgs
     name: str = "GPUFragmentation"
 
-    def terms(self) -> Sequence[ObjectiveTerm]:
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
         return [FragmentationTerm(self.args.weight)]
 
 

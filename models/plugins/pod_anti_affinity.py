@@ -12,12 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.objects import Node, Pod, PodAffinityTerm
+from kubeplace.kube.objects import Node, Pod, PodAffinityTerm, SpecRule
 from kubeplace.kube.selectors import matches
 from kubeplace.models.framework import RunContext
 from kubeplace.models.problem import BoolArray
 
 NAME = "InterPodAntiAffinity"
+REQUIRED_POD_AFFINITY = "required inter-pod affinity"
+REQUIRED_POD_ANTI_AFFINITY = "required inter-pod anti-affinity"
+UNMODELLED = {SpecRule.REQUIRED_POD_AFFINITY: REQUIRED_POD_AFFINITY,
+              SpecRule.REQUIRED_POD_ANTI_AFFINITY: REQUIRED_POD_ANTI_AFFINITY}
+"""A pending pod's own required (anti-)affinity: it constrains the other pods of the batch,
+which the model does not express."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,9 @@ class InterPodAntiAffinity:
             if f.applies_to(pod):
                 mask &= np.array([n.labels.get(f.key) != f.value for n in nodes], dtype=np.bool_)
         return mask
+
+    def unmodelled(self, pod: Pod) -> tuple[str, ...]:
+        return tuple(reason for rule, reason in UNMODELLED.items() if rule in pod.spec_rules)
 
 
 def build(_args: None, ctx: RunContext) -> InterPodAntiAffinity:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import IntArray, LinearModel
 
 
@@ -36,15 +37,6 @@ class Progress:
 
 
 @dataclass(frozen=True)
-class SolveSettings:
-    time_limit: float = 10.0
-    workers: int = 2
-    relative_gap: float = 0.0
-    seed: int = 0
-    on_progress: Callable[[Progress], None] | None = None
-
-
-@dataclass(frozen=True)
 class BackendResult:
     status: Status
     values: IntArray | None  # one value per variable when status.has_solution
@@ -61,5 +53,8 @@ class Backend(Protocol):
         """True when the solver library (and binary) can be used here."""
         ...
 
-    def solve(self, model: LinearModel, settings: SolveSettings) -> BackendResult:
+    def solve(self, model: LinearModel, settings: SolverSettings,
+              on_progress: Callable[[Progress], None] | None = None) -> BackendResult:
+        """Within ``settings.time_limit`` seconds (this call's share), with its workers, gap and
+        seed; ``on_progress`` hears of every new incumbent or bound."""
         ...

@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import INF, IntArray, LinearModel
-from kubeplace.solver.backends.base import BackendResult, Progress, SolveSettings, Status
+from kubeplace.solver.backends.base import BackendResult, Progress, Status
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -57,7 +58,8 @@ class CpSatBackend:
             return False
         return True
 
-    def solve(self, model: LinearModel, settings: SolveSettings) -> BackendResult:
+    def solve(self, model: LinearModel, settings: SolverSettings,
+              on_progress: Callable[[Progress], None] | None = None) -> BackendResult:
         start = time.perf_counter()
         _check_supported(model)
         trivial = _trivially_infeasible(model)
@@ -75,8 +77,8 @@ class CpSatBackend:
         remaining = settings.time_limit - (time.perf_counter() - start)
         _set_parameters(solver.parameters, settings, max(remaining, MIN_SOLVER_SECONDS))
         callback = None
-        if settings.on_progress is not None:
-            callback = _progress_callback(cp_model, settings.on_progress, model.objective_offset, start)
+        if on_progress is not None:
+            callback = _progress_callback(cp_model, on_progress, model.objective_offset, start)
         solver.solve(cp, callback)
         return _read_response(solver.response_proto, cp, model, start)
 
@@ -153,7 +155,7 @@ def _set_objective(proto: Any, model: LinearModel) -> None:
     proto.objective.scaling_factor = float(sign)  # CP-SAT minimises; -1 reports maximise values
 
 
-def _set_parameters(params: Any, settings: SolveSettings, seconds: float) -> None:
+def _set_parameters(params: Any, settings: SolverSettings, seconds: float) -> None:
     params.max_time_in_seconds = seconds
     params.num_workers = max(1, settings.workers)
     params.relative_gap_limit = settings.relative_gap

@@ -39,6 +39,7 @@ import re
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -46,8 +47,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import INF, IntArray, LinearModel
-from kubeplace.solver.backends.base import BackendResult, Progress, SolveSettings, Status
+from kubeplace.solver.backends.base import BackendResult, Progress, Status
 
 NAMES = ("milp", "highs", "cbc")
 MIN_SOLVER_SECONDS = 0.05
@@ -76,7 +78,8 @@ class MilpBackend:
     def available(self) -> bool:
         return self.solver() is not None
 
-    def solve(self, model: LinearModel, settings: SolveSettings) -> BackendResult:
+    def solve(self, model: LinearModel, settings: SolverSettings,
+              on_progress: Callable[[Progress], None] | None = None) -> BackendResult:
         start = time.perf_counter()
         solver = self.solver()
         if solver is None:
@@ -94,7 +97,7 @@ class MilpBackend:
         try:
             if solver == "highs":
                 seconds = max(settings.time_limit - built, MIN_SOLVER_SECONDS)
-                bound = _solve_highs(pulp, prob, xs, model, rows, settings, seconds, start)
+                bound = _solve_highs(pulp, prob, xs, model, rows, settings, seconds, start, on_progress)
             else:
                 seconds = max(settings.time_limit - 2 * built, MIN_SOLVER_SECONDS)
                 bound = _solve_cbc(pulp, prob, xs, model, settings, seconds)
@@ -208,9 +211,10 @@ def _add_rows(pulp: Any, prob: Any, xs: list[Any], model: LinearModel, rows: Row
 
 
 def _solve_highs(pulp: Any, prob: Any, xs: list[Any], model: LinearModel, rows: Rows,
-                 settings: SolveSettings, seconds: float, start: float) -> float | None:
+                 settings: SolverSettings, seconds: float, start: float,
+                 on_progress: Callable[[Progress], None] | None) -> float | None:
     sign = -1.0 if model.maximize else 1.0  # like PuLP: HiGHS minimises the negated objective
-    offset, on_progress = model.objective_offset, settings.on_progress
+    offset = model.objective_offset
 
     def report(event: Any) -> None:
         assert on_progress is not None
@@ -260,7 +264,7 @@ def _load_highs(highs: Any, model: LinearModel, rows: Rows, sign: float) -> None
                   rows.coefs.astype(np.float64))
 
 
-def _solve_cbc(pulp: Any, prob: Any, xs: list[Any], model: LinearModel, settings: SolveSettings,
+def _solve_cbc(pulp: Any, prob: Any, xs: list[Any], model: LinearModel, settings: SolverSettings,
                seconds: float) -> float | None:
     if model.hint is not None:
         for x, value in zip(xs, model.hint.tolist(), strict=True):

@@ -8,7 +8,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
-from kubeplace.solver.solve import SolverOptions
+from kubeplace.models.config import SolverSettings
 from kubeplace_bench.gangs import feasible_workload, run_coscheduling, run_kubeplace, to_snapshot
 
 
@@ -31,7 +31,7 @@ def test_snapshot_declares_every_gang_with_its_min_member() -> None:
 
 def test_both_schedulers_place_an_easy_workload_whole() -> None:
     w = feasible_workload(1, nodes=10, gangs=4, max_pods=4)
-    kp = run_kubeplace(w, SolverOptions(time_limit=2, workers=1))
+    kp = run_kubeplace(w, SolverSettings(time_limit=2, workers=1))
     co = run_coscheduling(w)
     assert kp.gangs_placed == co.gangs_placed == len(w.gangs) and kp.detail["violations"] == 0
 

@@ -25,7 +25,7 @@ from kubeplace.cli.main import main
 from kubeplace.kube.client import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
-from kubeplace.models.config import load_configuration
+from kubeplace.models.config_load import load_configuration
 from kubeplace.models.gpu import DEVICE_ALLOCATED, KOORD_CORE, allocated_devices
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement

@@ -22,10 +22,9 @@ from kubernetes import client
 
 from kubeplace.kube.binder import Outcome
 from kubeplace.kube.client import Cluster, connect
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.app import LeaseSettings, Service
 from kubeplace.serve.loop import ServeSettings
-from kubeplace.solver.solve import SolverOptions
 
 from . import controlplane as cp
 from .test_bind_e2e import create_pods, kwok_nodes, pod_manifest, pod_nodes
@@ -33,7 +32,7 @@ from .test_bind_e2e import create_pods, kwok_nodes, pod_manifest, pod_nodes
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 GANG_LABEL, MIN_MEMBER = "kubeplace.io/gang", "kubeplace.io/gang-min-member"
-OPTIONS = SolverOptions(time_limit=5, workers=1, seed=0)
+OPTIONS = SolverSettings(time_limit=5, workers=1, seed=0)
 
 
 def member(name: str, namespace: str, gang: str, min_member: int, cpu: str, memory: str = "1Gi") -> dict[str, Any]:

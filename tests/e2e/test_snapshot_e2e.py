@@ -21,8 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from kubeplace.kube.client import connect
 from kubeplace.kube.files import load_snapshot
 from kubeplace.kube.live import load_live_snapshot
-from kubeplace.kube.objects import Snapshot
-from kubeplace.kube.parse import REQUIRED_POD_ANTI_AFFINITY
+from kubeplace.kube.objects import Snapshot, SpecRule
 
 from . import controlplane as cp
 from .test_bind_e2e import SCHEDULER, create_pods, kwok_nodes, pod_manifest
@@ -163,7 +162,7 @@ def test_live_snapshot_equals_the_file_snapshot_of_the_same_objects(
         assert batch.uid and batch.scheduler_name == SCHEDULER
         assert pending["affine"].required_terms is not None and len(pending["affine"].required_terms) == 2
         assert pending["affine"].requests["nvidia.com/gpu"] == 1
-        assert pending["apart"].unmodelled == (REQUIRED_POD_ANTI_AFFINITY,)
+        assert pending["apart"].spec_rules == {SpecRule.REQUIRED_POD_ANTI_AFFINITY}
         assert {p.name: p.node_name for p in snap.bound} == {"running-a": node_a, "running-b": node_b}
         assert snap.namespace_labels[namespace]["tenant"] == "team-a"
         assert live.source != from_file.source  # where each came from differs; the content does not

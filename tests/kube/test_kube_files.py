@@ -11,6 +11,7 @@ import yaml
 
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import load_objects, load_snapshot, read_document
+from kubeplace.kube.objects import SpecRule
 from tests.builders import NodeBuilder, PodBuilder, namespace, node, pod, snapshot_of
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
@@ -182,7 +183,7 @@ def test_demo_fixture() -> None:
     assert len(snapshot.bound) == 9
     assert {"team-a", "team-b"} <= set(snapshot.namespace_labels)
     pending = {p.key: p for p in snapshot.pending}
-    assert pending["default/cache-0"].unmodelled == ("required inter-pod anti-affinity",)
+    assert pending["default/cache-0"].spec_rules == {SpecRule.REQUIRED_POD_ANTI_AFFINITY}
     assert pending["default/web-5d8f7c9b6-p000"].priority == 1000
     assert pending["default/etl-nightly-0"].requests["cpu"] == 2100
     assert pending["team-b/api-7b9d4-new00"].requests["cpu"] == 1500

@@ -6,18 +6,11 @@ from typing import Any
 import pytest
 
 from kubeplace.kube.errors import InputError
-from kubeplace.kube.objects import HostPort, Requirement, SelectorTerm, Taint, Toleration
-from kubeplace.kube.parse import (
-    HARD_TOPOLOGY_SPREAD,
-    REQUIRED_POD_AFFINITY,
-    REQUIRED_POD_ANTI_AFFINITY,
-    RESOURCE_CLAIMS,
-    VOLUME_CLAIMS,
-    build_snapshot,
-    parse_namespace_labels,
-    parse_node,
-    parse_pod,
-)
+from kubeplace.kube.objects import HostPort, Requirement, SelectorTerm, Snapshot, SpecRule, Taint, Toleration
+from kubeplace.kube.parse import build_snapshot, parse_namespace_labels, parse_node, parse_pod
+from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.plugins.pod_anti_affinity import REQUIRED_POD_AFFINITY, REQUIRED_POD_ANTI_AFFINITY
+from kubeplace.models.plugins.unmodelled import HARD_TOPOLOGY_SPREAD, RESOURCE_CLAIMS, VOLUME_CLAIMS
 from tests.builders import node, pod
 
 
@@ -214,7 +207,12 @@ def test_missing_name() -> None:
     ],
 )
 def test_unmodelled_reasons(spec_field: str, value: Any, reason: str) -> None:
-    assert pod("p").spec(spec_field, value).build().unmodelled == (reason,)
+    parsed = pod("p").spec(spec_field, value).build()
+    assert len(parsed.spec_rules) == 1 and parsed.unmodelled == ()  # the parser reads the rule, plugins judge it
+    plugins = instantiate(Configuration(), Profile(), Snapshot((), (), ()))
+    assert plugins.unmodelled(parsed) == (reason,)
+    marked = plugins.mark_unmodelled(Snapshot((), (parsed,), ()))
+    assert marked.pending[0].unmodelled == (reason,)
 
 
 @pytest.mark.parametrize(
@@ -226,7 +224,19 @@ def test_unmodelled_reasons(spec_field: str, value: Any, reason: str) -> None:
     ],
 )
 def test_modelled_or_scoring_only_rules_are_not_reasons(spec_field: str, value: Any) -> None:
-    assert pod("p").spec(spec_field, value).build().unmodelled == ()
+    parsed = pod("p").spec(spec_field, value).build()
+    assert parsed.spec_rules == frozenset()
+    assert instantiate(Configuration(), Profile(), Snapshot((), (), ())).unmodelled(parsed) == ()
+
+
+def test_each_rule_is_judged_by_the_plugin_that_owns_it() -> None:
+    """Disabling the plugin that owns a rule leaves its pods to kubeplace (as disabling a
+    kube-scheduler plugin stops that rule being checked); the others still report theirs."""
+    parsed = (pod("p").spec("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}])
+              .spec("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]).build())
+    assert parsed.spec_rules == {SpecRule.RESOURCE_CLAIMS, SpecRule.VOLUME_CLAIMS}
+    plugins = instantiate(Configuration(), Profile(disabled=("VolumeBinding",)), Snapshot((), (), ()))
+    assert plugins.unmodelled(parsed) == (RESOURCE_CLAIMS,)
 
 
 def test_namespace_labels() -> None:

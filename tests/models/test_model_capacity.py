@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models.aggregate import aggregate, priority_weights
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.problem import Assignment
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan, pods_per_node
@@ -24,7 +24,6 @@ from kubeplace.plan.plan import Placement
 from kubeplace.solver.bound import placed_weight_bound
 from kubeplace.solver.greedy import POLICIES, greedy
 from kubeplace.solver.patterns import pattern_placement
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
 HAMI_CORES = "nvidia.com/gpucores"
@@ -44,8 +43,8 @@ def hami_pod(name: str, gpus: int, cores: int) -> PodBuilder:
 
 def planned(snap: Snapshot, backend: str = "cpsat", config: Configuration | None = None) -> object:
     config = config or Configuration()
-    profile = Profile(placementWeight="gpu")
-    result = make_plan(snap, config, profile, SolverOptions(backend=backend, time_limit=5, workers=1))
+    profile = Profile(placement_weight="gpu")
+    result = make_plan(snap, config, profile, SolverSettings(backend=backend, time_limit=5, workers=1))
     assert verify_plan(snap, result.plan.placements, config, profile) == []
     return result
 
@@ -152,7 +151,7 @@ def huge_snapshot() -> Snapshot:
 
 def test_usage_past_int64_is_a_full_node_not_an_empty_one() -> None:
     snap = huge_snapshot()
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=5, workers=1)).plan
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=5, workers=1)).plan
     assert plan.placements == ()
     assert plan.unplaced[0].reasons == ("0/1 nodes are available: 1 Insufficient memory.",)
     memory = next(u for u in plan.summary.utilisation if u.resource == "memory")
@@ -177,7 +176,7 @@ def test_free_capacity_summed_over_many_nodes_does_not_wrap() -> None:
     snap = Snapshot(nodes, pending, ())
     problem = aggregate(snap, instantiate(Configuration(), Profile(), snap)).problem
     assert placed_weight_bound(problem) == 1100
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=5, workers=1)).plan
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=5, workers=1)).plan
     assert plan.summary.pods_placed == 1100
     memory = next(u for u in plan.summary.utilisation if u.resource == "memory")
     assert (memory.before, memory.after) == (0.0, 1.0)

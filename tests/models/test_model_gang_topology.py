@@ -10,18 +10,16 @@ import pytest
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.gangs import PREFERRED_TOPOLOGY_KEY, TOPOLOGY_KEY, parse_pod_group
 from kubeplace.models.aggregate import aggregate
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.evaluate import gang_domains, mean_utilisation
 from kubeplace.models.formulation import Neighbourhood, objective_model
-from kubeplace.models.plugins.gang import domain_terms
-from kubeplace.models.problem import Assignment, Objective
+from kubeplace.models.framework import GangDomainsTerm
+from kubeplace.models.problem import Assignment
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Plan
 from kubeplace.plan.verify import verify
 from kubeplace.solver.backends import get_backend
-from kubeplace.solver.backends.base import SolveSettings
 from kubeplace.solver.greedy import BEST_FIT, FGD, SPREAD, greedy
-from kubeplace.solver.solve import SolverOptions
 from kubeplace.solver.split import subproblem
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
@@ -47,9 +45,9 @@ def zoned(name: str, zone: str | None, cpu: str) -> NodeBuilder:
 
 def plan_of(*objects: Any, backend: str = "cpsat", full_model_pairs: int | None = None) -> Plan:
     snap = snapshot_of(*objects)
-    options = SolverOptions(backend=backend, time_limit=5, workers=1)
+    options = SolverSettings(backend=backend, time_limit=5, workers=1)
     if full_model_pairs is not None:
-        options = SolverOptions(backend=backend, time_limit=5, workers=1, full_model_pairs=full_model_pairs)
+        options = SolverSettings(backend=backend, time_limit=5, workers=1, full_model_pairs=full_model_pairs)
     plan = make_plan(snap, Configuration(), Profile(), options).plan
     assert verify(snap, [(p.namespace, p.name, p.node) for p in plan.placements]) == []
     return plan
@@ -123,7 +121,7 @@ def test_greedy_tries_each_domain(policy: str) -> None:
 
 def test_subproblem_keeps_the_domains() -> None:
     snap = snapshot_of(*TWO_ZONES, zoned("c1", "c", "2"), group("job", 3), *[member(f"w{i}") for i in range(3)])
-    problem = aggregate(snap, instantiate(Configuration(), Profile(), snap), Objective()).problem
+    problem = aggregate(snap, instantiate(Configuration(), Profile(), snap)).problem
     sub = subproblem(problem, np.arange(problem.n_classes), np.array([1, 2]))
     (gang,) = sub.gangs
     assert gang.topology_key == ZONE and gang.domain is not None and gang.domain.tolist() == [1, 2]
@@ -204,13 +202,14 @@ def test_objective_model_prices_each_domain() -> None:
     snap = snapshot_of(*TWO_ZONES, preferring("job", 3), *[member(f"w{i}") for i in range(3)])
     plugins = instantiate(Configuration(), Profile(), snap)
     problem = aggregate(snap, plugins).problem
-    terms = (*plugins.objective_terms, *domain_terms(problem))
+    terms = plugins.terms(problem)  # GangTopologyPreference gives the gang-domain term
+    assert any(isinstance(t, GangDomainsTerm) for t in terms)
     whole = Assignment(np.zeros(1, np.int64), np.array([1]), np.array([3]))  # all in zone b
     mu = mean_utilisation(problem, whole)  # the same for every placement of the three
     for with_domains, zones in ((True, {"b1"}), (False, {"a1", "b1"})):
-        used = terms if with_domains else plugins.objective_terms
+        used = terms if with_domains else tuple(t for t in terms if not isinstance(t, GangDomainsTerm))
         form = objective_model(problem, Neighbourhood.whole(problem), used, int(problem.weight[0]) * 3, mu)
-        result = get_backend("cpsat").solve(form.model, SolveSettings(5, 1))
+        result = get_backend("cpsat").solve(form.model, SolverSettings(time_limit=5, workers=1))
         assert result.values is not None
         a = form.assignment(result.values)
         assert {problem.node_names[i] for i in a.node} == zones

@@ -8,11 +8,10 @@ import pytest
 
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.gangs import min_resources, parse_pod_group
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Plan
 from kubeplace.plan.verify import verify
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import PodBuilder, node, pod, snapshot_of
 
 
@@ -23,7 +22,7 @@ def pod_group(name: str, min_member: int, api: str = "scheduling.x-k8s.io/v1alph
 
 def plan_of(*objects: Any, backend: str = "cpsat") -> Plan:
     snap = snapshot_of(*objects)
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(backend=backend, time_limit=5, workers=1)).plan
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(backend=backend, time_limit=5, workers=1)).plan
     assert verify(snap, [(p.namespace, p.name, p.node) for p in plan.placements]) == []
     return plan
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubeplace.kube.objects import Pod
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.gpu import (
     DEVICE_ALLOCATED,
     DeviceTable,
@@ -24,7 +24,6 @@ from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
 from kubeplace.plan.verify_gpu import verify_devices
 from kubeplace.solver.greedy import greedy
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import NodeBuilder, node, pod, snapshot_of
 
 CONV = GpuConventions()
@@ -52,7 +51,7 @@ def test_share_over_one_gpu_must_be_whole_gpus() -> None:
 
 def test_invalid_share_is_left_to_the_default_scheduler() -> None:
     snap = snapshot_of(node("g").cpu("8").memory("8Gi").gpu(2), pod("odd").request("koordinator.sh/gpu-core", "150"))
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=2, workers=1)).plan
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=2, workers=1)).plan
     assert plan.placements == () and plan.unplaced[0].left_to_default_scheduler
     assert "multiple of 100" in plan.unplaced[0].reasons[0]
 
@@ -89,8 +88,8 @@ def share(name: str, percent: int) -> object:
 
 
 def plan_of(snap: object, backend: str = "cpsat") -> object:
-    return make_plan(snap, Configuration(), Profile(placementWeight="gpu"),  # type: ignore[arg-type]
-                     SolverOptions(backend=backend, time_limit=5, workers=1)).plan
+    return make_plan(snap, Configuration(), Profile(placement_weight="gpu"),  # type: ignore[arg-type]
+                     SolverSettings(backend=backend, time_limit=5, workers=1)).plan
 
 
 @pytest.mark.parametrize("backend", ["cpsat", "cbc", "highs"])
@@ -141,8 +140,8 @@ def gpu_clusters(draw: st.DrawFn) -> object:
 @EXAMPLES
 @given(gpu_clusters())
 def test_random_gpu_plans_verify_and_beat_greedy(snap: object) -> None:
-    planned = make_plan(snap, Configuration(), Profile(placementWeight="gpu"),  # type: ignore[arg-type]
-                        SolverOptions(time_limit=5, workers=1))
+    planned = make_plan(snap, Configuration(), Profile(placement_weight="gpu"),  # type: ignore[arg-type]
+                        SolverSettings(time_limit=5, workers=1))
     placements = planned.plan.placements
     assert verify(snap, [(p.namespace, p.name, p.node) for p in placements]) == []  # type: ignore[arg-type]
     assert verify_devices(snap, [(p.namespace, p.name, p.node, p.gpus) for p in placements]) == []  # type: ignore[arg-type]

@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import node, pod, snapshot_of
 
 
@@ -32,7 +31,7 @@ def test_running_pods_anti_affinity_forbids_its_zone(backend: str) -> None:
     # web pods in namespace data must stay out of zone a; zone b has room for one
     snap = cluster(pod("w0", "data").cpu("1").label("app", "web"), pod("w1", "data").cpu("1").label("app", "web"),
                    pod("other", "data").cpu("1").label("app", "cache"))
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(backend=backend, time_limit=5, workers=1)).plan
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(backend=backend, time_limit=5, workers=1)).plan
     where = {p.name: p.node for p in plan.placements}
     assert where["other"] in {"a1", "a2", "b1"}
     web = {n: where[n] for n in ("w0", "w1") if n in where}
@@ -44,7 +43,7 @@ def test_running_pods_anti_affinity_forbids_its_zone(backend: str) -> None:
 
 def test_namespace_scope_of_the_term() -> None:
     snap = cluster(pod("w", "elsewhere").cpu("1").label("app", "web"))  # term scoped to namespace data
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=5, workers=1)).plan
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=5, workers=1)).plan
     assert plan.placements[0].node in {"a1", "a2"} or plan.placements[0].node == "b1"
     assert verify(snap, [("elsewhere", "w", "a2")]) == []
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from kubeplace.models.aggregate import aggregate
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.evaluate import pods_placed
+from kubeplace.models.framework import Objective
 from kubeplace.models.gpu import DEVICE_ALLOCATED, GpuNeed, device_annotation
 from kubeplace.models.plugins.objectives import BalanceArgs, ResourceWeight
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.solver.greedy import guided
 from kubeplace.solver.guided import kind_quotas
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import NodeBuilder, node, pod, snapshot_of
 
-OPTIONS = SolverOptions(time_limit=5, workers=1)
+OPTIONS = SolverSettings(time_limit=5, workers=1)
 
 
 def gpu_node(name: str, gpus: int, cpu: str = "8") -> NodeBuilder:
@@ -37,7 +37,7 @@ def test_gpu_placement_weight_prefers_the_gpu_pod() -> None:
     # room for 2 cpu: either two 1-cpu pods or one 2-cpu GPU pod
     snap = snapshot_of(gpu_node("g", 1, cpu="2"), pod("a").cpu("1"), pod("b").cpu("1"), pod("t").cpu("2").gpu(1))
     assert {p.name for p in plan(snap, Profile()).placements} == {"a", "b"}
-    assert {p.name for p in plan(snap, Profile(placementWeight="gpu")).placements} == {"t"}
+    assert {p.name for p in plan(snap, Profile(placement_weight="gpu")).placements} == {"t"}
 
 
 def test_defrag_keeps_whole_gpus_free_where_balance_spreads() -> None:
@@ -49,12 +49,12 @@ def test_defrag_keeps_whole_gpus_free_where_balance_spreads() -> None:
         pod("big", "sys").scheduler("x").gpu(2).on("c"),  # the workload also runs 2-GPU pods
         pod("new").cpu("1").request("koordinator.sh/gpu-core", "50"),
     )
-    (defrag,) = plan(snap, Profile(objective="defrag")).placements
+    (defrag,) = plan(snap, Profile(objective=Objective.DEFRAG)).placements
     assert (defrag.node, defrag.gpus) == ("a", (0,))  # b keeps both GPUs whole
     # balance counts requests over allocatable as the kubelet does: Koordinator's shares are
     # koordinator.sh/gpu-core (they request no nvidia.com/gpu), so that is the resource to balance
     shares = BalanceArgs((ResourceWeight("cpu"), ResourceWeight("koordinator.sh/gpu-core")))
-    (spread,) = plan(snap, Profile(objective="balance", plugin_args={"Balance": shares})).placements
+    (spread,) = plan(snap, Profile(objective=Objective.BALANCE, plugin_args={"Balance": shares})).placements
     assert spread.node == "b"
 
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from kubeplace.models.config import ConfigError, Configuration, parse_configuration
+from kubeplace.models.config import ConfigError, Configuration, SolverSettings
+from kubeplace.models.config_load import parse_configuration
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Plan
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import namespace, node, pod, snapshot_of
 
 
@@ -24,7 +24,7 @@ def config(**args: Any) -> Configuration:
 def plan_of(*objects: Any, **args: Any) -> Plan:
     snap = snapshot_of(*objects)
     conf = config(**args)
-    plan = make_plan(snap, conf, conf.profiles[0], SolverOptions(backend="cpsat", time_limit=5, workers=1)).plan
+    plan = make_plan(snap, conf, conf.profiles[0], SolverSettings(backend="cpsat", time_limit=5, workers=1)).plan
     assert verify_plan(snap, plan.placements, conf, conf.profiles[0]) == []
     return plan
 

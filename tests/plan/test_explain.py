@@ -9,14 +9,13 @@ InterPodAffinity; out-of-tree filters after), every reason of that filter once, 
 from __future__ import annotations
 
 from kubeplace.kube.objects import Snapshot
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.pipeline import make_plan
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import node, pod, snapshot_of
 
 
 def reasons(snap: Snapshot, name: str) -> tuple[str, ...]:
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=5, workers=1)).plan
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=5, workers=1)).plan
     return next(u.reasons for u in plan.unplaced if u.name == name)
 
 
@@ -49,7 +48,7 @@ def test_resources_count_before_inter_pod_anti_affinity() -> None:
 
 def test_host_ports_taken_by_the_plan() -> None:
     snap = snapshot_of(node("n").cpu("8"), pod("a").cpu("1").host_port(80), pod("b").cpu("1").host_port(80))
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=5, workers=1)).plan
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=5, workers=1)).plan
     assert plan.summary.pods_placed == 1
     assert plan.unplaced[0].reasons == (
         "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports.",)

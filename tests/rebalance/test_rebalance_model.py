@@ -4,23 +4,26 @@ optimality proved by the exact backends against brute force, and the descheduler
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from kubeplace.models.config import load_configuration
+from kubeplace.models.config import Profile, SolverSettings
+from kubeplace.models.config_load import load_configuration
+from kubeplace.models.framework import Objective
 from kubeplace.rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.makeroom import make_room
 from kubeplace.rebalance.model import Budgets, candidate_pairs
 from kubeplace.rebalance.movable import Rules
-from kubeplace.rebalance.solve import Settings, objective, rebalance
+from kubeplace.rebalance.solve import Settings, rebalance
 from kubeplace.rebalance.state import ClusterState, state_of
 from kubeplace_bench.rebalance_clusters import defrag, node, pdb, pod
 
 CONFIG = load_configuration(None)
 PROFILE = CONFIG.profile(None)
-FAST = {"time_limit": 5.0, "workers": 1, "seed": 0}
+FAST = SolverSettings(time_limit=5.0, workers=1, seed=0)
 
 
 def hot_cluster(pods_per_ns: int = 4, namespaces: int = 2, extra: list[dict[str, Any]] | None = None) -> ClusterState:
@@ -32,8 +35,8 @@ def hot_cluster(pods_per_ns: int = 4, namespaces: int = 2, extra: list[dict[str,
     return state_of([(o, "test") for o in objects + (extra or [])])
 
 
-def layout_of(state: ClusterState, rules: Rules | None = None) -> Layout:
-    return build_layout(state, rules or Rules(), CONFIG, PROFILE)
+def layout_of(state: ClusterState, rules: Rules | None = None, profile: Profile = PROFILE) -> Layout:
+    return build_layout(state, rules or Rules(), CONFIG, profile)
 
 
 def moved_from(plan: Any) -> dict[str, int]:
@@ -45,7 +48,7 @@ def moved_from(plan: Any) -> dict[str, int]:
 
 def test_unbounded_rebalance_spreads_the_hot_node_and_improves_the_exact_objective() -> None:
     lay = layout_of(hot_cluster())
-    plan = rebalance(lay, Settings(**FAST))
+    plan = rebalance(lay, Settings(solver=FAST))
     assert plan.objective_after < plan.objective_before
     assert len(plan.moves) == 6  # 8 pods of 500m on 4 nodes: 2 stay on a, 2 go to each other node
     assert {m.source for m in plan.moves} == {"a"}
@@ -60,22 +63,22 @@ def test_unbounded_rebalance_spreads_the_hot_node_and_improves_the_exact_objecti
     (Budgets(max_moves=0), lambda plan: plan.moves == ()),
 ])  # fmt: skip
 def test_budgets_are_respected(budgets: Budgets, check: Any) -> None:
-    plan = rebalance(layout_of(hot_cluster()), Settings(budgets=budgets, **FAST))
+    plan = rebalance(layout_of(hot_cluster()), Settings(budgets=budgets, solver=FAST))
     assert check(plan), plan.moves
     assert plan.objective_after <= plan.objective_before
 
 
 def test_pdb_disruptions_allowed_are_budgets() -> None:
     state = hot_cluster(extra=[pdb("one", "ns0", "app0", 1), pdb("none", "ns1", "app1", 0)])
-    plan = rebalance(layout_of(state), Settings(**FAST))
+    plan = rebalance(layout_of(state), Settings(solver=FAST))
     assert [m.namespace for m in plan.moves] == ["ns0"]
-    ignored = rebalance(layout_of(state), Settings(budgets=Budgets(pdbs=False), **FAST))
+    ignored = rebalance(layout_of(state), Settings(budgets=Budgets(pdbs=False), solver=FAST))
     assert len(ignored.moves) == 6
 
 
 def test_excluded_pods_stay_and_are_reported() -> None:
     state = hot_cluster()
-    plan = rebalance(layout_of(state, Rules(exclude_namespaces=frozenset({"ns1"}))), Settings(**FAST))
+    plan = rebalance(layout_of(state, Rules(exclude_namespaces=frozenset({"ns1"}))), Settings(solver=FAST))
     assert {m.namespace for m in plan.moves} == {"ns0"}
     assert len([k for k, _ in plan.excluded if k.startswith("ns1/")]) == 4
 
@@ -84,8 +87,8 @@ def test_binpack_empties_nodes() -> None:
     objects = [node(n, 4000, 16384) for n in ("a", "b", "c")]
     objects += [pod(f"p{i}", "ns", 1000, 256, node_name=n, owner=("ReplicaSet", "rs"))
                 for i, n in enumerate(["a", "b", "c", "a"])]
-    lay = layout_of(state_of([(o, "t") for o in objects]))
-    plan = rebalance(lay, Settings(profile="binpack", **FAST))
+    lay = layout_of(state_of([(o, "t") for o in objects]), profile=replace(PROFILE, objective=Objective.BINPACK))
+    plan = rebalance(lay, Settings(solver=FAST))
     assert plan.objective_before == 3 and plan.objective_after == 1
     assert len(plan.moves) == 2 and {m.target for m in plan.moves} == {"a"}
 
@@ -133,7 +136,8 @@ def _pack(needs: list[int], room: dict[str, int]) -> bool:
 def test_make_room_is_minimal_proved_by_the_exact_backend(seed: int, backend: str) -> None:
     objects, key = defrag(seed, n_nodes=4)
     state = state_of([(o, "t") for o in objects])
-    room = make_room(state, key, Rules(), CONFIG, PROFILE, Settings(backend=backend, max_targets=100, **FAST))
+    settings = Settings(solver=SolverSettings(backend, 5.0, workers=1), max_targets=100)
+    room = make_room(state, key, Rules(), CONFIG, PROFILE, settings)
     assert room.fits and room.proven
     assert len(room.moves) == _brute_force_moves(state, key, 4)
     greedy = evict_from_emptiest(build_layout(state, Rules(), CONFIG, PROFILE, room_targets(state, key)))
@@ -149,9 +153,9 @@ def room_targets(state: ClusterState, key: str) -> list[Any]:
 def test_make_room_within_a_too_small_budget_says_none() -> None:
     objects, key = defrag(1, n_nodes=6, members=2)
     state = state_of([(o, "t") for o in objects])
-    room = make_room(state, key, Rules(), CONFIG, PROFILE, Settings(budgets=Budgets(max_moves=0), **FAST))
+    room = make_room(state, key, Rules(), CONFIG, PROFILE, Settings(budgets=Budgets(max_moves=0), solver=FAST))
     assert not room.fits and room.message == "none within the budget"
-    full = make_room(state, key, Rules(), CONFIG, PROFILE, Settings(**FAST))
+    full = make_room(state, key, Rules(), CONFIG, PROFILE, Settings(solver=FAST))
     assert full.fits and len(full.placements) == 2 and len({n for _, n in full.placements}) == 2
 
 
@@ -159,9 +163,9 @@ def test_low_node_utilization_emulation_moves_from_hot_to_cold_nodes() -> None:
     lay = layout_of(hot_cluster())
     y, evictions = low_node_utilization(lay, LowNodeUtilization((20, 20, None), (50, 50, None)))
     assert evictions > 0
-    assert objective(lay, y, "balance") < objective(lay, lay.x0, "balance")
-    plan = rebalance(lay, Settings(budgets=Budgets(max_moves=evictions), **FAST))
-    assert plan.objective_after <= objective(lay, y, "balance") + 1e-9
+    assert lay.value(y) < lay.value(lay.x0)
+    plan = rebalance(lay, Settings(budgets=Budgets(max_moves=evictions), solver=FAST))
+    assert plan.objective_after <= lay.value(y) + 1e-9
     assert len(plan.moves) <= evictions
 
 
@@ -174,8 +178,8 @@ def test_a_pod_without_cpu_request_may_move_to_a_cpu_overcommitted_node() -> Non
     objects += [pod("c", "ns", 100, 64, node_name="a")]  # a movable pod requests CPU: CPU is modelled
     lay = layout_of(state_of([(o, "t") for o in objects]))
     memory_only = int(lay.pod_class[[p.name for p in lay.pods].index("m0")])
-    cls, nodes = candidate_pairs(lay, "balance", 10)
+    cls, nodes = candidate_pairs(lay, 10)
     assert sorted(lay.problem.node_names[i] for i in nodes[cls == memory_only]) == ["a", "b"]
     for budgets in (Budgets(), Budgets(max_moves=1)):
-        plan = rebalance(lay, Settings(budgets=budgets, **FAST))
+        plan = rebalance(lay, Settings(budgets=budgets, solver=FAST))
         assert [m.target for m in plan.moves] == ["b"], budgets

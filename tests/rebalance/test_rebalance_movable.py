@@ -7,14 +7,19 @@ from typing import Any
 import pytest
 
 from kubeplace.kube.errors import InputError
+from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import parse_pod
+from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.rebalance import movable as mv
 from kubeplace.rebalance.movable import Rules, exclusion, facts_of
 from kubeplace_bench.rebalance_clusters import node, pod
 
 
 def _reason(manifest: dict[str, Any], rules: Rules | None = None) -> str:
-    return exclusion(parse_pod(manifest), facts_of(manifest), rules or Rules(), frozenset({"n1"}))
+    """As ``build_layout`` reads a running pod: the default plugins say what they cannot model."""
+    plugins = instantiate(Configuration(), Profile(), Snapshot((), (), ()))
+    (pod,) = plugins.mark_unmodelled(Snapshot((), (), (parse_pod(manifest),))).bound
+    return exclusion(pod, facts_of(manifest), rules or Rules(), frozenset({"n1"}))
 
 
 def running(**kwargs: Any) -> dict[str, Any]:

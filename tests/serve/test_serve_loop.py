@@ -8,10 +8,9 @@ import threading
 from typing import Any
 
 from kubeplace.kube.objects import GangKey
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import Store
 from kubeplace.serve.loop import Scheduler, ServeSettings
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import PodBuilder, node, pod
 from tests.serve.fakes import Clock, FakeCluster
 
@@ -43,7 +42,7 @@ def scheduler(*objects: Any, cluster: FakeCluster | None = None, clock: Clock | 
     for resource, kind in (("nodes", "Node"), ("pods", "Pod"), (f"{X_K8S}/v1alpha1/podgroups", "PodGroup")):
         manifests = [o if isinstance(o, dict) else o.manifest() for o in objects]
         store.replace(resource, [m for m in manifests if m["kind"] == kind])
-    s = Scheduler(cluster, store, Configuration(), Profile(), SolverOptions(time_limit=5, workers=1),
+    s = Scheduler(cluster, store, Configuration(), Profile(), SolverSettings(time_limit=5, workers=1),
                   ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), leader=leader,
                   clock=clock or Clock())
     s.recorder.clock = s.clock

@@ -11,12 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.solver.backends import BACKENDS, available_backends, get_backend
-from kubeplace.solver.backends.base import Progress, SolveSettings, Status
+from kubeplace.solver.backends.base import Progress, Status
 
 AVAILABLE = available_backends()
-SETTINGS = SolveSettings(time_limit=10.0, workers=1, seed=0)
+SETTINGS = SolverSettings(time_limit=10.0, workers=1, seed=0)
 
 Row = tuple[Sequence[int], Sequence[int], int, int]  # columns, coefficients, lb, ub
 
@@ -179,7 +180,7 @@ def test_progress_reports_each_incumbent(backend_name: str) -> None:
     seen: list[Progress] = []
     model = _big_knapsack()
     result = get_backend(backend_name).solve(
-        model, SolveSettings(time_limit=10.0, workers=1, on_progress=seen.append))
+        model, SolverSettings(time_limit=10.0, workers=1), on_progress=seen.append)
     assert result.status is Status.OPTIMAL, result.message
     assert seen, "no progress reported"
     objectives = [p.objective for p in seen]
@@ -192,7 +193,7 @@ def test_progress_reports_each_incumbent(backend_name: str) -> None:
 @pytest.mark.parametrize("backend_name", AVAILABLE)
 def test_time_limit_with_incumbent_is_feasible(backend_name: str) -> None:
     model = _market_split_slack()
-    result = get_backend(backend_name).solve(model, SolveSettings(time_limit=1.0, workers=1))
+    result = get_backend(backend_name).solve(model, SolverSettings(time_limit=1.0, workers=1))
     assert result.status is Status.FEASIBLE, result.message
     check_solution(model, result.values, result.objective)
     assert result.bound is not None and result.objective is not None
@@ -201,7 +202,7 @@ def test_time_limit_with_incumbent_is_feasible(backend_name: str) -> None:
 
 def test_cpsat_single_worker_is_reproducible() -> None:
     model = _big_knapsack(60)
-    runs = [get_backend("cpsat").solve(model, SolveSettings(time_limit=10.0, workers=1, seed=3))
+    runs = [get_backend("cpsat").solve(model, SolverSettings(time_limit=10.0, workers=1, seed=3))
             for _ in range(2)]
     assert runs[0].values is not None and runs[1].values is not None
     assert np.array_equal(runs[0].values, runs[1].values)
@@ -210,7 +211,7 @@ def test_cpsat_single_worker_is_reproducible() -> None:
 @pytest.mark.parametrize("backend_name", AVAILABLE)
 def test_gap_limit_is_not_reported_as_optimal(backend_name: str) -> None:
     result = get_backend(backend_name).solve(
-        _big_knapsack(200), SolveSettings(time_limit=5.0, workers=1, relative_gap=0.2))
+        _big_knapsack(200), SolverSettings(time_limit=5.0, workers=1, relative_gap=0.2))
     assert result.status.has_solution, result.message
     assert result.bound is not None and result.objective is not None
     if result.status is Status.OPTIMAL:

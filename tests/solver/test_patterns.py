@@ -7,12 +7,12 @@ import pytest
 
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.problem import Assignment, DeviceUse, Problem
 from kubeplace.solver.greedy import greedy
 from kubeplace.solver.patterns import Master, _valid, incumbent_patterns, kinds_of, pattern_placement
 from kubeplace.solver.pricing_bound import node_bound
-from kubeplace.solver.solve import SolverOptions, solve
+from kubeplace.solver.solve import solve
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
 LIMIT = 3.0
@@ -41,7 +41,7 @@ def best_greedy(problem: Problem) -> Assignment:
 
 
 def exact_optimum(problem: Problem) -> int:
-    report = solve(problem, (), SolverOptions(backend="cpsat", time_limit=10, workers=1))
+    report = solve(problem, (), SolverSettings(backend="cpsat", time_limit=10, workers=1))
     assert (report.bound is not None and report.placed_weight >= report.bound) or report.status == "optimal"
     return report.placed_weight
 

@@ -6,20 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.fragmentation import popularity
+from kubeplace.models.framework import Objective
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
 from kubeplace.solver.fragmentation import FragmentationTables
 from kubeplace.solver.greedy import greedy, greedy_in_queue, queue_runs
-from kubeplace.solver.solve import SolverOptions
 from tests.builders import node, pod, snapshot_of
 
 
 def problem_of(snap: object) -> Problem:
-    return make_plan(snap, Configuration(), Profile(placementWeight="gpu"),  # type: ignore[arg-type]
-                     SolverOptions(time_limit=1, workers=1)).aggregation.problem
+    return make_plan(snap, Configuration(), Profile(placement_weight="gpu"),  # type: ignore[arg-type]
+                     SolverSettings(time_limit=1, workers=1)).aggregation.problem
 
 
 def nodes_used(problem: Problem, a: Assignment) -> set[str]:
@@ -87,7 +87,7 @@ def test_a_small_gpu_batch_starts_from_the_queue_order_fgd() -> None:
     # largest first (every other greedy) places the later 2-GPU pod alone; the queue places
     # both 1-GPU pods, so its placement is the one the solver starts from
     snap = _three_arrivals()
-    plan = make_plan(snap, Configuration(), Profile(), SolverOptions(time_limit=1, workers=1)).plan  # type: ignore[arg-type]
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=1, workers=1)).plan  # type: ignore[arg-type]
     assert plan.steps[0] == "greedy (fgd, queue order)"
     assert sorted(p.name for p in plan.placements) == ["early", "later"]
 
@@ -126,7 +126,8 @@ def test_fgd_keeps_the_empty_8_gpu_node_for_the_8_gpu_shape() -> None:
 def test_the_defrag_profile_keeps_the_empty_8_gpu_node() -> None:
     # spread takes "big"; the candidates are ranked by fragmentation with device weights
     plan = make_plan(_last_big_node(), Configuration(),  # type: ignore[arg-type]
-                     Profile(objective="defrag", placementWeight="gpu"), SolverOptions(time_limit=1, workers=1)).plan
+                     Profile(objective=Objective.DEFRAG, placement_weight="gpu"),
+                     SolverSettings(time_limit=1, workers=1)).plan
     assert [(p.name, p.node) for p in plan.placements] == [("new", "b")]
 
 

@@ -7,9 +7,9 @@ import numpy as np
 
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.solver.greedy import POLICIES, greedy
-from kubeplace.solver.solve import FULL_MODEL_PAIRS, SolverOptions, solve
+from kubeplace.solver.solve import solve
 from kubeplace_bench.scale import synthetic_snapshot
 from kubeplace_bench.synthetic import SyntheticSpec
 
@@ -18,13 +18,13 @@ def large_problem():  # type: ignore[no-untyped-def]
     snap = synthetic_snapshot(SyntheticSpec(nodes=150, pods=900, seed=7))
     plugins = instantiate(Configuration(), Profile(), snap)
     problem = aggregate(snap, plugins).problem
-    assert int(problem.eligible.sum()) > FULL_MODEL_PAIRS  # the LNS path, not the whole model
-    return problem, plugins.objective_terms
+    assert int(problem.eligible.sum()) > SolverSettings().full_model_pairs  # the LNS path, not the whole model
+    return problem, plugins.terms(problem)
 
 
 def test_lns_never_worse_than_greedy_and_improves_balance() -> None:
     problem, terms = large_problem()
-    report = solve(problem, terms, SolverOptions(time_limit=3, workers=1, seed=1))
+    report = solve(problem, terms, SolverSettings(time_limit=3, workers=1, seed=1))
     for policy in POLICIES:
         g = greedy(problem, policy)
         assert report.placed_weight >= evaluate.placed_weight(problem, g)
@@ -35,6 +35,6 @@ def test_lns_never_worse_than_greedy_and_improves_balance() -> None:
 
 def test_one_worker_and_a_seed_repeat_exactly() -> None:
     problem, terms = large_problem()
-    runs = [solve(problem, terms, SolverOptions(time_limit=2, workers=1, seed=5)) for _ in range(2)]
+    runs = [solve(problem, terms, SolverSettings(time_limit=2, workers=1, seed=5)) for _ in range(2)]
     a, b = (r.assignment.dense(problem.n_classes, problem.n_nodes) for r in runs)
     assert np.array_equal(a, b) and runs[0].objective == runs[1].objective

@@ -8,13 +8,12 @@ import numpy as np
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.pipeline import pods_per_node
 from kubeplace.plan.verify import verify
 from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
 from kubeplace.solver.repair import repair
-from kubeplace.solver.solve import SolverOptions
 from kubeplace.solver.state import PlacementState
 from kubeplace_bench.gangs import feasible_workload, run_kubeplace
 from tests.builders import PodBuilder, node, pod, snapshot_of
@@ -44,7 +43,7 @@ def gangs_placed(problem: Problem, a: Assignment) -> list[str]:
 
 
 def assert_valid(snap: Snapshot, agg: Aggregation, a: Assignment) -> None:
-    pods = pods_per_node(agg, a, tuple(p for p in snap.pending if not p.unmodelled))
+    pods = pods_per_node(agg, a, snap.pending)
     assert verify(snap, [(p.namespace, p.name, node) for p, node, _ in pods]) == []
 
 
@@ -103,6 +102,6 @@ def test_every_gang_of_a_feasible_benchmark_workload_is_placed() -> None:
     # 85 gangs of 2-64 pods (CPU, memory and GPU heavy) packed onto 100 nodes by the
     # generator, so all of them fit at once. The greedy and LNS alone placed 74 of them.
     w = feasible_workload(2, nodes=100)
-    outcome = run_kubeplace(w, SolverOptions(time_limit=2, workers=1))
+    outcome = run_kubeplace(w, SolverSettings(time_limit=2, workers=1))
     assert outcome.gangs_placed == len(w.gangs) == 85 and outcome.pods_placed == w.pods
     assert outcome.detail["violations"] == 0

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from kubeplace.models.aggregate import aggregate
-from kubeplace.models.config import Configuration, Profile, instantiate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.evaluate import nodes_used, pods_placed
-from kubeplace.models.problem import Objective
-from kubeplace.solver.solve import SolverOptions, solve
+from kubeplace.models.framework import Objective
+from kubeplace.solver.solve import solve
 from kubeplace.solver.split import components
 from tests.builders import node, pod, snapshot_of
 
 
-def problem_and_terms(objective: str = "binpack"):  # type: ignore[no-untyped-def]
+def problem_and_terms(objective: Objective = Objective.BINPACK):  # type: ignore[no-untyped-def]
     snap = snapshot_of(
         node("a1").cpu("4").memory("8Gi").label("pool", "a"), node("a2").cpu("4").memory("8Gi").label("pool", "a"),
         node("b1").cpu("4").memory("8Gi").label("pool", "b"),
@@ -21,7 +21,8 @@ def problem_and_terms(objective: str = "binpack"):  # type: ignore[no-untyped-de
     )
     profile = Profile(objective=objective)
     plugins = instantiate(Configuration(), profile, snap)
-    return aggregate(snap, plugins, Objective(objective)).problem, plugins.objective_terms
+    problem = aggregate(snap, plugins).problem
+    return problem, plugins.terms(problem)
 
 
 def test_pools_that_no_class_shares_are_separate_parts() -> None:
@@ -33,7 +34,7 @@ def test_pools_that_no_class_shares_are_separate_parts() -> None:
 
 def test_split_solve_is_optimal_and_lifts_back() -> None:
     problem, terms = problem_and_terms()
-    report = solve(problem, terms, SolverOptions(time_limit=5, workers=1))
+    report = solve(problem, terms, SolverSettings(time_limit=5, workers=1))
     assert report.status == "optimal"
     assert pods_placed(report.assignment) == 5 + 2
     assert nodes_used(problem, report.assignment) == 3
@@ -41,6 +42,6 @@ def test_split_solve_is_optimal_and_lifts_back() -> None:
 
 
 def test_balance_is_not_split() -> None:
-    problem, terms = problem_and_terms("balance")
-    report = solve(problem, terms, SolverOptions(time_limit=5, workers=1))
+    problem, terms = problem_and_terms(Objective.BALANCE)
+    report = solve(problem, terms, SolverSettings(time_limit=5, workers=1))
     assert not any(step.startswith("part") for step in report.steps)

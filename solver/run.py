@@ -1,0 +1,103 @@
+"""One solve in progress: the incumbent, the time budget, and the two model stages.
+
+``solver.solve`` (the whole model) and ``solver.lns`` (neighbourhoods of it) both improve the
+incumbent of a :class:`Run` through :func:`stage_one` (place more) and :func:`stage_two` (a
+better objective); an answer replaces the incumbent only when the exact evaluation of
+``models.evaluate`` says it is better.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from kubeplace.models import evaluate
+from kubeplace.models.config import SolverSettings
+from kubeplace.models.formulation import Neighbourhood, objective_model, placement_model
+from kubeplace.models.framework import LINEAR_TERMS, ObjectiveTerm
+from kubeplace.models.problem import Assignment, Problem
+from kubeplace.solver.backends.base import Backend, BackendResult
+
+
+@dataclass(frozen=True)
+class Event:
+    """Progress of a solve: the incumbent after some step."""
+
+    step: str
+    pods_placed: int
+    placed_weight: int
+    objective: float
+    bound: int | None
+    seconds: float
+
+
+@dataclass
+class Run:
+    problem: Problem
+    terms: Sequence[ObjectiveTerm]
+    settings: SolverSettings
+    on_event: Callable[[Event], None] | None
+    started: float
+    incumbent: Assignment
+    bound: int | None = None
+    steps: list[str] = field(default_factory=list)
+    proved: bool = False
+    spent: float = 0.0  # backend time handed out, counted when deterministic
+
+    @property
+    def deterministic(self) -> bool:
+        """One worker: the budget is counted in backend slices, not on the clock, so the
+        number of rounds and every answer are the same from run to run."""
+        return self.settings.workers <= 1
+
+    def left(self) -> float:
+        if self.deterministic:
+            return self.settings.time_limit - self.spent
+        return self.settings.time_limit - (time.monotonic() - self.started)
+
+    def offer(self, candidate: Assignment, step: str) -> bool:
+        """Keeps ``candidate`` if it beats the incumbent (exact evaluation)."""
+        if not evaluate.better(self.problem, candidate, self.incumbent, self.terms):
+            return False
+        self.incumbent = candidate
+        self.steps.append(step)
+        self.emit(step)
+        return True
+
+    def emit(self, step: str) -> None:
+        if self.on_event:
+            p, a = self.problem, self.incumbent
+            self.on_event(Event(step, evaluate.pods_placed(a), evaluate.placed_weight(p, a),
+                                evaluate.objective_value(p, a, self.terms), self.bound,
+                                time.monotonic() - self.started))
+
+    def slice(self, share: float) -> SolverSettings:
+        """The settings of one backend call that may take ``share`` of the time left."""
+        seconds = max(0.05, self.left() * share)
+        self.spent += seconds
+        return replace(self.settings, time_limit=seconds)
+
+
+def stage_one(run: Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult:
+    form = placement_model(run.problem, hood, run.incumbent.on_nodes(hood.nodes))
+    result = backend.solve(form.model, run.slice(share))
+    if result.status.has_solution and result.values is not None:
+        run.offer(hood.fixed.merge(form.assignment(result.values)), "place")
+    return result
+
+
+def stage_two(run: Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult | None:
+    if not has_linear_terms(run.terms):
+        return None
+    mu = evaluate.mean_utilisation(run.problem, run.incumbent)
+    weight = evaluate.placed_weight(run.problem, run.incumbent)
+    form = objective_model(run.problem, hood, run.terms, weight, mu, run.incumbent.on_nodes(hood.nodes))
+    result = backend.solve(form.model, run.slice(share))
+    if result.status.has_solution and result.values is not None:
+        run.offer(hood.fixed.merge(form.assignment(result.values)), "objective")
+    return result
+
+
+def has_linear_terms(terms: Sequence[ObjectiveTerm]) -> bool:
+    return any(isinstance(t, LINEAR_TERMS) for t in terms)
