@@ -7,7 +7,10 @@ A pod asks with the label ``special: "true"``; a node allows it with the label
 
 A user plugin needs nothing but kubeplace's public plugin API (``kubeplace.plugins``):
 no solver import, no change to kubeplace's code. kubeplace imports it from the path
-given in the configuration, looked up first in the configuration file's directory.
+given in the configuration, looked up first in the configuration file's directory, and
+builds it once when it loads the configuration: its factory declares the FILTER extension
+point, so the plugin must have ``reason``, ``pod_key``, ``node_key`` and ``filter`` (a
+plugin missing one is refused with an error that names it, never silently skipped).
 """
 
 from __future__ import annotations
