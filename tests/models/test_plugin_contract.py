@@ -57,7 +57,9 @@ def test_a_plugin_says_what_it_cannot_model_and_the_pod_is_left_to_the_default_s
     config, profile = with_plugin(PluginFactory("Gpuless", SCORE, None, lambda _a, _c: Gpuless()))
     odd = pod("odd").cpu("1").label("needs", "special-hardware")
     snap = snapshot_of(node("n").cpu("4"), pod("plain").cpu("1"), odd)
-    plan = make_plan(snap, config, profile, FAST).plan
+    planned = make_plan(snap, config, profile, FAST)
+    plan = planned.plan
+    assert planned.violations == ()  # every plan a test makes is verified (make_plan runs the verifier)
     assert [p.name for p in plan.placements] == ["plain"]
     (left,) = plan.unplaced
     assert left.name == "odd" and left.reasons == ("left to the default scheduler: special hardware",)
@@ -79,6 +81,7 @@ def test_a_score_plugin_sees_the_problem_it_scores() -> None:
     config, profile = with_plugin(PluginFactory("PackIfCrowded", SCORE, None, lambda _a, _c: PackIfCrowded()))
     snap = snapshot_of(node("a").cpu("4"), node("b").cpu("4"), *[pod(f"p{i}").cpu("1") for i in range(3)])
     planned = make_plan(snap, config, profile, FAST)
+    assert planned.violations == ()
     assert seen and seen[-1] is planned.aggregation.problem
     assert NodesUsedTerm(1) in planned.terms
     assert len({p.node for p in planned.plan.placements}) == 1  # the term counts: packed, not balanced
@@ -87,9 +90,11 @@ def test_a_score_plugin_sees_the_problem_it_scores() -> None:
 def test_the_gang_domain_term_comes_from_a_plugin_that_a_profile_may_disable() -> None:
     snap = snapshot_of(*TWO_ZONES, preferring("job", 3), *[member(f"w{i}") for i in range(3)])
     default = make_plan(snap, Configuration(), Profile(), FAST)
+    assert default.violations == ()
     assert GangDomainsTerm(10) in default.terms and zones_of(default.plan, NODES) == {"b"}
     without = Profile(disabled=("GangTopologyPreference",))
     planned = make_plan(snap, Configuration(profiles=(without,)), without, FAST)
+    assert planned.violations == ()
     assert not any(isinstance(t, GangDomainsTerm) for t in planned.terms)
     assert zones_of(planned.plan, NODES) == {"a", "b"}  # balance alone splits the gang
 
