@@ -87,8 +87,17 @@ class Cluster:
     def list_namespaces(self) -> list[RawObject]:
         return self._list("list namespaces", "Namespace", self._core.list_namespace)
 
+    def list_persistent_volume_claims(self) -> list[RawObject]:
+        """PersistentVolumeClaims of every namespace."""
+        return self._list("list persistentvolumeclaims", "PersistentVolumeClaim",
+                          self._core.list_persistent_volume_claim_for_all_namespaces)
+
+    def list_persistent_volumes(self) -> list[RawObject]:
+        return self._list("list persistentvolumes", "PersistentVolume", self._core.list_persistent_volume)
+
     def list_objects(self, group: str, version: str, plural: str) -> list[RawObject]:
-        """Custom objects in every namespace; [] when the CRD is not installed."""
+        """Objects of an API group's resource (a CRD's, or a built-in group's such as
+        ``storage.k8s.io``) in every namespace; [] when the server does not serve it."""
 
         def list_page(**options: Any) -> Any:
             return self._custom.list_cluster_custom_object(group, version, plural, **options)

@@ -210,3 +210,25 @@ def expect_int(value: object, field: str, low: int = INT32_MIN, high: int = INT3
     if not low <= value <= high:
         raise InputError(f"{value} is out of range", field=field, expected=f"an integer from {low} to {high}")
     return value
+
+
+def expect_string_map(value: object, field: str) -> dict[str, str]:
+    """``value`` as a map of strings (labels, annotations); None is an empty map."""
+    return {str(key): expect_str(item, f"{field}.{key}") for key, item in expect_mapping(value, field).items()}
+
+
+def expect_name(metadata: Mapping[str, Any]) -> str:
+    """An object's ``metadata.name``, which every object must have."""
+    name = expect_str(metadata.get("name"), "metadata.name")
+    if not name:
+        raise InputError("missing name", field="metadata.name")
+    return name
+
+
+def expect_controller(references: object, key: str) -> str:
+    """Field ``key`` (``kind``, ``uid``) of the controller among ``metadata.ownerReferences``, or ""."""
+    for index, item in enumerate(expect_list(references, "metadata.ownerReferences")):
+        reference = expect_mapping(item, f"metadata.ownerReferences[{index}]")
+        if reference.get("controller") is True:
+            return expect_str(reference.get(key), f"metadata.ownerReferences[{index}].{key}")
+    return ""

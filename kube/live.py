@@ -8,6 +8,10 @@ from kubeplace.kube.gangs import CRDS
 from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import Sourced, build_snapshot
 
+STORAGE_APIS = tuple(("storage.k8s.io", "v1", plural) for plural in
+                     ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"))
+"""The storage.k8s.io resources the volume rules read, beside claims and volumes."""
+
 
 class ClusterReader(Protocol):
     """What a snapshot needs from :class:`kube.client.Cluster` (tests pass a fake)."""
@@ -24,6 +28,10 @@ class ClusterReader(Protocol):
     ) -> list[dict[str, Any]]: ...
 
     def list_namespaces(self) -> list[dict[str, Any]]: ...
+
+    def list_persistent_volume_claims(self) -> list[dict[str, Any]]: ...
+
+    def list_persistent_volumes(self) -> list[dict[str, Any]]: ...
 
     def list_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]: ...
 
@@ -43,7 +51,9 @@ def load_live_snapshot(
     objects: list[Sourced] = [(node, source) for node in cluster.list_nodes()]
     objects += [(pod, source) for pod in cluster.list_pods(None, None, finished)]
     objects += [(namespace, source) for namespace in cluster.list_namespaces()]
-    for group, version, plural in CRDS:  # a CRD that is not installed lists as []
+    objects += [(claim, source) for claim in cluster.list_persistent_volume_claims()]
+    objects += [(volume, source) for volume in cluster.list_persistent_volumes()]
+    for group, version, plural in (*STORAGE_APIS, *CRDS):  # a CRD that is not installed lists as []
         objects += [(obj, source) for obj in cluster.list_objects(group, version, plural)]
     return build_snapshot(
         objects, scheduler_name=scheduler_name, namespaces=namespaces, selector=selector, source=source

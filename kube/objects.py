@@ -11,6 +11,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubeplace.kube.volumes import Storage
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -85,6 +89,17 @@ class HostPort:
 
 
 @dataclass(frozen=True)
+class PodVolume:
+    """A pod volume backed by a PersistentVolumeClaim of the pod's namespace: a
+    ``persistentVolumeClaim`` volume, or a generic ``ephemeral`` one, whose claim the ephemeral
+    volume controller creates as ``<pod>-<volume>``, owned by the pod."""
+
+    name: str
+    claim: str
+    ephemeral: bool = False
+
+
+@dataclass(frozen=True)
 class Node:
     name: str
     uid: str = ""
@@ -121,6 +136,8 @@ class Pod:
     scheduling_gates: tuple[str, ...] = ()
     spec_rules: frozenset[SpecRule] = frozenset()
     """Which of those rules the spec holds."""
+    volumes: tuple[PodVolume, ...] = ()
+    """The volumes backed by PersistentVolumeClaims, in spec order."""
     unmodelled: tuple[str, ...] = ()
     """Rules kubeplace does not model for this pod, as the profile's plugins say (empty as
     parsed: :meth:`models.framework.PluginSet.mark_unmodelled` fills it in for a run);
@@ -193,3 +210,11 @@ class Snapshot:
     source: str = field(default="", compare=False)
     skipped_kinds: Mapping[str, int] = field(default_factory=dict, compare=False)
     """Objects of kinds placement does not read, counted per ``Kind.group`` (``Kind`` for core)."""
+    storage: Storage = field(default_factory=lambda: _no_storage())
+    """PersistentVolumeClaims, PersistentVolumes, StorageClasses and the CSI objects (``kube.volumes``)."""
+
+
+def _no_storage() -> Storage:
+    from kubeplace.kube.volumes import Storage  # kube.volumes builds on this module's types
+
+    return Storage()

@@ -12,7 +12,16 @@ import datetime
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_int, expect_list, expect_mapping, expect_str
+from kubeplace.kube.errors import (
+    InputError,
+    expect_controller,
+    expect_int,
+    expect_list,
+    expect_mapping,
+    expect_name,
+    expect_str,
+    expect_string_map,
+)
 from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, parse_pod_group, plain_groups
 from kubeplace.kube.objects import (
     NO_EXECUTE,
@@ -30,6 +39,7 @@ from kubeplace.kube.pod_affinity import anti_affinity_terms
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import is_sidecar, pod_requests
 from kubeplace.kube.selectors import matches, parse_selector, required_node_affinity
+from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, pod_volumes
 
 RawObject = Mapping[str, Any]
 Sourced = tuple[RawObject, str]
@@ -41,7 +51,7 @@ CORE = ""
 NODE, POD, NAMESPACE = (CORE, "Node"), (CORE, "Pod"), (CORE, "Namespace")
 PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
-READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, *POD_GROUPS})
+READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, *POD_GROUPS, *STORAGE_KINDS})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
 (RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
@@ -64,7 +74,8 @@ def object_label(obj: RawObject) -> str:
         metadata = {}
     name = metadata.get("name") or "?"
     kind = obj.get("kind") or "object"
-    return f"{kind} {metadata.get('namespace') or 'default'}/{name}" if kind == "Pod" else f"{kind} {name}"
+    namespaced = kind in ("Pod", "PersistentVolumeClaim", "CSIStorageCapacity")
+    return f"{kind} {metadata.get('namespace') or 'default'}/{name}" if namespaced else f"{kind} {name}"
 
 
 def parse_node(obj: RawObject, source: str = "") -> Node:
@@ -73,9 +84,9 @@ def parse_node(obj: RawObject, source: str = "") -> Node:
         spec = expect_mapping(obj.get("spec"), "spec")
         status = expect_mapping(obj.get("status"), "status")
         return Node(
-            name=_required_name(metadata),
+            name=expect_name(metadata),
             uid=expect_str(metadata.get("uid"), "metadata.uid"),
-            labels=_string_map(metadata.get("labels"), "metadata.labels"),
+            labels=expect_string_map(metadata.get("labels"), "metadata.labels"),
             taints=_taints(spec.get("taints")),
             unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable"),
             allocatable=_allocatable(status.get("allocatable")),
@@ -94,15 +105,15 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
         status = expect_mapping(obj.get("status"), "status")
         return Pod(
             namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
-            name=_required_name(metadata),
+            name=expect_name(metadata),
             uid=expect_str(metadata.get("uid"), "metadata.uid"),
-            labels=_string_map(metadata.get("labels"), "metadata.labels"),
-            annotations=_string_map(metadata.get("annotations"), "metadata.annotations"),
+            labels=expect_string_map(metadata.get("labels"), "metadata.labels"),
+            annotations=expect_string_map(metadata.get("annotations"), "metadata.annotations"),
             node_name=expect_str(spec.get("nodeName"), "spec.nodeName"),
             scheduler_name=expect_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER,
             priority=_priority(spec, priority_classes or {}),
             requests=pod_requests(obj),
-            node_selector=_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+            node_selector=expect_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             required_terms=required_node_affinity(spec),
             tolerations=_tolerations(spec.get("tolerations")),
             host_ports=_host_ports(spec),
@@ -111,7 +122,8 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
             deleting=metadata.get("deletionTimestamp") is not None,
             scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
             spec_rules=spec_rules(spec),
-            owner_kind=_controller_kind(metadata.get("ownerReferences")),
+            volumes=pod_volumes(spec, expect_name(metadata)),
+            owner_kind=expect_controller(metadata.get("ownerReferences"), "kind"),
             creation=_timestamp(metadata.get("creationTimestamp"), "metadata.creationTimestamp"),
             source=source,
         )
@@ -123,7 +135,7 @@ def parse_namespace_labels(obj: RawObject, source: str = "") -> tuple[str, Mappi
     """A Namespace object -> (name, labels)."""
     try:
         metadata = expect_mapping(obj.get("metadata"), "metadata")
-        return _required_name(metadata), _string_map(metadata.get("labels"), "metadata.labels")
+        return expect_name(metadata), expect_string_map(metadata.get("labels"), "metadata.labels")
     except InputError as error:
         raise error.located(file=source, obj=object_label(obj)) from None
 
@@ -229,6 +241,7 @@ def build_snapshot(
         pod_groups=tuple(sorted(groups, key=lambda g: g.key)),
         skipped_kinds=dict(sorted(skipped.items())),
         source=source,
+        storage=build_storage(kinds, object_label),
     )
 
 
@@ -298,22 +311,11 @@ def _priority_class_values(objects: Iterable[Sourced]) -> dict[str, int]:
     values: dict[str, int] = {}
     for obj, where in objects:
         try:
-            name = _required_name(expect_mapping(obj.get("metadata"), "metadata"))
+            name = expect_name(expect_mapping(obj.get("metadata"), "metadata"))
             values[name] = expect_int(obj.get("value"), "value")
         except InputError as error:
             raise error.located(file=where, obj=object_label(obj)) from None
     return values
-
-
-def _required_name(metadata: Mapping[str, Any]) -> str:
-    name = expect_str(metadata.get("name"), "metadata.name")
-    if not name:
-        raise InputError("missing name", field="metadata.name")
-    return name
-
-
-def _string_map(raw: object, field: str) -> dict[str, str]:
-    return {str(key): expect_str(value, f"{field}.{key}") for key, value in expect_mapping(raw, field).items()}
 
 
 def _bool(raw: object, field: str) -> bool:
@@ -367,14 +369,6 @@ def _scheduling_gates(raw: object) -> tuple[str, ...]:
         gate = expect_mapping(item, f"spec.schedulingGates[{index}]")
         gates.append(expect_str(gate.get("name"), f"spec.schedulingGates[{index}].name"))
     return tuple(gates)
-
-
-def _controller_kind(raw: object) -> str:
-    for index, item in enumerate(expect_list(raw, "metadata.ownerReferences")):
-        reference = expect_mapping(item, f"metadata.ownerReferences[{index}]")
-        if reference.get("controller") is True:
-            return expect_str(reference.get("kind"), f"metadata.ownerReferences[{index}].kind")
-    return ""
 
 
 def _timestamp(raw: object, field: str) -> str:

@@ -29,6 +29,7 @@ DOES_NOT_EXIST = "DoesNotExist"
 GT = "Gt"
 LT = "Lt"
 OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT)
+LABEL_OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST)
 
 EXPECTED_SELECTOR = "a label selector such as 'app=web,tier in (a,b),!canary'"
 
@@ -232,14 +233,27 @@ def _term(raw: object, field: str) -> SelectorTerm:
     )
 
 
-def _expression(raw: object, field: str) -> Requirement:
+def label_requirement(raw: object, field: str) -> Requirement:
+    """One matchExpressions entry of a metav1.LabelSelector (In, NotIn, Exists, DoesNotExist)."""
+    return _expression(raw, field, LABEL_OPERATORS)
+
+
+def node_selector_terms(raw: object, field: str) -> tuple[SelectorTerm, ...]:
+    """The terms of a core/v1 NodeSelector (a PersistentVolume's ``spec.nodeAffinity.required``),
+    validated as for pods."""
+    terms_field = f"{field}.nodeSelectorTerms"
+    raw_terms = expect_list(expect_mapping(raw, field).get("nodeSelectorTerms"), terms_field)
+    return tuple(_term(item, f"{terms_field}[{index}]") for index, item in enumerate(raw_terms))
+
+
+def _expression(raw: object, field: str, operators: Sequence[str] = OPERATORS) -> Requirement:
     expression = expect_mapping(raw, field)
     key = expect_str(expression.get("key"), f"{field}.key")
     if not key:
         raise InputError("missing key", field=f"{field}.key")
     operator = expect_str(expression.get("operator"), f"{field}.operator")
-    if operator not in OPERATORS:
-        raise InputError(f"unknown operator {operator!r}", field=f"{field}.operator", expected=", ".join(OPERATORS))
+    if operator not in operators:
+        raise InputError(f"unknown operator {operator!r}", field=f"{field}.operator", expected=", ".join(operators))
     values = tuple(
         expect_str(value, f"{field}.values[{index}]")
         for index, value in enumerate(expect_list(expression.get("values"), f"{field}.values"))

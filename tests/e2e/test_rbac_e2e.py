@@ -125,7 +125,9 @@ ACCESS = [
       for r in ("pods", "nodes", "namespaces") for verb in ("get", "list", "watch")),
     *((True, {"verb": "list", "resource": r, "group": g}) for r, g in [
         ("persistentvolumeclaims", ""), ("persistentvolumes", ""), ("poddisruptionbudgets", "policy"),
-        ("csinodes", "storage.k8s.io"), ("priorityclasses", "scheduling.k8s.io"),
+        ("storageclasses", "storage.k8s.io"), ("csinodes", "storage.k8s.io"), ("csidrivers", "storage.k8s.io"),
+        ("csistoragecapacities", "storage.k8s.io"), ("volumeattachments", "storage.k8s.io"),
+        ("priorityclasses", "scheduling.k8s.io"),
         ("podgroups", "scheduling.x-k8s.io"), ("podgroups", "scheduling.sigs.k8s.io"),
         ("podgroups", "scheduling.volcano.sh"),
     ]),

@@ -30,6 +30,11 @@ class FakeApiServer:
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.bind_answers: dict[str, tuple[int, dict[str, Any]]] = {}
         self.page_size = 2
+        self.lists: dict[str, tuple[str, str, list[dict[str, Any]]]] = {
+            "/api/v1/persistentvolumeclaims": ("PersistentVolumeClaimList", "v1", []),
+            "/api/v1/persistentvolumes": ("PersistentVolumeList", "v1", []),
+        }
+        """Other list paths the server answers: path -> (list kind, apiVersion, items)."""
 
     def answer(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         self.requests.append((method, path, query, body))
@@ -44,9 +49,13 @@ class FakeApiServer:
         if path in listed:
             kind, items = listed[path]
             return 200, self._page(kind, items, query)
+        if path in self.lists:
+            kind, version, items = self.lists[path]
+            return 200, self._page(kind, items, query, version)
         return 404, status(404, "NotFound", f"the server could not find the requested resource ({path})")
 
-    def _page(self, kind: str, items: list[dict[str, Any]], query: dict[str, list[str]]) -> dict[str, Any]:
+    def _page(self, kind: str, items: list[dict[str, Any]], query: dict[str, list[str]],
+              api_version: str = "v1") -> dict[str, Any]:
         """Pages of ``page_size`` items, items without kind/apiVersion, as the API sends them."""
         start = int(query.get("continue", ["0"])[0])
         end = start + self.page_size
@@ -54,7 +63,7 @@ class FakeApiServer:
         metadata = {"resourceVersion": "7"}
         if end < len(items):
             metadata["continue"] = str(end)
-        return {"kind": kind, "apiVersion": "v1", "metadata": metadata, "items": page_items}
+        return {"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": page_items}
 
 
 @contextmanager

@@ -23,8 +23,8 @@ REAL_CLUSTER_EXTRAS = [  # what `kubectl get` of a real cluster holds beside nod
     obj("node.k8s.io/v1", "RuntimeClass", "nvidia", handler="nvidia"),
     obj("v1", "PodTemplate", "t"),
     obj("v1", "ConfigMap", "c"),
-    obj("storage.k8s.io/v1", "VolumeAttachment", "va"),
-    obj("storage.k8s.io/v1", "CSIStorageCapacity", "cap"),
+    obj("storage.k8s.io/v1", "VolumeAttributesClass", "vac", driverName="ebs.csi.aws.com"),
+    obj("certificates.k8s.io/v1", "CertificateSigningRequest", "csr"),
     obj("kueue.x-k8s.io/v1beta1", "ClusterQueue", "cq"),
     obj("kueue.x-k8s.io/v1beta1", "ResourceFlavor", "rf"),
     obj("kueue.x-k8s.io/v1beta1", "Workload", "w"),
@@ -66,7 +66,7 @@ def test_plan_says_in_one_line_what_it_skipped(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     notes = [line for line in result.stderr.splitlines() if line.startswith("note: skipped")]
     assert notes == [f"note: skipped {len(REAL_CLUSTER_EXTRAS)} objects of kinds placement does not read: "
-                     "2 Queue.scheduling.volcano.sh, 1 CSIStorageCapacity.storage.k8s.io, "
+                     "2 Queue.scheduling.volcano.sh, 1 CertificateSigningRequest.certificates.k8s.io, "
                      "1 ClusterQueue.kueue.x-k8s.io, 1 ConfigMap, 1 HyperNode.topology.volcano.sh, "
                      "1 InferenceService.serving.kserve.io, 1 Job.batch, 1 NodePool.karpenter.sh and 11 more kinds"]
 

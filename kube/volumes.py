@@ -1,0 +1,447 @@
+"""Storage objects, typed: PersistentVolumeClaims, PersistentVolumes, StorageClasses, and the
+CSI objects the kube-scheduler's volume plugins read (CSINode, CSIDriver, CSIStorageCapacity,
+VolumeAttachment), with the pods' claim-backed volumes.
+
+Parsed as the API server validates and defaults them (a StorageClass without
+``volumeBindingMode`` is ``Immediate``, a claim or volume without ``volumeMode`` is
+``Filesystem``); sizes are exact bytes. Only what placement and binding read is kept; what a
+binding writes back (``resourceVersion``, ``uid``) is kept too, as preconditions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeplace.kube.errors import (
+    InputError,
+    expect_controller,
+    expect_list,
+    expect_mapping,
+    expect_name,
+    expect_str,
+    expect_string_map,
+)
+from kubeplace.kube.objects import PodVolume, Requirement, SelectorTerm
+from kubeplace.kube.quantity import QuantityError, resource_amount
+from kubeplace.kube.selectors import label_requirement, node_selector_terms
+
+STORAGE_GROUP = "storage.k8s.io"
+CLAIM, VOLUME = ("", "PersistentVolumeClaim"), ("", "PersistentVolume")
+STORAGE_CLASS, CSI_NODE, CSI_DRIVER = (STORAGE_GROUP, "StorageClass"), (STORAGE_GROUP, "CSINode"), (STORAGE_GROUP,
+                                                                                                     "CSIDriver")
+STORAGE_CAPACITY, VOLUME_ATTACHMENT = (STORAGE_GROUP, "CSIStorageCapacity"), (STORAGE_GROUP, "VolumeAttachment")
+STORAGE_KINDS = (CLAIM, VOLUME, STORAGE_CLASS, CSI_NODE, CSI_DRIVER, STORAGE_CAPACITY, VOLUME_ATTACHMENT)
+"""(API group, kind) of the storage objects a snapshot reads."""
+
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+"""Set on a claim by the scheduler to have it provisioned for that node."""
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+"""Set on a claim by the PV controller once it is bound: a claim is bound when it has this and a volume name."""
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+IMMEDIATE, WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
+FILESYSTEM, BLOCK = "Filesystem", "Block"
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", READ_WRITE_ONCE_POD)
+AVAILABLE, LOST = "Available", "Lost"
+INLINE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
+"""Inline volume sources the kube-scheduler's VolumeRestrictions checks for disk conflicts."""
+
+Sourced = tuple[Mapping[str, Any], str]
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A PersistentVolume's ``spec.claimRef``: the claim it is (being) bound to."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+@dataclass(frozen=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    storage_class: str = ""
+    """The beta annotation's class if set, else ``spec.storageClassName`` ("" = none)."""
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = FILESYSTEM
+    request: int = 0
+    """``spec.resources.requests.storage`` in bytes (0 when not given)."""
+    selector: tuple[Requirement, ...] | None = None
+    """``spec.selector`` (None: no selector) that a static volume's labels must match."""
+    volume_name: str = ""
+    attributes_class: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    phase: str = "Pending"
+    deleting: bool = False
+    owner_uid: str = ""
+    """The uid of the claim's controller (the pod, for a generic ephemeral volume's claim)."""
+    source: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def bound(self) -> bool:
+        """Fully bound, as the PV controller leaves it: a volume name and the bind-completed mark."""
+        return bool(self.volume_name) and ANN_BIND_COMPLETED in self.annotations
+
+    @property
+    def selected_node(self) -> str | None:
+        """The node it is being provisioned for, or None."""
+        return self.annotations.get(ANN_SELECTED_NODE)
+
+
+@dataclass(frozen=True)
+class PersistentVolume:
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    storage_class: str = ""
+    capacity: int = 0
+    """``spec.capacity.storage`` in bytes."""
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = FILESYSTEM
+    node_affinity: tuple[SelectorTerm, ...] | None = None
+    """``spec.nodeAffinity.required`` terms (ORed); None: no constraint."""
+    claim_ref: ClaimRef | None = None
+    attributes_class: str = ""
+    phase: str = "Pending"
+    deleting: bool = False
+    csi_driver: str = ""
+    csi_handle: str = ""
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class StorageClass:
+    name: str
+    provisioner: str = ""
+    binding_mode: str = IMMEDIATE
+    allowed_topologies: tuple[SelectorTerm, ...] = ()
+    """Terms (ORed) of ``key In values`` requirements; empty: every node."""
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class CSINodeDriver:
+    name: str
+    topology_keys: tuple[str, ...] = ()
+    allocatable_count: int | None = None
+    """Volumes of this driver the node can attach (None: no limit)."""
+
+
+@dataclass(frozen=True)
+class CSINode:
+    name: str
+    drivers: tuple[CSINodeDriver, ...] = ()
+    source: str = field(default="", compare=False)
+
+    def driver(self, name: str) -> CSINodeDriver | None:
+        return next((d for d in self.drivers if d.name == name), None)
+
+
+@dataclass(frozen=True)
+class CSIDriver:
+    name: str
+    storage_capacity: bool = False
+    """The driver publishes CSIStorageCapacity objects, which then limit provisioning."""
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class StorageCapacity:
+    """A CSIStorageCapacity: how big a volume of ``storage_class`` can be provisioned on the
+    nodes ``node_topology`` selects (None: no node)."""
+
+    namespace: str
+    name: str
+    storage_class: str
+    node_topology: tuple[Requirement, ...] | None = None
+    capacity: int | None = None
+    maximum_volume_size: int | None = None
+    source: str = field(default="", compare=False)
+
+    @property
+    def limit(self) -> int | None:
+        """The largest volume it allows: maximumVolumeSize if given, else capacity."""
+        return self.maximum_volume_size if self.maximum_volume_size is not None else self.capacity
+
+
+@dataclass(frozen=True)
+class VolumeAttachment:
+    name: str
+    node: str
+    attacher: str
+    volume: str = ""
+    """The PersistentVolume attached ("" for an inline volume)."""
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The storage objects of a snapshot, by name (claims by ``namespace/name``)."""
+
+    claims: Mapping[str, PersistentVolumeClaim] = field(default_factory=dict)
+    volumes: Mapping[str, PersistentVolume] = field(default_factory=dict)
+    classes: Mapping[str, StorageClass] = field(default_factory=dict)
+    csi_nodes: Mapping[str, CSINode] = field(default_factory=dict)
+    csi_drivers: Mapping[str, CSIDriver] = field(default_factory=dict)
+    capacities: tuple[StorageCapacity, ...] = ()
+    attachments: tuple[VolumeAttachment, ...] = ()
+
+    def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        return self.claims.get(f"{namespace}/{name}")
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def pod_volumes(spec: Mapping[str, Any], pod_name: str) -> tuple[PodVolume, ...]:
+    """The pod's claim-backed volumes, validated as the API server does."""
+    found = []
+    for index, raw in enumerate(expect_list(spec.get("volumes"), "spec.volumes")):
+        where = f"spec.volumes[{index}]"
+        volume = expect_mapping(raw, where)
+        name = expect_str(volume.get("name"), f"{where}.name")
+        if "persistentVolumeClaim" in volume:
+            source = expect_mapping(volume.get("persistentVolumeClaim"), f"{where}.persistentVolumeClaim")
+            claim = expect_str(source.get("claimName"), f"{where}.persistentVolumeClaim.claimName")
+            if not claim:
+                raise InputError("missing claimName", field=f"{where}.persistentVolumeClaim.claimName",
+                                 expected="the name of a PersistentVolumeClaim")
+            found.append(PodVolume(name, claim))
+        elif "ephemeral" in volume:
+            if not name:
+                raise InputError("missing name", field=f"{where}.name", expected="the volume's name")
+            found.append(PodVolume(name, f"{pod_name}-{name}", ephemeral=True))
+    return tuple(found)
+
+
+def has_inline_disk(spec: Mapping[str, Any]) -> bool:
+    """Whether the pod mounts an inline GCE PD, AWS EBS, RBD or iSCSI volume."""
+    volumes = expect_list(spec.get("volumes"), "spec.volumes")
+    return any(isinstance(v, Mapping) and any(k in v for k in INLINE_DISKS) for v in volumes)
+
+
+def parse_claim(obj: Mapping[str, Any], source: str = "") -> PersistentVolumeClaim:
+    metadata, spec, status = _parts(obj)
+    annotations = expect_string_map(metadata.get("annotations"), "metadata.annotations")
+    resources = expect_mapping(spec.get("resources"), "spec.resources")
+    requests = expect_mapping(resources.get("requests"), "spec.resources.requests")
+    return PersistentVolumeClaim(
+        namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+        name=expect_name(metadata),
+        uid=expect_str(metadata.get("uid"), "metadata.uid"),
+        resource_version=expect_str(metadata.get("resourceVersion"), "metadata.resourceVersion"),
+        storage_class=annotations.get(BETA_STORAGE_CLASS,
+                                      expect_str(spec.get("storageClassName"), "spec.storageClassName")),
+        access_modes=_access_modes(spec.get("accessModes")),
+        volume_mode=_volume_mode(spec.get("volumeMode")),
+        request=_bytes(requests.get("storage"), "spec.resources.requests.storage"),
+        selector=label_selector(spec.get("selector"), "spec.selector"),
+        volume_name=expect_str(spec.get("volumeName"), "spec.volumeName"),
+        attributes_class=expect_str(spec.get("volumeAttributesClassName"), "spec.volumeAttributesClassName"),
+        annotations=annotations,
+        phase=expect_str(status.get("phase"), "status.phase") or "Pending",
+        deleting=metadata.get("deletionTimestamp") is not None,
+        owner_uid=expect_controller(metadata.get("ownerReferences"), "uid"),
+        source=source,
+    )
+
+
+def parse_volume(obj: Mapping[str, Any], source: str = "") -> PersistentVolume:
+    metadata, spec, status = _parts(obj)
+    annotations = expect_string_map(metadata.get("annotations"), "metadata.annotations")
+    capacity = expect_mapping(spec.get("capacity"), "spec.capacity")
+    affinity = expect_mapping(spec.get("nodeAffinity"), "spec.nodeAffinity")
+    required = affinity.get("required")
+    csi = expect_mapping(spec.get("csi"), "spec.csi")
+    return PersistentVolume(
+        name=expect_name(metadata),
+        uid=expect_str(metadata.get("uid"), "metadata.uid"),
+        resource_version=expect_str(metadata.get("resourceVersion"), "metadata.resourceVersion"),
+        labels=expect_string_map(metadata.get("labels"), "metadata.labels"),
+        storage_class=annotations.get(BETA_STORAGE_CLASS,
+                                      expect_str(spec.get("storageClassName"), "spec.storageClassName")),
+        capacity=_bytes(capacity.get("storage"), "spec.capacity.storage"),
+        access_modes=_access_modes(spec.get("accessModes")),
+        volume_mode=_volume_mode(spec.get("volumeMode")),
+        node_affinity=None if required is None else node_selector_terms(required, "spec.nodeAffinity.required"),
+        claim_ref=_claim_ref(spec.get("claimRef")),
+        attributes_class=expect_str(spec.get("volumeAttributesClassName"), "spec.volumeAttributesClassName"),
+        phase=expect_str(status.get("phase"), "status.phase") or "Pending",
+        deleting=metadata.get("deletionTimestamp") is not None,
+        csi_driver=expect_str(csi.get("driver"), "spec.csi.driver"),
+        csi_handle=expect_str(csi.get("volumeHandle"), "spec.csi.volumeHandle"),
+        source=source,
+    )
+
+
+def parse_storage_class(obj: Mapping[str, Any], source: str = "") -> StorageClass:
+    metadata = expect_mapping(obj.get("metadata"), "metadata")
+    mode = expect_str(obj.get("volumeBindingMode"), "volumeBindingMode") or IMMEDIATE
+    if mode not in (IMMEDIATE, WAIT_FOR_FIRST_CONSUMER):
+        raise InputError(f"unknown volumeBindingMode {mode!r}", field="volumeBindingMode",
+                         expected=f"{IMMEDIATE} or {WAIT_FOR_FIRST_CONSUMER}")
+    terms = []
+    for index, raw in enumerate(expect_list(obj.get("allowedTopologies"), "allowedTopologies")):
+        where = f"allowedTopologies[{index}].matchLabelExpressions"
+        expressions = expect_list(expect_mapping(raw, f"allowedTopologies[{index}]").get("matchLabelExpressions"),
+                                  where)
+        terms.append(SelectorTerm(tuple(_topology_requirement(item, f"{where}[{j}]")
+                                        for j, item in enumerate(expressions))))
+    provisioner = expect_str(obj.get("provisioner"), "provisioner")
+    if not provisioner:
+        raise InputError("missing provisioner", field="provisioner", expected=f"a provisioner name, {NO_PROVISIONER}")
+    return StorageClass(expect_name(metadata), provisioner, mode, tuple(terms), source)
+
+
+def parse_csi_node(obj: Mapping[str, Any], source: str = "") -> CSINode:
+    metadata, spec, _ = _parts(obj)
+    drivers = []
+    for index, raw in enumerate(expect_list(spec.get("drivers"), "spec.drivers")):
+        where = f"spec.drivers[{index}]"
+        driver = expect_mapping(raw, where)
+        count = expect_mapping(driver.get("allocatable"), f"{where}.allocatable").get("count")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+            raise InputError(f"{count!r} is not a count", field=f"{where}.allocatable.count",
+                             expected="an integer of 0 or more")
+        keys = tuple(expect_str(k, f"{where}.topologyKeys[{j}]")
+                     for j, k in enumerate(expect_list(driver.get("topologyKeys"), f"{where}.topologyKeys")))
+        drivers.append(CSINodeDriver(expect_str(driver.get("name"), f"{where}.name"), keys, count))
+    return CSINode(expect_name(metadata), tuple(drivers), source)
+
+
+def parse_csi_driver(obj: Mapping[str, Any], source: str = "") -> CSIDriver:
+    metadata, spec, _ = _parts(obj)
+    capacity = spec.get("storageCapacity")
+    if capacity is not None and not isinstance(capacity, bool):
+        raise InputError(f"{capacity!r} is not a boolean", field="spec.storageCapacity", expected="true or false")
+    return CSIDriver(expect_name(metadata), bool(capacity), source)
+
+
+def parse_storage_capacity(obj: Mapping[str, Any], source: str = "") -> StorageCapacity:
+    metadata = expect_mapping(obj.get("metadata"), "metadata")
+    capacity, maximum = obj.get("capacity"), obj.get("maximumVolumeSize")
+    return StorageCapacity(
+        namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+        name=expect_name(metadata),
+        storage_class=expect_str(obj.get("storageClassName"), "storageClassName"),
+        node_topology=label_selector(obj.get("nodeTopology"), "nodeTopology"),
+        capacity=None if capacity is None else _bytes(capacity, "capacity"),
+        maximum_volume_size=None if maximum is None else _bytes(maximum, "maximumVolumeSize"),
+        source=source,
+    )
+
+
+def parse_volume_attachment(obj: Mapping[str, Any], source: str = "") -> VolumeAttachment:
+    metadata, spec, _ = _parts(obj)
+    attached = expect_mapping(spec.get("source"), "spec.source")
+    pv_name = expect_str(attached.get("persistentVolumeName"), "spec.source.persistentVolumeName")
+    return VolumeAttachment(expect_name(metadata), expect_str(spec.get("nodeName"), "spec.nodeName"),
+                            expect_str(spec.get("attacher"), "spec.attacher"), pv_name, source)
+
+
+def build_storage(kinds: Mapping[tuple[str, str], Sequence[Sourced]], label: Any) -> Storage:
+    """The Storage of the objects read by kind; ``label(obj)`` names an object in errors."""
+
+    def each(kind: tuple[str, str], parse: Any) -> Iterable[Any]:
+        for obj, where in kinds.get(kind, ()):
+            try:
+                yield parse(obj, where)
+            except InputError as error:
+                raise error.located(file=where, obj=label(obj)) from None
+
+    return Storage(
+        claims=_unique(each(CLAIM, parse_claim), lambda c: c.key, "PersistentVolumeClaim"),
+        volumes=_unique(each(VOLUME, parse_volume), lambda v: v.name, "PersistentVolume"),
+        classes=_unique(each(STORAGE_CLASS, parse_storage_class), lambda c: c.name, "StorageClass"),
+        csi_nodes=_unique(each(CSI_NODE, parse_csi_node), lambda c: c.name, "CSINode"),
+        csi_drivers=_unique(each(CSI_DRIVER, parse_csi_driver), lambda d: d.name, "CSIDriver"),
+        capacities=tuple(sorted(each(STORAGE_CAPACITY, parse_storage_capacity), key=lambda c: (c.namespace, c.name))),
+        attachments=tuple(sorted(each(VOLUME_ATTACHMENT, parse_volume_attachment), key=lambda a: a.name)),
+    )
+
+
+def label_selector(raw: object, field: str) -> tuple[Requirement, ...] | None:
+    """A metav1.LabelSelector (matchLabels and matchExpressions, ANDed); None when null."""
+    if raw is None:
+        return None
+    selector = expect_mapping(raw, field)
+    out = [Requirement(str(k), "In", (expect_str(v, f"{field}.matchLabels.{k}"),))
+           for k, v in expect_mapping(selector.get("matchLabels"), f"{field}.matchLabels").items()]
+    for j, item in enumerate(expect_list(selector.get("matchExpressions"), f"{field}.matchExpressions")):
+        out.append(label_requirement(item, f"{field}.matchExpressions[{j}]"))
+    return tuple(out)
+
+
+def _unique(items: Iterable[Any], key: Any, kind: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for item in items:
+        name = key(item)
+        if name in found:
+            raise InputError(f"duplicate {kind} (first defined in {found[name].source})", file=item.source,
+                             obj=f"{kind} {name}")
+        found[name] = item
+    return dict(sorted(found.items()))
+
+
+def _parts(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    return (expect_mapping(obj.get("metadata"), "metadata"), expect_mapping(obj.get("spec"), "spec"),
+            expect_mapping(obj.get("status"), "status"))
+
+
+def _bytes(raw: object, field: str) -> int:
+    if raw is None:
+        return 0
+    try:
+        return resource_amount("storage", raw)
+    except QuantityError as error:
+        raise InputError(error.problem, field=field, expected=error.expected) from None
+
+
+def _access_modes(raw: object) -> tuple[str, ...]:
+    modes = []
+    for index, mode in enumerate(expect_list(raw, "spec.accessModes")):
+        text = expect_str(mode, f"spec.accessModes[{index}]")
+        if text not in ACCESS_MODES:
+            raise InputError(f"unknown access mode {text!r}", field=f"spec.accessModes[{index}]",
+                             expected=", ".join(ACCESS_MODES))
+        modes.append(text)
+    return tuple(modes)
+
+
+def _volume_mode(raw: object) -> str:
+    mode = expect_str(raw, "spec.volumeMode") or FILESYSTEM
+    if mode not in (FILESYSTEM, BLOCK):
+        raise InputError(f"unknown volumeMode {mode!r}", field="spec.volumeMode", expected=f"{FILESYSTEM} or {BLOCK}")
+    return mode
+
+
+def _claim_ref(raw: object) -> ClaimRef | None:
+    if raw is None:
+        return None
+    ref = expect_mapping(raw, "spec.claimRef")
+    return ClaimRef(expect_str(ref.get("namespace"), "spec.claimRef.namespace"),
+                    expect_str(ref.get("name"), "spec.claimRef.name"), expect_str(ref.get("uid"), "spec.claimRef.uid"))
+
+
+def _topology_requirement(raw: object, field: str) -> Requirement:
+    expression = expect_mapping(raw, field)
+    key = expect_str(expression.get("key"), f"{field}.key")
+    values = tuple(expect_str(v, f"{field}.values[{i}]")
+                   for i, v in enumerate(expect_list(expression.get("values"), f"{field}.values")))
+    if not key or not values:
+        raise InputError("a topology requirement needs a key and values", field=field,
+                         expected="{key: topology.kubernetes.io/zone, values: [a]}")
+    return Requirement(key, "In", values)
