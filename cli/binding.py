@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -92,8 +93,7 @@ def _with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> t
 
     assert isinstance(snapshot, Snapshot)
     uid = {(p.namespace, p.name): p.uid for p in snapshot.pending}
-    return tuple(p if p.uid else Placement(p.namespace, p.name, p.node, uid.get((p.namespace, p.name), ""),
-                                           p.gpus) for p in placements)
+    return tuple(p if p.uid else replace(p, uid=uid.get((p.namespace, p.name), "")) for p in placements)
 
 
 def _device_note(p: Placement, pods: Mapping[tuple[str, str], Pod], conv: GpuConventions) -> dict[str, str]:

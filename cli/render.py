@@ -67,9 +67,12 @@ def print_plan(plan: Plan, output: str, console: Console) -> None:
         return
     wide = output == "wide"
     gpus = any(p.gpus for p in plan.placements)
-    bindings = table("NAMESPACE", "POD", "NODE", *(["GPUS"] if gpus else []), *(["UID"] if wide else []))
+    volumes = wide and any(p.volumes for p in plan.placements)
+    bindings = table("NAMESPACE", "POD", "NODE", *(["GPUS"] if gpus else []), *(["VOLUMES"] if volumes else []),
+                     *(["UID"] if wide else []))
     for p in plan.placements:
         bindings.add_row(p.namespace, p.name, p.node, *([",".join(map(str, p.gpus))] if gpus else []),
+                         *([", ".join(f"{v.claim}={v.volume or '(provision)'}" for v in p.volumes)] if volumes else []),
                          *([p.uid] if wide else []))
     if plan.placements:
         console.print(bindings)

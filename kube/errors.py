@@ -225,10 +225,11 @@ def expect_name(metadata: Mapping[str, Any]) -> str:
     return name
 
 
-def expect_controller(references: object, key: str) -> str:
-    """Field ``key`` (``kind``, ``uid``) of the controller among ``metadata.ownerReferences``, or ""."""
+def expect_controller(references: object, key: str) -> str | None:
+    """Field ``key`` (``kind``, ``uid``) of the controller among ``metadata.ownerReferences``;
+    None when there is no controller."""
     for index, item in enumerate(expect_list(references, "metadata.ownerReferences")):
         reference = expect_mapping(item, f"metadata.ownerReferences[{index}]")
         if reference.get("controller") is True:
             return expect_str(reference.get(key), f"metadata.ownerReferences[{index}].{key}")
-    return ""
+    return None

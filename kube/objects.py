@@ -34,7 +34,7 @@ class SpecRule(enum.Enum):
     REQUIRED_POD_ANTI_AFFINITY = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     HARD_TOPOLOGY_SPREAD = "spec.topologySpreadConstraints[].whenUnsatisfiable: DoNotSchedule"
     RESOURCE_CLAIMS = "spec.resourceClaims"
-    VOLUME_CLAIMS = "spec.volumes[].persistentVolumeClaim|ephemeral"
+    INLINE_DISKS = "spec.volumes[].gcePersistentDisk|awsElasticBlockStore|rbd|iscsi"
 
 
 @dataclass(frozen=True)

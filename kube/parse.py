@@ -39,7 +39,7 @@ from kubeplace.kube.pod_affinity import anti_affinity_terms
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import is_sidecar, pod_requests
 from kubeplace.kube.selectors import matches, parse_selector, required_node_affinity
-from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, pod_volumes
+from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
 
 RawObject = Mapping[str, Any]
 Sourced = tuple[RawObject, str]
@@ -123,7 +123,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
             scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
             spec_rules=spec_rules(spec),
             volumes=pod_volumes(spec, expect_name(metadata)),
-            owner_kind=expect_controller(metadata.get("ownerReferences"), "kind"),
+            owner_kind=expect_controller(metadata.get("ownerReferences"), "kind") or "",
             creation=_timestamp(metadata.get("creationTimestamp"), "metadata.creationTimestamp"),
             source=source,
         )
@@ -455,10 +455,6 @@ def spec_rules(spec: Mapping[str, Any]) -> frozenset[SpecRule]:
         found.add(SpecRule.HARD_TOPOLOGY_SPREAD)
     if spec.get("resourceClaims"):
         found.add(SpecRule.RESOURCE_CLAIMS)
-    volumes = expect_list(spec.get("volumes"), "spec.volumes")
-    if any(
-        isinstance(volume, Mapping) and ("persistentVolumeClaim" in volume or "ephemeral" in volume)
-        for volume in volumes
-    ):
-        found.add(SpecRule.VOLUME_CLAIMS)
+    if has_inline_disk(spec):
+        found.add(SpecRule.INLINE_DISKS)
     return frozenset(found)

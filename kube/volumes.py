@@ -81,8 +81,9 @@ class PersistentVolumeClaim:
     annotations: Mapping[str, str] = field(default_factory=dict)
     phase: str = "Pending"
     deleting: bool = False
-    owner_uid: str = ""
-    """The uid of the claim's controller (the pod, for a generic ephemeral volume's claim)."""
+    owner_uid: str | None = None
+    """The uid of the claim's controller (the pod, for a generic ephemeral volume's claim); None
+    when it has no controller."""
     source: str = field(default="", compare=False)
 
     @property
@@ -185,6 +186,15 @@ class VolumeAttachment:
     volume: str = ""
     """The PersistentVolume attached ("" for an inline volume)."""
     source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class ClaimChoice:
+    """How a placed pod's unbound WaitForFirstConsumer claim gets its volume: bound to the static
+    volume ``volume``, or ("") provisioned for the pod's node."""
+
+    claim: str
+    volume: str = ""
 
 
 @dataclass(frozen=True)

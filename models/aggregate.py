@@ -72,6 +72,7 @@ class Aggregation:
     class_pods: tuple[Pod, ...]  # a representative pending pod per class
     filters: tuple[FilterTable, ...]
     left: tuple[Pod, ...]  # pending pods left to the default scheduler (unmodelled rules)
+    nodes: tuple[Node, ...] = ()  # the snapshot's nodes, in the problem's order
 
 
 def resource_names(pending: Sequence[Pod]) -> tuple[str, ...]:
@@ -221,7 +222,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         queue_rank=queue_rank(snapshot.pending),
         gpu=conv,
     )
-    return Aggregation(problem, class_pods, tables, left)
+    return Aggregation(problem, class_pods, tables, left, tuple(nodes))
 
 
 def queue_rank(pending: Sequence[Pod]) -> IntArray:

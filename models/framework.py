@@ -182,6 +182,24 @@ class PluginError(KubeplaceError):
     """A plugin that does not implement the extension point its factory declares."""
 
 
+@runtime_checkable
+class Rejects(Protocol):
+    """Optional on a filter: the kube-scheduler's PreFilter. A non-empty message rejects the pod
+    on every node and is the whole reason it is not placed ("0/N nodes are available: <message>.")."""
+
+    def rejection(self, pod: Pod) -> str:
+        ...
+
+
+@runtime_checkable
+class NodeReasons(Protocol):
+    """Optional on a filter whose nodes fail for different reasons: per node, the reasons it
+    fails (empty where it passes), as the kube-scheduler's Filter status lists them."""
+
+    def node_reasons(self, pod: Pod, nodes: Sequence[Node]) -> Sequence[tuple[str, ...]]:
+        ...
+
+
 @dataclass(frozen=True)
 class PluginFactory:
     """How to build one plugin: its extension point (FILTER, SCORE or CONSTRAINT, or a tuple of

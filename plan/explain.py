@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.models.aggregate import Aggregation
+from kubeplace.models.aggregate import Aggregation, FilterTable
+from kubeplace.models.framework import NodeReasons, Rejects
 from kubeplace.models.gpu import GpuNeed, device_fit
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 
@@ -60,11 +61,17 @@ def explain(agg: Aggregation, c: int, after: After) -> str:
     n = agg.problem.n_nodes
     if n == 0:
         return "0/0 nodes are available: no nodes in the snapshot."
+    rejection = _rejection(agg, c)
+    if rejection:
+        return f"0/{n} nodes are available: {rejection}."
     reasons: Counter[str] = Counter()
     open_nodes = np.ones(n, dtype=np.bool_)
     for stage in _stages(agg, c, after):
         rejected = np.zeros(n, dtype=np.bool_)
-        for reason, fails in stage:
+        by_reason: dict[str, BoolArray] = {}
+        for reason, fails in stage:  # a node counts once per reason, whatever rule of the filter gave it
+            by_reason[reason] = by_reason.get(reason, np.zeros(n, dtype=np.bool_)) | fails
+        for reason, fails in by_reason.items():
             hit = open_nodes & fails
             if hit.any():
                 reasons[reason] += int(hit.sum())
@@ -76,20 +83,49 @@ def explain(agg: Aggregation, c: int, after: After) -> str:
     return f"0/{n} nodes are available: {parts}."
 
 
+def _rejection(agg: Aggregation, c: int) -> str:
+    """The first PreFilter rejection of the class's pod, in the kube-scheduler's order ("" if none)."""
+    plugins = {t.plugin.name: t.plugin for t in agg.filters}
+    for name in _in_order(list(plugins)):
+        plugin = plugins[name]
+        if isinstance(plugin, Rejects) and (message := plugin.rejection(agg.class_pods[c])):
+            return message
+    return ""
+
+
+def _filter_stage(agg: Aggregation, table: FilterTable, c: int) -> Stage:
+    """A filter's reasons; per node, as the plugin gives them when it has several."""
+    fails = ~table.class_mask(c)
+    plugin = table.plugin
+    if not isinstance(plugin, NodeReasons) or not fails.any() or not agg.nodes:
+        return [(plugin.reason, fails)]
+    failing = np.nonzero(fails)[0]
+    per_node = plugin.node_reasons(agg.class_pods[c], [agg.nodes[i] for i in failing])
+    stage: dict[str, BoolArray] = {}
+    for i, reasons in zip(failing.tolist(), per_node, strict=True):
+        for reason in reasons or (plugin.reason,):
+            stage.setdefault(reason, np.zeros(len(fails), dtype=np.bool_))[i] = True
+    return list(stage.items())
+
+
+def _in_order(names: list[str]) -> list[str]:
+    """Plugin names in the kube-scheduler's filter order, the others after them as given."""
+    rank = {name: k for k, name in enumerate(SCHEDULER_FILTERS)}
+    rank |= {ours: rank[theirs] for ours, theirs in SAME_AS.items()}
+    return sorted((n for n in names if n in rank), key=lambda n: rank[n]) + [n for n in names if n not in rank]
+
+
 def _stages(agg: Aggregation, c: int, after: After) -> Iterator[Stage]:
     """The filters in the order the kube-scheduler runs them, each as a Stage."""
     p = agg.problem
-    stages: dict[str, Stage] = {t.plugin.name: [(t.plugin.reason, ~t.class_mask(c))] for t in agg.filters}
+    stages: dict[str, Stage] = {t.plugin.name: _filter_stage(agg, t, c) for t in agg.filters}
+    reasons = {t.plugin.name: t.plugin.reason for t in agg.filters}
     stages[FIT] = _fit(p, c, after)
     for cap, left in zip(p.group_caps, after.cap_left, strict=True):
         if c in cap.classes:
-            reason = stages[cap.plugin][0][0] if cap.plugin in stages else f"node(s) had no room under {cap.plugin}"
+            reason = reasons.get(cap.plugin, f"node(s) had no room under {cap.plugin}")
             stages.setdefault(cap.plugin, []).append((reason, left <= 0))
-    rank = {name: k for k, name in enumerate(SCHEDULER_FILTERS)}
-    rank |= {ours: rank[theirs] for ours, theirs in SAME_AS.items()}
-    in_tree = sorted((n for n in stages if n in rank), key=lambda n: rank[n])
-    yield from (stages[n] for n in in_tree)
-    yield from (stage for n, stage in stages.items() if n not in in_tree)
+    yield from (stages[n] for n in _in_order(list(stages)))
     if p.has_devices and p.gpu_count[c] > 0:
         yield [(DEVICES, ~device_fit(after.device_free, GpuNeed(int(p.gpu_count[c]), int(p.gpu_milli[c]))))]
     for gang in p.gangs:

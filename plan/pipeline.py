@@ -6,17 +6,19 @@ re-checked by the independent verifier (``plan/verify.py``) before it is returne
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.kube.volumes import ClaimChoice
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.framework import ObjectiveTerm, PluginSet
+from kubeplace.models.plugins.volume_binding import VolumeBinding
 from kubeplace.models.problem import Assignment
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
@@ -52,7 +54,7 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, setti
     agg = aggregate(snapshot, plugins, config.gpu, profile.placement_weight)
     terms = plugins.terms(agg.problem)
     report = solve(agg.problem, terms, settings, on_event)
-    plan = _to_plan(snapshot, agg, report, profile, terms)
+    plan = _to_plan(snapshot, agg, report, profile, terms, plugins)
     violations = tuple(verify_plan(snapshot, plan.placements, config, profile))
     plan = replace(plan, summary=replace(plan.summary, verified=not violations))
     return Planned(plan, agg, report, plugins, terms, violations)
@@ -94,12 +96,24 @@ def _split_devices(devices: list[int], pods: int, per_pod: int) -> list[tuple[in
     return [tuple(sorted(ordered[p::pods][:per_pod])) for p in range(pods)]
 
 
+def volume_choices(plugins: PluginSet, placed: Sequence[tuple[Pod, str]],
+                   snapshot: Snapshot) -> dict[str, tuple[ClaimChoice, ...]]:
+    """The volumes the placed pods' unbound claims bind to (VolumeBinding's choice), by pod key."""
+    binding = next((f for f in plugins.filters if isinstance(f, VolumeBinding)), None)
+    if binding is None:
+        return {}
+    nodes = {n.name: n for n in snapshot.nodes}
+    return binding.choose([(pod, nodes[name]) for pod, name in placed])
+
+
 def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile: Profile,
-             terms: tuple[ObjectiveTerm, ...]) -> Plan:
+             terms: tuple[ObjectiveTerm, ...], plugins: PluginSet) -> Plan:
     p = agg.problem
     a = report.assignment
     bound_pairs = pods_per_node(agg, a, snapshot.pending)
-    placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs) for pod, node, devs in bound_pairs)
+    volumes = volume_choices(plugins, [(pod, node) for pod, node, _ in bound_pairs], snapshot)
+    placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs, volumes.get(pod.key, ()))
+                       for pod, node, devs in bound_pairs)
     after = After.of(p, a)
     placed_per_class = a.placed_per_class(p.n_classes)
     gangs = gang_statuses(snapshot, agg, placed_per_class)

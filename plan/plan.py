@@ -12,6 +12,7 @@ from typing import Any
 
 from kubeplace.kube.errors import INT32_MAX, InputError
 from kubeplace.kube.objects import GangKey
+from kubeplace.kube.volumes import ClaimChoice
 
 PLAN_KIND = "PlacementPlan"
 PLAN_API_VERSION = "kubeplace.io/v1alpha1"
@@ -24,6 +25,8 @@ class Placement:
     node: str
     uid: str = ""
     gpus: tuple[int, ...] = ()
+    volumes: tuple[ClaimChoice, ...] = ()
+    """For each unbound WaitForFirstConsumer claim, the volume it binds to or provisioning."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,9 @@ def _placement_dict(p: Placement) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": p.namespace, "name": p.name, "node": p.node, "uid": p.uid}
     if p.gpus:
         out["gpus"] = list(p.gpus)
+    if p.volumes:
+        out["volumes"] = [{"claim": v.claim, "volume": v.volume} if v.volume else {"claim": v.claim, "provision": True}
+                          for v in p.volumes]
     return out
 
 
@@ -142,7 +148,8 @@ def placements_from_dict(doc: object, source: str) -> tuple[Placement, ...]:
         uid = item.get("uid") or ""
         if not isinstance(uid, str):
             raise InputError(f"{uid!r} is not a string", file=source, field=f"{where}.uid")
-        out.append(Placement(item["namespace"], item["name"], item["node"], uid, _devices(item, source, where)))
+        out.append(Placement(item["namespace"], item["name"], item["node"], uid, _devices(item, source, where),
+                             _volumes(item.get("volumes"), source, where)))
     return tuple(out)
 
 
@@ -153,3 +160,20 @@ def _devices(item: Mapping[str, Any], source: str, where: str) -> tuple[int, ...
     ):
         raise InputError(f"got {gpus!r}", file=source, field=f"{where}.gpus", expected="a list of device indexes")
     return tuple(gpus)
+
+
+def _volumes(raw: object, source: str, where: str) -> tuple[ClaimChoice, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError("not a list", file=source, field=f"{where}.volumes")
+    out = []
+    for j, item in enumerate(raw):
+        claim = item.get("claim") if isinstance(item, Mapping) else None
+        volume = item.get("volume", "") if isinstance(item, Mapping) else None
+        provision = item.get("provision", False) if isinstance(item, Mapping) else None
+        if not isinstance(claim, str) or not claim or not isinstance(volume, str) or (bool(volume) == bool(provision)):
+            raise InputError("expected {claim: NAME, volume: PV} or {claim: NAME, provision: true}", file=source,
+                             field=f"{where}.volumes[{j}]")
+        out.append(ClaimChoice(claim, volume))
+    return tuple(out)

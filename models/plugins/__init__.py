@@ -9,10 +9,14 @@ from kubeplace.models.plugins import (
     node_affinity,
     node_ports,
     node_unschedulable,
+    node_volume_limits,
     objectives,
     pod_anti_affinity,
     taint_toleration,
     unmodelled,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 from kubeplace.models.plugins import tenant as tenant_plugin
 
@@ -25,6 +29,10 @@ def in_tree_registry() -> Registry:
         PluginFactory(taint_toleration.NAME, FILTER, None, taint_toleration.build),
         PluginFactory(node_ports.NAME, (FILTER, CONSTRAINT), None, node_ports.build),
         PluginFactory(pod_anti_affinity.NAME, FILTER, None, pod_anti_affinity.build),
+        PluginFactory(volume_restrictions.NAME, FILTER, None, volume_restrictions.build),
+        PluginFactory(node_volume_limits.NAME, (FILTER, CONSTRAINT), None, node_volume_limits.build),
+        PluginFactory(volume_binding.NAME, (FILTER, CONSTRAINT), None, volume_binding.build),
+        PluginFactory(volume_zone.NAME, FILTER, None, volume_zone.build),
         *(PluginFactory(name, FILTER, None, unmodelled.builder(name)) for name in unmodelled.PLUGINS),
         PluginFactory(tenant_plugin.NAME, FILTER, tenant_plugin.TenantArgs, tenant_plugin.build),
         PluginFactory(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build),
@@ -38,6 +46,7 @@ def in_tree_registry() -> Registry:
 
 
 DEFAULT_PLUGINS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
+                   volume_restrictions.NAME, node_volume_limits.NAME, volume_binding.NAME, volume_zone.NAME,
                    pod_anti_affinity.NAME, *unmodelled.PLUGINS, tenant_plugin.NAME, gpu_model.NAME, gang.NAME,
                    gang.PREFERENCE_NAME)
 """Enabled in every profile (``disabled: ["*"]`` removes them all)."""

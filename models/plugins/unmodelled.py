@@ -17,7 +17,6 @@ from kubeplace.models.problem import BoolArray
 
 HARD_TOPOLOGY_SPREAD = "DoNotSchedule topology spread"
 RESOURCE_CLAIMS = "dynamic resource claims"
-VOLUME_CLAIMS = "persistent volume claims"
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,6 @@ class RuleLeftToDefault:
 PLUGINS = {
     "PodTopologySpread": (SpecRule.HARD_TOPOLOGY_SPREAD, HARD_TOPOLOGY_SPREAD),
     "DynamicResources": (SpecRule.RESOURCE_CLAIMS, RESOURCE_CLAIMS),
-    "VolumeBinding": (SpecRule.VOLUME_CLAIMS, VOLUME_CLAIMS),
 }
 """Plugin name (the kube-scheduler's) -> the rule it owns and the reason given."""
 

@@ -10,7 +10,8 @@ from kubeplace.kube.objects import HostPort, Requirement, SelectorTerm, Snapshot
 from kubeplace.kube.parse import build_snapshot, parse_namespace_labels, parse_node, parse_pod
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.plugins.pod_anti_affinity import REQUIRED_POD_AFFINITY, REQUIRED_POD_ANTI_AFFINITY
-from kubeplace.models.plugins.unmodelled import HARD_TOPOLOGY_SPREAD, RESOURCE_CLAIMS, VOLUME_CLAIMS
+from kubeplace.models.plugins.unmodelled import HARD_TOPOLOGY_SPREAD, RESOURCE_CLAIMS
+from kubeplace.models.plugins.volume_restrictions import INLINE_DISKS
 from tests.builders import node, pod
 
 
@@ -202,8 +203,7 @@ def test_missing_name() -> None:
         ),
         ("topologySpreadConstraints", [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}], HARD_TOPOLOGY_SPREAD),
         ("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}], RESOURCE_CLAIMS),
-        ("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}], VOLUME_CLAIMS),
-        ("volumes", [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}], VOLUME_CLAIMS),
+        ("volumes", [{"name": "disk", "gcePersistentDisk": {"pdName": "d"}}], INLINE_DISKS),
     ],
 )
 def test_unmodelled_reasons(spec_field: str, value: Any, reason: str) -> None:
@@ -221,6 +221,8 @@ def test_unmodelled_reasons(spec_field: str, value: Any, reason: str) -> None:
         ("affinity", {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}),
         ("topologySpreadConstraints", [{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]),
         ("volumes", [{"name": "tmp", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}}]),
+        ("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]),
+        ("volumes", [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]),
     ],
 )
 def test_modelled_or_scoring_only_rules_are_not_reasons(spec_field: str, value: Any) -> None:
@@ -233,9 +235,9 @@ def test_each_rule_is_judged_by_the_plugin_that_owns_it() -> None:
     """Disabling the plugin that owns a rule leaves its pods to kubeplace (as disabling a
     kube-scheduler plugin stops that rule being checked); the others still report theirs."""
     parsed = (pod("p").spec("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}])
-              .spec("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]).build())
-    assert parsed.spec_rules == {SpecRule.RESOURCE_CLAIMS, SpecRule.VOLUME_CLAIMS}
-    plugins = instantiate(Configuration(), Profile(disabled=("VolumeBinding",)), Snapshot((), (), ()))
+              .spec("volumes", [{"name": "data", "gcePersistentDisk": {"pdName": "d"}}]).build())
+    assert parsed.spec_rules == {SpecRule.RESOURCE_CLAIMS, SpecRule.INLINE_DISKS}
+    plugins = instantiate(Configuration(), Profile(disabled=("VolumeRestrictions",)), Snapshot((), (), ()))
     assert plugins.unmodelled(parsed) == (RESOURCE_CLAIMS,)
 
 
