@@ -15,6 +15,7 @@ from kubeplace.models.plugins import tenant as tenant_plugin
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import VerifySettings, Violation, verify
 from kubeplace.plan.verify_gpu import verify_devices
+from kubeplace.plan.verify_volumes import VOLUME_RULES
 
 PairCheck = Callable[[Pod, Node], str | None]
 
@@ -28,6 +29,7 @@ def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
         namespace_is_tenant=t.namespaceIsTenant, trust_pod_tenant=t.trustPodTenant, untenanted_nodes=t.untenantedNodes,
         gpu_model_node_label=g.nodeLabel, gpu_model_pod_annotation=g.podAnnotation,
         check_tenant=tenant_plugin.NAME in names, check_gpu_model=gpu_model.NAME in names,
+        volume_rules=VOLUME_RULES & frozenset(names),
         gpu_device_resource=config.gpu.device_resource, gpu_percent_per_device=config.gpu.percent_with_count,
         gpu_percent_of_gpus=config.gpu.percent_alone,
     )
@@ -47,10 +49,11 @@ def _pair_check(plugin: FilterPlugin) -> PairCheck:
 
 def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Configuration,
                 profile: Profile) -> list[Violation]:
-    """Every hard rule, GPU devices included, for a plan about to be bound."""
+    """Every hard rule, GPU devices and the volumes chosen included, for a plan about to be bound."""
     triples = [(p.namespace, p.name, p.node) for p in placements]
     settings = verify_settings(config, profile)
     plugins = instantiate(config, profile, snapshot)
-    violations = verify(plugins.mark_unmodelled(snapshot), triples, settings, plugin_checks(plugins))
+    volumes = {(p.namespace, p.name): p.volumes for p in placements}
+    violations = verify(plugins.mark_unmodelled(snapshot), triples, settings, plugin_checks(plugins), volumes)
     return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements],
                                        settings)

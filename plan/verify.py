@@ -10,7 +10,7 @@ compute eligibility vectorised): a bug in one is caught by the other. Only
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubeplace.kube.objects import (
@@ -25,6 +25,8 @@ from kubeplace.kube.objects import (
     Requirement,
     Snapshot,
 )
+from kubeplace.kube.volumes import ClaimChoice
+from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
@@ -46,6 +48,8 @@ class VerifySettings:
     gpu_model_pod_annotation: str = "kubeplace.io/gpu-model"
     check_tenant: bool = True
     check_gpu_model: bool = True
+    volume_rules: frozenset[str] = VOLUME_RULES
+    """Which of the volume plugins' rules to check (those the profile enables)."""
     gpu_device_resource: str = "nvidia.com/gpu"
     """Counts devices (and, with HAMi, vGPU slots); the node label ``<it>.count`` counts the
     physical devices behind the slots, ``<it>.replicas`` > 1 says every slot is a time slice."""
@@ -70,9 +74,11 @@ def verify(
     placements: Sequence[tuple[str, str, str]],
     settings: VerifySettings = VerifySettings(),
     extra_checks: Sequence[ExtraCheck] = (),
+    volume_choices: Mapping[tuple[str, str], Sequence[ClaimChoice]] | None = None,
 ) -> list[Violation]:
     """All the reasons why ``placements`` ((namespace, name, node_name) triples) must not be
-    bound; an empty list means the plan is valid."""
+    bound; an empty list means the plan is valid. ``volume_choices`` (the volumes the plan binds
+    the pods' unbound claims to) are checked when given, else that such volumes exist."""
     checker = _Checker(snapshot, settings, extra_checks)
     violations: list[Violation] = []
     for namespace, name, node_name in placements:
@@ -83,6 +89,8 @@ def verify(
     for node_name, pods in checker.placed.items():
         violations.extend(_capacity(checker.nodes[node_name], pods, snapshot.bound))
     violations.extend(_gang_topology(snapshot, placements))
+    violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
+                                                                       settings.volume_rules))
     return violations
 
 

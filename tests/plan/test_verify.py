@@ -25,6 +25,7 @@ from kubeplace.kube.objects import (
     Toleration,
 )
 from kubeplace.plan import verify as verify_module
+from kubeplace.plan import verify_volumes as verify_volumes_module
 from kubeplace.plan.verify import VerifySettings, Violation, verify
 
 GiB = 1024**3
@@ -348,17 +349,17 @@ def test_port_conflict_names_the_other_pod() -> None:
     assert str(violation) == "default/p -> n1: host port TCP/80 already used by default/web"
 
 
-def test_verifier_is_independent_of_models_and_solver() -> None:
-    tree = ast.parse(Path(verify_module.__file__).read_text())
+def _imports(module: object) -> set[str]:
+    tree = ast.parse(Path(str(getattr(module, "__file__", ""))).read_text())
     imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    imported |= {
-        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
-    }
-    assert {name.split(".")[0] for name in imported} <= {
-        "__future__",
-        "collections",
-        "dataclasses",
-        "re",
-        "kubeplace",
-    }
-    assert {name for name in imported if name.startswith("kubeplace")} == {"kubeplace.kube.objects"}
+    return imported | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+
+
+@pytest.mark.parametrize(("module", "kubeplace_imports"), [
+    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.volumes", "kubeplace.plan.verify_volumes"}),
+    (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.kube.volumes"}),
+])  # fmt: skip
+def test_verifier_is_independent_of_models_and_solver(module: object, kubeplace_imports: set[str]) -> None:
+    imported = _imports(module)
+    assert {name.split(".")[0] for name in imported} <= {"__future__", "collections", "dataclasses", "re", "kubeplace"}
+    assert {name for name in imported if name.startswith("kubeplace")} == kubeplace_imports

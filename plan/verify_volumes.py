@@ -1,0 +1,293 @@
+"""Independent verification of the volume rules of a plan: the kube-scheduler's VolumeBinding,
+VolumeRestrictions (ReadWriteOncePod), NodeVolumeLimits and VolumeZone.
+
+Written out plainly from the typed objects (``kube.objects``, ``kube.volumes``), sharing no code
+with ``models/``: a placed pod's claims must all exist and be usable (bound, or unbound of a
+WaitForFirstConsumer class), a bound claim's volume must admit the node (node affinity on labels,
+zone labels); an unbound one must get a free static volume that matches it and admits the node,
+never one another claim of the plan gets, or be provisioned there (a provisioner, allowed
+topologies, the CSI driver on the node, capacity). With the plan's volume choices, each choice is
+checked; without them, that such volumes exist (a matching). A ReadWriteOncePod claim has one
+user; a node attaches at most its CSINode's count of a driver's volumes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from kubeplace.kube.objects import Node, Pod, Requirement, SelectorTerm, Snapshot
+from kubeplace.kube.volumes import ClaimChoice, PersistentVolume, PersistentVolumeClaim, Storage
+
+VOLUME_BINDING, VOLUME_RESTRICTIONS = "VolumeBinding", "VolumeRestrictions"
+NODE_VOLUME_LIMITS, VOLUME_ZONE = "NodeVolumeLimits", "VolumeZone"
+VOLUME_RULES = frozenset({VOLUME_BINDING, VOLUME_RESTRICTIONS, NODE_VOLUME_LIMITS, VOLUME_ZONE})
+_ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+                "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+                "topology.kubernetes.io/zone": "topology.kubernetes.io/zone",
+                "topology.kubernetes.io/region": "topology.kubernetes.io/region"}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+Finding = tuple[str, str, str, str, str]
+"""(namespace, name, node, rule, detail)."""
+
+
+@dataclass(frozen=True)
+class _Placed:
+    pod: Pod
+    node: Node
+    claims: tuple[tuple[str, PersistentVolumeClaim | None, bool], ...]  # (name, claim, ephemeral)
+
+
+def verify_volumes(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
+                   choices: Mapping[tuple[str, str], Sequence[ClaimChoice]] | None = None,
+                   rules: frozenset[str] = VOLUME_RULES) -> list[Finding]:
+    """What breaks a volume rule in ``placements`` ((namespace, name, node) triples of pending
+    pods on snapshot nodes; the others are the main verifier's). ``choices`` (pod -> its claims'
+    volumes) are checked when given."""
+    storage = snapshot.storage
+    pods = {(p.namespace, p.name): p for p in snapshot.pending}
+    nodes = {n.name: n for n in snapshot.nodes}
+    placed = []
+    for namespace, name, node_name in placements:
+        pod, node = pods.get((namespace, name)), nodes.get(node_name)
+        if pod is not None and node is not None and pod.volumes:
+            claims = tuple((v.claim, storage.claim(namespace, v.claim), v.ephemeral) for v in pod.volumes)
+            placed.append(_Placed(pod, node, claims))
+    findings: list[Finding] = []
+    for item in placed:
+        findings += (_at(item, rule, detail) for rule, detail in _claims(item, storage))
+    findings += _unbound(placed, storage, choices)
+    findings += _read_write_once_pod(placed, snapshot)
+    findings += _limits(placed, snapshot)
+    return [f for f in findings if f[3] in rules]
+
+
+def _at(item: _Placed, rule: str, detail: str) -> Finding:
+    return item.pod.namespace, item.pod.name, item.node.name, rule, detail
+
+
+def _claims(item: _Placed, storage: Storage) -> Iterator[tuple[str, str]]:
+    """Each claim exists and can be used; a bound one's volume admits the node."""
+    for name, claim, ephemeral in item.claims:
+        if claim is None:
+            yield VOLUME_BINDING, f"claim {name} does not exist"
+        elif claim.phase == "Lost":
+            yield VOLUME_BINDING, f"claim {name} has lost its volume {claim.volume_name}"
+        elif claim.deleting:
+            yield VOLUME_BINDING, f"claim {name} is being deleted"
+        elif ephemeral and claim.owner_uid != item.pod.uid:
+            yield VOLUME_BINDING, f"claim {name} of an ephemeral volume is not owned by the pod"
+        elif claim.volume_name and "pv.kubernetes.io/bind-completed" in claim.annotations:
+            yield from _bound(item, claim, storage.volumes.get(claim.volume_name), ephemeral)
+        elif not _waits_for_consumer(claim, storage) or claim.volume_name:
+            yield VOLUME_BINDING, f"claim {name} is not bound and its class binds it immediately"
+        elif claim.annotations.get("volume.kubernetes.io/selected-node", item.node.name) != item.node.name:
+            yield VOLUME_BINDING, (f"claim {name} is being provisioned for node "
+                                   f"{claim.annotations['volume.kubernetes.io/selected-node']}")
+
+
+def _bound(item: _Placed, claim: PersistentVolumeClaim, volume: PersistentVolume | None,
+           ephemeral: bool) -> Iterator[tuple[str, str]]:
+    if volume is None:
+        yield VOLUME_BINDING, f"claim {claim.name} is bound to volume {claim.volume_name}, which does not exist"
+        return
+    if not _affinity_admits(volume.node_affinity, item.node.labels):
+        yield VOLUME_BINDING, f"volume {volume.name} of claim {claim.name}: its node affinity excludes the node"
+    if not ephemeral and any(k in item.node.labels for k in _ZONE_LABELS):
+        for key, text in volume.labels.items():
+            zones = {z.strip() for z in text.split("__")}
+            node_value = item.node.labels.get(key, item.node.labels.get(_ZONE_LABELS.get(key, key)))
+            if key in _ZONE_LABELS and "" not in zones and node_value not in zones:
+                yield VOLUME_ZONE, f"volume {volume.name} is in {key}={text}, the node in {node_value}"
+
+
+def _waits_for_consumer(claim: PersistentVolumeClaim, storage: Storage) -> bool:
+    found = storage.classes.get(claim.storage_class) if claim.storage_class else None
+    return found is not None and found.binding_mode == "WaitForFirstConsumer"
+
+
+def _delayed(item: _Placed, storage: Storage) -> list[PersistentVolumeClaim]:
+    return [c for _, c, _ in item.claims if c is not None and not c.volume_name and not c.deleting
+            and c.phase != "Lost" and _waits_for_consumer(c, storage)]
+
+
+def _unbound(placed: Sequence[_Placed], storage: Storage,
+             choices: Mapping[tuple[str, str], Sequence[ClaimChoice]] | None) -> Iterator[Finding]:
+    """Each unbound claim gets a distinct free volume that fits it on its node, or is provisioned there."""
+    holder: dict[str, str] = {}  # claim key -> pod key
+    given: dict[str, str] = {}  # volume -> claim key
+    needing: list[tuple[_Placed, PersistentVolumeClaim]] = []
+    for item in placed:
+        chosen = None if choices is None else {c.claim: c.volume for c in choices.get(
+            (item.pod.namespace, item.pod.name), ())}
+        for claim in _delayed(item, storage):
+            owner = holder.setdefault(claim.key, item.pod.key)
+            if owner != item.pod.key:
+                yield _at(item, VOLUME_BINDING, f"unbound claim {claim.name} is placed with pod {owner} too")
+                continue
+            if chosen is None:
+                if not _provisionable(claim, storage, item.node):
+                    needing.append((item, claim))
+                continue
+            if claim.name not in chosen:
+                yield _at(item, VOLUME_BINDING, f"no volume chosen for unbound claim {claim.name}")
+            elif chosen[claim.name] == "":
+                if not _provisionable(claim, storage, item.node):
+                    yield _at(item, VOLUME_BINDING, f"claim {claim.name} cannot be provisioned on the node")
+            else:
+                volume = storage.volumes.get(chosen[claim.name])
+                problem = _unusable(claim, volume, item.node, chosen[claim.name])
+                if problem:
+                    yield _at(item, VOLUME_BINDING, problem)
+                elif given.setdefault(chosen[claim.name], claim.key) != claim.key:
+                    yield _at(item, VOLUME_BINDING, f"volume {chosen[claim.name]} is chosen for claim "
+                                                    f"{given[chosen[claim.name]]} too")
+    yield from _matching(needing, storage)
+
+
+def _unusable(claim: PersistentVolumeClaim, volume: PersistentVolume | None, node: Node, name: str) -> str:
+    """Why ``claim`` cannot bind to ``volume`` for a pod on ``node`` ("" when it can)."""
+    if volume is None:
+        return f"volume {name} chosen for claim {claim.name} does not exist"
+    ref = volume.claim_ref
+    prebound = ref is not None and (ref.namespace, ref.name) == (claim.namespace, claim.name) and ref.uid in (
+        "", claim.uid)
+    if ref is not None and not prebound:
+        return f"volume {name} is bound to claim {ref.namespace}/{ref.name}"
+    if volume.deleting or volume.capacity < claim.request or volume.volume_mode != claim.volume_mode:
+        return f"volume {name} does not fit claim {claim.name} (size, volume mode or being deleted)"
+    if volume.attributes_class != claim.attributes_class:
+        return f"volume {name} has another volume attributes class than claim {claim.name}"
+    if not prebound:
+        if volume.phase != "Available" or volume.storage_class != claim.storage_class:
+            return f"volume {name} is not an available volume of class {claim.storage_class}"
+        if claim.selector is not None and not all(_holds(r, volume.labels.get(r.key)) for r in claim.selector):
+            return f"volume {name} does not match the selector of claim {claim.name}"
+        if not set(claim.access_modes) <= set(volume.access_modes):
+            return f"volume {name} lacks an access mode of claim {claim.name}"
+    if not _affinity_admits(volume.node_affinity, node.labels):
+        return f"volume {name} chosen for claim {claim.name}: its node affinity excludes the node"
+    return ""
+
+
+def _provisionable(claim: PersistentVolumeClaim, storage: Storage, node: Node) -> bool:
+    storage_class = storage.classes.get(claim.storage_class)
+    if storage_class is None or storage_class.provisioner in ("", "kubernetes.io/no-provisioner"):
+        return False
+    topologies = storage_class.allowed_topologies
+    if topologies and not any(t.match_expressions and all(_holds(r, node.labels.get(r.key))
+                                                          for r in t.match_expressions) for t in topologies):
+        return False
+    driver_name = storage_class.provisioner
+    if any(d.name == driver_name for csi in storage.csi_nodes.values() for d in csi.drivers):
+        csi_node = storage.csi_nodes.get(node.name)
+        on_node = [d for d in (csi_node.drivers if csi_node else ()) if d.name == driver_name]
+        if not on_node or any(k not in node.labels for k in on_node[0].topology_keys):
+            return False
+    driver = storage.csi_drivers.get(driver_name)
+    if claim.request and driver is not None and driver.storage_capacity:
+        return any(c.storage_class == storage_class.name and c.node_topology is not None
+                   and all(_holds(r, node.labels.get(r.key)) for r in c.node_topology)
+                   and (c.maximum_volume_size if c.maximum_volume_size is not None else c.capacity or 0)
+                   >= claim.request for c in storage.capacities)
+    return True
+
+
+def _matching(needing: Sequence[tuple[_Placed, PersistentVolumeClaim]], storage: Storage) -> Iterator[Finding]:
+    """Claims that need a static volume: a distinct one each (augmenting paths)."""
+    options = [[name for name, v in sorted(storage.volumes.items()) if not _unusable(c, v, item.node, name)]
+               for item, c in needing]
+    owner: dict[str, int] = {}
+
+    def assign(k: int, seen: set[str]) -> bool:
+        for name in options[k]:
+            if name not in seen:
+                seen.add(name)
+                if name not in owner or assign(owner[name], seen):
+                    owner[name] = k
+                    return True
+        return False
+
+    for k, (item, claim) in enumerate(needing):
+        if not assign(k, set()):
+            yield _at(item, VOLUME_BINDING, f"no free volume left for unbound claim {claim.name} on the node "
+                                             "and it cannot be provisioned there")
+
+
+def _read_write_once_pod(placed: Sequence[_Placed], snapshot: Snapshot) -> Iterator[Finding]:
+    users = {f"{p.namespace}/{v.claim}": p.key for p in snapshot.bound for v in p.volumes if not v.ephemeral}
+    for item in placed:
+        for name, claim, ephemeral in item.claims:
+            if ephemeral or claim is None or "ReadWriteOncePod" not in claim.access_modes:
+                continue
+            user = users.setdefault(claim.key, item.pod.key)
+            if user != item.pod.key:
+                yield _at(item, VOLUME_RESTRICTIONS, f"ReadWriteOncePod claim {name} is used by pod {user}")
+
+
+def _limits(placed: Sequence[_Placed], snapshot: Snapshot) -> Iterator[Finding]:
+    storage = snapshot.storage
+    attached: dict[tuple[str, str], set[str]] = {}
+    for pod in snapshot.bound:
+        for driver, handle in _csi_volumes(pod, storage):
+            attached.setdefault((pod.node_name, driver), set()).add(handle)
+    for attachment in storage.attachments:
+        pv = storage.volumes.get(attachment.volume)
+        if pv is not None and pv.csi_driver and attachment.attacher:
+            attached.setdefault((attachment.node, attachment.attacher), set()).add(pv.csi_handle)
+    added: dict[tuple[str, str], set[str]] = {}
+    for item in placed:
+        csi_node = storage.csi_nodes.get(item.node.name)
+        limits = {d.name: d.allocatable_count for d in (csi_node.drivers if csi_node else ())
+                  if d.allocatable_count is not None}
+        for driver, handle in _csi_volumes(item.pod, storage):
+            key = (item.node.name, driver)
+            if driver not in limits or handle in attached.get(key, set()) | added.get(key, set()):
+                continue
+            added.setdefault(key, set()).add(handle)
+            total = len(attached.get(key, set())) + len(added[key])
+            if total > limits[driver]:
+                yield _at(item, NODE_VOLUME_LIMITS, f"{total} volumes of {driver} on the node, limit {limits[driver]}")
+
+
+def _csi_volumes(pod: Pod, storage: Storage) -> set[tuple[str, str]]:
+    """(driver, handle) of the pod's CSI volumes; an unbound claim's as a new volume of its provisioner."""
+    found = set()
+    for volume in pod.volumes:
+        claim = storage.claim(pod.namespace, volume.claim)
+        if claim is None:
+            continue
+        pv = storage.volumes.get(claim.volume_name) if claim.volume_name else None
+        if pv is not None:
+            if pv.csi_driver and pv.csi_handle:
+                found.add((pv.csi_driver, pv.csi_handle))
+        elif claim.storage_class in storage.classes:
+            found.add((storage.classes[claim.storage_class].provisioner, f"new volume for {claim.key}"))
+    return found
+
+
+def _affinity_admits(terms: tuple[SelectorTerm, ...] | None, labels: Mapping[str, str]) -> bool:
+    """A volume's required node affinity, on the node's labels only (a field requirement sees no name)."""
+    if terms is None:
+        return True
+    return any((t.match_expressions or t.match_fields) and all(_holds(r, labels.get(r.key))
+                                                               for r in t.match_expressions)
+               and all(_holds(r, "") for r in t.match_fields) for t in terms)
+
+
+def _holds(requirement: Requirement, value: str | None) -> bool:
+    operator, values = requirement.operator, requirement.values
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if (operator in ("Gt", "Lt") and value is not None and len(values) == 1 and _INTEGER.fullmatch(value)
+            and _INTEGER.fullmatch(values[0])):
+        return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
+    return False

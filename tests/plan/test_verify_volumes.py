@@ -1,0 +1,115 @@
+"""The independent verifier's volume rules: each one refuses a plan that breaks it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.volumes import ClaimChoice
+from kubeplace.plan.verify import VerifySettings, verify
+from tests.builders import node, pod, snapshot_of
+from tests.volume_builders import claim, csi_node, mounting, storage_class, volume
+
+ZONE = "topology.kubernetes.io/zone"
+EBS = "ebs.csi.aws.com"
+
+
+def cluster(*objects: Any) -> Snapshot:
+    return snapshot_of(node("n1").cpu("8").label(ZONE, "a"), node("n2").cpu("8").label(ZONE, "b"),
+                       storage_class("local"), storage_class("gp3", provisioner=EBS, zones=("b",)),
+                       storage_class("fast", provisioner=EBS, wait=False), *objects)
+
+
+def rules(snapshot: Snapshot, placements: Sequence[tuple[str, str]],
+          choices: dict[str, tuple[ClaimChoice, ...]] | None = None) -> list[str]:
+    triples = [("default", name, node_name) for name, node_name in placements]
+    given = None if choices is None else {("default", name): c for name, c in choices.items()}
+    return [f"{v.rule}: {v.detail}" for v in verify(snapshot, triples, VerifySettings(), volume_choices=given)]
+
+
+def test_bound_volume_must_admit_the_node() -> None:
+    snapshot = cluster(volume("pv", zone="a", storage_class="gp3", claim_ref=("default", "d"), labels={ZONE: "a"}),
+                       claim("d", volume="pv", storage_class="gp3"), mounting(pod("p").cpu("1"), "d"))
+    assert rules(snapshot, [("p", "n1")]) == []
+    assert rules(snapshot, [("p", "n2")]) == [
+        "VolumeBinding: volume pv of claim d: its node affinity excludes the node",
+        "VolumeZone: volume pv is in topology.kubernetes.io/zone=a, the node in b"]
+
+
+@pytest.mark.parametrize(("objects", "problem"), [
+    ((), "claim d does not exist"),
+    ((claim("d", storage_class="fast"),), "claim d is not bound and its class binds it immediately"),
+    ((claim("d", volume="gone"),), "claim d is bound to volume gone, which does not exist"),
+    ((claim("d", deleting=True),), "claim d is being deleted"),
+    ((claim("d", storage_class="gp3", selected_node="n1"),), "claim d is being provisioned for node n1"),
+])  # fmt: skip
+def test_claims_that_cannot_be_used(objects: tuple[Any, ...], problem: str) -> None:
+    snapshot = cluster(*objects, mounting(pod("p").cpu("1"), "d"))
+    assert rules(snapshot, [("p", "n2")]) == [f"VolumeBinding: {problem}"]
+
+
+def test_unbound_claims_need_a_distinct_free_volume_or_provisioning() -> None:
+    snapshot = cluster(volume("pv-1", node="n1"), claim("a"), claim("b"), claim("c", storage_class="gp3"),
+                       mounting(pod("p").cpu("1"), "a"), mounting(pod("q").cpu("1"), "b"),
+                       mounting(pod("r").cpu("1"), "c"))
+    assert rules(snapshot, [("p", "n1"), ("r", "n2")]) == []
+    assert rules(snapshot, [("p", "n1"), ("q", "n1")]) == [
+        "VolumeBinding: no free volume left for unbound claim b on the node and it cannot be provisioned there"]
+    assert rules(snapshot, [("r", "n1")]) == [
+        "VolumeBinding: no free volume left for unbound claim c on the node and it cannot be provisioned there"]
+
+
+def test_the_volumes_a_plan_chose_are_checked() -> None:
+    snapshot = cluster(volume("pv-1", node="n1"), volume("pv-2", node="n2", size="100Mi"), claim("a"), claim("b"),
+                       claim("c", storage_class="gp3"), mounting(pod("p").cpu("1"), "a"),
+                       mounting(pod("q").cpu("1"), "b"), mounting(pod("r").cpu("1"), "c"))
+    good = {"p": (ClaimChoice("a", "pv-1"),), "r": (ClaimChoice("c", ""),)}
+    assert rules(snapshot, [("p", "n1"), ("r", "n2")], good) == []
+    assert rules(snapshot, [("p", "n1"), ("q", "n1")], {"p": (ClaimChoice("a", "pv-1"),),
+                                                        "q": (ClaimChoice("b", "pv-1"),)}) == [
+        "VolumeBinding: volume pv-1 is chosen for claim default/a too"]
+    assert rules(snapshot, [("p", "n2")], {"p": (ClaimChoice("a", "pv-1"),)}) == [
+        "VolumeBinding: volume pv-1 chosen for claim a: its node affinity excludes the node"]
+    assert rules(snapshot, [("p", "n2")], {"p": (ClaimChoice("a", "pv-2"),)}) == [
+        "VolumeBinding: volume pv-2 does not fit claim a (size, volume mode or being deleted)"]
+    assert rules(snapshot, [("p", "n1")], {"p": (ClaimChoice("a", ""),)}) == [
+        "VolumeBinding: claim a cannot be provisioned on the node"]
+    assert rules(snapshot, [("r", "n1")], {"r": (ClaimChoice("c", ""),)}) == [
+        "VolumeBinding: claim c cannot be provisioned on the node"]
+    assert rules(snapshot, [("p", "n1")], {}) == ["VolumeBinding: no volume chosen for unbound claim a"]
+
+
+def test_read_write_once_pod_has_one_user() -> None:
+    rwop = ("ReadWriteOncePod",)
+    snapshot = cluster(claim("d", volume="pv", storage_class="gp3", modes=rwop),
+                       volume("pv", storage_class="gp3", claim_ref=("default", "d"), modes=rwop),
+                       mounting(pod("p").cpu("1"), "d"), mounting(pod("q").cpu("1"), "d"))
+    assert rules(snapshot, [("p", "n1")]) == []
+    assert rules(snapshot, [("p", "n1"), ("q", "n2")]) == [
+        "VolumeRestrictions: ReadWriteOncePod claim d is used by pod default/p"]
+    running = cluster(claim("d", volume="pv", storage_class="gp3", modes=rwop),
+                      volume("pv", storage_class="gp3", claim_ref=("default", "d"), modes=rwop),
+                      mounting(pod("holder").on("n1"), "d"), mounting(pod("p").cpu("1"), "d"))
+    assert rules(running, [("p", "n1")]) == [
+        "VolumeRestrictions: ReadWriteOncePod claim d is used by pod default/holder"]
+
+
+def test_attachable_volume_limits() -> None:
+    snapshot = cluster(csi_node("n2", (EBS, 2)),
+                       volume("pv-run", storage_class="gp3", claim_ref=("default", "run"), csi=(EBS, "h-run")),
+                       claim("run", volume="pv-run", storage_class="gp3"), mounting(pod("running").on("n2"), "run"),
+                       claim("a", storage_class="gp3"), claim("b", storage_class="gp3"),
+                       mounting(pod("p").cpu("1"), "a"), mounting(pod("q").cpu("1"), "b"),
+                       mounting(pod("shares").cpu("1"), "run"))
+    assert rules(snapshot, [("p", "n2"), ("shares", "n2")]) == []  # the shared volume is attached already
+    assert rules(snapshot, [("p", "n2"), ("q", "n2")]) == ["NodeVolumeLimits: 3 volumes of ebs.csi.aws.com on the "
+                                                           "node, limit 2"]
+
+
+def test_only_the_profiles_volume_rules_are_checked() -> None:
+    snapshot = cluster(mounting(pod("p").cpu("1"), "d"))
+    triples = [("default", "p", "n1")]
+    assert verify(snapshot, triples, VerifySettings(volume_rules=frozenset({"VolumeZone"}))) == []
