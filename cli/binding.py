@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,12 +11,13 @@ import click
 
 from kubeplace.cli.options import Source
 from kubeplace.cli.render import dump, printable, stdout_console, table
-from kubeplace.kube.binder import Binding, BindResult, Outcome, bind_all
+from kubeplace.kube.binder import Binding, BindResult, Outcome
 from kubeplace.kube.client import connect
 from kubeplace.kube.errors import InputError, PlanVerificationFailed
 from kubeplace.kube.files import read_document
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.kube.volume_binder import PodVolumes, bind_with_volumes
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import GpuConventions, device_notes
 from kubeplace.plan.checks import verify_plan
@@ -58,10 +59,17 @@ def run_bind(src: Source, config: Configuration, profile: Profile, solver: Solve
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     conv = config.gpu
     bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods, conv)) for p in placements]
-    results = sorted(taken + bind_all(cluster, bindings, dry_run=dry_run),
+    results = sorted(taken + bind_with_volumes(cluster, bindings, _volume_work(placements, snapshot), dry_run),
                      key=lambda r: plan_order[(r.binding.namespace, r.binding.name)])
     _report(results, output, dry_run)
     return all(r.outcome == "bound" for r in results)
+
+
+def _volume_work(placements: Sequence[Placement], snapshot: Snapshot) -> dict[str, PodVolumes]:
+    """The volumes to bind before each pod (the plan's choices for its unbound claims)."""
+    labels = {n.name: n.labels for n in snapshot.nodes}
+    return {f"{p.namespace}/{p.name}": PodVolumes(p.namespace, p.name, p.node, labels.get(p.node, {}), p.volumes)
+            for p in placements if p.volumes}
 
 
 def _split_bound_meanwhile(placements: tuple[Placement, ...], snapshot: Snapshot,

@@ -29,6 +29,8 @@ class Outcome(StrEnum):
     """Any other refusal; not bound."""
     UNKNOWN = "unknown"
     """The connection failed during this request: the server may or may not have bound it."""
+    VOLUMES_NOT_READY = "volumes_not_ready"
+    """The pod's claims could not be bound (a write refused, provisioning failed, out of time): not bound."""
     NOT_ATTEMPTED = "not_attempted"
     """Not tried because the run stopped before it (unreachable API server, bad credential)."""
 

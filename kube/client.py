@@ -120,6 +120,46 @@ class Cluster:
             pod: RawObject = json.loads(response.data)
         return {"apiVersion": "v1", "kind": "Pod", **pod}
 
+    def read_persistent_volume(self, name: str) -> RawObject:
+        """A PersistentVolume as a camelCase dict; :class:`NotFound` when it does not exist."""
+        with _translated_errors(f"read persistentvolume {name}"):
+            response: Any = self._core.read_persistent_volume(name, _preload_content=False,
+                                                              _request_timeout=REQUEST_TIMEOUT)
+            volume: RawObject = json.loads(response.data)
+        return {"apiVersion": "v1", "kind": "PersistentVolume", **volume}
+
+    def read_persistent_volume_claim(self, namespace: str, name: str) -> RawObject:
+        """A PersistentVolumeClaim as a camelCase dict; :class:`NotFound` when it does not exist."""
+        with _translated_errors(f"read persistentvolumeclaim {namespace}/{name}"):
+            response: Any = self._core.read_namespaced_persistent_volume_claim(
+                name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            claim: RawObject = json.loads(response.data)
+        return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **claim}
+
+    def update_persistent_volume(self, volume: Mapping[str, Any], dry_run: bool = False) -> RawObject:
+        """Replaces a PersistentVolume with ``volume`` (its ``metadata.resourceVersion`` is the
+        precondition: :class:`Conflict` when it changed meanwhile); returns the stored object."""
+        name = volume["metadata"]["name"]
+        with _translated_errors(f"update persistentvolume {name}"):
+            body: Any = dict(volume)  # sent as it is: the typed model would drop fields it does not know
+            response: Any = self._core.replace_persistent_volume(
+                name, body, dry_run="All" if dry_run else None, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)
+            stored: RawObject = json.loads(response.data)
+        return {"apiVersion": "v1", "kind": "PersistentVolume", **stored}
+
+    def update_persistent_volume_claim(self, claim: Mapping[str, Any], dry_run: bool = False) -> RawObject:
+        """Replaces a PersistentVolumeClaim with ``claim`` (resourceVersion precondition, as
+        :meth:`update_persistent_volume`); returns the stored object."""
+        namespace, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
+        with _translated_errors(f"update persistentvolumeclaim {namespace}/{name}"):
+            body: Any = dict(claim)
+            response: Any = self._core.replace_namespaced_persistent_volume_claim(
+                name, namespace, body, dry_run="All" if dry_run else None, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)
+            stored: RawObject = json.loads(response.data)
+        return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **stored}
+
     def evict(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
         """Evicts the pod through the ``policy/v1`` Eviction subresource, which honours
         PodDisruptionBudgets. ``uid`` is a precondition (a pod recreated under the same name is
@@ -236,9 +276,10 @@ class Cluster:
     # ----------------------------------------------------------------- informers (kubeplace serve)
 
     def list_resource(self, resource: str, field_selector: str | None = None) -> tuple[list[RawObject], str]:
-        """Every object of ``resource`` (``pods``, ``nodes``, ``namespaces`` or
-        ``group/version/plural``) in every namespace, and the list's resourceVersion, from which
-        :meth:`watch_resource` goes on. Raises :class:`NotFound` when a CRD is not installed."""
+        """Every object of ``resource`` (``pods``, ``nodes``, ``namespaces``, ``persistentvolumeclaims``,
+        ``persistentvolumes`` or ``group/version/plural``) in every namespace, and the list's
+        resourceVersion, from which :meth:`watch_resource` goes on. Raises :class:`NotFound` when a CRD
+        is not installed."""
         kind, list_page = self._lister(resource)
         return self._list_versioned(f"list {resource}", kind, list_page, field_selector=field_selector)
 
@@ -280,7 +321,10 @@ class Cluster:
     def _lister(self, resource: str) -> tuple[str, Callable[..., Any]]:
         core: dict[str, tuple[str, Callable[..., Any]]] = {
             "pods": ("Pod", self._core.list_pod_for_all_namespaces), "nodes": ("Node", self._core.list_node),
-            "namespaces": ("Namespace", self._core.list_namespace)}
+            "namespaces": ("Namespace", self._core.list_namespace),
+            "persistentvolumeclaims": ("PersistentVolumeClaim",
+                                       self._core.list_persistent_volume_claim_for_all_namespaces),
+            "persistentvolumes": ("PersistentVolume", self._core.list_persistent_volume)}
         if resource in core:
             return core[resource]
         group, version, plural = resource.split("/")

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from kubeplace.kube.errors import ClusterError, Gone, NotFound
 from kubeplace.kube.gangs import CRDS
+from kubeplace.kube.live import STORAGE_APIS
 
 RawObject = dict[str, Any]
 log = logging.getLogger("kubeplace.serve.informer")
@@ -32,7 +33,8 @@ UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 @dataclass(frozen=True)
 class Watched:
     resource: str
-    """``pods``, ``nodes``, ``namespaces`` or ``group/version/plural``."""
+    """``pods``, ``nodes``, ``namespaces``, ``persistentvolumeclaims``, ``persistentvolumes`` or
+    ``group/version/plural``."""
     field_selector: str | None = None
     optional: bool = False
     """A CRD that may not be installed: 404 is an empty list, not an error."""
@@ -42,8 +44,13 @@ RESOURCES = (
     Watched("nodes"),
     Watched("pods", UNFINISHED),  # finished pods leave the selection: a DELETED event
     Watched("namespaces"),
-    *(Watched(f"{group}/{version}/{plural}", optional=True) for group, version, plural in CRDS),
+    Watched("persistentvolumeclaims"),
+    Watched("persistentvolumes"),
+    *(Watched(f"{group}/{version}/{plural}", optional=True) for group, version, plural in (*STORAGE_APIS, *CRDS)),
 )
+STORAGE_RESOURCES = frozenset({"persistentvolumeclaims", "persistentvolumes",
+                               *(f"{group}/{version}/{plural}" for group, version, plural in STORAGE_APIS)})
+"""The resources the volume rules read: a change may let a pod waiting for its volumes go."""
 
 
 class WatchClient(Protocol):

@@ -36,6 +36,15 @@ from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
 from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
+from kubeplace.kube.volume_binder import (
+    PodVolumes,
+    VolumeApi,
+    VolumesNotReady,
+    Written,
+    undo,
+    volumes_ready,
+    write_volumes,
+)
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.checks import verify_plan
@@ -44,7 +53,16 @@ from kubeplace.plan.plan import GangStatus, Placement, Unplaced
 from kubeplace.rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
 from kubeplace.serve import events as ev
 from kubeplace.serve.events import EventClient, EventRecorder
-from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, RawObject, Store, object_key, with_node_name
+from kubeplace.serve.informer import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    STORAGE_RESOURCES,
+    RawObject,
+    Store,
+    object_key,
+    with_node_name,
+)
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.queue import SchedulingQueue, Unit
@@ -53,7 +71,7 @@ log = logging.getLogger("kubeplace.serve")
 GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
 
 
-class ServeClient(PodBinder, EventClient, Protocol):
+class ServeClient(PodBinder, VolumeApi, EventClient, Protocol):
     """What the loop writes through :class:`kube.client.Cluster` (tests pass a fake)."""
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None: ...
@@ -138,6 +156,8 @@ class Scheduler:
         elif resource == "namespaces":
             if event == MODIFIED and _labels(old) != _labels(new):
                 self.queue.cluster_changed()
+        elif resource in STORAGE_RESOURCES:
+            self.queue.cluster_changed()  # a claim bound, a volume or class added: pods waiting may go
         elif resource.endswith("/podgroups") and new is not None and event in (ADDED, MODIFIED):
             meta = new.get("metadata") or {}
             self.queue.activate(GangKey(str(meta.get("namespace") or "default"), str(meta.get("name", ""))))
@@ -349,6 +369,11 @@ class Scheduler:
             start = min((self._first_seen.get(f"{p.namespace}/{p.name}", now) for p in placements), default=now)
         if gang_key is not None:
             start = min(start, self._gang_since.get(gang_key, start))
+        waiting = self._volumes_waiting(placements, gang_key)
+        if waiting:
+            report.unplaced += [f"{p.namespace}/{p.name}" for p in placements]
+            self.queue.unschedulable(unit, waiting)
+            return True
         for p in placements:
             if stop.is_set() or not self.leader.is_leader():
                 decision(pod=f"{p.namespace}/{p.name}", gang=gang_key, outcome="not_attempted",
@@ -380,6 +405,36 @@ class Scheduler:
         gang, group = (gangs.get(gang_key), groups.get(gang_key)) if gang_key is not None else (None, None)
         self._after_binding(unit, bound, failed, gang, group, start, leftover)
         return True
+
+    def _volumes_waiting(self, placements: Sequence[Placement], gang: GangKey | None) -> str:
+        """Makes the writes the unit's claims need (as the kube-scheduler's PreBind); "" when every
+        claim is bound, else why the unit waits: it is bound in a later cycle, once its claims are
+        (a volume pre-bound, or a claim selected for a node, keeps the next plan on that node), never
+        before. Failed writes are undone where still safe."""
+        waiting = []
+        for p in placements:
+            if not p.volumes:
+                continue
+            node = self.store.get("nodes", p.node) or {}
+            work = PodVolumes(p.namespace, p.name, p.node, (node.get("metadata") or {}).get("labels") or {}, p.volumes)
+            written = Written()
+            try:
+                write_volumes(self.client, work, False, written)
+                if not volumes_ready(self.client, work):
+                    waiting.append(work.key)
+            except (ClusterError, VolumesNotReady, InputError) as error:
+                try:
+                    undone = undo(self.client, work, written)
+                except ClusterError:
+                    undone = ""
+                why = f"volumes of {work.key} not ready: {error}" + (f"; {undone}" if undone else "")
+                decision(pod=work.key, node=p.node, gang=gang, outcome="volumes_not_ready", why=why)
+                return why
+        if waiting:
+            why = f"waiting for the claims of {', '.join(waiting)} to be bound"
+            decision(pod=", ".join(waiting), gang=gang, outcome="volumes_pending", why=why)
+            return why
+        return ""
 
     def _after_binding(self, unit: Unit, bound: list[Pod], failed: list[BindResult],
                        gang: GangStatus | None, group: PodGroup | None, start: float, leftover: bool) -> None:

@@ -45,3 +45,30 @@ def test_a_plan_files_volumes_are_checked(entry: object) -> None:
                                                     "volumes": [entry]}]}
     with pytest.raises(InputError, match=r"plan.yaml: placements\[0\].volumes\[0\]: expected"):
         placements_from_dict(doc, "plan.yaml")
+
+
+def test_bind_dry_run_sends_the_volume_writes_as_dry_runs_too(tmp_path: Path) -> None:
+    from tests.kube.fake_apiserver import FakeApiServer, serving
+    from tests.kube.test_kube_client import write_kubeconfig
+
+    claims = [claim("data"), claim("scratch", storage_class="gp3")]
+    volumes = [volume("pv-1", node="n1")]
+    api = FakeApiServer([node("n1").cpu("4").memory("4Gi").manifest()],
+                        [mounting(pod("db").cpu("1"), "data", "scratch").manifest()], [])
+    api.lists |= {"/api/v1/persistentvolumeclaims": ("PersistentVolumeClaimList", "v1", claims),
+                  "/api/v1/persistentvolumes": ("PersistentVolumeList", "v1", volumes),
+                  "/apis/storage.k8s.io/v1/storageclasses": ("StorageClassList", "storage.k8s.io/v1", [
+                      storage_class("local"), storage_class("gp3", provisioner="ebs.csi.aws.com")])}
+    api.objects = {"/api/v1/persistentvolumes/pv-1": volumes[0],
+                   **{f"/api/v1/namespaces/default/persistentvolumeclaims/{c['metadata']['name']}": c for c in claims}}
+    with serving(api) as url:
+        config = write_kubeconfig(tmp_path / "config", url)
+        result = CliRunner().invoke(main, ["bind", "--kubeconfig", str(config), "--dry-run", "server", "--yes",
+                                           "-o", "json", "--time-limit", "5"])
+    assert result.exit_code == 0, result.output
+    assert [r["outcome"] for r in json.loads(result.stdout)["results"]] == ["bound"]
+    writes = [(method, path, query.get("dryRun")) for method, path, query, _ in api.requests if method != "GET"]
+    assert writes == [("PUT", "/api/v1/persistentvolumes/pv-1", ["All"]),
+                      ("PUT", "/api/v1/namespaces/default/persistentvolumeclaims/scratch", ["All"]),
+                      ("POST", "/api/v1/namespaces/default/pods/db/binding", ["All"])]
+    assert "claimRef" not in api.objects["/api/v1/persistentvolumes/pv-1"]["spec"]  # nothing persisted

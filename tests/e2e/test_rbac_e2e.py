@@ -132,6 +132,8 @@ ACCESS = [
         ("podgroups", "scheduling.volcano.sh"),
     ]),
     (True, {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": "NS"}),
+    (True, {"verb": "update", "resource": "persistentvolumes", "name": "pv"}),
+    (True, {"verb": "update", "resource": "persistentvolumeclaims", "namespace": "NS", "name": "pvc"}),
     *((True, {"verb": "patch", "resource": "podgroups", "subresource": "status", "group": g, "namespace": "NS",
               "name": "pg"}) for g in ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh")),
     (False, {"verb": "patch", "resource": "podgroups", "group": "scheduling.x-k8s.io", "namespace": "NS",
@@ -145,6 +147,9 @@ ACCESS = [
     *((False, {"verb": verb, "resource": "pods", "namespace": "NS", "name": "p"})
       for verb in ("delete", "update", "patch")),
     (False, {"verb": "create", "resource": "pods", "namespace": "NS"}),
+    *((False, {"verb": verb, "resource": "persistentvolumes", "name": "pv"}) for verb in ("delete", "create")),
+    *((False, {"verb": verb, "resource": "persistentvolumeclaims", "namespace": "NS", "name": "pvc"})
+      for verb in ("delete", "create", "patch")),
     (False, {"verb": "deletecollection", "resource": "pods", "namespace": "NS"}),
     (False, {"verb": "update", "resource": "pods", "subresource": "status", "namespace": "NS", "name": "p"}),
     (False, {"verb": "create", "resource": "pods", "subresource": "eviction", "namespace": "NS"}),

@@ -35,12 +35,16 @@ class FakeApiServer:
             "/api/v1/persistentvolumes": ("PersistentVolumeList", "v1", []),
         }
         """Other list paths the server answers: path -> (list kind, apiVersion, items)."""
+        self.objects: dict[str, dict[str, Any]] = {}
+        """Objects the server reads (GET) and updates (PUT, resourceVersion precondition) by path."""
 
     def answer(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         self.requests.append((method, path, query, body))
         if method == "POST" and path.endswith("/binding"):
             name = path.split("/")[-2]
             return self.bind_answers.get(name, (201, {"kind": "Status", "status": "Success", "code": 201}))
+        if path in self.objects and method in ("GET", "PUT"):
+            return self._object(method, path, query, body)
         listed = {
             "/api/v1/nodes": ("NodeList", self.nodes),
             "/api/v1/pods": ("PodList", self.pods),
@@ -53,6 +57,20 @@ class FakeApiServer:
             kind, version, items = self.lists[path]
             return 200, self._page(kind, items, query, version)
         return 404, status(404, "NotFound", f"the server could not find the requested resource ({path})")
+
+    def _object(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        stored = self.objects[path]
+        if method == "GET":
+            return 200, stored
+        if body["metadata"].get("resourceVersion") != stored["metadata"].get("resourceVersion"):
+            name = stored["metadata"]["name"]
+            message = f'Operation cannot be fulfilled on "{name}": the object has been modified'
+            return 409, status(409, "Conflict", message)
+        updated = {**body, "metadata": {**body["metadata"],
+                                        "resourceVersion": str(int(stored["metadata"]["resourceVersion"]) + 1)}}
+        if "dryRun" not in query:
+            self.objects[path] = updated
+        return 200, updated
 
     def _page(self, kind: str, items: list[dict[str, Any]], query: dict[str, list[str]],
               api_version: str = "v1") -> dict[str, Any]:
@@ -83,6 +101,7 @@ def serving(api: FakeApiServer) -> Iterator[str]:
 
         do_GET = _handle
         do_POST = _handle
+        do_PUT = _handle
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

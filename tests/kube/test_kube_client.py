@@ -154,3 +154,30 @@ def test_unknown_context(tmp_path: Path) -> None:
     config = write_kubeconfig(tmp_path / "config", "http://127.0.0.1:1")
     with pytest.raises(ConfigMissing, match="cannot use kubeconfig"):
         connect(str(config), "nope")
+
+
+def test_volumes_and_claims_are_read_and_updated_with_their_resource_version(cluster: Cluster,
+                                                                             api: FakeApiServer) -> None:
+    from tests.volume_builders import claim, volume
+
+    api.objects = {"/api/v1/persistentvolumes/pv-1": volume("pv-1", node="n1"),
+                   "/api/v1/namespaces/default/persistentvolumeclaims/data": claim("data")}
+    pv = cluster.read_persistent_volume("pv-1")
+    assert (pv["kind"], pv["metadata"]["name"], pv["metadata"]["resourceVersion"]) == ("PersistentVolume", "pv-1", "1")
+    pv["spec"]["claimRef"] = {"namespace": "default", "name": "data"}
+    dry = cluster.update_persistent_volume(pv, dry_run=True)
+    assert api.requests[-1][:3] == ("PUT", "/api/v1/persistentvolumes/pv-1", {"dryRun": ["All"]})
+    assert dry["spec"]["claimRef"]["name"] == "data" and "claimRef" not in api.objects[
+        "/api/v1/persistentvolumes/pv-1"]["spec"]
+    stored = cluster.update_persistent_volume(pv)
+    assert stored["metadata"]["resourceVersion"] == "2" and api.requests[-1][2] == {}
+    with pytest.raises(Conflict, match=r"update persistentvolume pv-1: HTTP 409 .*the object has been modified"):
+        cluster.update_persistent_volume(pv)  # resourceVersion 1 is stale now
+    pvc = cluster.read_persistent_volume_claim("default", "data")
+    pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = "n1"
+    cluster.update_persistent_volume_claim(pvc)
+    assert api.requests[-1][:2] == ("PUT", "/api/v1/namespaces/default/persistentvolumeclaims/data")
+    assert api.objects["/api/v1/namespaces/default/persistentvolumeclaims/data"]["metadata"]["annotations"][
+        "volume.kubernetes.io/selected-node"] == "n1"
+    with pytest.raises(NotFound):
+        cluster.read_persistent_volume("pv-gone")
