@@ -11,8 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kubeplace.kube.objects import Pod, Snapshot
-from kubeplace.kube.volumes import ClaimChoice
+from kubeplace.kube.objects import ClaimChoice, Pod, Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate

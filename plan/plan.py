@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubeplace.kube.errors import INT32_MAX, InputError
-from kubeplace.kube.objects import GangKey
-from kubeplace.kube.volumes import ClaimChoice
+from kubeplace.kube.objects import ClaimChoice, GangKey
 
 PLAN_KIND = "PlacementPlan"
 PLAN_API_VERSION = "kubeplace.io/v1alpha1"

@@ -18,6 +18,7 @@ from kubeplace.kube.objects import (
     NO_EXECUTE,
     NO_SCHEDULE,
     PODS,
+    ClaimChoice,
     GangKey,
     HostPort,
     Node,
@@ -25,7 +26,6 @@ from kubeplace.kube.objects import (
     Requirement,
     Snapshot,
 )
-from kubeplace.kube.volumes import ClaimChoice
 from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]

@@ -1,7 +1,7 @@
 """Independent verification of the volume rules of a plan: the kube-scheduler's VolumeBinding,
 VolumeRestrictions (ReadWriteOncePod), NodeVolumeLimits and VolumeZone.
 
-Written out plainly from the typed objects (``kube.objects``, ``kube.volumes``), sharing no code
+Written out plainly from the typed objects (``kube.objects``), sharing no code
 with ``models/``: a placed pod's claims must all exist and be usable (bound, or unbound of a
 WaitForFirstConsumer class), a bound claim's volume must admit the node (node affinity on labels,
 zone labels); an unbound one must get a free static volume that matches it and admits the node,
@@ -17,8 +17,17 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from kubeplace.kube.objects import Node, Pod, Requirement, SelectorTerm, Snapshot
-from kubeplace.kube.volumes import ClaimChoice, PersistentVolume, PersistentVolumeClaim, Storage
+from kubeplace.kube.objects import (
+    ClaimChoice,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    Requirement,
+    SelectorTerm,
+    Snapshot,
+    Storage,
+)
 
 VOLUME_BINDING, VOLUME_RESTRICTIONS = "VolumeBinding", "VolumeRestrictions"
 NODE_VOLUME_LIMITS, VOLUME_ZONE = "NodeVolumeLimits", "VolumeZone"

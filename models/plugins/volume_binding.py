@@ -34,9 +34,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.objects import (
+    READ_WRITE_ONCE_POD,
+    ClaimChoice,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    Storage,
+)
 from kubeplace.kube.selectors import terms_match
-from kubeplace.kube.volumes import READ_WRITE_ONCE_POD, ClaimChoice, PersistentVolume, PersistentVolumeClaim, Storage
 from kubeplace.models.framework import ClassView, RunContext
 from kubeplace.models.problem import BoolArray, Gang, GroupCap
 from kubeplace.models.volume_pools import VolumeReach, local_caps, match_on_node

@@ -11,8 +11,8 @@ import pytest
 
 from kubeplace.kube.binder import Binding, Outcome
 from kubeplace.kube.errors import Conflict, NotFound, Unreachable
+from kubeplace.kube.objects import ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ClaimChoice
 from kubeplace.kube.volume_binder import PodVolumes, bind_with_volumes
-from kubeplace.kube.volumes import ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ClaimChoice
 from tests.volume_builders import claim, volume
 
 LABELS = {"kubernetes.io/hostname": "n1", "topology.kubernetes.io/zone": "a"}

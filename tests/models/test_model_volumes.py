@@ -9,8 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kubeplace.kube.objects import Snapshot
-from kubeplace.kube.volumes import ClaimChoice
+from kubeplace.kube.objects import ClaimChoice, Snapshot
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.plan.checks import verify_plan, verify_settings
 from kubeplace.plan.pipeline import make_plan

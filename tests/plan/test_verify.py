@@ -356,8 +356,8 @@ def _imports(module: object) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
-    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.volumes", "kubeplace.plan.verify_volumes"}),
-    (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.kube.volumes"}),
+    (verify_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_volumes"}),
+    (verify_volumes_module, {"kubeplace.kube.objects"}),
 ])  # fmt: skip
 def test_verifier_is_independent_of_models_and_solver(module: object, kubeplace_imports: set[str]) -> None:
     imported = _imports(module)

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubeplace.kube.objects import Snapshot
-from kubeplace.kube.volumes import ClaimChoice
+from kubeplace.kube.objects import ClaimChoice, Snapshot
 from kubeplace.plan.verify import VerifySettings, verify
 from tests.builders import node, pod, snapshot_of
 from tests.volume_builders import claim, csi_node, mounting, storage_class, volume
