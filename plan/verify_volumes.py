@@ -206,8 +206,13 @@ def _provisionable(claim: PersistentVolumeClaim, storage: Storage, node: Node) -
 
 def _matching(needing: Sequence[tuple[_Placed, PersistentVolumeClaim]], storage: Storage) -> Iterator[Finding]:
     """Claims that need a static volume: a distinct one each (augmenting paths)."""
-    options = [[name for name, v in sorted(storage.volumes.items()) if not _unusable(c, v, item.node, name)]
-               for item, c in needing]
+    by_class: dict[str, list[PersistentVolume]] = {}
+    for volume in storage.volumes.values():
+        by_class.setdefault(volume.storage_class, []).append(volume)
+    candidates = [sorted(by_class.get(c.storage_class, []) + _prebound_to(c, storage), key=lambda v: v.name)
+                  for _, c in needing]
+    options = [[v.name for v in volumes if not _unusable(c, v, item.node, v.name)]
+               for (item, c), volumes in zip(needing, candidates, strict=True)]
     owner: dict[str, int] = {}
 
     def assign(k: int, seen: set[str]) -> bool:
@@ -223,6 +228,12 @@ def _matching(needing: Sequence[tuple[_Placed, PersistentVolumeClaim]], storage:
         if not assign(k, set()):
             yield _at(item, VOLUME_BINDING, f"no free volume left for unbound claim {claim.name} on the node "
                                              "and it cannot be provisioned there")
+
+
+def _prebound_to(claim: PersistentVolumeClaim, storage: Storage) -> list[PersistentVolume]:
+    """Volumes of another class whose claimRef names the claim (a pre-binding ignores the class)."""
+    return [v for v in storage.volumes.values() if v.claim_ref is not None and v.storage_class != claim.storage_class
+            and (v.claim_ref.namespace, v.claim_ref.name) == (claim.namespace, claim.name)]
 
 
 def _read_write_once_pod(placed: Sequence[_Placed], snapshot: Snapshot) -> Iterator[Finding]:

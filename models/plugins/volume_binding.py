@@ -95,9 +95,12 @@ class VolumeBinding:
         return (claims.rejection, self.waits.get(pod.key, ""), bound, tuple(map(self._delayed_key, claims.delayed)))
 
     def _delayed_key(self, claim: PersistentVolumeClaim) -> Hashable:
-        pv = self.prebound.get(claim.key)
-        return (claim.selected_node, shape(claim), pv.name if pv else "", self.tickets.get(claim.key, ""),
-                self.modes.get(claim.storage_class, PROVISION))
+        """Pods whose claims have equal keys fit the same nodes: a pre-bound or reserved volume
+        counts by where it can be used (its node affinity), not by name."""
+        pre = self.prebound.get(claim.key)
+        ticket = self.storage.volumes.get(self.tickets.get(claim.key, ""))
+        return (claim.selected_node, shape(claim), (pre.node_affinity,) if pre else None,
+                (ticket.node_affinity,) if ticket else None, self.modes.get(claim.storage_class, PROVISION))
 
     def node_key(self, node: Node) -> Hashable:
         labels = tuple(node.labels.get(k) for k in self.label_keys)
@@ -283,6 +286,7 @@ def _reserve(order: Sequence[Pod], claims: Mapping[str, PodClaims], modes: Mappi
     waits: dict[str, str] = {}
     tickets: dict[str, str] = {}
     taken: set[str] = set(v.name for v in prebound.values())
+    admitted: dict[Hashable, set[str]] = {}  # node selector and affinity -> the nodes they admit
     for pod in order:
         pod_claims = claims[pod.key]
         if pod_claims.rejection:
@@ -293,16 +297,21 @@ def _reserve(order: Sequence[Pod], claims: Mapping[str, PodClaims], modes: Mappi
             waits[pod.key] = (f'unbound persistentvolumeclaim "{shared[0].name}" is shared with pod '
                               f'{owner[shared[0].key]}, placed first; this pod waits until it is bound')
             continue
-        allowed = [n for n in nodes if _admits(pod, n)]
-        for claim in pod_claims.delayed:
-            if modes.get(claim.storage_class) != POOLED or claim.key in prebound or claim.selected_node is not None:
-                continue
-            free = sorted((v for v in reach.of_class(claim.storage_class) if v.name not in taken
-                           and static_match(claim, v) and any(reaches(v, n) for n in allowed)),
-                          key=lambda v: (v.capacity, v.name))
-            if free:
-                tickets[claim.key] = free[0].name
-                taken.add(free[0].name)
+        pooled = [c for c in pod_claims.delayed if modes.get(c.storage_class) == POOLED and c.key not in prebound
+                  and c.selected_node is None]
+        if not pooled:
+            continue
+        rule = (tuple(sorted(pod.node_selector.items())), pod.required_terms)
+        if rule not in admitted:
+            admitted[rule] = {n.name for n in nodes if _admits(pod, n)}
+        allowed = admitted[rule]
+        for claim in pooled:
+            found = next((v for v in reach.of_class(claim.storage_class)  # smallest first
+                          if v.name not in taken and static_match(claim, v)
+                          and any(name in allowed for name in reach.nodes(v))), None)
+            if found is not None:
+                tickets[claim.key] = found.name
+                taken.add(found.name)
     return waits, tickets
 
 
