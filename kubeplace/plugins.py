@@ -5,7 +5,8 @@ tuple of them); kubeplace builds the plugin when the configuration is loaded and
 naming the missing method, when it does not implement a point it declares. Score plugins get
 the aggregated :class:`Problem` they score; any plugin may also define
 ``unmodelled(pod) -> tuple[str, ...]``, the rules of the pod it cannot model, which leaves the
-pod to the default scheduler. See :mod:`kubeplace.models.framework` for the contracts. A plugin
+pod to the default scheduler; a filter may define ``rejection(pod)`` (its PreFilter) and
+``node_reasons(pod, nodes)`` (per-node reasons). See :mod:`kubeplace.models.framework` for the contracts. A plugin
 never imports a solver library.
 """
 
@@ -22,11 +23,13 @@ from kubeplace.models.framework import (
     FragmentationTerm,
     GangDomainsTerm,
     LoadBalanceTerm,
+    NodeReasons,
     NodesUsedTerm,
     Objective,
     ObjectiveTerm,
     PluginError,
     PluginFactory,
+    Rejects,
     RunContext,
     ScorePlugin,
     Unmodelled,
@@ -48,6 +51,7 @@ __all__ = [
     "GroupCap",
     "LoadBalanceTerm",
     "Node",
+    "NodeReasons",
     "NodesUsedTerm",
     "Objective",
     "ObjectiveTerm",
@@ -55,6 +59,7 @@ __all__ = [
     "PluginFactory",
     "Pod",
     "Problem",
+    "Rejects",
     "RunContext",
     "ScorePlugin",
     "Snapshot",
