@@ -67,6 +67,9 @@ from kubeplace.models.volumes import (
 
 NAME = "VolumeBinding"
 PROVISION, LOCAL, POOLED = "provision", "local", "pooled"
+"""How a storage class's claims get static volumes (see the module docstring)."""
+
+
 @dataclass(frozen=True)
 class VolumeBinding:
     storage: Storage
