@@ -135,7 +135,7 @@ def _aggregate(snap: Snapshot, movable: list[Pod], excluded: list[tuple[Pod, str
                config: Configuration, profile: Profile) -> tuple[Aggregation, PluginSet]:
     pending = tuple(replace(p, node_name="") for p in movable) + tuple(targets)
     view = Snapshot(snap.nodes, pending, tuple(p for p, _ in excluded if p.node_name and not p.finished),
-                    snap.namespace_labels, (), snap.source)
+                    snap.namespace_labels, (), snap.source, storage=snap.storage)
     plugins = instantiate(config, profile, view)
     return aggregate(view, plugins, config.gpu, profile.placement_weight), plugins
 
