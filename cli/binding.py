@@ -28,11 +28,12 @@ def run_bind(src: Source, config: Configuration, profile: Profile, solver: Solve
              plan_file: Path | None, dry_run: bool, yes: bool, output: str) -> bool:
     if src.paths:
         raise InputError("bind works on the live cluster; give no SOURCE (use --plan FILE to bind a saved plan)")
+    saved = placements_from_dict(read_document(plan_file), str(plan_file)) if plan_file is not None else None
     cluster = connect(src.kubeconfig, src.context)
-    snapshot = load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
-                                  namespaces=src.namespaces(), selector=src.selector)
-    if plan_file is not None:
-        placements = placements_from_dict(read_document(plan_file), str(plan_file))
+    snapshot = src.measured(load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
+                                               namespaces=src.namespaces(), selector=src.selector))
+    if saved is not None:
+        placements = saved
     else:
         from kubeplace.plan.pipeline import make_plan
 

@@ -62,7 +62,8 @@ def main() -> None:
 @solver_options
 @click.option("-o", "--output", type=click.Choice(OUTPUTS), default="table", help="Output format.")
 def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
-         all_namespaces: bool, selector: str | None, config_path: Path | None, scheduler_name: str | None,
+         all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
+         scheduler_name: str | None,
          backend: str | None, time_limit: float | None, workers: int | None, gap: float | None,
          seed: int | None, output: str) -> None:
     """Show where every pending pod would go, and why the others cannot go anywhere.
@@ -75,7 +76,7 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
 
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
-    src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector)
+    src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector, metrics_max_age)
     settings = solver_settings(config, backend, time_limit, workers, gap, seed)
     snapshot = src.load(profile.scheduler_name)
     with progress(output in ("table", "wide")) as on_event:
@@ -96,7 +97,8 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("-o", "--output", type=click.Choice(OUTPUTS), default="table", help="Output format of the report.")
 def bind(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
-         all_namespaces: bool, selector: str | None, config_path: Path | None, scheduler_name: str | None,
+         all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
+         scheduler_name: str | None,
          backend: str | None, time_limit: float | None, workers: int | None, gap: float | None,
          seed: int | None, plan_file: Path | None, dry_run: str, yes: bool, output: str) -> None:
     """Bind a plan through pods/binding, each pod's uid as precondition.
@@ -109,7 +111,7 @@ def bind(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
     settings = solver_settings(config, backend, time_limit, workers, gap, seed)
-    src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector)
+    src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector, metrics_max_age)
     ok = run_bind(src, config, profile, settings, plan_file, dry_run == "server", yes, output)
     sys.exit(0 if ok else EXIT_INCOMPLETE)
 

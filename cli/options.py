@@ -14,6 +14,7 @@ import click
 
 from kubeplace.cli.render import printable
 from kubeplace.kube.errors import EXIT_INPUT, InputError, KubeplaceError
+from kubeplace.kube.metrics import DEFAULT_MAX_AGE
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.models.config_load import MAX_WORKERS, load_configuration, override_solver
@@ -103,6 +104,8 @@ class Source:
     namespace: str | None
     all_namespaces: bool
     selector: str | None
+    metrics_max_age: float = DEFAULT_MAX_AGE
+    """Seconds after which measured usage is ignored (``--metrics-max-age``; 0: no limit)."""
 
     def namespaces(self) -> set[str] | None:
         return None if self.all_namespaces or not self.namespace else {self.namespace}
@@ -132,6 +135,18 @@ class Source:
                              if self.paths else "")
         if self.paths:
             note_skipped(snapshot)
+        return self.measured(snapshot)
+
+    def measured(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` without its stale metrics, after one ``warning:`` line per note (metrics
+        API missing, stale metrics ignored) on stderr."""
+        import time
+
+        from kubeplace.kube.metrics import fresh_metrics
+
+        snapshot = fresh_metrics(snapshot, self.metrics_max_age, time.time())
+        for line in snapshot.notes:
+            click.echo(f"warning: {printable(line)}", err=True)
         return snapshot
 
 
@@ -152,6 +167,9 @@ def cluster_options(f: F) -> F:
         click.option("-n", "--namespace", default=None, help="Only pending pods of this namespace."),
         click.option("-A", "--all-namespaces", is_flag=True, help="Pending pods of every namespace (default)."),
         click.option("-l", "--selector", default=None, help="Only pending pods matching this label selector."),
+        click.option("--metrics-max-age", type=FiniteFloatRange(min=0), default=DEFAULT_MAX_AGE, metavar="SECONDS",
+                     show_default=True,
+                     help="Ignore measured usage (metrics.k8s.io) older than this; 0: no limit (saved snapshots)."),
     ]
     return functools.reduce(lambda acc, d: d(acc), reversed(decorators), f)
 

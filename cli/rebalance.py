@@ -60,7 +60,7 @@ from kubeplace.models.framework import Objective
               help="Write the eviction report here as it goes (an interrupted run keeps what was moved).")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", help="Output format.")
 def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
-                      all_namespaces: bool, selector: str | None, config_path: Path | None,
+                      all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
                       scheduler_name: str | None, backend: str | None, time_limit: float | None,
                       workers: int | None, gap: float | None, seed: int | None, max_moves: int | None,
                       max_moves_per_node: int | None, max_moves_per_namespace: int | None,
@@ -94,7 +94,7 @@ def _run(a: dict[str, Any]) -> None:
         prof = replace(prof, objective=Objective(a["profile"]))
     solver = solver_settings(config, a["backend"], a["time_limit"], a["workers"], a["gap"], a["seed"])
     src = Source(tuple(a["source"]), a["kubeconfig"], a["context"], a["namespace"], a["all_namespaces"],
-                 a["selector"])
+                 a["selector"], a["metrics_max_age"])
     if a["apply_"] and src.paths:
         raise KubeplaceError("--apply needs the live cluster; SOURCE files are planned on paper only")
     rules = Rules(frozenset(a["exclude_namespace"]), a["exclude_selector"], _frozen(src.namespaces()),
@@ -109,6 +109,7 @@ def _run(a: dict[str, Any]) -> None:
 
         cluster = connect(a["kubeconfig"], a["context"])
         state = load_live_state(cluster, prof.scheduler_name)
+    state = replace(state, snapshot=src.measured(state.snapshot))
     settings = Settings(budgets=Budgets(a["max_moves"], a["max_moves_per_node"], a["max_moves_per_namespace"]),
                         move_cost=a["move_cost"], solver=solver)
     if a["make_room_for"]:

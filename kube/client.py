@@ -107,6 +107,16 @@ class Cluster:
         except NotFound:
             return []
 
+    def list_metrics(self, plural: str) -> list[RawObject]:
+        """NodeMetrics (``nodes``) or PodMetrics (``pods``) of ``metrics.k8s.io/v1beta1``, as
+        ``kubectl get --raw`` lists them; :class:`NotFound` when the API is not registered,
+        :class:`ApiFailure` (503) when it is but its server does not answer."""
+
+        def list_page(**options: Any) -> Any:
+            return self._custom.list_cluster_custom_object("metrics.k8s.io", "v1beta1", plural, **options)
+
+        return self._list(f"list {plural}.metrics.k8s.io", "", list_page)
+
     def list_pod_disruption_budgets(self) -> list[RawObject]:
         """PodDisruptionBudgets (policy/v1) of every namespace, with their status."""
         return self._list("list poddisruptionbudgets", "PodDisruptionBudget",

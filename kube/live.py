@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
+from kubeplace.kube.errors import ApiFailure, Forbidden, NotFound
 from kubeplace.kube.gangs import CRDS
+from kubeplace.kube.metrics import MetricsNote
 from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import Sourced, build_snapshot
 
@@ -35,6 +38,8 @@ class ClusterReader(Protocol):
 
     def list_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]: ...
 
+    def list_metrics(self, plural: str) -> list[dict[str, Any]]: ...
+
 
 def load_live_snapshot(
     cluster: ClusterReader,
@@ -55,6 +60,23 @@ def load_live_snapshot(
     objects += [(volume, source) for volume in cluster.list_persistent_volumes()]
     for group, version, plural in (*STORAGE_APIS, *CRDS):  # a CRD that is not installed lists as []
         objects += [(obj, source) for obj in cluster.list_objects(group, version, plural)]
-    return build_snapshot(
-        objects, scheduler_name=scheduler_name, namespaces=namespaces, selector=selector, source=source
+    metrics, unavailable = live_metrics(cluster)
+    snapshot = build_snapshot(
+        objects + metrics, scheduler_name=scheduler_name, namespaces=namespaces, selector=selector, source=source
     )
+    if unavailable:
+        snapshot = replace(snapshot, notes=(*snapshot.notes, MetricsNote(unavailable=unavailable).line()))
+    return snapshot
+
+
+def live_metrics(cluster: ClusterReader) -> tuple[list[Sourced], str]:
+    """NodeMetrics and PodMetrics of the cluster, and "" or why the metrics API could not be
+    read (not registered, its server down, or not allowed): metrics are optional, so that is a
+    warning for the caller to print, never an error."""
+    objects: list[Sourced] = []
+    for plural in ("nodes", "pods"):
+        try:
+            objects += [(obj, cluster.description) for obj in cluster.list_metrics(plural)]
+        except (NotFound, Forbidden, ApiFailure) as error:
+            return [], str(error)
+    return objects, ""

@@ -369,6 +369,32 @@ class Storage:
 
 
 @dataclass(frozen=True)
+class NodeMetrics:
+    """A node's measured usage (``metrics.k8s.io`` NodeMetrics): milli-CPU and bytes of memory
+    (working set), measured at ``timestamp`` (seconds since the epoch)."""
+
+    node: str
+    usage: Mapping[str, int]
+    timestamp: float
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class PodMetrics:
+    """A pod's measured usage (``metrics.k8s.io`` PodMetrics), its containers summed."""
+
+    namespace: str
+    name: str
+    usage: Mapping[str, int]
+    timestamp: float
+    source: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything one planning run sees, taken at one moment."""
 
@@ -385,3 +411,9 @@ class Snapshot:
     """Objects of kinds placement does not read, counted per ``Kind.group`` (``Kind`` for core)."""
     storage: Storage = field(default_factory=lambda: Storage())
     """PersistentVolumeClaims, PersistentVolumes, StorageClasses and the CSI objects."""
+    node_metrics: Mapping[str, NodeMetrics] = field(default_factory=dict)
+    """Measured usage by node name (``kube.metrics``); empty without (fresh) metrics."""
+    pod_metrics: Mapping[str, PodMetrics] = field(default_factory=dict)
+    """Measured usage by pod key ``namespace/name``."""
+    notes: tuple[str, ...] = field(default=(), compare=False)
+    """Warnings about how it was read, one line each (metrics API missing, stale metrics)."""

@@ -23,6 +23,8 @@ from kubeplace.kube.errors import (
     expect_string_map,
 )
 from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, parse_pod_group, plain_groups
+from kubeplace.kube.metrics import KINDS as METRICS_KINDS
+from kubeplace.kube.metrics import metrics_objects
 from kubeplace.kube.objects import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -51,7 +53,7 @@ CORE = ""
 NODE, POD, NAMESPACE = (CORE, "Node"), (CORE, "Pod"), (CORE, "Namespace")
 PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
-READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, *POD_GROUPS, *STORAGE_KINDS})
+READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, *POD_GROUPS, *STORAGE_KINDS, *METRICS_KINDS})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
 (RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
@@ -233,6 +235,7 @@ def build_snapshot(
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
     groups = [parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, [])]
     groups += plain_groups(pending, {g.key for g in groups})
+    node_metrics, pod_metrics = metrics_objects(item for kind in METRICS_KINDS for item in kinds.get(kind, []))
     return Snapshot(
         nodes=tuple(nodes),
         pending=tuple(pending),
@@ -242,6 +245,8 @@ def build_snapshot(
         skipped_kinds=dict(sorted(skipped.items())),
         source=source,
         storage=build_storage(kinds, object_label),
+        node_metrics=node_metrics,
+        pod_metrics=pod_metrics,
     )
 
 

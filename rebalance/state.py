@@ -8,11 +8,13 @@ paper exactly as it would be live.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.live import live_metrics
+from kubeplace.kube.metrics import MetricsNote
 from kubeplace.kube.objects import Pod, Requirement, Snapshot
 from kubeplace.kube.parse import Sourced, build_snapshot, object_label, parse_pod
 from kubeplace.kube.selectors import matches
@@ -121,7 +123,12 @@ def load_live_state(cluster: Any, scheduler_name: str = "kubeplace") -> ClusterS
     objects += [(p, source) for p in cluster.list_pod_disruption_budgets()]
     for group, version, plural in CRDS:
         objects += [(o, source) for o in cluster.list_objects(group, version, plural)]
-    return state_of(objects, scheduler_name, source)
+    metrics, unavailable = live_metrics(cluster)
+    state = state_of(objects + metrics, scheduler_name, source)
+    if unavailable:
+        state = replace(state, snapshot=replace(state.snapshot, notes=(*state.snapshot.notes,
+                                                                       MetricsNote(unavailable=unavailable).line())))
+    return state
 
 
 def find_pod(state: ClusterState, key: str) -> Pod:
