@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.framework import FilterPlugin, PluginSet
 from kubeplace.models.gpu import (
@@ -30,12 +31,14 @@ from kubeplace.models.problem import (
     BoolArray,
     Gang,
     GroupCap,
+    Headroom,
     IntArray,
     Problem,
     Workload,
     clamp_allocatable,
     clamp_request,
     fits,
+    headroom_limit,
 )
 
 BASE_RESOURCES = (CPU, MEMORY, PODS)
@@ -194,12 +197,13 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     gpu_count = np.array([keyed[i][1][0] for i in first], dtype=np.int64)
     gpu_milli = np.array([keyed[i][1][1] for i in first], dtype=np.int64)
     tables = tuple(_filter_table(f, class_pods, nodes) for f in plugins.filters)
-    eligible = _eligibility(tables, demand, capacity - used)
+    view = ClassView(class_pods, nodes, _bound_by_node(snapshot.bound))
+    rules = [replace(r, plugin=c.name) if isinstance(r, (GroupCap, Headroom)) else r
+             for c in plugins.constraints for r in c.constraints(view)]
+    limit = _limit(capacity, resources, [r for r in rules if isinstance(r, Headroom)])
+    eligible = _eligibility(tables, demand, (capacity if limit is None else limit) - used)
     for c in np.nonzero(gpu_count > 0)[0]:
         eligible[c] &= device_fit(devices.free, GpuNeed(int(gpu_count[c]), int(gpu_milli[c])))
-    view = ClassView(class_pods, nodes, _bound_by_node(snapshot.bound))
-    rules = [replace(r, plugin=c.name) if isinstance(r, GroupCap) else r
-             for c in plugins.constraints for r in c.constraints(view)]
     for rule in rules:
         if isinstance(rule, Gang) and rule.domain is not None:
             eligible[list(rule.classes)] &= rule.domain >= 0  # outside every domain of the gang
@@ -221,8 +225,40 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         workload=_workload(snapshot.bound, modelled, needs, resources, conv),
         queue_rank=queue_rank(snapshot.pending),
         gpu=conv,
+        measured=measured_array(snapshot, used, resources),
+        limit=limit,
     )
     return Aggregation(problem, class_pods, tables, left, tuple(nodes))
+
+
+def _limit(capacity: IntArray, resources: Sequence[str], rules: Sequence[Headroom]) -> IntArray | None:
+    """(N, R) the most requests each node may hold under the headroom rules; None without any."""
+    if not rules:
+        return None
+    limit = capacity.copy()
+    for rule in rules:
+        for name in rule.resources:
+            if name in resources:
+                r = resources.index(name)
+                limit[:, r] = np.minimum(limit[:, r], headroom_limit(capacity[:, r], rule.share))
+    return limit
+
+
+def measured_array(snapshot: Snapshot, used: IntArray, resources: Sequence[str]) -> IntArray | None:
+    """(N, R) the nodes' measured load where metrics say it, their requests elsewhere; None
+    without metrics."""
+    if not snapshot.node_metrics:
+        return None
+    loads = measured_load(snapshot)
+    measured = used.copy()
+    for i, node in enumerate(snapshot.nodes):
+        load = loads.get(node.name)
+        if load is None:
+            continue
+        for name, amount in load.usage.items():
+            if name in resources:
+                measured[i, resources.index(name)] = min(amount, FULL)
+    return measured
 
 
 def queue_rank(pending: Sequence[Pod]) -> IntArray:

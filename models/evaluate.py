@@ -27,27 +27,35 @@ def pods_placed(a: Assignment) -> int:
     return int(a.counts.sum())
 
 
-def utilisation(problem: Problem, a: Assignment) -> FloatArray:
-    """(N, R) requested / allocatable after placement; 0 where allocatable is 0."""
-    load = problem.used + a.load(problem)
+def utilisation(problem: Problem, a: Assignment, measured: bool = False) -> FloatArray:
+    """(N, R) requested (or, with ``measured``, measured load plus placed requests) over
+    allocatable after placement; 0 where allocatable is 0."""
+    load = problem.base(measured).astype(np.float64) + a.load(problem)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(problem.capacity > 0, load / np.maximum(problem.capacity, 1), 0.0)
 
 
-def mean_utilisation(problem: Problem, a: Assignment) -> FloatArray:
+def mean_utilisation(problem: Problem, a: Assignment, measured: bool = False) -> FloatArray:
     """(R,) the cluster's mean utilisation, over the nodes that have the resource."""
-    u = utilisation(problem, a)
+    u = utilisation(problem, a, measured)
     has = problem.capacity > 0
     return np.where(has.any(axis=0), (u * has).sum(axis=0) / np.maximum(has.sum(axis=0), 1), 0.0)
 
 
-def balance(problem: Problem, a: Assignment, resource: str) -> float:
+def measured_shift(problem: Problem) -> FloatArray:
+    """(R,) the mean measured utilisation less the mean requested one: the same for every
+    assignment, so a measured term's mean is the requested mean plus this."""
+    empty = Assignment.empty()
+    return mean_utilisation(problem, empty, True) - mean_utilisation(problem, empty)
+
+
+def balance(problem: Problem, a: Assignment, resource: str, measured: bool = False) -> float:
     """sum_i (u_i - mu)^2 over the nodes having the resource; mu is their mean."""
     r = problem.resource_index(resource)
     if r is None:
         return 0.0
     has = problem.capacity[:, r] > 0
-    u = utilisation(problem, a)[has, r]
+    u = utilisation(problem, a, measured)[has, r]
     return float(((u - u.mean()) ** 2).sum()) if len(u) else 0.0
 
 
@@ -74,7 +82,7 @@ def objective_value(problem: Problem, a: Assignment, terms: Sequence[ObjectiveTe
     total = 0.0
     for t in terms:
         if isinstance(t, LoadBalanceTerm):
-            total += t.weight * balance(problem, a, t.resource)
+            total += t.weight * balance(problem, a, t.resource, t.measured)
         elif isinstance(t, NodesUsedTerm):
             total += t.weight * nodes_used(problem, a)
         elif isinstance(t, GangDomainsTerm):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.models.evaluate import measured_shift
 from kubeplace.models.formulation_gpu import DeviceVars, device_hint, device_rows, device_use
 from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
@@ -269,10 +270,12 @@ def _balance_rows(b: _Builder, term: LoadBalanceTerm, mu: FloatArray) -> list[Ba
     if r is None:
         return []
     out = []
+    base = p.base(term.measured)
+    mean = float(mu[r] + (measured_shift(p)[r] if term.measured else 0.0))
     for i in b.hood.nodes:
         sel = np.nonzero(b.pair_node == i)[0]
-        cut = balance_cut(b.lb, b.y[sel], p.demand[b.pair_cls[sel], r], b.y_ub[sel], int(p.used[i, r]),
-                          int(p.capacity[i, r]), term.resource, term.weight, float(mu[r]))
+        cut = balance_cut(b.lb, b.y[sel], p.demand[b.pair_cls[sel], r], b.y_ub[sel], int(base[i, r]),
+                          int(p.capacity[i, r]), term.resource, term.weight, mean)
         if cut is not None:
             b.lb.add_objective(np.array([cut.cost]), np.array([1]))
             out.append(cut)

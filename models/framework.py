@@ -34,7 +34,7 @@ import numpy as np
 
 from kubeplace.kube.errors import KubeplaceError
 from kubeplace.kube.objects import Node, Pod, Snapshot
-from kubeplace.models.problem import BoolArray, Gang, GroupCap, Problem
+from kubeplace.models.problem import BoolArray, Gang, GroupCap, Headroom, Problem
 
 FILTER = "filter"
 SCORE = "score"
@@ -87,10 +87,13 @@ class FilterPlugin(Protocol):
 
 @dataclass(frozen=True)
 class LoadBalanceTerm:
-    """weight * sum over nodes with capacity of (u_i - mu)^2 for one resource."""
+    """weight * sum over nodes with capacity of (u_i - mu)^2 for one resource; u_i is the
+    requests on node i over its allocatable, or with ``measured`` its measured load plus the
+    new pods' requests (``Problem.measured``: LoadAware)."""
 
     resource: str
     weight: int
+    measured: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ class ConstraintPlugin(Protocol):
         """Pods in different groups of this rule must not share a class."""
         ...
 
-    def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
+    def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang | Headroom]:
         ...
 
 
@@ -237,8 +240,13 @@ class PluginSet:
     """The plugins (of any point) that say which rules they cannot model."""
 
     def terms(self, problem: Problem) -> tuple[ObjectiveTerm, ...]:
-        """The objective for ``problem``: every score plugin's terms, in profile order."""
-        return tuple(t for s in self.scores for t in s.terms(problem))
+        """The objective for ``problem``: every score plugin's terms, in profile order. A measured
+        balance term of a resource (LoadAware) takes the place of the requests balance term of
+        that resource: the load it balances already holds the new pods' requests."""
+        terms = [t for s in self.scores for t in s.terms(problem)]
+        measured = {t.resource for t in terms if isinstance(t, LoadBalanceTerm) and t.measured}
+        return tuple(t for t in terms if not (isinstance(t, LoadBalanceTerm) and not t.measured
+                                              and t.resource in measured))
 
     def unmodelled(self, pod: Pod) -> tuple[str, ...]:
         return tuple(reason for plugin in self.limits for reason in plugin.unmodelled(pod))

@@ -93,6 +93,22 @@ class GroupCap:
 
 
 @dataclass(frozen=True)
+class Headroom:
+    """The requests on node i may add up to at most ``share[i]`` of its allocatable, for each of
+    ``resources`` (``Overcommit``). ``share`` is at most 1: never beyond the kubelet's own limit."""
+
+    resources: tuple[str, ...]
+    share: FloatArray  # (N,)
+    plugin: str = ""
+
+
+def headroom_limit(capacity: IntArray, share: FloatArray) -> IntArray:
+    """(N,) the most requests of one resource on each node under ``share`` of ``capacity``
+    (rounded down, never above it)."""
+    return np.minimum(np.floor(capacity.astype(np.float64) * np.minimum(share, 1.0)).astype(np.int64), capacity)
+
+
+@dataclass(frozen=True)
 class Gang:
     """All or nothing: either the gang's running and placed members reach ``min_member`` (and
     ``min_resources``) together, or none of its pods is placed.
@@ -169,6 +185,13 @@ class Problem:
     then creation time, as kube-scheduler's PrioritySort); empty: the pending order."""
     gpu: GpuConventions = DEFAULT_CONVENTIONS
     """Which resources carry GPU requests (the device resource and the share resources)."""
+    measured: IntArray | None = None
+    """(N, R) the measured load of the running pods (``kube.metrics.measured_load``: usage plus
+    the requests of pods the metrics cannot include yet); where a node or resource is not
+    measured, its requests (``used``). None: no metrics at all."""
+    limit: IntArray | None = None
+    """(N, R) the most that requests on a node may add up to (``Headroom`` rules), at most its
+    allocatable; None: the allocatable (``capacity``)."""
 
     @property
     def has_devices(self) -> bool:
@@ -176,7 +199,13 @@ class Problem:
 
     @property
     def free(self) -> IntArray:
-        return self.capacity - self.used
+        """(N, R) what pods may still request on each node: its limit less the running pods' requests."""
+        return (self.capacity if self.limit is None else self.limit) - self.used
+
+    def base(self, measured: bool) -> IntArray:
+        """(N, R) the load the running pods put on each node, before any placement: measured
+        (where metrics exist, when ``measured``) or requested."""
+        return self.measured if measured and self.measured is not None else self.used
 
     @property
     def n_classes(self) -> int:

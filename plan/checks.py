@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.framework import FilterPlugin, PluginSet
-from kubeplace.models.plugins import gpu_model, in_tree_registry
+from kubeplace.models.plugins import gpu_model, in_tree_registry, load_aware, overcommit
 from kubeplace.models.plugins import tenant as tenant_plugin
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import VerifySettings, Violation, verify
@@ -24,6 +24,8 @@ def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
     names = profile.plugin_names(config.registry)
     t = profile.plugin_args.get(tenant_plugin.NAME) or tenant_plugin.TenantArgs()
     g = profile.plugin_args.get(gpu_model.NAME) or gpu_model.GPUModelArgs()
+    la = profile.plugin_args.get(load_aware.NAME) or load_aware.LoadAwareArgs()
+    oc = profile.plugin_args.get(overcommit.NAME) or overcommit.OvercommitArgs()
     return VerifySettings(
         tenant_node_label=t.nodeLabel, tenant_pod_label=t.podLabel, tenant_namespace_label=t.namespaceLabel,
         namespace_is_tenant=t.namespaceIsTenant, trust_pod_tenant=t.trustPodTenant, untenanted_nodes=t.untenantedNodes,
@@ -32,6 +34,9 @@ def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
         volume_rules=VOLUME_RULES & frozenset(names),
         gpu_device_resource=config.gpu.device_resource, gpu_percent_per_device=config.gpu.percent_with_count,
         gpu_percent_of_gpus=config.gpu.percent_alone,
+        load_thresholds=tuple(la.thresholds.items()) if load_aware.NAME in names else (),
+        headroom=oc.headroom if overcommit.NAME in names else 1.0, headroom_resources=tuple(oc.resources),
+        overcommit_node_label=oc.nodeLabel, overcommit_load_threshold=oc.loadThreshold,
     )
 
 

@@ -108,12 +108,12 @@ def greedy_balance(model: Any, budgets: Budgets) -> IntArray:
     moves = _Moves(model, budgets)
     if not terms:
         return moves.y
-    rs = np.array([r for r, _ in terms])
-    w = np.array([wt for _, wt in terms], dtype=np.float64)
+    rs = np.array([r for r, _, _ in terms])
+    w = np.array([wt for _, wt, _ in terms], dtype=np.float64)
     cap = p.capacity[:, rs].astype(np.float64)
     has = cap > 0
     safe = np.where(has, cap, 1.0)
-    load = lay.load(moves.y)[:, rs].astype(np.float64)
+    load = np.stack([lay.load(moves.y, measured)[:, r] for r, _, measured in terms], axis=1).astype(np.float64)
     mu = load.sum(axis=0) / np.maximum(cap.sum(axis=0), 1)  # floats: sums over nodes never wrap
     demand = lay.demand[:, rs].astype(np.float64)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models import evaluate
-from kubeplace.models.aggregate import Aggregation, aggregate
+from kubeplace.models.aggregate import Aggregation, aggregate, measured_array
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.formulation_gpu import device_use
 from kubeplace.models.framework import LoadBalanceTerm, Objective, ObjectiveTerm, PluginSet
@@ -69,9 +69,10 @@ class Layout:
         """(N, R) requests of the movable pods placed as ``y`` (saturated: never wraps)."""
         return total_requests(y.T, self.demand)
 
-    def load(self, y: IntArray) -> IntArray:
-        """(N, R) total requests on each node when movable classes are placed as ``y``."""
-        return self.agg.problem.used + self.requests(y)
+    def load(self, y: IntArray, measured: bool = False) -> IntArray:
+        """(N, R) total requests on each node when movable classes are placed as ``y`` (with
+        ``measured``: the measured load of the pods that stay plus the movable pods' requests)."""
+        return self.agg.problem.base(measured) + self.requests(y)
 
     def room(self, y: IntArray) -> IntArray:
         """(N, R) room left when movable classes are placed as ``y``: a node the movable pods
@@ -94,14 +95,14 @@ class Layout:
         """The exact objective (lower is better) with the movable classes placed as ``y``."""
         return evaluate.objective_value(self.problem, self.assignment(y), self.terms)
 
-    def balance_terms(self) -> list[tuple[int, int]]:
-        """(resource index, weight) of the balance terms whose resource is modelled."""
+    def balance_terms(self) -> list[tuple[int, int, bool]]:
+        """(resource index, weight, measured) of the balance terms whose resource is modelled."""
         out = []
         for t in self.terms:
             if isinstance(t, LoadBalanceTerm):
                 r = self.agg.problem.resource_index(t.resource)
                 if r is not None:
-                    out.append((r, t.weight))
+                    out.append((r, t.weight, t.measured))
         return out
 
 
@@ -127,15 +128,16 @@ def build_layout(state: ClusterState, rules: Rules, config: Configuration, profi
             break
         excluded += [(p, "placement rule not modelled") for p in stuck]
         movable = [p for p in movable if p not in stuck]
-    layout = _split(state, agg, movable, excluded, targets)
-    return replace(layout, objective=profile.objective, terms=plugins.terms(agg.problem))
+    layout = _with_measured_base(_split(state, agg, movable, excluded, targets), snap)
+    return replace(layout, objective=profile.objective, terms=plugins.terms(layout.problem))
 
 
 def _aggregate(snap: Snapshot, movable: list[Pod], excluded: list[tuple[Pod, str]], targets: Sequence[Pod],
                config: Configuration, profile: Profile) -> tuple[Aggregation, PluginSet]:
     pending = tuple(replace(p, node_name="") for p in movable) + tuple(targets)
     view = Snapshot(snap.nodes, pending, tuple(p for p, _ in excluded if p.node_name and not p.finished),
-                    snap.namespace_labels, (), snap.source, storage=snap.storage)
+                    snap.namespace_labels, (), snap.source, storage=snap.storage, node_metrics=snap.node_metrics,
+                    pod_metrics=snap.pod_metrics)
     plugins = instantiate(config, profile, view)
     return aggregate(view, plugins, config.gpu, profile.placement_weight), plugins
 
@@ -165,6 +167,22 @@ def _split(state: ClusterState, agg: Aggregation, movable: list[Pod], excluded: 
                   eligible, _movable_room(agg), tuple(excluded), tuple(targets),
                   target_classes, np.bincount(agg_of_pending[n_movable:][agg_of_pending[n_movable:] >= 0],
                                               minlength=p.n_classes).astype(np.int64))
+
+
+def _with_measured_base(layout: Layout, snap: Snapshot) -> Layout:
+    """With metrics, the problem's measured load becomes what the pods that stay put on each
+    node: the node's measured load (from the whole snapshot, every running pod counted) less
+    the requests of its movable pods, which the move model adds back wherever they go (at
+    least 0). The staying load of a node without metrics is the staying pods' requests."""
+    p = layout.problem
+    if p.measured is None:
+        return layout
+    movable_now = layout.requests(layout.x0)
+    whole = measured_array(snap, p.used + movable_now, p.resources)
+    if whole is None:
+        return layout
+    base = np.maximum(whole - movable_now, 0)
+    return replace(layout, agg=replace(layout.agg, problem=replace(p, measured=base)))
 
 
 def _movable_room(agg: Aggregation) -> IntArray:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.models.evaluate import measured_shift
 from kubeplace.models.framework import LoadBalanceTerm, NodesUsedTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.linear_terms import SCALE, balance_cut, used_flag
@@ -97,7 +98,7 @@ def candidate_pairs(layout: Layout, max_targets: int, also: IntArray | None = No
     plus up to ``max_targets`` eligible nodes, preferring the least utilised (``spread``) or the
     most utilised (packing, defragmenting)."""
     p = layout.problem
-    util = (p.used / np.maximum(p.capacity, 1)).mean(axis=1)
+    util = (p.base(measured=True) / np.maximum(p.capacity, 1)).mean(axis=1)  # measured load where known
     order = np.argsort(util if spread else -util, kind="stable")
     cls, node = [], []
     for c in range(layout.n_classes):
@@ -224,10 +225,12 @@ def _balance_goal(model: MoveModel, term: LoadBalanceTerm, mu: npt.NDArray[np.fl
     if r is None:
         return []
     goal = []
+    base = p.base(term.measured)
+    mean = float(mu[r] + (measured_shift(p)[r] if term.measured else 0.0))
     for i in range(p.n_nodes):
         cols, classes, ub = _node_columns(model, i)
-        cut = balance_cut(model.lb, cols, p.demand[classes, r], ub, int(p.used[i, r]), int(p.capacity[i, r]),
-                          term.resource, term.weight, float(mu[r]))
+        cut = balance_cut(model.lb, cols, p.demand[classes, r], ub, int(base[i, r]), int(p.capacity[i, r]),
+                          term.resource, term.weight, mean)
         if cut is not None:
             goal.append((cut.cost, 1))
     return goal

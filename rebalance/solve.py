@@ -212,7 +212,7 @@ def _why(layout: Layout, i: int, j: int, before: IntArray, after: IntArray, agg_
     p = layout.problem
     names = p.node_names
     pods = p.resource_index("pods")
-    balanced = [r for r, _ in layout.balance_terms()]
+    balanced = [r for r, _, _ in layout.balance_terms()]
     if not balanced:
         if pods is not None and after[i, pods] == 0:
             return f"empties {names[i]}"
@@ -220,6 +220,8 @@ def _why(layout: Layout, i: int, j: int, before: IntArray, after: IntArray, agg_
     share = np.where(p.capacity[j] > 0, p.demand[agg_class] / np.maximum(p.capacity[j], 1), 0)
     r = max(balanced, key=lambda k: share[k])
     name = p.resources[r].split("/")[-1]
+    if any(k == r and measured for k, _, measured in layout.balance_terms()):
+        before, after, name = before - p.used + p.base(True), after - p.used + p.base(True), f"{name} load"
 
     def pct(load: IntArray, n: int) -> str:
         return f"{100 * load[n, r] / max(p.capacity[n, r], 1):.0f}%"

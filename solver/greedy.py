@@ -239,7 +239,8 @@ def _spread(state: PlacementState, c: int, want: int, within: BoolArray | None =
         return 0
     p = state.problem
     cap = np.maximum(p.capacity[nodes], 1).astype(np.float64)
-    used_frac = ((p.capacity[nodes] - state.free[nodes]) / cap).sum(axis=1)
+    load = p.base(measured=True)[nodes] + (p.free[nodes] - state.free[nodes])  # measured load where known
+    used_frac = (load / cap).sum(axis=1)
     step = (p.demand[c] / cap).sum(axis=1)
     heap = [(float(used_frac[j] + step[j]), j) for j in range(len(nodes))]
     heapq.heapify(heap)

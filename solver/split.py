@@ -67,6 +67,8 @@ def subproblem(problem: Problem, classes: IntArray, nodes: IntArray) -> Problem:
         problem,
         node_names=tuple(problem.node_names[i] for i in nodes),
         capacity=problem.capacity[nodes], used=problem.used[nodes],
+        measured=None if problem.measured is None else problem.measured[nodes],
+        limit=None if problem.limit is None else problem.limit[nodes],
         demand=problem.demand[classes], count=problem.count[classes], weight=problem.weight[classes],
         eligible=problem.eligible[np.ix_(classes, nodes)],
         members=tuple(problem.members[c] for c in classes),

@@ -6,11 +6,13 @@ from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, Objective, Plu
 from kubeplace.models.plugins import (
     gang,
     gpu_model,
+    load_aware,
     node_affinity,
     node_ports,
     node_unschedulable,
     node_volume_limits,
     objectives,
+    overcommit,
     pod_anti_affinity,
     taint_toleration,
     unmodelled,
@@ -38,6 +40,8 @@ def in_tree_registry() -> Registry:
         PluginFactory(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build),
         PluginFactory(gang.NAME, CONSTRAINT, None, gang.build),
         PluginFactory(gang.PREFERENCE_NAME, SCORE, None, gang.build_preference),
+        PluginFactory(load_aware.NAME, (FILTER, SCORE), load_aware.LoadAwareArgs, load_aware.build),
+        PluginFactory(overcommit.NAME, CONSTRAINT, overcommit.OvercommitArgs, overcommit.build),
         PluginFactory("Balance", SCORE, objectives.BalanceArgs, objectives.build_balance),
         PluginFactory("BinPack", SCORE, objectives.BinPackArgs, objectives.build_binpack),
         PluginFactory("GPUFragmentation", SCORE, objectives.GPUFragmentationArgs, objectives.build_fragmentation),
@@ -48,7 +52,7 @@ def in_tree_registry() -> Registry:
 DEFAULT_PLUGINS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
                    volume_restrictions.NAME, node_volume_limits.NAME, volume_binding.NAME, volume_zone.NAME,
                    pod_anti_affinity.NAME, *unmodelled.PLUGINS, tenant_plugin.NAME, gpu_model.NAME, gang.NAME,
-                   gang.PREFERENCE_NAME)
+                   gang.PREFERENCE_NAME, load_aware.NAME, overcommit.NAME)
 """Enabled in every profile (``disabled: ["*"]`` removes them all)."""
 OBJECTIVE_SCORES = {Objective.BALANCE: ("Balance",), Objective.BINPACK: ("BinPack",),
                     Objective.DEFRAG: ("GPUFragmentation",)}

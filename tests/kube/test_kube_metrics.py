@@ -79,6 +79,7 @@ def test_stale_metrics_are_ignored_with_one_warning_and_max_age_zero_keeps_them(
     kept = CliRunner().invoke(main, ["plan", str(path), "-o", "json", "--metrics-max-age", "0", "--time-limit", "2",
                                      "--workers", "1"])
     assert kept.exit_code == 0 and "warning" not in kept.stderr
+    assert json.loads(kept.stdout)["placements"][0]["node"] == "n2"  # n1 is measured hot
     bad = CliRunner().invoke(main, ["plan", str(path), "--metrics-max-age", "-1"])
     assert bad.exit_code == 2 and "--metrics-max-age" in bad.stderr
 
