@@ -137,9 +137,12 @@ def _register() -> None:
     """Commands in their own modules, imported here so that `kubeplace --help` lists them."""
     from kubeplace.cli.rebalance import rebalance_command
     from kubeplace.cli.serve import serve_command
+    from kubeplace.cli.webhook import webhook_certs_command, webhook_command
 
     main.add_command(serve_command)
     main.add_command(rebalance_command)
+    main.add_command(webhook_command)
+    main.add_command(webhook_certs_command)
 
 
 _register()

@@ -225,6 +225,17 @@ class Cluster:
         answer: RawObject = json.loads(response.data)
         return answer
 
+    def namespace_annotations(self, name: str, timeout: float = 1.0) -> dict[str, str]:
+        """A namespace's annotations ({} when it does not exist), answered within ``timeout`` s."""
+        try:
+            with _translated_errors(f"read namespace {name}"):
+                response: Any = self._core.read_namespace(name, _preload_content=False,
+                                                          _request_timeout=(timeout, timeout))
+                body: RawObject = json.loads(response.data)
+        except NotFound:
+            return {}
+        return {str(k): str(v) for k, v in ((body.get("metadata") or {}).get("annotations") or {}).items()}
+
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's data, or None when it does not exist."""
         try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.client import Cluster
+from kubeplace.kube.live import live_metrics
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.events import EventRecorder
 from kubeplace.serve.informer import Informer
@@ -42,7 +43,7 @@ def default_identity() -> str:
 class Service:
     def __init__(self, cluster: Cluster, config: Configuration, profile: Profile, solver: SolverSettings,
                  settings: ServeSettings, lease: LeaseSettings = LeaseSettings(), identity: str = "",
-                 metrics: Metrics | None = None, watch_seconds: int = 60) -> None:
+                 metrics: Metrics | None = None, watch_seconds: int = 60, measured: bool = True) -> None:
         self.identity = identity or default_identity()
         self.metrics = metrics or Metrics()
         self.elector: LeaderElector | None = None
@@ -55,7 +56,8 @@ class Service:
         recorder = EventRecorder(cluster, "kubeplace", self.identity)
         self.informer = Informer(cluster, watch_seconds=watch_seconds)
         self.scheduler = Scheduler(cluster, self.informer.store, config, profile, solver, settings,
-                                   leader=leader, recorder=recorder, metrics=self.metrics)
+                                   leader=leader, recorder=recorder, metrics=self.metrics,
+                                   usage_source=(lambda: live_metrics(cluster)) if measured else None)
         self.informer.on_change = self.scheduler.on_change
         self.stop_event = self.scheduler.stop_event
         self._thread: threading.Thread | None = None

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
 from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.metrics import DEFAULT_MAX_AGE, fresh_metrics
 from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
 from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
 from kubeplace.kube.volume_binder import (
@@ -65,6 +66,7 @@ from kubeplace.serve.informer import (
 )
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.metrics import Metrics
+from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.queue import SchedulingQueue, Unit
 
 log = logging.getLogger("kubeplace.serve")
@@ -98,6 +100,15 @@ class ServeSettings:
     """Where ``kubeplace rebalance`` records the target nodes of the pods it moved."""
     targets_refresh: float = 10.0
     """Seconds the rebalance targets are cached between reads."""
+    usage_refresh: float = 15.0
+    """Seconds the measured usage (metrics API) is cached between reads (metrics-server scrapes
+    every 15 s by default)."""
+    metrics_max_age: float = DEFAULT_MAX_AGE
+    """Measured usage older than this is ignored (0: no limit)."""
+
+
+UsageSource = Callable[[], tuple[list[tuple[Mapping[str, Any], str]], str]]
+"""Reads NodeMetrics and PodMetrics: (objects, "" or why the metrics API is unavailable)."""
 
 
 def unit_of(pod: Pod) -> Unit:
@@ -126,7 +137,8 @@ class Scheduler:
     def __init__(self, client: ServeClient, store: Store, config: Configuration, profile: Profile,
                  solver: SolverSettings, settings: ServeSettings = ServeSettings(), *,
                  leader: LeaderCheck | None = None, recorder: EventRecorder | None = None,
-                 metrics: Metrics | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 metrics: Metrics | None = None, clock: Callable[[], float] = time.monotonic,
+                 usage_source: UsageSource | None = None) -> None:
         self.client = client
         self.store = store
         self.config, self.profile, self.solver, self.settings = config, profile, solver, settings
@@ -144,11 +156,17 @@ class Scheduler:
         self._gang_since: dict[GangKey, float] = {}
         self._waiting_gangs: set[GangKey] = set()
         self._targets: tuple[float, list[Target]] = (float("-inf"), [])
+        self.outcomes = SchedulerOutcomes(settings.scheduler_name, self.metrics.registry, decision, clock)
+        self.usage_source = usage_source
+        self._usage: tuple[float, list[RawObject], str] = (float("-inf"), [], "")
 
     # ------------------------------------------------------------------ informer events
 
     def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None:
         if resource == "pods":
+            raw = new if new is not None else old
+            if raw is not None:
+                self.outcomes.seen(object_key(raw), event, raw)
             self._pod_changed(event, old, new)
         elif resource == "nodes":
             if event == ADDED or (event == MODIFIED and _node_view(old) != _node_view(new)):
@@ -310,7 +328,7 @@ class Scheduler:
                 if not (obj.get("spec") or {}).get("nodeName") and uid == mine[0]:
                     obj = with_node_name(obj, mine[1])
             objects.append(obj)
-        objects = steer(objects, self._rebalance_targets(), self.settings.scheduler_name)
+        objects = steer(objects, self._rebalance_targets(), self.settings.scheduler_name) + self._usage_objects()
         broken: list[tuple[RawObject, str]] = []
         namespaces = set(self.settings.namespaces) if self.settings.namespaces is not None else None
         while True:
@@ -325,7 +343,27 @@ class Scheduler:
                     raise
                 broken.append((objects.pop(culprit), str(error)))
         pending = tuple(p for p in snapshot.pending if unit_of(p) in wanted)
+        snapshot = fresh_metrics(snapshot, self.settings.metrics_max_age, time.time())
         return replace(snapshot, pending=pending), broken
+
+    def _usage_objects(self) -> list[RawObject]:
+        """NodeMetrics and PodMetrics, re-read every ``usage_refresh`` seconds; none (and one
+        warning when that changes) while the metrics API is unavailable."""
+        if self.usage_source is None:
+            return []
+        read_at, objects, why = self._usage
+        if self.clock() - read_at < self.settings.usage_refresh:
+            return objects
+        try:
+            sourced, unavailable = self.usage_source()
+        except ClusterError as error:
+            sourced, unavailable = [], str(error)
+        if unavailable and unavailable != why:
+            log.warning("metrics API not available; load-aware rules use requests only",
+                        extra={"fields": {"why": unavailable}})
+        objects = [dict(obj) for obj, _ in sourced]
+        self._usage = (self.clock(), objects, unavailable)
+        return objects
 
     def _rebalance_targets(self) -> list[Target]:
         """The rebalance targets in force (rebalance/targets.py), re-read every few seconds;
@@ -383,7 +421,8 @@ class Scheduler:
             note = device_notes(p.gpus, pod.requests, self.config.gpu)
             (result,) = bind_all(self.client, [Binding(p.namespace, p.name, p.uid, p.node, note)], dry_run=False)
             self.results.append(result)
-            decision(pod=pod.key, node=p.node, gang=gang_key, outcome=str(result.outcome), why=result.message)
+            decision(pod=pod.key, scheduler=self.settings.scheduler_name, node=p.node, gang=gang_key,
+                     outcome=str(result.outcome), why=result.message, seconds=self._waited(pod.key))
             if result.outcome in (Outcome.BOUND, Outcome.UNKNOWN):  # unknown: it may be bound; never twice
                 with self._lock:
                     self._assumed[pod.key] = (pod.uid, p.node, self.clock() + self.settings.assume_seconds)
@@ -463,6 +502,10 @@ class Scheduler:
         else:
             self.queue.unschedulable(unit, failed[0].message)
 
+    def _waited(self, key: str) -> float | None:
+        waited = self.outcomes.waited(key)
+        return None if waited is None else round(waited, 3)
+
     # ------------------------------------------------------------------ not placed
 
     def _unplaced(self, unit: Unit, entries: list[Unplaced], pods: Mapping[tuple[str, str], Pod],
@@ -495,7 +538,8 @@ class Scheduler:
         for pod, entry in zip(members, entries, strict=True):
             why = "; ".join(entry.reasons)
             report.unplaced.append(pod.key)
-            decision(pod=pod.key, gang=gang_key, outcome="unschedulable", why=why)
+            decision(pod=pod.key, scheduler=self.settings.scheduler_name, gang=gang_key, outcome="unschedulable",
+                     why=why)
             self.recorder.pod_event(pod, ev.FAILED_SCHEDULING, why, ev.WARNING)
             if timed_out:
                 self.recorder.pod_event(pod, ev.GANG_TIMED_OUT, timed_out, ev.WARNING)
