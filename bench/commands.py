@@ -118,10 +118,11 @@ def bench_openb_replay(nodes_csv: Path, pods_csv: Path, seeds: list[int], window
 def _add_subcommands() -> None:
     from kubeplace_bench.commands_cluster import cluster_command
     from kubeplace_bench.commands_gangs import gangs_command
+    from kubeplace_bench.commands_load import load_aware_command
     from kubeplace_bench.commands_rebalance import rebalance_bench_command
     from kubeplace_bench.commands_synthetic import synthetic_command
 
-    for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command):
+    for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command, load_aware_command):
         bench.add_command(command)
 
 
