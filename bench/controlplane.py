@@ -46,7 +46,7 @@ from kubeplace_bench.controlplane_binaries import (  # re-exported: one import p
     ControlPlaneError,
     _tail,
 )
-from kubeplace_bench.controlplane_pki import Pki, generate_pki, write_kubeconfig, write_token_file
+from kubeplace_bench.controlplane_pki import FRONT_PROXY_CLIENT, Pki, generate_pki, write_kubeconfig, write_token_file
 
 # --------------------------------------------------------------------------- processes
 
@@ -182,6 +182,8 @@ class ControlPlane:
     admin_token: str
     kubeplace_user: str = KUBEPLACE_USER
     components: list[Component] = field(default_factory=list)
+    kwok_port: int = 0
+    """Where kwok serves (its nodes' kubelet port: /metrics/nodes/NODE/metrics/resource)."""
 
     @property
     def ca_cert(self) -> Path:
@@ -318,6 +320,15 @@ def start_apiserver(cp: ControlPlane, etcd_url: str, token_file: Path, port: int
             "--endpoint-reconciler-type=none",
             f"--cert-dir={cp.workdir / 'apiserver-certs'}",
             "--profiling=false",
+            # The aggregator: it proxies aggregated APIs (metrics.k8s.io) with this client
+            # certificate and the caller's identity in these headers.
+            f"--requestheader-client-ca-file={pki.ca_cert}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki.proxy_cert}",
+            f"--proxy-client-key-file={pki.proxy_key}",
         ],
     )
     tls = ssl.create_default_context(cafile=str(pki.ca_cert))
@@ -359,8 +370,13 @@ def start_kwok(cp: ControlPlane, timeout: float) -> None:
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
             "--node-ip=127.0.0.1",
             f"--server-address=127.0.0.1:{port}",
+            # Nodes report kwok's server as their kubelet port: metrics-server scrapes it there.
+            f"--node-port={port}",
+            # kwok's emulated /metrics/resource, with usage from pod annotations (when built).
+            *([f"--config={metrics}"] if (metrics := cp.bin_dir / "kwok-metrics.yaml").is_file() else []),
         ],
     )
+    cp.kwok_port = port
     wait_ready(kwok, lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), timeout)
 
 

@@ -11,6 +11,8 @@ import yaml
 
 from kubeplace_bench.controlplane_binaries import ADMIN_USER, KUBEPLACE_USER, ControlPlaneError, ControlPlaneUnavailable
 
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
 
 @dataclass(frozen=True)
 class Pki:
@@ -22,6 +24,9 @@ class Pki:
     serving_key: Path
     sa_key: Path
     sa_pub: Path
+    proxy_cert: Path
+    """The aggregator's client certificate (CN front-proxy-client), for APIServices such as metrics.k8s.io."""
+    proxy_key: Path
 
     @classmethod
     def in_dir(cls, directory: Path) -> Pki:
@@ -32,6 +37,8 @@ class Pki:
             serving_key=directory / "apiserver.key",
             sa_key=directory / "sa.key",
             sa_pub=directory / "sa.pub",
+            proxy_cert=directory / "front-proxy-client.crt",
+            proxy_key=directory / "front-proxy-client.key",
         )
 
 
@@ -70,6 +77,17 @@ def generate_pki(directory: Path) -> Pki:
     _openssl(
         "x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
         "-CAcreateserial", "-days", "2", "-extfile", "apiserver.ext", "-out", "apiserver.crt",
+        cwd=directory,
+    )  # fmt: skip
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "front-proxy-client.key",
+        "-out", "front-proxy-client.csr", "-subj", f"/CN={FRONT_PROXY_CLIENT}",
+        cwd=directory,
+    )  # fmt: skip
+    (directory / "front-proxy-client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    _openssl(
+        "x509", "-req", "-in", "front-proxy-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "front-proxy-client.ext", "-out", "front-proxy-client.crt",
         cwd=directory,
     )  # fmt: skip
     _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=directory)

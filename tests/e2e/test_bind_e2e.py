@@ -55,15 +55,17 @@ def kwok_nodes(
     core: client.CoreV1Api, namespace: str, specs: Mapping[str, Mapping[str, Any]]
 ) -> Iterator[list[str]]:
     """Creates a kwok node per ``specs`` entry (suffix -> ``fake_node_manifest`` arguments plus
-    ``extra``: more allocatable resources, ``taints``: more taints), waits until each is Ready without startup taints,
-    and deletes them afterwards."""
+    ``extra``: more allocatable resources, ``taints``: more taints, ``annotations``: more annotations), waits until
+    each is Ready without startup taints, and deletes them afterwards."""
     names: list[str] = []
     try:
         for suffix, spec in specs.items():
             spec = dict(spec)
             extra, taints = spec.pop("extra", {}), spec.pop("taints", [])
             labels = {OWNER_LABEL: namespace, **spec.pop("labels", {})}
+            annotations = spec.pop("annotations", {})
             manifest = cp.fake_node_manifest(node_name(namespace, suffix), labels=labels, **spec)
+            manifest["metadata"]["annotations"].update(annotations)
             manifest["status"]["capacity"].update(extra)  # capacity is allocatable in this manifest
             manifest["spec"]["taints"] += taints
             core.create_node(manifest)
