@@ -12,7 +12,7 @@ never imports a solver library.
 
 from __future__ import annotations
 
-from kubeplace.kube.objects import Node, Pod, Snapshot, SpecRule
+from kubeplace.kube.objects import Node, NodeMetrics, Pod, PodMetrics, Snapshot, SpecRule
 from kubeplace.models.framework import (
     CONSTRAINT,
     FILTER,
@@ -35,7 +35,7 @@ from kubeplace.models.framework import (
     Unmodelled,
     all_true,
 )
-from kubeplace.models.problem import BoolArray, Gang, GroupCap, Problem
+from kubeplace.models.problem import BoolArray, Gang, GroupCap, Headroom, Problem
 
 __all__ = [
     "CONSTRAINT",
@@ -49,8 +49,10 @@ __all__ = [
     "Gang",
     "GangDomainsTerm",
     "GroupCap",
+    "Headroom",
     "LoadBalanceTerm",
     "Node",
+    "NodeMetrics",
     "NodeReasons",
     "NodesUsedTerm",
     "Objective",
@@ -58,6 +60,7 @@ __all__ = [
     "PluginError",
     "PluginFactory",
     "Pod",
+    "PodMetrics",
     "Problem",
     "Rejects",
     "RunContext",
