@@ -83,13 +83,19 @@ def _label(obj: RawObject) -> str:
     return f"{obj.get('kind') or 'NodeMetrics'} {name}"
 
 
+def _named(obj: RawObject) -> tuple[Mapping[str, Any], str]:
+    """The object's metadata and its (required) name."""
+    meta = expect_mapping(obj.get("metadata"), "metadata")
+    name = expect_str(meta.get("name"), "metadata.name")
+    if not name:
+        raise InputError("missing name", field="metadata.name")
+    return meta, name
+
+
 def parse_node_metrics(obj: RawObject, source: str = "") -> NodeMetrics:
     """One NodeMetrics object; InputError naming the file, object and field otherwise."""
     try:
-        meta = expect_mapping(obj.get("metadata"), "metadata")
-        name = expect_str(meta.get("name"), "metadata.name")
-        if not name:
-            raise InputError("missing name", field="metadata.name")
+        _, name = _named(obj)
         return NodeMetrics(name, _usage(obj.get("usage"), "usage"), parse_time(obj.get("timestamp"), "timestamp"),
                            source)
     except InputError as error:
@@ -99,10 +105,7 @@ def parse_node_metrics(obj: RawObject, source: str = "") -> NodeMetrics:
 def parse_pod_metrics(obj: RawObject, source: str = "") -> PodMetrics:
     """One PodMetrics object, its containers' usage summed."""
     try:
-        meta = expect_mapping(obj.get("metadata"), "metadata")
-        name = expect_str(meta.get("name"), "metadata.name")
-        if not name:
-            raise InputError("missing name", field="metadata.name")
+        meta, name = _named(obj)
         total: dict[str, int] = {}
         for index, raw in enumerate(expect_list(obj.get("containers"), "containers")):
             container = expect_mapping(raw, f"containers[{index}]")
