@@ -1,0 +1,96 @@
+{{/* The chart's name. */}}
+{{- define "kubeplace.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Objects' names: the release's name when it holds the chart's name, else <release>-<chart>. */}}
+{{- define "kubeplace.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kubeplace.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kubeplace.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is needed when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "kubeplace.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kubeplace.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "kubeplace.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "kubeplace.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ default .Release.Service .Values.managedBy }}
+{{- end }}
+
+{{- define "kubeplace.image" -}}
+{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end }}
+
+{{/*
+What placement reads: pending and bound pods, node capacity, namespace labels (tenants), and what
+the volume, disruption, priority and gang rules read. One list for serve/plan/bind and rebalance.
+*/}}
+{{- define "kubeplace.readRules" -}}
+# What a snapshot reads: pending and bound pods, node capacity, namespace labels (tenants),
+# and what the volume, disruption, priority and gang rules read.
+- apiGroups: [""]
+  resources: [pods, nodes, namespaces, persistentvolumeclaims, persistentvolumes]
+  verbs: [get, list, watch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch]
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses, csinodes, csidrivers, csistoragecapacities, volumeattachments]
+  verbs: [get, list, watch]
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses]
+  verbs: [get, list, watch]
+- apiGroups: [scheduling.x-k8s.io, scheduling.sigs.k8s.io, scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [get, list, watch]
+{{- end }}
+
+{{/* The pod-level and container-level security settings both workloads run with. */}}
+{{- define "kubeplace.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.runAsUser }}
+runAsGroup: {{ .Values.runAsUser }}
+seccompProfile: {type: RuntimeDefault}
+{{- end }}
+
+{{- define "kubeplace.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities: {drop: [ALL]}
+{{- end }}
+
+{{/* Scheduling constraints of a workload: its values' nodeSelector, tolerations and affinity. */}}
+{{- define "kubeplace.placement" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
