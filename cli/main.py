@@ -135,6 +135,7 @@ def config_check(config_path: Path) -> None:
 
 def _register() -> None:
     """Commands in their own modules, imported here so that `kubeplace --help` lists them."""
+    from kubeplace.cli.plugin import completion_command
     from kubeplace.cli.rebalance import rebalance_command
     from kubeplace.cli.serve import serve_command
     from kubeplace.cli.webhook import webhook_certs_command, webhook_command
@@ -143,6 +144,7 @@ def _register() -> None:
     main.add_command(rebalance_command)
     main.add_command(webhook_command)
     main.add_command(webhook_certs_command)
+    main.add_command(completion_command)
 
 
 _register()
