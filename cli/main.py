@@ -21,10 +21,11 @@ from kubeplace.cli.options import (
     Source,
     cluster_options,
     load_config,
+    report_option,
     solver_options,
     solver_settings,
 )
-from kubeplace.cli.render import dump, print_plan, progress, stdout_console
+from kubeplace.cli.render import dump, print_plan, printable, progress, recorder, stdout_console, summary_text
 from kubeplace.kube.errors import EXIT_INCOMPLETE, PlanVerificationFailed
 
 
@@ -61,11 +62,12 @@ def main() -> None:
 @cluster_options
 @solver_options
 @click.option("-o", "--output", type=click.Choice(OUTPUTS), default="table", help="Output format.")
+@report_option
 def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
          all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
          scheduler_name: str | None,
          backend: str | None, time_limit: float | None, workers: int | None, gap: float | None,
-         seed: int | None, output: str) -> None:
+         seed: int | None, output: str, report_path: Path | None) -> None:
     """Show where every pending pod would go, and why the others cannot go anywhere.
 
     SOURCE is YAML/JSON files or directories of Node and Pod objects (for example what
@@ -79,11 +81,19 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector, metrics_max_age)
     settings = solver_settings(config, backend, time_limit, workers, gap, seed)
     snapshot = src.load(profile.scheduler_name)
-    with progress(output in ("table", "wide")) as on_event:
+    with progress(True, settings.time_limit) as show:
+        on_event, events = recorder(show)
         planned = make_plan(snapshot, config, profile, settings, on_event)
     if planned.violations:
         raise PlanVerificationFailed(tuple(map(str, planned.violations)))
     print_plan(planned.plan, output, stdout_console())
+    if report_path is not None:
+        from kubeplace.report.build import plan_report
+        from kubeplace.report.html import write_report
+
+        report = plan_report(snapshot, planned.plan, summary_text(planned.plan).splitlines(), events, config.gpu)
+        write_report(report_path, report)
+        click.echo(f"report: {printable(str(report_path))}", err=True)
 
 
 @main.command()
@@ -135,7 +145,7 @@ def config_check(config_path: Path) -> None:
 
 def _register() -> None:
     """Commands in their own modules, imported here so that `kubeplace --help` lists them."""
-    from kubeplace.cli.plugin import completion_command
+    from kubeplace.cli.completion import completion_command
     from kubeplace.cli.rebalance import rebalance_command
     from kubeplace.cli.serve import serve_command
     from kubeplace.cli.webhook import webhook_certs_command, webhook_command

@@ -191,6 +191,14 @@ def solver_options(f: F) -> F:
     return functools.reduce(lambda acc, d: d(acc), reversed(decorators), f)
 
 
+def report_option(f: F) -> F:
+    """--report FILE: the visual report (kubeplace.report), one self-contained HTML file."""
+    return click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                        metavar="FILE.html",
+                        help="Also write a self-contained HTML report: utilisation per node pool before and "
+                             "after, GPU devices, unplaced pods or moves, the solver's progress.")(f)
+
+
 def load_config(config_path: Path | None) -> Configuration:
     return load_configuration(config_path)
 

@@ -23,10 +23,11 @@ from kubeplace.cli.options import (
     exit_with,
     load_config,
     note_skipped,
+    report_option,
     solver_options,
     solver_settings,
 )
-from kubeplace.cli.render import dump, say, stdout_console, table
+from kubeplace.cli.render import dump, printable, progress, recorder, say, stdout_console, table
 from kubeplace.kube.errors import EXIT_INCOMPLETE, INT32_MAX, KubeplaceError
 from kubeplace.models.framework import Objective
 
@@ -56,9 +57,11 @@ from kubeplace.models.framework import Objective
               help="Evictions per wave; the cluster is re-checked against the plan between waves.")
 @click.option("--lease-namespace", default="kubeplace-system", show_default=True,
               help="Namespace of the kubeplace-rebalance Lease and the targets ConfigMap.")
-@click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write the eviction report here as it goes (an interrupted run keeps what was moved).")
+@click.option("--eviction-log", "eviction_log", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="With --apply: write each eviction's outcome here as it goes (an interrupted run keeps "
+                   "what was moved).")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", help="Output format.")
+@report_option
 def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
                       all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
                       scheduler_name: str | None, backend: str | None, time_limit: float | None,
@@ -66,7 +69,8 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
                       max_moves_per_node: int | None, max_moves_per_namespace: int | None,
                       exclude_namespace: tuple[str, ...], exclude_selector: str | None, allow_local_storage: bool,
                       make_room_for: str | None, profile: str | None, move_cost: float | None, apply_: bool,
-                      wave_size: int, lease_namespace: str, report_path: Path | None, output: str) -> None:
+                      wave_size: int, lease_namespace: str, eviction_log: Path | None, output: str,
+                      report_path: Path | None) -> None:
     """Move running pods to balance (or pack) the cluster, or to make room for a pending pod.
 
     Only pods that may move are considered (never mirror, static, DaemonSet, terminating,
@@ -112,18 +116,21 @@ def _run(a: dict[str, Any]) -> None:
     state = replace(state, snapshot=src.measured(state.snapshot))
     settings = Settings(budgets=Budgets(a["max_moves"], a["max_moves_per_node"], a["max_moves_per_namespace"]),
                         move_cost=a["move_cost"], solver=solver)
-    if a["make_room_for"]:
-        room = make_room(state, a["make_room_for"], rules, config, prof, settings)
-        doc, moves, ok = room.to_dict(), list(room.moves), room.fits
-    else:
-        plan = rebalance(_layout(state, rules, config, prof), settings)
-        doc, moves, ok = plan.to_dict(), list(plan.moves), True
+    placements: tuple[tuple[str, str], ...] = ()
+    with progress(True, solver.time_limit) as show:
+        on_event, events = recorder(show)
+        if a["make_room_for"]:
+            room = make_room(state, a["make_room_for"], rules, config, prof, settings)
+            doc, moves, ok, placements = room.to_dict(), list(room.moves), room.fits, room.placements
+        else:
+            plan = rebalance(_layout(state, rules, config, prof), settings, on_event)
+            doc, moves, ok = plan.to_dict(), list(plan.moves), True
     moves = with_owners(moves, state)
     if a["apply_"] and moves:
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             report = apply_moves(cluster, moves, dry_run=False, wave_size=a["wave_size"],
-                                 lease_namespace=a["lease_namespace"], report_path=a["report_path"])
+                                 lease_namespace=a["lease_namespace"], report_path=a["eviction_log"])
         finally:
             signal.signal(signal.SIGTERM, previous)
         doc["apply"] = report.to_dict()
@@ -131,6 +138,14 @@ def _run(a: dict[str, Any]) -> None:
     else:
         doc["apply"] = {"dry_run": True, "evicted": 0}
     _print(doc, a["output"], bool(a["make_room_for"]))
+    if a["report_path"] is not None:
+        from kubeplace.report.build import rebalance_report
+        from kubeplace.report.html import write_report
+
+        visual = rebalance_report(state.snapshot, moves, placements, _summary(doc, bool(a["make_room_for"])), events,
+                                  doc.get("notes", []), config.gpu)
+        write_report(a["report_path"], visual)
+        click.echo(f"report: {printable(str(a['report_path']))}", err=True)
     sys.exit(0 if ok else EXIT_INCOMPLETE)
 
 
@@ -148,6 +163,18 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _summary(doc: dict[str, Any], room: bool) -> list[str]:
+    """The summary of the answer: its first line is printed, all of them head the report."""
+    s = doc["summary"]
+    if room:
+        where = ", ".join(f"{p['pod']} -> {p['node']}" for p in doc["placements"])
+        return [f"make room for {s['target']}: {s['message']}" + (f" ({where})" if where else "")
+                + ("; proven minimal" if s["proven_minimal"] and s["fits"] else "")]
+    return [f"{s['profile']}: objective {s['objective_before']:.6g} -> {s['objective_after']:.6g}, "
+            f"{s['pods_moved']} pod(s) moved, {s['pods_excluded']} may not move",
+            f"Solver: status {s['status']}, {s['seconds']:.2f}s"]
+
+
 def _print(doc: dict[str, Any], output: str, room: bool) -> None:
     if output in ("json", "yaml"):
         click.echo(dump(doc, output), nl=False)
@@ -160,15 +187,7 @@ def _print(doc: dict[str, Any], output: str, room: bool) -> None:
         rows.add_row(f"{m['namespace']}/{m['name']}", m["from"], m["to"], m["why"], *extra)
     if doc["moves"]:
         console.print(rows)
-    s = doc["summary"]
-    if room:
-        where = ", ".join(f"{p['pod']} -> {p['node']}" for p in doc["placements"])
-        text = (f"make room for {s['target']}: {s['message']}" + (f" ({where})" if where else "")
-                + ("; proven minimal" if s["proven_minimal"] and s["fits"] else ""))
-    else:
-        text = (f"{s['profile']}: objective {s['objective_before']:.6g} -> {s['objective_after']:.6g}, "
-                f"{s['pods_moved']} pod(s) moved, {s['pods_excluded']} may not move")
-    say(console, text)
+    say(console, _summary(doc, room)[0])
     report = doc["apply"]
     if report.get("dry_run"):
         say(console, "dry run: nothing evicted (--apply to evict)")

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import yaml
 from rich.console import Console, RenderableType
+from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TextColumn, TimeElapsedColumn
+from rich.progress_bar import ProgressBar
 from rich.style import StyleType
 from rich.table import Table
 from rich.text import Text
 
 from kubeplace.plan.plan import Plan
 from kubeplace.solver.run import Event
+
+OnEvent = Callable[[Event], None]
 
 PIPE_WIDTH = 400
 """Columns when stdout is not a terminal: rows stay on one line, as kubectl prints them."""
@@ -105,16 +109,50 @@ def summary_text(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def event_text(e: Event) -> str:
+    """An Event in one line: a plan's placed weight against its bound, or a rebalance's moves."""
+    if e.moves is not None:
+        return f"{e.step}: objective {e.objective:.6g}, {e.moves} pod(s) moved"
+    bound = "n/a" if e.bound is None else str(e.bound)
+    return (f"{e.step}: placed weight {e.placed_weight} (bound {bound}), {e.pods_placed} pods, "
+            f"objective {e.objective:.4f}")
+
+
+class BudgetBar(ProgressColumn):
+    """The time spent of the solver's budget, redrawn as time passes (not only at events)."""
+
+    def render(self, task: Task) -> RenderableType:
+        total = task.total or 1.0
+        return ProgressBar(total=total, completed=min(task.elapsed or 0.0, total), width=24)
+
+
 @contextmanager
-def progress(enabled: bool) -> Iterator[Any]:
-    """A status line on a terminal (incumbent, bound, elapsed); nothing when piped."""
-    err = Console(stderr=True)
-    if not (enabled and sys.stderr.isatty()):
+def progress(enabled: bool, time_limit: float, console: Console | None = None) -> Iterator[OnEvent | None]:
+    """A progress bar on a terminal: the time spent of ``time_limit`` and the latest incumbent
+    (and bound) the solver reported; nothing (None) when ``enabled`` is false or stderr is not a
+    terminal (piped, redirected, CI logs)."""
+    err = console or Console(stderr=True)
+    if not (enabled and err.is_terminal):
         yield None
         return
-    with err.status("solving...") as status:
+    columns = (SpinnerColumn(), BudgetBar(), TimeElapsedColumn(), TextColumn(f"of {time_limit:g}s"),
+               TextColumn("{task.description}"))
+    with Progress(*columns, console=err, transient=True, refresh_per_second=8) as bar:
+        task = bar.add_task("solving...", total=max(time_limit, 0.001))
+
         def update(e: Event) -> None:
-            bound = "n/a" if e.bound is None else str(e.bound)
-            status.update(f"{e.step}: {e.pods_placed} pods placed (weight {e.placed_weight}, bound {bound}), "
-                          f"objective {e.objective:.4f}, {e.seconds:.1f}s")
+            bar.update(task, description=printable(event_text(e)))
+
         yield update
+
+
+def recorder(show: OnEvent | None) -> tuple[OnEvent, list[Event]]:
+    """A callback that keeps every Event (for a report) and passes it on to ``show``."""
+    events: list[Event] = []
+
+    def record(e: Event) -> None:
+        events.append(e)
+        if show is not None:
+            show(e)
+
+    return record, events

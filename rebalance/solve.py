@@ -12,7 +12,7 @@ exact objective is better, so a rebalance never makes the cluster worse by its o
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +28,7 @@ from kubeplace.rebalance.layout import Layout
 from kubeplace.rebalance.model import Budgets, MoveModel, build_moves, objective_goal
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import BackendResult
+from kubeplace.solver.run import Event
 
 REPLACEMENT_NOTE = ("an evicted pod is recreated by its controller and placed by its scheduler: kubeplace "
                     "decides the target, the default scheduler may choose another node")
@@ -108,28 +109,48 @@ def _moved(layout: Layout, y: IntArray) -> int:
     return int(np.maximum(layout.x0 - y, 0).sum())
 
 
-def rebalance(layout: Layout, settings: Settings) -> RebalancePlan:
+OnEvent = Callable[[Event], None]
+
+
+def _emitter(layout: Layout, started: float, on_event: OnEvent | None) -> Callable[[str, IntArray], None]:
+    """Reports placement ``y`` after a step as an Event: its exact objective and pods moved."""
+    placed = len(layout.pods)
+
+    def emit(step: str, y: IntArray) -> None:
+        if on_event is not None:
+            on_event(Event(step, placed, 0, layout.value(y), None, time.monotonic() - started, _moved(layout, y)))
+
+    return emit
+
+
+def rebalance(layout: Layout, settings: Settings, on_event: OnEvent | None = None) -> RebalancePlan:
+    """The moves; ``on_event`` hears of the current placement, the greedy answer and each exact
+    stage's answer (Event with ``moves``)."""
     started = time.monotonic()
+    emit = _emitter(layout, started, on_event)
     name = layout.objective.value
     excluded = tuple((p.key, why) for p, why in layout.excluded)
     before = layout.value(layout.x0)
+    emit("current", layout.x0)
     if layout.n_classes == 0:
         return RebalancePlan(name, (), excluded, before, before, "nothing movable", 0.0, (REPLACEMENT_NOTE,))
     first_y = first_answer(layout, settings.budgets)
+    emit("greedy", first_y)
     model = build_moves(layout, settings.budgets, settings.max_targets, also=first_y)
     mu = evaluate.mean_utilisation(layout.problem, layout.assignment(layout.x0))
     goal = objective_goal(model, mu)
-    best, status = _exact(model, goal, first_y, settings, started) if goal else (first_y, "greedy")
+    best, status = _exact(model, goal, first_y, settings, started, emit) if goal else (first_y, "greedy")
     after = layout.value(best)
     if after >= before - 1e-12:
         best, after, status = layout.x0, before, f"{status} (no improvement)"
+    emit("final", best)
     plan_moves = to_moves(layout, best)
     return RebalancePlan(name, tuple(plan_moves), excluded, before, after, status, time.monotonic() - started,
                          (REPLACEMENT_NOTE,))
 
 
 def _exact(model: MoveModel, goal: list[tuple[int, int]], first_y: IntArray, settings: Settings,
-           started: float) -> tuple[IntArray, str]:
+           started: float, emit: Callable[[str, IntArray], None]) -> tuple[IntArray, str]:
     """Stage 1 (the goal, with move_cost per move) and, when lexicographic, stage 2 (fewest
     moves for stage 1's goal), from the greedy answer; the better of it and theirs."""
     layout = model.layout
@@ -142,6 +163,8 @@ def _exact(model: MoveModel, goal: list[tuple[int, int]], first_y: IntArray, set
     result = run(model, first, settings, time_limit * (1 if weighted else 0.6), hint=hint)
     status = result.status.value
     best = hint if result.values is None else result.values
+    if result.values is not None:
+        emit("objective", model.dense(result.values))
     if not weighted and result.values is not None:
         bound = int(sum(c * int(result.values[v]) for v, c in goal))
         left = time_limit - (time.monotonic() - started)
@@ -149,6 +172,7 @@ def _exact(model: MoveModel, goal: list[tuple[int, int]], first_y: IntArray, set
         if second.values is not None:
             best = second.values
             status = f"{status}+{second.status.value}"
+            emit("fewest moves", model.dense(second.values))
     y = model.dense(best)
     if layout.value(first_y) < layout.value(y) - 1e-12:
         return first_y, f"{status} (greedy kept)"

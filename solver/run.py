@@ -22,7 +22,10 @@ from kubeplace.solver.backends.base import Backend, BackendResult
 
 @dataclass(frozen=True)
 class Event:
-    """Progress of a solve: the incumbent after some step."""
+    """Progress of a solve: the incumbent after some step.
+
+    A plan's incumbent is its placed weight (``bound`` bounds it from above) and its objective;
+    a rebalance's is its objective and ``moves``, the pods it moves (None for a plan)."""
 
     step: str
     pods_placed: int
@@ -30,6 +33,7 @@ class Event:
     objective: float
     bound: int | None
     seconds: float
+    moves: int | None = None
 
 
 @dataclass

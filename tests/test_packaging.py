@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance")
+PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report")
 
 
 def _imports(path: Path) -> set[str]:
@@ -47,6 +47,17 @@ def test_the_runtime_never_imports_the_benchmarks() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('kubeplace_bench', 'tests'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "[]"
+
+
+def test_serve_never_loads_the_report_nor_matplotlib() -> None:
+    code = (
+        "import sys, kubeplace.cli.main, kubeplace.serve.app, kubeplace.serve.loop\n"
+        "from click.testing import CliRunner\n"
+        "CliRunner().invoke(kubeplace.cli.main.main, ['serve', '--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('kubeplace.report', 'matplotlib'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=CHECKOUT)
     assert out.stdout.strip() == "[]"
 
 

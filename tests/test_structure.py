@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance")
+PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report")
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
+from kubeplace.cli.kubectl import COBRA_DEFAULT, COBRA_NO_FILE, kubectl_candidates
 from kubeplace.cli.main import main
-from kubeplace.cli.plugin import COBRA_DEFAULT, COBRA_NO_FILE, kubectl_candidates
 
 
 def test_subcommands_and_flags_complete_without_file_names() -> None:

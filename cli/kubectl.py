@@ -1,4 +1,4 @@
-"""kubectl's plugin entry points, and ``kubeplace completion SHELL``.
+"""kubectl's plugin entry points (console scripts; ``kubeplace`` itself never imports this).
 
 ``kubectl-kubeplace`` is the executable kubectl runs for ``kubectl kubeplace ...`` (any executable
 named ``kubectl-<name>`` on PATH is the plugin ``<name>``); ``kubectl_complete-kubeplace`` is the one
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import sys
 
-import click
-from click.shell_completion import ShellComplete, get_completion_class
+from click.shell_completion import ShellComplete
+
+from kubeplace.cli.main import main
 
 KUBECTL_PROG = "kubectl kubeplace"
 KUBECTL_COMPLETE_VAR = "_KUBECTL_KUBEPLACE_COMPLETE"
-SHELLS = ("bash", "zsh", "fish")
 COBRA_DEFAULT = 0
 """Cobra's ShellCompDirectiveDefault: the shell completes file names when no candidate is given."""
 COBRA_NO_FILE = 4
@@ -25,16 +25,12 @@ COBRA_NO_FILE = 4
 
 def kubectl_main() -> None:
     """``kubectl kubeplace ...``: the kubeplace command, with kubectl's words in its help."""
-    from kubeplace.cli.main import main
-
     main(prog_name=KUBECTL_PROG, complete_var=KUBECTL_COMPLETE_VAR)
 
 
 def kubectl_candidates(words: list[str]) -> tuple[list[str], int]:
     """Candidates for the last of ``words`` (the words after ``kubectl kubeplace``) and cobra's
     directive."""
-    from kubeplace.cli.main import main
-
     args, incomplete = (words[:-1], words[-1]) if words else ([], "")
     items = ShellComplete(main, {}, KUBECTL_PROG, KUBECTL_COMPLETE_VAR).get_completions(args, incomplete)
     if any(item.type in ("file", "dir") for item in items):
@@ -46,22 +42,3 @@ def kubectl_complete() -> None:
     """``kubectl_complete-kubeplace WORD...``: what kubectl's completion runs for this plugin."""
     candidates, directive = kubectl_candidates(sys.argv[1:])
     sys.stdout.write("".join(f"{c}\n" for c in candidates) + f":{directive}\n")
-
-
-@click.command("completion")
-@click.argument("shell", type=click.Choice(SHELLS))
-def completion_command(shell: str) -> None:
-    """Print the shell completion script of kubeplace for SHELL.
-
-    \b
-    bash:  echo 'eval "$(kubeplace completion bash)"' >> ~/.bashrc
-    zsh:   echo 'eval "$(kubeplace completion zsh)"' >> ~/.zshrc
-    fish:  kubeplace completion fish > ~/.config/fish/completions/kubeplace.fish
-
-    `kubectl kubeplace <TAB>` completes through kubectl's own completion (`kubectl completion
-    SHELL`), which runs the installed kubectl_complete-kubeplace.
-    """
-    script_class = get_completion_class(shell)
-    assert script_class is not None  # every name in SHELLS is one of click's
-    root = click.get_current_context().find_root().command
-    click.echo(script_class(root, {}, "kubeplace", "_KUBEPLACE_COMPLETE").source())
