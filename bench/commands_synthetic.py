@@ -10,7 +10,7 @@ import click
 import yaml
 
 from kubeplace.cli.options import int_list
-from kubeplace.cli.render import stdout_console, table
+from kubeplace.cli.render import progress, stdout_console, table
 from kubeplace_bench.scale import run_scale
 from kubeplace_bench.synthetic import SyntheticSpec, as_list, manifests
 
@@ -41,8 +41,11 @@ def synthetic_command(node_counts: list[int], pod_counts: list[int], backends: s
                       sort_keys=False)
         click.echo(f"wrote {write_list}")
         return
-    results = [run_scale(SyntheticSpec(n, p, seed), b, time_limit).to_dict()
-               for n, p in sizes for b in backends.split(",")]
+    results = []
+    for n, p in sizes:
+        for b in backends.split(","):
+            with progress(True, time_limit, label=f"{n} nodes, {p} pods, {b}") as on_event:
+                results.append(run_scale(SyntheticSpec(n, p, seed), b, time_limit, on_event).to_dict())
     if output == "json":
         click.echo(json.dumps({"runs": results}, indent=2))
         return

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kubeplace.cli.render import progress
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.config_load import load_configuration
 from kubeplace.rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
@@ -51,8 +52,10 @@ def balance_rows(name: str, objects: list[dict[str, Any]], time_limit: float, se
         lnu_seconds = time.monotonic() - started
         lnu_after = layout.value(y)
         say(f"{name}: LowNodeUtilization {policy_name}: {evictions} evictions, {before:.4f} -> {lnu_after:.4f}")
-        plan = rebalance(layout, Settings(budgets=Budgets(max_moves=evictions),
-                                          solver=SolverSettings(time_limit=time_limit, workers=2, seed=seed)))
+        with progress(True, time_limit, label=f"{name}: kubeplace, max {evictions} moves") as on_event:
+            plan = rebalance(layout, Settings(budgets=Budgets(max_moves=evictions),
+                                              solver=SolverSettings(time_limit=time_limit, workers=2, seed=seed)),
+                             on_event)
         say(f"{name}: kubeplace (max {evictions} moves): {len(plan.moves)} moves, "
             f"{before:.4f} -> {plan.objective_after:.4f} ({plan.status})")
         moved = len(plan.moves)

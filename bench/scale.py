@@ -22,6 +22,7 @@ from kubeplace.models.problem import Problem
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
+from kubeplace.solver.run import OnEvent
 from kubeplace_bench.synthetic import SyntheticSpec, manifests
 
 
@@ -55,12 +56,12 @@ def synthetic_snapshot(spec: SyntheticSpec) -> Snapshot:
     return build_snapshot([(m, "synthetic") for m in manifests(spec)], scheduler_name="kubeplace")
 
 
-def run_scale(spec: SyntheticSpec, backend: str, time_limit: float) -> ScaleResult:
+def run_scale(spec: SyntheticSpec, backend: str, time_limit: float, on_event: OnEvent | None = None) -> ScaleResult:
     started = time.perf_counter()
     snapshot = synthetic_snapshot(spec)
     loaded = time.perf_counter()
     config, profile = Configuration(), Profile()
-    planned = make_plan(snapshot, config, profile, SolverSettings(backend=backend, time_limit=time_limit))
+    planned = make_plan(snapshot, config, profile, SolverSettings(backend=backend, time_limit=time_limit), on_event)
     planned_at = time.perf_counter()
     violations = verify_plan(snapshot, planned.plan.placements, config, profile)
     if violations:

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import yaml
 from rich.console import Console, RenderableType
-from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TextColumn
 from rich.progress_bar import ProgressBar
 from rich.style import StyleType
 from rich.table import Table
 from rich.text import Text
 
 from kubeplace.plan.plan import Plan
-from kubeplace.solver.run import Event
-
-OnEvent = Callable[[Event], None]
+from kubeplace.solver.run import Event, OnEvent
 
 PIPE_WIDTH = 400
 """Columns when stdout is not a terminal: rows stay on one line, as kubectl prints them."""
@@ -118,30 +117,47 @@ def event_text(e: Event) -> str:
             f"objective {e.objective:.4f}")
 
 
+def solver_seconds(task: Task) -> float:
+    """Seconds since the solver started (0 until its first answer; before it, the snapshot is
+    aggregated into the model, which the budget does not count)."""
+    started = task.fields.get("solver_started")
+    return 0.0 if started is None else time.monotonic() - float(started)
+
+
 class BudgetBar(ProgressColumn):
-    """The time spent of the solver's budget, redrawn as time passes (not only at events)."""
+    """The solver's time spent of its budget, redrawn as time passes (not only at events)."""
 
     def render(self, task: Task) -> RenderableType:
         total = task.total or 1.0
-        return ProgressBar(total=total, completed=min(task.elapsed or 0.0, total), width=24)
+        return ProgressBar(total=total, completed=min(solver_seconds(task), total), width=24)
+
+
+class BudgetClock(ProgressColumn):
+    def render(self, task: Task) -> RenderableType:
+        spent, total = solver_seconds(task), task.total or 0.0
+        if spent > total + 0.5:
+            return Text(f"{total:g}s budget spent, finishing")
+        return Text(f"{min(spent, total):.0f}s of a {total:g}s budget")
 
 
 @contextmanager
-def progress(enabled: bool, time_limit: float, console: Console | None = None) -> Iterator[OnEvent | None]:
+def progress(enabled: bool, time_limit: float, console: Console | None = None,
+             label: str = "") -> Iterator[OnEvent | None]:
     """A progress bar on a terminal: the time spent of ``time_limit`` and the latest incumbent
-    (and bound) the solver reported; nothing (None) when ``enabled`` is false or stderr is not a
-    terminal (piped, redirected, CI logs)."""
+    (and bound) the solver reported, after ``label``; nothing (None) when ``enabled`` is false or
+    stderr is not a terminal (piped, redirected, CI logs)."""
     err = console or Console(stderr=True)
     if not (enabled and err.is_terminal):
         yield None
         return
-    columns = (SpinnerColumn(), BudgetBar(), TimeElapsedColumn(), TextColumn(f"of {time_limit:g}s"),
-               TextColumn("{task.description}"))
+    columns = (SpinnerColumn(), BudgetBar(), BudgetClock(), TextColumn("{task.description}"))
     with Progress(*columns, console=err, transient=True, refresh_per_second=8) as bar:
-        task = bar.add_task("solving...", total=max(time_limit, 0.001))
+        prefix = f"{printable(label)}: " if label else ""
+        task = bar.add_task(f"{prefix}building the model...", total=time_limit, solver_started=None)
 
         def update(e: Event) -> None:
-            bar.update(task, description=printable(event_text(e)))
+            bar.update(task, description=prefix + printable(event_text(e)),
+                       solver_started=time.monotonic() - e.seconds)
 
         yield update
 

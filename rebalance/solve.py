@@ -28,7 +28,7 @@ from kubeplace.rebalance.layout import Layout
 from kubeplace.rebalance.model import Budgets, MoveModel, build_moves, objective_goal
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import BackendResult
-from kubeplace.solver.run import Event
+from kubeplace.solver.run import Event, OnEvent
 
 REPLACEMENT_NOTE = ("an evicted pod is recreated by its controller and placed by its scheduler: kubeplace "
                     "decides the target, the default scheduler may choose another node")
@@ -107,9 +107,6 @@ def first_answer(layout: Layout, budgets: Budgets) -> IntArray:
 
 def _moved(layout: Layout, y: IntArray) -> int:
     return int(np.maximum(layout.x0 - y, 0).sum())
-
-
-OnEvent = Callable[[Event], None]
 
 
 def _emitter(layout: Layout, started: float, on_event: OnEvent | None) -> Callable[[str, IntArray], None]:

@@ -36,12 +36,16 @@ class Event:
     moves: int | None = None
 
 
+OnEvent = Callable[[Event], None]
+"""What hears of a solve's progress (the CLI's progress bar, a report's recorder)."""
+
+
 @dataclass
 class Run:
     problem: Problem
     terms: Sequence[ObjectiveTerm]
     settings: SolverSettings
-    on_event: Callable[[Event], None] | None
+    on_event: OnEvent | None
     started: float
     incumbent: Assignment
     bound: int | None = None
