@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from kubeplace.kube.errors import KubeplaceError
+from kubeplace.plan.plan import Unplaced
 from kubeplace.report import charts
 from kubeplace.report.build import Report, message_counts, reason_counts
 from kubeplace.report.load import ClusterLoad
@@ -50,7 +51,7 @@ def table(head: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequen
     return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def capped(rows: list[Sequence[object]], what: str) -> tuple[list[Sequence[object]], str]:
+def capped(rows: Sequence[Sequence[object]], what: str) -> tuple[Sequence[Sequence[object]], str]:
     if len(rows) <= MAX_ROWS:
         return rows, ""
     return rows[:MAX_ROWS], f'<p class="note">The first {MAX_ROWS} of {len(rows)} {what}.</p>'
@@ -94,65 +95,62 @@ def device_table(load: ClusterLoad) -> str:
     return table(["pool", "devices", "free", "partly used (fragments)", "full"], rows, numeric=[1])
 
 
-def utilisation_section(load: ClusterLoad) -> str:
+Section = tuple[str, str, str]
+"""(anchor, title, body) of one part of the report."""
+
+
+def utilisation_section(load: ClusterLoad) -> Section:
     scale = ("one bar per node" if load.capacity.shape[0] <= charts.PER_NODE_LIMIT
              else "the distribution over each pool's nodes")
-    parts = [f'<section id="utilisation"><h2>Utilisation per node, before and after</h2>'
-             f'<p class="note">Requests / allocatable of {len(load.nodes)} nodes in {len(set(load.pools))} pool(s), '
-             f"{scale}. The table sums each pool.</p>", pool_table(load)]
+    parts = [f'<p class="note">Requests / allocatable of {len(load.nodes)} nodes in {len(set(load.pools))} '
+             f"pool(s), {scale}. The table sums each pool.</p>", pool_table(load)]
     for r, name in enumerate(load.resources):
         parts.append(f"<h3>{esc(name)}</h3>")
         parts.append(figure(charts.utilisation_chart(load, r), f"{name} utilisation before and after"))
-    return "".join(parts) + "</section>"
+    return "utilisation", "Utilisation per node, before and after", "".join(parts)
 
 
-def device_section(load: ClusterLoad) -> str:
+def device_section(load: ClusterLoad) -> Section:
     chart = charts.device_chart(load)
     if chart is None:
-        return '<section id="gpus"><h2>GPU devices</h2><p class="note">No node has GPU devices.</p></section>'
-    return ('<section id="gpus"><h2>GPU devices</h2><p class="note">Each device\'s used share: pale is free, '
-            "amber to blue a fragment (partly used), dark blue full.</p>"
-            + device_table(load) + figure(chart, "GPU device map before and after") + "</section>")
+        return "gpus", "GPU devices", '<p class="note">No node has GPU devices.</p>'
+    return ("gpus", "GPU devices", '<p class="note">Each device\'s used share: pale is free, amber to blue a '
+            "fragment (partly used), dark blue full.</p>" + device_table(load)
+            + figure(chart, "GPU device map before and after"))
 
 
-def unplaced_section(report: Report) -> str:
-    if report.command != "plan":
-        return ""
-    if not report.unplaced:
-        return '<section id="unplaced"><h2>Pods not placed</h2><p>Every pending pod is placed.</p></section>'
-    messages, more = capped([[m, n, ex] for m, n, ex in message_counts(report.unplaced)], "messages")
-    pods, more_pods = capped([[u.namespace, u.name, "; ".join(u.reasons)] for u in report.unplaced], "pods")
-    return ('<section id="unplaced"><h2>Pods not placed</h2>'
-            + figure(charts.reasons_chart(reason_counts(report.unplaced)), "pods not placed by reason")
+def unplaced_section(unplaced: Sequence[Unplaced]) -> Section:
+    if not unplaced:
+        return "unplaced", "Pods not placed", "<p>Every pending pod is placed.</p>"
+    messages, more = capped([[m, n, ex] for m, n, ex in message_counts(unplaced)], "messages")
+    pods, more_pods = capped([[u.namespace, u.name, "; ".join(u.reasons)] for u in unplaced], "pods")
+    return ("unplaced", "Pods not placed",
+            figure(charts.reasons_chart(reason_counts(unplaced)), "pods not placed by reason")
             + "<h3>Messages</h3>" + table(["message", "pods", "for example"], messages, numeric=[1]) + more
-            + "<h3>Pods</h3>" + table(["namespace", "pod", "not placed because"], pods) + more_pods + "</section>")
+            + "<h3>Pods</h3>" + table(["namespace", "pod", "not placed because"], pods) + more_pods)
 
 
-def moves_section(report: Report) -> str:
-    if report.command != "rebalance":
-        return ""
+def moves_section(report: Report) -> Section:
     if not report.moves:
-        return '<section id="moves"><h2>Moves</h2><p>No pod moves.</p></section>'
+        return "moves", "Moves", "<p>No pod moves.</p>"
     pool = dict(zip(report.load.nodes, report.load.pools, strict=True))
     rows, more = capped([[f"{m.namespace}/{m.name}", m.source, pool.get(m.source, ""), m.target,
                           pool.get(m.target, ""), m.why] for m in report.moves], "moves")
-    return ('<section id="moves"><h2>Moves</h2>'
-            + table(["pod", "from", "pool", "to", "pool", "why"], rows) + more + "</section>")
+    return "moves", "Moves", table(["pod", "from", "pool", "to", "pool", "why"], rows) + more
 
 
-def solver_section(events: Sequence[Event]) -> str:
+def solver_section(events: Sequence[Event]) -> Section:
     if not events:
-        return ('<section id="solver"><h2>Solver progress</h2><p class="note">The solver reported no progress '
-                "(nothing to solve).</p></section>")
+        return "solver", "Solver progress", '<p class="note">The solver reported no progress (nothing to solve).</p>'
     plan = events[0].moves is None
-    rows = [[e.step, f"{e.seconds:.2f}", e.placed_weight if plan else e.moves,
-             ("n/a" if e.bound is None else e.bound) if plan else "", f"{e.objective:.6g}"] for e in events]
+    rows, more = capped([[e.step, f"{e.seconds:.2f}", e.placed_weight if plan else e.moves,
+                          ("n/a" if e.bound is None else e.bound) if plan else "", f"{e.objective:.6g}"]
+                         for e in events], "steps")
     head = ["step", "seconds", "placed weight" if plan else "pods moved", "bound" if plan else "", "objective"]
     note = ("" if plan else '<p class="note">A rebalance has no bound: its exact objective is not bounded by the '
             "linear model it solves.</p>")
-    return ('<section id="solver"><h2>Solver progress</h2>'
-            + figure(charts.progress_chart(events), "incumbent and bound over time") + note
-            + table(head, rows, numeric=[1, 2, 3, 4]) + "</section>")
+    return ("solver", "Solver progress", figure(charts.progress_chart(events), "incumbent and bound over time")
+            + note + table(head, rows, numeric=[1, 2, 3, 4]) + more)
 
 
 def render(report: Report) -> str:
@@ -160,11 +158,10 @@ def render(report: Report) -> str:
         release = version("kubeplace")
     except PackageNotFoundError:
         release = "dev"
-    sections = [utilisation_section(report.load), device_section(report.load), unplaced_section(report),
-                moves_section(report), solver_section(report.events)]
-    links = [(s[s.index('id="') + 4: s.index('"', s.index('id="') + 4)], s[s.index("<h2>") + 4: s.index("</h2>")])
-             for s in sections if s]
-    nav = "".join(f'<a href="#{anchor}">{title}</a>' for anchor, title in links)
+    middle = unplaced_section(report.unplaced) if report.command == "plan" else moves_section(report)
+    sections = [utilisation_section(report.load), device_section(report.load), middle, solver_section(report.events)]
+    nav = "".join(f'<a href="#{anchor}">{esc(title)}</a>' for anchor, title, _ in sections)
+    body = "".join(f'<section id="{anchor}"><h2>{esc(title)}</h2>{text}</section>' for anchor, title, text in sections)
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in report.notes)
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -173,7 +170,7 @@ def render(report: Report) -> str:
             f"<header><h1>kubeplace {esc(report.command)}</h1>"
             f'<p class="source">{esc(report.source or "the cluster")} · kubeplace {esc(release)}</p>'
             f'<pre class="summary">{esc(chr(10).join(report.summary))}</pre>{notes}<nav>{nav}</nav></header>'
-            + "".join(sections) + "</body></html>\n")
+            f"{body}</body></html>\n")
 
 
 def write_report(path: Path, report: Report) -> None:

@@ -102,6 +102,10 @@ def test_kubectl_plugin_executable_plans_the_demo(prefix: Path) -> None:
     assert "Pods placed: 31" in out.stdout and "Verified:" in out.stdout
     usage = run(prefix, str(plugin), "plan", "--help").stdout
     assert usage.startswith("Usage: kubectl kubeplace plan")
+    report = prefix.parent / "plan.html"  # the report's dependencies are the runtime's
+    out = run(prefix, str(plugin), "plan", str(DEMO), "--report", str(report))
+    assert out.returncode == 0, out.stderr
+    assert report.read_text().count("<svg") == 7
 
 
 def test_kubectl_plugin_completion(prefix: Path) -> None:
