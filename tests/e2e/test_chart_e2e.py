@@ -79,7 +79,7 @@ def test_the_rendered_chart_is_accepted_by_the_api_server(
     kinds = {a.split("/")[0] for a in accepted}
     assert {"Deployment", "CronJob", "ClusterRole", "Role", "ConfigMap", "Service"} <= kinds
     if values == "custom":
-        assert {"ServiceMonitor", "Namespace"} <= kinds
+        assert {"ServiceMonitor", "Namespace", "MutatingWebhookConfiguration"} <= kinds
     # Nothing was persisted.
     with pytest.raises(ApiException) as missing:
         client.RbacAuthorizationV1Api(admin_api).read_cluster_role(f"e2e-{values}-kubeplace")

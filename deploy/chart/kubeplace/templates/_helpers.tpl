@@ -63,6 +63,11 @@ the volume, disruption, priority and gang rules read. One list for serve/plan/bi
 - apiGroups: [scheduling.x-k8s.io, scheduling.sigs.k8s.io, scheduling.volcano.sh]
   resources: [podgroups]
   verbs: [get, list, watch]
+# Measured usage (metrics-server's NodeMetrics and PodMetrics) for LoadAware and Overcommit;
+# the metrics API has no watch. Without metrics-server kubeplace warns once and uses requests.
+- apiGroups: [metrics.k8s.io]
+  resources: [nodes, pods]
+  verbs: [get, list]
 {{- end }}
 
 {{/* The pod-level and container-level security settings both workloads run with. */}}
