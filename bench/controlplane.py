@@ -24,12 +24,14 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
@@ -487,6 +489,55 @@ def api_client(kubeconfig: Path) -> kube_client.ApiClient:
         config_file=str(kubeconfig)
     )
     return api
+
+
+class ApiRefused(RuntimeError):
+    """The API server answered a request of :class:`ApiHttp` with an error status."""
+
+    def __init__(self, method: str, path: str, status: int, message: str) -> None:
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class ApiHttp:
+    """Plain JSON requests to the control plane's API server as its admin, on one kept-alive connection.
+
+    For the bench and the e2e replay, which create and patch pods by the hundred: the typed client
+    validates every object it reads back (~25 ms a pod). PATCH bodies are JSON merge patches.
+    """
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.server = plane.server
+        self._token = plane.admin_token
+        self._pool = urllib3.PoolManager(maxsize=1, ca_certs=str(plane.ca_cert), cert_reqs="CERT_REQUIRED")
+
+    def close(self) -> None:
+        self._pool.clear()
+
+    def __enter__(self) -> ApiHttp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None, *,
+                query: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The answer's JSON; :class:`ApiRefused` for a status outside 2xx."""
+        content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json", "Content-Type": content_type}
+        url = f"{self.server}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        response = self._pool.request(method, url, body=None if body is None else json.dumps(body).encode(),
+                                      headers=headers, timeout=urllib3.Timeout(connect=10, read=60), retries=False)
+        text = response.data.decode(errors="replace")
+        if not 200 <= response.status < 300:
+            try:
+                message = str(json.loads(text).get("message", text))
+            except ValueError:
+                message = text
+            raise ApiRefused(method, path, response.status, message[:500])
+        answer: dict[str, Any] = json.loads(text) if text else {}
+        return answer
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> None:

@@ -1,0 +1,187 @@
+"""A scenario file's objects as the real control plane can hold them, for the kube-scheduler replay.
+
+:func:`host` turns the raw objects of a snapshot file (``fixtures/scenarios/*/cluster.yaml``) into
+the manifests :mod:`tests.e2e.replay` creates: kwok nodes, bound pods created bound, namespaces with
+their labels, PriorityClasses, and one gated template per pending pod of kubeplace for the replay.
+The state the kube-scheduler then sees is the state kubeplace planned; where the control plane
+cannot hold an object as written, the substitute is exact for every rule the kube-scheduler
+applies, or the scenario is refused with :class:`NotHostable` and the reason:
+
+- a terminating bound pod is created running: kwok deletes a terminating pod at once. Resources,
+  host ports and inter-pod (anti-)affinity count terminating pods like running ones; topology
+  spread does not (``countPodsMatchSelector`` skips them), so a scenario with both is refused;
+- pods in a terminal phase (Succeeded, Failed) are not created: neither scheduler counts them;
+- pending pods that are not kubeplace's (gated, or for another scheduler) are not created: a
+  pending pod of the default scheduler would be placed during the replay, which kubeplace's plan
+  rightly does not expect;
+- a pod's priority (``spec.priority``, or its class's value as kubeplace resolves it) becomes a
+  PriorityClass ``kubeplace-replay-priority-<value>``: the API server's Priority admission refuses a
+  pod that sets ``spec.priority`` itself;
+- owner references are dropped (the garbage collector would delete pods whose owner is absent, and
+  kwok completes Job pods); status, uids and timestamps are the API server's to set;
+- PodGroups (any API group) are not created: the default profile has no gang scheduling, so gang
+  members are replayed one by one, as each is valid alone. kubeplace reads them from the file;
+- any other kind makes the scenario not hostable, until the replay learns to create it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeplace_bench.controlplane_binaries import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
+
+Manifest = dict[str, Any]
+
+REPLAY_GATE = "kubeplace.io/replay"
+"""The scheduling gate that holds a replayed pod until its nominated node is set."""
+DEFAULT_SCHEDULER = "default-scheduler"
+KUBEPLACE = "kubeplace"
+PRIORITY_CLASS_PREFIX = "kubeplace-replay-priority-"
+BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+HIGHEST_USER_PRIORITY = 1000000000
+"""PriorityClasses above this value are reserved to the two built-in system classes."""
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+"""The node lifecycle controller taints a cordoned node with it (NoSchedule)."""
+FINISHED = ("Succeeded", "Failed")
+
+
+class NotHostable(Exception):
+    """The control plane cannot hold the scenario so that the kube-scheduler sees what kubeplace planned."""
+
+
+@dataclass(frozen=True)
+class Hosted:
+    namespaces: dict[str, dict[str, str]]
+    """Every namespace the pods use -> its labels (those of the file's Namespace object, else none)."""
+    priority_classes: dict[str, int]
+    """PriorityClass name -> value, for the classes the pods are given."""
+    nodes: tuple[Manifest, ...]
+    bound: tuple[Manifest, ...]
+    """Pods created bound (``spec.nodeName``)."""
+    pending: dict[tuple[str, str], Manifest]
+    """(namespace, name) -> the replay template of each pending pod of kubeplace: the default
+    scheduler's name and the replay gate."""
+    notes: tuple[str, ...] = field(default=())
+    """The substitutions made, one line each."""
+
+    def expected_taints(self, node: Mapping[str, Any]) -> set[tuple[str, str]]:
+        """(key, effect) of the taints a hosted node settles with: its own, plus the controller's
+        unschedulable taint on a cordoned node."""
+        spec = node.get("spec") or {}
+        taints = {(str(t["key"]), str(t["effect"])) for t in spec.get("taints") or []}
+        if spec.get("unschedulable"):
+            taints.add((UNSCHEDULABLE_TAINT, "NoSchedule"))
+        return taints
+
+
+def host(objects: Sequence[Mapping[str, Any]], scheduler_name: str = KUBEPLACE) -> Hosted:
+    """The manifests to create for a scenario's raw objects, whose pending pods named
+    ``scheduler_name`` are to be replayed; :class:`NotHostable` with the reason."""
+    by_kind: dict[str, list[Mapping[str, Any]]] = {}
+    notes: list[str] = []
+    for obj in objects:
+        kind = str(obj.get("kind"))
+        if kind == "PodGroup":
+            notes.append(f"PodGroup {_name(obj)} not created: the default scheduler has no gangs; "
+                         "its members are replayed one by one")
+            continue
+        if kind not in ("Node", "Pod", "Namespace", "PriorityClass"):
+            raise NotHostable(f"{kind} {_name(obj)}: the replay does not create {kind} objects")
+        by_kind.setdefault(kind, []).append(obj)
+    class_values = {**BUILTIN_PRIORITY_CLASSES,
+                    **{_name(c): int(c.get("value") or 0) for c in by_kind.get("PriorityClass", [])}}
+    nodes = tuple(_node(n) for n in by_kind.get("Node", []))
+    node_names = {n["metadata"]["name"] for n in nodes}
+    pods = by_kind.get("Pod", [])
+    hard_spread = any(_has_hard_spread(p) for p in pods)
+    bound: list[Manifest] = []
+    pending: dict[tuple[str, str], Manifest] = {}
+    classes: dict[str, int] = {}
+    for raw in pods:
+        metadata, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        phase = (raw.get("status") or {}).get("phase")
+        label = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        if phase in FINISHED:
+            notes.append(f"pod {label} not created: phase {phase}, counted by neither scheduler")
+            continue
+        if spec.get("nodeName"):
+            if spec["nodeName"] not in node_names:
+                notes.append(f"pod {label} not created: its node {spec['nodeName']} is not in the scenario")
+                continue
+            if metadata.get("deletionTimestamp") is not None:
+                if hard_spread:
+                    raise NotHostable(f"pod {label} is terminating (kwok deletes such pods at once, so it would be "
+                                      "hosted running) and topology spread does not count terminating pods")
+                notes.append(f"pod {label} is terminating: created running (the same usage for the kube-scheduler)")
+            bound.append(_pod(raw, classes, class_values))
+            continue
+        ours = spec.get("schedulerName") == scheduler_name
+        if not ours or spec.get("schedulingGates") or metadata.get("deletionTimestamp"):
+            notes.append(f"pod {label} not created: pending and not kubeplace's to place")
+            continue
+        template = _pod(raw, classes, class_values)
+        template["spec"]["schedulerName"] = DEFAULT_SCHEDULER
+        template["spec"]["schedulingGates"] = [{"name": REPLAY_GATE}]
+        pending[(template["metadata"]["namespace"], template["metadata"]["name"])] = template
+    namespaces = {_name(ns): dict((ns.get("metadata") or {}).get("labels") or {})
+                  for ns in by_kind.get("Namespace", [])}
+    for pod in (*bound, *pending.values()):
+        namespaces.setdefault(pod["metadata"]["namespace"], {})
+    return Hosted(namespaces, classes, nodes, tuple(bound), pending, tuple(notes))
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name"))
+
+
+def _node(raw: Mapping[str, Any]) -> Manifest:
+    """A kwok node with the file's name, labels, annotations, taints, cordon and allocatable."""
+    metadata, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    allocatable = dict(status.get("allocatable") or {})
+    annotations = {**(metadata.get("annotations") or {}), KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": metadata["name"], "labels": dict(metadata.get("labels") or {}),
+                     "annotations": annotations},
+        "spec": {key: copy.deepcopy(spec[key]) for key in ("taints", "unschedulable") if key in spec},
+        "status": {"allocatable": allocatable, "capacity": dict(status.get("capacity") or allocatable)},
+    }
+
+
+def _pod(raw: Mapping[str, Any], classes: dict[str, int], class_values: Mapping[str, int]) -> Manifest:
+    """The pod as created: metadata the API server accepts, the spec with its priority as a class."""
+    metadata = raw.get("metadata") or {}
+    spec = copy.deepcopy(dict(raw.get("spec") or {}))
+    priority = spec.pop("priority", None)
+    class_name = spec.pop("priorityClassName", None)
+    value = int(priority) if priority is not None else class_values.get(str(class_name), 0)
+    if value:
+        spec["priorityClassName"] = _priority_class(value, classes)
+    out: Manifest = {"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": metadata["name"], "namespace": metadata.get("namespace") or "default"},
+                     "spec": spec}
+    for key in ("labels", "annotations"):
+        if metadata.get(key):
+            out["metadata"][key] = dict(metadata[key])
+    return out
+
+
+def _priority_class(value: int, classes: dict[str, int]) -> str:
+    for name, builtin in BUILTIN_PRIORITY_CLASSES.items():
+        if value == builtin:
+            return name
+    if value > HIGHEST_USER_PRIORITY:
+        raise NotHostable(f"priority {value} is above {HIGHEST_USER_PRIORITY}, which only the built-in "
+                          "system classes may have")
+    name = f"{PRIORITY_CLASS_PREFIX}{value}" if value >= 0 else f"{PRIORITY_CLASS_PREFIX}minus-{-value}"
+    classes[name] = value
+    return name
+
+
+def _has_hard_spread(pod: Mapping[str, Any]) -> bool:
+    constraints = (pod.get("spec") or {}).get("topologySpreadConstraints") or []
+    return any(c.get("whenUnsatisfiable") == "DoNotSchedule" for c in constraints)
