@@ -177,6 +177,7 @@ class Runner:
                 runner = self._default_copy if scheduler == DEFAULT_SCHEDULER else self._kubeplace_copy
                 out[label] = runner(scenario, namespace)
                 self._delete_pods(namespace)
+                self._delete_objects(scenario.objects, namespace)
                 self.say(f"  {label}: {out[label]['placed']}/{out[label]['pods']} placed, "
                          f"{out[label]['gpus_placed']} GPUs, {out[label]['wall_seconds']}s")
             failed = False
@@ -185,6 +186,7 @@ class Runner:
             try:
                 for namespace in (ns for _, ns in COPIES.values()):
                     self._delete_pods(namespace, missing_ok=True)
+                    self._delete_objects(scenario.objects, namespace)
                 self._delete_nodes(names)
             except Exception:
                 if not failed:
@@ -195,19 +197,45 @@ class Runner:
     def _default_copy(self, scenario: Scenario, namespace: str) -> dict[str, Any]:
         # The scheduler runs before the pods arrive, so it sees them one by one in creation order, as
         # in a live cluster. (Started after a pre-created backlog, it does not keep creation order.)
+        create_seconds = place_seconds = 0.0
         with self.plane.start_scheduler():
-            started, created = self._create_pods(scenario.pods, namespace, DEFAULT_SCHEDULER)
-            last_bind = self._wait_settled(namespace, len(scenario.pods), started)
-        return self._record(namespace, created - started, max(last_bind, created) - created)
+            self._create_objects(scenario.objects, namespace)
+            wave, total = list(scenario.pods), 0
+            while wave:
+                started, created = self._create_pods(wave, namespace, DEFAULT_SCHEDULER)
+                total += len(wave)
+                last_bind = self._wait_settled(namespace, total, started)
+                create_seconds += created - started
+                place_seconds += max(last_bind, created) - created
+                wave = self._followers(scenario, namespace)
+        return self._record(scenario, namespace, create_seconds, place_seconds)
 
     def _kubeplace_copy(self, scenario: Scenario, namespace: str) -> dict[str, Any]:
-        started, created = self._create_pods(scenario.pods, namespace, KUBEPLACE)
+        create_seconds = place_seconds = 0.0
+        self._create_objects(scenario.objects, namespace)
+        wave, total, solver = list(scenario.pods), 0, {}
+        while wave:
+            started, created = self._create_pods(wave, namespace, KUBEPLACE)
+            total += len(wave)
+            create_seconds += created - started
+            solver = self._plan_and_bind(scenario, namespace)
+            place_seconds += time.monotonic() - created
+            wave = self._followers(scenario, namespace)
+        out = self._record(scenario, namespace, create_seconds, place_seconds)
+        out["left"] = solver.pop("left")
+        out["solver"] = solver
+        return out
+
+    def _plan_and_bind(self, scenario: Scenario, namespace: str) -> dict[str, Any]:
+        """Plans the namespace's pending pods from a live snapshot, verifies the plan and binds it;
+        the solver's summary and the number of pods kubeplace left to the default scheduler."""
         config = parse_configuration(KUBEPLACE_CONFIG)
         profile = config.profile(KUBEPLACE)
         options = SolverSettings(time_limit=self.settings.time_limit, seed=self.settings.seed)
         snapshot = load_live_snapshot(self.cluster, scheduler_name=KUBEPLACE, namespaces={namespace})
-        if len(snapshot.pending) != len(scenario.pods):
-            raise BenchError(f"kubeplace saw {len(snapshot.pending)} pending pods of {len(scenario.pods)}")
+        waiting = len(self.cluster.list_pods(namespace)) - self._bound(namespace)
+        if len(snapshot.pending) != waiting:
+            raise BenchError(f"kubeplace saw {len(snapshot.pending)} pending pods of {waiting}")
         planned = make_plan(snapshot, config, profile, options)
         placements = planned.plan.placements
         violations = verify_plan(snapshot, placements, config, profile)
@@ -217,25 +245,67 @@ class Runner:
         conv = config.gpu
         bindings = [Binding(p.namespace, p.name, p.uid, p.node,
                             device_notes(p.gpus, pods[(p.namespace, p.name)].requests, conv)) for p in placements]
+        bound_before = self._bound(namespace)
         results = bind_all(self.cluster, bindings, dry_run=False)
-        last_bind = time.monotonic() if results else created
         failed = [r for r in results if r.outcome != Outcome.BOUND]
         if failed:
             raise BenchError(f"{scenario.name}: {len(failed)} binding(s) failed, first: {failed[0].message}")
-        wait_for(lambda: self._bound(namespace) >= len(results), self.settings.timeout, "kubeplace's bindings")
-        out = self._record(namespace, created - started, last_bind - created)
-        out["solver"] = {"status": planned.report.status, "seconds": round(planned.report.seconds, 2),
-                         "backend": planned.report.backend}
-        return out
+        wait_for(lambda: self._bound(namespace) >= bound_before + len(results), self.settings.timeout,
+                 "kubeplace's bindings")
+        return {"status": planned.report.status, "seconds": round(planned.report.seconds, 2),
+                "backend": planned.report.backend,
+                "left": sum(1 for u in planned.plan.unplaced if u.left_to_default_scheduler)}
 
-    def _record(self, namespace: str, create_seconds: float, place_seconds: float) -> dict[str, Any]:
+    def _followers(self, scenario: Scenario, namespace: str) -> list[dict[str, Any]]:
+        """The follower pods whose leader is now bound and which do not exist yet, each with the
+        nodeSelector that pins it to its leader's domain (``Followers``)."""
+        pods = self.cluster.list_pods(namespace)
+        bound = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")}
+        labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in scenario.nodes}
+        existing = {p["metadata"]["name"] for p in pods}
+        wave = []
+        for group in scenario.followers:
+            if group.leader not in bound:
+                continue
+            value = labels[bound[group.leader]].get(group.key)
+            for template in group.pods:
+                if template["metadata"]["name"] not in existing and value is not None:
+                    body = copy.deepcopy(template)
+                    body["spec"]["nodeSelector"] = {**body["spec"].get("nodeSelector", {}), group.key: value}
+                    wave.append(body)
+        return wave
+
+    def _record(self, scenario: Scenario, namespace: str, create_seconds: float,
+                place_seconds: float) -> dict[str, Any]:
         nodes = self.cluster.list_nodes()
         pods = self.cluster.list_pods(namespace)
         out = measure(nodes, pods)
+        # Followers never created (their leader was not placed) count as pending.
+        out["pods"] = scenario.workload_pods
+        out["pending"] = scenario.workload_pods - out["placed"]
+        out["left"] = 0
         out["create_seconds"] = round(create_seconds, 2)
         out["place_seconds"] = round(max(place_seconds, 0.0), 2)
         out["wall_seconds"] = round(create_seconds + max(place_seconds, 0.0), 2)
         return out
+
+    def _create_objects(self, objects: Sequence[dict[str, Any]], namespace: str) -> None:
+        for obj in objects:
+            body = copy.deepcopy(obj)
+            body["metadata"]["namespace"] = namespace
+            try:
+                self._http.request("POST", _object_path(obj, namespace), body)
+            except ApiRefused as e:
+                raise BenchError(f"create {obj['kind']} {namespace}/{obj['metadata']['name']}: {e}") from None
+
+    def _delete_objects(self, objects: Sequence[dict[str, Any]], namespace: str) -> None:
+        for obj in objects:
+            try:
+                self._http.request("DELETE", f"{_object_path(obj, namespace)}/{obj['metadata']['name']}",
+                                   query={"propagationPolicy": "Background"})
+            except ApiRefused as e:
+                if e.status != 404:
+                    raise
 
     # ----- cluster operations, each wait bounded
 
@@ -338,6 +408,13 @@ class Runner:
                  f"the pods of {namespace} to be deleted", interval=0.5)
 
 
+def _object_path(obj: dict[str, Any], namespace: str) -> str:
+    """The collection path of a namespaced object (plural = the lower-case kind + "s", right for Job)."""
+    version = str(obj["apiVersion"])
+    prefix = "/api/v1" if version == "v1" else f"/apis/{version}"
+    return f"{prefix}/namespaces/{namespace}/{str(obj['kind']).lower()}s"
+
+
 def run_scenarios(plane: ControlPlane, scenarios: Sequence[Scenario], settings: Settings,
                   say: Say | None = None) -> dict[str, Any]:
     """The JSON document: {"settings": ..., "scenarios": {name: {"kube-scheduler": ..., "kubeplace": ...}}}."""
@@ -348,6 +425,8 @@ def run_scenarios(plane: ControlPlane, scenarios: Sequence[Scenario], settings: 
             result["summary"] = s.summary
             if s.notes:
                 result["notes"] = list(s.notes)
+            if s.expected:
+                result["expected"] = asdict(s.expected)
             doc["scenarios"][s.name] = result
     return doc
 
@@ -356,6 +435,7 @@ METRIC_COLUMNS = (  # key, heading, format
     ("pods", "pods", "{}"),
     ("placed", "placed", "{}"),
     ("pending", "pending", "{}"),
+    ("left", "left", "{}"),
     ("gpus_placed", "GPUs placed", "{}"),
     ("balance", "balance", "{:.4f}"),
     ("gpu_fragmentation", "GPU frag", "{:.2f}"),
@@ -381,10 +461,17 @@ def table(doc: dict[str, Any]) -> str:
     for name, result in doc["scenarios"].items():
         notes.append(f"{name}: {result['summary']}")
         notes += [f"  {n}" for n in result.get("notes", [])]
+        expected = result.get("expected")
+        if expected:
+            notes.append(f"  expected placed: kube-scheduler {expected['kube_scheduler']}, kubeplace "
+                         f"{expected['kubeplace']} once it models these rules (today {expected['kubeplace_today']}, "
+                         f"the rest left to the default scheduler): {expected['why']}")
         solver = result["kubeplace"].get("solver")
         if solver:
             notes.append(f"  kubeplace solver: {solver['backend']} {solver['status']} in {solver['seconds']}s")
-    legend = ("balance = sum over nodes of (u - mean u)^2, cpu + memory; GPU frag = FGD fragmentation in GPUs "
+    legend = ("left = pods kubeplace left to the default scheduler (rules it does not model; "
+              "pods = the workload's, followers never created included); "
+              "balance = sum over nodes of (u - mean u)^2, cpu + memory; GPU frag = FGD fragmentation in GPUs "
               "for the scenario's pod shapes; create s = creating the pods in order (the kube-scheduler binds "
               "meanwhile); place s = last pod created to last binding observed (kubeplace: snapshot + solve + "
               "verify + bind); wall s = first pod created to last binding")

@@ -35,6 +35,31 @@ OPENB_SAMPLE_NODES = 250
 
 
 @dataclass(frozen=True)
+class Followers:
+    """Pods created only once their leader is bound, each with ``nodeSelector[key]`` = the value of
+    ``key`` on the leader's node: how JobSet's pod webhook admits the followers of a job with
+    exclusive topology (``pod_mutating_webhook.go setNodeSelector``; until the leader is scheduled
+    the follower's creation is refused and retried)."""
+
+    leader: str
+    """Name of the leader's template in ``Scenario.pods``."""
+    key: str
+    pods: tuple[Manifest, ...]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Pods each scheduler is expected to place in a scenario, by construction."""
+
+    kube_scheduler: int
+    kubeplace: int
+    """Once kubeplace models every rule the scenario's pods carry."""
+    kubeplace_today: int
+    """While kubeplace leaves pods with rules it does not model to the default scheduler."""
+    why: str
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     summary: str
@@ -42,6 +67,16 @@ class Scenario:
     pods: tuple[Manifest, ...]
     """Templates in creation order; the runner sets namespace and schedulerName."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    followers: tuple[Followers, ...] = ()
+    """Created in a second wave, once the first wave is placed, for the leaders that were placed."""
+    objects: tuple[Manifest, ...] = ()
+    """Other namespaced objects, created in each copy's namespace before its pods."""
+    expected: Expected | None = None
+
+    @property
+    def workload_pods(self) -> int:
+        """Every pod of the workload, followers included whether or not they get created."""
+        return len(self.pods) + sum(len(f.pods) for f in self.followers)
 
 
 def node(name: str, cpu: int, memory_gi: int, gpus: int = 0, labels: dict[str, str] | None = None,
@@ -52,8 +87,10 @@ def node(name: str, cpu: int, memory_gi: int, gpus: int = 0, labels: dict[str, s
 
 
 def pod(index: int, shape: str, cpu_m: int, memory_mi: int, gpus: int = 0, *,
-        labels: dict[str, str] | None = None, affinity: Manifest | None = None) -> Manifest:
-    """A pending pod template: requests (GPUs also as limits, as extended resources need)."""
+        labels: dict[str, str] | None = None, affinity: Manifest | None = None,
+        annotations: dict[str, str] | None = None, spread: list[Manifest] | None = None) -> Manifest:
+    """A pending pod template: requests (GPUs also as limits, as extended resources need), and
+    optionally labels, annotations, affinity and topology spread constraints."""
     resources: Manifest = {"requests": {"cpu": f"{cpu_m}m", "memory": f"{memory_mi}Mi"}}
     if gpus:
         resources["requests"][GPU] = str(gpus)
@@ -62,9 +99,12 @@ def pod(index: int, shape: str, cpu_m: int, memory_mi: int, gpus: int = 0, *,
                       "tolerations": [dict(KWOK_TOLERATION)], "terminationGracePeriodSeconds": 0}
     if affinity:
         spec["affinity"] = affinity
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"p{index:05d}-{shape}", "labels": {"app": "bench", "shape": shape, **(labels or {})}},
-            "spec": spec}
+    if spread:
+        spec["topologySpreadConstraints"] = spread
+    metadata: Manifest = {"name": f"p{index:05d}-{shape}", "labels": {"app": "bench", "shape": shape, **(labels or {})}}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 # --------------------------------------------------------------------------- (1) fragmented GPUs

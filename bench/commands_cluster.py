@@ -16,7 +16,8 @@ from kubeplace.cli.options import EXIT_INPUT
 
 @click.command("cluster")
 @click.option("--scenario", "scenarios", multiple=True, metavar="NAME",
-              help="Run this scenario (repeatable): fragmented-gpu, mixed-shapes, tenants, openb. Default: all.")
+              help="Run this scenario (repeatable): fragmented-gpu, mixed-shapes, tenants, openb, ha-web, "
+                   "jobset-racks, lws-racks, mixed-rules. Default: all.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Scenario seed (and kubeplace's solver seed).")
 @click.option("--time-limit", type=click.FloatRange(min=0.05), default=10.0, show_default=True,
               help="kubeplace's solver budget per scenario, seconds.")
@@ -37,6 +38,9 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     `.ci/build-controlplane`'s cache), creates each scenario's fake nodes, lets the kube-scheduler
     (default profile) place one copy of the pods and kubeplace another on the emptied cluster, and
     reports for both: pods placed and pending, GPUs placed, balance, GPU fragmentation, wall time.
+    The scenarios ha-web, jobset-racks, lws-racks and mixed-rules carry topology spread and
+    (exclusive) pod affinity; until kubeplace models them it leaves those pods (column "left"), and
+    each scenario states what both schedulers are expected to place.
     """
     from kubernetes.client.exceptions import ApiException
 
@@ -44,18 +48,21 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     from kubeplace_bench import controlplane as cp
     from kubeplace_bench import controlplane_binaries as binaries
     from kubeplace_bench.cluster import BenchError, Settings, run_scenarios, table
+    from kubeplace_bench.cluster_rules import RULE_SCENARIOS
     from kubeplace_bench.cluster_scenarios import DEFAULT_OPENB_DIR, SCENARIOS, openb
 
-    unknown = [s for s in scenarios if s not in SCENARIOS]
+    known = {**SCENARIOS, **RULE_SCENARIOS}
+
+    unknown = [s for s in scenarios if s not in known]
     if unknown:
-        raise click.BadParameter(f"unknown scenario {', '.join(unknown)}; known: {', '.join(SCENARIOS)}",
+        raise click.BadParameter(f"unknown scenario {', '.join(unknown)}; known: {', '.join(known)}",
                                  param_hint="--scenario")
-    chosen = list(dict.fromkeys(scenarios)) or list(SCENARIOS)
+    chosen = list(dict.fromkeys(scenarios)) or list(known)
     data_dir = openb_dir or DEFAULT_OPENB_DIR
     built = []
     for name in chosen:
         try:
-            built.append(openb(seed, data_dir, openb_nodes) if name == "openb" else SCENARIOS[name](seed))
+            built.append(openb(seed, data_dir, openb_nodes) if name == "openb" else known[name](seed))
         except FileNotFoundError as e:
             _fail(f"scenario {name}: {e} (give the openb CSV directory with --openb-dir)")
         except Exception as e:  # InputError from the CSV reader and the like

@@ -6,6 +6,7 @@ import pytest
 from kubernetes import client
 
 from kubeplace_bench.cluster import COPIES, Settings, run_scenarios, table
+from kubeplace_bench.cluster_rules import RULE_SCENARIOS
 from kubeplace_bench.cluster_scenarios import Scenario, node, pod
 
 from . import controlplane as cp
@@ -38,3 +39,24 @@ def test_runner_places_both_copies_and_cleans_up(control_plane: cp.ControlPlane,
     assert not [n.metadata.name for n in core.list_node().items if n.metadata.name.startswith("bench-e2e-")]
     for _, namespace in COPIES.values():
         assert core.list_namespaced_pod(namespace).items == []
+
+
+@pytest.mark.timeout(300)
+def test_rule_scenarios_place_what_they_expect(control_plane: cp.ControlPlane) -> None:
+    """The scenarios for issue 12's rules on the real kube-scheduler: one at a time it strands the
+    domains each scenario says it strands. kubeplace places what it places today (the pods with
+    these rules left to the default scheduler), or all once it models them."""
+    scenarios = [build(0) for build in RULE_SCENARIOS.values()]
+    doc = run_scenarios(control_plane, scenarios, Settings(seed=0, time_limit=5, settle=3, timeout=120))
+    for scenario in scenarios:
+        expected, result = scenario.expected, doc["scenarios"][scenario.name]
+        assert expected is not None
+        default, kubeplace = result["kube-scheduler"], result["kubeplace"]
+        assert (default["pods"], default["placed"], default["left"]) == (
+            scenario.workload_pods, expected.kube_scheduler, 0), scenario.name
+        assert kubeplace["placed"] in (expected.kubeplace_today, expected.kubeplace), scenario.name
+        if kubeplace["placed"] == expected.kubeplace:
+            assert kubeplace["left"] == 0, scenario.name
+        else:
+            assert kubeplace["left"] > 0, scenario.name
+    assert "expected placed: kube-scheduler" in table(doc)
