@@ -13,7 +13,7 @@ import pytest
 from kubeplace.kube.files import load_objects
 from kubeplace_bench.controlplane_binaries import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 from tests.e2e.hosting import REPLAY_GATE, UNSCHEDULABLE_TAINT, NotHostable, host
-from tests.scenarios import load_scenario, scenario_names
+from tests.scenarios import load_scenario, plan_scenario, scenario_names
 
 
 def node(name: str, **spec: Any) -> dict[str, Any]:
@@ -107,11 +107,26 @@ def test_namespaces_get_their_files_labels_or_none() -> None:
     assert hosted.namespaces == {"team-a": {"tenant": "a"}, "default": {}}
 
 
-def test_pod_groups_are_left_out_and_unknown_kinds_refused() -> None:
+def test_objects_no_filter_reads_are_not_created() -> None:
     group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g"}}
-    assert "no gangs" in host([group]).notes[0]
-    with pytest.raises(NotHostable, match="does not create ReplicaSet objects"):
-        host([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"}}])
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"}}
+    hosted = host([group, rs])
+    assert hosted.notes == ("PodGroup g not created: no filter of the default profile reads it",
+                            "ReplicaSet rs not created: no filter of the default profile reads it")
+
+
+def test_pods_with_claims_are_not_hostable_unless_left_out_of_the_replay() -> None:
+    volume = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+    with pytest.raises(NotHostable, match=r"default/db uses volume claims \(data\)"):
+        host([node("n1"), pod("db", schedulerName="kubeplace", **volume)])
+    with pytest.raises(NotHostable, match="default/running uses volume claims"):
+        host([node("n1"), pod("running", nodeName="n1", **volume)])
+    with pytest.raises(NotHostable, match="default/gpu uses resource claims"):
+        host([pod("gpu", schedulerName="kubeplace", resourceClaims=[{"name": "gpu"}])])
+    hosted = host([node("n1"), pod("db", schedulerName="kubeplace", **volume), pod("web", schedulerName="kubeplace")],
+                  replayed={("default", "web")})
+    assert set(hosted.pending) == {("default", "web")}
+    assert hosted.notes == ("pod default/db not created: pending, and not in kubeplace's plan",)
 
 
 NOT_HOSTABLE: dict[str, str] = {}
@@ -121,13 +136,12 @@ listed with the reason."""
 
 
 @pytest.mark.parametrize("name", scenario_names())
-def test_every_catalogue_scenario_hosts_every_pending_pod_of_kubeplace(name: str) -> None:
+def test_every_catalogue_scenario_hosts_every_pod_kubeplace_places(name: str) -> None:
     scenario = load_scenario(name)
     objects = [obj for obj, _ in load_objects([scenario.folder / "cluster.yaml"])]
+    planned = {(p.namespace, p.name) for p in plan_scenario(scenario, "cpsat").plan.placements}
     if name in NOT_HOSTABLE:
         with pytest.raises(NotHostable, match=NOT_HOSTABLE[name]):
-            host(objects)
+            host(objects, replayed=planned)
         return
-    hosted = host(objects)
-    pending = {(p.namespace, p.name) for p in scenario.snapshot().pending}
-    assert set(hosted.pending) == pending
+    assert set(host(objects, replayed=planned).pending) == planned

@@ -19,15 +19,20 @@ applies, or the scenario is refused with :class:`NotHostable` and the reason:
   pod that sets ``spec.priority`` itself;
 - owner references are dropped (the garbage collector would delete pods whose owner is absent, and
   kwok completes Job pods); status, uids and timestamps are the API server's to set;
-- PodGroups (any API group) are not created: the default profile has no gang scheduling, so gang
-  members are replayed one by one, as each is valid alone. kubeplace reads them from the file;
-- any other kind makes the scenario not hostable, until the replay learns to create it.
+- no object of another kind is created: no filter of the kube-scheduler's default profile reads
+  PodGroups (it has no gang scheduling: gang members are replayed one by one, as each is valid
+  alone), Services, ReplicaSets or StatefulSets (they only feed the default spread constraints,
+  which are ScheduleAnyway), or workload objects (Jobs, JobSets...; creating those would create
+  pods). kubeplace reads them from the file;
+- a created pod that uses volume claims or resource claims makes the scenario not hostable: the
+  kube-scheduler's volume and DRA filters would need their objects, which the replay does not
+  create yet.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,19 +82,18 @@ class Hosted:
         return taints
 
 
-def host(objects: Sequence[Mapping[str, Any]], scheduler_name: str = KUBEPLACE) -> Hosted:
-    """The manifests to create for a scenario's raw objects, whose pending pods named
-    ``scheduler_name`` are to be replayed; :class:`NotHostable` with the reason."""
+def host(objects: Sequence[Mapping[str, Any]], scheduler_name: str = KUBEPLACE,
+         replayed: Collection[tuple[str, str]] | None = None) -> Hosted:
+    """The manifests to create for a scenario's raw objects; ``replayed`` holds the (namespace, name)
+    of the pending pods of ``scheduler_name`` to replay (None: all of them). :class:`NotHostable`
+    with the reason when the control plane cannot hold them as kubeplace planned them."""
     by_kind: dict[str, list[Mapping[str, Any]]] = {}
     notes: list[str] = []
     for obj in objects:
         kind = str(obj.get("kind"))
-        if kind == "PodGroup":
-            notes.append(f"PodGroup {_name(obj)} not created: the default scheduler has no gangs; "
-                         "its members are replayed one by one")
-            continue
         if kind not in ("Node", "Pod", "Namespace", "PriorityClass"):
-            raise NotHostable(f"{kind} {_name(obj)}: the replay does not create {kind} objects")
+            notes.append(f"{kind} {_name(obj)} not created: no filter of the default profile reads it")
+            continue
         by_kind.setdefault(kind, []).append(obj)
     class_values = {**BUILTIN_PRIORITY_CLASSES,
                     **{_name(c): int(c.get("value") or 0) for c in by_kind.get("PriorityClass", [])}}
@@ -101,36 +105,51 @@ def host(objects: Sequence[Mapping[str, Any]], scheduler_name: str = KUBEPLACE) 
     pending: dict[tuple[str, str], Manifest] = {}
     classes: dict[str, int] = {}
     for raw in pods:
-        metadata, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-        phase = (raw.get("status") or {}).get("phase")
-        label = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
-        if phase in FINISHED:
-            notes.append(f"pod {label} not created: phase {phase}, counted by neither scheduler")
+        role, label = _role(raw, node_names, scheduler_name, replayed, notes)
+        if not role:
             continue
-        if spec.get("nodeName"):
-            if spec["nodeName"] not in node_names:
-                notes.append(f"pod {label} not created: its node {spec['nodeName']} is not in the scenario")
-                continue
-            if metadata.get("deletionTimestamp") is not None:
+        _refuse_claims(raw, label)
+        manifest = _pod(raw, classes, class_values)
+        if role == "bound":
+            if (raw.get("metadata") or {}).get("deletionTimestamp") is not None:
                 if hard_spread:
                     raise NotHostable(f"pod {label} is terminating (kwok deletes such pods at once, so it would be "
                                       "hosted running) and topology spread does not count terminating pods")
                 notes.append(f"pod {label} is terminating: created running (the same usage for the kube-scheduler)")
-            bound.append(_pod(raw, classes, class_values))
+            bound.append(manifest)
             continue
-        ours = spec.get("schedulerName") == scheduler_name
-        if not ours or spec.get("schedulingGates") or metadata.get("deletionTimestamp"):
-            notes.append(f"pod {label} not created: pending and not kubeplace's to place")
-            continue
-        template = _pod(raw, classes, class_values)
-        template["spec"]["schedulerName"] = DEFAULT_SCHEDULER
-        template["spec"]["schedulingGates"] = [{"name": REPLAY_GATE}]
-        pending[(template["metadata"]["namespace"], template["metadata"]["name"])] = template
+        manifest["spec"]["schedulerName"] = DEFAULT_SCHEDULER
+        manifest["spec"]["schedulingGates"] = [{"name": REPLAY_GATE}]
+        pending[(manifest["metadata"]["namespace"], manifest["metadata"]["name"])] = manifest
     namespaces = {_name(ns): dict((ns.get("metadata") or {}).get("labels") or {})
                   for ns in by_kind.get("Namespace", [])}
     for pod in (*bound, *pending.values()):
         namespaces.setdefault(pod["metadata"]["namespace"], {})
     return Hosted(namespaces, classes, nodes, tuple(bound), pending, tuple(notes))
+
+
+def _role(raw: Mapping[str, Any], node_names: Collection[str], scheduler_name: str,
+          replayed: Collection[tuple[str, str]] | None, notes: list[str]) -> tuple[str, str]:
+    """("bound" | "replayed" | "" for not created, namespace/name); why a pod is not created goes to ``notes``."""
+    metadata, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+    namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
+    label = f"{namespace}/{name}"
+    phase = (raw.get("status") or {}).get("phase")
+    if phase in FINISHED:
+        notes.append(f"pod {label} not created: phase {phase}, counted by neither scheduler")
+        return "", label
+    if spec.get("nodeName"):
+        if spec["nodeName"] in node_names:
+            return "bound", label
+        notes.append(f"pod {label} not created: its node {spec['nodeName']} is not in the scenario")
+        return "", label
+    if spec.get("schedulerName") != scheduler_name or spec.get("schedulingGates") or metadata.get("deletionTimestamp"):
+        notes.append(f"pod {label} not created: pending and not kubeplace's to place")
+        return "", label
+    if replayed is not None and (namespace, name) not in replayed:
+        notes.append(f"pod {label} not created: pending, and not in kubeplace's plan")
+        return "", label
+    return "replayed", label
 
 
 def _name(obj: Mapping[str, Any]) -> str:
@@ -180,6 +199,14 @@ def _priority_class(value: int, classes: dict[str, int]) -> str:
     name = f"{PRIORITY_CLASS_PREFIX}{value}" if value >= 0 else f"{PRIORITY_CLASS_PREFIX}minus-{-value}"
     classes[name] = value
     return name
+
+
+def _refuse_claims(pod: Mapping[str, Any], label: str) -> None:
+    spec = pod.get("spec") or {}
+    claims = [v["name"] for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v or "ephemeral" in v]
+    if claims or spec.get("resourceClaims"):
+        what = f"volume claims ({', '.join(claims)})" if claims else "resource claims"
+        raise NotHostable(f"pod {label} uses {what}: the replay does not create their objects yet")
 
 
 def _has_hard_spread(pod: Mapping[str, Any]) -> bool:

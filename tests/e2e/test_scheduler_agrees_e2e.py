@@ -48,11 +48,11 @@ def test_the_kube_scheduler_agrees_with_the_plan(name: str, replayer: Replayer) 
     planned = plan_scenario(scenario, "cpsat")
     assert verify_planned(scenario, planned) == [], name
     objects = [obj for obj, _ in load_objects([scenario.folder / "cluster.yaml"])]
+    placements = planned.plan.placements
     try:
-        hosted = host(objects, planned.plan.scheduler_name)
+        hosted = host(objects, planned.plan.scheduler_name, {(p.namespace, p.name) for p in placements})
     except NotHostable as e:
         pytest.skip(f"{name}: the control plane cannot hold it: {e}")
-    placements = planned.plan.placements
     outcome = replayer.run(hosted, placements)
     assert outcome.disagreement is None, (
         f"{name}: the kube-scheduler disagrees with kubeplace's plan after {outcome.agreed} of "
