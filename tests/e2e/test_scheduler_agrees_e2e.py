@@ -15,17 +15,23 @@ kube-scheduler's words, and nominating is right where a node-affinity pin is not
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from kubeplace.kube.files import load_objects
+from kubeplace.kube.parse import build_snapshot
+from kubeplace.models.config import Configuration, SolverSettings
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Placement
 from tests.scenarios import load_scenario, plan_scenario, scenario_names, verify_planned
 
 from . import controlplane as cp
 from .hosting import NotHostable, host
+from .random_clusters import random_cluster
 from .replay import Replayer
 
 pytestmark = pytest.mark.e2e
@@ -58,6 +64,27 @@ def test_the_kube_scheduler_agrees_with_the_plan(name: str, replayer: Replayer) 
         f"{name}: the kube-scheduler disagrees with kubeplace's plan after {outcome.agreed} of "
         f"{len(placements)} pods: {outcome.disagreement}")
     assert outcome.agreed == len(placements)
+
+
+RANDOM_CLUSTERS = int(os.environ.get("KUBEPLACE_REPLAY_RANDOM_CLUSTERS", "30"))
+"""How many random clusters to replay; raise it to hunt for disagreements by hand."""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", range(RANDOM_CLUSTERS))
+def test_the_kube_scheduler_agrees_on_random_clusters(seed: int, replayer: Replayer) -> None:
+    """Small random clusters mixing every rule kubeplace models (tests/e2e/random_clusters.py)."""
+    objects = random_cluster(seed)
+    snapshot = build_snapshot([(o, f"random cluster {seed}") for o in objects])
+    config = Configuration()
+    profile = config.profile(None)
+    plan = make_plan(snapshot, config, profile, SolverSettings(backend="cpsat", time_limit=10, workers=1, seed=0)).plan
+    assert verify_plan(snapshot, plan.placements, config, profile) == []
+    hosted = host(objects, replayed={(p.namespace, p.name) for p in plan.placements})
+    outcome = replayer.run(hosted, plan.placements)
+    assert outcome.disagreement is None, (
+        f"random cluster {seed}: the kube-scheduler disagrees with kubeplace's plan after {outcome.agreed} of "
+        f"{len(plan.placements)} pods: {outcome.disagreement}")
 
 
 # --------------------------------------------------------------------------- the harness itself
