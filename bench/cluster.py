@@ -39,7 +39,7 @@ from kubeplace.models.problem import Assignment
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace_bench.cluster_scenarios import GPU, Scenario
-from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, api_client, wait_for
+from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, api_client, node_settled, wait_for
 
 DEFAULT_SCHEDULER = "default-scheduler"
 KUBEPLACE = "kubeplace"
@@ -315,15 +315,10 @@ class Runner:
             self.core.create_node(body, _preload_content=False)
         names = {n["metadata"]["name"] for n in nodes}
         wait_for(lambda: self._ready_nodes(names) == len(names), self.settings.timeout,
-                 f"{len(names)} kwok nodes to be Ready", interval=0.5)
+                 f"{len(names)} kwok nodes to be Ready without startup taints", interval=0.5)
 
     def _ready_nodes(self, names: set[str]) -> int:
-        ready = 0
-        for n in self.cluster.list_nodes():
-            if n["metadata"]["name"] in names:
-                conditions = (n.get("status") or {}).get("conditions") or []
-                ready += any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-        return ready
+        return sum(1 for n in self.cluster.list_nodes() if n["metadata"]["name"] in names and node_settled(n))
 
     def _delete_nodes(self, names: Sequence[str]) -> None:
         for name in names:

@@ -474,6 +474,21 @@ def fake_node_manifest(
     }
 
 
+STARTUP_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""Taints the API server (TaintNodesByCondition admission) and the node lifecycle controller set
+on a new node until it reports Ready, and that the controller removes shortly after."""
+
+
+def node_settled(node: Mapping[str, Any]) -> bool:
+    """A node (as the API returns it) that is Ready and no longer carries a startup taint: only then
+    can pods that do not tolerate those taints go there. A kwok node turns Ready at once, but the
+    controller lifts its not-ready taint a moment later."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    taints = (node.get("spec") or {}).get("taints") or []
+    return ready and not any(t.get("key") in STARTUP_TAINTS for t in taints)
+
+
 #: Lets a pod onto the nodes `fake_node_manifest` makes.
 KWOK_TOLERATION: dict[str, str] = {
     "key": KWOK_NODE_ANNOTATION,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.plan.plan import Placement
-from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, wait_for
+from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, node_settled, wait_for
 
 from .hosting import DEFAULT_SCHEDULER, Hosted
 
@@ -210,10 +210,8 @@ class Replayer:
 
     def _settled(self, hosted: Hosted, node: Mapping[str, Any]) -> bool:
         live = self.api.request("GET", f"/api/v1/nodes/{_name(node)}")
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in (live.get("status") or {}).get("conditions") or [])
         taints = {(str(t["key"]), str(t["effect"])) for t in (live.get("spec") or {}).get("taints") or []}
-        return ready and taints == hosted.expected_taints(node)
+        return node_settled(live) and taints == hosted.expected_taints(node)
 
     def _tear_down(self, hosted: Hosted, placements: Iterable[Placement]) -> None:
         pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in hosted.bound]
