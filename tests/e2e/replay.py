@@ -40,6 +40,8 @@ from .hosting import DEFAULT_SCHEDULER, Hosted
 AUTO_NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 KEPT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 POLL_SECONDS = 0.02
+INFORMER_MARGIN_SECONDS = 0.3
+"""How long the kube-scheduler's node watch is given to catch up with what the API answered."""
 GATED = "SchedulingGated"
 """PodScheduled's reason while a pod has scheduling gates (set by the API server at creation, kept
 until the kube-scheduler writes its own)."""
@@ -185,6 +187,9 @@ class Replayer:
             self.api.request("POST", "/api/v1/nodes", node)
         wait_for(lambda: all(self._settled(hosted, node) for node in hosted.nodes), self.timeout,
                  "the scenario's nodes Ready, with their own taints only")
+        # The kube-scheduler sees nodes through its own watch, a little after the API answers: had
+        # it not yet seen a not-ready taint lifted, it would refuse the node and clear the nomination.
+        time.sleep(INFORMER_MARGIN_SECONDS)
         for pod in hosted.bound:
             self.api.request("POST", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
 
