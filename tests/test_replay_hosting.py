@@ -115,18 +115,43 @@ def test_objects_no_filter_reads_are_not_created() -> None:
                             "ReplicaSet rs not created: no filter of the default profile reads it")
 
 
-def test_pods_with_claims_are_not_hostable_unless_left_out_of_the_replay() -> None:
-    volume = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
-    with pytest.raises(NotHostable, match=r"default/db uses volume claims \(data\)"):
-        host([node("n1"), pod("db", schedulerName="kubeplace", **volume)])
-    with pytest.raises(NotHostable, match="default/running uses volume claims"):
-        host([node("n1"), pod("running", nodeName="n1", **volume)])
+def test_storage_objects_are_created_without_status_and_claim_uid() -> None:
+    volume = {"apiVersion": "v1", "kind": "PersistentVolume",
+              "metadata": {"name": "pv", "uid": "u", "resourceVersion": "1", "labels": {"zone": "a"}},
+              "spec": {"capacity": {"storage": "1Gi"},
+                       "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "db", "name": "data", "uid": "old",
+                                    "resourceVersion": "7"}},
+              "status": {"phase": "Bound"}}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "db"},
+             "spec": {"volumeName": "pv"}, "status": {"phase": "Bound"}}
+    klass = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local", "uid": "c"},
+             "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}
+    hosted = host([claim, volume, klass])
+    assert [o["kind"] for o in hosted.storage] == ["StorageClass", "PersistentVolume", "PersistentVolumeClaim"]
+    created_class, created_volume, created_claim = hosted.storage
+    assert created_class == {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+                             "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}
+    assert created_volume["metadata"] == {"name": "pv", "labels": {"zone": "a"}}
+    assert created_volume["spec"]["claimRef"] == {"kind": "PersistentVolumeClaim", "namespace": "db", "name": "data"}
+    assert "status" not in created_volume and "status" not in created_claim
+    assert created_claim["metadata"] == {"name": "data", "namespace": "db"}
+    assert hosted.namespaces == {"db": {}}
+
+
+def test_pods_with_ephemeral_volumes_or_resource_claims_are_not_hostable_unless_left_out() -> None:
+    ephemeral: dict[str, Any] = {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]}
+    with pytest.raises(NotHostable, match=r"default/db uses generic ephemeral volumes \(scratch\)"):
+        host([node("n1"), pod("db", schedulerName="kubeplace", **ephemeral)])
+    with pytest.raises(NotHostable, match="default/running uses generic ephemeral volumes"):
+        host([node("n1"), pod("running", nodeName="n1", **ephemeral)])
     with pytest.raises(NotHostable, match="default/gpu uses resource claims"):
         host([pod("gpu", schedulerName="kubeplace", resourceClaims=[{"name": "gpu"}])])
-    hosted = host([node("n1"), pod("db", schedulerName="kubeplace", **volume), pod("web", schedulerName="kubeplace")],
-                  replayed={("default", "web")})
+    hosted = host([node("n1"), pod("db", schedulerName="kubeplace", **ephemeral),
+                   pod("web", schedulerName="kubeplace")], replayed={("default", "web")})
     assert set(hosted.pending) == {("default", "web")}
     assert hosted.notes == ("pod default/db not created: pending, and not in kubeplace's plan",)
+    claimed: dict[str, Any] = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+    assert set(host([node("n1"), pod("app", schedulerName="kubeplace", **claimed)]).pending) == {("default", "app")}
 
 
 NOT_HOSTABLE: dict[str, str] = {}

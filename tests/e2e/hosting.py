@@ -24,9 +24,14 @@ applies, or the scenario is refused with :class:`NotHostable` and the reason:
   alone), Services, ReplicaSets or StatefulSets (they only feed the default spread constraints,
   which are ScheduleAnyway), or workload objects (Jobs, JobSets...; creating those would create
   pods). kubeplace reads them from the file;
-- a created pod that uses volume claims or resource claims makes the scenario not hostable: the
-  kube-scheduler's volume and DRA filters would need their objects, which the replay does not
-  create yet.
+- storage objects (StorageClasses, CSIDrivers, CSINodes, CSIStorageCapacities, PersistentVolumes
+  and PersistentVolumeClaims) are created as written, without their status and binding
+  annotations (the PV controller of kube-controller-manager binds a claim and its volume again) and
+  without the uid in a volume's claimRef (the claim gets a new one). A claim the kube-scheduler
+  provisions for is provisioned by the replay itself, as an external provisioner would
+  (:mod:`tests.e2e.replay`);
+- a created pod with generic ephemeral volumes or resource claims makes the scenario not hostable:
+  the replay does not create their claims yet.
 """
 
 from __future__ import annotations
@@ -48,6 +53,13 @@ PRIORITY_CLASS_PREFIX = "kubeplace-replay-priority-"
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 HIGHEST_USER_PRIORITY = 1000000000
 """PriorityClasses above this value are reserved to the two built-in system classes."""
+STORAGE_KINDS = ("StorageClass", "CSIDriver", "CSINode", "CSIStorageCapacity", "PersistentVolume",
+                 "PersistentVolumeClaim")
+"""Created in this order: what the volume filters read."""
+NAMESPACED_STORAGE = ("CSIStorageCapacity", "PersistentVolumeClaim")
+BINDING_ANNOTATIONS = ("pv.kubernetes.io/bind-completed", "pv.kubernetes.io/bound-by-controller")
+"""The PV controller's marks of a finished binding: kept, they make it take the new claim (whose uid
+the volume's claimRef no longer names) for lost; dropped, it binds the two again."""
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 """The node lifecycle controller taints a cordoned node with it (NoSchedule)."""
 FINISHED = ("Succeeded", "Failed")
@@ -69,6 +81,8 @@ class Hosted:
     pending: dict[tuple[str, str], Manifest]
     """(namespace, name) -> the replay template of each pending pod of kubeplace: the default
     scheduler's name and the replay gate."""
+    storage: tuple[Manifest, ...] = ()
+    """Storage objects, in the order of ``STORAGE_KINDS``."""
     notes: tuple[str, ...] = field(default=())
     """The substitutions made, one line each."""
 
@@ -91,7 +105,7 @@ def host(objects: Sequence[Mapping[str, Any]], scheduler_name: str = KUBEPLACE,
     notes: list[str] = []
     for obj in objects:
         kind = str(obj.get("kind"))
-        if kind not in ("Node", "Pod", "Namespace", "PriorityClass"):
+        if kind not in ("Node", "Pod", "Namespace", "PriorityClass", *STORAGE_KINDS):
             notes.append(f"{kind} {_name(obj)} not created: no filter of the default profile reads it")
             continue
         by_kind.setdefault(kind, []).append(obj)
@@ -121,16 +135,19 @@ def host(objects: Sequence[Mapping[str, Any]], scheduler_name: str = KUBEPLACE,
         manifest["spec"]["schedulerName"] = DEFAULT_SCHEDULER
         manifest["spec"]["schedulingGates"] = [{"name": REPLAY_GATE}]
         pending[(manifest["metadata"]["namespace"], manifest["metadata"]["name"])] = manifest
+    storage = tuple(_storage(obj) for kind in STORAGE_KINDS for obj in by_kind.get(kind, []))
     namespaces = {_name(ns): dict((ns.get("metadata") or {}).get("labels") or {})
                   for ns in by_kind.get("Namespace", [])}
-    for pod in (*bound, *pending.values()):
-        namespaces.setdefault(pod["metadata"]["namespace"], {})
-    return Hosted(namespaces, classes, nodes, tuple(bound), pending, tuple(notes))
+    for obj in (*bound, *pending.values(), *storage):
+        if "namespace" in obj["metadata"]:
+            namespaces.setdefault(obj["metadata"]["namespace"], {})
+    return Hosted(namespaces, classes, nodes, tuple(bound), pending, storage, tuple(notes))
 
 
 def _role(raw: Mapping[str, Any], node_names: Collection[str], scheduler_name: str,
           replayed: Collection[tuple[str, str]] | None, notes: list[str]) -> tuple[str, str]:
-    """("bound" | "replayed" | "" for not created, namespace/name); why a pod is not created goes to ``notes``."""
+    """("bound" | "replayed" | "" for not created, namespace/name); why a pod is not created goes to
+    ``notes``."""
     metadata, spec = raw.get("metadata") or {}, raw.get("spec") or {}
     namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
     label = f"{namespace}/{name}"
@@ -201,12 +218,30 @@ def _priority_class(value: int, classes: dict[str, int]) -> str:
     return name
 
 
+def _storage(raw: Mapping[str, Any]) -> Manifest:
+    """A storage object as created: its own metadata, no status; a volume's claimRef without uid."""
+    metadata = raw.get("metadata") or {}
+    out: Manifest = {key: copy.deepcopy(value) for key, value in raw.items() if key not in ("metadata", "status")}
+    out["metadata"] = {"name": metadata["name"]}
+    if raw.get("kind") in NAMESPACED_STORAGE:
+        out["metadata"]["namespace"] = metadata.get("namespace") or "default"
+    if metadata.get("labels"):
+        out["metadata"]["labels"] = dict(metadata["labels"])
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k not in BINDING_ANNOTATIONS}
+    if annotations:
+        out["metadata"]["annotations"] = annotations
+    claim_ref = (out.get("spec") or {}).get("claimRef")
+    if claim_ref:
+        out["spec"]["claimRef"] = {k: v for k, v in claim_ref.items() if k not in ("uid", "resourceVersion")}
+    return out
+
+
 def _refuse_claims(pod: Mapping[str, Any], label: str) -> None:
     spec = pod.get("spec") or {}
-    claims = [v["name"] for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v or "ephemeral" in v]
-    if claims or spec.get("resourceClaims"):
-        what = f"volume claims ({', '.join(claims)})" if claims else "resource claims"
-        raise NotHostable(f"pod {label} uses {what}: the replay does not create their objects yet")
+    ephemeral = [v["name"] for v in spec.get("volumes") or [] if "ephemeral" in v]
+    if ephemeral or spec.get("resourceClaims"):
+        what = f"generic ephemeral volumes ({', '.join(ephemeral)})" if ephemeral else "resource claims"
+        raise NotHostable(f"pod {label} uses {what}: the replay does not create their claims yet")
 
 
 def _has_hard_spread(pod: Mapping[str, Any]) -> bool:

@@ -35,13 +35,24 @@ from typing import Any
 from kubeplace.plan.plan import Placement
 from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, node_settled, wait_for
 
-from .hosting import DEFAULT_SCHEDULER, Hosted
+from .hosting import DEFAULT_SCHEDULER, Hosted, Manifest
 
 AUTO_NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 KEPT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 POLL_SECONDS = 0.02
 INFORMER_MARGIN_SECONDS = 0.3
 """How long the kube-scheduler's node watch is given to catch up with what the API answered."""
+STORAGE_PATHS = {
+    "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
+    "CSIDriver": "/apis/storage.k8s.io/v1/csidrivers",
+    "CSINode": "/apis/storage.k8s.io/v1/csinodes",
+    "CSIStorageCapacity": "/apis/storage.k8s.io/v1/csistoragecapacities",
+    "PersistentVolume": "/api/v1/persistentvolumes",
+    "PersistentVolumeClaim": "/api/v1/persistentvolumeclaims",
+}
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+"""The annotation by which the kube-scheduler's VolumeBinding asks for a claim to be provisioned there."""
 GATED = "SchedulingGated"
 """PodScheduled's reason while a pod has scheduling gates (set by the API server at creation, kept
 until the kube-scheduler writes its own)."""
@@ -79,6 +90,7 @@ class Replayer:
         self.timeout = timeout
         self._created_namespaces: set[str] = set()
         self._priority_classes: set[str] = set()
+        self._provisioned: set[str] = set()
 
     def __enter__(self) -> Replayer:
         return self
@@ -127,7 +139,8 @@ class Replayer:
         label = f"{placement.namespace}/{placement.name}"
         bound, message = self._schedule(hosted, placement)
         if bound == placement.node:
-            return None
+            wrong = self._volumes_not_as_planned(placement)
+            return Disagreement(label, placement.node, bound, wrong) if wrong else None
         if bound:
             refusal = self._planned_node_refusal(hosted, placement)
             message = f"with the other nodes cordoned, {refusal}"
@@ -141,15 +154,18 @@ class Replayer:
                                  "pod of the scenario")
         pods = f"/api/v1/namespaces/{placement.namespace}/pods"
         self.api.request("POST", pods, template)
+        self._prebind(placement)
         self.api.request("PATCH", f"{pods}/{placement.name}/status", {"status": {"nominatedNodeName": placement.node}})
         self.api.request("PATCH", f"{pods}/{placement.name}", {"spec": {"schedulingGates": None}})
         return self._wait_decided(f"{pods}/{placement.name}")
 
     def _wait_decided(self, path: str) -> tuple[str, str]:
-        """(node, "") once the pod is bound; ("", message) once the kube-scheduler refused it."""
+        """(node, "") once the pod is bound; ("", message) once the kube-scheduler refused it.
+        Meanwhile provisions the volumes the kube-scheduler asks for."""
         deadline = time.monotonic() + self.timeout
         while True:
             pod = self.api.request("GET", path)
+            self._provision(pod)
             node = str((pod.get("spec") or {}).get("nodeName") or "")
             if node:
                 return node, ""
@@ -160,6 +176,61 @@ class Replayer:
             if time.monotonic() > deadline:
                 return "", f"neither bound nor refused after {self.timeout:.0f}s"
             time.sleep(POLL_SECONDS)
+
+    def _claim(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.api.request("GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}")
+
+    def _prebind(self, placement: Placement) -> None:
+        """Gives each static volume the plan chose the claim in its claimRef, as kubeplace's binder
+        does (``GetBindVolumeToClaim``, as the kube-scheduler's PreBind), and waits, as it does, for
+        the PV controller to bind the two: the kube-scheduler then checks that very volume on the
+        nominated node. (Ungated at once, its own PreBind would race the PV controller's update.)"""
+        static = [c for c in placement.volumes if c.volume]
+        for choice in static:
+            claim = self._claim(placement.namespace, choice.claim)
+            claim_ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": placement.namespace,
+                         "name": choice.claim, "uid": claim["metadata"]["uid"]}
+            patch = {"metadata": {"annotations": {BOUND_BY_CONTROLLER: "yes"}}, "spec": {"claimRef": claim_ref}}
+            self.api.request("PATCH", f"{STORAGE_PATHS['PersistentVolume']}/{choice.volume}", patch)
+
+        def bound() -> bool:
+            claims = [self._claim(placement.namespace, c.claim) for c in static]
+            return all((c.get("status") or {}).get("phase") == "Bound" for c in claims)
+
+        wait_for(bound, self.timeout, f"the PV controller to bind the claims of {placement.name} as planned")
+
+    def _volumes_not_as_planned(self, placement: Placement) -> str:
+        """Where a claim the plan chose a volume for got another one: "" when none."""
+        wrong = []
+        for choice in placement.volumes:
+            claim = self._claim(placement.namespace, choice.claim)
+            got = str(claim["spec"].get("volumeName") or "")
+            planned = choice.volume or f"pvc-{claim['metadata']['uid']}"  # what _provision names it
+            if got != planned:
+                wrong.append(f"claim {choice.claim} got volume {got or 'none'}, planned "
+                             f"{choice.volume or 'a provisioned one'}")
+        return "; ".join(wrong)
+
+    def _provision(self, pod: Mapping[str, Any]) -> None:
+        """Acts as the external provisioner for the pod's claims: once the kube-scheduler has chosen
+        a node for a claim to provision (annotation ``volume.kubernetes.io/selected-node``), creates
+        a volume bound to it, of the claim's size and class, usable where the class's
+        allowedTopologies allow at that node's values (no node affinity when the class has none).
+        The PV controller then completes the binding, and the kube-scheduler binds the pod."""
+        namespace = pod["metadata"]["namespace"]
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim_name:
+                continue
+            claim = self._claim(namespace, claim_name)
+            node = (claim["metadata"].get("annotations") or {}).get(SELECTED_NODE)
+            uid = claim["metadata"]["uid"]
+            if not node or claim["spec"].get("volumeName") or f"pvc-{uid}" in self._provisioned:
+                continue
+            klass = self.api.request("GET", f"{STORAGE_PATHS['StorageClass']}/{claim['spec']['storageClassName']}")
+            labels = self.api.request("GET", f"/api/v1/nodes/{node}")["metadata"].get("labels") or {}
+            self.api.request("POST", "/api/v1/persistentvolumes", provisioned_volume(claim, klass, labels))
+            self._provisioned.add(f"pvc-{uid}")
 
     def _planned_node_refusal(self, hosted: Hosted, placement: Placement) -> str:
         """Why the kube-scheduler refuses the planned node: the pod replayed again, alone there."""
@@ -187,6 +258,11 @@ class Replayer:
             self.api.request("POST", "/api/v1/nodes", node)
         wait_for(lambda: all(self._settled(hosted, node) for node in hosted.nodes), self.timeout,
                  "the scenario's nodes Ready, with their own taints only")
+        for obj in hosted.storage:
+            self.api.request("POST", _collection(obj), obj)
+        claims = [c for c in hosted.storage if c["kind"] == "PersistentVolumeClaim" and c["spec"].get("volumeName")]
+        wait_for(lambda: all(self._phase(c) == "Bound" for c in claims), self.timeout,
+                 "the PV controller to bind the claims bound in the scenario")
         # The kube-scheduler sees nodes through its own watch, a little after the API answers: had
         # it not yet seen a not-ready taint lifted, it would refuse the node and clear the nomination.
         time.sleep(INFORMER_MARGIN_SECONDS)
@@ -222,6 +298,19 @@ class Replayer:
         pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in hosted.bound]
         pods += [(p.namespace, p.name) for p in placements]
         self._delete_pods(pods)
+        # Claims and volumes carry protection finalizers; the test objects are dropped at once.
+        paths = [f"{_collection(o)}/{_name(o)}" for o in reversed(hosted.storage)]
+        paths += [f"/api/v1/persistentvolumes/{name}" for name in sorted(self._provisioned)]
+        self._provisioned.clear()
+        for path in paths:
+            try:
+                self.api.request("PATCH", path, {"metadata": {"finalizers": None}})
+            except ApiRefused as e:
+                if e.status != 404:
+                    raise
+            self._delete(path)
+        wait_for(lambda: not any(self._exists(path) for path in paths), self.timeout,
+                 "the scenario's storage objects to be deleted")
         names = [_name(n) for n in hosted.nodes]
         for name in names:
             self._delete(f"/api/v1/nodes/{name}")
@@ -233,6 +322,10 @@ class Replayer:
             self._delete(f"/api/v1/namespaces/{namespace}/pods/{name}", {"gracePeriodSeconds": "0"})
         wait_for(lambda: not any(self._exists(f"/api/v1/namespaces/{ns}/pods/{n}") for ns, n in pods), self.timeout,
                  f"{len(pods)} pod(s) to be deleted")
+
+    def _phase(self, obj: Mapping[str, Any]) -> str:
+        live = self.api.request("GET", f"{_collection(obj)}/{_name(obj)}")
+        return str((live.get("status") or {}).get("phase") or "")
 
     # ----- plain requests
 
@@ -272,3 +365,36 @@ class Replayer:
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name"))
+
+
+def _collection(obj: Mapping[str, Any]) -> str:
+    """The API path of the collection a storage object is created in."""
+    path = STORAGE_PATHS[str(obj["kind"])]
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    if not namespace:
+        return path
+    prefix, plural = path.rsplit("/", 1)
+    return f"{prefix}/namespaces/{namespace}/{plural}"
+
+
+def provisioned_volume(claim: Mapping[str, Any], klass: Mapping[str, Any], node_labels: Mapping[str, str]) -> Manifest:
+    """The volume an external provisioner creates for ``claim`` on the node with ``node_labels``."""
+    spec = claim["spec"]
+    pv_spec: Manifest = {
+        "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+        "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
+        "storageClassName": spec["storageClassName"],
+        "volumeMode": spec.get("volumeMode") or "Filesystem",
+        "persistentVolumeReclaimPolicy": klass.get("reclaimPolicy") or "Delete",
+        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": claim["metadata"]["namespace"],
+                     "name": claim["metadata"]["name"], "uid": claim["metadata"]["uid"]},
+        "csi": {"driver": klass["provisioner"], "volumeHandle": f"replay-{claim['metadata']['uid']}"},
+    }
+    expressions = [{"key": e["key"], "operator": "In", "values": [node_labels.get(e["key"], "")]}
+                   for term in klass.get("allowedTopologies") or [] for e in term.get("matchLabelExpressions") or []]
+    if expressions:
+        pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"pvc-{claim['metadata']['uid']}",
+                         "annotations": {"pv.kubernetes.io/provisioned-by": klass["provisioner"]}},
+            "spec": pv_spec}

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from kubeplace.kube.files import load_objects
+from kubeplace.kube.objects import ClaimChoice
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.plan.checks import verify_plan
@@ -170,3 +171,34 @@ def test_nominating_agrees_where_a_node_affinity_pin_is_refused(replayer: Replay
     outcome = replayer.run(pinned, placement)
     assert outcome.disagreement is not None and outcome.disagreement.bound == ""
     assert SPREAD_MESSAGE in outcome.disagreement.message, outcome.disagreement.message
+
+
+@pytest.mark.timeout(90)
+def test_the_volume_a_plan_chooses_is_replayed_with_it(replayer: Replayer) -> None:
+    """The plan's volume for an unbound claim is pre-bound as kubeplace's binder does, so the
+    kube-scheduler checks that very volume: a local volume of the other node is refused on the
+    planned one, although a scheduler free to pick would have taken the other volume."""
+    nodes = [_zone_node("replay-a1", "a"), _zone_node("replay-b1", "b")]
+    klass = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "replay-local"},
+             "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}
+    volumes = [{"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"replay-pv-{n}"},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                         "storageClassName": "replay-local", "local": {"path": f"/mnt/{n}"},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "kubernetes.io/hostname", "operator": "In", "values": [f"replay-{n}"]}]}]}}}}
+               for n in ("a1", "b1")]
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "data", "namespace": "replay-check"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "replay-local",
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    app = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app", "namespace": "replay-check"},
+           "spec": {"schedulerName": "kubeplace", "containers": [{"name": "c", "image": "registry.invalid/c:1"}],
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}
+    hosted = host([*nodes, klass, *volumes, claim, app])
+    good = Placement("replay-check", "app", "replay-a1", volumes=(ClaimChoice("data", "replay-pv-a1"),))
+    assert replayer.run(hosted, [good]).disagreement is None
+
+    wrong = Placement("replay-check", "app", "replay-a1", volumes=(ClaimChoice("data", "replay-pv-b1"),))
+    disagreement = replayer.run(hosted, [wrong]).disagreement
+    assert disagreement is not None and disagreement.bound == "replay-b1"
+    assert "1 node(s) didn't match PersistentVolume's node affinity" in disagreement.message, disagreement.message
