@@ -3,8 +3,9 @@
 Nodes with labels (zone, disk, cores), taints of every effect, cordons and allocatable cpu, memory,
 ephemeral storage, pods and GPUs; bound pods with host ports, GPUs and required anti-affinity;
 pending pods with requests (init containers and sidecars included), node selectors, required node
-affinity (every operator, matchFields), tolerations, host ports, priorities and gangs. Each cluster is a
-list of raw objects, as a snapshot file holds them.
+affinity (every operator, matchFields), tolerations, host ports, priorities and gangs; volume
+claims on local volumes (WaitForFirstConsumer, each node its own), pre-bound to one, or provisioned
+in the zones a class allows. Each cluster is a list of raw objects, as a snapshot file holds them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,50 @@ def random_cluster(seed: int) -> list[Manifest]:
     pending = [_pending_pod(rng, f"p-{i}", names) for i in range(rng.randint(2, 8))]
     if rng.random() < 0.3:
         _gang(rng, rng.sample(pending, k=rng.randint(2, min(3, len(pending)))))
-    return [*nodes, *bound, *pending]
+    storage = _storage(rng, nodes, pending) if rng.random() < 0.5 else []
+    return [*nodes, *bound, *pending, *storage]
+
+
+def _storage(rng: random.Random, nodes: list[Manifest], pending: list[Manifest]) -> list[Manifest]:
+    """Two classes (local, no provisioner; zonal, provisioned in the zones it allows, both
+    WaitForFirstConsumer), 0-2 local volumes per node, and a claim for some pending pods: unbound
+    local or zonal, or pre-bound to a free local volume."""
+    zones = rng.sample(["a", "b"], k=rng.randint(1, 2))
+    objects: list[Manifest] = [
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+         "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zonal"},
+         "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+         "allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": zones}]}]},
+    ]
+    free: list[Manifest] = []
+    for node in nodes:
+        for i in range(rng.randint(0, 2)):
+            name = f"{node['metadata']['name']}-pv{i}"
+            hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node["metadata"]["name"]]}
+            free.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": {
+                "capacity": {"storage": f"{rng.choice((5, 10))}Gi"}, "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local", "persistentVolumeReclaimPolicy": "Retain",
+                "local": {"path": f"/mnt/{name}"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [hostname]}]}}}})
+    objects += free
+    for pod in pending:
+        if rng.random() > 0.4:
+            continue
+        kind, claim_name = rng.choice(("local", "local", "zonal", "pre-bound")), f"data-{pod['metadata']['name']}"
+        size = f"{rng.choice((1, 5, 10))}Gi"
+        claim: Manifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                           "metadata": {"name": claim_name, "namespace": "default"},
+                           "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}},
+                                    "storageClassName": "zonal" if kind == "zonal" else "local"}}
+        if kind == "pre-bound" and free:
+            volume = free.pop(rng.randrange(len(free)))
+            volume["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": "default", "name": claim_name}
+            claim["spec"]["volumeName"] = volume["metadata"]["name"]
+            claim["spec"]["resources"]["requests"]["storage"] = volume["spec"]["capacity"]["storage"]
+        objects.append(claim)
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+    return objects
 
 
 def _gang(rng: random.Random, members: list[Manifest]) -> None:
