@@ -67,14 +67,61 @@ class SelectorTerm:
 
 @dataclass(frozen=True)
 class PodAffinityTerm:
-    """A required inter-pod (anti-)affinity term: pods matching ``selector`` in
-    ``namespaces`` (empty: the owner's own; ``all_namespaces``: every one) within one
-    ``topology_key`` domain."""
+    """An inter-pod (anti-)affinity term: the pods ``selector`` matches, in the namespaces
+    the term names, within one ``topology_key`` domain (types.go ``newAffinityTerm``).
 
-    selector: tuple[Requirement, ...]
+    ``selector`` None is a null labelSelector, which matches no pod; ``()`` (``{}``) matches
+    every pod. It already holds ``key In [v]`` / ``key NotIn [v]`` for ``match_label_keys`` /
+    ``mismatch_label_keys``, merged at parse time as the API server does at create (only into
+    a non-null selector; the keys are kept for reference). The namespace scope is the owner's
+    namespace when ``namespaces`` is empty and ``namespace_selector`` is None; otherwise the
+    pods in ``namespaces`` plus those in namespaces whose labels ``namespace_selector``
+    matches (``()``: every namespace; None: none by labels). ``weight`` is 1..100 for a
+    preferred term and 0 for a required one."""
+
+    selector: tuple[Requirement, ...] | None
     namespaces: tuple[str, ...] = ()
-    all_namespaces: bool = False
+    namespace_selector: tuple[Requirement, ...] | None = None
     topology_key: str = ""
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+    weight: int = 0
+
+
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+HONOR = "Honor"
+IGNORE = "Ignore"
+
+
+@dataclass(frozen=True)
+class SpreadConstraint:
+    """One topologySpreadConstraints entry (``hard``: whenUnsatisfiable DoNotSchedule).
+
+    ``selector`` None is a null labelSelector (matches no pod, counts nothing); ``()`` is
+    ``{}``, which the kube-scheduler counts as 0 everywhere yet matches the incoming pod
+    itself. ``selector`` already holds ``key In [pod's value]`` for each ``match_label_keys``
+    entry the pod has a label for (the API server's merge at create; the kube-scheduler's own
+    merge gives the same selector). Field defaults are the kube-scheduler's: minDomains 1,
+    nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore."""
+
+    max_skew: int
+    topology_key: str
+    hard: bool
+    selector: tuple[Requirement, ...] | None
+    match_label_keys: tuple[str, ...] = ()
+    min_domains: int = 1
+    node_affinity_policy: str = HONOR
+    node_taints_policy: str = IGNORE
+
+
+@dataclass(frozen=True)
+class PreferredNodeTerm:
+    """A preferredDuringSchedulingIgnoredDuringExecution node affinity term: ``weight``
+    (1..100) counts for every node ``term`` matches."""
+
+    weight: int
+    term: SelectorTerm
 
 
 @dataclass(frozen=True)
@@ -126,7 +173,19 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     anti_affinity: tuple[PodAffinityTerm, ...] = ()
-    """Required pod anti-affinity terms; they bind pods placed near this one once it runs."""
+    """Required pod anti-affinity terms; they bind pods placed near this one once it runs.
+    Terms with a null labelSelector are dropped: they match nothing and change nothing."""
+    affinity: tuple[PodAffinityTerm, ...] = ()
+    """Required pod affinity terms, ANDed; a null-selector term is kept (it matches no pod, so
+    the pod fits nowhere)."""
+    preferred_affinity: tuple[PodAffinityTerm, ...] = ()
+    """Preferred pod affinity terms, each with its weight."""
+    preferred_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    """Preferred pod anti-affinity terms, each with its weight."""
+    spread: tuple[SpreadConstraint, ...] = ()
+    """topologySpreadConstraints, hard and soft, in spec order."""
+    preferred_node_terms: tuple[PreferredNodeTerm, ...] = ()
+    """Preferred node affinity terms."""
     phase: str = "Pending"
     deleting: bool = False
     scheduling_gates: tuple[str, ...] = ()

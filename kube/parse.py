@@ -37,10 +37,16 @@ from kubeplace.kube.objects import (
     Taint,
     Toleration,
 )
-from kubeplace.kube.pod_affinity import anti_affinity_terms
+from kubeplace.kube.pod_affinity import (
+    POD_AFFINITY,
+    POD_ANTI_AFFINITY,
+    preferred_terms,
+    required_terms,
+    spread_constraints,
+)
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import is_sidecar, pod_requests
-from kubeplace.kube.selectors import matches, parse_selector, required_node_affinity
+from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
 from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
 
 RawObject = Mapping[str, Any]
@@ -105,11 +111,12 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
         metadata = expect_mapping(obj.get("metadata"), "metadata")
         spec = expect_mapping(obj.get("spec"), "spec")
         status = expect_mapping(obj.get("status"), "status")
+        labels = expect_string_map(metadata.get("labels"), "metadata.labels")
         return Pod(
             namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
             name=expect_name(metadata),
             uid=expect_str(metadata.get("uid"), "metadata.uid"),
-            labels=expect_string_map(metadata.get("labels"), "metadata.labels"),
+            labels=labels,
             annotations=expect_string_map(metadata.get("annotations"), "metadata.annotations"),
             node_name=expect_str(spec.get("nodeName"), "spec.nodeName"),
             scheduler_name=expect_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER,
@@ -119,7 +126,12 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
             required_terms=required_node_affinity(spec),
             tolerations=_tolerations(spec.get("tolerations")),
             host_ports=_host_ports(spec),
-            anti_affinity=anti_affinity_terms(spec),
+            anti_affinity=required_terms(spec, labels, POD_ANTI_AFFINITY),
+            affinity=required_terms(spec, labels, POD_AFFINITY),
+            preferred_affinity=preferred_terms(spec, labels, POD_AFFINITY),
+            preferred_anti_affinity=preferred_terms(spec, labels, POD_ANTI_AFFINITY),
+            spread=spread_constraints(spec, labels),
+            preferred_node_terms=preferred_node_affinity(spec),
             phase=expect_str(status.get("phase"), "status.phase") or "Pending",
             deleting=metadata.get("deletionTimestamp") is not None,
             scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
-from kubeplace.kube.objects import Requirement, SelectorTerm
+from kubeplace.kube.objects import PreferredNodeTerm, Requirement, SelectorTerm
 
 IN = "In"
 NOT_IN = "NotIn"
@@ -219,6 +219,27 @@ def required_node_affinity(spec: Mapping[str, Any]) -> tuple[SelectorTerm, ...] 
     if not raw_terms:
         raise InputError("no node selector terms", field=terms_field, expected="at least one term")
     return tuple(_term(raw, f"{terms_field}[{index}]") for index, raw in enumerate(raw_terms))
+
+
+PREFERRED_NODE_AFFINITY_FIELD = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def preferred_node_affinity(spec: Mapping[str, Any]) -> tuple[PreferredNodeTerm, ...]:
+    """The preferred node affinity terms of a pod spec, validated as the API server does
+    (weight 1..100, each preference a valid node selector term)."""
+    affinity = expect_mapping(spec.get("affinity"), "spec.affinity")
+    node_affinity = expect_mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    found = []
+    for index, raw in enumerate(expect_list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
+                                            PREFERRED_NODE_AFFINITY_FIELD)):
+        field = f"{PREFERRED_NODE_AFFINITY_FIELD}[{index}]"
+        preferred = expect_mapping(raw, field)
+        weight = preferred.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise InputError(f"weight {weight!r} is out of range", field=f"{field}.weight",
+                             expected="an integer from 1 to 100")
+        found.append(PreferredNodeTerm(weight, _term(preferred.get("preference"), f"{field}.preference")))
+    return tuple(found)
 
 
 def _term(raw: object, field: str) -> SelectorTerm:

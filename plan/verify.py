@@ -24,6 +24,7 @@ from kubeplace.kube.objects import (
     HostPort,
     Node,
     Pod,
+    PodAffinityTerm,
     Requirement,
     Snapshot,
 )
@@ -318,10 +319,25 @@ def _existing_anti_affinity(pod: Pod, node: Node, snapshot: Snapshot) -> Iterato
             domain = home.labels.get(term.topology_key)
             if domain is None or node.labels.get(term.topology_key) != domain:
                 continue
-            scope = term.all_namespaces or pod.namespace in (term.namespaces or (other.namespace,))
-            if scope and all(_label_requirement(r, pod.labels.get(r.key)) for r in term.selector):
+            if _in_scope(term, other.namespace, pod.namespace, snapshot) and term.selector is not None and all(
+                _label_requirement(r, pod.labels.get(r.key)) for r in term.selector
+            ):
                 yield ("InterPodAntiAffinity",
                        f"{other.namespace}/{other.name} forbids {term.topology_key}={domain} to pods like this one")
+
+
+def _in_scope(term: PodAffinityTerm, owner_namespace: str, namespace: str, snapshot: Snapshot) -> bool:
+    """newAffinityTerm's namespace scope: the owner's namespace when the term names none and has
+    no namespaceSelector; else the named ones plus those whose labels (none without a Namespace
+    object) the namespaceSelector matches (``{}``: all)."""
+    if not term.namespaces and term.namespace_selector is None:
+        return namespace == owner_namespace
+    if namespace in term.namespaces:
+        return True
+    labels = snapshot.namespace_labels.get(namespace, {})
+    return term.namespace_selector is not None and all(
+        _label_requirement(r, labels.get(r.key)) for r in term.namespace_selector
+    )
 
 
 def _label_requirement(r: Requirement, value: str | None) -> bool:

@@ -7,13 +7,13 @@ A pending pod with required (anti-)affinity of its own is left to the default sc
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kubeplace.kube.objects import Node, Pod, PodAffinityTerm, SpecRule
-from kubeplace.kube.selectors import matches
+from kubeplace.kube.pod_affinity import term_matches
 from kubeplace.models.framework import RunContext
 from kubeplace.models.problem import BoolArray
 
@@ -35,20 +35,20 @@ class Forbidden:
     key: str
     value: str
 
-    def applies_to(self, pod: Pod) -> bool:
-        namespaces = self.term.namespaces or (self.namespace,)
-        in_scope = self.term.all_namespaces or pod.namespace in namespaces
-        return in_scope and matches(self.term.selector, pod.labels)
+    def applies_to(self, pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
+        return term_matches(self.term, self.namespace, pod, namespace_labels)
 
 
 @dataclass(frozen=True)
 class InterPodAntiAffinity:
     forbidden: tuple[Forbidden, ...]
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Labels of the snapshot's Namespace objects, for the terms' namespaceSelectors."""
     name: str = NAME
     reason: str = "node(s) didn't satisfy existing pods anti-affinity rules"
 
     def pod_key(self, pod: Pod) -> Hashable:
-        return tuple(i for i, f in enumerate(self.forbidden) if f.applies_to(pod))
+        return tuple(i for i, f in enumerate(self.forbidden) if f.applies_to(pod, self.namespace_labels))
 
     def node_key(self, node: Node) -> Hashable:
         return tuple(node.labels.get(f.key) for f in self.forbidden)
@@ -56,7 +56,7 @@ class InterPodAntiAffinity:
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         mask = np.ones(len(nodes), dtype=np.bool_)
         for f in self.forbidden:
-            if f.applies_to(pod):
+            if f.applies_to(pod, self.namespace_labels):
                 mask &= np.array([n.labels.get(f.key) != f.value for n in nodes], dtype=np.bool_)
         return mask
 
@@ -73,4 +73,4 @@ def build(_args: None, ctx: RunContext) -> InterPodAntiAffinity:
             value = node.labels.get(term.topology_key) if node is not None else None
             if value is not None:  # a node without the key is in no domain of this term
                 found[Forbidden(term, pod.namespace, term.topology_key, value)] = None
-    return InterPodAntiAffinity(tuple(found))
+    return InterPodAntiAffinity(tuple(found), ctx.snapshot.namespace_labels)

@@ -201,7 +201,11 @@ def test_missing_name() -> None:
             {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}},
             REQUIRED_POD_ANTI_AFFINITY,
         ),
-        ("topologySpreadConstraints", [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}], HARD_TOPOLOGY_SPREAD),
+        (
+            "topologySpreadConstraints",
+            [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+            HARD_TOPOLOGY_SPREAD,
+        ),
         ("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}], RESOURCE_CLAIMS),
         ("volumes", [{"name": "disk", "gcePersistentDisk": {"pdName": "d"}}], INLINE_DISKS),
     ],
@@ -218,8 +222,9 @@ def test_unmodelled_reasons(spec_field: str, value: Any, reason: str) -> None:
 @pytest.mark.parametrize(
     ("spec_field", "value"),
     [
-        ("affinity", {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}}),
-        ("topologySpreadConstraints", [{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]),
+        ("affinity", {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}]}}),
+        ("topologySpreadConstraints", [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]),
         ("volumes", [{"name": "tmp", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}}]),
         ("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]),
         ("volumes", [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]),

@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.models.framework import RunContext
+from kubeplace.models.plugins import pod_anti_affinity
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
-from tests.builders import node, pod, snapshot_of
+from tests.builders import namespace, node, pod, snapshot_of
 
 
 def anti(selector: dict[str, str], key: str = "kubernetes.io/hostname", **extra: Any) -> dict[str, Any]:
@@ -52,3 +54,20 @@ def test_verifier_catches_a_placement_in_the_forbidden_domain() -> None:
     snap = cluster(pod("w", "data").cpu("1").label("app", "web"))
     (violation,) = verify(snap, [("data", "w", "a2")])
     assert violation.rule == "InterPodAntiAffinity" and "data/db-0" in violation.detail
+
+
+def test_namespace_selector_is_evaluated_against_the_namespace_labels() -> None:
+    # db-0's term reaches web pods in namespaces labelled team=a only (not every namespace)
+    term = anti({"app": "web"}, "zone", namespaceSelector={"matchLabels": {"team": "a"}})
+    snap = snapshot_of(
+        namespace("ours").label("team", "a"), namespace("theirs").label("team", "b"),
+        node("a1").cpu("8").memory("8Gi").label("zone", "a"), node("b1").cpu("8").memory("8Gi").label("zone", "b"),
+        pod("db-0", "data").scheduler("x").label("app", "db").spec("affinity", term).on("a1"),
+        pod("w", "ours").label("app", "web"), pod("v", "theirs").label("app", "web"),
+    )
+    filter_plugin = pod_anti_affinity.build(None, RunContext(snap))
+    allowed = {p.name: filter_plugin.filter(p, snap.nodes).tolist() for p in snap.pending}
+    assert allowed == {"w": [False, True], "v": [True, True]}
+    assert verify(snap, [("theirs", "v", "a1")]) == []
+    (violation,) = verify(snap, [("ours", "w", "a1")])
+    assert "data/db-0" in violation.detail
