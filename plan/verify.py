@@ -4,7 +4,9 @@ Every proposed placement is re-checked, pod by pod, against each hard constraint
 ``placement-rules.md`` and against the snapshot's free capacity. The rules are written
 out plainly here and on purpose share no code with ``models/`` or ``solver/`` (which
 compute eligibility vectorised): a bug in one is caught by the other. Only
-``kube.objects`` may be imported. A plan with any :class:`Violation` must be refused.
+``kube.objects`` and ``plan.verify_domains`` (the rules that depend on other pods' places,
+inter-pod affinity and topology spread, replayed pod by pod) may be imported. A plan with any
+:class:`Violation` must be refused.
 """
 
 from __future__ import annotations
@@ -24,16 +26,14 @@ from kubeplace.kube.objects import (
     HostPort,
     Node,
     Pod,
-    PodAffinityTerm,
-    Requirement,
     Snapshot,
 )
+from kubeplace.plan.verify_domains import node_term_matches, replay, tolerates
 from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
-_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.ParseInt accepts in base 10
 _EVERY_ADDRESS = ("", "0.0.0.0")
 
 
@@ -105,6 +105,8 @@ def verify(
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
                                                                        settings.volume_rules))
+    violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
+                      for v in replay(snapshot, placements).violations)
     return violations
 
 
@@ -279,24 +281,23 @@ def _pod_state(pod: Pod) -> Iterator[tuple[str, str]]:
 def _pair_rules(
     pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings, extra_checks: Sequence[ExtraCheck]
 ) -> Iterator[tuple[str, str]]:
-    if node.unschedulable and not _tolerates(pod, UNSCHEDULABLE_TAINT_KEY, "", NO_SCHEDULE):
+    if node.unschedulable and not tolerates(pod, UNSCHEDULABLE_TAINT_KEY, "", NO_SCHEDULE):
         yield "NodeUnschedulable", "node is unschedulable (cordoned)"
     for key, value in pod.node_selector.items():
         if node.labels.get(key) != value:
             yield "NodeAffinity", f"nodeSelector {key}={value}: node has {key}={node.labels.get(key)}"
     if pod.required_terms is not None and not any(
-        _term_matches(term.match_expressions, term.match_fields, node) for term in pod.required_terms
+        node_term_matches(term.match_expressions, term.match_fields, node) for term in pod.required_terms
     ):
         yield "NodeAffinity", "no required node affinity term matches the node"
     for taint in node.taints:
         hard = taint.effect in (NO_SCHEDULE, NO_EXECUTE)
-        if hard and not _tolerates(pod, taint.key, taint.value, taint.effect):
+        if hard and not tolerates(pod, taint.key, taint.value, taint.effect):
             yield "TaintToleration", f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
     if settings.check_tenant:
         yield from _tenant(pod, node, snapshot, settings)
     if settings.check_gpu_model:
         yield from _gpu_model(pod, node, settings)
-    yield from _existing_anti_affinity(pod, node, snapshot)
     for check in extra_checks:
         try:
             reason = check(pod, node)
@@ -305,102 +306,6 @@ def _pair_rules(
             reason = f"check {name} raised {type(error).__name__}: {error}"
         if reason is not None:
             yield "ExtraCheck", reason
-
-
-def _existing_anti_affinity(pod: Pod, node: Node, snapshot: Snapshot) -> Iterator[tuple[str, str]]:
-    """A running pod's required anti-affinity term that matches ``pod`` forbids every node in
-    the running pod's topology domain (same value of the term's topology key)."""
-    nodes = {n.name: n for n in snapshot.nodes}
-    for other in snapshot.bound:
-        home = nodes.get(other.node_name)
-        if home is None or other.finished:
-            continue
-        for term in other.anti_affinity:
-            domain = home.labels.get(term.topology_key)
-            if domain is None or node.labels.get(term.topology_key) != domain:
-                continue
-            if _in_scope(term, other.namespace, pod.namespace, snapshot) and term.selector is not None and all(
-                _label_requirement(r, pod.labels.get(r.key)) for r in term.selector
-            ):
-                yield ("InterPodAntiAffinity",
-                       f"{other.namespace}/{other.name} forbids {term.topology_key}={domain} to pods like this one")
-
-
-def _in_scope(term: PodAffinityTerm, owner_namespace: str, namespace: str, snapshot: Snapshot) -> bool:
-    """newAffinityTerm's namespace scope: the owner's namespace when the term names none and has
-    no namespaceSelector; else the named ones plus those whose labels (none without a Namespace
-    object) the namespaceSelector matches (``{}``: all)."""
-    if not term.namespaces and term.namespace_selector is None:
-        return namespace == owner_namespace
-    if namespace in term.namespaces:
-        return True
-    labels = snapshot.namespace_labels.get(namespace, {})
-    return term.namespace_selector is not None and all(
-        _label_requirement(r, labels.get(r.key)) for r in term.namespace_selector
-    )
-
-
-def _label_requirement(r: Requirement, value: str | None) -> bool:
-    if r.operator == "In":
-        return value is not None and value in r.values
-    if r.operator == "NotIn":
-        return value is None or value not in r.values
-    if r.operator == "Exists":
-        return value is not None
-    if r.operator == "DoesNotExist":
-        return value is None
-    return False
-
-
-def _tolerates(pod: Pod, key: str, value: str, effect: str) -> bool:
-    """toleration.go ToleratesTaint, for any of the pod's tolerations."""
-    for toleration in pod.tolerations:
-        if toleration.effect and toleration.effect != effect:
-            continue
-        if not toleration.key:
-            if toleration.operator == "Exists":
-                return True
-            continue
-        if toleration.key != key:
-            continue
-        if toleration.operator == "Exists":
-            return True
-        if toleration.operator in ("Equal", "") and toleration.value == value:
-            return True
-    return False
-
-
-def _term_matches(expressions: Sequence[Requirement], fields: Sequence[Requirement], node: Node) -> bool:
-    if not expressions and not fields:
-        return False  # an empty term matches nothing
-    for requirement in expressions:
-        if not _requirement_holds(requirement, node.labels.get(requirement.key)):
-            return False
-    for requirement in fields:
-        if requirement.key != "metadata.name" or requirement.operator not in ("In", "NotIn"):
-            return False
-        if not _requirement_holds(requirement, node.name):
-            return False
-    return True
-
-
-def _requirement_holds(requirement: Requirement, value: str | None) -> bool:
-    operator, values = requirement.operator, requirement.values
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt"):
-        if value is None or len(values) != 1:
-            return False
-        if not _INTEGER.fullmatch(value) or not _INTEGER.fullmatch(values[0]):
-            return False
-        return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
-    return False  # unknown operator: never matches
 
 
 def _tenant(pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings) -> Iterator[tuple[str, str]]:

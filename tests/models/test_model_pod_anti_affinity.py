@@ -53,7 +53,8 @@ def test_namespace_scope_of_the_term() -> None:
 def test_verifier_catches_a_placement_in_the_forbidden_domain() -> None:
     snap = cluster(pod("w", "data").cpu("1").label("app", "web"))
     (violation,) = verify(snap, [("data", "w", "a2")])
-    assert violation.rule == "InterPodAntiAffinity" and "data/db-0" in violation.detail
+    assert violation.rule == "InterPodAffinity" and "data/db-0" in violation.detail
+    assert violation.detail.startswith("node(s) didn't satisfy existing pods anti-affinity rules")
 
 
 def test_namespace_selector_is_evaluated_against_the_namespace_labels() -> None:
