@@ -1,0 +1,203 @@
+"""The kube-scheduler, one pod at a time (design-12 section 5): the baseline kubeplace must
+match or beat, and one more candidate for the greedy.
+
+Pods go in the scheduling queue's order (PrioritySort: priority, then creation, then name).
+For each pod the nodes are searched in NodeTree order (zones round-robin), starting where the
+previous pod's search stopped, until ``numFeasibleNodesToFind`` feasible nodes are found
+(all of them below 100 nodes; 500 of 5,000). A node is feasible when it passes the static
+filters (NodeUnschedulable, TaintToleration, NodeAffinity, or the profile's own), has the free
+capacity (NodeResourcesFit) and host ports (NodePorts), and passes PodTopologySpread and
+InterPodAffinity on the current placements. The feasible nodes are scored with the default
+profile's plugins and weights (``emulate_scores``); the best wins, ties at random (seeded).
+A pod that fits nowhere waits; passes over the waiting pods repeat while one places anything
+(the queueing hints would requeue them when a pod they wait for arrives).
+
+Not modelled: nominated pods and preemption, ImageLocality, the default spread constraints
+built from Services and ReplicaSets (the snapshot does not hold them), GPU devices, gangs (the
+default profile schedules gang members one by one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.pod_affinity import merge_label_keys, selects
+from kubeplace.models.aggregate import queue_rank
+from kubeplace.models.framework import FilterPlugin, RunContext
+from kubeplace.models.plugins import node_affinity, node_ports, node_unschedulable, taint_toleration
+from kubeplace.models.problem import BoolArray, IntArray
+from kubeplace.solver.emulate_scores import choose
+from kubeplace.solver.emulate_state import Cluster, LabelClass, affinity_selects, spread_counted, spread_eligible
+
+MIN_FEASIBLE_NODES = 100
+MIN_FEASIBLE_PERCENTAGE = 5
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
+
+
+@dataclass(frozen=True)
+class Emulation:
+    placements: tuple[tuple[str, str, str], ...]
+    """(namespace, name, node) in the order the pods were scheduled."""
+    unplaced: tuple[str, ...]
+    """Keys (namespace/name) of the pods no node took."""
+    passes: int
+
+
+def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequence[FilterPlugin] | None = None,
+            seed: int = 0, percentage_of_nodes_to_score: int = 0) -> Emulation:
+    """Schedule ``pods`` (default: every pending pod) one at a time as the kube-scheduler would.
+    ``filters`` are the static filters (default: the kube-scheduler's NodeUnschedulable,
+    TaintToleration and NodeAffinity); capacity, ports and the domain rules are always checked."""
+    queue = list(snapshot.pending if pods is None else pods)
+    rank = queue_rank(queue)
+    queue = [queue[i] for i in np.argsort(rank, kind="stable")]
+    cluster = Cluster(snapshot, tuple(queue))
+    search = _Search(cluster, default_filters(snapshot) if filters is None else filters,
+                     feasible_nodes_to_find(cluster.n, percentage_of_nodes_to_score), node_tree_order(snapshot.nodes))
+    rng = np.random.default_rng(seed)
+    placements: list[tuple[str, str, str]] = []
+    passes = 0
+    while queue:
+        passes += 1
+        waiting = []
+        for pod in queue:
+            candidates = search.feasible(pod)
+            if len(candidates) == 0:
+                waiting.append(pod)
+                continue
+            i = choose(cluster, pod, candidates, rng)
+            cluster.commit(pod, i)
+            placements.append((pod.namespace, pod.name, cluster.nodes[i].name))
+        if len(waiting) == len(queue):
+            break
+        queue = waiting
+    return Emulation(tuple(placements), tuple(p.key for p in queue), passes)
+
+
+def default_filters(snapshot: Snapshot) -> tuple[FilterPlugin, ...]:
+    ctx = RunContext(snapshot)
+    return node_unschedulable.build(None, ctx), taint_toleration.build(None, ctx), node_affinity.build(None, ctx)
+
+
+def feasible_nodes_to_find(n_nodes: int, percentage: int = 0) -> int:
+    """``numFeasibleNodesToFind``: every node below 100; else an adaptive percentage
+    (50 - nodes/125, at least 5) of them, at least 100."""
+    if n_nodes < MIN_FEASIBLE_NODES:
+        return n_nodes
+    if percentage == 0:
+        percentage = max(50 - n_nodes // 125, MIN_FEASIBLE_PERCENTAGE)
+    return max(n_nodes * percentage // 100, MIN_FEASIBLE_NODES)
+
+
+def node_tree_order(nodes: Sequence[Node]) -> IntArray:
+    """NodeTree.list: zones (region and zone labels) in order of first appearance, one node
+    of each in turn until every zone is exhausted."""
+    zones: dict[tuple[str, str], list[int]] = {}
+    for i, node in enumerate(nodes):
+        region = next((node.labels[k] for k in REGION_LABELS if k in node.labels), "")
+        zone = next((node.labels[k] for k in ZONE_LABELS if k in node.labels), "")
+        zones.setdefault((region, zone), []).append(i)
+    order: list[int] = []
+    for depth in range(max((len(members) for members in zones.values()), default=0)):
+        order += [members[depth] for members in zones.values() if depth < len(members)]
+    return np.array(order, dtype=np.int64)
+
+
+class _Search:
+    """findNodesThatFitPod: the filters on every node, then the first feasible nodes from the
+    rotating start in NodeTree order."""
+
+    def __init__(self, cluster: Cluster, filters: Sequence[FilterPlugin], to_find: int, tree: IntArray) -> None:
+        self.cluster, self.filters, self.to_find, self.tree = cluster, filters, to_find, tree
+        self.start = 0
+        self.static_masks: dict[Hashable, BoolArray] = {}
+
+    def feasible(self, pod: Pod) -> IntArray:
+        mask = self._static(pod) & self._fits(pod) & self._ports(pod)
+        if mask.any():
+            mask &= self._spread(pod) & self._affinity(pod)
+        n = self.cluster.n
+        ordered = self.tree[(self.start + np.arange(n)) % n] if n else self.tree
+        found = np.flatnonzero(mask[ordered])
+        processed = int(found[self.to_find - 1]) + 1 if len(found) >= self.to_find else n
+        self.start = (self.start + processed) % n if n else 0
+        return ordered[found[: self.to_find]]
+
+    def _static(self, pod: Pod) -> BoolArray:
+        key = tuple(f.pod_key(pod) for f in self.filters)
+        if key not in self.static_masks:
+            mask = np.ones(self.cluster.n, dtype=np.bool_)
+            for f in self.filters:
+                mask &= f.filter(pod, self.cluster.nodes)
+            self.static_masks[key] = mask
+        return self.static_masks[key]
+
+    def _fits(self, pod: Pod) -> BoolArray:
+        c = self.cluster
+        need = c.requests(pod)
+        asked = need > 0
+        fits: BoolArray = np.all(c.used[:, asked] + need[asked] <= c.allocatable[:, asked], axis=1)
+        return fits
+
+    def _ports(self, pod: Pod) -> BoolArray:
+        if not pod.host_ports:
+            return np.ones(self.cluster.n, dtype=np.bool_)
+        return np.array([not any(node_ports.conflict(w, u) for w in pod.host_ports for u in used)
+                         for used in self.cluster.ports], dtype=np.bool_)
+
+    def _spread(self, pod: Pod) -> BoolArray:
+        """PodTopologySpread's filter for the pod's DoNotSchedule constraints."""
+        c = self.cluster
+        ok = np.ones(c.n, dtype=np.bool_)
+        hard = [s for s in pod.spread if s.hard]
+        if not hard:
+            return ok
+        has_keys = np.ones(c.n, dtype=np.bool_)
+        for s in hard:
+            has_keys &= c.domain(s.topology_key)[0] >= 0
+        for s in hard:
+            selector = merge_label_keys(s.selector, s.match_label_keys, "In", pod.labels)
+            eligible = has_keys & spread_eligible(c, pod, s)
+            counter = c.counter(("spread", pod.namespace, selector), spread_counted(pod.namespace, selector))
+            dom, size = c.domain(s.topology_key)
+            present = np.zeros(size, dtype=np.bool_)
+            present[dom[eligible]] = True
+            per_domain = c.per_domain(s.topology_key, counter.counts, eligible)
+            floor = int(per_domain[present].min()) if 0 < s.min_domains <= int(present.sum()) else 0
+            skew = c.in_domain(s.topology_key, counter.counts, eligible) + int(selects(selector, pod.labels)) - floor
+            ok &= (dom >= 0) & (skew <= s.max_skew)
+        return ok
+
+    def _affinity(self, pod: Pod) -> BoolArray:
+        """InterPodAffinity's filter: own affinity (first-pod rule included), own anti-affinity,
+        and the running pods' anti-affinity."""
+        c = self.cluster
+        ok = np.ones(c.n, dtype=np.bool_)
+        if pod.affinity:
+            selects_all = affinity_selects(pod, c.namespace_labels)
+            counter = c.counter(("affinity", pod.namespace, pod.affinity), selects_all)
+            has_keys, any_key, supported = ok.copy(), np.zeros(c.n, dtype=np.bool_), ok.copy()
+            for t in pod.affinity:
+                dom = c.domain(t.topology_key)[0]
+                has_keys &= dom >= 0
+                any_key |= dom >= 0
+                supported &= c.in_domain(t.topology_key, counter.counts) > 0
+            first_pod = not counter.counts[any_key].any() and selects_all(_class(pod))
+            ok &= has_keys & (supported | first_pod)
+        for t in pod.anti_affinity:
+            counter = c.counter(("anti-affinity", pod.namespace, t), affinity_selects(pod, c.namespace_labels, (t,)))
+            ok &= c.in_domain(t.topology_key, counter.counts) == 0
+        cls = c.class_of(pod)
+        for carriers in c.anti_affinity.values():
+            if carriers.reaches(cls, c):
+                ok &= c.in_domain(carriers.term.topology_key, carriers.per_node) == 0
+        return ok
+
+
+def _class(pod: Pod) -> LabelClass:
+    return pod.namespace, pod.labels, pod.deleting
