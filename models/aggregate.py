@@ -28,12 +28,15 @@ from kubeplace.models.gpu import (
 )
 from kubeplace.models.problem import (
     FULL,
+    Attraction,
     BoolArray,
+    Exclusion,
     Gang,
     GroupCap,
     Headroom,
     IntArray,
     Problem,
+    Spread,
     Workload,
     clamp_allocatable,
     clamp_request,
@@ -198,7 +201,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     gpu_milli = np.array([keyed[i][1][1] for i in first], dtype=np.int64)
     tables = tuple(_filter_table(f, class_pods, nodes) for f in plugins.filters)
     view = ClassView(class_pods, nodes, _bound_by_node(snapshot.bound))
-    rules = [replace(r, plugin=c.name) if isinstance(r, (GroupCap, Headroom)) else r
+    rules = [r if isinstance(r, Gang) else replace(r, plugin=c.name)
              for c in plugins.constraints for r in c.constraints(view)]
     limit = _limit(capacity, resources, [r for r in rules if isinstance(r, Headroom)])
     eligible = _eligibility(tables, demand, (capacity if limit is None else limit) - used)
@@ -219,6 +222,9 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         members=tuple(tuple(m) for m in members),
         group_caps=tuple(r for r in rules if isinstance(r, GroupCap)),
         gangs=tuple(r for r in rules if isinstance(r, Gang)),
+        exclusions=tuple(r for r in rules if isinstance(r, Exclusion)),
+        attractions=tuple(r for r in rules if isinstance(r, Attraction)),
+        spreads=tuple(r for r in rules if isinstance(r, Spread)),
         gpu_count=gpu_count,
         gpu_milli=gpu_milli,
         device_free=devices.free,

@@ -14,7 +14,7 @@ import numpy.typing as npt
 from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.framework import FragmentationTerm, GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from kubeplace.models.gpu import WHOLE
-from kubeplace.models.problem import Assignment, Problem
+from kubeplace.models.problem import Assignment, Attraction, Problem
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -98,3 +98,73 @@ def better(problem: Problem, a: Assignment, b: Assignment, terms: Sequence[Objec
     if wa != wb:
         return wa > wb
     return objective_value(problem, a, terms) < objective_value(problem, b, terms) - 1e-9
+
+
+def rule_violations(problem: Problem, a: Assignment) -> list[str]:
+    """The inter-pod rules (and caps per domain) that ``a`` breaks, on its final placement, as
+    the model states them; empty when it keeps every one (design-12 2.A-2.D)."""
+    y = a.dense(problem.n_classes, problem.n_nodes)
+    out: list[str] = []
+
+    def per_domain(classes: Sequence[int], domain: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:
+        counts = y[list(classes)].sum(axis=0) if classes else np.zeros(problem.n_nodes, dtype=np.int64)
+        keep = domain >= 0
+        return np.bincount(domain[keep], weights=counts[keep], minlength=size).astype(np.int64)
+
+    for cap in problem.group_caps:
+        if cap.domain is not None and (per_domain(cap.classes, cap.domain, len(cap.cap)) > cap.cap).any():
+            out.append(f"{cap.name}: over its cap in a domain")
+    for ex in problem.exclusions:
+        size = int(ex.domain.max(initial=-1)) + 1
+        matched = set(ex.matched)
+        a1 = per_domain([c for c in ex.carriers if c in matched], ex.domain, size)
+        a0 = per_domain([c for c in ex.carriers if c not in matched], ex.domain, size)
+        m = per_domain(ex.matched, ex.domain, size)
+        if ((a1 > 1) | ((a1 > 0) & (m > 1)) | ((a0 > 0) & (m > 0))).any():
+            out.append(f"{ex.name}: a carrier shares a domain with a pod it matches")
+    for sp in problem.spreads:
+        n = sp.bound + per_domain(sp.counted, sp.domain, sp.n_domains)
+        floor = (int(n.min()) if sp.n_domains >= sp.min_domains and sp.n_domains else 0) if sp.ordered else sp.floor
+        carriers = per_domain(sp.carriers, sp.domain, sp.n_domains)
+        if ((carriers > 0) & (n > sp.max_skew + floor)).any():
+            out.append(f"{sp.name}: a domain with a carrier exceeds maxSkew over the floor {floor}")
+    starts: dict[str, bool] = {}
+    for at in problem.attractions:
+        problem_found, starts[at.name] = _attraction_problem(y, at)
+        if problem_found:
+            out.append(f"{at.name}: {problem_found}")
+    for at in problem.attractions:
+        if starts[at.name] and any(starts.get(r, False) for r in at.rivals):
+            out.append(f"{at.name}: starts beside a rival group that matches its terms")
+    return out
+
+
+def _attraction_problem(y: npt.NDArray[np.int64], at: Attraction) -> tuple[str, bool]:
+    """What breaks the group's rule ("" if nothing), and whether it needs its starter: every
+    carrier domain that no running or planned supporter anchors must be the domain of one cell
+    holding a pod that may start the group."""
+    carriers = y[list(at.carriers)].sum(axis=0)
+    if (carriers[at.cell < 0] > 0).any():
+        return "a carrier on a node without a topology key", False
+    support = y[list(at.supporters)].sum(axis=0) if at.supporters else np.zeros_like(carriers)
+    have = at.cell >= 0
+    cell_domain = np.full((int(at.cell.max(initial=-1)) + 1, len(at.domains)), -1, dtype=np.int64)
+    if have.any():
+        cell_domain[at.cell[have]] = np.stack([d[have] for d in at.domains], axis=1)
+    candidates = np.ones(len(cell_domain), dtype=np.bool_)
+    lonely = False
+    for t, (dom, bound) in enumerate(zip(at.domains, at.bound_support, strict=True)):
+        inside = dom >= 0
+        anchored = bound | (np.bincount(dom[inside], weights=support[inside], minlength=len(bound)) > 0)
+        there = np.bincount(dom[inside], weights=carriers[inside], minlength=len(bound)) > 0
+        for d in np.nonzero(there & ~anchored)[0].tolist():
+            lonely = True
+            candidates &= cell_domain[:, t] == d
+    if not lonely:
+        return "", False
+    starters = y[list(at.starters)].sum(axis=0) if at.starters else np.zeros_like(carriers)
+    started = np.zeros(len(cell_domain), dtype=np.bool_)
+    started[at.cell[(starters > 0) & have]] = True
+    if not (candidates & started).any():
+        return "a carrier's domain holds no supporter and is not the group's first pod's", True
+    return "", True

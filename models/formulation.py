@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from kubeplace.models.evaluate import measured_shift
 from kubeplace.models.formulation_gpu import DeviceVars, device_hint, device_rows, device_use
+from kubeplace.models.formulation_rules import RuleRows, rule_rows
 from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.linear_terms import SCALE, BalanceCut, balance_cut, used_flag
@@ -76,6 +77,11 @@ class _Builder:
     devices: DeviceVars | None = None
     gang_vars: list[int] = field(default_factory=list)
     domain_vars: list[tuple[int, int, int]] = field(default_factory=list)  # (var, gang, domain)
+    rules: RuleRows = field(default_factory=RuleRows)
+
+    @property
+    def fixed(self) -> Assignment:
+        return self.hood.fixed
 
     @staticmethod
     def start(problem: Problem, hood: Neighbourhood) -> _Builder:
@@ -85,7 +91,7 @@ class _Builder:
         fixed_per_class = hood.fixed.placed_per_class(problem.n_classes)
         remaining = problem.count - fixed_per_class
         fit = _fit_count(problem, cls, node)
-        ub = np.minimum(remaining[cls], fit)
+        ub = np.minimum(np.minimum(remaining[cls], fit), _own_caps(problem, cls, node))
         keep = ub > 0
         cls, node, ub = cls[keep], node[keep], ub[keep]
         builder = LinearBuilder()
@@ -97,6 +103,7 @@ class _Builder:
             b.devices = device_rows(b)
         b._group_cap_rows()
         b._gang_rows(fixed_per_class)
+        b.rules = rule_rows(b)
         return b
 
     def _count_rows(self, remaining: IntArray) -> None:
@@ -127,12 +134,19 @@ class _Builder:
                 self.lb.add_row(self.y[order[lo:hi]][nz], coef[nz], -INF, int(free[i, r]))
 
     def _group_cap_rows(self) -> None:
+        """Caps per node of several classes (one class's cap is its variables' bound; caps per
+        topology domain are ``formulation_rules``')."""
         for cap in self.problem.group_caps:
-            member = np.isin(self.pair_cls, np.asarray(cap.classes, dtype=np.int64))
-            for i in self.hood.nodes:
-                sel = member & (self.pair_node == i)
-                if sel.sum() >= 1:
-                    self.lb.add_row(self.y[sel], np.ones(int(sel.sum()), dtype=np.int64), -INF, int(cap.cap[i]))
+            if cap.domain is not None or len(cap.classes) == 1:
+                continue
+            member = np.nonzero(np.isin(self.pair_cls, np.asarray(cap.classes, dtype=np.int64)))[0]
+            order = member[np.argsort(self.pair_node[member], kind="stable")]
+            nodes, starts = np.unique(self.pair_node[order], return_index=True)
+            ends = np.append(starts[1:], len(order))[: len(starts)]
+            for i, lo, hi in zip(nodes.tolist(), starts.tolist(), ends.tolist(), strict=True):
+                sel = order[lo:hi]
+                if int(self.y_ub[sel].sum()) > int(cap.cap[i]):
+                    self.lb.add_row(self.y[sel], np.ones(len(sel), dtype=np.int64), -INF, int(cap.cap[i]))
 
     def _gang_rows(self, fixed_per_class: IntArray) -> None:
         for g, gang in enumerate(self.problem.gangs):
@@ -194,6 +208,16 @@ class _Builder:
 
     def placed_weight(self) -> tuple[IntArray, IntArray]:
         return self.y, self.problem.weight[self.pair_cls]
+
+
+def _own_caps(problem: Problem, cls: IntArray, node: IntArray) -> IntArray:
+    """The per-node caps of a single class, as bounds of its variables."""
+    ub = np.full(len(cls), INF, dtype=np.int64)
+    for cap in problem.group_caps:
+        if cap.domain is None and len(cap.classes) == 1:
+            sel = cls == cap.classes[0]
+            ub[sel] = np.minimum(ub[sel], cap.cap[node[sel]])
+    return ub
 
 
 def _fit_count(problem: Problem, cls: IntArray, node: IntArray) -> IntArray:
@@ -340,6 +364,8 @@ def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux | Balance
         assert gang.domain is not None
         in_domain = np.isin(b.pair_cls, np.asarray(gang.classes)) & (gang.domain[b.pair_node] == d)
         values[var] = 1 if y_values[in_domain].sum() > 0 else 0
+    for rule_hint in b.rules.hints:
+        rule_hint(values)
     for a in aux:
         if isinstance(a, BalanceCut):
             a.hint(values)

@@ -12,8 +12,13 @@ plugin is called only at the points it declares. Three extension points:
 - **Score** plugins add objective terms (typed terms below, linearised by the model
   builder and evaluated by the greedy heuristics the same way); they see the problem being
   solved, so a term may depend on it (the gangs' preferred topology domains).
-- **Constraint** plugins add rules over groups of pods (``models.problem.GroupCap``,
-  ``models.problem.Gang``).
+- **Constraint** plugins add rules over groups of pods (``models.problem.Rule``: caps per
+  node or topology domain, gangs, and the inter-pod rules ``Exclusion``, ``Attraction``,
+  ``Spread``).
+
+A factory may build several plugins under one configurable name (``InterPodAffinity`` is three
+filters, each with the kube-scheduler's reason, and a constraint part): each is filed under the
+declared points it implements, and every declared point must be implemented by one of them.
 
 Any plugin may also say which rules of a pod it cannot model (``unmodelled``): such a pod
 is left to the default scheduler, with those reasons, rather than placed against a rule.
@@ -34,7 +39,7 @@ import numpy as np
 
 from kubeplace.kube.errors import KubeplaceError
 from kubeplace.kube.objects import Node, Pod, Snapshot
-from kubeplace.models.problem import BoolArray, Gang, GroupCap, Headroom, Problem
+from kubeplace.models.problem import BoolArray, Problem, Rule
 
 FILTER = "filter"
 SCORE = "score"
@@ -159,7 +164,7 @@ class ConstraintPlugin(Protocol):
         """Pods in different groups of this rule must not share a class."""
         ...
 
-    def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang | Headroom]:
+    def constraints(self, view: ClassView) -> Sequence[Rule]:
         ...
 
 
@@ -211,7 +216,7 @@ class PluginFactory:
     name: str
     point: str | tuple[str, ...]
     args_type: type[Any] | None
-    build: Callable[[Any, RunContext], Plugin]
+    build: Callable[[Any, RunContext], Plugin | tuple[Plugin, ...]]
 
     @property
     def points(self) -> tuple[str, ...]:
@@ -270,15 +275,21 @@ def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext) 
         if unknown:
             raise PluginError(f"plugin '{factory.name}': unknown extension point '{unknown[0]}' "
                               f"(expected one of {', '.join(EXTENSION_POINTS)})")
-        plugin = factory.build(args, ctx)
+        built = factory.build(args, ctx)
+        parts: tuple[Any, ...] = built if isinstance(built, tuple) else (built,)
         for point in factory.points:
-            missing = missing_members(plugin, point)
-            if missing:
+            implementing = [p for p in parts if not missing_members(p, point)]
+            if not implementing:
+                missing = missing_members(parts[0], point) if parts else ["a plugin"]
                 raise PluginError(f"plugin '{factory.name}' declares extension point {point} but does not "
                                   f"implement {', '.join(missing)}")
-            by_point[point].append(plugin)
-        if isinstance(plugin, Unmodelled) and callable(plugin.unmodelled):
-            limits.append(plugin)
+            by_point[point].extend(implementing)
+        for part in parts:
+            if not any(not missing_members(part, point) for point in factory.points):
+                raise PluginError(f"plugin '{factory.name}': a part implements none of its extension points "
+                                  f"({', '.join(factory.points)})")
+            if isinstance(part, Unmodelled) and callable(part.unmodelled):
+                limits.append(part)
     return PluginSet(tuple(by_point[FILTER]), tuple(by_point[SCORE]), tuple(by_point[CONSTRAINT]), tuple(limits))
 
 

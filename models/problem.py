@@ -83,13 +83,102 @@ def fits(free: IntArray, demand: IntArray) -> BoolArray:
 
 @dataclass(frozen=True)
 class GroupCap:
-    """At most ``cap[i]`` pods of ``classes`` together on node i (host ports, ...)."""
+    """At most ``cap[i]`` pods of ``classes`` together on node i (host ports, ...); with a
+    ``domain``, at most ``cap[d]`` together on the nodes of domain d (a topology key's value:
+    anti-affinity among the pods of one class, a fixed-floor spread)."""
 
     name: str
     classes: tuple[int, ...]
-    cap: IntArray  # (N,)
+    cap: IntArray  # (N,), or (D,) with a domain
     plugin: str = ""
     """The constraint plugin that set it (explanations count its nodes under that plugin)."""
+    domain: IntArray | None = None
+    """(N,) each node's domain, an index into ``cap``; -1: the cap does not reach that node."""
+
+    def node_cap(self) -> IntArray:
+        """(N,) the cap of each node's own part: its cap, or its domain's (unlimited off every domain)."""
+        if self.domain is None:
+            return self.cap
+        return np.where(self.domain >= 0, self.cap[np.maximum(self.domain, 0)] if len(self.cap) else 0,
+                        UNCAPPED).astype(np.int64)
+
+
+UNCAPPED = 1 << 40
+"""A cap no count reaches."""
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """Required anti-affinity with pods of the batch on both sides (one term): in a domain
+    (the term's topology key's value) holding a pod of ``carriers``, no other pod of
+    ``matched`` (the classes the term selects). Carriers that match it themselves (in both
+    lists) are at most one per domain; others may share one. Running pods on either side
+    are filters, not this rule."""
+
+    name: str
+    carriers: tuple[int, ...]
+    matched: tuple[int, ...]
+    domain: IntArray  # (N,) -1: the node lacks the key (no domain, no rule)
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class Attraction:
+    """Required pod affinity of one group (the carrier classes with the same term list): each
+    carrier runs where every term's domain holds a supporter, a pod matching all the terms.
+    Supporters are running pods (``bound_support``), planned pods of ``supporters`` (classes
+    with no required affinity of their own), or the group's *starter*: when one is possible
+    (``starters``: carriers that match the terms, while no running pod does), one cell (a
+    domain per term) holding a starter may hold carriers without other support, as the
+    kube-scheduler lets the first pod of a self-affine group through."""
+
+    name: str
+    carriers: tuple[int, ...]
+    supporters: tuple[int, ...]
+    domains: tuple[IntArray, ...]
+    """Per term: (N,) each node's domain of its key, -1 without it."""
+    bound_support: tuple[BoolArray, ...]
+    """Per term: (D_t,) the domains where a running supporter is."""
+    cell: IntArray
+    """(N,) the node's cell (its tuple of domains over the terms), -1 when it lacks a key."""
+    starters: tuple[int, ...] = ()
+    """The carrier classes that may be the group's first pod (they match its terms; empty
+    when a running supporter exists or no carrier matches)."""
+    rivals: tuple[str, ...] = ()
+    """Names of the groups whose starter may not be placed beside this group's (each matches
+    the other's terms, so neither would be first)."""
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A DoNotSchedule topology spread constraint of the carrier classes (one signature: the
+    namespace, selector, key, maxSkew, minDomains and eligible nodes). n_d counts the running
+    and placed pods of ``counted`` on the eligible nodes of domain d; in every domain holding
+    a placed carrier, n_d <= max_skew + L, where L is the smallest n_d over every domain
+    (``ordered``: the replay fills domains level by level) or the smallest running count
+    (fixed floor: any order), and 0 when there are fewer than ``min_domains`` domains."""
+
+    name: str
+    carriers: tuple[int, ...]
+    counted: tuple[int, ...]
+    domain: IntArray  # (N,) -1 off the eligible nodes
+    bound: IntArray  # (D,) running counted pods per domain
+    max_skew: int
+    min_domains: int
+    ordered: bool
+    plugin: str = ""
+
+    @property
+    def n_domains(self) -> int:
+        return int(self.bound.shape[0])
+
+    @property
+    def floor(self) -> int:
+        """The fixed floor B: the smallest running count (0 with fewer than min_domains domains)."""
+        if self.n_domains < self.min_domains or self.n_domains == 0:
+            return 0
+        return int(self.bound.min())
 
 
 @dataclass(frozen=True)
@@ -148,6 +237,10 @@ class Gang:
         return tuple((name, max(amount - running.get(name, 0), 0)) for name, amount in self.min_resources)
 
 
+Rule = GroupCap | Gang | Headroom | Exclusion | Attraction | Spread
+"""What a constraint plugin may return."""
+
+
 @dataclass(frozen=True)
 class Workload:
     """The shapes of the pods the cluster runs and waits for, with their counts: the task
@@ -172,6 +265,9 @@ class Problem:
     members: tuple[tuple[int, ...], ...]  # per class: indices into Snapshot.pending
     group_caps: tuple[GroupCap, ...] = ()
     gangs: tuple[Gang, ...] = ()
+    exclusions: tuple[Exclusion, ...] = ()
+    attractions: tuple[Attraction, ...] = ()
+    spreads: tuple[Spread, ...] = ()
     gpu_count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """(K,) GPU devices one pod of the class takes (0: none); empty when no class needs GPUs."""
     gpu_milli: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -192,6 +288,12 @@ class Problem:
     limit: IntArray | None = None
     """(N, R) the most that requests on a node may add up to (``Headroom`` rules), at most its
     allocatable; None: the allocatable (``capacity``)."""
+
+    @property
+    def has_domain_rules(self) -> bool:
+        """Rules whose answer depends on other pods of the batch in a topology domain."""
+        return bool(self.exclusions or self.attractions or self.spreads
+                    or any(c.domain is not None for c in self.group_caps))
 
     @property
     def has_devices(self) -> bool:

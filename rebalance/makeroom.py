@@ -21,7 +21,7 @@ from kubeplace.kube.objects import GangKey, Pod
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import build_moves
-from kubeplace.rebalance.movable import Rules
+from kubeplace.rebalance.movable import INTER_POD_RULES, Rules
 from kubeplace.rebalance.solve import REPLACEMENT_NOTE, Move, Settings, run, to_moves
 from kubeplace.rebalance.state import ClusterState
 
@@ -79,6 +79,10 @@ def make_room(state: ClusterState, key: str, rules: Rules, config: Configuration
         if t.key in left:
             raise InputError(f"pod {t.key} has rules kubeplace does not model ({', '.join(left[t.key].unmodelled)})",
                              field="--make-room-for")
+        inter_pod = sorted(rule.value for rule in t.spec_rules & INTER_POD_RULES)
+        if inter_pod:
+            raise InputError(f"pod {t.key} has rules the move model does not model ({', '.join(inter_pod)})",
+                             field="--make-room-for", expected="a pod without required inter-pod rules")
     keys = tuple(p.key for p in targets)
     p = layout.problem
     t_cls, t_node = np.nonzero(p.eligible[list(layout.target_agg_classes)]) if layout.target_agg_classes else ([], [])

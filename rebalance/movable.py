@@ -4,8 +4,9 @@ A pod is never moved when it is a mirror or static pod, a DaemonSet pod, being d
 system-critical (priority >= 2000000000), bare (no controller would recreate it), uses local
 storage (emptyDir/hostPath) unless allowed, or is excluded by the user (namespace, label
 selector, annotation ``kubeplace.io/evict: "false"``). kubeplace also keeps pods whose
-placement rules it does not model (required inter-pod (anti-)affinity, hard topology spread,
-volume claims), pods sharing a GPU device (device-level placement is not modelled here) and gang
+placement rules it does not model (volume claims, and the inter-pod rules, which ``plan``
+models but the move model does not: required inter-pod (anti-)affinity, hard topology
+spread), pods sharing a GPU device (device-level placement is not modelled here) and gang
 members (a gang runs all together, in one topology domain when it asks for one: moving members one
 by one would break it).
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from kubeplace.kube.errors import expect_list, expect_mapping
 from kubeplace.kube.gangs import gang_of
-from kubeplace.kube.objects import Pod
+from kubeplace.kube.objects import Pod, SpecRule
 from kubeplace.kube.selectors import matches, parse_selector
 from kubeplace.models.gpu import DEFAULT_CONVENTIONS
 
@@ -45,6 +46,9 @@ OUT_OF_SCOPE = "outside -n/-l"
 NOT_RUNNING = "not running on a known node"
 GPU_SHARE = "shares a GPU device (device-level moves not modelled)"
 GANG = "member of a gang (evicting one member alone would break the gang)"
+INTER_POD_RULES = frozenset({SpecRule.REQUIRED_POD_AFFINITY, SpecRule.REQUIRED_POD_ANTI_AFFINITY,
+                             SpecRule.HARD_TOPOLOGY_SPREAD})
+"""Rules ``plan`` models and the move model does not: their carriers stay where they run."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,9 @@ def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str
         return f"{LOCAL_STORAGE} ({', '.join(facts.local_volumes)}; --allow-local-storage to move)"
     if pod.unmodelled:
         return f"placement rule not modelled ({', '.join(pod.unmodelled)})"
+    inter_pod = sorted(rule.value for rule in pod.spec_rules & INTER_POD_RULES)
+    if inter_pod:
+        return f"placement rule not modelled when moving pods ({', '.join(inter_pod)})"
     if any(pod.requests.get(r, 0) for r in gpu_share_resources):
         return GPU_SHARE
     if gang_of(pod) is not None:

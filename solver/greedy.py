@@ -13,13 +13,20 @@ pod changes, so nodes are ranked once per class, not once per pod:
 
 ``greedy_in_queue`` runs a policy one pod at a time in scheduling-queue order instead.
 
-Gangs are placed as a unit and rolled back when they stay below min-member.
+Gangs are placed as a unit and rolled back when they stay below min-member. The inter-pod
+rules (design-12 4.1) are in the state's fit; a class whose limit is shared by the nodes of a
+domain goes one pod at a time, a spread's carriers to the domain with the fewest counted pods
+first (water-filling, as the kube-scheduler tends to); a group with required pod affinity goes
+where its supporters are, else its first pod picks the cell (a domain per term) with the least
+room that holds the whole group (best-fit on domains, like a gang with a topology key).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -41,24 +48,36 @@ EXACT_FGD_PODS = 400
 TIE_BREAK = 1e-3
 """Weight of best-fit's leftover capacity among nodes of equal fragmentation delta."""
 Placer = Callable[[PlacementState, int, int], int]
+_T = TypeVar("_T")
 
 
 def class_order(problem: Problem) -> list[int]:
     """Largest first: single classes by the dominant share of one pod; a gang as one unit,
     by the total share of all its pods (first-fit decreasing on gangs), its classes
-    together, largest first."""
+    together, largest first. Within a priority tier, classes under a per-domain inter-pod rule
+    come first (the most constrained), and a pod affinity group's carriers last, together
+    (after the pods that may support them)."""
     scale = np.maximum(problem.capacity.max(axis=0, initial=0), 1)
     share = (problem.demand / scale).max(axis=1) if problem.n_classes else np.zeros(0)
-    units: list[tuple[float, float, int, list[int]]] = []
-    in_gang: set[int] = set()
+    units: list[tuple[float, int, float, int, list[int]]] = []
+    in_unit: set[int] = set()
     for gang in problem.gangs:
         members = sorted(gang.classes, key=lambda c: (-share[c], c))
-        in_gang.update(members)
+        in_unit.update(members)
         size = float(sum(share[c] * problem.count[c] for c in members))
-        units.append((-float(max(problem.weight[c] for c in members)), -size, members[0], members))
-    units += [(-float(problem.weight[c]), -float(share[c]), c, [c]) for c in range(problem.n_classes)
-              if c not in in_gang]
-    return [c for *_, members in sorted(units, key=lambda u: u[:3]) for c in members]
+        units.append((-float(max(problem.weight[c] for c in members)), 1, -size, members[0], members))
+    for at in problem.attractions:
+        members = sorted((c for c in at.carriers if c not in in_unit), key=lambda c: (c not in at.starters, c))
+        in_unit.update(members)
+        if members:
+            size = float(sum(share[c] * problem.count[c] for c in members))
+            units.append((-float(max(problem.weight[c] for c in members)), 2, -size, members[0], members))
+    ruled = {c for ex in problem.exclusions for c in (*ex.carriers, *ex.matched)}
+    ruled |= {c for sp in problem.spreads for c in sp.carriers} | {c for cap in problem.group_caps for c in cap.classes
+                                                                  if cap.domain is not None}
+    units += [(-float(problem.weight[c]), 0 if c in ruled else 1, -float(share[c]), c, [c])
+              for c in range(problem.n_classes) if c not in in_unit]
+    return [c for *_, members in sorted(units, key=lambda u: u[:4]) for c in members]
 
 
 def greedy(problem: Problem, policy: str = BEST_FIT, order: list[int] | None = None,
@@ -102,7 +121,7 @@ def _place_runs(problem: Problem, state: PlacementState, place: Placer,
     for c, k in runs:
         gang = gang_of.get(c)
         if gang is None:
-            place(state, c, int(problem.count[c] - state.per_class[c]) if k is None else k)
+            place_class(state, c, int(problem.count[c] - state.per_class[c]) if k is None else k, place)
         elif gang.key not in done_gangs:
             done_gangs.add(gang.key)
             state = _place_gang(problem, state, gang, place)
@@ -167,7 +186,7 @@ def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Plac
         trial = state.copy()
         trial.within = within
         for c in gang.classes:
-            place(trial, c, int(problem.count[c] - trial.per_class[c]))
+            place_class(trial, c, int(problem.count[c] - trial.per_class[c]), place)
         trial.within = None
         placed = int(trial.per_class[list(gang.classes)].sum())
         if placed >= gang.still_needed and _has_min_resources(problem, trial, gang):
@@ -192,6 +211,108 @@ def _gang_domains(problem: Problem, state: PlacementState, gang: Gang) -> list[B
     domains = np.unique(domain[domain >= 0])
     order = np.argsort([float(room[usable & (domain == d)].sum()) for d in domains], kind="stable")
     return [domain == domains[j] for j in order] + fallback
+
+
+def place_class(state: PlacementState, c: int, want: int, place: Placer) -> int:
+    """``want`` more pods of class c by ``place``, within the inter-pod rules."""
+    if want <= 0:
+        return 0
+    j = state.rules.carrier_of(c)
+    if j >= 0:
+        return _place_carrier(state, c, want, place, j)
+    return _place_plain(state, c, want, place)
+
+
+def _within(state: PlacementState, mask: BoolArray, run: Callable[[], int]) -> int:
+    """``run`` with the state restricted to ``mask`` (and to what it was restricted to)."""
+    before = state.within
+    state.within = mask if before is None else mask & before
+    try:
+        return run()
+    finally:
+        state.within = before
+
+
+def _shared_limits(state: PlacementState, c: int, want: int, place: Placer) -> int:
+    """A class under a limit shared by the nodes of a domain. Under one spread alone (its
+    carriers counted by it): the level of each domain is worked out first, as pods taken one at
+    a time into the domain with the fewest counted pods among those with room would fill them
+    (water-filling, each step within maxSkew of the floor), then each domain's pods go in at
+    once. Otherwise one pod per step."""
+    limits = state.rules.wide[c]
+    if len(limits) == 1 and limits[0][0] == "spread" and c in state.rules.spread[limits[0][1]].rule.carriers:
+        return _water_fill(state, c, want, place, limits[0][1])
+    placed = 0
+    while placed < want:
+        got = place(state, c, 1)
+        if got <= 0:
+            break
+        placed += got
+    return placed
+
+
+def _relaxed(state: PlacementState, j: int, run: Callable[[], _T]) -> _T:
+    """``run`` with spread j's limit left out of the fit (the caller checked its levels)."""
+    state.rules.relaxed = j
+    try:
+        return run()
+    finally:
+        state.rules.relaxed = -1
+
+
+def _water_fill(state: PlacementState, c: int, want: int, place: Placer, j: int) -> int:
+    s = state.rules.spread[j]
+    rule = s.rule
+    nodes, m = _relaxed(state, j, lambda: _candidates(state, c))
+    domain = rule.domain[nodes]
+    inside = domain >= 0
+    room = np.bincount(domain[inside], weights=m[inside], minlength=rule.n_domains).astype(np.int64)
+    n, target = s.n.copy(), np.zeros(rule.n_domains, dtype=np.int64)
+    for _ in range(want):
+        floor = state.rules.floor_of(rule, n)
+        ok = (target < room) & (n + 1 <= rule.max_skew + floor)
+        if not ok.any():
+            break
+        d = int(np.argmin(np.where(ok, n, np.iinfo(np.int64).max)))
+        n[d] += 1
+        target[d] += 1
+    placed = 0
+    def fill(d: int, k: int) -> int:
+        return _within(state, rule.domain == d, lambda: place(state, c, k))
+
+    for d in np.nonzero(target)[0].tolist():
+        placed += _relaxed(state, j, functools.partial(fill, d, int(target[d])))
+    if placed < want and not inside.all():  # nodes the spread does not count
+        placed += _within(state, rule.domain < 0, lambda: place(state, c, want - placed))
+    return placed
+
+
+def _place_plain(state: PlacementState, c: int, want: int, place: Placer) -> int:
+    if c in state.rules.wide:
+        return _shared_limits(state, c, want, place)
+    return place(state, c, want)
+
+
+def _place_carrier(state: PlacementState, c: int, want: int, place: Placer, j: int) -> int:
+    """A pod affinity carrier: where its group is anchored, then, if it may start the group
+    and none has, in one more cell: the one with the least room that holds what is left of
+    the group (best-fit), else the roomiest."""
+    rules, p = state.rules, state.problem
+    everywhere = np.arange(p.n_nodes, dtype=np.int64)
+    placed = _within(state, rules.anchored(j, everywhere), lambda: _place_plain(state, c, want, place))
+    if placed >= want or c not in rules.attr[j].rule.starters or not rules.starter_possible(j):
+        return placed
+    nodes, m = _candidates(state, c)
+    cell = rules.attr[j].rule.cell[nodes]
+    if not (cell >= 0).any():
+        return placed
+    room = np.bincount(cell[cell >= 0], weights=m[cell >= 0], minlength=int(cell.max()) + 1)
+    group = rules.attr[j].rule.carriers
+    need = int(sum(int(p.count[k] - state.per_class[k]) for k in group))
+    fits = np.nonzero(room >= need)[0]
+    chosen = int(fits[np.argmin(room[fits])]) if len(fits) else int(np.argmax(room))
+    mask = rules.anchored(j, everywhere) | (rules.attr[j].rule.cell == chosen)
+    return placed + _within(state, mask, lambda: _place_plain(state, c, want - placed, place))
 
 
 def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:
@@ -242,7 +363,10 @@ def _spread(state: PlacementState, c: int, want: int, within: BoolArray | None =
     load = p.base(measured=True)[nodes] + (p.free[nodes] - state.free[nodes])  # measured load where known
     used_frac = (load / cap).sum(axis=1)
     step = (p.demand[c] / cap).sum(axis=1)
-    heap = [(float(used_frac[j] + step[j]), j) for j in range(len(nodes))]
+    first = used_frac + step
+    # only the ``want`` nodes that come first can receive a pod before ``want`` are placed
+    ahead = np.lexsort((np.arange(len(nodes)), first))[:want]
+    heap = [(float(first[j]), int(j)) for j in ahead]
     heapq.heapify(heap)
     given = np.zeros(len(nodes), dtype=np.int64)
     placed = 0
@@ -299,8 +423,9 @@ def guided(problem: Problem, quotas: IntArray, node_kind: IntArray) -> Assignmen
     at once and so knows which node shapes each class should use), the rest anywhere."""
     state = PlacementState.start(problem)
     gang_classes = {c for g in problem.gangs for c in g.classes}
+    ruled = [c for c in class_order(problem) if c in state.rules.roles and c not in gang_classes]
     for c in class_order(problem):
-        if c in gang_classes:
+        if c in gang_classes or c in state.rules.roles:
             continue
         placed = 0
         for k in np.argsort(-quotas[c], kind="stable"):
@@ -308,6 +433,8 @@ def guided(problem: Problem, quotas: IntArray, node_kind: IntArray) -> Assignmen
                 break
             placed += _spread(state, c, int(quotas[c, k]), node_kind == k)
         _spread(state, c, int(problem.count[c]) - placed)
+    for c in ruled:  # the inter-pod rules' classes by the rules-aware path, after the others
+        place_class(state, c, int(problem.count[c] - state.per_class[c]), _best_fit)
     for gang in problem.gangs:
         state = _place_gang(problem, state, gang, _best_fit)
     return state.assignment()

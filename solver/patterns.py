@@ -17,7 +17,7 @@ bound gives a proved bound (at convergence it equals the LP value).
 The integer answer is the better of a MIP over the generated columns and the rounded
 LP, each completed by the greedy on the pods left, and is checked by ``_valid``.
 
-Out of scope: problems with group caps (host ports) or gangs get ``assignment=None``.
+Out of scope: problems with group caps (host ports), gangs or inter-pod rules get ``assignment=None``.
 Kinds are those of solver/bound.py refined by the free milli of each device, so nodes
 partly used by bound pods simply form their own kinds.
 """
@@ -331,7 +331,8 @@ def pattern_placement(problem: Problem, incumbent: Assignment, time_limit: float
     """Column generation within ``time_limit`` seconds, then the best integer placement
     found from its columns (None when out of scope or when it fails the check)."""
     started = time.monotonic()
-    if problem.group_caps or problem.gangs or problem.n_nodes == 0 or problem.n_classes == 0:
+    out_of_scope = problem.group_caps or problem.gangs or problem.has_domain_rules
+    if out_of_scope or problem.n_nodes == 0 or problem.n_classes == 0:
         return PatternResult(None, 0.0, None, 0, 0, 0.0)
     kinds = kinds_of(problem)
     master = Master(problem, kinds)

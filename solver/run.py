@@ -65,8 +65,11 @@ class Run:
         return self.settings.time_limit - (time.monotonic() - self.started)
 
     def offer(self, candidate: Assignment, step: str) -> bool:
-        """Keeps ``candidate`` if it beats the incumbent (exact evaluation)."""
+        """Keeps ``candidate`` if it beats the incumbent (exact evaluation) and keeps the
+        inter-pod rules (a ruin that removed a spread's pods may leave a domain over its skew)."""
         if not evaluate.better(self.problem, candidate, self.incumbent, self.terms):
+            return False
+        if self.problem.has_domain_rules and evaluate.rule_violations(self.problem, candidate):
             return False
         self.incumbent = candidate
         self.steps.append(step)

@@ -31,7 +31,7 @@ from kubeplace.solver.guided import kind_quotas
 from kubeplace.solver.lns import improve
 from kubeplace.solver.repair import repair
 from kubeplace.solver.run import Event, Run, stage_one, stage_two
-from kubeplace.solver.split import components, lift, subproblem
+from kubeplace.solver.split import components, lift, restrict, subproblem
 
 GUIDED_SECONDS = 3.0
 PATTERN_SHARE = 0.6
@@ -67,14 +67,15 @@ class SolveReport:
 
 
 def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings = DEFAULT_SETTINGS,
-          on_event: Callable[[Event], None] | None = None) -> SolveReport:
+          on_event: Callable[[Event], None] | None = None, seeds: Sequence[tuple[Assignment, str]] = ()) -> SolveReport:
     """Independent parts are solved one by one, each with a share of the time limit, when
     the objective separates over them (the balance term does not: its mean is the whole
-    cluster's)."""
+    cluster's). ``seeds`` are placements made elsewhere (the kube-scheduler emulation) that
+    compete with the greedy ones, whole or part by part."""
     separable = not any(isinstance(t, LoadBalanceTerm) for t in terms)
     parts = [(c, n) for c, n in components(problem) if len(n)] if separable else []
     if len(parts) <= 1:
-        return _solve_one(problem, terms, settings, on_event)
+        return _solve_one(problem, terms, settings, on_event, seeds)
     started = time.monotonic()
     pairs = [int(problem.eligible[np.ix_(c, n)].sum()) for c, n in parts]
     reports = []
@@ -85,11 +86,12 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSett
             left = settings.time_limit - (time.monotonic() - started)
             budget = max(0.2, left * pairs[k] / max(sum(pairs[k:]), 1))
         sub = subproblem(problem, classes, nodes)
-        reports.append((_solve_one(sub, terms, replace(settings, time_limit=budget), None), classes, nodes))
+        sub_seeds = [(restrict(a, classes, nodes), name) for a, name in seeds]
+        reports.append((_solve_one(sub, terms, replace(settings, time_limit=budget), None, sub_seeds), classes, nodes))
     merged = Assignment.empty()
     for rep, classes, nodes in reports:
         merged = merged.merge(lift(rep.assignment, classes, nodes))
-    whole_greedy, _ = _best_greedy(problem, terms, replace(settings, time_limit=1.0), with_guided=False)
+    whole_greedy, _ = _best_greedy(problem, terms, replace(settings, time_limit=1.0), seeds, with_guided=False)
     steps = tuple(f"part {k + 1}/{len(parts)}: {', '.join(r.steps)}" for k, (r, _, _) in enumerate(reports))
     if evaluate.better(problem, whole_greedy, merged, terms):
         merged, steps = whole_greedy, (*steps, "greedy on the whole problem kept")
@@ -106,9 +108,9 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSett
 
 
 def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
-               on_event: Callable[[Event], None] | None) -> SolveReport:
+               on_event: Callable[[Event], None] | None, seeds: Sequence[tuple[Assignment, str]] = ()) -> SolveReport:
     started = time.monotonic()
-    best, name = _best_greedy(problem, terms, settings)
+    best, name = _best_greedy(problem, terms, settings, seeds)
     run = Run(problem, terms, settings, on_event, started, best, steps=[name])
     run.bound = placed_weight_bound(problem, time_limit=max(1.0, settings.time_limit / 10))
     run.emit("greedy")
@@ -127,8 +129,9 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Solve
 
 
 def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
-                 with_guided: bool = True) -> tuple[Assignment, str]:
-    """The best of the greedy placements (lexicographic, exact evaluation) and its name."""
+                 seeds: Sequence[tuple[Assignment, str]] = (), with_guided: bool = True) -> tuple[Assignment, str]:
+    """The best of the greedy placements and ``seeds`` (lexicographic, exact evaluation) that
+    keep the inter-pod rules as the model states them, and its name."""
     in_queue = int(problem.count.sum()) <= QUEUE_ORDER_PODS
     candidates = [(greedy_in_queue(problem, FGD), "fgd, queue order") if policy == FGD and in_queue
                   else (greedy(problem, policy), policy)
@@ -137,7 +140,10 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Sol
                          deterministic=settings.workers <= 1) if with_guided else None
     if quotas is not None:
         candidates.append((guided(problem, *quotas), "guided"))
-    best, name = candidates[0]
+    candidates += seeds
+    if problem.has_domain_rules:
+        candidates = [(a, n) for a, n in candidates if not evaluate.rule_violations(problem, a)]
+    best, name = candidates[0] if candidates else (Assignment.empty(), "none keeps the rules")
     for candidate, policy in candidates[1:]:
         if evaluate.better(problem, candidate, best, terms):
             best, name = candidate, policy

@@ -1,7 +1,9 @@
-"""The mutable state a greedy placement works on: free capacity, group caps, GPU devices.
+"""The mutable state a greedy placement works on: free capacity, group caps, GPU devices,
+the inter-pod rules' counts.
 
 Kept apart from the policies so every policy shares one definition of "fits" and of
-"take": node resources, group caps (host ports) and per-device GPU shares.
+"take": node resources, group caps (host ports, per node or per topology domain), per-device
+GPU shares and the inter-pod rules (``solver.rules_state``).
 """
 
 from __future__ import annotations
@@ -11,19 +13,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kubeplace.models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
-from kubeplace.models.problem import Assignment, BoolArray, DeviceUse, IntArray, Problem
+from kubeplace.models.problem import UNCAPPED, Assignment, BoolArray, DeviceUse, GroupCap, IntArray, Problem
+from kubeplace.solver.rules_state import RuleCounts
 
-UNLIMITED = 1 << 40
+UNLIMITED = UNCAPPED
+
+
+def _cap_index(cap: GroupCap, node: IntArray | int) -> IntArray:
+    """Where a cap keeps count of ``node``: its node, or its domain (-1: not capped there)."""
+    return np.asarray(node if cap.domain is None else cap.domain[node], dtype=np.int64)
 
 
 @dataclass
 class PlacementState:
     problem: Problem
     free: IntArray  # (N, R)
-    cap_left: list[IntArray]  # per group cap: (N,)
+    cap_left: list[IntArray]  # per group cap: (N,), or (D,) per domain
     device_free: IntArray  # (N, D)
     caps_of: dict[int, list[int]]
     per_class: IntArray  # (K,) pods placed per class, fixed ones included
+    rules: RuleCounts
     placed: dict[tuple[int, int], int] = field(default_factory=dict)
     devices: dict[tuple[int, int, int], int] = field(default_factory=dict)
     within: BoolArray | None = None
@@ -36,15 +45,16 @@ class PlacementState:
             for c in cap.classes:
                 caps_of.setdefault(c, []).append(k)
         state = PlacementState(problem, problem.free.copy(), [c.cap.copy() for c in problem.group_caps],
-                               problem.device_free.copy(), caps_of, np.zeros(problem.n_classes, dtype=np.int64))
+                               problem.device_free.copy(), caps_of, np.zeros(problem.n_classes, dtype=np.int64),
+                               RuleCounts.start(problem))
         if fixed is not None:
             state.absorb(fixed)
         return state
 
     def copy(self) -> PlacementState:
         return PlacementState(self.problem, self.free.copy(), [c.copy() for c in self.cap_left],
-                              self.device_free.copy(), self.caps_of, self.per_class.copy(), dict(self.placed),
-                              dict(self.devices))
+                              self.device_free.copy(), self.caps_of, self.per_class.copy(), self.rules.copy(),
+                              dict(self.placed), dict(self.devices), self.within)
 
     def need(self, c: int) -> GpuNeed:
         p = self.problem
@@ -61,7 +71,10 @@ class PlacementState:
         else:
             m = np.full(len(nodes), UNLIMITED, dtype=np.int64)
         for k in self.caps_of.get(c, []):
-            m = np.minimum(m, self.cap_left[k][nodes])
+            at = _cap_index(self.problem.group_caps[k], nodes)
+            m = np.minimum(m, np.where(at >= 0, self.cap_left[k][np.maximum(at, 0)], UNLIMITED))
+        if self.rules.roles:
+            m = np.minimum(m, self.rules.cap(c, nodes))
         gpu = self.need(c)
         if gpu.count:
             m = np.minimum(m, self.device_fit(gpu, nodes))
@@ -82,7 +95,10 @@ class PlacementState:
             return
         self.free[node] -= self.problem.demand[c] * k
         for g in self.caps_of.get(c, []):
-            self.cap_left[g][node] -= k
+            at = int(_cap_index(self.problem.group_caps[g], node))
+            if at >= 0:
+                self.cap_left[g][at] -= k
+        self.rules.take(c, node, k)
         self.placed[(c, node)] = self.placed.get((c, node), 0) + k
         self.per_class[c] += k
         gpu = self.need(c)
@@ -99,7 +115,9 @@ class PlacementState:
         self.free -= a.load(p)
         for g, cap in enumerate(p.group_caps):
             member = np.isin(a.cls, np.asarray(cap.classes, dtype=np.int64))
-            np.subtract.at(self.cap_left[g], a.node[member], a.counts[member])
+            at = _cap_index(cap, a.node[member])
+            np.subtract.at(self.cap_left[g], at[at >= 0], a.counts[member][at >= 0])
+        self.rules.absorb(a)
         np.add.at(self.per_class, a.cls, a.counts)
         for c, i, k in zip(a.cls.tolist(), a.node.tolist(), a.counts.tolist(), strict=True):
             self.placed[(c, i)] = self.placed.get((c, i), 0) + k

@@ -6,6 +6,7 @@ from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, Objective, Plu
 from kubeplace.models.plugins import (
     gang,
     gpu_model,
+    inter_pod_affinity,
     load_aware,
     node_affinity,
     node_ports,
@@ -13,8 +14,8 @@ from kubeplace.models.plugins import (
     node_volume_limits,
     objectives,
     overcommit,
-    pod_anti_affinity,
     taint_toleration,
+    topology_spread,
     unmodelled,
     volume_binding,
     volume_restrictions,
@@ -30,11 +31,12 @@ def in_tree_registry() -> Registry:
         PluginFactory(node_affinity.NAME, FILTER, None, node_affinity.build),
         PluginFactory(taint_toleration.NAME, FILTER, None, taint_toleration.build),
         PluginFactory(node_ports.NAME, (FILTER, CONSTRAINT), None, node_ports.build),
-        PluginFactory(pod_anti_affinity.NAME, FILTER, None, pod_anti_affinity.build),
         PluginFactory(volume_restrictions.NAME, FILTER, None, volume_restrictions.build),
         PluginFactory(node_volume_limits.NAME, (FILTER, CONSTRAINT), None, node_volume_limits.build),
         PluginFactory(volume_binding.NAME, (FILTER, CONSTRAINT), None, volume_binding.build),
         PluginFactory(volume_zone.NAME, FILTER, None, volume_zone.build),
+        PluginFactory(topology_spread.NAME, (FILTER, CONSTRAINT), None, topology_spread.build),
+        PluginFactory(inter_pod_affinity.NAME, (FILTER, CONSTRAINT), None, inter_pod_affinity.build),
         *(PluginFactory(name, FILTER, None, unmodelled.builder(name)) for name in unmodelled.PLUGINS),
         PluginFactory(tenant_plugin.NAME, FILTER, tenant_plugin.TenantArgs, tenant_plugin.build),
         PluginFactory(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build),
@@ -51,8 +53,8 @@ def in_tree_registry() -> Registry:
 
 DEFAULT_PLUGINS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
                    volume_restrictions.NAME, node_volume_limits.NAME, volume_binding.NAME, volume_zone.NAME,
-                   pod_anti_affinity.NAME, *unmodelled.PLUGINS, tenant_plugin.NAME, gpu_model.NAME, gang.NAME,
-                   gang.PREFERENCE_NAME, load_aware.NAME, overcommit.NAME)
+                   topology_spread.NAME, inter_pod_affinity.NAME, *unmodelled.PLUGINS, tenant_plugin.NAME,
+                   gpu_model.NAME, gang.NAME, gang.PREFERENCE_NAME, load_aware.NAME, overcommit.NAME)
 """Enabled in every profile (``disabled: ["*"]`` removes them all)."""
 OBJECTIVE_SCORES = {Objective.BALANCE: ("Balance",), Objective.BINPACK: ("BinPack",),
                     Objective.DEFRAG: ("GPUFragmentation",)}

@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import GangKey, Node, Pod, PodGroup
+from kubeplace.models.domains import label_domains
 from kubeplace.models.framework import ClassView, GangDomainsTerm, ObjectiveTerm, RunContext
-from kubeplace.models.problem import Gang, GroupCap, IntArray, Problem
+from kubeplace.models.problem import Gang, IntArray, Problem, Rule
 
 NAME = "Coscheduling"
 PREFERENCE_NAME = "GangTopologyPreference"
@@ -49,13 +48,13 @@ class Coscheduling:
     def node_key(self, node: Node) -> Hashable:
         return None
 
-    def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
+    def constraints(self, view: ClassView) -> Sequence[Rule]:
         by_gang: dict[GangKey, list[int]] = {}
         for c, pod in enumerate(view.class_pods):
             key = gang_of(pod)
             if key is not None:
                 by_gang.setdefault(key, []).append(c)
-        gangs: list[GroupCap | Gang] = []
+        gangs: list[Rule] = []
         for key, classes in sorted(by_gang.items()):
             group = self.groups.get(key)
             running = self.running.get(key, Running())
@@ -63,7 +62,7 @@ class Coscheduling:
             topology = group.topology_key if group else ""
             domain = self._domain(key, topology, view.nodes) if topology else None
             soft = group.preferred_topology_key if group else ""
-            preferred = _label_domains(soft, view.nodes, unlabelled_apart=True) if soft else None
+            preferred = label_domains(soft, view.nodes, unlabelled_apart=True) if soft else None
             gangs.append(Gang(key, tuple(classes), min_member=group.min_member if group else 1,
                               running=running.count, min_resources=resources,
                               running_requests=tuple(sorted(running.requests.items())),
@@ -75,7 +74,7 @@ class Coscheduling:
         running members' domain when some run (none if they span several or run on a
         node without the label, which no placement can mend; members on nodes outside the
         snapshot are not counted, as in the verifier)."""
-        domain = _label_domains(topology, nodes)
+        domain = label_domains(topology, nodes)
         running_on = self.running.get(key, Running()).nodes
         held = {int(domain[i]) for i, n in enumerate(nodes) if n.name in running_on}
         if held:
@@ -97,15 +96,6 @@ class GangTopologyPreference:
 
 def build_preference(_args: None, _ctx: RunContext) -> GangTopologyPreference:
     return GangTopologyPreference()
-
-
-def _label_domains(label: str, nodes: Sequence[Node], unlabelled_apart: bool = False) -> IntArray:
-    """Each node's index among the sorted values of ``label``; nodes without it get -1, or
-    with ``unlabelled_apart`` one more index of their own."""
-    values = sorted({n.labels[label] for n in nodes if label in n.labels})
-    index = {v: d for d, v in enumerate(values)}
-    missing = len(values) if unlabelled_apart else -1
-    return np.array([index[n.labels[label]] if label in n.labels else missing for n in nodes], dtype=np.int64)
 
 
 def build(_args: None, ctx: RunContext) -> Coscheduling:

@@ -15,7 +15,7 @@ import numpy as np
 
 from kubeplace.kube.objects import HostPort, Node, Pod
 from kubeplace.models.framework import ClassView, RunContext
-from kubeplace.models.problem import BoolArray, Gang, GroupCap
+from kubeplace.models.problem import BoolArray, GroupCap, Rule
 
 NAME = "NodePorts"
 WILDCARD = ""
@@ -50,14 +50,14 @@ class NodePorts:
         return np.array([not any(conflict(w, u) for w in wanted for u in self.used_by_node.get(n.name, ()))
                          for n in nodes], dtype=np.bool_)
 
-    def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
+    def constraints(self, view: ClassView) -> Sequence[Rule]:
         """One cap per port that two pending classes could both take on a node."""
         by_port: dict[tuple[str, int], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
         for c, pod in enumerate(view.class_pods):
             for p in {normalise(p) for p in pod.host_ports}:
                 by_port[(p.protocol, p.port)][p.ip].add(c)
         n_nodes = len(view.nodes)
-        caps: list[GroupCap | Gang] = []
+        caps: list[Rule] = []
         for (protocol, port), by_ip in sorted(by_port.items()):
             wildcard = by_ip.get(WILDCARD, set())
             specific = [ip for ip in by_ip if ip != WILDCARD] or [WILDCARD]

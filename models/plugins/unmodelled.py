@@ -15,7 +15,6 @@ from kubeplace.kube.objects import Node, Pod, SpecRule
 from kubeplace.models.framework import RunContext, all_true
 from kubeplace.models.problem import BoolArray
 
-HARD_TOPOLOGY_SPREAD = "DoNotSchedule topology spread"
 RESOURCE_CLAIMS = "dynamic resource claims"
 
 
@@ -42,7 +41,6 @@ class RuleLeftToDefault:
 
 
 PLUGINS = {
-    "PodTopologySpread": (SpecRule.HARD_TOPOLOGY_SPREAD, HARD_TOPOLOGY_SPREAD),
     "DynamicResources": (SpecRule.RESOURCE_CLAIMS, RESOURCE_CLAIMS),
 }
 """Plugin name (the kube-scheduler's) -> the rule it owns and the reason given."""

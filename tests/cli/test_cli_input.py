@@ -115,7 +115,7 @@ def test_names_are_escaped_in_tables_and_messages(tmp_path: Path) -> None:
 def test_every_printed_plan_is_verified_and_says_so() -> None:
     code, out, _ = run("plan", str(DEMO), *FAST)
     assert code == 0
-    assert "Verified: 31 placement(s) re-checked by the independent verifier, none refused" in out
+    assert "Verified: 32 placement(s) re-checked by the independent verifier, none refused" in out
     code, out, _ = run("plan", str(DEMO), "-o", "json", *FAST)
     assert code == 0 and json.loads(out)["summary"]["verified"] is True
 

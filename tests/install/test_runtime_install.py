@@ -99,7 +99,7 @@ def test_kubectl_plugin_executable_plans_the_demo(prefix: Path) -> None:
     assert plugin.is_file() and os.access(plugin, os.X_OK)
     out = run(prefix, str(plugin), "plan", str(DEMO))
     assert out.returncode == 0, out.stderr
-    assert "Pods placed: 31" in out.stdout and "Verified:" in out.stdout
+    assert "Pods placed: 32" in out.stdout and "Verified:" in out.stdout
     usage = run(prefix, str(plugin), "plan", "--help").stdout
     assert usage.startswith("Usage: kubectl kubeplace plan")
     report = prefix.parent / "plan.html"  # the report's dependencies are the runtime's
@@ -138,6 +138,6 @@ def test_kubectl_finds_the_plugin_and_its_completion(prefix: Path) -> None:
     assert str(prefix / "bin" / "kubectl-kubeplace") in listed.stdout
     out = run(prefix, kubectl, "kubeplace", "plan", str(DEMO), path=path)
     assert out.returncode == 0, out.stderr
-    assert "Pods placed: 31" in out.stdout
+    assert "Pods placed: 32" in out.stdout
     completions = run(prefix, kubectl, "__complete", "kubeplace", "re", path=path).stdout.splitlines()
     assert completions[0].startswith("rebalance\t") and completions[-1] == ":4"

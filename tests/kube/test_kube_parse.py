@@ -9,8 +9,7 @@ from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import HostPort, Requirement, SelectorTerm, Snapshot, SpecRule, Taint, Toleration
 from kubeplace.kube.parse import build_snapshot, parse_namespace_labels, parse_node, parse_pod
 from kubeplace.models.config import Configuration, Profile, instantiate
-from kubeplace.models.plugins.pod_anti_affinity import REQUIRED_POD_AFFINITY, REQUIRED_POD_ANTI_AFFINITY
-from kubeplace.models.plugins.unmodelled import HARD_TOPOLOGY_SPREAD, RESOURCE_CLAIMS
+from kubeplace.models.plugins.unmodelled import RESOURCE_CLAIMS
 from kubeplace.models.plugins.volume_restrictions import INLINE_DISKS
 from tests.builders import node, pod
 
@@ -191,21 +190,6 @@ def test_missing_name() -> None:
 @pytest.mark.parametrize(
     ("spec_field", "value", "reason"),
     [
-        (
-            "affinity",
-            {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}},
-            REQUIRED_POD_AFFINITY,
-        ),
-        (
-            "affinity",
-            {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}},
-            REQUIRED_POD_ANTI_AFFINITY,
-        ),
-        (
-            "topologySpreadConstraints",
-            [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
-            HARD_TOPOLOGY_SPREAD,
-        ),
         ("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}], RESOURCE_CLAIMS),
         ("volumes", [{"name": "disk", "gcePersistentDisk": {"pdName": "d"}}], INLINE_DISKS),
     ],
@@ -217,6 +201,25 @@ def test_unmodelled_reasons(spec_field: str, value: Any, reason: str) -> None:
     assert plugins.unmodelled(parsed) == (reason,)
     marked = plugins.mark_unmodelled(Snapshot((), (parsed,), ()))
     assert marked.pending[0].unmodelled == (reason,)
+
+
+@pytest.mark.parametrize(
+    ("spec_field", "value", "rule"),
+    [
+        ("affinity", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}},
+         SpecRule.REQUIRED_POD_AFFINITY),
+        ("affinity", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}},
+         SpecRule.REQUIRED_POD_ANTI_AFFINITY),
+        ("topologySpreadConstraints", [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+         SpecRule.HARD_TOPOLOGY_SPREAD),
+    ],
+)
+def test_inter_pod_rules_are_modelled_not_left(spec_field: str, value: Any, rule: SpecRule) -> None:
+    """Required pod (anti-)affinity and DoNotSchedule spread are read and modelled (issue 12):
+    InterPodAffinity and PodTopologySpread leave no pod to the default scheduler for them."""
+    parsed = pod("p").spec(spec_field, value).build()
+    assert parsed.spec_rules == {rule}
+    assert instantiate(Configuration(), Profile(), Snapshot((), (), ())).unmodelled(parsed) == ()
 
 
 @pytest.mark.parametrize(
