@@ -308,25 +308,43 @@ class _State:
         self.spreads: dict[tuple[object, ...], _Spread] = {}
         self.own_terms_of: dict[str, tuple[tuple[_OwnTerm, ...], tuple[_OwnTerm, ...]]] = {}
         self.hard_spreads_of: dict[str, tuple[_HardSpread, ...]] = {}
+        self.class_by_pod: dict[int, int] = {}  # id(pod) -> its class (the snapshot keeps the pods alive)
+        self.eligible_nodes: dict[tuple[object, ...], list[Node]] = {}
+        self.counters_of: dict[int, tuple[int, int, list[_Matched], list[_Spread]]] = {}
+        """class -> (how many matched/spread indexes there were, those that select it)"""
         for pod in snapshot.bound:
             if pod.node_name in self.nodes:
                 self.commit(pod, self.nodes[pod.node_name])
 
     def class_of(self, pod: Pod) -> int:
+        found = self.class_by_pod.get(id(pod))
+        if found is not None:
+            return found
         key = (pod.namespace, frozenset(pod.labels.items()))
         if key not in self.class_ids:
             self.class_ids[key] = len(self.classes)
             self.classes.append((pod.namespace, pod.labels))
+        self.class_by_pod[id(pod)] = self.class_ids[key]
         return self.class_ids[key]
+
+    def counters(self, cls: int) -> tuple[list[_Matched], list[_Spread]]:
+        """The indexes that count pods of class ``cls`` (recomputed when indexes were added)."""
+        cached = self.counters_of.get(cls)
+        if cached is None or cached[:2] != (len(self.matched), len(self.spreads)):
+            cached = (len(self.matched), len(self.spreads),
+                      [m for m in self.matched.values() if m.selects(cls, self)],
+                      [s for s in self.spreads.values() if s.counts_class(cls, self)])
+            self.counters_of[cls] = cached
+        return cached[2], cached[3]
 
     def commit(self, pod: Pod, node: Node) -> None:
         cls = self.class_of(pod)
         self.placed_on.setdefault(cls, []).append((node.name, pod.deleting))
-        for matched in self.matched.values():
-            if matched.selects(cls, self):
-                matched.add(node)
-        for spread in self.spreads.values():
-            if not pod.deleting and spread.counts_class(cls, self):
+        matched_by, spreads = self.counters(cls)
+        for matched in matched_by:
+            matched.add(node)
+        for spread in spreads:
+            if not pod.deleting:
                 spread.add(node.name)
         for term in pod.anti_affinity:
             forbidden = self.forbidden.setdefault((pod.namespace, term), _Forbidden(term, pod.namespace))
@@ -373,12 +391,14 @@ class _State:
 
     def _new_spread(self, pod: Pod, key: str, selector: tuple[Requirement, ...] | None, keys: tuple[str, ...],
                     affinity: object, taints: object) -> _Spread:
-        eligible = {
-            node.name: node.labels[key] for node in self.nodes.values()
-            if all(k in node.labels for k in keys)
-            and (affinity is None or node_affinity_matches(pod, node))
-            and (taints is None or _tolerates_hard_taints(pod, node))
-        }
+        inputs = (keys, affinity, taints)
+        if inputs not in self.eligible_nodes:
+            self.eligible_nodes[inputs] = [
+                node for node in self.nodes.values()
+                if all(k in node.labels for k in keys)
+                and (affinity is None or node_affinity_matches(pod, node))
+                and (taints is None or _tolerates_hard_taints(pod, node))]
+        eligible = {node.name: node.labels[key] for node in self.eligible_nodes[inputs]}
         spread = _Spread(pod.namespace, selector, eligible)
         for cls, where in self.placed_on.items():
             if spread.counts_class(cls, self):
@@ -486,6 +506,9 @@ def _starters(state: _State, carriers: list[_Item], free: list[_Item]) -> list[_
     have a first pod at all (it matches its own terms, nothing matching runs yet). A starter
     goes before the starters whose terms it matches (else they would not be first)."""
     starters = []
+    free_by_class: dict[int, list[Node]] = {}
+    for pod, node, _ in free:
+        free_by_class.setdefault(state.class_of(pod), []).append(node)
     by_group: dict[tuple[_OwnTerm, ...], list[_Item]] = {}
     for item in carriers:
         by_group.setdefault(state.own_terms(item[0])[0], []).append(item)
@@ -493,9 +516,8 @@ def _starters(state: _State, carriers: list[_Item], free: list[_Item]) -> list[_
         matched = state.matched_by(terms)
         if matched.pairs:
             continue
-        supported = {(t.key, value) for pod, node, _ in free
-                     if matched.selects(state.class_of(pod), state)
-                     for t in terms if (value := node.labels.get(t.key)) is not None}
+        supported = {(t.key, value) for cls, nodes in free_by_class.items() if matched.selects(cls, state)
+                     for node in nodes for t in terms if (value := node.labels.get(t.key)) is not None}
         for pod, node, placement in members:
             unsupported = any((t.key, node.labels.get(t.key)) not in supported for t in terms)
             if unsupported and matched.selects(state.class_of(pod), state):
