@@ -12,10 +12,11 @@ import yaml
 from kubeplace.cli.options import int_list
 from kubeplace.cli.render import progress, stdout_console, table
 from kubeplace_bench.scale import run_scale
-from kubeplace_bench.synthetic import SyntheticSpec, as_list, manifests
+from kubeplace_bench.synthetic import RULES, SyntheticSpec, as_list, manifests
 
 COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_plan", "seconds_verify",
-           "pods_placed", "default_scheduler_placed", "greedy_objective", "objective", "status", "peak_mib")
+           "pods_placed", "default_scheduler_placed", "default_scheduler_seconds", "greedy_objective", "objective",
+           "status", "peak_mib")
 
 
 @click.command("synthetic")
@@ -25,17 +26,19 @@ COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_p
 @click.option("--backend", "backends", default="cpsat", help="Backends, comma-separated (cpsat,milp,highs,cbc).")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=10.0, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--rules", type=click.Choice(RULES), default="none", show_default=True,
+              help="mix: hostname anti-affinity, zone spread and rack groups on part of the pods.")
 @click.option("--write-list", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Only write the cluster (first size) as one YAML List file, as kubectl prints it.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 def synthetic_command(node_counts: list[int], pod_counts: list[int], backends: str, time_limit: float, seed: int,
-                      write_list: Path | None, output: str) -> None:
+                      rules: str, write_list: Path | None, output: str) -> None:
     """Time from a loaded snapshot to a verified plan, pods placed and peak memory."""
     if len(node_counts) != len(pod_counts):
         raise click.BadParameter("give one pod count per node count", param_hint="--pods")
     sizes = list(zip(node_counts, pod_counts, strict=True))
     if write_list is not None:
-        spec = SyntheticSpec(sizes[0][0], sizes[0][1], seed)
+        spec = SyntheticSpec(sizes[0][0], sizes[0][1], seed, rules=rules)
         with write_list.open("w") as f:
             yaml.dump(as_list(manifests(spec)), f, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
                       sort_keys=False)
@@ -45,7 +48,7 @@ def synthetic_command(node_counts: list[int], pod_counts: list[int], backends: s
     for n, p in sizes:
         for b in backends.split(","):
             with progress(True, time_limit, label=f"{n} nodes, {p} pods, {b}") as on_event:
-                results.append(run_scale(SyntheticSpec(n, p, seed), b, time_limit, on_event).to_dict())
+                results.append(run_scale(SyntheticSpec(n, p, seed, rules=rules), b, time_limit, on_event).to_dict())
     if output == "json":
         click.echo(json.dumps({"runs": results}, indent=2))
         return

@@ -1,8 +1,9 @@
 """Scale benchmark: synthetic clusters from a seed, planned end to end and side by side
-with a one-pod-at-a-time kube-scheduler emulation on the same input.
+with the one-pod-at-a-time kube-scheduler emulation (``solver.emulate``) on the same input.
 
 Timed from a loaded snapshot to a verified plan (aggregation, greedy, exact backend,
-plan, independent verification), with the peak resident memory of the process.
+plan, independent verification), with the peak resident memory of the process. The
+emulation's placements are re-checked by the independent verifier too.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.models.problem import Problem
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.verify import verify
+from kubeplace.solver.emulate import emulate
 from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
 from kubeplace.solver.run import OnEvent
 from kubeplace_bench.synthetic import SyntheticSpec, manifests
@@ -42,7 +42,9 @@ class ScaleResult:
     classes: int
     default_scheduler_placed: int
     default_scheduler_seconds: float
+    default_scheduler_violations: int
     peak_mib: int
+    rules: str = "none"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -68,31 +70,13 @@ def run_scale(spec: SyntheticSpec, backend: str, time_limit: float, on_event: On
         raise AssertionError(f"kubeplace produced an invalid plan: {violations[0]}")
     verified = time.perf_counter()
     emu_start = time.perf_counter()
-    emulated = one_at_a_time(planned.aggregation.problem)
+    emulated = emulate(snapshot)
     emu_seconds = time.perf_counter() - emu_start
+    emulation_violations = verify(snapshot, list(emulated.placements))
     s = planned.plan.summary
     problem, terms = planned.aggregation.problem, planned.terms
     first = min(evaluate.objective_value(problem, greedy(problem, policy), terms) for policy in (BEST_FIT, SPREAD))
     return ScaleResult(len(snapshot.nodes), len(snapshot.pending), backend, round(loaded - started, 2),
                        round(planned_at - loaded, 2), round(verified - planned_at, 2), s.pods_placed, s.bound,
-                       s.status, round(s.objective, 3), round(first, 3), problem.n_classes, emulated,
-                       round(emu_seconds, 2), peak_mib())
-
-
-def one_at_a_time(problem: Problem) -> int:
-    """The default scheduler's way: pods one at a time in creation order (here: the order
-    the snapshot lists them), filter (the same eligibility), LeastAllocated on cpu and
-    memory, the best node wins. Returns the number of pods placed."""
-    free = problem.free.copy()
-    cap = np.maximum(problem.capacity[:, :2], 1).astype(np.float64)
-    order = sorted((m, c) for c in range(problem.n_classes) for m in problem.members[c])
-    placed = 0
-    for _, c in order:
-        nodes = np.nonzero(problem.eligible[c] & (free >= problem.demand[c]).all(axis=1))[0]
-        if len(nodes) == 0:
-            continue
-        score = ((free[nodes, :2] - problem.demand[c, :2]) / cap[nodes]).mean(axis=1)
-        i = nodes[int(np.argmax(score))]
-        free[i] -= problem.demand[c]
-        placed += 1
-    return placed
+                       s.status, round(s.objective, 3), round(first, 3), problem.n_classes, len(emulated.placements),
+                       round(emu_seconds, 2), len(emulation_violations), peak_mib(), spec.rules)
