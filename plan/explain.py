@@ -5,9 +5,12 @@ Counted as the kube-scheduler counts (framework FitError): each node under the f
 that rejects it, in the default profile's filter order (NodeUnschedulable, NodeName,
 TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, ..., InterPodAffinity), the
 profile's other filters after those in their own order, then the GPU device rule; a filter
-with several reasons (NodeResourcesFit: one per resource lacking) counts each; the
-"count reason" strings are sorted as strings. The cluster is taken as the plan leaves it: the
-capacity, GPU devices and host ports its placements took are gone.
+with several reasons (NodeResourcesFit: one per resource lacking) counts each, one with several
+checks in order (InterPodAffinity: the pod's affinity, its anti-affinity, the other pods'
+anti-affinity) counts a node under its first; the "count reason" strings are sorted as strings.
+The cluster is taken as the plan leaves it: the capacity, GPU devices and host ports its
+placements took are gone, and its placements count in the inter-pod rules
+(``plan.explain_rules``).
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ from kubeplace.models.aggregate import Aggregation, FilterTable
 from kubeplace.models.framework import NodeReasons, Rejects
 from kubeplace.models.gpu import GpuNeed, device_fit
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
+from kubeplace.plan.explain_rules import batch_failures, cap_left
 
 SCHEDULER_FILTERS = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
                      "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
                      "PodTopologySpread", "InterPodAffinity")
 """The default profile's filters in its order (apis/config/v1 default_plugins.go)."""
-SAME_AS = {"InterPodAntiAffinity": "InterPodAffinity"}
+SAME_AS: dict[str, str] = {}
 """kubeplace's plugins that stand for (part of) a kube-scheduler filter."""
 FIT = "NodeResourcesFit"
 DEVICES = "Insufficient GPU devices"
@@ -44,16 +48,13 @@ class After:
 
     free: IntArray  # (N, R) free capacity
     device_free: IntArray  # (N, D) free milli per device
-    cap_left: tuple[IntArray, ...]  # per group cap of the problem: (N,) room left
+    cap_left: tuple[IntArray, ...]  # per group cap of the problem: (N,) room left on the node's part
+    assignment: Assignment
 
     @staticmethod
     def of(problem: Problem, a: Assignment) -> After:
-        caps = []
-        for cap in problem.group_caps:
-            member = np.isin(a.cls, np.asarray(cap.classes, dtype=np.int64))
-            taken = np.bincount(a.node[member], weights=a.counts[member], minlength=problem.n_nodes)
-            caps.append(cap.cap - taken.astype(np.int64))
-        return After(problem.free - a.load(problem), a.devices_left(problem), tuple(caps))
+        caps = tuple(cap_left(cap, a, problem.n_nodes) for cap in problem.group_caps)
+        return After(problem.free - a.load(problem), a.devices_left(problem), caps, a)
 
 
 def explain(agg: Aggregation, c: int, after: After) -> str:
@@ -116,16 +117,23 @@ def _in_order(names: list[str]) -> list[str]:
 
 
 def _stages(agg: Aggregation, c: int, after: After) -> Iterator[Stage]:
-    """The filters in the order the kube-scheduler runs them, each as a Stage."""
+    """The filters in the order the kube-scheduler runs them, each check as a Stage (a plugin's
+    filters in the order it was built, the batch's rules merged into the check of their reason)."""
     p = agg.problem
-    stages: dict[str, Stage] = {t.plugin.name: _filter_stage(agg, t, c) for t in agg.filters}
-    reasons = {t.plugin.name: t.plugin.reason for t in agg.filters}
-    stages[FIT] = _fit(p, c, after)
-    for cap, left in zip(p.group_caps, after.cap_left, strict=True):
-        if c in cap.classes:
-            reason = reasons.get(cap.plugin, f"node(s) had no room under {cap.plugin}")
-            stages.setdefault(cap.plugin, []).append((reason, left <= 0))
-    yield from (stages[n] for n in _in_order(list(stages)))
+    stages: dict[str, list[Stage]] = {}
+    reasons: dict[str, str] = {}
+    for t in agg.filters:
+        stages.setdefault(t.plugin.name, []).append(_filter_stage(agg, t, c))
+        reasons.setdefault(t.plugin.name, t.plugin.reason)
+    stages[FIT] = [_fit(p, c, after)]
+    for name, reason, fails in batch_failures(p, c, after.assignment, after.cap_left, reasons):
+        checks = stages.setdefault(name, [])
+        check = next((stage for stage in checks if any(r == reason for r, _ in stage)), None)
+        if check is None:
+            checks.append([(reason, fails)])
+        else:
+            check.append((reason, fails))
+    yield from (stage for n in _in_order(list(stages)) for stage in stages[n])
     if p.has_devices and p.gpu_count[c] > 0:
         yield [(DEVICES, ~device_fit(after.device_free, GpuNeed(int(p.gpu_count[c]), int(p.gpu_milli[c]))))]
     for gang in p.gangs:
