@@ -101,8 +101,8 @@ def better(problem: Problem, a: Assignment, b: Assignment, terms: Sequence[Objec
 
 
 def rule_violations(problem: Problem, a: Assignment) -> list[str]:
-    """The inter-pod rules (and caps per domain) that ``a`` breaks, on its final placement, as
-    the model states them; empty when it keeps every one (design-12 2.A-2.D)."""
+    """The group caps and inter-pod rules that ``a`` breaks, on its final placement, as the
+    model states them; empty when it keeps every one (design-12 2.A-2.D)."""
     y = a.dense(problem.n_classes, problem.n_nodes)
     out: list[str] = []
 
@@ -112,8 +112,12 @@ def rule_violations(problem: Problem, a: Assignment) -> list[str]:
         return np.bincount(domain[keep], weights=counts[keep], minlength=size).astype(np.int64)
 
     for cap in problem.group_caps:
-        if cap.domain is not None and (per_domain(cap.classes, cap.domain, len(cap.cap)) > cap.cap).any():
-            out.append(f"{cap.name}: over its cap in a domain")
+        if cap.domain is None:
+            over = (y[list(cap.classes)].sum(axis=0) > cap.cap).any()
+        else:
+            over = (per_domain(cap.classes, cap.domain, len(cap.cap)) > cap.cap).any()
+        if over:
+            out.append(f"{cap.name}: over its cap")
     for ex in problem.exclusions:
         size = int(ex.domain.max(initial=-1)) + 1
         matched = set(ex.matched)
