@@ -95,13 +95,6 @@ class GroupCap:
     domain: IntArray | None = None
     """(N,) each node's domain, an index into ``cap``; -1: the cap does not reach that node."""
 
-    def node_cap(self) -> IntArray:
-        """(N,) the cap of each node's own part: its cap, or its domain's (unlimited off every domain)."""
-        if self.domain is None:
-            return self.cap
-        return np.where(self.domain >= 0, self.cap[np.maximum(self.domain, 0)] if len(self.cap) else 0,
-                        UNCAPPED).astype(np.int64)
-
 
 UNCAPPED = 1 << 40
 """A cap no count reaches."""

@@ -188,10 +188,21 @@ def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Plac
         for c in gang.classes:
             place_class(trial, c, int(problem.count[c] - trial.per_class[c]), place)
         trial.within = None
-        placed = int(trial.per_class[list(gang.classes)].sum())
-        if placed >= gang.still_needed and _has_min_resources(problem, trial, gang):
+        if gang_complete(problem, trial, gang):
             return trial
     return state
+
+
+def gang_complete(problem: Problem, state: PlacementState, gang: Gang) -> bool:
+    """The gang's members in ``state`` (running ones counted) reach min-member and minResources,
+    all in one domain of its topology key if it has one."""
+    if int(state.per_class[list(gang.classes)].sum()) < gang.still_needed:
+        return False
+    if gang.domain is not None:
+        held = {int(gang.domain[i]) for (c, i), k in state.placed.items() if k > 0 and c in gang.classes}
+        if len(held) > 1 or -1 in held:
+            return False
+    return _has_min_resources(problem, state, gang)
 
 
 def _gang_domains(problem: Problem, state: PlacementState, gang: Gang) -> list[BoolArray | None]:

@@ -60,14 +60,20 @@ def test_queue_order_and_least_allocated_strand_a_big_pod() -> None:
     assert placed["a-small"] == placed["b-small"] != placed["c-big"]
 
 
-def test_hard_zone_spread_and_hostname_anti_affinity() -> None:
-    nodes = [n(f"{z}{i}").label("zone", z) for z in "ab" for i in range(3)]
+def zones_and_web() -> tuple[list[NodeBuilder], list[PodBuilder]]:
+    """Two zones (also racks) of three nodes; seven web replicas with a zone spread (maxSkew 1)
+    and hostname anti-affinity."""
+    nodes = [n(f"{z}{i}").label("zone", z).label("rack", z) for z in "ab" for i in range(3)]
     spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
                "labelSelector": {"matchLabels": {"app": "web"}}}]
     anti = {"podAntiAffinity": {REQ: [{"labelSelector": {"matchLabels": {"app": "web"}},
                                        "topologyKey": "kubernetes.io/hostname"}]}}
-    web = [pod(f"web-{i}").cpu("100m").label("app", "web").spec("topologySpreadConstraints", spread)
-           .spec("affinity", anti) for i in range(7)]
+    return nodes, [pod(f"web-{i}").cpu("100m").label("app", "web").spec("topologySpreadConstraints", spread)
+                   .spec("affinity", anti) for i in range(7)]
+
+
+def test_hard_zone_spread_and_hostname_anti_affinity() -> None:
+    nodes, web = zones_and_web()
     result = emulate(snapshot_of(*nodes, *web))
     placed = [node_name for _, _, node_name in result.placements]
     assert len(set(placed)) == 6 and sorted(p[0] for p in placed).count("a") == 3
@@ -186,3 +192,39 @@ def test_running_pods_terms_attract_the_pods_they_match() -> None:
         "labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}}]}}
     fan = pod("fan").cpu("100m").spec("affinity", likes_web).on("n1")
     assert where(snapshot_of(*nodes, fan, pod("w").cpu("1").label("app", "web")))["w"] == "n1"
+
+
+def _candidate(snap: Snapshot) -> tuple[Any, Any, Any]:
+    from kubeplace.models.aggregate import aggregate
+    from kubeplace.solver.emulate import as_candidate
+
+    plugins = instantiate(Configuration(), Profile(), snap)
+    problem = aggregate(snap, plugins).problem
+    class_of = {snap.pending[m].key: c for c, members in enumerate(problem.members) for m in members}
+    node_of = {name: i for i, name in enumerate(problem.node_names)}
+    result = emulate(snap, filters=plugins.filters)
+    steps = [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in result.placements]
+    return problem, result, as_candidate(problem, steps)
+
+
+def test_the_emulation_as_a_candidate_keeps_its_placements_and_the_rules() -> None:
+    from kubeplace.models import evaluate
+
+    nodes, web = zones_and_web()
+    problem, result, candidate = _candidate(snapshot_of(*nodes, *web, *group("g1", 2)))
+    assert evaluate.pods_placed(candidate) == len(result.placements) == 8
+    assert evaluate.rule_violations(problem, candidate) == []
+
+
+def test_the_emulation_as_a_candidate_drops_a_gang_it_left_below_min_member() -> None:
+    from kubeplace.models import evaluate
+
+    gang = [pod(f"m{i}").cpu("3").label("scheduling.x-k8s.io/pod-group", "job") for i in range(3)]
+    group_object = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                    "metadata": {"name": "job", "namespace": "default"}, "spec": {"minMember": 3}}
+    anti = {"podAntiAffinity": {REQ: [{"labelSelector": {"matchLabels": {"app": "x"}},
+                                       "topologyKey": "kubernetes.io/hostname"}]}}
+    solo = pod("solo").cpu("1").label("app", "x").spec("affinity", anti)  # an inter-pod rule: the seed is used
+    _, result, candidate = _candidate(snapshot_of(n("n1"), n("n2"), group_object, *gang, solo))
+    assert len(result.placements) == 3  # the emulation places two members one by one, and solo
+    assert evaluate.pods_placed(candidate) == 1  # the candidate keeps solo only
