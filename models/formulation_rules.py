@@ -228,7 +228,7 @@ def _floor_hint(var: int, k: Side, sp: Spread) -> Hint:
 
 
 def _attraction_rows(b: RuleBuilder, at: Attraction, starters: dict[str, IntArray]) -> list[Hint]:
-    sizes = [n_domains(d) for d in at.domains]
+    sizes = [len(bound) for bound in at.bound_support]  # every domain of the key, not only this part's
     carriers = [side(b, at.carriers, dom, n) for dom, n in zip(at.domains, sizes, strict=True)]
     support = [side(b, at.supporters, dom, n) for dom, n in zip(at.domains, sizes, strict=True)]
     anchored = [bound | (s.fixed > 0) for bound, s in zip(at.bound_support, support, strict=True)]

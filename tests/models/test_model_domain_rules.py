@@ -15,6 +15,7 @@ from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.formulation import Neighbourhood, placement_model
+from kubeplace.models.framework import Objective
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.plan.verify import verify
@@ -310,3 +311,20 @@ def test_a_placed_pods_anti_affinity_explains_why_a_matched_pod_waits() -> None:
         assert where(planned)["web-0"] == "b0" and len(planned.plan.placements) == 5
         assert {r for u in planned.plan.unplaced for r in u.reasons} == {
             "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't satisfy existing pods anti-affinity rules."}
+
+
+def test_an_affinity_group_in_a_part_that_sees_fewer_domains_of_its_key() -> None:
+    # binpack separates the two apps into parts; web's part has no node of zone c, the last
+    # zone of the affinity term's key, whose running supporter array still counts it
+    to_db = {"podAffinity": {REQ: [{"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}]}}
+    nodes = [n("a0", zone="a", pool="web"), n("b0", zone="b", pool="web"), n("c0", zone="c", pool="batch")]
+    running_db = pod("db-old").scheduler("x").cpu("100m").label("app", "db").on("b0")
+    web = [p.selector("pool", "web") for p in replicas("web", 2, affinity=to_db)]
+    batch = [p.selector("pool", "batch") for p in replicas("batch", 2)]
+    snap = snapshot_of(*nodes, running_db, *web, *batch)
+    for backend in ("cpsat", "highs"):
+        settings = SolverSettings(backend=backend, time_limit=4, workers=1)
+        planned = make_plan(snap, Configuration(), Profile(objective=Objective.BINPACK), settings)
+        assert planned.violations == () and len(planned.report.steps) > 1  # parts solved
+        assert {name: node for name, node in where(planned).items() if name.startswith("web")} == {
+            "web-0": "b0", "web-1": "b0"}
