@@ -3,7 +3,8 @@ with the one-pod-at-a-time kube-scheduler emulation (``solver.emulate``) on the 
 
 Timed from a loaded snapshot to a verified plan (aggregation, greedy, exact backend,
 plan, independent verification), with the peak resident memory of the process. The
-emulation's placements are re-checked by the independent verifier too.
+emulation runs with the profile's filters (kubeplace's own ones, such as Tenant, included), and
+its placements are re-checked by the independent verifier too.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def run_scale(spec: SyntheticSpec, backend: str, time_limit: float, on_event: On
         raise AssertionError(f"kubeplace produced an invalid plan: {violations[0]}")
     verified = time.perf_counter()
     emu_start = time.perf_counter()
-    emulated = emulate(snapshot)
+    emulated = emulate(snapshot, filters=planned.plugins.filters)  # the profile's filters (Tenant, ...)
     emu_seconds = time.perf_counter() - emu_start
     emulation_violations = verify(snapshot, list(emulated.placements))
     s = planned.plan.summary

@@ -183,3 +183,17 @@ def test_a_pod_without_cpu_request_may_move_to_a_cpu_overcommitted_node() -> Non
     for budgets in (Budgets(), Budgets(max_moves=1)):
         plan = rebalance(lay, Settings(budgets=budgets, solver=FAST))
         assert [m.target for m in plan.moves] == ["b"], budgets
+
+
+def test_make_room_refuses_a_pod_with_inter_pod_rules() -> None:
+    """plan models required pod (anti-)affinity and hard spread; the move model does not, so it
+    does not make room for such a pod rather than plan moves that could break them."""
+    from kubeplace.kube.errors import InputError
+
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    objects = [node("n1", 4000, 8192), pod("busy", "apps", 3500, 1024, node_name="n1"),
+               pod("web-0", "apps", 1000, 512, scheduler="kubeplace", labels={"app": "web"}, affinity=anti)]
+    state = state_of([(o, "t") for o in objects])
+    with pytest.raises(InputError, match="rules the move model does not model"):
+        make_room(state, "apps/web-0", Rules(), CONFIG, PROFILE, Settings(solver=FAST))
