@@ -4,7 +4,10 @@
 (b) a plan is never worse than the greedy incumbent (placed weight, then objective);
 (c) CP-SAT and the MILP backends agree on the optimal placed weight and on the optimal value of
     the same stage-2 (linearised) model, whenever both prove optimality;
-(d) aggregating identical pods into classes does not change the optimal placed weight.
+(d) aggregating identical pods into classes does not change the optimal placed weight;
+(e) with required inter-pod (anti-)affinity and DoNotSchedule spread: (a) to (c) on the whole model and
+    on neighbourhoods only, the model's rules kept, and never fewer pods than the kube-scheduler
+    emulation where the model is not knowingly stricter than it.
 """
 
 from __future__ import annotations
