@@ -67,14 +67,16 @@ def _emulation(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet,
                settings: SolverSettings) -> list[tuple[Assignment, str]]:
     """With inter-pod rules, the kube-scheduler's one-pod-at-a-time placement (``solver.emulate``)
     as one more candidate, so that a plan never places fewer pods than it would; up to
-    EMULATION_PAIRS nodes x pods, with the profile's filters."""
+    EMULATION_PAIRS nodes x pods, with the profile's filters, for at most the solver's time limit
+    (the queue's beginning only, if it runs out; whole with one worker, so runs repeat)."""
     p = agg.problem
     pods = [snapshot.pending[m] for members in p.members for m in members]
     if not p.has_domain_rules or p.n_nodes * len(pods) > EMULATION_PAIRS:
         return []
     class_of = {snapshot.pending[m].key: c for c, members in enumerate(p.members) for m in members}
     node_of = {name: i for i, name in enumerate(p.node_names)}
-    emulated = emulate(snapshot, pods, plugins.filters, seed=settings.seed)
+    emulated = emulate(snapshot, pods, plugins.filters, seed=settings.seed,
+                       seconds=None if settings.workers <= 1 else settings.time_limit)
     steps = [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements]
     return [(as_candidate(p, steps), "kube-scheduler emulation")]
 

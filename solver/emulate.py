@@ -23,6 +23,8 @@ emulation does, wherever the model's rules agree with each of its steps.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -55,10 +57,13 @@ class Emulation:
 
 
 def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequence[FilterPlugin] | None = None,
-            seed: int = 0, percentage_of_nodes_to_score: int = 0) -> Emulation:
+            seed: int = 0, percentage_of_nodes_to_score: int = 0, seconds: float | None = None) -> Emulation:
     """Schedule ``pods`` (default: every pending pod) one at a time as the kube-scheduler would.
     ``filters`` are the static filters (default: the kube-scheduler's NodeUnschedulable,
-    TaintToleration and NodeAffinity); capacity, ports and the domain rules are always checked."""
+    TaintToleration and NodeAffinity); capacity, ports and the domain rules are always checked.
+    With ``seconds``, the pods not scheduled by then are left waiting (what it placed is the
+    kube-scheduler's beginning of the queue)."""
+    deadline = math.inf if seconds is None else time.monotonic() + seconds
     queue = list(snapshot.pending if pods is None else pods)
     rank = queue_rank(queue)
     queue = [queue[i] for i in np.argsort(rank, kind="stable")]
@@ -72,6 +77,9 @@ def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequ
         passes += 1
         waiting = []
         for pod in queue:
+            if time.monotonic() > deadline:
+                waiting.append(pod)
+                continue
             candidates = search.feasible(pod)
             if len(candidates) == 0:
                 waiting.append(pod)
@@ -79,7 +87,8 @@ def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequ
             i = choose(cluster, pod, candidates, rng)
             cluster.commit(pod, i)
             placements.append((pod.namespace, pod.name, cluster.nodes[i].name))
-        if len(waiting) == len(queue):
+        if len(waiting) == len(queue) or time.monotonic() > deadline:
+            queue = waiting
             break
         queue = waiting
     return Emulation(tuple(placements), tuple(p.key for p in queue), passes)

@@ -228,3 +228,10 @@ def test_the_emulation_as_a_candidate_drops_a_gang_it_left_below_min_member() ->
     _, result, candidate = _candidate(snapshot_of(n("n1"), n("n2"), group_object, *gang, solo))
     assert len(result.placements) == 3  # the emulation places two members one by one, and solo
     assert evaluate.pods_placed(candidate) == 1  # the candidate keeps solo only
+
+
+def test_a_time_cap_leaves_the_rest_of_the_queue_waiting() -> None:
+    snap = snapshot_of(n("n1"), *(pod(f"p{i}").cpu("100m") for i in range(5)))
+    capped = emulate(snap, seconds=0.0)
+    assert capped.placements == () and len(capped.unplaced) == 5
+    assert len(emulate(snap, seconds=60.0).placements) == 5
