@@ -24,6 +24,7 @@ from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
 from kubeplace.plan.verify import Violation
+from kubeplace.plan.verify_domains import replay
 from kubeplace.solver.emulate import as_candidate, emulate
 from kubeplace.solver.run import Event
 from kubeplace.solver.solve import SolveReport, solve
@@ -58,9 +59,20 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, setti
     terms = plugins.terms(agg.problem)
     report = solve(agg.problem, terms, settings, on_event, _emulation(snapshot, agg, plugins, settings))
     plan = _to_plan(snapshot, agg, report, profile, terms, plugins)
+    if agg.problem.has_domain_rules:
+        plan = replace(plan, placements=replay_order(snapshot, plan.placements))
     violations = tuple(verify_plan(snapshot, plan.placements, config, profile))
     plan = replace(plan, summary=replace(plan.summary, verified=not violations))
     return Planned(plan, agg, report, plugins, terms, violations)
+
+
+def replay_order(snapshot: Snapshot, placements: tuple[Placement, ...]) -> tuple[Placement, ...]:
+    """The placements in an order in which the kube-scheduler accepts them one by one (design-12
+    2.F), as the independent verifier finds it: bind in this order, and the inter-pod rules hold
+    at every step."""
+    order = replay(snapshot, [(p.namespace, p.name, p.node) for p in placements]).order
+    rank = {(namespace, name): k for k, (namespace, name, _) in enumerate(order)}
+    return tuple(sorted(placements, key=lambda p: rank.get((p.namespace, p.name), len(rank))))
 
 
 def _emulation(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet,

@@ -328,3 +328,17 @@ def test_an_affinity_group_in_a_part_that_sees_fewer_domains_of_its_key() -> Non
         assert planned.violations == () and len(planned.report.steps) > 1  # parts solved
         assert {name: node for name, node in where(planned).items() if name.startswith("web")} == {
             "web-0": "b0", "web-1": "b0"}
+
+
+def test_the_plan_lists_its_placements_in_an_order_the_kube_scheduler_accepts() -> None:
+    # zones a, b, c with 2, 2, 1 web pods: bound in class order (a, a, ...) the second pod in a
+    # would see a skew of 2; the plan lists them level by level, so each step keeps maxSkew 1
+    snap = snapshot_of(n("a1", zone="a"), n("b1", zone="b"), n("c1", "1", zone="c"),
+                       *replicas("web", 6, "1", topologySpreadConstraints=spread("web")))
+    for planned in plans(snap):
+        counts = dict.fromkeys("abc", 0)
+        for placement in planned.plan.placements:
+            zone = placement.node[0]
+            assert counts[zone] + 1 - min(counts.values()) <= 1, planned.plan.placements
+            counts[zone] += 1
+        assert counts == {"a": 2, "b": 2, "c": 1}
