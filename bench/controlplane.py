@@ -96,8 +96,8 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 
-def spawn(name: str, argv: Sequence[str], workdir: Path) -> Component:
-    """Start `argv` with its output in ``workdir/logs/<name>.log``."""
+def spawn(name: str, argv: Sequence[str], workdir: Path, env: Mapping[str, str] | None = None) -> Component:
+    """Start `argv` with its output in ``workdir/logs/<name>.log`` (``env``: added to this process's)."""
     log_path = workdir / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
@@ -107,6 +107,7 @@ def spawn(name: str, argv: Sequence[str], workdir: Path) -> Component:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=workdir,
+            env={**os.environ, **env} if env else None,
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
@@ -230,9 +231,9 @@ class ControlPlane:
         while self.components:
             self.components.pop().stop()
 
-    def launch(self, name: str, argv: Sequence[str]) -> Component:
+    def launch(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Component:
         """Start a process that `stop` will stop."""
-        component = spawn(name, argv, self.workdir)
+        component = spawn(name, argv, self.workdir, env)
         self.components.append(component)
         return component
 
