@@ -38,6 +38,9 @@ REQUEST_TIMEOUT = (10.0, 60.0)
 """Seconds to connect and to wait for an answer; a list of 10,000 pods takes a few seconds."""
 PAGE_SIZE = 500
 """Objects per list request, as kubectl uses, so a huge list does not time out."""
+CONNECTIONS = 64
+"""Kept-alive connections to the API server: ``serve`` holds one per watch and binds on many at
+once (the client's default, 5 per CPU, would open and drop a TLS connection per binding)."""
 
 RawObject = dict[str, Any]
 
@@ -47,6 +50,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluste
     joined with ``:``, merged like kubectl), else ``~/.kube/config``, else the in-cluster
     service account. Raises :class:`ConfigMissing` when none of them works."""
     configuration = k8s.Configuration()
+    configuration.connection_pool_maxsize = CONNECTIONS
     config_files = _kubeconfig_paths(kubeconfig)
     if config_files is not None:
         description = _load_kubeconfig(configuration, config_files, context)

@@ -53,7 +53,7 @@ class Service:
                                          lease_duration=lease.duration, renew_deadline=lease.renew_deadline,
                                          retry_period=lease.retry_period, on_change=self._leadership)
             leader = self.elector
-        recorder = EventRecorder(cluster, "kubeplace", self.identity)
+        recorder = EventRecorder(cluster, "kubeplace", self.identity, asynchronous=True)
         self.informer = Informer(cluster, watch_seconds=watch_seconds)
         self.scheduler = Scheduler(cluster, self.informer.store, config, profile, solver, settings,
                                    leader=leader, recorder=recorder, metrics=self.metrics,
@@ -95,6 +95,7 @@ class Service:
         if self.elector is not None:
             self.elector.stop(release=release)
         self.informer.stop()
+        self.scheduler.close()
 
     def status(self) -> dict[str, Any]:
         active, waiting = self.scheduler.queue.counts()

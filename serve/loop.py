@@ -28,10 +28,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
+from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
 from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE, fresh_metrics
@@ -53,6 +54,7 @@ from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import GangStatus, Placement, Unplaced
 from kubeplace.rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
 from kubeplace.serve import events as ev
+from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.informer import (
     ADDED,
@@ -105,21 +107,27 @@ class ServeSettings:
     every 15 s by default)."""
     metrics_max_age: float = DEFAULT_MAX_AGE
     """Measured usage older than this is ignored (0: no limit)."""
+    bind_workers: int = 16
+    """Bindings in flight at once (after the first one of a cycle, see ``kube.binder.bind_concurrently``)."""
+    budget_base: float = 0.5
+    budget_per_pod: float = 0.002
+    """A cycle's solver budget: ``budget_base + budget_per_pod`` x its pending pods, at most the
+    configured time limit. The solve stops earlier as soon as nothing more can be placed."""
 
 
 UsageSource = Callable[[], tuple[list[tuple[Mapping[str, Any], str]], str]]
 """Reads NodeMetrics and PodMetrics: (objects, "" or why the metrics API is unavailable)."""
 
 
+def cycle_options(solver: SolverSettings, settings: ServeSettings, pods: int) -> SolverSettings:
+    """The solver settings of a cycle of ``pods`` pending pods (see ``ServeSettings.budget_base``)."""
+    budget = min(solver.time_limit, settings.budget_base + settings.budget_per_pod * pods)
+    return replace(solver, time_limit=budget, stop_when_placed=True)
+
+
 def unit_of(pod: Pod) -> Unit:
     """The pod's gang, or the pod alone."""
     return gang_of(pod) or pod.key
-
-
-def decision(**fields: Any) -> None:
-    """One structured log line per decision (``cli.serve`` prints them as JSON)."""
-    log.info("decision", extra={"fields": {k: str(v) if isinstance(v, GangKey) else v
-                                           for k, v in fields.items() if v not in (None, "")}})
 
 
 @dataclass
@@ -131,6 +139,7 @@ class CycleReport:
     unplaced: list[str] = field(default_factory=list)
     interrupted: bool = False
     seconds_plan: float = 0.0
+    seconds_bind: float = 0.0
 
 
 class Scheduler:
@@ -156,9 +165,17 @@ class Scheduler:
         self._gang_since: dict[GangKey, float] = {}
         self._waiting_gangs: set[GangKey] = set()
         self._targets: tuple[float, list[Target]] = (float("-inf"), [])
-        self.outcomes = SchedulerOutcomes(settings.scheduler_name, self.metrics.registry, decision, clock)
+        self.decide = DecisionLog()
+        self.outcomes = SchedulerOutcomes(settings.scheduler_name, self.metrics.registry, self.decide, clock)
         self.usage_source = usage_source
         self._usage: tuple[float, list[RawObject], str] = (float("-inf"), [], "")
+        self._binders = ThreadPoolExecutor(max(1, settings.bind_workers), thread_name_prefix="bind")
+
+    def close(self) -> None:
+        """Stops the binding threads (a cycle in progress is not waited for) and sends the
+        queued Events."""
+        self._binders.shutdown(wait=False, cancel_futures=True)
+        self.recorder.close()
 
     # ------------------------------------------------------------------ informer events
 
@@ -189,6 +206,7 @@ class Scheduler:
             with self._lock:
                 self._assumed.pop(key, None)
                 self._first_seen.pop(key, None)
+            self.decide.forget(key)
             if event == DELETED:
                 if (raw.get("spec") or {}).get("nodeName"):
                     self.queue.cluster_changed()  # capacity freed
@@ -268,7 +286,7 @@ class Scheduler:
                 continue
             report.unplaced.append(object_key(raw))
             self.queue.unschedulable(unit, why)
-            decision(pod=object_key(raw), outcome="invalid", why=why)
+            self.decide(pod=object_key(raw), outcome="invalid", why=why)
             wanted.discard(unit)
         present = {unit_of(p) for p in snapshot.pending}
         for unit in wanted - present:
@@ -277,7 +295,8 @@ class Scheduler:
         if not snapshot.pending:
             return report
         self.metrics.cycles.inc()
-        planned = make_plan(snapshot, self.config, self.profile, self.solver)
+        planned = make_plan(snapshot, self.config, self.profile,
+                            cycle_options(self.solver, self.settings, len(snapshot.pending)))
         plan = planned.plan
         report.seconds_plan = plan.summary.seconds
         self.metrics.solve_seconds.observe(self.clock() - started)
@@ -294,23 +313,37 @@ class Scheduler:
         for u in plan.unplaced:
             unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
         order = [u for u in units if u in by_unit or u in unplaced]
-        for index, unit in enumerate(order):
+        binding = [u for u in order if u in by_unit and u not in refused]
+        bind_started = self.clock()
+        outcomes, starts = self._bind_units(binding, by_unit, pods, stop, report)
+        report.seconds_bind = self.clock() - bind_started
+        for unit in order:
             if unit in refused:
                 report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
                 self.queue.unschedulable(unit, refused[unit])
                 continue
-            leftover = unit in unplaced
-            if unit in by_unit and not self._bind_unit(unit, by_unit[unit], pods, gangs, groups, stop, report,
-                                                       leftover):
-                report.interrupted = True
-                for rest in order[index:]:
-                    self.queue.requeue(rest)
-                break
+            results = outcomes.get(unit, [])
+            if any(r.outcome in (Outcome.NOT_ATTEMPTED, Outcome.UNKNOWN) for r in results):
+                report.interrupted = True  # stopped, not the leader, or the server unreachable: later
+                self.queue.requeue(unit)
+                continue
+            gang = gangs.get(unit) if isinstance(unit, GangKey) else None
+            if results:
+                self._after_binding(unit, [pods[(r.binding.namespace, r.binding.name)] for r in results
+                                           if r.outcome == Outcome.BOUND],
+                                    [r for r in results if r.outcome != Outcome.BOUND], gang,
+                                    groups.get(unit) if isinstance(unit, GangKey) else None, starts[unit],
+                                    unit in unplaced)
             if unit in unplaced:
-                self._unplaced(unit, unplaced[unit], pods, gangs.get(unit) if isinstance(unit, GangKey) else None,
-                               groups, report, requeue=unit not in by_unit)
+                self._unplaced(unit, unplaced[unit], pods, gang, groups, report, requeue=unit not in by_unit)
         self.metrics.gangs_waiting.set(len(self._waiting_gangs))
         self.metrics.cycle_seconds.observe(self.clock() - started)
+        log.info("cycle", extra={"fields": {
+            "units": report.units, "pods": report.pods, "bound": len(report.bound), "failed": len(report.failed),
+            "unplaced": len(report.unplaced), "interrupted": report.interrupted,
+            "seconds_plan": round(report.seconds_plan, 3), "seconds_bind": round(report.seconds_bind, 3),
+            "seconds": round(self.clock() - started, 3), "solver": ", ".join(plan.steps),
+            "repeated_decisions_not_logged": self.decide.take_repeats()}})
         return report
 
     # ------------------------------------------------------------------ snapshot
@@ -388,62 +421,83 @@ class Scheduler:
             unit = unit_of(pods[(violation.namespace, violation.name)])
             refused.setdefault(unit, f"plan refused by the verifier: {violation}")
             self.metrics.binds_failed.labels("refused").inc()
-            decision(pod=f"{violation.namespace}/{violation.name}", node=violation.node, outcome="refused",
-                     why=str(violation))
+            self.decide(pod=f"{violation.namespace}/{violation.name}", node=violation.node, outcome="refused",
+                        why=str(violation))
         return refused
 
     # ------------------------------------------------------------------ binding
 
-    def _bind_unit(self, unit: Unit, placements: list[Placement], pods: Mapping[tuple[str, str], Pod],
-                   gangs: Mapping[GangKey, GangStatus], groups: Mapping[GangKey, PodGroup], stop: threading.Event,
-                   report: CycleReport, leftover: bool) -> bool:
-        """Binds one unit member by member; False when interrupted (stop, leadership lost,
-        API server unreachable): the caller requeues it and what follows."""
-        gang_key = unit if isinstance(unit, GangKey) else None
-        bound: list[Pod] = []
-        failed: list[BindResult] = []
+    def _bind_units(self, units: Sequence[Unit], by_unit: Mapping[Unit, list[Placement]],
+                    pods: Mapping[tuple[str, str], Pod], stop: threading.Event,
+                    report: CycleReport) -> tuple[dict[Unit, list[BindResult]], dict[Unit, float]]:
+        """Binds the units' placements, several at once (``kube.binder.bind_concurrently``), asking
+        before every binding whether this replica still leads and is not stopping. Returns each
+        unit's results (``not_attempted`` for those never tried; none for a unit waiting for its
+        claims) and when each unit started waiting (for the latency metrics)."""
         now = self.clock()
+        starts: dict[Unit, float] = {}
+        jobs: list[tuple[Unit, Pod, Binding]] = []
         with self._lock:
-            start = min((self._first_seen.get(f"{p.namespace}/{p.name}", now) for p in placements), default=now)
-        if gang_key is not None:
-            start = min(start, self._gang_since.get(gang_key, start))
-        waiting = self._volumes_waiting(placements, gang_key)
-        if waiting:
-            report.unplaced += [f"{p.namespace}/{p.name}" for p in placements]
-            self.queue.unschedulable(unit, waiting)
-            return True
-        for p in placements:
-            if stop.is_set() or not self.leader.is_leader():
-                decision(pod=f"{p.namespace}/{p.name}", gang=gang_key, outcome="not_attempted",
-                         why="stopping" if stop.is_set() else "not the leader any more")
-                return False
-            pod = pods[(p.namespace, p.name)]
-            note = device_notes(p.gpus, pod.requests, self.config.gpu)
-            (result,) = bind_all(self.client, [Binding(p.namespace, p.name, p.uid, p.node, note)], dry_run=False)
-            self.results.append(result)
-            decision(pod=pod.key, scheduler=self.settings.scheduler_name, node=p.node, gang=gang_key,
-                     outcome=str(result.outcome), why=result.message, seconds=self._waited(pod.key))
-            if result.outcome in (Outcome.BOUND, Outcome.UNKNOWN):  # unknown: it may be bound; never twice
-                with self._lock:
-                    self._assumed[pod.key] = (pod.uid, p.node, self.clock() + self.settings.assume_seconds)
-            if result.outcome == Outcome.BOUND:
-                bound.append(pod)
-                report.bound.append(pod.key)
-                self.metrics.pods_bound.inc()
-                with self._lock:
-                    seen = self._first_seen.pop(pod.key, None)
-                if seen is not None:
-                    self.metrics.pod_latency.observe(self.clock() - seen)
-                self.recorder.pod_event(pod, ev.SCHEDULED, f"Successfully assigned {pod.key} to {p.node}")
+            for unit in units:
+                starts[unit] = min((self._first_seen.get(f"{p.namespace}/{p.name}", now) for p in by_unit[unit]),
+                                   default=now)
+
+        def halt() -> str:
+            if stop.is_set():
+                return "stopping"
+            return "" if self.leader.is_leader() else "not the leader any more"
+
+        for unit in units:
+            if isinstance(unit, GangKey):
+                starts[unit] = min(starts[unit], self._gang_since.get(unit, starts[unit]))
+            placements = by_unit[unit]
+            waiting = ""
+            if any(p.volumes for p in placements) and not halt():  # (halted: its bindings are not attempted)
+                waiting = self._volumes_waiting(placements, unit if isinstance(unit, GangKey) else None)
+            if waiting:  # its claims first: the unit is bound in a later cycle
+                report.unplaced += [f"{p.namespace}/{p.name}" for p in placements]
+                self.queue.unschedulable(unit, waiting)
                 continue
-            failed.append(result)
-            report.failed[pod.key] = str(result.outcome)
-            self.metrics.binds_failed.labels(str(result.outcome)).inc()
-            if result.outcome == Outcome.UNKNOWN:
-                return False
-        gang, group = (gangs.get(gang_key), groups.get(gang_key)) if gang_key is not None else (None, None)
-        self._after_binding(unit, bound, failed, gang, group, start, leftover)
-        return True
+            for p in placements:
+                pod = pods[(p.namespace, p.name)]
+                note = device_notes(p.gpus, pod.requests, self.config.gpu)
+                jobs.append((unit, pod, Binding(p.namespace, p.name, p.uid, p.node, note)))
+
+        def done(index: int, result: BindResult) -> None:
+            unit, pod, _ = jobs[index]
+            self._bound_one(pod, unit, result, report)
+
+        results = bind_concurrently(self.client, [b for _, _, b in jobs], self._binders,
+                                    self.settings.bind_workers, halt, done)
+        outcomes: dict[Unit, list[BindResult]] = {}
+        for (unit, pod, _), result in zip(jobs, results, strict=True):
+            outcomes.setdefault(unit, []).append(result)
+            if result.outcome == Outcome.NOT_ATTEMPTED:
+                self.decide(pod=pod.key, gang=unit if isinstance(unit, GangKey) else None,
+                            outcome="not_attempted", why=result.message)
+        return outcomes, starts
+
+    def _bound_one(self, pod: Pod, unit: Unit, result: BindResult, report: CycleReport) -> None:
+        """What one binding's answer changes: the log, assumed usage, metrics, the pod's Event."""
+        self.results.append(result)
+        node = result.binding.node
+        self.decide(pod=pod.key, scheduler=self.settings.scheduler_name, node=node,
+                    gang=unit if isinstance(unit, GangKey) else None, outcome=str(result.outcome), why=result.message,
+                    seconds=self._waited(pod.key))
+        if result.outcome in (Outcome.BOUND, Outcome.UNKNOWN):  # unknown: it may be bound; never twice
+            with self._lock:
+                self._assumed[pod.key] = (pod.uid, node, self.clock() + self.settings.assume_seconds)
+        if result.outcome == Outcome.BOUND:
+            report.bound.append(pod.key)
+            self.metrics.pods_bound.inc()
+            with self._lock:
+                seen = self._first_seen.pop(pod.key, None)
+            if seen is not None:
+                self.metrics.pod_latency.observe(self.clock() - seen)
+            self.recorder.pod_event(pod, ev.SCHEDULED, f"Successfully assigned {pod.key} to {node}")
+            return
+        report.failed[pod.key] = str(result.outcome)
+        self.metrics.binds_failed.labels(str(result.outcome)).inc()
 
     def _volumes_waiting(self, placements: Sequence[Placement], gang: GangKey | None) -> str:
         """Makes the writes the unit's claims need (as the kube-scheduler's PreBind); "" when every
@@ -467,11 +521,11 @@ class Scheduler:
                 except ClusterError:
                     undone = ""
                 why = f"volumes of {work.key} not ready: {error}" + (f"; {undone}" if undone else "")
-                decision(pod=work.key, node=p.node, gang=gang, outcome="volumes_not_ready", why=why)
+                self.decide(pod=work.key, node=p.node, gang=gang, outcome="volumes_not_ready", why=why)
                 return why
         if waiting:
             why = f"waiting for the claims of {', '.join(waiting)} to be bound"
-            decision(pod=", ".join(waiting), gang=gang, outcome="volumes_pending", why=why)
+            self.decide(pod=", ".join(waiting), gang=gang, outcome="volumes_pending", why=why)
             return why
         return ""
 
@@ -493,7 +547,7 @@ class Scheduler:
             message = (f"gang {gang.key} has {gang.running + len(bound)} of minMember {gang.min_member} pods "
                        f"bound after {len(failed)} binding(s) failed ({failed[0].message}); re-planned next cycle")
             self.metrics.gangs_below_min.inc()
-            decision(gang=gang.key, outcome="below_min_member", why=message)
+            self.decide(gang=gang.key, outcome="below_min_member", why=message)
             for pod in bound:
                 self.recorder.pod_event(pod, ev.GANG_BELOW_MIN, message, ev.WARNING)
         lost = all(r.outcome in (Outcome.CONFLICT, Outcome.NOT_FOUND) for r in failed)
@@ -529,7 +583,7 @@ class Scheduler:
                     timed_out = (f"gang {gang.key} timed out: {len(gang.members) + gang.running} of minMember "
                                  f"{gang.min_member} pods exist after {timeout}s")
                     self.metrics.gangs_timed_out.inc()
-                    decision(gang=gang_key, outcome="timed_out", why=timed_out)
+                    self.decide(gang=gang_key, outcome="timed_out", why=timed_out)
             else:
                 self._waiting_gangs.discard(gang.key)
             if group is not None:
@@ -538,8 +592,8 @@ class Scheduler:
         for pod, entry in zip(members, entries, strict=True):
             why = "; ".join(entry.reasons)
             report.unplaced.append(pod.key)
-            decision(pod=pod.key, scheduler=self.settings.scheduler_name, gang=gang_key, outcome="unschedulable",
-                     why=why)
+            self.decide(pod=pod.key, scheduler=self.settings.scheduler_name, gang=gang_key, outcome="unschedulable",
+                        why=why)
             self.recorder.pod_event(pod, ev.FAILED_SCHEDULING, why, ev.WARNING)
             if timed_out:
                 self.recorder.pod_event(pod, ev.GANG_TIMED_OUT, timed_out, ev.WARNING)
