@@ -21,6 +21,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -403,7 +404,7 @@ def running_control_plane(bin_dir: Path, timeouts: Timeouts = Timeouts()) -> Ite
         if started and os.environ.get(KEEP_WORKDIR_ENV) != "1":
             shutil.rmtree(workdir, ignore_errors=True)
         else:
-            print(f"kubeplace e2e: kept the control plane work dir {workdir}")
+            print(f"kubeplace e2e: kept the control plane work dir {workdir}", file=sys.stderr)
 
 
 def _prepare(bin_dir: Path, workdir: Path) -> ControlPlane:

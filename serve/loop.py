@@ -7,7 +7,7 @@ cycle takes a batch of units and
    does), pods this scheduler bound but the watch has not confirmed yet counted as bound
    (*assumed*), so everything already bound is held fixed as usage; only the batch's pods are
    pending;
-2. plans it (:func:`plan.pipeline.make_plan`) and verifies the plan (:func:`plan.checks.verify_plan`);
+2. plans it (:func:`plan.pipeline.make_plan`, which has the plan checked by the independent verifier);
    a unit with a violation is not bound;
 3. binds unit by unit, member by member, asking the lease before *every* binding: a replica that
    is no longer the leader, or asked to stop, stops between two bindings and leaves the rest to
@@ -49,9 +49,9 @@ from kubeplace.kube.volume_binder import (
 )
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import device_notes
-from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import GangStatus, Placement, Unplaced
+from kubeplace.plan.verify import Violation
 from kubeplace.rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
 from kubeplace.serve import events as ev
 from kubeplace.serve.decisions import DecisionLog
@@ -308,7 +308,7 @@ class Scheduler:
         by_unit: dict[Unit, list[Placement]] = {}
         for p in plan.placements:
             by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
-        refused = self._refused(snapshot, plan.placements, pods)
+        refused = self._refused(planned.violations, pods)
         unplaced: dict[Unit, list[Unplaced]] = {}
         for u in plan.unplaced:
             unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
@@ -413,11 +413,10 @@ class Scheduler:
         self._targets = (self.clock(), targets)
         return targets
 
-    def _refused(self, snapshot: Snapshot, placements: Sequence[Placement],
-                 pods: Mapping[tuple[str, str], Pod]) -> dict[Unit, str]:
-        """Units with a placement the independent verifier refuses."""
+    def _refused(self, violations: Sequence[Violation], pods: Mapping[tuple[str, str], Pod]) -> dict[Unit, str]:
+        """Units with a placement the independent verifier refused (``make_plan`` runs it)."""
         refused: dict[Unit, str] = {}
-        for violation in verify_plan(snapshot, placements, self.config, self.profile):
+        for violation in violations:
             unit = unit_of(pods[(violation.namespace, violation.name)])
             refused.setdefault(unit, f"plan refused by the verifier: {violation}")
             self.metrics.binds_failed.labels("refused").inc()

@@ -106,3 +106,20 @@ def test_the_token_bucket_keeps_the_rate_after_the_burst() -> None:
     clock.advance(10)
     bucket.take()
     assert len(slept) == 2  # saved up again, at most the burst
+
+
+def test_a_cycle_runs_the_verifier_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.plan import pipeline
+
+    calls: list[int] = []
+    real = pipeline.verify_plan
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "verify_plan", counted)
+    monkeypatch.setattr("kubeplace.serve.loop.verify_plan", counted, raising=False)  # where it used to run again
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(3)))
+    next_cycle(s)
+    assert len(calls) == 1 and len(cluster.bindings) == 3
