@@ -36,7 +36,7 @@ from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_
 from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE, fresh_metrics
-from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
+from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Node, Pod, PodGroup, Snapshot
 from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
 from kubeplace.kube.volume_binder import (
     PodVolumes,
@@ -58,12 +58,14 @@ from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.informer import (
     ADDED,
+    CLUSTER,
     DELETED,
     MODIFIED,
     STORAGE_RESOURCES,
     RawObject,
     Store,
     object_key,
+    parse_watched,
     with_node_name,
 )
 from kubeplace.serve.leader import AlwaysLeader
@@ -233,10 +235,14 @@ class Scheduler:
                 and (namespaces is None or meta.get("namespace", "default") in namespaces))
 
     def _raw_unit(self, raw: RawObject) -> Unit:
+        key = object_key(raw)
+        typed = self.store.typed("pods", key) if self.store.get("pods", key) is raw else None
+        if isinstance(typed, Pod):
+            return unit_of(typed)  # parsed once by the store
         try:
             return unit_of(parse_pod(raw))
         except InputError:
-            return object_key(raw)
+            return key
 
     def resync_queue(self) -> None:
         """Queues every pending pod of the store (at start and on becoming the leader)."""
@@ -349,32 +355,45 @@ class Scheduler:
     # ------------------------------------------------------------------ snapshot
 
     def _snapshot(self, wanted: set[Unit]) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
+        """The snapshot of a cycle from the store's typed nodes and pods (parsed once, when
+        they changed), this scheduler's bindings not yet seen by the watch counted as bound."""
         now = self.clock()
         with self._lock:
             for key in [k for k, (_, _, until) in self._assumed.items() if until < now]:
                 del self._assumed[key]
             assumed = dict(self._assumed)
-        objects: list[RawObject] = []
-        for obj in self.store.all_objects():
-            if obj.get("kind") == "Pod" and (mine := assumed.get(object_key(obj))) is not None:
-                uid = (obj.get("metadata") or {}).get("uid", "")
-                if not (obj.get("spec") or {}).get("nodeName") and uid == mine[0]:
-                    obj = with_node_name(obj, mine[1])
-            objects.append(obj)
-        objects = steer(objects, self._rebalance_targets(), self.settings.scheduler_name) + self._usage_objects()
         broken: list[tuple[RawObject, str]] = []
+        nodes = [n for raw, n in self._typed("nodes", broken) if isinstance(n, Node)]
+        raws, pods = [], []
+        for raw, pod in self._typed("pods", broken):
+            if not isinstance(pod, Pod):
+                continue
+            mine = assumed.get(pod.key)
+            if mine is not None and not pod.node_name and pod.uid == mine[0]:
+                pod, raw = replace(pod, node_name=mine[1]), with_node_name(raw, mine[1])
+            raws.append(raw)
+            pods.append(pod)
+        self._steer(raws, pods)
+        others = [obj for resource in self.store.resources() if resource not in ("nodes", "pods")
+                  for obj in self.store.items(resource)] + self._usage_objects()
         namespaces = set(self.settings.namespaces) if self.settings.namespaces is not None else None
         while True:
             try:
-                snapshot = build_snapshot([(o, "cluster") for o in objects], namespaces=namespaces,
-                                          scheduler_name=self.settings.scheduler_name, source="cluster")
+                snapshot = build_snapshot([(o, CLUSTER) for o in others], namespaces=namespaces,
+                                          scheduler_name=self.settings.scheduler_name, source=CLUSTER,
+                                          nodes=nodes, pods=pods)
                 break
-            except InputError as error:  # one bad object must not stop scheduling
-                culprit = next((i for i, o in enumerate(objects) if error.obj in (object_label(o), _namespaced(o))),
-                               None)
-                if culprit is None:
+            except InputError as error:  # one bad object (or pod a gang rule refuses) must not stop scheduling
+                for objects, typed in ((others, None), (raws, pods)):
+                    culprit = next((i for i, o in enumerate(objects)
+                                    if error.obj in (object_label(o), _namespaced(o))), None)
+                    if culprit is not None:
+                        broken.append((objects.pop(culprit), str(error)))
+                        if typed is not None:
+                            typed.pop(culprit)
+                        break
+                else:
                     raise
-                broken.append((objects.pop(culprit), str(error)))
         pending = tuple(p for p in snapshot.pending if unit_of(p) in wanted)
         snapshot = fresh_metrics(snapshot, self.settings.metrics_max_age, time.time())
         return replace(snapshot, pending=pending), broken
@@ -397,6 +416,30 @@ class Scheduler:
         objects = [dict(obj) for obj, _ in sourced]
         self._usage = (self.clock(), objects, unavailable)
         return objects
+
+    def _typed(self, resource: str, broken: list[tuple[RawObject, str]]) -> list[tuple[RawObject, Any]]:
+        """(raw, typed) of a resource; one that does not parse goes to ``broken``."""
+        out = []
+        for raw, typed in self.store.typed_items(resource):
+            if typed is None:  # a store without a parser
+                try:
+                    typed = parse_watched(resource, raw)
+                except InputError as error:
+                    typed = error
+            if isinstance(typed, InputError):
+                broken.append((raw, str(typed)))
+            else:
+                out.append((raw, typed))
+        return out
+
+    def _steer(self, raws: list[RawObject], pods: list[Pod]) -> None:
+        """Pins the pods that rebalance targets name to their target node (in place)."""
+        targets = self._rebalance_targets()
+        if not targets:
+            return
+        for i, pinned in enumerate(steer(raws, targets, self.settings.scheduler_name)):
+            if pinned is not raws[i]:
+                pods[i] = parse_pod(pinned, CLUSTER)
 
     def _rebalance_targets(self) -> list[Target]:
         """The rebalance targets in force (rebalance/targets.py), re-read every few seconds;
