@@ -3,16 +3,19 @@
 Informer events fill the queue (:mod:`serve.queue`) with *units*: a pod, or a whole gang. Each
 cycle takes a batch of units and
 
-1. builds a snapshot from the informer's store (:func:`kube.parse.build_snapshot`, as ``plan``
-   does), pods this scheduler bound but the watch has not confirmed yet counted as bound
-   (*assumed*), so everything already bound is held fixed as usage; only the batch's pods are
-   pending;
-2. plans it (:func:`plan.pipeline.make_plan`, which has the plan checked by the independent verifier);
+1. builds a snapshot from the informer's typed store (:mod:`serve.snapshots`), the pods this
+   scheduler decided to bind that the watch has not shown bound yet counted as bound
+   (*assumed*), so everything already bound or being bound is held fixed as usage; only the
+   batch's pods are pending;
+2. plans it (:func:`plan.pipeline.make_plan`: the solve stops once nothing more can be placed,
+   within a budget that grows with the batch; the plan is checked by the independent verifier);
    a unit with a violation is not bound;
-3. binds unit by unit, member by member, asking the lease before *every* binding: a replica that
-   is no longer the leader, or asked to stop, stops between two bindings and leaves the rest to
-   the next cycle or the next leader. A 409 (someone else bound it, it is being deleted) is an
-   outcome, counted and logged, never retried for that pod.
+3. binds, up to ``bind_workers`` bindings at once in unit order (``kube.binder.bind_concurrently``),
+   asking the lease before *every* binding: a replica that is no longer the leader, or asked to
+   stop, stops there and leaves the rest to the next cycle or the next leader. A 409 (someone
+   else bound it, it is being deleted) is an outcome, counted and logged, never retried for that
+   pod. Under :meth:`Scheduler.run` the bindings go on in a thread of their own while the next
+   batch is planned.
 
 A gang member that fails to bind is reported; a gang left below minMember gets an Event and is
 re-planned next cycle (its bound members then count as running). A gang whose members do not
@@ -23,21 +26,20 @@ timed out: an Event per member, a metric, the PodGroup status.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
 from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.gangs import gang_of
-from kubeplace.kube.metrics import DEFAULT_MAX_AGE, fresh_metrics
-from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Node, Pod, PodGroup, Snapshot
-from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
+from kubeplace.kube.metrics import DEFAULT_MAX_AGE
+from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
+from kubeplace.kube.parse import object_label, parse_pod
 from kubeplace.kube.volume_binder import (
     PodVolumes,
     VolumeApi,
@@ -52,26 +54,23 @@ from kubeplace.models.gpu import device_notes
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import GangStatus, Placement, Unplaced
 from kubeplace.plan.verify import Violation
-from kubeplace.rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
 from kubeplace.serve import events as ev
 from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.informer import (
     ADDED,
-    CLUSTER,
     DELETED,
     MODIFIED,
     STORAGE_RESOURCES,
     RawObject,
     Store,
     object_key,
-    parse_watched,
-    with_node_name,
 )
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.queue import SchedulingQueue, Unit
+from kubeplace.serve.snapshots import Snapshots, UsageSource
 
 log = logging.getLogger("kubeplace.serve")
 GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
@@ -94,10 +93,13 @@ class ServeSettings:
     """Seconds a batch stays open after its first unit arrived."""
     batch_size: int = 1000
     """A batch closes early at this many units (pods or whole gangs)."""
+    batch_quiet: float = 0.2
+    """A batch also closes when no unit arrived for this many seconds (arrivals paused: what
+    is there is all there is for now)."""
     namespaces: frozenset[str] | None = None
     """Place only pending pods of these namespaces (None: all); every pod counts as usage."""
     assume_seconds: float = 30.0
-    """How long a binding not yet seen by the watch counts as usage."""
+    """How long a binding decided but not yet seen by the watch counts as usage."""
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
     targets_namespace: str = "kubeplace-system"
@@ -115,10 +117,6 @@ class ServeSettings:
     budget_per_pod: float = 0.002
     """A cycle's solver budget: ``budget_base + budget_per_pod`` x its pending pods, at most the
     configured time limit. The solve stops earlier as soon as nothing more can be placed."""
-
-
-UsageSource = Callable[[], tuple[list[tuple[Mapping[str, Any], str]], str]]
-"""Reads NodeMetrics and PodMetrics: (objects, "" or why the metrics API is unavailable)."""
 
 
 def cycle_options(solver: SolverSettings, settings: ServeSettings, pods: int) -> SolverSettings:
@@ -144,6 +142,28 @@ class CycleReport:
     seconds_bind: float = 0.0
 
 
+@dataclass
+class Decided:
+    """What a cycle planned, waiting to be bound."""
+
+    report: CycleReport
+    started: float
+    units: list[Unit]
+    snapshot: Snapshot
+    steps: str = ""
+    pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
+    gangs: dict[GangKey, GangStatus] = field(default_factory=dict)
+    by_unit: dict[Unit, list[Placement]] = field(default_factory=dict)
+    refused: dict[Unit, str] = field(default_factory=dict)
+    unplaced: dict[Unit, list[Unplaced]] = field(default_factory=dict)
+
+
+def _finished(binding: Future[CycleReport] | None) -> None:
+    """Waits for a cycle's bindings (its errors are logged where they happen)."""
+    if binding is not None:
+        binding.result()
+
+
 class Scheduler:
     def __init__(self, client: ServeClient, store: Store, config: Configuration, profile: Profile,
                  solver: SolverSettings, settings: ServeSettings = ServeSettings(), *,
@@ -161,21 +181,26 @@ class Scheduler:
         self.stop_event = threading.Event()
         self.results: list[BindResult] = []
         """Every binding this scheduler attempted, in order."""
+        self.snapshots = Snapshots(store, client, settings.scheduler_name, settings.namespaces,
+                                   assume_seconds=settings.assume_seconds, targets_namespace=settings.targets_namespace,
+                                   targets_refresh=settings.targets_refresh, usage_source=usage_source,
+                                   usage_refresh=settings.usage_refresh, metrics_max_age=settings.metrics_max_age,
+                                   clock=clock)
         self._lock = threading.Lock()
-        self._assumed: dict[str, tuple[str, str, float]] = {}  # pod key -> (uid, node, until)
         self._first_seen: dict[str, float] = {}
         self._gang_since: dict[GangKey, float] = {}
         self._waiting_gangs: set[GangKey] = set()
-        self._targets: tuple[float, list[Target]] = (float("-inf"), [])
         self.decide = DecisionLog()
         self.outcomes = SchedulerOutcomes(settings.scheduler_name, self.metrics.registry, self.decide, clock)
-        self.usage_source = usage_source
-        self._usage: tuple[float, list[RawObject], str] = (float("-inf"), [], "")
         self._binders = ThreadPoolExecutor(max(1, settings.bind_workers), thread_name_prefix="bind")
+        self._finisher = ThreadPoolExecutor(1, thread_name_prefix="finish")
+        self._pipelined = False
+        self._binding: Future[CycleReport] | None = None
 
     def close(self) -> None:
         """Stops the binding threads (a cycle in progress is not waited for) and sends the
         queued Events."""
+        self._finisher.shutdown(wait=False, cancel_futures=True)
         self._binders.shutdown(wait=False, cancel_futures=True)
         self.recorder.close()
 
@@ -205,8 +230,8 @@ class Scheduler:
             return
         key = object_key(raw)
         if event == DELETED or (raw.get("spec") or {}).get("nodeName"):
+            self.snapshots.assumed.forget(key)
             with self._lock:
-                self._assumed.pop(key, None)
                 self._first_seen.pop(key, None)
             self.decide.forget(key)
             if event == DELETED:
@@ -252,34 +277,57 @@ class Scheduler:
     # ------------------------------------------------------------------ the loop
 
     def run(self, stop: threading.Event | None = None) -> None:
-        """Cycles until ``stop`` (default :attr:`stop_event`) is set; cycles only as leader."""
+        """Cycles until ``stop`` (default :attr:`stop_event`) is set; cycles only as leader.
+
+        A cycle's bindings run in a thread of their own while the next batch is planned (its
+        pods already count as bound there, see :class:`serve.snapshots.Assumed`); one cycle binds
+        at a time, so a plan is never more than one batch ahead of the bindings."""
         stop = stop or self.stop_event
         leading = False
-        while not stop.is_set():
-            if not self.leader.is_leader():
-                leading = False
-                self.metrics.leader.set(0)
-                stop.wait(0.05)
-                continue
-            if not leading:
-                leading = True
-                self.metrics.leader.set(1)
-                self.resync_queue()
-            units = self.queue.pop_batch(self.settings.batch_window, self.settings.batch_size, stop, timeout=0.2)
-            if units:
-                try:
-                    self.cycle(units, stop)
-                except Exception:  # a bug in one cycle must not stop the scheduler
-                    log.exception("cycle failed", extra={"fields": {"units": len(units)}})
-                    for unit in units:
-                        self.queue.unschedulable(unit, "cycle failed")
-            active, waiting = self.queue.counts()
-            self.metrics.queue_active.set(active)
-            self.metrics.queue_unschedulable.set(waiting)
+        self._pipelined = True
+        try:
+            while not stop.is_set():
+                if not self.leader.is_leader():
+                    leading = False
+                    self.metrics.leader.set(0)
+                    stop.wait(0.05)
+                    continue
+                if not leading:
+                    leading = True
+                    self.metrics.leader.set(1)
+                    self.resync_queue()
+                units = self.queue.pop_batch(self.settings.batch_window, self.settings.batch_size, stop,
+                                             timeout=0.2, quiet=self.settings.batch_quiet)
+                if units:
+                    try:
+                        self.cycle(units, stop)
+                    except Exception:  # a bug in one cycle must not stop the scheduler
+                        log.exception("cycle failed", extra={"fields": {"units": len(units)}})
+                        for unit in units:
+                            self.queue.unschedulable(unit, "cycle failed")
+                active, waiting = self.queue.counts()
+                self.metrics.queue_active.set(active)
+                self.metrics.queue_unschedulable.set(waiting)
+        finally:
+            self._pipelined = False
+            _finished(self._binding)
 
     def cycle(self, units: Sequence[Unit], stop: threading.Event | None = None) -> CycleReport:
-        """Plans, verifies and binds the pending pods of ``units``."""
+        """Plans, verifies and binds the pending pods of ``units``. Called by :meth:`run`, it
+        returns once the plan is made and the bindings go on in the binding thread (the report
+        fills in as they do); otherwise it returns when they are done."""
         stop = stop or self.stop_event
+        decided = self._plan_cycle(units)
+        if decided.report.pods == 0:
+            return decided.report
+        if not self._pipelined:
+            return self._finish(decided, stop)
+        _finished(self._binding)
+        self._binding = self._finisher.submit(self._finish_safely, decided, stop)
+        return decided.report
+
+    def _plan_cycle(self, units: Sequence[Unit]) -> Decided:
+        """Snapshot, plan and verify; the placements to bind are assumed from now on."""
         started = self.clock()
         report = CycleReport(units=len(units))
         wanted = set(units)
@@ -298,31 +346,50 @@ class Scheduler:
         for unit in wanted - present:
             self.queue.done(unit)  # nothing of it is pending any more
         report.pods = len(snapshot.pending)
+        decided = Decided(report, started, list(units), snapshot)
         if not snapshot.pending:
-            return report
+            return decided
         self.metrics.cycles.inc()
         planned = make_plan(snapshot, self.config, self.profile,
                             cycle_options(self.solver, self.settings, len(snapshot.pending)))
         plan = planned.plan
         report.seconds_plan = plan.summary.seconds
+        decided.steps = ", ".join(plan.steps)
         self.metrics.solve_seconds.observe(self.clock() - started)
         if plan.summary.gap is not None:
             self.metrics.solver_gap.set(plan.summary.gap)
-        pods = {(p.namespace, p.name): p for p in snapshot.pending}
-        gangs = {g.key: g for g in plan.gangs}
-        groups = {g.key: g for g in snapshot.pod_groups}
-        by_unit: dict[Unit, list[Placement]] = {}
+        pods = decided.pods = {(p.namespace, p.name): p for p in snapshot.pending}
+        decided.gangs = {g.key: g for g in plan.gangs}
         for p in plan.placements:
-            by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
-        refused = self._refused(planned.violations, pods)
-        unplaced: dict[Unit, list[Unplaced]] = {}
+            decided.by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
+        decided.refused = self._refused(planned.violations, pods)
         for u in plan.unplaced:
-            unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
-        order = [u for u in units if u in by_unit or u in unplaced]
-        binding = [u for u in order if u in by_unit and u not in refused]
+            decided.unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
+        for unit, placements in decided.by_unit.items():
+            if unit not in decided.refused:
+                for p in placements:  # held as usage by the next cycles while being bound
+                    self.snapshots.assumed.assume(f"{p.namespace}/{p.name}", p.uid, p.node)
+        return decided
+
+    def _finish_safely(self, decided: Decided, stop: threading.Event) -> CycleReport:
+        try:
+            return self._finish(decided, stop)
+        except Exception:  # a bug in one cycle must not stop the scheduler
+            log.exception("binding failed", extra={"fields": {"units": len(decided.units)}})
+            for unit in decided.units:
+                self.queue.unschedulable(unit, "cycle failed")
+            return decided.report
+
+    def _finish(self, decided: Decided, stop: threading.Event) -> CycleReport:
+        """Binds what :meth:`_plan_cycle` decided and reports each unit's outcome."""
+        report, by_unit, refused, unplaced, pods = (decided.report, decided.by_unit, decided.refused,
+                                                    decided.unplaced, decided.pods)
+        order = [u for u in decided.units if u in by_unit or u in unplaced]
         bind_started = self.clock()
-        outcomes, starts = self._bind_units(binding, by_unit, pods, stop, report)
+        outcomes, starts = self._bind_units([u for u in order if u in by_unit and u not in refused], by_unit, pods,
+                                            stop, report)
         report.seconds_bind = self.clock() - bind_started
+        groups = {g.key: g for g in decided.snapshot.pod_groups}
         for unit in order:
             if unit in refused:
                 report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
@@ -333,7 +400,7 @@ class Scheduler:
                 report.interrupted = True  # stopped, not the leader, or the server unreachable: later
                 self.queue.requeue(unit)
                 continue
-            gang = gangs.get(unit) if isinstance(unit, GangKey) else None
+            gang = decided.gangs.get(unit) if isinstance(unit, GangKey) else None
             if results:
                 self._after_binding(unit, [pods[(r.binding.namespace, r.binding.name)] for r in results
                                            if r.outcome == Outcome.BOUND],
@@ -343,118 +410,20 @@ class Scheduler:
             if unit in unplaced:
                 self._unplaced(unit, unplaced[unit], pods, gang, groups, report, requeue=unit not in by_unit)
         self.metrics.gangs_waiting.set(len(self._waiting_gangs))
-        self.metrics.cycle_seconds.observe(self.clock() - started)
+        self.metrics.cycle_seconds.observe(self.clock() - decided.started)
         log.info("cycle", extra={"fields": {
             "units": report.units, "pods": report.pods, "bound": len(report.bound), "failed": len(report.failed),
             "unplaced": len(report.unplaced), "interrupted": report.interrupted,
             "seconds_plan": round(report.seconds_plan, 3), "seconds_bind": round(report.seconds_bind, 3),
-            "seconds": round(self.clock() - started, 3), "solver": ", ".join(plan.steps),
+            "seconds": round(self.clock() - decided.started, 3), "solver": decided.steps,
             "repeated_decisions_not_logged": self.decide.take_repeats()}})
         return report
 
-    # ------------------------------------------------------------------ snapshot
-
     def _snapshot(self, wanted: set[Unit]) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
-        """The snapshot of a cycle from the store's typed nodes and pods (parsed once, when
-        they changed), this scheduler's bindings not yet seen by the watch counted as bound."""
-        now = self.clock()
-        with self._lock:
-            for key in [k for k, (_, _, until) in self._assumed.items() if until < now]:
-                del self._assumed[key]
-            assumed = dict(self._assumed)
-        broken: list[tuple[RawObject, str]] = []
-        nodes = [n for raw, n in self._typed("nodes", broken) if isinstance(n, Node)]
-        raws, pods = [], []
-        for raw, pod in self._typed("pods", broken):
-            if not isinstance(pod, Pod):
-                continue
-            mine = assumed.get(pod.key)
-            if mine is not None and not pod.node_name and pod.uid == mine[0]:
-                pod, raw = replace(pod, node_name=mine[1]), with_node_name(raw, mine[1])
-            raws.append(raw)
-            pods.append(pod)
-        self._steer(raws, pods)
-        others = [obj for resource in self.store.resources() if resource not in ("nodes", "pods")
-                  for obj in self.store.items(resource)] + self._usage_objects()
-        namespaces = set(self.settings.namespaces) if self.settings.namespaces is not None else None
-        while True:
-            try:
-                snapshot = build_snapshot([(o, CLUSTER) for o in others], namespaces=namespaces,
-                                          scheduler_name=self.settings.scheduler_name, source=CLUSTER,
-                                          nodes=nodes, pods=pods)
-                break
-            except InputError as error:  # one bad object (or pod a gang rule refuses) must not stop scheduling
-                for objects, typed in ((others, None), (raws, pods)):
-                    culprit = next((i for i, o in enumerate(objects)
-                                    if error.obj in (object_label(o), _namespaced(o))), None)
-                    if culprit is not None:
-                        broken.append((objects.pop(culprit), str(error)))
-                        if typed is not None:
-                            typed.pop(culprit)
-                        break
-                else:
-                    raise
-        pending = tuple(p for p in snapshot.pending if unit_of(p) in wanted)
-        snapshot = fresh_metrics(snapshot, self.settings.metrics_max_age, time.time())
-        return replace(snapshot, pending=pending), broken
+        snapshot, broken = self.snapshots.take()
+        return replace(snapshot, pending=tuple(p for p in snapshot.pending if unit_of(p) in wanted)), broken
 
-    def _usage_objects(self) -> list[RawObject]:
-        """NodeMetrics and PodMetrics, re-read every ``usage_refresh`` seconds; none (and one
-        warning when that changes) while the metrics API is unavailable."""
-        if self.usage_source is None:
-            return []
-        read_at, objects, why = self._usage
-        if self.clock() - read_at < self.settings.usage_refresh:
-            return objects
-        try:
-            sourced, unavailable = self.usage_source()
-        except ClusterError as error:
-            sourced, unavailable = [], str(error)
-        if unavailable and unavailable != why:
-            log.warning("metrics API not available; load-aware rules use requests only",
-                        extra={"fields": {"why": unavailable}})
-        objects = [dict(obj) for obj, _ in sourced]
-        self._usage = (self.clock(), objects, unavailable)
-        return objects
-
-    def _typed(self, resource: str, broken: list[tuple[RawObject, str]]) -> list[tuple[RawObject, Any]]:
-        """(raw, typed) of a resource; one that does not parse goes to ``broken``."""
-        out = []
-        for raw, typed in self.store.typed_items(resource):
-            if typed is None:  # a store without a parser
-                try:
-                    typed = parse_watched(resource, raw)
-                except InputError as error:
-                    typed = error
-            if isinstance(typed, InputError):
-                broken.append((raw, str(typed)))
-            else:
-                out.append((raw, typed))
-        return out
-
-    def _steer(self, raws: list[RawObject], pods: list[Pod]) -> None:
-        """Pins the pods that rebalance targets name to their target node (in place)."""
-        targets = self._rebalance_targets()
-        if not targets:
-            return
-        for i, pinned in enumerate(steer(raws, targets, self.settings.scheduler_name)):
-            if pinned is not raws[i]:
-                pods[i] = parse_pod(pinned, CLUSTER)
-
-    def _rebalance_targets(self) -> list[Target]:
-        """The rebalance targets in force (rebalance/targets.py), re-read every few seconds;
-        none when they cannot be read (the pods then go wherever the plan says)."""
-        read_at, targets = self._targets
-        if self.clock() - read_at < self.settings.targets_refresh:
-            return targets
-        try:
-            data = self.client.read_config_map(self.settings.targets_namespace, TARGETS_CONFIGMAP)
-        except ClusterError as error:
-            log.warning("rebalance targets unreadable", extra={"fields": {"why": str(error)}})
-            data = None
-        targets = parse_targets(data, datetime.datetime.now(datetime.UTC))
-        self._targets = (self.clock(), targets)
-        return targets
+    # ------------------------------------------------------------------ binding
 
     def _refused(self, violations: Sequence[Violation], pods: Mapping[tuple[str, str], Pod]) -> dict[Unit, str]:
         """Units with a placement the independent verifier refused (``make_plan`` runs it)."""
@@ -466,8 +435,6 @@ class Scheduler:
             self.decide(pod=f"{violation.namespace}/{violation.name}", node=violation.node, outcome="refused",
                         why=str(violation))
         return refused
-
-    # ------------------------------------------------------------------ binding
 
     def _bind_units(self, units: Sequence[Unit], by_unit: Mapping[Unit, list[Placement]],
                     pods: Mapping[tuple[str, str], Pod], stop: threading.Event,
@@ -497,6 +464,8 @@ class Scheduler:
             if any(p.volumes for p in placements) and not halt():  # (halted: its bindings are not attempted)
                 waiting = self._volumes_waiting(placements, unit if isinstance(unit, GangKey) else None)
             if waiting:  # its claims first: the unit is bound in a later cycle
+                for p in placements:
+                    self.snapshots.assumed.forget(f"{p.namespace}/{p.name}")
                 report.unplaced += [f"{p.namespace}/{p.name}" for p in placements]
                 self.queue.unschedulable(unit, waiting)
                 continue
@@ -515,6 +484,7 @@ class Scheduler:
         for (unit, pod, _), result in zip(jobs, results, strict=True):
             outcomes.setdefault(unit, []).append(result)
             if result.outcome == Outcome.NOT_ATTEMPTED:
+                self.snapshots.assumed.forget(pod.key)
                 self.decide(pod=pod.key, gang=unit if isinstance(unit, GangKey) else None,
                             outcome="not_attempted", why=result.message)
         return outcomes, starts
@@ -526,9 +496,8 @@ class Scheduler:
         self.decide(pod=pod.key, scheduler=self.settings.scheduler_name, node=node,
                     gang=unit if isinstance(unit, GangKey) else None, outcome=str(result.outcome), why=result.message,
                     seconds=self._waited(pod.key))
-        if result.outcome in (Outcome.BOUND, Outcome.UNKNOWN):  # unknown: it may be bound; never twice
-            with self._lock:
-                self._assumed[pod.key] = (pod.uid, node, self.clock() + self.settings.assume_seconds)
+        if result.outcome not in (Outcome.BOUND, Outcome.UNKNOWN):  # unknown: it may be bound; never twice
+            self.snapshots.assumed.forget(pod.key)
         if result.outcome == Outcome.BOUND:
             report.bound.append(pod.key)
             self.metrics.pods_bound.inc()
@@ -664,7 +633,3 @@ def _node_view(node: RawObject | None) -> tuple[Any, ...]:
 def _labels(obj: RawObject | None) -> Mapping[str, str]:
     return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
 
-
-def _namespaced(obj: RawObject) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{obj.get('kind', '')} {meta.get('namespace') or 'default'}/{meta.get('name', '')}"

@@ -123,3 +123,36 @@ def test_a_cycle_runs_the_verifier_once(monkeypatch: pytest.MonkeyPatch) -> None
     s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(3)))
     next_cycle(s)
     assert len(calls) == 1 and len(cluster.bindings) == 3
+
+
+def test_the_next_batch_is_planned_while_the_last_one_binds_and_holds_its_capacity() -> None:
+    cluster = SlowBinds(0.2)
+    s, _ = scheduler(node("a").cpu("3").memory("8Gi"), cluster=cluster)
+    s.settings = ServeSettings(batch_window=0, batch_size=2, bind_workers=1, initial_backoff=30)
+    s.queue.initial = 30
+    planned_at: list[float] = []
+    plan = s._plan_cycle
+
+    def timed(units: Any) -> Any:
+        planned_at.append(time.monotonic())
+        return plan(units)
+
+    s._plan_cycle = timed  # type: ignore[method-assign]
+    for name in ("p0", "p1"):
+        s.store.apply("pods", "ADDED", pod(name).cpu("1").manifest())
+        s.on_change("pods", "ADDED", None, s.store.get("pods", f"default/{name}"))
+    runner = threading.Thread(target=s.run)
+    runner.start()
+    time.sleep(0.1)  # p0 and p1 planned; p0 binding
+    for name in ("p2", "p3"):
+        s.store.apply("pods", "ADDED", pod(name).cpu("1").manifest())
+        s.on_change("pods", "ADDED", None, s.store.get("pods", f"default/{name}"))
+    deadline = time.monotonic() + 5
+    while len(cluster.bindings) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    s.stop_event.set()
+    runner.join(5)
+    assert len(planned_at) == 2 and planned_at[1] - planned_at[0] < 0.35  # before p0 and p1 were both bound
+    assert len(cluster.bindings) == 3  # p0 and p1 held their cpu while in flight: only one of p2, p3 fits
+    assert s.queue.counts()[1] == 1
