@@ -111,7 +111,7 @@ class ServeSettings:
     every 15 s by default)."""
     metrics_max_age: float = DEFAULT_MAX_AGE
     """Measured usage older than this is ignored (0: no limit)."""
-    bind_workers: int = 16
+    bind_workers: int = 32
     """Bindings in flight at once (after the first one of a cycle, see ``kube.binder.bind_concurrently``)."""
     budget_base: float = 0.5
     budget_per_pod: float = 0.002
