@@ -245,6 +245,7 @@ class _Checker:
         self._bound: dict[str, list[Pod]] = {}  # node name -> the snapshot's pods bound there
         for pod in snapshot.bound:
             self._bound.setdefault(pod.node_name, []).append(pod)
+        self.anti_affinity = _anti_affinity_holders(snapshot)
 
     def bound_on(self, node_name: str) -> Sequence[Pod]:
         """The snapshot's pods bound to ``node_name`` (looked up, not searched for: a plan of P
@@ -263,7 +264,7 @@ class _Checker:
         node = self.nodes.get(node_name)
         if node is None:
             return [*problems, ("NodeName", "no such node in the snapshot")]
-        problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks)
+        problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks, self.anti_affinity)
         here = self.placed.setdefault(node_name, [])
         problems += (("NodePorts", d) for d in _port_conflicts(pod, node, self.bound_on(node_name), here))
         here.append(pod)
@@ -284,7 +285,8 @@ def _pod_state(pod: Pod) -> Iterator[tuple[str, str]]:
 
 
 def _pair_rules(
-    pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings, extra_checks: Sequence[ExtraCheck]
+    pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings, extra_checks: Sequence[ExtraCheck],
+    anti_affinity: Sequence[tuple[Pod, Node]],
 ) -> Iterator[tuple[str, str]]:
     if node.unschedulable and not _tolerates(pod, UNSCHEDULABLE_TAINT_KEY, "", NO_SCHEDULE):
         yield "NodeUnschedulable", "node is unschedulable (cordoned)"
@@ -303,7 +305,7 @@ def _pair_rules(
         yield from _tenant(pod, node, snapshot, settings)
     if settings.check_gpu_model:
         yield from _gpu_model(pod, node, settings)
-    yield from _existing_anti_affinity(pod, node, snapshot)
+    yield from _existing_anti_affinity(pod, node, anti_affinity)
     for check in extra_checks:
         try:
             reason = check(pod, node)
@@ -314,14 +316,18 @@ def _pair_rules(
             yield "ExtraCheck", reason
 
 
-def _existing_anti_affinity(pod: Pod, node: Node, snapshot: Snapshot) -> Iterator[tuple[str, str]]:
+def _anti_affinity_holders(snapshot: Snapshot) -> list[tuple[Pod, Node]]:
+    """The running pods with required anti-affinity terms, with their nodes (found once per
+    plan, not once per placed pod: most clusters have few)."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    return [(other, nodes[other.node_name]) for other in snapshot.bound
+            if other.anti_affinity and not other.finished and other.node_name in nodes]
+
+
+def _existing_anti_affinity(pod: Pod, node: Node, holders: Sequence[tuple[Pod, Node]]) -> Iterator[tuple[str, str]]:
     """A running pod's required anti-affinity term that matches ``pod`` forbids every node in
     the running pod's topology domain (same value of the term's topology key)."""
-    nodes = {n.name: n for n in snapshot.nodes}
-    for other in snapshot.bound:
-        home = nodes.get(other.node_name)
-        if home is None or other.finished:
-            continue
+    for other, home in holders:
         for term in other.anti_affinity:
             domain = home.labels.get(term.topology_key)
             if domain is None or node.labels.get(term.topology_key) != domain:
