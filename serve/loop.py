@@ -74,6 +74,10 @@ from kubeplace.serve.snapshots import Snapshots, UsageSource
 
 log = logging.getLogger("kubeplace.serve")
 GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
+RESULTS_KEPT = 10_000
+GANGS_KEPT = 10_000
+"""Waiting gangs remembered (since when they wait); beyond it the oldest are forgotten (a gang
+deleted while waiting leaves no other trace to clean up by)."""
 
 
 class ServeClient(PodBinder, VolumeApi, EventClient, Protocol):
@@ -180,7 +184,8 @@ class Scheduler:
         self.queue = SchedulingQueue(initial=settings.initial_backoff, maximum=settings.max_backoff, clock=clock)
         self.stop_event = threading.Event()
         self.results: list[BindResult] = []
-        """Every binding this scheduler attempted, in order."""
+        """The bindings this scheduler attempted, in the order answered (the last RESULTS_KEPT to
+        RESULTS_KEPT x 2 of them: a long-running scheduler must not keep them all)."""
         self.snapshots = Snapshots(store, client, settings.scheduler_name, settings.namespaces,
                                    assume_seconds=settings.assume_seconds, targets_namespace=settings.targets_namespace,
                                    targets_refresh=settings.targets_refresh, usage_source=usage_source,
@@ -492,6 +497,8 @@ class Scheduler:
     def _bound_one(self, pod: Pod, unit: Unit, result: BindResult, report: CycleReport) -> None:
         """What one binding's answer changes: the log, assumed usage, metrics, the pod's Event."""
         self.results.append(result)
+        if len(self.results) >= 2 * RESULTS_KEPT:
+            del self.results[:RESULTS_KEPT]
         node = result.binding.node
         self.decide(pod=pod.key, scheduler=self.settings.scheduler_name, node=node,
                     gang=unit if isinstance(unit, GangKey) else None, outcome=str(result.outcome), why=result.message,
@@ -585,6 +592,10 @@ class Scheduler:
             with self._lock:
                 seen = [self._first_seen.get(p.key, now) for p in members]
             since = self._gang_since.setdefault(gang.key, min(seen, default=now))
+            if len(self._gang_since) > GANGS_KEPT:
+                for old in list(self._gang_since)[: GANGS_KEPT // 2]:
+                    self._gang_since.pop(old, None)
+                    self._waiting_gangs.discard(old)
             waiting = gang.reason.startswith(("gang waiting", "gang timed out"))
             if waiting:
                 self._waiting_gangs.add(gang.key)

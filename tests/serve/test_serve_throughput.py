@@ -156,3 +156,12 @@ def test_the_next_batch_is_planned_while_the_last_one_binds_and_holds_its_capaci
     assert len(planned_at) == 2 and planned_at[1] - planned_at[0] < 0.35  # before p0 and p1 were both bound
     assert len(cluster.bindings) == 3  # p0 and p1 held their cpu while in flight: only one of p2, p3 fits
     assert s.queue.counts()[1] == 1
+
+
+def test_the_bindings_kept_for_inspection_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.serve import loop
+
+    monkeypatch.setattr(loop, "RESULTS_KEPT", 2)
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(5)))
+    next_cycle(s)
+    assert len(cluster.bindings) == 5 and 2 <= len(s.results) < 4
