@@ -47,13 +47,14 @@ from kubeplace_bench.controlplane import Component, ControlPlane, free_port, wai
 from kubeplace_bench.controlplane_binaries import REPO_ROOT
 from kubeplace_bench.throughput_measure import (
     Tracker,
+    device_conflicts,
     gang_figures,
     gpu_figures,
     memory_growth,
     pod_figures,
     top_reasons,
 )
-from kubeplace_bench.throughput_workloads import Workload, gangs_of, gpu_milli
+from kubeplace_bench.throughput_workloads import Workload, gangs_of, gpu_milli, gpu_need, node_gpus
 
 KUBEPLACE, KUBE_SCHEDULER = "kubeplace", "kube-scheduler"
 SCHEDULERS = (KUBEPLACE, KUBE_SCHEDULER)
@@ -401,6 +402,7 @@ class Harness:
         milli = {p["metadata"]["name"]: gpu_milli(p) for p in pods}
         if any(milli.values()):
             out |= gpu_figures(tracks, milli)
+            out["gpu_pods_device_conflicts"] = self._device_conflicts(workload, pods, tracks)
         if workload.churn_seconds:
             out |= memory_growth(sampler.samples, 60.0)
             out["pods_created"] = len(tracks)
@@ -410,6 +412,16 @@ class Harness:
         if scheduler == KUBEPLACE:
             out["log_lines"] = sum(1 for _ in process.log_path.open(errors="replace"))
         return out
+
+    @staticmethod
+    def _device_conflicts(workload: Workload, pods: Sequence[dict[str, Any]], tracks: Mapping[str, Any]) -> int:
+        placed: dict[str, list[tuple[int, int]]] = {}
+        for pod in pods:
+            track = tracks.get(pod["metadata"]["name"])
+            need = gpu_need(pod)
+            if track is not None and track.bound is not None and need[0]:
+                placed.setdefault(track.node, []).append(need)
+        return device_conflicts(placed, {n["metadata"]["name"]: node_gpus(n) for n in workload.nodes})
 
     def _wait_done(self, workload: Workload, tracker: Tracker, feeder: Feeder) -> None:
         deadline = time.monotonic() + self.settings.timeout
@@ -456,10 +468,16 @@ class Harness:
             raise BenchError(f"the workload's nodes are not empty: {len(busy)} pod(s), e.g. {busy[0]}")
 
     def delete_pods(self, namespace: str) -> None:
+        """Deletes the namespace's pods; a collection delete of 10,000 pods can outlast the API
+        server's request timeout, so it is asked again until the pods are gone."""
         path = f"/api/v1/namespaces/{namespace}/pods"
-        self.api.request("DELETE", path, {"gracePeriodSeconds": 0}, ok=(200, 404))
-        wait_for(lambda: not self.api.request("GET", f"{path}?limit=1")["items"], self.settings.timeout,
-                 f"the pods of {namespace} to be deleted", interval=0.5)
+        deadline = time.monotonic() + self.settings.timeout
+        while self.api.request("GET", f"{path}?limit=1")["items"]:
+            if time.monotonic() > deadline:
+                raise BenchError(f"the pods of {namespace} were not deleted in {self.settings.timeout:.0f}s")
+            with contextlib.suppress(BenchError, urllib3.exceptions.HTTPError):
+                self.api.request("DELETE", path, {"gracePeriodSeconds": 0}, ok=(200, 404), timeout=300)
+            time.sleep(0.5)
 
 
 class Feeder:

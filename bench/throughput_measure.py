@@ -110,31 +110,62 @@ def pod_figures(tracks: Mapping[str, PodTrack], start: float) -> dict[str, Any]:
 
 def gang_figures(tracks: Mapping[str, PodTrack], gang_of: Mapping[str, str], sizes: Mapping[str, int],
                  start: float) -> dict[str, Any]:
-    """Gangs bound whole (every member), partly (some but fewer than minMember) and not at all;
-    gang latency from its first member created (or ``start``) to its last member bound."""
+    """Gangs bound whole (every member), partly (some but fewer than minMember) and not at all at
+    the end; gang latency from its first member created (or ``start``) to its last member bound,
+    and the bind spread of a whole gang: from its first member bound to its last (members are
+    bound one request each, so for that long the watch sees the gang partly bound)."""
     members: dict[str, list[PodTrack]] = {g: [] for g in sizes}
     for name, gang in gang_of.items():
         if name in tracks:
             members.setdefault(gang, []).append(tracks[name])
     whole = partly = none = 0
-    latencies = []
+    latencies, spreads = [], []
     for gang, tracked in members.items():
         bound = [t.bound for t in tracked if t.bound is not None]
         if len(bound) >= sizes.get(gang, len(tracked)) and bound:
             whole += 1
             latencies.append(max(bound) - max(start, min(t.created for t in tracked)))
+            spreads.append(max(bound) - min(bound))
         elif bound:
             partly += 1
         else:
             none += 1
     return {"gangs": len(members), "gangs_whole": whole, "gangs_partly": partly, "gangs_unbound": none,
-            "gang_latency_seconds": latency_summary(latencies)}
+            "gang_latency_seconds": latency_summary(latencies),
+            "gang_bind_spread_seconds": latency_summary(spreads)}
 
 
 def gpu_figures(tracks: Mapping[str, PodTrack], milli: Mapping[str, int]) -> dict[str, Any]:
     """GPUs bound (whole GPUs and shares, in GPUs) and GPU pods bound."""
     bound = [n for n, t in tracks.items() if t.bound is not None and milli.get(n, 0)]
     return {"gpus_bound": round(sum(milli[n] for n in bound) / 1000, 2), "gpu_pods_bound": len(bound)}
+
+
+def device_conflicts(placed: Mapping[str, Sequence[tuple[int, int]]], devices: Mapping[str, int]) -> int:
+    """GPU pods that do not fit on their node's devices: per node, whole-GPU pods take free
+    devices and shares (count 1, milli < 1000) the fullest device with room, largest first
+    (first-fit decreasing). ``placed``: node -> (devices, milli each) of the GPU pods bound there;
+    ``devices``: node -> its GPUs. A scheduler that counts only the node's totals (the
+    kube-scheduler's extended resources) can bind shares that no device holds."""
+    conflicts = 0
+    for node, needs in placed.items():
+        free = [1000] * devices.get(node, 0)
+        for count, milli in sorted(needs, key=lambda n: (-n[0] * n[1], -n[1])):
+            if milli >= 1000:
+                empty = [d for d, f in enumerate(free) if f == 1000][:count]
+                if len(empty) < count:
+                    conflicts += 1
+                    continue
+                for d in empty:
+                    free[d] = 0
+            else:
+                room = [d for d, f in enumerate(free) if f >= milli]
+                if not room:
+                    conflicts += 1
+                    continue
+                best = min(room, key=lambda d: free[d])
+                free[best] -= milli
+    return conflicts
 
 
 def memory_growth(samples: Sequence[tuple[float, float]], after: float) -> dict[str, float]:

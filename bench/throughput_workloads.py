@@ -217,6 +217,20 @@ def gpu_pod(index: int, spec: PodSpec) -> Manifest:
     return manifest
 
 
+def gpu_need(manifest: Manifest) -> tuple[int, int]:
+    """(devices, milli each) a pod manifest of this module asks for; (0, 0) without GPUs."""
+    requests = manifest["spec"]["containers"][0]["resources"]["requests"]
+    whole = int(requests.get(GPU, 0))
+    if whole:
+        return whole, 1000
+    share = int(requests.get(KOORD_CORE, 0)) * 10
+    return (1, share) if share else (0, 0)
+
+
+def node_gpus(manifest: Manifest) -> int:
+    return int(manifest["status"]["allocatable"].get(GPU, 0))
+
+
 def gpu_milli(manifest: Manifest) -> int:
     """The GPU milli a pod manifest of this module asks for (whole GPUs and shares)."""
     requests = manifest["spec"]["containers"][0]["resources"]["requests"]

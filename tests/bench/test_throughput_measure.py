@@ -10,6 +10,7 @@ from kubeplace_bench.commands_throughput import table
 from kubeplace_bench.throughput_measure import (
     PodTrack,
     Tracker,
+    device_conflicts,
     gang_figures,
     gpu_figures,
     memory_growth,
@@ -70,7 +71,7 @@ def test_gangs_whole_partly_and_unbound() -> None:
     gang_of = {"w1": "w", "w2": "w", "p1": "p", "p2": "p", "u1": "u"}
     out = gang_figures(tracks, gang_of, {"w": 2, "p": 2, "u": 1, "x": 3}, start=0.0)
     assert (out["gangs"], out["gangs_whole"], out["gangs_partly"], out["gangs_unbound"]) == (4, 1, 1, 2)
-    assert out["gang_latency_seconds"]["max"] == 5.0
+    assert out["gang_latency_seconds"]["max"] == 5.0 and out["gang_bind_spread_seconds"]["max"] == 2.0
 
 
 def test_gpus_bound_memory_growth_and_reasons() -> None:
@@ -109,6 +110,17 @@ def test_table_has_a_row_per_scheduler_and_the_gang_line() -> None:
     figures = {"pods_bound": 10, "pending": 0, "pods_per_second": 5.0, "seconds_to_first_bound": 0.5,
                "seconds_to_last_bound": 2.0, "latency_seconds": {"p50": 1, "p90": 1.5, "p99": 2, "max": 2},
                "cpu_seconds": 1.0, "peak_mib": 100.0, "gangs": 2, "gangs_whole": 2, "gangs_partly": 0,
-               "gang_latency_seconds": {"p99": 1.5}, "pending_reasons": {}}
+               "gang_latency_seconds": {"p99": 1.5}, "gang_bind_spread_seconds": {"p99": 0.2},
+               "pending_reasons": {}}
     text = table({"gangs": {"kubeplace": figures, "kube-scheduler": figures}}, ["a note"])
     assert text.count("gangs  ") >= 2 and "gangs whole 2/2, partly 0" in text and text.endswith("a note")
+
+
+def test_device_conflicts_count_gpu_pods_no_device_holds() -> None:
+    # n1: 2 devices; a whole GPU and three 60% shares: the whole one takes a device, one share
+    # the other, two shares fit nowhere (the node's totals, 2000 milli asked of 2000, looked fine)
+    # n2: 1 device; two 50% shares fit on it
+    placed = {"n1": [(1, 600), (1, 1000), (1, 600), (1, 600)], "n2": [(1, 500), (1, 500)]}
+    assert device_conflicts(placed, {"n1": 2, "n2": 1}) == 2
+    assert device_conflicts({"n3": [(2, 1000)]}, {"n3": 1}) == 1
+    assert device_conflicts({}, {}) == 0
