@@ -304,9 +304,12 @@ class Cluster:
         """Every object of ``resource`` (``pods``, ``nodes``, ``namespaces``, ``persistentvolumeclaims``,
         ``persistentvolumes`` or ``group/version/plural``) in every namespace, and the list's
         resourceVersion, from which :meth:`watch_resource` goes on. Raises :class:`NotFound` when a CRD
-        is not installed."""
+        is not installed. Read from the API server's watch cache (resourceVersion 0, one answer), as
+        client-go's informers list: the watch that follows makes up for any staleness, and etcd is
+        not read for every object again."""
         kind, list_page = self._lister(resource)
-        return self._list_versioned(f"list {resource}", kind, list_page, field_selector=field_selector)
+        return self._list_versioned(f"list {resource}", kind, list_page, field_selector=field_selector,
+                                    resource_version="0", limit=0)
 
     def watch_resource(self, resource: str, resource_version: str, timeout_seconds: int,
                        field_selector: str | None = None) -> Iterator[tuple[str, RawObject]]:
@@ -392,11 +395,12 @@ class Cluster:
 
     def _pages(self, action: str, list_page: Callable[..., Any], options: dict[str, Any]) -> Iterator[RawObject]:
         token: str | None = None
+        limit = options.pop("limit", PAGE_SIZE) or None  # 0: all in one answer
         while True:
             with _translated_errors(action):
                 response = list_page(
                     **{key: value for key, value in options.items() if value is not None},
-                    limit=PAGE_SIZE,
+                    limit=limit,
                     _continue=token,
                     _preload_content=False,
                     _request_timeout=REQUEST_TIMEOUT,

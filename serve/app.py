@@ -68,8 +68,11 @@ class Service:
         self.scheduler.queue.wake()
 
     def start_watching(self, sync_timeout: float = 60.0) -> bool:
-        """Starts the informer and election; True when every resource was listed in time."""
+        """Starts the informer and election; True when every resource was listed in time. While
+        the informer lists, one tiny plan is made so that the first real cycle does not pay for
+        loading the solver (1-2 s)."""
         self.informer.start()
+        self.scheduler.warm_up()
         synced = self.informer.wait_synced(sync_timeout)
         if self.elector is not None:
             self.elector.start()

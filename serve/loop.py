@@ -38,7 +38,17 @@ from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_
 from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE
-from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
+from kubeplace.kube.objects import (
+    CPU,
+    DEFAULT_GANG_TIMEOUT_SECONDS,
+    MEMORY,
+    PODS,
+    GangKey,
+    Node,
+    Pod,
+    PodGroup,
+    Snapshot,
+)
 from kubeplace.kube.parse import object_label, parse_pod
 from kubeplace.kube.volume_binder import (
     PodVolumes,
@@ -142,7 +152,10 @@ class CycleReport:
     failed: dict[str, str] = field(default_factory=dict)
     unplaced: list[str] = field(default_factory=list)
     interrupted: bool = False
+    seconds_snapshot: float = 0.0
     seconds_plan: float = 0.0
+    """make_plan: aggregation, solve and the verifier."""
+    seconds_solve: float = 0.0
     seconds_bind: float = 0.0
 
 
@@ -201,6 +214,17 @@ class Scheduler:
         self._finisher = ThreadPoolExecutor(1, thread_name_prefix="finish")
         self._pipelined = False
         self._binding: Future[CycleReport] | None = None
+
+    def warm_up(self) -> None:
+        """Plans one pod on one node, throwing the plan away: loads the solver's modules and
+        backends before the first real cycle needs them. Never fails the scheduler."""
+        node = Node("warm-up", allocatable={CPU: 1000, MEMORY: 1 << 30, PODS: 10})
+        pod = Pod("warm-up", "warm-up", scheduler_name=self.settings.scheduler_name, requests={CPU: 100, PODS: 1})
+        try:
+            make_plan(Snapshot(nodes=(node,), pending=(pod,), bound=()), self.config, self.profile,
+                      cycle_options(self.solver, self.settings, 1))
+        except Exception:  # only a warm-up
+            log.warning("warm-up plan failed", exc_info=True)
 
     def close(self) -> None:
         """Stops the binding threads (a cycle in progress is not waited for) and sends the
@@ -337,6 +361,7 @@ class Scheduler:
         report = CycleReport(units=len(units))
         wanted = set(units)
         snapshot, broken = self._snapshot(wanted)
+        report.seconds_snapshot = self.clock() - started
         for raw, why in broken:
             unit = self._raw_unit(raw)
             if raw.get("kind") != "Pod" or not self._is_ours(raw) or unit not in wanted:
@@ -355,10 +380,11 @@ class Scheduler:
         if not snapshot.pending:
             return decided
         self.metrics.cycles.inc()
+        planning = self.clock()
         planned = make_plan(snapshot, self.config, self.profile,
                             cycle_options(self.solver, self.settings, len(snapshot.pending)))
         plan = planned.plan
-        report.seconds_plan = plan.summary.seconds
+        report.seconds_plan, report.seconds_solve = self.clock() - planning, plan.summary.seconds
         decided.steps = ", ".join(plan.steps)
         self.metrics.solve_seconds.observe(self.clock() - started)
         if plan.summary.gap is not None:
@@ -419,7 +445,8 @@ class Scheduler:
         log.info("cycle", extra={"fields": {
             "units": report.units, "pods": report.pods, "bound": len(report.bound), "failed": len(report.failed),
             "unplaced": len(report.unplaced), "interrupted": report.interrupted,
-            "seconds_plan": round(report.seconds_plan, 3), "seconds_bind": round(report.seconds_bind, 3),
+            "seconds_snapshot": round(report.seconds_snapshot, 3), "seconds_plan": round(report.seconds_plan, 3),
+            "seconds_solve": round(report.seconds_solve, 3), "seconds_bind": round(report.seconds_bind, 3),
             "seconds": round(self.clock() - decided.started, 3), "solver": decided.steps,
             "repeated_decisions_not_logged": self.decide.take_repeats()}})
         return report

@@ -51,7 +51,7 @@ def test_the_budget_grows_with_the_batch_and_the_solve_stops_when_placed() -> No
     assert small.time_limit == pytest.approx(0.52) and large.time_limit == 10 and small.stop_when_placed
     s, _ = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(3)))
     report = next_cycle(s)
-    assert len(report.bound) == 3 and report.seconds_plan < 0.5
+    assert len(report.bound) == 3 and report.seconds_solve < 0.5
 
 
 def test_an_unchanged_decision_is_counted_not_logged_again(caplog: pytest.LogCaptureFixture) -> None:
@@ -165,3 +165,15 @@ def test_the_bindings_kept_for_inspection_stay_bounded(monkeypatch: pytest.Monke
     s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(5)))
     next_cycle(s)
     assert len(cluster.bindings) == 5 and 2 <= len(s.results) < 4
+
+
+def test_the_warm_up_plans_nothing_real_and_never_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), pod("p").cpu("1"))
+    s.warm_up()
+    assert cluster.bindings == [] and cluster.events == [] and s.queue.counts() == (1, 0)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no solver")
+
+    monkeypatch.setattr("kubeplace.serve.loop.make_plan", broken)
+    s.warm_up()  # logged, not raised
