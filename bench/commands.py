@@ -121,8 +121,10 @@ def _add_subcommands() -> None:
     from kubeplace_bench.commands_load import load_aware_command
     from kubeplace_bench.commands_rebalance import rebalance_bench_command
     from kubeplace_bench.commands_synthetic import synthetic_command
+    from kubeplace_bench.commands_throughput import throughput_command
 
-    for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command, load_aware_command):
+    for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command, load_aware_command,
+                    throughput_command):
         bench.add_command(command)
 
 

@@ -21,6 +21,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -96,8 +97,8 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 
-def spawn(name: str, argv: Sequence[str], workdir: Path) -> Component:
-    """Start `argv` with its output in ``workdir/logs/<name>.log``."""
+def spawn(name: str, argv: Sequence[str], workdir: Path, env: Mapping[str, str] | None = None) -> Component:
+    """Start `argv` with its output in ``workdir/logs/<name>.log`` (``env``: added to this process's)."""
     log_path = workdir / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
@@ -107,6 +108,7 @@ def spawn(name: str, argv: Sequence[str], workdir: Path) -> Component:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=workdir,
+            env={**os.environ, **env} if env else None,
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
@@ -230,9 +232,9 @@ class ControlPlane:
         while self.components:
             self.components.pop().stop()
 
-    def launch(self, name: str, argv: Sequence[str]) -> Component:
+    def launch(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Component:
         """Start a process that `stop` will stop."""
-        component = spawn(name, argv, self.workdir)
+        component = spawn(name, argv, self.workdir, env)
         self.components.append(component)
         return component
 
@@ -402,7 +404,7 @@ def running_control_plane(bin_dir: Path, timeouts: Timeouts = Timeouts()) -> Ite
         if started and os.environ.get(KEEP_WORKDIR_ENV) != "1":
             shutil.rmtree(workdir, ignore_errors=True)
         else:
-            print(f"kubeplace e2e: kept the control plane work dir {workdir}")
+            print(f"kubeplace e2e: kept the control plane work dir {workdir}", file=sys.stderr)
 
 
 def _prepare(bin_dir: Path, workdir: Path) -> ControlPlane:

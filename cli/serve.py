@@ -69,12 +69,15 @@ def configure_logging(level: str) -> None:
               help="Longest wait before an unplaceable pod or gang is planned again.")
 @click.option("--metrics-max-age", type=FiniteFloatRange(min=0), default=300.0, show_default=True,
               metavar="SECONDS", help="Ignore measured usage (metrics.k8s.io) older than this; 0: no limit.")
+@click.option("--bind-workers", type=click.IntRange(min=1, max=256), default=32, show_default=True,
+              help="Bindings sent at once (each cycle starts with one and adds one per answer).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: str | None,
                   config_path: Path | None, namespaces: tuple[str, ...], batch_window: float, batch_size: int,
                   metrics_port: int, metrics_address: str, lease_name: str, lease_namespace: str,
-                  identity: str | None, max_backoff: float, metrics_max_age: float, log_level: str) -> None:
+                  identity: str | None, max_backoff: float, metrics_max_age: float, bind_workers: int,
+                  log_level: str) -> None:
     """Run as a scheduler: watch pending pods, plan each batch as one problem, bind.
 
     Everything already bound is held fixed; gangs are bound whole or not at all; pods that
@@ -94,7 +97,8 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
         profile = config.profile(scheduler_name)
         settings = ServeSettings(scheduler_name=profile.scheduler_name, batch_window=batch_window,
                                  batch_size=batch_size, namespaces=frozenset(namespaces) if namespaces else None,
-                                 max_backoff=max_backoff, metrics_max_age=metrics_max_age)
+                                 max_backoff=max_backoff, metrics_max_age=metrics_max_age,
+                                 bind_workers=bind_workers)
         cluster = connect(kubeconfig, context)
         service = Service(cluster, config, profile, config.solver, settings,
                           LeaseSettings(name=lease_name, namespace=lease_namespace), identity or "")

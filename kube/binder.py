@@ -9,6 +9,7 @@ from a fresh snapshot binds nothing twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -97,6 +98,50 @@ def bind_all(
                 record(BindResult(skipped, Outcome.NOT_ATTEMPTED, reason, dry_run))
             break
     return results
+
+
+def bind_concurrently(
+    cluster: PodBinder,
+    bindings: Sequence[Binding],
+    pool: Executor,
+    most: int,
+    halt: Callable[[], str],
+    on_result: Callable[[int, BindResult], None] | None = None,
+) -> list[BindResult]:
+    """Binds on up to ``most`` requests at once, in order of ``bindings``; one result per
+    binding, in the same order.
+
+    The first request goes alone and each answer lets one more run alongside (slow start), so
+    a stop, a lost lease or an unreachable API server ends the run after one binding, not after
+    a wave of them. ``halt()`` is asked before every request: a non-empty reason stops the run,
+    as a failed connection or a refused credential does; the requests in flight finish and the
+    rest are ``not_attempted`` with that reason. ``on_result(index, result)`` is called in the
+    caller's thread as each result comes in.
+    """
+    results: list[BindResult | None] = [None] * len(bindings)
+    running: dict[Future[tuple[BindResult, bool]], int] = {}
+    window, following, reason = 1, 0, ""
+    while following < len(bindings) or running:
+        while not reason and following < len(bindings) and len(running) < window:
+            reason = halt()
+            if reason:
+                break
+            running[pool.submit(_bind_one, cluster, bindings[following], False)] = following
+            following += 1
+        if not running:
+            break
+        finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        for future in finished:
+            index = running.pop(future)
+            result, stop = future.result()
+            results[index] = result
+            if stop and not reason:
+                reason = f"the run stopped at {result.binding.key} ({result.message})"
+            window = min(most, window + 1)
+            if on_result is not None:
+                on_result(index, result)
+    return [r if r is not None else BindResult(b, Outcome.NOT_ATTEMPTED, f"not attempted: {reason}")
+            for r, b in zip(results, bindings, strict=True)]
 
 
 def _bind_one(cluster: PodBinder, binding: Binding, dry_run: bool) -> tuple[BindResult, bool]:

@@ -38,6 +38,9 @@ REQUEST_TIMEOUT = (10.0, 60.0)
 """Seconds to connect and to wait for an answer; a list of 10,000 pods takes a few seconds."""
 PAGE_SIZE = 500
 """Objects per list request, as kubectl uses, so a huge list does not time out."""
+CONNECTIONS = 64
+"""Kept-alive connections to the API server: ``serve`` holds one per watch and binds on many at
+once (the client's default, 5 per CPU, would open and drop a TLS connection per binding)."""
 
 RawObject = dict[str, Any]
 
@@ -47,6 +50,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluste
     joined with ``:``, merged like kubectl), else ``~/.kube/config``, else the in-cluster
     service account. Raises :class:`ConfigMissing` when none of them works."""
     configuration = k8s.Configuration()
+    configuration.connection_pool_maxsize = CONNECTIONS
     config_files = _kubeconfig_paths(kubeconfig)
     if config_files is not None:
         description = _load_kubeconfig(configuration, config_files, context)
@@ -300,9 +304,12 @@ class Cluster:
         """Every object of ``resource`` (``pods``, ``nodes``, ``namespaces``, ``persistentvolumeclaims``,
         ``persistentvolumes`` or ``group/version/plural``) in every namespace, and the list's
         resourceVersion, from which :meth:`watch_resource` goes on. Raises :class:`NotFound` when a CRD
-        is not installed."""
+        is not installed. Read from the API server's watch cache (resourceVersion 0, one answer), as
+        client-go's informers list: the watch that follows makes up for any staleness, and etcd is
+        not read for every object again."""
         kind, list_page = self._lister(resource)
-        return self._list_versioned(f"list {resource}", kind, list_page, field_selector=field_selector)
+        return self._list_versioned(f"list {resource}", kind, list_page, field_selector=field_selector,
+                                    resource_version="0", limit=0)
 
     def watch_resource(self, resource: str, resource_version: str, timeout_seconds: int,
                        field_selector: str | None = None) -> Iterator[tuple[str, RawObject]]:
@@ -388,11 +395,12 @@ class Cluster:
 
     def _pages(self, action: str, list_page: Callable[..., Any], options: dict[str, Any]) -> Iterator[RawObject]:
         token: str | None = None
+        limit = options.pop("limit", PAGE_SIZE) or None  # 0: all in one answer
         while True:
             with _translated_errors(action):
                 response = list_page(
                     **{key: value for key, value in options.items() if value is not None},
-                    limit=PAGE_SIZE,
+                    limit=limit,
                     _continue=token,
                     _preload_content=False,
                     _request_timeout=REQUEST_TIMEOUT,

@@ -221,6 +221,8 @@ def build_snapshot(
     namespaces: set[str] | None = None,
     selector: str | None = None,
     source: str = "",
+    nodes: Iterable[Node] = (),
+    pods: Iterable[Pod] = (),
 ) -> Snapshot:
     """The snapshot of a set of raw objects, the same whether they came from files or the API.
 
@@ -228,13 +230,14 @@ def build_snapshot(
     gates, not finished, our scheduler name, and in ``namespaces`` (None = all) and matching
     ``selector``. ``bound`` holds every pod with a node in the snapshot that has not finished,
     whatever its scheduler or namespace, since it uses capacity there. Nodes are sorted by
-    name and pods by namespace/name, so the order of the input does not matter.
+    name and pods by namespace/name, so the order of the input does not matter. ``nodes`` and
+    ``pods`` are already typed ones added to those of ``objects`` (``serve`` keeps them typed).
     """
     requirements = parse_selector(selector) if selector else ()
     kinds, skipped = _by_kind(flatten(objects))
     priority_classes = {**BUILTIN_PRIORITY_CLASSES, **_priority_class_values(kinds.get(PRIORITY_CLASS, []))}
-    nodes = _unique_nodes(parse_node(obj, where) for obj, where in kinds.get(NODE, []))
-    pods = _unique_pods(parse_pod(obj, where, priority_classes) for obj, where in kinds.get(POD, []))
+    nodes = _unique_nodes([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
+    pods = _unique_pods([*pods, *(parse_pod(obj, where, priority_classes) for obj, where in kinds.get(POD, []))])
     node_names = {node.name for node in nodes}
     pending = [
         pod

@@ -41,6 +41,10 @@ class SolverSettings:
     full_model_pairs: int = 2_000
     """Above this many eligible (class, node) pairs the whole model is not built at once (not
     in the file: tests and benchmarks set it to exercise the large-problem path)."""
+    stop_when_placed: bool = False
+    """Stop as soon as nothing more can be placed (every pod placed, or the placed weight at the
+    bound) instead of spending the rest of the budget on the objective (not in the file:
+    ``serve`` sets it, where a pod waiting for a better balance waits for nothing it asked for)."""
 
 
 @dataclass(frozen=True)

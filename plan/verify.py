@@ -96,12 +96,12 @@ def verify(
             Violation(namespace, name, node_name, rule, detail)
             for rule, detail in checker.place(namespace, name, node_name)
         )
-    loads = _measured_loads(snapshot)
+    loads = _measured_loads(snapshot, checker.bound_on)
     for node_name, pods in checker.placed.items():
-        node = checker.nodes[node_name]
-        violations.extend(_capacity(node, pods, snapshot.bound))
+        node, here = checker.nodes[node_name], checker.bound_on(node_name)
+        violations.extend(_capacity(node, pods, here))
         violations.extend(_load(node, pods, loads.get(node_name), settings))
-        violations.extend(_headroom(node, pods, snapshot.bound, loads.get(node_name), settings))
+        violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
                                                                        settings.volume_rules))
@@ -130,14 +130,14 @@ def _time(text: str) -> float | None:
     return float(days * 86400 + hour * 3600 + minute * 60 + second)
 
 
-def _measured_loads(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+def _measured_loads(snapshot: Snapshot, bound_on: Callable[[str], Sequence[Pod]]) -> dict[str, dict[str, int]]:
     """Per node with metrics: its measured usage plus the requests of the pods running there that
     the metrics cannot include (no PodMetrics while pods are measured, or created after the node
     was measured)."""
     loads: dict[str, dict[str, int]] = {}
     for name, metrics in snapshot.node_metrics.items():
         load = {CPU: max(metrics.usage.get(CPU, 0), 0), MEMORY: max(metrics.usage.get(MEMORY, 0), 0)}
-        for pod in snapshot.bound:
+        for pod in bound_on(name):
             if pod.node_name != name or pod.finished:
                 continue
             created = _time(pod.creation)
@@ -245,6 +245,14 @@ class _Checker:
         self.nodes = {node.name: node for node in snapshot.nodes}
         self.seen: set[tuple[str, str]] = set()
         self.placed: dict[str, list[Pod]] = {}  # node name -> pods placed there, in plan order
+        self._bound: dict[str, list[Pod]] = {}  # node name -> the snapshot's pods bound there
+        for pod in snapshot.bound:
+            self._bound.setdefault(pod.node_name, []).append(pod)
+
+    def bound_on(self, node_name: str) -> Sequence[Pod]:
+        """The snapshot's pods bound to ``node_name`` (looked up, not searched for: a plan of P
+        pods on a cluster of B bound pods costs P + B, not P x B)."""
+        return self._bound.get(node_name, ())
 
     def place(self, namespace: str, name: str, node_name: str) -> list[tuple[str, str]]:
         """(rule, detail) for each problem of this one placement."""
@@ -260,7 +268,7 @@ class _Checker:
             return [*problems, ("NodeName", "no such node in the snapshot")]
         problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks)
         here = self.placed.setdefault(node_name, [])
-        problems += (("NodePorts", d) for d in _port_conflicts(pod, node, self.snapshot.bound, here))
+        problems += (("NodePorts", d) for d in _port_conflicts(pod, node, self.bound_on(node_name), here))
         here.append(pod)
         return problems
 

@@ -42,13 +42,19 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[tuple[str, str, str,
                    settings: VerifySettings = DEFAULT_SETTINGS) -> list[Violation]:
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     nodes = {n.name: n for n in snapshot.nodes}
-    devices_of = {name: device_count(node, settings) for name, node in nodes.items()}
-    load = {name: _bound_load(node, devices_of[name], snapshot.bound, settings) for name, node in nodes.items()}
+    bound: dict[str, list[Pod]] = {}
+    for other in snapshot.bound:
+        bound.setdefault(other.node_name, []).append(other)
+    devices_of: dict[str, int] = {}
+    load: dict[str, dict[int, int]] = {}  # only the nodes the plan places on, each worked out once
     out = []
     for namespace, name, node_name, devices in placements:
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:
             continue  # the main verifier reports these
+        if node_name not in load:
+            devices_of[node_name] = device_count(node, settings)
+            load[node_name] = _bound_load(node, devices_of[node_name], bound.get(node_name, []), settings)
         for problem in _place(gpu_demand(pod.requests, settings), devices, devices_of[node_name], load[node_name]):
             out.append(Violation(namespace, name, node_name, RULE, problem))
     return out

@@ -53,7 +53,7 @@ class Service:
                                          lease_duration=lease.duration, renew_deadline=lease.renew_deadline,
                                          retry_period=lease.retry_period, on_change=self._leadership)
             leader = self.elector
-        recorder = EventRecorder(cluster, "kubeplace", self.identity)
+        recorder = EventRecorder(cluster, "kubeplace", self.identity, asynchronous=True)
         self.informer = Informer(cluster, watch_seconds=watch_seconds)
         self.scheduler = Scheduler(cluster, self.informer.store, config, profile, solver, settings,
                                    leader=leader, recorder=recorder, metrics=self.metrics,
@@ -68,8 +68,11 @@ class Service:
         self.scheduler.queue.wake()
 
     def start_watching(self, sync_timeout: float = 60.0) -> bool:
-        """Starts the informer and election; True when every resource was listed in time."""
+        """Starts the informer and election; True when every resource was listed in time. While
+        the informer lists, one tiny plan is made so that the first real cycle does not pay for
+        loading the solver (1-2 s)."""
         self.informer.start()
+        self.scheduler.warm_up()
         synced = self.informer.wait_synced(sync_timeout)
         if self.elector is not None:
             self.elector.start()
@@ -95,6 +98,7 @@ class Service:
         if self.elector is not None:
             self.elector.stop(release=release)
         self.informer.stop()
+        self.scheduler.close()
 
     def status(self) -> dict[str, Any]:
         active, waiting = self.scheduler.queue.counts()

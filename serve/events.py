@@ -11,11 +11,18 @@
   not there (404) and CRD-free gangs are skipped.
 
 Nothing here raises: a failed write is logged and counted, never a reason to stop scheduling.
+
+With ``asynchronous=True`` (what ``serve`` runs) Events are written by a thread of their own, so
+a binding never waits for one: at most ``qps`` a second (bursts of ``burst``), as client-go's
+event broadcaster limits its writes, from a queue of at most ``queue_size``; an Event that finds
+the queue full is dropped and counted (one warning a minute says how many).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -50,15 +57,33 @@ def _now() -> str:
 
 class EventRecorder:
     def __init__(self, client: EventClient, component: str = "kubeplace", instance: str = "", *,
-                 repeat_after: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 repeat_after: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 asynchronous: bool = False, qps: float = 100.0, burst: int = 500, queue_size: int = 10_000) -> None:
         self.client = client
         self.component = component
         self.instance = instance
         self.repeat_after = repeat_after
         self.clock = clock
         self.failures = 0
+        self.dropped = 0
         self._lock = threading.Lock()
         self._last: dict[tuple[str, str, str], float] = {}
+        self._outbox: queue.Queue[tuple[str, dict[str, Any], str] | None] | None = None
+        self._sender: threading.Thread | None = None
+        self._bucket = TokenBucket(qps, burst)
+        self._dropped_told = (time.monotonic(), 0)
+        if asynchronous:
+            self._outbox = queue.Queue(queue_size)
+            self._sender = threading.Thread(target=self._send_all, daemon=True, name="events")
+            self._sender.start()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Sends what is queued (for at most ``timeout`` seconds) and stops the sender."""
+        if self._outbox is None or self._sender is None:
+            return
+        with contextlib.suppress(queue.Full):
+            self._outbox.put(None, timeout=timeout)
+        self._sender.join(timeout)
 
     def pod_event(self, pod: Pod, reason: str, message: str, kind: str = NORMAL) -> bool:
         """Records one event about ``pod``; False when it was a recent repeat or failed."""
@@ -85,13 +110,37 @@ class EventRecorder:
             "action": "Binding" if reason == SCHEDULED else "Scheduling",
             "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
         }
+        if self._outbox is None:
+            return self._create(pod.namespace, event, pod.key)
         try:
-            self.client.create_event(pod.namespace, event)
-        except ClusterError as error:
-            self.failures += 1
-            log.warning("event %s for %s not recorded: %s", reason, pod.key, error)
+            self._outbox.put_nowait((pod.namespace, event, pod.key))
+        except queue.Full:
+            self._drop()
             return False
         return True
+
+    def _create(self, namespace: str, event: dict[str, Any], about: str) -> bool:
+        try:
+            self.client.create_event(namespace, event)
+        except ClusterError as error:
+            self.failures += 1
+            log.warning("event %s for %s not recorded: %s", event["reason"], about, error)
+            return False
+        return True
+
+    def _send_all(self) -> None:
+        assert self._outbox is not None
+        while (item := self._outbox.get()) is not None:
+            self._bucket.take()
+            self._create(*item)
+
+    def _drop(self) -> None:
+        with self._lock:
+            self.dropped += 1
+            told_at, told = self._dropped_told
+            if time.monotonic() - told_at >= 60.0:
+                log.warning("events dropped: the queue is full", extra={"fields": {"dropped": self.dropped - told}})
+                self._dropped_told = (time.monotonic(), self.dropped)
 
     def pod_group_status(self, group: PodGroup, phase: str, scheduled: int, timed_out: str = "") -> bool:
         """Patches the PodGroup's status; False when skipped (CRD-free, 404) or failed."""
@@ -114,3 +163,22 @@ class EventRecorder:
             log.warning("PodGroup %s status not written: %s", group.key, error)
             return False
         return True
+
+
+class TokenBucket:
+    """``take()`` waits until a token is there: ``rate`` a second, at most ``burst`` saved up."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate, self.burst, self.clock, self.sleep = rate, burst, clock, sleep
+        self.tokens = float(burst)
+        self.at = clock()
+
+    def take(self) -> None:
+        now = self.clock()
+        self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1.0:
+            self.sleep((1.0 - self.tokens) / self.rate)
+            self.tokens, self.at = 1.0, self.clock()
+        self.tokens -= 1.0

@@ -19,14 +19,18 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubeplace.kube.errors import ClusterError, Gone, NotFound
+from kubeplace.kube.errors import ClusterError, Gone, InputError, NotFound
 from kubeplace.kube.gangs import CRDS
 from kubeplace.kube.live import STORAGE_APIS
+from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.parse import parse_node, parse_pod
 
 RawObject = dict[str, Any]
 log = logging.getLogger("kubeplace.serve.informer")
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+CLUSTER = "cluster"
+"""The source a snapshot names for objects read from the API."""
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
@@ -76,40 +80,80 @@ def _version(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
-class Store:
-    """Objects by resource and ``namespace/name``; every method is thread-safe."""
+Parser = Callable[[str, RawObject], Any]
+"""(resource, raw object) -> its typed form, or None for a resource kept raw only; may raise
+:class:`InputError` (kept as the object's typed form, so the error is known once too)."""
 
-    def __init__(self) -> None:
+
+def parse_watched(resource: str, obj: RawObject) -> Node | Pod | None:
+    """Nodes and pods typed as a snapshot reads them (source ``cluster``; the built-in priority
+    classes, the only ones ``serve`` knows); the other resources are few and kept raw."""
+    if resource == "nodes":
+        return parse_node(obj, CLUSTER)
+    if resource == "pods":
+        return parse_pod(obj, CLUSTER)
+    return None
+
+
+class Store:
+    """Objects by resource and ``namespace/name``; every method is thread-safe.
+
+    With a ``parse`` function each object is also kept typed, parsed once when it changes (a
+    watch event or a relist that brings a new resourceVersion), never again for each reader."""
+
+    def __init__(self, parse: Parser | None = parse_watched) -> None:
         self._lock = threading.Lock()
         self._objects: dict[str, dict[str, RawObject]] = {}
+        self._typed: dict[str, dict[str, Any]] = {}
+        self._parse = parse
         self.generation = 0
         """Counts changes, so a reader can tell whether anything changed since it last looked."""
+
+    def _typed_of(self, resource: str, obj: RawObject) -> Any:
+        if self._parse is None:
+            return None
+        try:
+            return self._parse(resource, obj)
+        except InputError as error:
+            return error
 
     def replace(self, resource: str, items: list[RawObject]) -> list[tuple[str, RawObject | None, RawObject | None]]:
         """Sets the resource's objects to ``items``; returns the differences as changes."""
         fresh = {object_key(item): item for item in items}
         with self._lock:
             old = self._objects.get(resource, {})
-            self._objects[resource] = fresh
-            self.generation += 1
+            old_typed = self._typed.get(resource, {})
         changes: list[tuple[str, RawObject | None, RawObject | None]] = []
+        typed: dict[str, Any] = {}
         for key, item in fresh.items():
             before = old.get(key)
             if before is None:
                 changes.append((ADDED, None, item))
             elif _version(before) != _version(item):
                 changes.append((MODIFIED, before, item))
+            elif _version(item) and key in old_typed:
+                typed[key] = old_typed[key]  # the same version: parsed already
+                continue
+            typed[key] = self._typed_of(resource, item)
         changes += [(DELETED, before, None) for key, before in old.items() if key not in fresh]
+        with self._lock:
+            self._objects[resource] = fresh
+            self._typed[resource] = typed
+            self.generation += 1
         return changes
 
     def apply(self, resource: str, event: str, obj: RawObject) -> RawObject | None:
         """Applies one watch event; returns the object it replaced (None if new)."""
         key = object_key(obj)
+        typed = None if event == DELETED else self._typed_of(resource, obj)
         with self._lock:
             objects = self._objects.setdefault(resource, {})
+            parsed = self._typed.setdefault(resource, {})
             old = objects.pop(key, None) if event == DELETED else objects.get(key)
+            parsed.pop(key, None)
             if event != DELETED:
                 objects[key] = obj
+                parsed[key] = typed
             self.generation += 1
         return old
 
@@ -117,9 +161,25 @@ class Store:
         with self._lock:
             return self._objects.get(resource, {}).get(key)
 
+    def typed(self, resource: str, key: str) -> Any:
+        """The object's typed form (None without a parser, or for a resource kept raw; the
+        :class:`InputError` when it does not parse)."""
+        with self._lock:
+            return self._typed.get(resource, {}).get(key)
+
     def items(self, resource: str) -> list[RawObject]:
         with self._lock:
             return list(self._objects.get(resource, {}).values())
+
+    def typed_items(self, resource: str) -> list[tuple[RawObject, Any]]:
+        """(raw, typed) of every object of ``resource`` (shared, not copied: read-only)."""
+        with self._lock:
+            objects, typed = self._objects.get(resource, {}), self._typed.get(resource, {})
+            return [(obj, typed.get(key)) for key, obj in objects.items()]
+
+    def resources(self) -> list[str]:
+        with self._lock:
+            return list(self._objects)
 
     def all_objects(self) -> list[RawObject]:
         """Every object of every resource (shared, not copied: treat them as read-only)."""

@@ -3,16 +3,19 @@
 Informer events fill the queue (:mod:`serve.queue`) with *units*: a pod, or a whole gang. Each
 cycle takes a batch of units and
 
-1. builds a snapshot from the informer's store (:func:`kube.parse.build_snapshot`, as ``plan``
-   does), pods this scheduler bound but the watch has not confirmed yet counted as bound
-   (*assumed*), so everything already bound is held fixed as usage; only the batch's pods are
-   pending;
-2. plans it (:func:`plan.pipeline.make_plan`) and verifies the plan (:func:`plan.checks.verify_plan`);
+1. builds a snapshot from the informer's typed store (:mod:`serve.snapshots`), the pods this
+   scheduler decided to bind that the watch has not shown bound yet counted as bound
+   (*assumed*), so everything already bound or being bound is held fixed as usage; only the
+   batch's pods are pending;
+2. plans it (:func:`plan.pipeline.make_plan`: the solve stops once nothing more can be placed,
+   within a budget that grows with the batch; the plan is checked by the independent verifier);
    a unit with a violation is not bound;
-3. binds unit by unit, member by member, asking the lease before *every* binding: a replica that
-   is no longer the leader, or asked to stop, stops between two bindings and leaves the rest to
-   the next cycle or the next leader. A 409 (someone else bound it, it is being deleted) is an
-   outcome, counted and logged, never retried for that pod.
+3. binds, up to ``bind_workers`` bindings at once in unit order (``kube.binder.bind_concurrently``),
+   asking the lease before *every* binding: a replica that is no longer the leader, or asked to
+   stop, stops there and leaves the rest to the next cycle or the next leader. A 409 (someone
+   else bound it, it is being deleted) is an outcome, counted and logged, never retried for that
+   pod. Under :meth:`Scheduler.run` the bindings go on in a thread of their own while the next
+   batch is planned.
 
 A gang member that fails to bind is reported; a gang left below minMember gets an Event and is
 re-planned next cycle (its bound members then count as running). A gang whose members do not
@@ -23,20 +26,30 @@ timed out: an Event per member, a metric, the PodGroup status.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
+from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
 from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.gangs import gang_of
-from kubeplace.kube.metrics import DEFAULT_MAX_AGE, fresh_metrics
-from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup, Snapshot
-from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
+from kubeplace.kube.metrics import DEFAULT_MAX_AGE
+from kubeplace.kube.objects import (
+    CPU,
+    DEFAULT_GANG_TIMEOUT_SECONDS,
+    MEMORY,
+    PODS,
+    GangKey,
+    Node,
+    Pod,
+    PodGroup,
+    Snapshot,
+)
+from kubeplace.kube.parse import object_label, parse_pod
 from kubeplace.kube.volume_binder import (
     PodVolumes,
     VolumeApi,
@@ -48,11 +61,11 @@ from kubeplace.kube.volume_binder import (
 )
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import device_notes
-from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import GangStatus, Placement, Unplaced
-from kubeplace.rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
+from kubeplace.plan.verify import Violation
 from kubeplace.serve import events as ev
+from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.informer import (
     ADDED,
@@ -62,15 +75,19 @@ from kubeplace.serve.informer import (
     RawObject,
     Store,
     object_key,
-    with_node_name,
 )
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.queue import SchedulingQueue, Unit
+from kubeplace.serve.snapshots import Snapshots, UsageSource
 
 log = logging.getLogger("kubeplace.serve")
 GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
+RESULTS_KEPT = 10_000
+GANGS_KEPT = 10_000
+"""Waiting gangs remembered (since when they wait); beyond it the oldest are forgotten (a gang
+deleted while waiting leaves no other trace to clean up by)."""
 
 
 class ServeClient(PodBinder, VolumeApi, EventClient, Protocol):
@@ -90,10 +107,13 @@ class ServeSettings:
     """Seconds a batch stays open after its first unit arrived."""
     batch_size: int = 1000
     """A batch closes early at this many units (pods or whole gangs)."""
+    batch_quiet: float = 0.2
+    """A batch also closes when no unit arrived for this many seconds (arrivals paused: what
+    is there is all there is for now)."""
     namespaces: frozenset[str] | None = None
     """Place only pending pods of these namespaces (None: all); every pod counts as usage."""
     assume_seconds: float = 30.0
-    """How long a binding not yet seen by the watch counts as usage."""
+    """How long a binding decided but not yet seen by the watch counts as usage."""
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
     targets_namespace: str = "kubeplace-system"
@@ -105,21 +125,23 @@ class ServeSettings:
     every 15 s by default)."""
     metrics_max_age: float = DEFAULT_MAX_AGE
     """Measured usage older than this is ignored (0: no limit)."""
+    bind_workers: int = 32
+    """Bindings in flight at once (after the first one of a cycle, see ``kube.binder.bind_concurrently``)."""
+    budget_base: float = 0.5
+    budget_per_pod: float = 0.002
+    """A cycle's solver budget: ``budget_base + budget_per_pod`` x its pending pods, at most the
+    configured time limit. The solve stops earlier as soon as nothing more can be placed."""
 
 
-UsageSource = Callable[[], tuple[list[tuple[Mapping[str, Any], str]], str]]
-"""Reads NodeMetrics and PodMetrics: (objects, "" or why the metrics API is unavailable)."""
+def cycle_options(solver: SolverSettings, settings: ServeSettings, pods: int) -> SolverSettings:
+    """The solver settings of a cycle of ``pods`` pending pods (see ``ServeSettings.budget_base``)."""
+    budget = min(solver.time_limit, settings.budget_base + settings.budget_per_pod * pods)
+    return replace(solver, time_limit=budget, stop_when_placed=True)
 
 
 def unit_of(pod: Pod) -> Unit:
     """The pod's gang, or the pod alone."""
     return gang_of(pod) or pod.key
-
-
-def decision(**fields: Any) -> None:
-    """One structured log line per decision (``cli.serve`` prints them as JSON)."""
-    log.info("decision", extra={"fields": {k: str(v) if isinstance(v, GangKey) else v
-                                           for k, v in fields.items() if v not in (None, "")}})
 
 
 @dataclass
@@ -130,7 +152,33 @@ class CycleReport:
     failed: dict[str, str] = field(default_factory=dict)
     unplaced: list[str] = field(default_factory=list)
     interrupted: bool = False
+    seconds_snapshot: float = 0.0
     seconds_plan: float = 0.0
+    """make_plan: aggregation, solve and the verifier."""
+    seconds_solve: float = 0.0
+    seconds_bind: float = 0.0
+
+
+@dataclass
+class Decided:
+    """What a cycle planned, waiting to be bound."""
+
+    report: CycleReport
+    started: float
+    units: list[Unit]
+    snapshot: Snapshot
+    steps: str = ""
+    pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
+    gangs: dict[GangKey, GangStatus] = field(default_factory=dict)
+    by_unit: dict[Unit, list[Placement]] = field(default_factory=dict)
+    refused: dict[Unit, str] = field(default_factory=dict)
+    unplaced: dict[Unit, list[Unplaced]] = field(default_factory=dict)
+
+
+def _finished(binding: Future[CycleReport] | None) -> None:
+    """Waits for a cycle's bindings (its errors are logged where they happen)."""
+    if binding is not None:
+        binding.result()
 
 
 class Scheduler:
@@ -149,16 +197,41 @@ class Scheduler:
         self.queue = SchedulingQueue(initial=settings.initial_backoff, maximum=settings.max_backoff, clock=clock)
         self.stop_event = threading.Event()
         self.results: list[BindResult] = []
-        """Every binding this scheduler attempted, in order."""
+        """The bindings this scheduler attempted, in the order answered (the last RESULTS_KEPT to
+        RESULTS_KEPT x 2 of them: a long-running scheduler must not keep them all)."""
+        self.snapshots = Snapshots(store, client, settings.scheduler_name, settings.namespaces,
+                                   assume_seconds=settings.assume_seconds, targets_namespace=settings.targets_namespace,
+                                   targets_refresh=settings.targets_refresh, usage_source=usage_source,
+                                   usage_refresh=settings.usage_refresh, metrics_max_age=settings.metrics_max_age,
+                                   clock=clock)
         self._lock = threading.Lock()
-        self._assumed: dict[str, tuple[str, str, float]] = {}  # pod key -> (uid, node, until)
         self._first_seen: dict[str, float] = {}
         self._gang_since: dict[GangKey, float] = {}
         self._waiting_gangs: set[GangKey] = set()
-        self._targets: tuple[float, list[Target]] = (float("-inf"), [])
-        self.outcomes = SchedulerOutcomes(settings.scheduler_name, self.metrics.registry, decision, clock)
-        self.usage_source = usage_source
-        self._usage: tuple[float, list[RawObject], str] = (float("-inf"), [], "")
+        self.decide = DecisionLog()
+        self.outcomes = SchedulerOutcomes(settings.scheduler_name, self.metrics.registry, self.decide, clock)
+        self._binders = ThreadPoolExecutor(max(1, settings.bind_workers), thread_name_prefix="bind")
+        self._finisher = ThreadPoolExecutor(1, thread_name_prefix="finish")
+        self._pipelined = False
+        self._binding: Future[CycleReport] | None = None
+
+    def warm_up(self) -> None:
+        """Plans one pod on one node, throwing the plan away: loads the solver's modules and
+        backends before the first real cycle needs them. Never fails the scheduler."""
+        node = Node("warm-up", allocatable={CPU: 1000, MEMORY: 1 << 30, PODS: 10})
+        pod = Pod("warm-up", "warm-up", scheduler_name=self.settings.scheduler_name, requests={CPU: 100, PODS: 1})
+        try:
+            make_plan(Snapshot(nodes=(node,), pending=(pod,), bound=()), self.config, self.profile,
+                      cycle_options(self.solver, self.settings, 1))
+        except Exception:  # only a warm-up
+            log.warning("warm-up plan failed", exc_info=True)
+
+    def close(self) -> None:
+        """Stops the binding threads (a cycle in progress is not waited for) and sends the
+        queued Events."""
+        self._finisher.shutdown(wait=False, cancel_futures=True)
+        self._binders.shutdown(wait=False, cancel_futures=True)
+        self.recorder.close()
 
     # ------------------------------------------------------------------ informer events
 
@@ -186,9 +259,10 @@ class Scheduler:
             return
         key = object_key(raw)
         if event == DELETED or (raw.get("spec") or {}).get("nodeName"):
+            self.snapshots.assumed.forget(key)
             with self._lock:
-                self._assumed.pop(key, None)
                 self._first_seen.pop(key, None)
+            self.decide.forget(key)
             if event == DELETED:
                 if (raw.get("spec") or {}).get("nodeName"):
                     self.queue.cluster_changed()  # capacity freed
@@ -215,10 +289,14 @@ class Scheduler:
                 and (namespaces is None or meta.get("namespace", "default") in namespaces))
 
     def _raw_unit(self, raw: RawObject) -> Unit:
+        key = object_key(raw)
+        typed = self.store.typed("pods", key) if self.store.get("pods", key) is raw else None
+        if isinstance(typed, Pod):
+            return unit_of(typed)  # parsed once by the store
         try:
             return unit_of(parse_pod(raw))
         except InputError:
-            return object_key(raw)
+            return key
 
     def resync_queue(self) -> None:
         """Queues every pending pod of the store (at start and on becoming the leader)."""
@@ -228,38 +306,62 @@ class Scheduler:
     # ------------------------------------------------------------------ the loop
 
     def run(self, stop: threading.Event | None = None) -> None:
-        """Cycles until ``stop`` (default :attr:`stop_event`) is set; cycles only as leader."""
+        """Cycles until ``stop`` (default :attr:`stop_event`) is set; cycles only as leader.
+
+        A cycle's bindings run in a thread of their own while the next batch is planned (its
+        pods already count as bound there, see :class:`serve.snapshots.Assumed`); one cycle binds
+        at a time, so a plan is never more than one batch ahead of the bindings."""
         stop = stop or self.stop_event
         leading = False
-        while not stop.is_set():
-            if not self.leader.is_leader():
-                leading = False
-                self.metrics.leader.set(0)
-                stop.wait(0.05)
-                continue
-            if not leading:
-                leading = True
-                self.metrics.leader.set(1)
-                self.resync_queue()
-            units = self.queue.pop_batch(self.settings.batch_window, self.settings.batch_size, stop, timeout=0.2)
-            if units:
-                try:
-                    self.cycle(units, stop)
-                except Exception:  # a bug in one cycle must not stop the scheduler
-                    log.exception("cycle failed", extra={"fields": {"units": len(units)}})
-                    for unit in units:
-                        self.queue.unschedulable(unit, "cycle failed")
-            active, waiting = self.queue.counts()
-            self.metrics.queue_active.set(active)
-            self.metrics.queue_unschedulable.set(waiting)
+        self._pipelined = True
+        try:
+            while not stop.is_set():
+                if not self.leader.is_leader():
+                    leading = False
+                    self.metrics.leader.set(0)
+                    stop.wait(0.05)
+                    continue
+                if not leading:
+                    leading = True
+                    self.metrics.leader.set(1)
+                    self.resync_queue()
+                units = self.queue.pop_batch(self.settings.batch_window, self.settings.batch_size, stop,
+                                             timeout=0.2, quiet=self.settings.batch_quiet)
+                if units:
+                    try:
+                        self.cycle(units, stop)
+                    except Exception:  # a bug in one cycle must not stop the scheduler
+                        log.exception("cycle failed", extra={"fields": {"units": len(units)}})
+                        for unit in units:
+                            self.queue.unschedulable(unit, "cycle failed")
+                active, waiting = self.queue.counts()
+                self.metrics.queue_active.set(active)
+                self.metrics.queue_unschedulable.set(waiting)
+        finally:
+            self._pipelined = False
+            _finished(self._binding)
 
     def cycle(self, units: Sequence[Unit], stop: threading.Event | None = None) -> CycleReport:
-        """Plans, verifies and binds the pending pods of ``units``."""
+        """Plans, verifies and binds the pending pods of ``units``. Called by :meth:`run`, it
+        returns once the plan is made and the bindings go on in the binding thread (the report
+        fills in as they do); otherwise it returns when they are done."""
         stop = stop or self.stop_event
+        decided = self._plan_cycle(units)
+        if decided.report.pods == 0:
+            return decided.report
+        if not self._pipelined:
+            return self._finish(decided, stop)
+        _finished(self._binding)
+        self._binding = self._finisher.submit(self._finish_safely, decided, stop)
+        return decided.report
+
+    def _plan_cycle(self, units: Sequence[Unit]) -> Decided:
+        """Snapshot, plan and verify; the placements to bind are assumed from now on."""
         started = self.clock()
         report = CycleReport(units=len(units))
         wanted = set(units)
         snapshot, broken = self._snapshot(wanted)
+        report.seconds_snapshot = self.clock() - started
         for raw, why in broken:
             unit = self._raw_unit(raw)
             if raw.get("kind") != "Pod" or not self._is_ours(raw) or unit not in wanted:
@@ -268,182 +370,179 @@ class Scheduler:
                 continue
             report.unplaced.append(object_key(raw))
             self.queue.unschedulable(unit, why)
-            decision(pod=object_key(raw), outcome="invalid", why=why)
+            self.decide(pod=object_key(raw), outcome="invalid", why=why)
             wanted.discard(unit)
         present = {unit_of(p) for p in snapshot.pending}
         for unit in wanted - present:
             self.queue.done(unit)  # nothing of it is pending any more
         report.pods = len(snapshot.pending)
+        decided = Decided(report, started, list(units), snapshot)
         if not snapshot.pending:
-            return report
+            return decided
         self.metrics.cycles.inc()
-        planned = make_plan(snapshot, self.config, self.profile, self.solver)
+        planning = self.clock()
+        planned = make_plan(snapshot, self.config, self.profile,
+                            cycle_options(self.solver, self.settings, len(snapshot.pending)))
         plan = planned.plan
-        report.seconds_plan = plan.summary.seconds
+        report.seconds_plan, report.seconds_solve = self.clock() - planning, plan.summary.seconds
+        decided.steps = ", ".join(plan.steps)
         self.metrics.solve_seconds.observe(self.clock() - started)
         if plan.summary.gap is not None:
             self.metrics.solver_gap.set(plan.summary.gap)
-        pods = {(p.namespace, p.name): p for p in snapshot.pending}
-        gangs = {g.key: g for g in plan.gangs}
-        groups = {g.key: g for g in snapshot.pod_groups}
-        by_unit: dict[Unit, list[Placement]] = {}
+        pods = decided.pods = {(p.namespace, p.name): p for p in snapshot.pending}
+        decided.gangs = {g.key: g for g in plan.gangs}
         for p in plan.placements:
-            by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
-        refused = self._refused(snapshot, plan.placements, pods)
-        unplaced: dict[Unit, list[Unplaced]] = {}
+            decided.by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
+        decided.refused = self._refused(planned.violations, pods)
         for u in plan.unplaced:
-            unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
-        order = [u for u in units if u in by_unit or u in unplaced]
-        for index, unit in enumerate(order):
+            decided.unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
+        for unit, placements in decided.by_unit.items():
+            if unit not in decided.refused:
+                for p in placements:  # held as usage by the next cycles while being bound
+                    self.snapshots.assumed.assume(f"{p.namespace}/{p.name}", p.uid, p.node)
+        return decided
+
+    def _finish_safely(self, decided: Decided, stop: threading.Event) -> CycleReport:
+        try:
+            return self._finish(decided, stop)
+        except Exception:  # a bug in one cycle must not stop the scheduler
+            log.exception("binding failed", extra={"fields": {"units": len(decided.units)}})
+            for unit in decided.units:
+                self.queue.unschedulable(unit, "cycle failed")
+            return decided.report
+
+    def _finish(self, decided: Decided, stop: threading.Event) -> CycleReport:
+        """Binds what :meth:`_plan_cycle` decided and reports each unit's outcome."""
+        report, by_unit, refused, unplaced, pods = (decided.report, decided.by_unit, decided.refused,
+                                                    decided.unplaced, decided.pods)
+        order = [u for u in decided.units if u in by_unit or u in unplaced]
+        bind_started = self.clock()
+        outcomes, starts = self._bind_units([u for u in order if u in by_unit and u not in refused], by_unit, pods,
+                                            stop, report)
+        report.seconds_bind = self.clock() - bind_started
+        groups = {g.key: g for g in decided.snapshot.pod_groups}
+        for unit in order:
             if unit in refused:
                 report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
                 self.queue.unschedulable(unit, refused[unit])
                 continue
-            leftover = unit in unplaced
-            if unit in by_unit and not self._bind_unit(unit, by_unit[unit], pods, gangs, groups, stop, report,
-                                                       leftover):
-                report.interrupted = True
-                for rest in order[index:]:
-                    self.queue.requeue(rest)
-                break
+            results = outcomes.get(unit, [])
+            if any(r.outcome in (Outcome.NOT_ATTEMPTED, Outcome.UNKNOWN) for r in results):
+                report.interrupted = True  # stopped, not the leader, or the server unreachable: later
+                self.queue.requeue(unit)
+                continue
+            gang = decided.gangs.get(unit) if isinstance(unit, GangKey) else None
+            if results:
+                self._after_binding(unit, [pods[(r.binding.namespace, r.binding.name)] for r in results
+                                           if r.outcome == Outcome.BOUND],
+                                    [r for r in results if r.outcome != Outcome.BOUND], gang,
+                                    groups.get(unit) if isinstance(unit, GangKey) else None, starts[unit],
+                                    unit in unplaced)
             if unit in unplaced:
-                self._unplaced(unit, unplaced[unit], pods, gangs.get(unit) if isinstance(unit, GangKey) else None,
-                               groups, report, requeue=unit not in by_unit)
+                self._unplaced(unit, unplaced[unit], pods, gang, groups, report, requeue=unit not in by_unit)
         self.metrics.gangs_waiting.set(len(self._waiting_gangs))
-        self.metrics.cycle_seconds.observe(self.clock() - started)
+        self.metrics.cycle_seconds.observe(self.clock() - decided.started)
+        log.info("cycle", extra={"fields": {
+            "units": report.units, "pods": report.pods, "bound": len(report.bound), "failed": len(report.failed),
+            "unplaced": len(report.unplaced), "interrupted": report.interrupted,
+            "seconds_snapshot": round(report.seconds_snapshot, 3), "seconds_plan": round(report.seconds_plan, 3),
+            "seconds_solve": round(report.seconds_solve, 3), "seconds_bind": round(report.seconds_bind, 3),
+            "seconds": round(self.clock() - decided.started, 3), "solver": decided.steps,
+            "repeated_decisions_not_logged": self.decide.take_repeats()}})
         return report
 
-    # ------------------------------------------------------------------ snapshot
-
     def _snapshot(self, wanted: set[Unit]) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
-        now = self.clock()
-        with self._lock:
-            for key in [k for k, (_, _, until) in self._assumed.items() if until < now]:
-                del self._assumed[key]
-            assumed = dict(self._assumed)
-        objects: list[RawObject] = []
-        for obj in self.store.all_objects():
-            if obj.get("kind") == "Pod" and (mine := assumed.get(object_key(obj))) is not None:
-                uid = (obj.get("metadata") or {}).get("uid", "")
-                if not (obj.get("spec") or {}).get("nodeName") and uid == mine[0]:
-                    obj = with_node_name(obj, mine[1])
-            objects.append(obj)
-        objects = steer(objects, self._rebalance_targets(), self.settings.scheduler_name) + self._usage_objects()
-        broken: list[tuple[RawObject, str]] = []
-        namespaces = set(self.settings.namespaces) if self.settings.namespaces is not None else None
-        while True:
-            try:
-                snapshot = build_snapshot([(o, "cluster") for o in objects], namespaces=namespaces,
-                                          scheduler_name=self.settings.scheduler_name, source="cluster")
-                break
-            except InputError as error:  # one bad object must not stop scheduling
-                culprit = next((i for i, o in enumerate(objects) if error.obj in (object_label(o), _namespaced(o))),
-                               None)
-                if culprit is None:
-                    raise
-                broken.append((objects.pop(culprit), str(error)))
-        pending = tuple(p for p in snapshot.pending if unit_of(p) in wanted)
-        snapshot = fresh_metrics(snapshot, self.settings.metrics_max_age, time.time())
-        return replace(snapshot, pending=pending), broken
-
-    def _usage_objects(self) -> list[RawObject]:
-        """NodeMetrics and PodMetrics, re-read every ``usage_refresh`` seconds; none (and one
-        warning when that changes) while the metrics API is unavailable."""
-        if self.usage_source is None:
-            return []
-        read_at, objects, why = self._usage
-        if self.clock() - read_at < self.settings.usage_refresh:
-            return objects
-        try:
-            sourced, unavailable = self.usage_source()
-        except ClusterError as error:
-            sourced, unavailable = [], str(error)
-        if unavailable and unavailable != why:
-            log.warning("metrics API not available; load-aware rules use requests only",
-                        extra={"fields": {"why": unavailable}})
-        objects = [dict(obj) for obj, _ in sourced]
-        self._usage = (self.clock(), objects, unavailable)
-        return objects
-
-    def _rebalance_targets(self) -> list[Target]:
-        """The rebalance targets in force (rebalance/targets.py), re-read every few seconds;
-        none when they cannot be read (the pods then go wherever the plan says)."""
-        read_at, targets = self._targets
-        if self.clock() - read_at < self.settings.targets_refresh:
-            return targets
-        try:
-            data = self.client.read_config_map(self.settings.targets_namespace, TARGETS_CONFIGMAP)
-        except ClusterError as error:
-            log.warning("rebalance targets unreadable", extra={"fields": {"why": str(error)}})
-            data = None
-        targets = parse_targets(data, datetime.datetime.now(datetime.UTC))
-        self._targets = (self.clock(), targets)
-        return targets
-
-    def _refused(self, snapshot: Snapshot, placements: Sequence[Placement],
-                 pods: Mapping[tuple[str, str], Pod]) -> dict[Unit, str]:
-        """Units with a placement the independent verifier refuses."""
-        refused: dict[Unit, str] = {}
-        for violation in verify_plan(snapshot, placements, self.config, self.profile):
-            unit = unit_of(pods[(violation.namespace, violation.name)])
-            refused.setdefault(unit, f"plan refused by the verifier: {violation}")
-            self.metrics.binds_failed.labels("refused").inc()
-            decision(pod=f"{violation.namespace}/{violation.name}", node=violation.node, outcome="refused",
-                     why=str(violation))
-        return refused
+        snapshot, broken = self.snapshots.take()
+        return replace(snapshot, pending=tuple(p for p in snapshot.pending if unit_of(p) in wanted)), broken
 
     # ------------------------------------------------------------------ binding
 
-    def _bind_unit(self, unit: Unit, placements: list[Placement], pods: Mapping[tuple[str, str], Pod],
-                   gangs: Mapping[GangKey, GangStatus], groups: Mapping[GangKey, PodGroup], stop: threading.Event,
-                   report: CycleReport, leftover: bool) -> bool:
-        """Binds one unit member by member; False when interrupted (stop, leadership lost,
-        API server unreachable): the caller requeues it and what follows."""
-        gang_key = unit if isinstance(unit, GangKey) else None
-        bound: list[Pod] = []
-        failed: list[BindResult] = []
+    def _refused(self, violations: Sequence[Violation], pods: Mapping[tuple[str, str], Pod]) -> dict[Unit, str]:
+        """Units with a placement the independent verifier refused (``make_plan`` runs it)."""
+        refused: dict[Unit, str] = {}
+        for violation in violations:
+            unit = unit_of(pods[(violation.namespace, violation.name)])
+            refused.setdefault(unit, f"plan refused by the verifier: {violation}")
+            self.metrics.binds_failed.labels("refused").inc()
+            self.decide(pod=f"{violation.namespace}/{violation.name}", node=violation.node, outcome="refused",
+                        why=str(violation))
+        return refused
+
+    def _bind_units(self, units: Sequence[Unit], by_unit: Mapping[Unit, list[Placement]],
+                    pods: Mapping[tuple[str, str], Pod], stop: threading.Event,
+                    report: CycleReport) -> tuple[dict[Unit, list[BindResult]], dict[Unit, float]]:
+        """Binds the units' placements, several at once (``kube.binder.bind_concurrently``), asking
+        before every binding whether this replica still leads and is not stopping. Returns each
+        unit's results (``not_attempted`` for those never tried; none for a unit waiting for its
+        claims) and when each unit started waiting (for the latency metrics)."""
         now = self.clock()
+        starts: dict[Unit, float] = {}
+        jobs: list[tuple[Unit, Pod, Binding]] = []
         with self._lock:
-            start = min((self._first_seen.get(f"{p.namespace}/{p.name}", now) for p in placements), default=now)
-        if gang_key is not None:
-            start = min(start, self._gang_since.get(gang_key, start))
-        waiting = self._volumes_waiting(placements, gang_key)
-        if waiting:
-            report.unplaced += [f"{p.namespace}/{p.name}" for p in placements]
-            self.queue.unschedulable(unit, waiting)
-            return True
-        for p in placements:
-            if stop.is_set() or not self.leader.is_leader():
-                decision(pod=f"{p.namespace}/{p.name}", gang=gang_key, outcome="not_attempted",
-                         why="stopping" if stop.is_set() else "not the leader any more")
-                return False
-            pod = pods[(p.namespace, p.name)]
-            note = device_notes(p.gpus, pod.requests, self.config.gpu)
-            (result,) = bind_all(self.client, [Binding(p.namespace, p.name, p.uid, p.node, note)], dry_run=False)
-            self.results.append(result)
-            decision(pod=pod.key, scheduler=self.settings.scheduler_name, node=p.node, gang=gang_key,
-                     outcome=str(result.outcome), why=result.message, seconds=self._waited(pod.key))
-            if result.outcome in (Outcome.BOUND, Outcome.UNKNOWN):  # unknown: it may be bound; never twice
-                with self._lock:
-                    self._assumed[pod.key] = (pod.uid, p.node, self.clock() + self.settings.assume_seconds)
-            if result.outcome == Outcome.BOUND:
-                bound.append(pod)
-                report.bound.append(pod.key)
-                self.metrics.pods_bound.inc()
-                with self._lock:
-                    seen = self._first_seen.pop(pod.key, None)
-                if seen is not None:
-                    self.metrics.pod_latency.observe(self.clock() - seen)
-                self.recorder.pod_event(pod, ev.SCHEDULED, f"Successfully assigned {pod.key} to {p.node}")
+            for unit in units:
+                starts[unit] = min((self._first_seen.get(f"{p.namespace}/{p.name}", now) for p in by_unit[unit]),
+                                   default=now)
+
+        def halt() -> str:
+            if stop.is_set():
+                return "stopping"
+            return "" if self.leader.is_leader() else "not the leader any more"
+
+        for unit in units:
+            if isinstance(unit, GangKey):
+                starts[unit] = min(starts[unit], self._gang_since.get(unit, starts[unit]))
+            placements = by_unit[unit]
+            waiting = ""
+            if any(p.volumes for p in placements) and not halt():  # (halted: its bindings are not attempted)
+                waiting = self._volumes_waiting(placements, unit if isinstance(unit, GangKey) else None)
+            if waiting:  # its claims first: the unit is bound in a later cycle
+                for p in placements:
+                    self.snapshots.assumed.forget(f"{p.namespace}/{p.name}")
+                report.unplaced += [f"{p.namespace}/{p.name}" for p in placements]
+                self.queue.unschedulable(unit, waiting)
                 continue
-            failed.append(result)
-            report.failed[pod.key] = str(result.outcome)
-            self.metrics.binds_failed.labels(str(result.outcome)).inc()
-            if result.outcome == Outcome.UNKNOWN:
-                return False
-        gang, group = (gangs.get(gang_key), groups.get(gang_key)) if gang_key is not None else (None, None)
-        self._after_binding(unit, bound, failed, gang, group, start, leftover)
-        return True
+            for p in placements:
+                pod = pods[(p.namespace, p.name)]
+                note = device_notes(p.gpus, pod.requests, self.config.gpu)
+                jobs.append((unit, pod, Binding(p.namespace, p.name, p.uid, p.node, note)))
+
+        def done(index: int, result: BindResult) -> None:
+            unit, pod, _ = jobs[index]
+            self._bound_one(pod, unit, result, report)
+
+        results = bind_concurrently(self.client, [b for _, _, b in jobs], self._binders,
+                                    self.settings.bind_workers, halt, done)
+        outcomes: dict[Unit, list[BindResult]] = {}
+        for (unit, pod, _), result in zip(jobs, results, strict=True):
+            outcomes.setdefault(unit, []).append(result)
+            if result.outcome == Outcome.NOT_ATTEMPTED:
+                self.snapshots.assumed.forget(pod.key)
+                self.decide(pod=pod.key, gang=unit if isinstance(unit, GangKey) else None,
+                            outcome="not_attempted", why=result.message)
+        return outcomes, starts
+
+    def _bound_one(self, pod: Pod, unit: Unit, result: BindResult, report: CycleReport) -> None:
+        """What one binding's answer changes: the log, assumed usage, metrics, the pod's Event."""
+        self.results.append(result)
+        if len(self.results) >= 2 * RESULTS_KEPT:
+            del self.results[:RESULTS_KEPT]
+        node = result.binding.node
+        self.decide(pod=pod.key, scheduler=self.settings.scheduler_name, node=node,
+                    gang=unit if isinstance(unit, GangKey) else None, outcome=str(result.outcome), why=result.message,
+                    seconds=self._waited(pod.key))
+        if result.outcome not in (Outcome.BOUND, Outcome.UNKNOWN):  # unknown: it may be bound; never twice
+            self.snapshots.assumed.forget(pod.key)
+        if result.outcome == Outcome.BOUND:
+            report.bound.append(pod.key)
+            self.metrics.pods_bound.inc()
+            with self._lock:
+                seen = self._first_seen.pop(pod.key, None)
+            if seen is not None:
+                self.metrics.pod_latency.observe(self.clock() - seen)
+            self.recorder.pod_event(pod, ev.SCHEDULED, f"Successfully assigned {pod.key} to {node}")
+            return
+        report.failed[pod.key] = str(result.outcome)
+        self.metrics.binds_failed.labels(str(result.outcome)).inc()
 
     def _volumes_waiting(self, placements: Sequence[Placement], gang: GangKey | None) -> str:
         """Makes the writes the unit's claims need (as the kube-scheduler's PreBind); "" when every
@@ -467,11 +566,11 @@ class Scheduler:
                 except ClusterError:
                     undone = ""
                 why = f"volumes of {work.key} not ready: {error}" + (f"; {undone}" if undone else "")
-                decision(pod=work.key, node=p.node, gang=gang, outcome="volumes_not_ready", why=why)
+                self.decide(pod=work.key, node=p.node, gang=gang, outcome="volumes_not_ready", why=why)
                 return why
         if waiting:
             why = f"waiting for the claims of {', '.join(waiting)} to be bound"
-            decision(pod=", ".join(waiting), gang=gang, outcome="volumes_pending", why=why)
+            self.decide(pod=", ".join(waiting), gang=gang, outcome="volumes_pending", why=why)
             return why
         return ""
 
@@ -493,7 +592,7 @@ class Scheduler:
             message = (f"gang {gang.key} has {gang.running + len(bound)} of minMember {gang.min_member} pods "
                        f"bound after {len(failed)} binding(s) failed ({failed[0].message}); re-planned next cycle")
             self.metrics.gangs_below_min.inc()
-            decision(gang=gang.key, outcome="below_min_member", why=message)
+            self.decide(gang=gang.key, outcome="below_min_member", why=message)
             for pod in bound:
                 self.recorder.pod_event(pod, ev.GANG_BELOW_MIN, message, ev.WARNING)
         lost = all(r.outcome in (Outcome.CONFLICT, Outcome.NOT_FOUND) for r in failed)
@@ -520,6 +619,10 @@ class Scheduler:
             with self._lock:
                 seen = [self._first_seen.get(p.key, now) for p in members]
             since = self._gang_since.setdefault(gang.key, min(seen, default=now))
+            if len(self._gang_since) > GANGS_KEPT:
+                for old in list(self._gang_since)[: GANGS_KEPT // 2]:
+                    self._gang_since.pop(old, None)
+                    self._waiting_gangs.discard(old)
             waiting = gang.reason.startswith(("gang waiting", "gang timed out"))
             if waiting:
                 self._waiting_gangs.add(gang.key)
@@ -529,7 +632,7 @@ class Scheduler:
                     timed_out = (f"gang {gang.key} timed out: {len(gang.members) + gang.running} of minMember "
                                  f"{gang.min_member} pods exist after {timeout}s")
                     self.metrics.gangs_timed_out.inc()
-                    decision(gang=gang_key, outcome="timed_out", why=timed_out)
+                    self.decide(gang=gang_key, outcome="timed_out", why=timed_out)
             else:
                 self._waiting_gangs.discard(gang.key)
             if group is not None:
@@ -538,8 +641,8 @@ class Scheduler:
         for pod, entry in zip(members, entries, strict=True):
             why = "; ".join(entry.reasons)
             report.unplaced.append(pod.key)
-            decision(pod=pod.key, scheduler=self.settings.scheduler_name, gang=gang_key, outcome="unschedulable",
-                     why=why)
+            self.decide(pod=pod.key, scheduler=self.settings.scheduler_name, gang=gang_key, outcome="unschedulable",
+                        why=why)
             self.recorder.pod_event(pod, ev.FAILED_SCHEDULING, why, ev.WARNING)
             if timed_out:
                 self.recorder.pod_event(pod, ev.GANG_TIMED_OUT, timed_out, ev.WARNING)
@@ -568,7 +671,3 @@ def _node_view(node: RawObject | None) -> tuple[Any, ...]:
 def _labels(obj: RawObject | None) -> Mapping[str, str]:
     return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
 
-
-def _namespaced(obj: RawObject) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{obj.get('kind', '')} {meta.get('namespace') or 'default'}/{meta.get('name', '')}"

@@ -1,8 +1,9 @@
 """The scheduling queue: which units (a pod, or a whole gang) the next cycle plans.
 
 A unit enters the *active* queue when its first pod is seen pending. :meth:`SchedulingQueue.pop_batch`
-waits for the first active unit, then for ``window`` seconds more (or until ``size`` units are
-active) and hands them over together, oldest first. A unit that could not be placed goes to the
+waits for the first active unit, then for ``window`` seconds more, until ``size`` units are
+active, or until no unit arrived for ``quiet`` seconds (a backlog is handed over at once, a lone
+arrival after ``quiet``), and hands them over together, oldest first. A unit that could not be placed goes to the
 *unschedulable* queue with an exponential backoff (``initial``, doubled per failed attempt, at most
 ``maximum`` seconds) and comes back by itself when it is over; a change in the cluster that may
 make it placeable (a node added or updated, a pod deleted, a member of its gang added) brings it
@@ -41,6 +42,7 @@ class SchedulingQueue:
         self._attempts: dict[Unit, int] = {}
         self._in_flight: set[Unit] = set()
         self._dirty: set[Unit] = set()  # in flight when something changed for them: no backoff
+        self._arrived = float("-inf")  # when the newest unit entered the active queue
 
     # ------------------------------------------------------------------ producers (informer events)
 
@@ -51,7 +53,7 @@ class SchedulingQueue:
             if unit in self._in_flight:
                 self._dirty.add(unit)
             elif unit not in self._active and unit not in self._waiting:
-                self._active[unit] = self.clock()
+                self._active[unit] = self._arrived = self.clock()
                 self._cond.notify_all()
 
     def activate(self, unit: Unit) -> None:
@@ -61,7 +63,7 @@ class SchedulingQueue:
                 self._dirty.add(unit)
                 return
             self._waiting.pop(unit, None)
-            self._active.setdefault(unit, self.clock())
+            self._arrive(unit)
             self._cond.notify_all()
 
     def cluster_changed(self) -> int:
@@ -71,7 +73,7 @@ class SchedulingQueue:
             moved = len(self._waiting)
             self._dirty.update(self._in_flight)
             for unit in self._waiting:
-                self._active.setdefault(unit, now)
+                self._arrive(unit, now)
             self._waiting.clear()
             if moved:
                 self._cond.notify_all()
@@ -95,7 +97,7 @@ class SchedulingQueue:
             self._attempts.pop(unit, None)
             if unit in self._dirty:  # e.g. a gang member that arrived while its gang was bound
                 self._dirty.discard(unit)
-                self._active.setdefault(unit, self.clock())
+                self._arrive(unit)
                 self._cond.notify_all()
 
     def requeue(self, unit: Unit) -> None:
@@ -104,7 +106,7 @@ class SchedulingQueue:
             self._in_flight.discard(unit)
             self._dirty.discard(unit)
             self._waiting.pop(unit, None)
-            self._active.setdefault(unit, self.clock())
+            self._arrive(unit)
             self._cond.notify_all()
 
     def unschedulable(self, unit: Unit, reason: str = "") -> float:
@@ -117,7 +119,7 @@ class SchedulingQueue:
             self._active.pop(unit, None)
             if unit in self._dirty:  # it changed while planned: retry at once
                 self._dirty.discard(unit)
-                self._active[unit] = self.clock()
+                self._active[unit] = self._arrived = self.clock()
                 self._cond.notify_all()
                 return 0.0
             self._waiting[unit] = _Waiting(attempts, self.clock() + backoff, reason)
@@ -126,7 +128,7 @@ class SchedulingQueue:
     # ------------------------------------------------------------------ the consumer
 
     def pop_batch(self, window: float, size: int, stop: threading.Event | None = None,
-                  timeout: float | None = None) -> list[Unit]:
+                  timeout: float | None = None, quiet: float | None = None) -> list[Unit]:
         """The next batch, oldest first; [] when ``timeout`` passes or ``stop`` is set first."""
         give_up = None if timeout is None else self.clock() + timeout
         with self._cond:
@@ -136,15 +138,17 @@ class SchedulingQueue:
                     return []
                 if self._active:
                     close = min(self._active.values()) + window
+                    if quiet is not None:
+                        close = min(close, self._arrived + quiet)
                     if len(self._active) >= size or self.clock() >= close:
                         return self._take(size)
                     wake = close
                 else:
-                    if give_up is not None and self.clock() >= give_up:
-                        return []
                     wake = min((w.retry_at for w in self._waiting.values()), default=self.clock() + 1.0)
-                    if give_up is not None:
-                        wake = min(wake, give_up)
+                if give_up is not None:
+                    if self.clock() >= give_up:
+                        return []  # (a batch still open stays queued for the next call)
+                    wake = min(wake, give_up)
                 self._cond.wait(min(1.0, max(0.001, wake - self.clock())))
 
     def wake(self) -> None:
@@ -163,7 +167,12 @@ class SchedulingQueue:
         now = self.clock()
         for unit in [u for u, w in self._waiting.items() if w.retry_at <= now]:
             del self._waiting[unit]
-            self._active.setdefault(unit, now)
+            self._arrive(unit, now)
+
+    def _arrive(self, unit: Unit, now: float | None = None) -> None:
+        """Into the active queue (keeping its place if it is there already)."""
+        if unit not in self._active:
+            self._active[unit] = self._arrived = self.clock() if now is None else now
 
     # ------------------------------------------------------------------ introspection
 

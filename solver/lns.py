@@ -37,6 +37,8 @@ def improve(run: Run, backend: Backend) -> None:
         unplaced = bool(_unplaced(run.problem, run.incumbent).any())
         if not unplaced and not has_linear_terms(run.terms):
             break  # nothing left that the exact model can improve
+        if run.settings.stop_when_placed and (not unplaced or run.placed_all()):
+            break  # nothing more can be placed; the objective is not worth the wait
         if unplaced and (rounds % 4 != 3 or not has_linear_terms(run.terms)):
             nodes = hungry_nodes(run.problem, run.incumbent, rng, pairs, rounds)
             stage_one(run, backend, _hood(run.incumbent, nodes), _share(run, PLACE_SECONDS))

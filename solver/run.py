@@ -64,6 +64,10 @@ class Run:
             return self.settings.time_limit - self.spent
         return self.settings.time_limit - (time.monotonic() - self.started)
 
+    def placed_all(self) -> bool:
+        """Nothing more can be placed: the incumbent's placed weight is at the bound."""
+        return self.bound is not None and evaluate.placed_weight(self.problem, self.incumbent) >= self.bound
+
     def offer(self, candidate: Assignment, step: str) -> bool:
         """Keeps ``candidate`` if it beats the incumbent (exact evaluation) and keeps the
         inter-pod rules (a ruin that removed a spread's pods may leave a domain over its skew)."""

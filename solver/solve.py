@@ -112,20 +112,32 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Solve
     started = time.monotonic()
     best, name = _best_greedy(problem, terms, settings, seeds)
     run = Run(problem, terms, settings, on_event, started, best, steps=[name])
+    backend = get_backend(settings.backend)
+    everything = int((problem.weight * problem.count).sum())
+    if settings.stop_when_placed and evaluate.placed_weight(problem, best) >= everything:
+        run.bound = everything  # every pod placed: the bound needs no LP
+        run.steps.append("stopped: every pod placed")
+        run.emit("greedy")
+        return _report(run, backend.name, started)
     run.bound = placed_weight_bound(problem, time_limit=max(1.0, settings.time_limit / 10))
     run.emit("greedy")
-    backend = get_backend(settings.backend)
-    if int(problem.eligible.sum()) <= settings.full_model_pairs:
+    if settings.stop_when_placed and run.placed_all():
+        run.steps.append("stopped: the placement is at its bound")
+    elif int(problem.eligible.sum()) <= settings.full_model_pairs:
         _solve_whole(run, backend)
     else:
         _repair(run)
         _patterns(run)
         improve(run, backend)
-    a = run.incumbent
+    return _report(run, backend.name, started)
+
+
+def _report(run: Run, backend: str, started: float) -> SolveReport:
+    problem, a = run.problem, run.incumbent
     status = "optimal" if run.proved else ("feasible" if len(run.steps) > 1 else "greedy")
     return SolveReport(a, status, evaluate.placed_weight(problem, a), evaluate.pods_placed(a),
-                       evaluate.objective_value(problem, a, terms), run.bound,
-                       time.monotonic() - started, backend.name, tuple(run.steps))
+                       evaluate.objective_value(problem, a, run.terms), run.bound,
+                       time.monotonic() - started, backend, tuple(run.steps))
 
 
 def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
@@ -192,12 +204,13 @@ def _repair(run: Run) -> None:
 
 def _solve_whole(run: Run, backend: Backend) -> None:
     hood = Neighbourhood.whole(run.problem)
-    placed = evaluate.placed_weight(run.problem, run.incumbent)
-    first_proved = run.bound is not None and placed >= run.bound
+    first_proved = run.placed_all()
     if not first_proved and run.left() > 0.1:
         result = stage_one(run, backend, hood, 0.5)
         first_proved = result.status == Status.OPTIMAL
-    if run.left() > 0.1:
+    if run.settings.stop_when_placed and first_proved:
+        run.steps.append("stopped: the placement is proved optimal")
+    elif run.left() > 0.1:
         second = stage_two(run, backend, hood, 1.0)
         run.proved = first_proved and (second is None or second.status == Status.OPTIMAL)
     if first_proved and run.bound is not None:

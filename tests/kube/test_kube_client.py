@@ -61,6 +61,13 @@ def test_lists_follow_continue_tokens_and_restore_kind(cluster: Cluster, api: Fa
     assert node_requests[0]["limit"] == ["500"]
 
 
+def test_an_informer_lists_from_the_watch_cache_in_one_answer(cluster: Cluster, api: FakeApiServer) -> None:
+    items, version = cluster.list_resource("nodes")
+    first = next(query for _, path, query, _ in api.requests if path == "/api/v1/nodes")
+    assert first["resourceVersion"] == ["0"] and "limit" not in first  # as client-go's reflectors list
+    assert [n["metadata"]["name"] for n in items] == ["n1", "n2", "n3"] and version == "7"
+
+
 def test_live_snapshot_equals_file_snapshot(cluster: Cluster, api: FakeApiServer, tmp_path: Path) -> None:
     dump = {"apiVersion": "v1", "kind": "List", "items": [*api.nodes, *api.pods, *api.namespaces]}
     file = tmp_path / "dump.yaml"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from kubeplace.kube.errors import Gone, NotFound, Unreachable
+import pytest
+
+from kubeplace.kube.errors import Gone, InputError, NotFound, Unreachable
 from kubeplace.serve.informer import Informer, Store, Watched
 from tests.builders import node, pod
 from tests.serve.fakes import ScriptedWatch
@@ -79,3 +81,48 @@ def test_store_replace_reports_differences() -> None:
     changes = store.replace("nodes", [versioned(node("n1").manifest(), 2)])
     assert [(e, (new or old)["metadata"]["name"]) for e, old, new in changes] == [  # type: ignore[index]
         ("MODIFIED", "n1"), ("DELETED", "n2")]
+
+
+def test_the_store_parses_each_object_once_per_change() -> None:
+    from kubeplace.serve.informer import parse_watched
+
+    parsed: list[str] = []
+
+    def counting(resource: str, obj: dict[str, Any]) -> Any:
+        parsed.append(obj["metadata"]["name"])
+        return parse_watched(resource, obj)
+
+    store = Store(parse=counting)
+    a, b = versioned(pod("a").manifest(), 1), versioned(pod("b").manifest(), 1)
+    store.replace("pods", [a, b])
+    store.replace("pods", [a, b])  # a resync with the same versions: nothing parsed again
+    assert sorted(parsed) == ["a", "b"]
+    b2 = {**b, "metadata": {**b["metadata"], "resourceVersion": "2"}, "spec": {**b["spec"], "nodeName": "n1"}}
+    store.apply("pods", "MODIFIED", b2)
+    assert sorted(parsed) == ["a", "b", "b"] and store.typed("pods", "default/b").node_name == "n1"
+    broken = {**a, "metadata": {**a["metadata"], "resourceVersion": "3", "labels": {"x": 1}}}
+    store.apply("pods", "MODIFIED", broken)
+    assert isinstance(store.typed("pods", "default/a"), InputError)
+    store.apply("pods", "DELETED", broken)
+    assert store.typed("pods", "default/a") is None and len(store.typed_items("pods")) == 1
+
+
+def test_scheduling_cycles_parse_no_pod_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.kube import parse
+    from kubeplace.serve import loop
+    from tests.serve.test_serve_loop import next_cycle, scheduler
+
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), pod("p").cpu("1"), pod("q").cpu("20"))
+    calls: list[str] = []
+    real = parse.parse_pod
+
+    def counted(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(obj["metadata"]["name"])
+        return real(obj, *args, **kwargs)
+
+    for module in (parse, loop):
+        monkeypatch.setattr(module, "parse_pod", counted)
+    next_cycle(s)
+    s.queue.cluster_changed()
+    next_cycle(s)
+    assert calls == [] and [b[0] for b in cluster.bindings] == ["default/p"]

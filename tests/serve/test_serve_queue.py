@@ -120,3 +120,17 @@ def test_requeue_and_done_and_forget() -> None:
     assert queue.counts() == (0, 0)
     queue.add("ns/a")  # a unit done may come back (a new pod with the same name)
     assert queue.counts() == (1, 0)
+
+
+def test_a_batch_closes_when_arrivals_pause_and_stays_open_while_they_go_on() -> None:
+    clock = Clock(0.0)
+    queue = SchedulingQueue(clock=clock)
+    queue.add("ns/a")
+    clock.advance(0.15)
+    queue.add("ns/b")  # arrivals go on: the batch stays open
+    clock.advance(0.1)
+    assert queue.pop_batch(window=1.0, size=100, timeout=0, quiet=0.2) == []
+    clock.advance(0.1)  # nothing new for 0.2 s: what is there is all there is
+    assert queue.pop_batch(window=1.0, size=100, timeout=0, quiet=0.2) == ["ns/a", "ns/b"]
+    queue.add("ns/c")
+    assert queue.pop_batch(window=1.0, size=100, timeout=0) == []  # without quiet: the whole window

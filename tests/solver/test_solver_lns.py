@@ -38,3 +38,13 @@ def test_one_worker_and_a_seed_repeat_exactly() -> None:
     runs = [solve(problem, terms, SolverSettings(time_limit=2, workers=1, seed=5)) for _ in range(2)]
     a, b = (r.assignment.dense(problem.n_classes, problem.n_nodes) for r in runs)
     assert np.array_equal(a, b) and runs[0].objective == runs[1].objective
+
+
+def test_stop_when_placed_ends_at_the_placement_instead_of_the_budget() -> None:
+    problem, terms = large_problem()
+    full = solve(problem, terms, SolverSettings(time_limit=2, workers=1, seed=1))
+    quick = solve(problem, terms, SolverSettings(time_limit=2, workers=1, seed=1, stop_when_placed=True))
+    assert quick.pods_placed == full.pods_placed == int(problem.count.sum())  # everything fits
+    assert quick.steps[-1].startswith("stopped:")
+    assert not any(step.startswith("lns rounds") for step in quick.steps)
+    assert quick.seconds < 1.0 and quick.bound == quick.placed_weight

@@ -1,0 +1,179 @@
+"""What keeps ``serve`` fast: bindings in parallel, a budget that follows the batch and stops when
+everything is placed, Events off the binding path, and decision logs without repeats."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from kubeplace.kube.objects import Pod
+from kubeplace.models.config import SolverSettings
+from kubeplace.serve.events import EventRecorder, TokenBucket
+from kubeplace.serve.loop import ServeSettings, cycle_options
+from tests.builders import node, pod
+from tests.serve.fakes import Clock, FakeCluster
+from tests.serve.test_serve_loop import bound, next_cycle, scheduler
+
+
+class SlowBinds(FakeCluster):
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False,
+             annotations: Mapping[str, str] | None = None) -> None:
+        time.sleep(self.seconds)
+        with self._lock:
+            super().bind(namespace, name, uid, node, dry_run, annotations)
+
+
+def test_a_batch_is_bound_in_parallel_each_pod_once() -> None:
+    cluster = SlowBinds(0.02)
+    s, _ = scheduler(node("a").cpu("64").memory("64Gi"), *(pod(f"p{i:02d}").cpu("1") for i in range(40)),
+                     cluster=cluster)
+    started = time.monotonic()
+    report = next_cycle(s)
+    binding = time.monotonic() - started - report.seconds_plan
+    assert binding < 40 * 0.02 / 2, binding  # one at a time would take 0.8 s
+    assert len(report.bound) == 40 and len(cluster.bindings) == 40 == len(set(bound(cluster)))
+    assert s.metrics.value("kubeplace_pods_bound_total") == 40 and s.queue.counts() == (0, 0)
+
+
+def test_the_budget_grows_with_the_batch_and_the_solve_stops_when_placed() -> None:
+    settings = ServeSettings(budget_base=0.5, budget_per_pod=0.002)
+    small = cycle_options(SolverSettings(time_limit=10), settings, 10)
+    large = cycle_options(SolverSettings(time_limit=10), settings, 100_000)
+    assert small.time_limit == pytest.approx(0.52) and large.time_limit == 10 and small.stop_when_placed
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(3)))
+    report = next_cycle(s)
+    assert len(report.bound) == 3 and report.seconds_solve < 0.5
+
+
+def test_an_unchanged_decision_is_counted_not_logged_again(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    s, _ = scheduler(node("a").cpu("1").memory("8Gi"), pod("big").cpu("2"), clock=clock)
+    with caplog.at_level(logging.INFO, logger="kubeplace.serve"):
+        next_cycle(s)
+        clock.advance(5)
+        next_cycle(s)
+    decisions = [r for r in caplog.records if r.getMessage() == "decision"]
+    cycles = [r.fields for r in caplog.records if r.getMessage() == "cycle"]  # type: ignore[attr-defined]
+    assert len(decisions) == 1 and decisions[0].fields["outcome"] == "unschedulable"  # type: ignore[attr-defined]
+    assert [c["repeated_decisions_not_logged"] for c in cycles] == [0, 1]
+    assert cycles[0]["unplaced"] == 1 and cycles[0]["pods"] == 1
+
+
+class Blocking(FakeCluster):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        self.gate.wait(5)
+        super().create_event(namespace, event)
+
+
+def test_events_are_sent_off_the_binding_path_and_dropped_when_the_queue_is_full() -> None:
+    cluster = Blocking()
+    recorder = EventRecorder(cluster, asynchronous=True, queue_size=2)
+    pods = [Pod(name=f"p{i}", namespace="default", uid=f"u{i}") for i in range(5)]
+    started = time.monotonic()
+    sent = [recorder.pod_event(p, "Scheduled", "assigned") for p in pods]
+    assert time.monotonic() - started < 1  # none waited for the API server
+    assert recorder.dropped >= 2 and sent.count(False) == recorder.dropped
+    cluster.gate.set()
+    recorder.close()
+    assert len(cluster.events) == 5 - recorder.dropped
+
+
+def test_the_token_bucket_keeps_the_rate_after_the_burst() -> None:
+    clock = Clock(0.0)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.advance(seconds)
+
+    bucket = TokenBucket(10.0, 3, clock=clock, sleep=sleep)
+    for _ in range(5):
+        bucket.take()
+    assert slept == [pytest.approx(0.1), pytest.approx(0.1)] and clock.now == pytest.approx(0.2)
+    clock.advance(10)
+    bucket.take()
+    assert len(slept) == 2  # saved up again, at most the burst
+
+
+def test_a_cycle_runs_the_verifier_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.plan import pipeline
+
+    calls: list[int] = []
+    real = pipeline.verify_plan
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "verify_plan", counted)
+    monkeypatch.setattr("kubeplace.serve.loop.verify_plan", counted, raising=False)  # where it used to run again
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(3)))
+    next_cycle(s)
+    assert len(calls) == 1 and len(cluster.bindings) == 3
+
+
+def test_the_next_batch_is_planned_while_the_last_one_binds_and_holds_its_capacity() -> None:
+    cluster = SlowBinds(0.2)
+    s, _ = scheduler(node("a").cpu("3").memory("8Gi"), cluster=cluster)
+    s.settings = ServeSettings(batch_window=0, batch_size=2, bind_workers=1, initial_backoff=30)
+    s.queue.initial = 30
+    planned_at: list[float] = []
+    plan = s._plan_cycle
+
+    def timed(units: Any) -> Any:
+        planned_at.append(time.monotonic())
+        return plan(units)
+
+    s._plan_cycle = timed  # type: ignore[method-assign]
+    for name in ("p0", "p1"):
+        s.store.apply("pods", "ADDED", pod(name).cpu("1").manifest())
+        s.on_change("pods", "ADDED", None, s.store.get("pods", f"default/{name}"))
+    runner = threading.Thread(target=s.run)
+    runner.start()
+    time.sleep(0.1)  # p0 and p1 planned; p0 binding
+    for name in ("p2", "p3"):
+        s.store.apply("pods", "ADDED", pod(name).cpu("1").manifest())
+        s.on_change("pods", "ADDED", None, s.store.get("pods", f"default/{name}"))
+    deadline = time.monotonic() + 5
+    while len(cluster.bindings) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    s.stop_event.set()
+    runner.join(5)
+    assert len(planned_at) == 2 and planned_at[1] - planned_at[0] < 0.35  # before p0 and p1 were both bound
+    assert len(cluster.bindings) == 3  # p0 and p1 held their cpu while in flight: only one of p2, p3 fits
+    assert s.queue.counts()[1] == 1
+
+
+def test_the_bindings_kept_for_inspection_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.serve import loop
+
+    monkeypatch.setattr(loop, "RESULTS_KEPT", 2)
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(5)))
+    next_cycle(s)
+    assert len(cluster.bindings) == 5 and 2 <= len(s.results) < 4
+
+
+def test_the_warm_up_plans_nothing_real_and_never_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), pod("p").cpu("1"))
+    s.warm_up()
+    assert cluster.bindings == [] and cluster.events == [] and s.queue.counts() == (1, 0)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no solver")
+
+    monkeypatch.setattr("kubeplace.serve.loop.make_plan", broken)
+    s.warm_up()  # logged, not raised
