@@ -155,7 +155,9 @@ def test_leader_stopped_mid_batch_loses_and_duplicates_nothing(
         finally:
             first.stop(release=False)
     by_a, by_b = bound_by(first), bound_by(second)
-    assert len(by_a) == 3 and not set(by_a) & set(by_b)
+    # Bindings run concurrently (kube.binder.bind_concurrently): the ones replica-a had already
+    # sent when it was stopped complete, none is started after; the rest are replica-b's.
+    assert len(by_a) >= 3 and by_b and not set(by_a) & set(by_b)
     assert sorted(by_a + by_b) == names
     attempts = [r.binding.name for s in (first, second) for r in s.scheduler.results]
     assert len(attempts) == len(set(attempts)) + sum(r.outcome == Outcome.CONFLICT for r in second.scheduler.results)
