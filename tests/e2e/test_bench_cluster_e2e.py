@@ -54,7 +54,10 @@ def test_rule_scenarios_place_what_they_expect(control_plane: cp.ControlPlane) -
         default, kubeplace = result["kube-scheduler"], result["kubeplace"]
         assert (default["pods"], default["placed"], default["left"]) == (
             scenario.workload_pods, expected.kube_scheduler, 0), scenario.name
-        assert kubeplace["placed"] in (expected.kubeplace_today, expected.kubeplace), scenario.name
+        # Between the two: the model holds the rules now, but JobSet/LWS followers that do not exist
+        # yet are not reserved for (issue 12's workload sources), so a leader may take a rack its
+        # job cannot fill.
+        assert expected.kubeplace_today <= kubeplace["placed"] <= expected.kubeplace, scenario.name
         if kubeplace["placed"] == expected.kubeplace:
             assert kubeplace["left"] == 0, scenario.name
         else:

@@ -103,7 +103,7 @@ def _endpoint(profile: Path, process: subprocess.Popen[bytes]) -> int:
 def open_page(html: Path, screenshot: Path, facts: dict[str, str]) -> Page:
     """Loads ``html``, evaluates each of ``facts`` (name: JavaScript expression) once loaded, and
     saves a full-page PNG screenshot."""
-    with tempfile.TemporaryDirectory(prefix="kubeplace-chromium-") as profile_dir:
+    with tempfile.TemporaryDirectory(prefix="kubeplace-chromium-", ignore_cleanup_errors=True) as profile_dir:
         profile = Path(profile_dir)
         process = subprocess.Popen([chromium(), f"--user-data-dir={profile}", *FLAGS],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
