@@ -20,6 +20,7 @@ span as few of as it can (a soft preference, weighed against the profile's objec
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_mapping, expect_str
@@ -114,6 +115,13 @@ def gang_of(pod: Pod) -> GangKey | None:
             return GangKey(pod.namespace, pod.labels[label])
     name = pod.annotations.get(VOLCANO_ANNOTATION) or pod.labels.get(PLAIN_LABEL, "")
     return GangKey(pod.namespace, name) if name else None
+
+
+def without_gang(pod: Pod) -> Pod:
+    """A copy of ``pod`` that belongs to no gang (the marks :func:`gang_of` reads removed)."""
+    labels = {k: v for k, v in pod.labels.items() if k not in (*MEMBER_LABELS, PLAIN_LABEL)}
+    annotations = {k: v for k, v in pod.annotations.items() if k != VOLCANO_ANNOTATION}
+    return replace(pod, labels=labels, annotations=annotations)
 
 
 def plain_groups(pods: list[Pod], known: set[GangKey]) -> list[PodGroup]:

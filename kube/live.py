@@ -40,17 +40,21 @@ class ClusterReader(Protocol):
 
     def list_metrics(self, plural: str) -> list[dict[str, Any]]: ...
 
+    def list_pod_disruption_budgets(self) -> list[dict[str, Any]]: ...
+
 
 def load_live_snapshot(
     cluster: ClusterReader,
     scheduler_name: str = "kubeplace",
     namespaces: set[str] | None = None,
     selector: str | None = None,
+    disruption_budgets: bool = False,
 ) -> Snapshot:
     """The cluster's snapshot. Pods are listed in every namespace, since all of them use node
     capacity; the namespace and label filters pick the pending pods afterwards, as for files.
     Finished pods are left out by the server (``status.phase`` field selector): they neither
-    use capacity nor wait for placement."""
+    use capacity nor wait for placement. PodDisruptionBudgets are listed when asked for
+    (preemption weighs them; plain placement does not read them)."""
     source = cluster.description
     finished = "status.phase!=Succeeded,status.phase!=Failed"
     objects: list[Sourced] = [(node, source) for node in cluster.list_nodes()]
@@ -58,6 +62,8 @@ def load_live_snapshot(
     objects += [(namespace, source) for namespace in cluster.list_namespaces()]
     objects += [(claim, source) for claim in cluster.list_persistent_volume_claims()]
     objects += [(volume, source) for volume in cluster.list_persistent_volumes()]
+    if disruption_budgets:
+        objects += [(budget, source) for budget in cluster.list_pod_disruption_budgets()]
     for group, version, plural in (*STORAGE_APIS, *CRDS):  # a CRD that is not installed lists as []
         objects += [(obj, source) for obj in cluster.list_objects(group, version, plural)]
     metrics, unavailable = live_metrics(cluster)

@@ -17,6 +17,13 @@ MEMORY = "memory"
 PODS = "pods"
 GPU = "nvidia.com/gpu"
 
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Set by the kubelet on the API copy (mirror) of a static pod."""
+SOURCE_ANNOTATION = "kubernetes.io/config.source"
+"""Where the kubelet got a pod from: ``api``, or a file or URL for a static pod."""
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+"""The kubelet's ``SystemCriticalPriority``: pods at or above it are system-critical."""
+
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -199,6 +206,10 @@ class Pod:
     non-empty means it is left to the default scheduler, with these reasons."""
     owner_kind: str = ""
     creation: str = ""
+    preemption_policy: str = "PreemptLowerPriority"
+    """``spec.preemptionPolicy``, else its PriorityClass's: ``Never`` pods never preempt."""
+    nominated_node: str = ""
+    """``status.nominatedNodeName``: the node a preemption made room on for it."""
     source: str = field(default="", compare=False)
     """Where it was read from, for messages; not part of equality (files and API agree)."""
 
@@ -454,6 +465,24 @@ class PodMetrics:
 
 
 @dataclass(frozen=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget (policy/v1): the pods it selects in its namespace may be disrupted
+    at most ``allowed`` more times now (``status.disruptionsAllowed``)."""
+
+    namespace: str
+    name: str
+    selector: tuple[Requirement, ...] | None
+    """None selects no pod (a null selector); () selects every pod of the namespace."""
+    allowed: int
+    disrupted: frozenset[str] = frozenset()
+    """``status.disruptedPods``: pods already counted as disrupted (they do not count again)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything one planning run sees, taken at one moment."""
 
@@ -476,3 +505,5 @@ class Snapshot:
     """Measured usage by pod key ``namespace/name``."""
     notes: tuple[str, ...] = field(default=(), compare=False)
     """Warnings about how it was read, one line each (metrics API missing, stale metrics)."""
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()
+    """PodDisruptionBudgets (files, or the cluster when read for preemption or rebalancing)."""

@@ -9,9 +9,11 @@ the object and the field.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from kubeplace.kube.disruption import parse_disruption_budget
 from kubeplace.kube.errors import (
     InputError,
     expect_controller,
@@ -50,6 +52,7 @@ from kubeplace.kube.selectors import matches, parse_selector, preferred_node_aff
 from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
 
 RawObject = Mapping[str, Any]
+T = TypeVar("T")
 Sourced = tuple[RawObject, str]
 """A raw object and where it was read from (a file path, or ``cluster`` for the API)."""
 
@@ -58,8 +61,10 @@ CORE = ""
 """The core API group (``apiVersion: v1``)."""
 NODE, POD, NAMESPACE = (CORE, "Node"), (CORE, "Pod"), (CORE, "Namespace")
 PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
+DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
-READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, *POD_GROUPS, *STORAGE_KINDS, *METRICS_KINDS})
+READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, DISRUPTION_BUDGET, *POD_GROUPS, *STORAGE_KINDS,
+                        *METRICS_KINDS})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
 (RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
@@ -72,6 +77,8 @@ CORE_KINDS = frozenset({
 known, so a kind it lacks (``Pods``) is a typo to refuse rather than an object to skip."""
 
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER = "PreemptLowerPriority", "Never"
+PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
 TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
 
 
@@ -104,9 +111,10 @@ def parse_node(obj: RawObject, source: str = "") -> Node:
         raise error.located(file=source, obj=object_label(obj)) from None
 
 
-def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, int] | None = None) -> Pod:
-    """``priority_classes`` (name -> value) resolves ``priorityClassName`` for pod files that
-    lack ``spec.priority``, which admission would have filled in on a real cluster."""
+def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, PriorityClass] | None = None) -> Pod:
+    """``priority_classes`` (name -> value and preemption policy) resolves ``priorityClassName``
+    for pod files that lack ``spec.priority`` or ``spec.preemptionPolicy``, which admission
+    would have filled in on a real cluster."""
     try:
         metadata = expect_mapping(obj.get("metadata"), "metadata")
         spec = expect_mapping(obj.get("spec"), "spec")
@@ -121,6 +129,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
             node_name=expect_str(spec.get("nodeName"), "spec.nodeName"),
             scheduler_name=expect_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER,
             priority=_priority(spec, priority_classes or {}),
+            preemption_policy=_preemption_policy(spec, priority_classes or {}),
             requests=pod_requests(obj),
             node_selector=expect_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             required_terms=required_node_affinity(spec),
@@ -139,6 +148,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, i
             volumes=pod_volumes(spec, expect_name(metadata)),
             owner_kind=expect_controller(metadata.get("ownerReferences"), "kind") or "",
             creation=_timestamp(metadata.get("creationTimestamp"), "metadata.creationTimestamp"),
+            nominated_node=expect_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
             source=source,
         )
     except InputError as error:
@@ -235,7 +245,8 @@ def build_snapshot(
     """
     requirements = parse_selector(selector) if selector else ()
     kinds, skipped = _by_kind(flatten(objects))
-    priority_classes = {**BUILTIN_PRIORITY_CLASSES, **_priority_class_values(kinds.get(PRIORITY_CLASS, []))}
+    builtin = {name: PriorityClass(value) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
+    priority_classes = {**builtin, **_priority_classes(kinds.get(PRIORITY_CLASS, []))}
     nodes = _unique_nodes([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
     pods = _unique_pods([*pods, *(parse_pod(obj, where, priority_classes) for obj, where in kinds.get(POD, []))])
     node_names = {node.name for node in nodes}
@@ -251,12 +262,14 @@ def build_snapshot(
     groups = [parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, [])]
     groups += plain_groups(pending, {g.key for g in groups})
     node_metrics, pod_metrics = metrics_objects(item for kind in METRICS_KINDS for item in kinds.get(kind, []))
+    budgets = [_located(parse_disruption_budget, obj, where) for obj, where in kinds.get(DISRUPTION_BUDGET, [])]
     return Snapshot(
         nodes=tuple(nodes),
         pending=tuple(pending),
         bound=tuple(bound),
         namespace_labels=dict(sorted(namespace_labels.items())),
         pod_groups=tuple(sorted(groups, key=lambda g: g.key)),
+        disruption_budgets=tuple(sorted(budgets, key=lambda b: (b.namespace, b.name))),
         skipped_kinds=dict(sorted(skipped.items())),
         source=source,
         storage=build_storage(kinds, object_label),
@@ -326,16 +339,30 @@ def _unique_pods(pods: Iterable[Pod]) -> list[Pod]:
     return [by_key[key] for key in sorted(by_key)]
 
 
-def _priority_class_values(objects: Iterable[Sourced]) -> dict[str, int]:
-    """PriorityClass name -> value, an int32 as in the API."""
-    values: dict[str, int] = {}
+@dataclass(frozen=True)
+class PriorityClass:
+    value: int
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+
+
+def _priority_classes(objects: Iterable[Sourced]) -> dict[str, PriorityClass]:
+    """PriorityClass name -> its value (an int32 as in the API) and preemption policy."""
+    classes: dict[str, PriorityClass] = {}
     for obj, where in objects:
         try:
             name = expect_name(expect_mapping(obj.get("metadata"), "metadata"))
-            values[name] = expect_int(obj.get("value"), "value")
+            policy = _policy(obj.get("preemptionPolicy"), "preemptionPolicy")
+            classes[name] = PriorityClass(expect_int(obj.get("value"), "value"), policy or PREEMPT_LOWER_PRIORITY)
         except InputError as error:
             raise error.located(file=where, obj=object_label(obj)) from None
-    return values
+    return classes
+
+
+def _located(parse: Callable[[RawObject], T], obj: RawObject, where: str) -> T:
+    try:
+        return parse(obj)
+    except InputError as error:
+        raise error.located(file=where, obj=object_label(obj)) from None
 
 
 def _bool(raw: object, field: str) -> bool:
@@ -375,12 +402,30 @@ def _allocatable(raw: object) -> dict[str, int]:
     return amounts
 
 
-def _priority(spec: Mapping[str, Any], priority_classes: Mapping[str, int]) -> int:
+def _priority(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass]) -> int:
     raw = spec.get("priority")
     if raw is None:
         class_name = expect_str(spec.get("priorityClassName"), "spec.priorityClassName")
-        return priority_classes.get(class_name, 0)
+        found = priority_classes.get(class_name)
+        return found.value if found is not None else 0
     return expect_int(raw, "spec.priority")
+
+
+def _preemption_policy(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass]) -> str:
+    """``spec.preemptionPolicy``, else the PriorityClass's (admission copies it to the pod)."""
+    policy = _policy(spec.get("preemptionPolicy"), "spec.preemptionPolicy")
+    if policy:
+        return policy
+    found = priority_classes.get(expect_str(spec.get("priorityClassName"), "spec.priorityClassName"))
+    return found.preemption_policy if found is not None else PREEMPT_LOWER_PRIORITY
+
+
+def _policy(raw: object, field: str) -> str:
+    policy = expect_str(raw, field)
+    if policy and policy not in PREEMPTION_POLICIES:
+        raise InputError(f"unknown preemption policy {policy!r}", field=field,
+                         expected=" or ".join(PREEMPTION_POLICIES))
+    return policy
 
 
 def _scheduling_gates(raw: object) -> tuple[str, ...]:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from kubeplace.models.evaluate import measured_shift
-from kubeplace.models.formulation_gpu import DeviceVars, device_hint, device_rows, device_use
+from kubeplace.models.formulation_gpu import DeviceVars, PairModel, device_hint, device_rows, device_use
 from kubeplace.models.formulation_rules import RuleRows, rule_rows
 from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
@@ -40,6 +41,19 @@ class Neighbourhood:
     @staticmethod
     def whole(problem: Problem) -> Neighbourhood:
         return Neighbourhood(np.arange(problem.n_nodes, dtype=np.int64), Assignment.empty())
+
+
+class Extension(Protocol):
+    """Rows and goals a caller adds to the model (preemption's victims and their stages): called
+    once the pairs, capacity, device, group and gang rows are built."""
+
+    def rows(self, b: PairModel) -> None:
+        """Adds variables, rows and objective terms through ``b.lb``."""
+        ...
+
+    def complete(self, b: PairModel, values: IntArray) -> None:
+        """Sets its variables in a hint whose pair and device variables are already set."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -243,13 +257,16 @@ def _values_from(builder: _Builder, assignment: Assignment | None) -> IntArray |
 # --- stage 1 ----------------------------------------------------------------------------
 
 
-def placement_model(problem: Problem, hood: Neighbourhood, hint: Assignment | None = None) -> Formulation:
+def placement_model(problem: Problem, hood: Neighbourhood, hint: Assignment | None = None,
+                    extension: Extension | None = None) -> Formulation:
     """Maximise the priority-weighted number of pods placed on the neighbourhood."""
     b = _Builder.start(problem, hood)
+    if extension is not None:
+        extension.rows(b)
     cols, coefs = b.placed_weight()
     b.lb.add_objective(cols, coefs)
     values = _values_from(b, hint)
-    full = None if values is None else _complete_hint(b, values, [], hint)
+    full = None if values is None else _complete_hint(b, values, [], hint, extension)
     return Formulation(b.lb.build(maximize=True, offset=fixed_weight(problem, hood), hint=full),
                        problem, b.pair_cls, b.pair_node, b.devices)
 
@@ -270,9 +287,12 @@ class _Aux:
 
 
 def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[ObjectiveTerm],
-                    min_weight: int, mu: FloatArray, hint: Assignment | None = None) -> Formulation:
+                    min_weight: int, mu: FloatArray, hint: Assignment | None = None,
+                    extension: Extension | None = None) -> Formulation:
     """Minimise the objective terms while placing at least ``min_weight`` (stage 1)."""
     b = _Builder.start(problem, hood)
+    if extension is not None:
+        extension.rows(b)
     cols, coefs = b.placed_weight()
     b.lb.add_row(cols, coefs, min_weight - fixed_weight(problem, hood), INF)
     aux: list[_Aux | BalanceCut] = []
@@ -284,7 +304,7 @@ def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[Objec
         elif isinstance(term, GangDomainsTerm):
             aux += _gang_domains_rows(b, term)
     values = _values_from(b, hint)
-    full = None if values is None else _complete_hint(b, values, aux, hint)
+    full = None if values is None else _complete_hint(b, values, aux, hint, extension)
     return Formulation(b.lb.build(maximize=False, hint=full), problem, b.pair_cls, b.pair_node, b.devices)
 
 
@@ -348,7 +368,7 @@ def _gang_domains_rows(b: _Builder, term: GangDomainsTerm) -> list[_Aux]:
 
 
 def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux | BalanceCut],
-                   hint: Assignment | None) -> IntArray:
+                   hint: Assignment | None, extension: Extension | None = None) -> IntArray:
     """A value for every variable (y from the assignment, auxiliaries computed), so the
     backend receives a complete, feasible hint."""
     p = b.problem
@@ -377,4 +397,6 @@ def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux | Balance
             values[a.var] = 1 if y_values[there].sum() > 0 else 0
             continue
         values[a.var] = 1 if y_values[b.pair_node == a.node].sum() > 0 else 0
+    if extension is not None:
+        extension.complete(b, values)
     return values

@@ -174,7 +174,7 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
         seconds=round(report.seconds, 3),
         backend=report.backend,
         profile=profile.objective.value,
-        utilisation=_utilisation(agg, a),
+        utilisation=utilisation(agg, a),
         gpu_fragmentation=round(frag, 1),
         gpu_fragmentation_ratio=round(frag_ratio, 4),
     )
@@ -182,11 +182,14 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
                 tuple(gangs))
 
 
-def _utilisation(agg: Aggregation, a: Assignment) -> tuple[ResourceUse, ...]:
+def utilisation(agg: Aggregation, a: Assignment, before_a: Assignment | None = None) -> tuple[ResourceUse, ...]:
+    """Requested over allocatable, cluster-wide, before the plan (the bound pods, and
+    ``before_a`` when given) and after it (the bound pods and ``a``)."""
     p = agg.problem
     total = p.capacity.sum(axis=0, dtype=np.float64)  # sums over nodes in floats: never wrap
-    before = p.used.sum(axis=0, dtype=np.float64)
-    after = before + a.load(p).sum(axis=0, dtype=np.float64)
+    used = p.used.sum(axis=0, dtype=np.float64)
+    before = used + (0 if before_a is None else before_a.load(p).sum(axis=0, dtype=np.float64))
+    after = used + a.load(p).sum(axis=0, dtype=np.float64)
     out = []
     for r, name in enumerate(p.resources):
         if name in (*SUMMARY_RESOURCES, p.gpu.device_resource) and total[r] > 0:

@@ -37,6 +37,43 @@ class Unplaced:
 
 
 @dataclass(frozen=True)
+class Preemption:
+    """A running pod the plan evicts, and the placed pods it makes room for."""
+
+    namespace: str
+    name: str
+    node: str
+    priority: int
+    for_pods: tuple[str, ...]
+    """``namespace/name`` of the preemptors placed where it frees room."""
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class PreemptionSummary:
+    """What preemption decided, by the stated lexicographic order."""
+
+    order: tuple[str, ...]
+    victims: int
+    preemptors: int
+    highest_victim_priority: int | None
+    pdb_violations: int
+    victim_cost: int
+    """Victims weighted 1 for the lowest victim priority, one more per higher priority."""
+    status: str
+    """optimal: every stage of the order proven optimal; feasible or greedy otherwise."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"order": list(self.order), "victims": self.victims, "preemptors": self.preemptors,
+                "highestVictimPriority": self.highest_victim_priority, "pdbViolations": self.pdb_violations,
+                "victimCost": self.victim_cost, "status": self.status}
+
+
+@dataclass(frozen=True)
 class ResourceUse:
     resource: str
     before: float  # requested / allocatable over the cluster, 0..1
@@ -63,6 +100,8 @@ class Summary:
     gpu_fragmentation_ratio: float = 0.0
     verified: bool = False
     """The independent verifier (plan/verify.py) re-checked every placement and refused none."""
+    preemption: PreemptionSummary | None = None
+    """Set when the plan was made with preemption (``plan --preempt``, ``serve``)."""
 
 
 @dataclass(frozen=True)
@@ -90,8 +129,17 @@ class Plan:
     source: str = ""
     steps: tuple[str, ...] = field(default=())
     gangs: tuple[GangStatus, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        out = self._to_dict()
+        if self.summary.preemption is not None:
+            out["preemptions"] = [{"namespace": v.namespace, "name": v.name, "node": v.node, "priority": v.priority,
+                                   "for": list(v.for_pods), "uid": v.uid} for v in self.preemptions]
+            out["summary"]["preemption"] = self.summary.preemption.to_dict()
+        return out
+
+    def _to_dict(self) -> dict[str, Any]:
         return {
             "apiVersion": PLAN_API_VERSION,
             "kind": PLAN_KIND,
@@ -103,7 +151,7 @@ class Plan:
             "gangs": [{"namespace": g.namespace, "name": g.name, "minMember": g.min_member,
                        "members": list(g.members), "running": g.running, "placedMembers": g.placed_members,
                        "placed": g.placed, **({"reason": g.reason} if g.reason else {})} for g in self.gangs],
-            "summary": {**{k: v for k, v in asdict(self.summary).items() if k != "utilisation"},
+            "summary": {**{k: v for k, v in asdict(self.summary).items() if k not in ("utilisation", "preemption")},
                         "utilisation": {u.resource: {"before": u.before, "after": u.after}
                                         for u in self.summary.utilisation}},
         }

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from kubeplace.kube.disruption import selects
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate, measured_array
@@ -153,7 +154,7 @@ def _split(state: ClusterState, agg: Aggregation, movable: list[Pod], excluded: 
     keys: dict[tuple[int, str, tuple[int, ...]], int] = {}
     pod_class = np.zeros(n_movable, dtype=np.int64)
     for k, pod in enumerate(movable):
-        pdbs = tuple(j for j, pdb in enumerate(state.pdbs) if pdb.selects(pod))
+        pdbs = tuple(j for j, pdb in enumerate(state.pdbs) if selects(pdb, pod))
         pod_class[k] = keys.setdefault((int(agg_of_pending[k]), pod.namespace, pdbs), len(keys))
     ordered = list(keys)
     agg_class = np.array([k[0] for k in ordered], dtype=np.int64)

@@ -22,14 +22,12 @@ from typing import Any
 
 from kubeplace.kube.errors import expect_list, expect_mapping
 from kubeplace.kube.gangs import gang_of
-from kubeplace.kube.objects import Pod, SpecRule
+from kubeplace.kube.objects import MIRROR_ANNOTATION, SOURCE_ANNOTATION, SYSTEM_CRITICAL_PRIORITY, Pod, SpecRule
 from kubeplace.kube.selectors import matches, parse_selector
 from kubeplace.models.gpu import DEFAULT_CONVENTIONS
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-SOURCE_ANNOTATION = "kubernetes.io/config.source"
 EVICT_ANNOTATION = "kubeplace.io/evict"
-SYSTEM_CRITICAL = 2_000_000_000
+SYSTEM_CRITICAL = SYSTEM_CRITICAL_PRIORITY
 LOCAL_VOLUMES = ("emptyDir", "hostPath")
 
 MIRROR = "mirror pod"

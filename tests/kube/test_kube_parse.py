@@ -7,7 +7,7 @@ import pytest
 
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import HostPort, Requirement, SelectorTerm, Snapshot, SpecRule, Taint, Toleration
-from kubeplace.kube.parse import build_snapshot, parse_namespace_labels, parse_node, parse_pod
+from kubeplace.kube.parse import PriorityClass, build_snapshot, parse_namespace_labels, parse_node, parse_pod
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.plugins.unmodelled import RESOURCE_CLAIMS
 from kubeplace.models.plugins.volume_restrictions import INLINE_DISKS
@@ -98,7 +98,7 @@ def test_pod_state_fields() -> None:
 
 def test_priority_from_priority_class_when_spec_priority_is_missing() -> None:
     manifest = pod("p").spec("priorityClassName", "high").manifest()
-    assert parse_pod(manifest, priority_classes={"high": 5000}).priority == 5000
+    assert parse_pod(manifest, priority_classes={"high": PriorityClass(5000)}).priority == 5000
     assert parse_pod(manifest).priority == 0
 
 
