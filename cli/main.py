@@ -63,27 +63,32 @@ def main() -> None:
 @solver_options
 @click.option("-o", "--output", type=click.Choice(OUTPUTS), default="table", help="Output format.")
 @report_option
+@click.option("--preempt", is_flag=True,
+              help="Also evict running pods of lower priority where that places pending pods (dry run: lists them).")
 def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
          all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
          scheduler_name: str | None,
          backend: str | None, time_limit: float | None, workers: int | None, gap: float | None,
-         seed: int | None, output: str, report_path: Path | None) -> None:
+         seed: int | None, output: str, report_path: Path | None, preempt: bool) -> None:
     """Show where every pending pod would go, and why the others cannot go anywhere.
 
     SOURCE is YAML/JSON files or directories of Node and Pod objects (for example what
     `kubectl get nodes,pods -A -o yaml` prints); without SOURCE, the current cluster.
-    Never writes anything.
+    Never writes anything. With --preempt, the plan also lists the pods to evict (the fewest,
+    of the lowest priority) and the pods each eviction makes room for.
     """
     from kubeplace.plan.pipeline import make_plan
+    from kubeplace.plan.preempt import make_preemption_plan
 
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
     src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector, metrics_max_age)
     settings = solver_settings(config, backend, time_limit, workers, gap, seed)
-    snapshot = src.load(profile.scheduler_name)
+    snapshot = src.load(profile.scheduler_name, disruption_budgets=preempt)
     with progress(True, settings.time_limit) as show:
         on_event, events = recorder(show)
-        planned = make_plan(snapshot, config, profile, settings, on_event)
+        planner = make_preemption_plan if preempt else make_plan
+        planned = planner(snapshot, config, profile, settings, on_event)
     if planned.violations:
         raise PlanVerificationFailed(tuple(map(str, planned.violations)))
     print_plan(planned.plan, output, stdout_console())

@@ -79,6 +79,13 @@ def print_plan(plan: Plan, output: str, console: Console) -> None:
                          *([p.uid] if wide else []))
     if plan.placements:
         console.print(bindings)
+    if plan.preemptions:
+        console.print()
+        victims = table("NAMESPACE", "EVICT", "NODE", "PRIORITY", "FOR", *(["UID"] if wide else []))
+        for v in plan.preemptions:
+            victims.add_row(v.namespace, v.name, v.node, str(v.priority), ", ".join(v.for_pods),
+                            *([v.uid] if wide else []))
+        console.print(victims)
     if plan.unplaced:
         console.print()
         reasons = table("NAMESPACE", "POD", "NOT PLACED BECAUSE")
@@ -105,6 +112,12 @@ def summary_text(plan: Plan) -> str:
         f"Verified: {s.pods_placed} placement(s) re-checked by the independent verifier, none refused" if s.verified
         else "Verified: NO, the independent verifier refused this plan",
     ]
+    if s.preemption is not None:
+        p = s.preemption
+        highest = "none" if p.highest_victim_priority is None else str(p.highest_victim_priority)
+        lines += [f"Preemption: {p.victims} pod(s) evicted for {p.preemptors} pod(s), highest victim priority "
+                  f"{highest}, {p.pdb_violations} PodDisruptionBudget violation(s), status {p.status}",
+                  "Preemption order: " + " > ".join(p.order)]
     return "\n".join(lines)
 
 

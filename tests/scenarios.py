@@ -7,6 +7,7 @@ Each scenario is a folder with ``cluster.yaml`` (Kubernetes Node/Pod/Namespace o
     profile: balance | binpack          # optional, default balance
     config: {PlacementConfiguration}    # optional, inline
     rule_plugin: NodeAffinity           # optional: the filter plugin enforcing the rule covered
+    preempt: true                       # optional: planned as ``plan --preempt``
     expect:
       pods_placed: 2                    # exact
       pods_unplaced: 1                  # exact, not counting pods left to the default scheduler
@@ -21,6 +22,8 @@ Each scenario is a folder with ``cluster.yaml`` (Kubernetes Node/Pod/Namespace o
       reason_contains: {ns/name: "Insufficient cpu"}
       reason_contains_any: "Too many pods"   # in the reasons of some unplaced pod
       greedy_pods_placed: 4             # what the better greedy heuristic places
+      victims: [ns/name]                # exactly the pods evicted (with preempt)
+      preempted_for: {ns/name: [ns/name]}   # the pods a victim is evicted for
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ from kubeplace.models.framework import Objective
 from kubeplace.models.linear import LinearBuilder
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
+from kubeplace.plan.preempt import make_preemption_plan
 from kubeplace.plan.verify import Violation
+from kubeplace.plan.verify_preempt import verify_preemptions
 from kubeplace.solver.backends import available_backends, get_backend
 from kubeplace.solver.backends.base import Status
 
@@ -58,6 +63,7 @@ class Scenario:
     config_doc: dict[str, Any] | None
     rule_plugin: str | None
     expect: dict[str, Any]
+    preempt: bool = False
 
     def snapshot(self) -> Snapshot:
         return load_snapshot([self.folder / "cluster.yaml"])
@@ -82,19 +88,28 @@ def load_scenario(name: str) -> Scenario:
     folder = SCENARIOS_DIR / name
     doc = yaml.safe_load((folder / "expected.yaml").read_text())
     return Scenario(name, folder, doc["description"], doc.get("profile"), doc.get("config"),
-                    doc.get("rule_plugin"), doc["expect"])
+                    doc.get("rule_plugin"), doc["expect"], bool(doc.get("preempt")))
 
 
 def plan_scenario(scenario: Scenario, backend: str, disabled: tuple[str, ...] = ()) -> Planned:
     snapshot = scenario.snapshot()
     config, profile = scenario.config(disabled)
-    return make_plan(snapshot, config, profile, SolverSettings(backend=backend, time_limit=10, workers=1, seed=0))
+    planner = make_preemption_plan if scenario.preempt else make_plan
+    return planner(snapshot, config, profile, SolverSettings(backend=backend, time_limit=10, workers=1, seed=0))
 
 
 def verify_planned(scenario: Scenario, planned: Planned) -> list[Violation]:
-    """The verifier's findings for ``planned``, against the scenario's full rules, GPU devices included."""
+    """The verifier's findings for ``planned``, against the scenario's full rules, GPU devices included,
+    on the cluster its victims leave, and its victims."""
     config, profile = scenario.config()
-    return verify_plan(scenario.snapshot(), planned.plan.placements, config, profile)
+    snapshot = scenario.snapshot()
+    plan = planned.plan
+    evicted = {v.key for v in plan.preemptions}
+    after = dataclasses.replace(snapshot, bound=tuple(p for p in snapshot.bound if p.key not in evicted))
+    found = verify_plan(after, plan.placements, config, profile)
+    return found + verify_preemptions(snapshot, [(p.namespace, p.name, p.node) for p in plan.placements],
+                                      [(v.namespace, v.name, v.node, v.for_pods) for v in plan.preemptions],
+                                      config.gpu.share_resources)
 
 
 @functools.cache

@@ -31,7 +31,7 @@ BACKENDS = available_backends()
 KNOWN_EXPECTATIONS = {
     "pods_placed", "pods_unplaced", "placed_weight", "placed", "unplaced", "left_to_default_scheduler",
     "not_planned", "pods_per_node", "nodes_receiving", "objective", "reason_contains", "reason_contains_any",
-    "greedy_pods_placed",
+    "greedy_pods_placed", "victims", "preempted_for",
 }
 _PLANS: dict[tuple[str, str], Planned] = {}
 
@@ -84,6 +84,12 @@ def check_expectations(scenario: Scenario, result: Planned) -> None:
     if "reason_contains_any" in expect:
         reasons = [r for u in unplaced.values() for r in u.reasons]
         assert any(expect["reason_contains_any"] in r for r in reasons), f"{context}: reasons {reasons}"
+    victims = {v.key: list(v.for_pods) for v in plan.preemptions}
+    if "victims" in expect:
+        assert scenario.preempt and plan.summary.preemption is not None, context
+        assert set(victims) == set(expect["victims"]), f"{context}: victims {sorted(victims)}"
+    for victim, preemptors in expect.get("preempted_for", {}).items():
+        assert victims.get(victim) == preemptors, f"{context}: {victim} evicted for {victims.get(victim)}"
 
 
 def test_catalogue_is_complete() -> None:

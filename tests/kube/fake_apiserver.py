@@ -23,7 +23,8 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
 
 
 class FakeApiServer:
-    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], namespaces: list[dict[str, Any]]):
+    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], namespaces: list[dict[str, Any]],
+                 budgets: list[dict[str, Any]] | None = None):
         self.nodes = nodes
         self.pods = pods
         self.namespaces = namespaces
@@ -33,6 +34,7 @@ class FakeApiServer:
         self.lists: dict[str, tuple[str, str, list[dict[str, Any]]]] = {
             "/api/v1/persistentvolumeclaims": ("PersistentVolumeClaimList", "v1", []),
             "/api/v1/persistentvolumes": ("PersistentVolumeList", "v1", []),
+            "/apis/policy/v1/poddisruptionbudgets": ("PodDisruptionBudgetList", "policy/v1", budgets or []),
         }
         """Other list paths the server answers: path -> (list kind, apiVersion, items)."""
         self.objects: dict[str, dict[str, Any]] = {}
