@@ -91,6 +91,12 @@ class Reader:
     def list_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
         return []
 
+    def list_persistent_volume_claims(self) -> list[dict[str, Any]]:
+        return []
+
+    def list_persistent_volumes(self) -> list[dict[str, Any]]:
+        return []
+
     def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
         return [budget()]
 
