@@ -71,18 +71,25 @@ def configure_logging(level: str) -> None:
               metavar="SECONDS", help="Ignore measured usage (metrics.k8s.io) older than this; 0: no limit.")
 @click.option("--bind-workers", type=click.IntRange(min=1, max=256), default=32, show_default=True,
               help="Bindings sent at once (each cycle starts with one and adds one per answer).")
+@click.option("--preempt/--no-preempt", default=True, show_default=True,
+              help="Evict running pods of lower priority where that places pending pods (and nominate those).")
+@click.option("--eviction-api", is_flag=True,
+              help="Remove preemption victims through the Eviction API (honours PodDisruptionBudgets) "
+                   "instead of deleting them with their grace period.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: str | None,
                   config_path: Path | None, namespaces: tuple[str, ...], batch_window: float, batch_size: int,
                   metrics_port: int, metrics_address: str, lease_name: str, lease_namespace: str,
-                  identity: str | None, max_backoff: float, metrics_max_age: float, bind_workers: int,
+                  identity: str | None, max_backoff: float, metrics_max_age: float, bind_workers: int, preempt: bool,
+                  eviction_api: bool,
                   log_level: str) -> None:
     """Run as a scheduler: watch pending pods, plan each batch as one problem, bind.
 
-    Everything already bound is held fixed; gangs are bound whole or not at all; pods that
-    cannot be placed get a FailedScheduling event with the reasons and are retried with
-    backoff, at once when a node is added or a pod deleted.
+    Everything already bound is held fixed, but for the running pods of lower priority that
+    preemption evicts (with their grace period) to place pending ones; gangs are bound whole or
+    not at all; pods that cannot be placed get a FailedScheduling event with the reasons and are
+    retried with backoff, at once when a node is added or a pod deleted.
     """
     from kubeplace.cli.options import load_config
     from kubeplace.kube.client import connect
@@ -98,7 +105,7 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
         settings = ServeSettings(scheduler_name=profile.scheduler_name, batch_window=batch_window,
                                  batch_size=batch_size, namespaces=frozenset(namespaces) if namespaces else None,
                                  max_backoff=max_backoff, metrics_max_age=metrics_max_age,
-                                 bind_workers=bind_workers)
+                                 bind_workers=bind_workers, preempt=preempt, eviction_api=eviction_api)
         cluster = connect(kubeconfig, context)
         service = Service(cluster, config, profile, config.solver, settings,
                           LeaseSettings(name=lease_name, namespace=lease_namespace), identity or "")

@@ -174,6 +174,26 @@ class Cluster:
             stored: RawObject = json.loads(response.data)
         return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **stored}
 
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Deletes the pod with its own grace period (``terminationGracePeriodSeconds``), as the
+        kube-scheduler deletes a preemption victim. ``uid`` is a precondition: a pod recreated under
+        the same name is not deleted by a stale plan (409 :class:`Conflict`); 404
+        :class:`NotFound` when it is gone already."""
+        body = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid) if uid else None)
+        with _translated_errors(f"delete pod {namespace}/{name}"):
+            response: Any = self._core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False,
+                                                             _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patches the pod's ``status`` subresource (``nominatedNodeName``, a condition), as
+        the kube-scheduler does; nothing else of the pod can change this way."""
+        with _translated_errors(f"patch pod {namespace}/{name} status"):
+            response: Any = self._core.patch_namespaced_pod_status(
+                name, namespace, {"status": dict(status)}, _content_type="application/strategic-merge-patch+json",
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+
     def evict(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
         """Evicts the pod through the ``policy/v1`` Eviction subresource, which honours
         PodDisruptionBudgets. ``uid`` is a precondition (a pod recreated under the same name is

@@ -66,9 +66,12 @@ class PreemptionSummary:
     """Victims weighted 1 for the lowest victim priority, one more per higher priority."""
     status: str
     """optimal: every stage of the order proven optimal; feasible or greedy otherwise."""
+    attempts: int = 0
+    """Pods that may preempt and that the plan without preemption left out."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"order": list(self.order), "victims": self.victims, "preemptors": self.preemptors,
+        return {"order": list(self.order), "attempts": self.attempts, "victims": self.victims,
+                "preemptors": self.preemptors,
                 "highestVictimPriority": self.highest_victim_priority, "pdbViolations": self.pdb_violations,
                 "victimCost": self.victim_cost, "status": self.status}
 

@@ -21,12 +21,14 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import WHOLE, DeviceTable
 from kubeplace.models.preempt_problem import PreemptionProblem, preemption_problem
 from kubeplace.models.preempt_rows import ORDER
+from kubeplace.models.preemption import NO_POWER
 from kubeplace.models.problem import Assignment, DeviceUse, IntArray
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
 from kubeplace.plan.pipeline import Planned, make_plan, pods_per_node, utilisation
 from kubeplace.plan.plan import GangStatus, Placement, Plan, Preemption, PreemptionSummary, Unplaced
+from kubeplace.plan.verify import Violation
 from kubeplace.plan.verify_preempt import verify_preemptions
 from kubeplace.solver.preempt import PreemptionReport, solve_preemption
 from kubeplace.solver.run import Event
@@ -37,19 +39,23 @@ PLAIN_SHARE = 0.3
 
 
 def make_preemption_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
-                         on_event: Callable[[Event], None] | None = None) -> Planned:
+                         on_event: Callable[[Event], None] | None = None,
+                         preemption: SolverSettings | None = None) -> Planned:
+    """``preemption``: the solver settings of the preemption solve, when not ``settings``'s."""
     plain = make_plan(snapshot, config, profile, replace(settings, time_limit=settings.time_limit * PLAIN_SHARE),
                       on_event)
     pp = preemption_problem(snapshot, config, profile)
     placed = {(p.namespace, p.name) for p in plain.plan.placements}
     left = [i for i, pod in enumerate(snapshot.pending) if (pod.namespace, pod.name) not in placed]
     power = _pod_power(pp)
+    attempts = sum(1 for i in left if power.get(i, NO_POWER) > NO_POWER)
     lowest = int(pp.victim_priority.min()) if pp.n_victims else None
     if lowest is None or not left or not any(pw > lowest for pw in power.values()):
-        return _without_victims(plain, pp)
+        return _without_victims(plain, pp, attempts)
     start = _start(pp, plain.plan.placements)
-    report = solve_preemption(pp, start, replace(settings, time_limit=settings.time_limit * (1 - PLAIN_SHARE)))
-    return _planned(snapshot, config, profile, pp, report, plain)
+    own = preemption or replace(settings, time_limit=settings.time_limit * (1 - PLAIN_SHARE))
+    report = solve_preemption(pp, start, own)
+    return _planned(snapshot, config, profile, pp, report, plain, attempts)
 
 
 def _pod_power(pp: PreemptionProblem) -> dict[int, int]:
@@ -57,9 +63,9 @@ def _pod_power(pp: PreemptionProblem) -> dict[int, int]:
     return {m: int(pp.power[c]) for c in range(pp.n_pending) for m in pp.problem.members[c]}
 
 
-def _without_victims(plain: Planned, pp: PreemptionProblem) -> Planned:
+def _without_victims(plain: Planned, pp: PreemptionProblem, attempts: int) -> Planned:
     """The plan without preemption, saying that preemption was weighed and evicts nobody."""
-    summary = PreemptionSummary(ORDER, 0, 0, None, 0, 0, "optimal")
+    summary = PreemptionSummary(ORDER, 0, 0, None, 0, 0, "optimal", attempts)
     plan = plain.plan
     unplaced = tuple(replace(u, reasons=(*u.reasons, why)) if (why := _reason(pp, u)) else u for u in plan.unplaced)
     plan = replace(plan, unplaced=unplaced, summary=replace(plan.summary, preemption=summary))
@@ -91,7 +97,7 @@ def _start(pp: PreemptionProblem, placements: Sequence[Placement]) -> Assignment
 
 
 def _planned(snapshot: Snapshot, config: Configuration, profile: Profile, pp: PreemptionProblem,
-             report: PreemptionReport, plain: Planned) -> Planned:
+             report: PreemptionReport, plain: Planned, attempts: int) -> Planned:
     p = pp.problem
     a = report.assignment
     chosen = _victims(pp, a)
@@ -118,17 +124,26 @@ def _planned(snapshot: Snapshot, config: Configuration, profile: Profile, pp: Pr
         bound=None, gap=None, status=report.status, seconds=round(plain.plan.summary.seconds + report.seconds, 3),
         backend=report.backend, utilisation=utilisation(pp.agg, a, pp.all_kept()),
         preemption=PreemptionSummary(ORDER, len(victims), len(preemptors), highest, values.violations, values.cost,
-                                     report.status))
+                                     report.status, attempts))
     plan = Plan(profile.scheduler_name, placements, unplaced, summary, snapshot.source,
                 (*plain.plan.steps, *(f"preemption: {s}" for s in report.steps)), tuple(gangs), victims)
-    violations = verify_plan(after, placements, config, profile)
-    violations += verify_preemptions(snapshot, [(x.namespace, x.name, x.node) for x in placements],
-                                     [(v.namespace, v.name, v.node, v.for_pods) for v in victims],
-                                     config.gpu.share_resources)
+    violations = verify_preempting(snapshot, placements, victims, config, profile)
     plan = replace(plan, summary=replace(plan.summary, verified=not violations))
     solve = SolveReport(pending, report.status, summary.placed_weight, len(placements), report.objective, None,
                         report.seconds, report.backend, report.steps)
     return Planned(plan, pp.agg, solve, plain.plugins, terms, tuple(violations))
+
+
+def verify_preempting(snapshot: Snapshot, placements: Sequence[Placement], victims: Sequence[Preemption],
+                      config: Configuration, profile: Profile) -> list[Violation]:
+    """The independent verifier's objections: the placements on the cluster the victims leave
+    (``plan.checks.verify_plan``), and the victims themselves (``plan.verify_preempt``)."""
+    evicted = {v.key for v in victims}
+    after = replace(snapshot, bound=tuple(b for b in snapshot.bound if b.key not in evicted))
+    violations = verify_plan(after, placements, config, profile)
+    return violations + verify_preemptions(snapshot, [(x.namespace, x.name, x.node) for x in placements],
+                                           [(v.namespace, v.name, v.node, v.for_pods) for v in victims],
+                                           config.gpu.share_resources)
 
 
 def _victims(pp: PreemptionProblem, a: Assignment) -> list[Preemption]:

@@ -17,12 +17,14 @@ from kubeplace.kube.client import Cluster
 from kubeplace.kube.live import live_metrics
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.events import EventRecorder
-from kubeplace.serve.informer import Informer
+from kubeplace.serve.informer import RESOURCES, Informer, Watched
 from kubeplace.serve.leader import AlwaysLeader, LeaderElector
 from kubeplace.serve.loop import LeaderCheck, Scheduler, ServeSettings
 from kubeplace.serve.metrics import Metrics
 
 log = logging.getLogger("kubeplace.serve")
+DISRUPTION_BUDGETS = Watched("policy/v1/poddisruptionbudgets")
+"""Watched only when preempting: preemption weighs the budgets a victim would break."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class Service:
                                          retry_period=lease.retry_period, on_change=self._leadership)
             leader = self.elector
         recorder = EventRecorder(cluster, "kubeplace", self.identity, asynchronous=True)
-        self.informer = Informer(cluster, watch_seconds=watch_seconds)
+        resources = (*RESOURCES, DISRUPTION_BUDGETS) if settings.preempt else RESOURCES
+        self.informer = Informer(cluster, resources=resources, watch_seconds=watch_seconds)
         self.scheduler = Scheduler(cluster, self.informer.store, config, profile, solver, settings,
                                    leader=leader, recorder=recorder, metrics=self.metrics,
                                    usage_source=(lambda: live_metrics(cluster)) if measured else None)

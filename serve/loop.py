@@ -9,7 +9,9 @@ cycle takes a batch of units and
    batch's pods are pending;
 2. plans it (:func:`plan.pipeline.make_plan`: the solve stops once nothing more can be placed,
    within a budget that grows with the batch; the plan is checked by the independent verifier);
-   a unit with a violation is not bound;
+   a unit with a violation is not bound. With preemption (the default) the plan is
+   :func:`plan.preempt.make_preemption_plan`'s: its victims are removed and their preemptors
+   nominated (``serve.preempt``), those wait in the queue until their victims are gone;
 3. binds, up to ``bind_workers`` bindings at once in unit order (``kube.binder.bind_concurrently``),
    asking the lease before *every* binding: a replica that is no longer the leader, or asked to
    stop, stops there and leaves the rest to the next cycle or the next leader. A 409 (someone
@@ -62,7 +64,8 @@ from kubeplace.kube.volume_binder import (
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.pipeline import make_plan
-from kubeplace.plan.plan import GangStatus, Placement, Unplaced
+from kubeplace.plan.plan import GangStatus, Placement, Plan, Unplaced
+from kubeplace.plan.preempt import make_preemption_plan
 from kubeplace.plan.verify import Violation
 from kubeplace.serve import events as ev
 from kubeplace.serve.decisions import DecisionLog
@@ -79,6 +82,7 @@ from kubeplace.serve.informer import (
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.outcomes import SchedulerOutcomes
+from kubeplace.serve.preempt import PreemptClient, Preemptions
 from kubeplace.serve.queue import SchedulingQueue, Unit
 from kubeplace.serve.snapshots import Snapshots, UsageSource
 
@@ -90,7 +94,7 @@ GANGS_KEPT = 10_000
 deleted while waiting leaves no other trace to clean up by)."""
 
 
-class ServeClient(PodBinder, VolumeApi, EventClient, Protocol):
+class ServeClient(PodBinder, VolumeApi, EventClient, PreemptClient, Protocol):
     """What the loop writes through :class:`kube.client.Cluster` (tests pass a fake)."""
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None: ...
@@ -131,6 +135,11 @@ class ServeSettings:
     budget_per_pod: float = 0.002
     """A cycle's solver budget: ``budget_base + budget_per_pod`` x its pending pods, at most the
     configured time limit. The solve stops earlier as soon as nothing more can be placed."""
+    preempt: bool = True
+    """Evict running pods of lower priority where that places pending pods (``serve.preempt``);
+    preemption's own solve has the configured time limit."""
+    eviction_api: bool = False
+    """Remove victims through the Eviction API (honours PodDisruptionBudgets) instead of deleting them."""
 
 
 def cycle_options(solver: SolverSettings, settings: ServeSettings, pods: int) -> SolverSettings:
@@ -214,6 +223,8 @@ class Scheduler:
         self._finisher = ThreadPoolExecutor(1, thread_name_prefix="finish")
         self._pipelined = False
         self._binding: Future[CycleReport] | None = None
+        self.preemptions = Preemptions(client, self.recorder, self.metrics, settings.scheduler_name,
+                                       settings.eviction_api, self.decide)
 
     def warm_up(self) -> None:
         """Plans one pod on one node, throwing the plan away: loads the solver's modules and
@@ -381,8 +392,9 @@ class Scheduler:
             return decided
         self.metrics.cycles.inc()
         planning = self.clock()
-        planned = make_plan(snapshot, self.config, self.profile,
-                            cycle_options(self.solver, self.settings, len(snapshot.pending)))
+        options = cycle_options(self.solver, self.settings, len(snapshot.pending))
+        planned = (make_preemption_plan(snapshot, self.config, self.profile, options, preemption=self.solver)
+                   if self.settings.preempt else make_plan(snapshot, self.config, self.profile, options))
         plan = planned.plan
         report.seconds_plan, report.seconds_solve = self.clock() - planning, plan.summary.seconds
         decided.steps = ", ".join(plan.steps)
@@ -393,7 +405,8 @@ class Scheduler:
         decided.gangs = {g.key: g for g in plan.gangs}
         for p in plan.placements:
             decided.by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
-        decided.refused = self._refused(planned.violations, pods)
+        decided.refused = self._refused(planned.violations, pods, plan)
+        decided.refused.update(self._preempt(plan, pods, snapshot, decided.refused))
         for u in plan.unplaced:
             decided.unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
         for unit, placements in decided.by_unit.items():
@@ -452,17 +465,39 @@ class Scheduler:
         return report
 
     def _snapshot(self, wanted: set[Unit]) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
-        snapshot, broken = self.snapshots.take()
+        snapshot, broken = self.snapshots.take(lambda pods: self.preemptions.adjust(pods,
+                                                                                  lambda p: unit_of(p) in wanted))
         return replace(snapshot, pending=tuple(p for p in snapshot.pending if unit_of(p) in wanted)), broken
+
+    def _preempt(self, plan: Plan, pods: Mapping[tuple[str, str], Pod], snapshot: Snapshot,
+                 refused: Mapping[Unit, str]) -> dict[Unit, str]:
+        """Carries out the plan's preemptions (``serve.preempt``) but those of refused units;
+        returns the units waiting for their victims, with why (held back like refused ones)."""
+        if not plan.preemptions and (plan.summary.preemption is None or not plan.summary.preemption.attempts):
+            return {}
+        by_key = {pod.key: pod for pod in pods.values()}
+        keep = tuple(v for v in plan.preemptions if not any(unit_of(by_key[k]) in refused for k in v.for_pods))
+        running = {p.key: p for p in snapshot.bound}
+        nominated = self.preemptions.carry_out(replace(plan, preemptions=keep), pods, running)
+        held: dict[Unit, str] = {}
+        for key, n in nominated.items():
+            held.setdefault(unit_of(by_key[key]),
+                            f"nominated to {n.node}: waiting for {', '.join(n.victims)} to terminate")
+        return held
 
     # ------------------------------------------------------------------ binding
 
-    def _refused(self, violations: Sequence[Violation], pods: Mapping[tuple[str, str], Pod]) -> dict[Unit, str]:
-        """Units with a placement the independent verifier refused (``make_plan`` runs it)."""
+    def _refused(self, violations: Sequence[Violation], pods: Mapping[tuple[str, str], Pod],
+                 plan: Plan) -> dict[Unit, str]:
+        """Units with a placement (or a victim) the independent verifier refused (the planner
+        runs it); a victim's refusal refuses the units it would be evicted for."""
         refused: dict[Unit, str] = {}
+        victims = {v.key: v.for_pods for v in plan.preemptions}
+        by_key = {pod.key: pod for pod in pods.values()}
         for violation in violations:
-            unit = unit_of(pods[(violation.namespace, violation.name)])
-            refused.setdefault(unit, f"plan refused by the verifier: {violation}")
+            key = f"{violation.namespace}/{violation.name}"
+            for unit in {unit_of(by_key[k]) for k in victims.get(key, (key,)) if k in by_key}:
+                refused.setdefault(unit, f"plan refused by the verifier: {violation}")
             self.metrics.binds_failed.labels("refused").inc()
             self.decide(pod=f"{violation.namespace}/{violation.name}", node=violation.node, outcome="refused",
                         why=str(violation))

@@ -44,6 +44,14 @@ class Metrics:
         self.queue_unschedulable = Gauge("kubeplace_queue_unschedulable_units", "Units backing off.", registry=r)
         self.leader = Gauge("kubeplace_leader", "1 while this replica holds the lease.", registry=r)
         self.cycles = Counter("kubeplace_cycles", "Scheduling cycles run.", registry=r)
+        self.preemption_attempts = Counter(
+            "kubeplace_preemption_attempts", "Pods that may preempt left out by the plan without preemption.",
+            registry=r)
+        self.preemption_victims = Counter("kubeplace_preemption_victims", "Pods deleted or evicted by preemption.",
+                                          registry=r)
+        self.preemption_wasted = Counter(
+            "kubeplace_preemption_wasted_evictions",
+            "Victims removed for a pod whose other victims could not be removed (must stay 0).", registry=r)
 
     def serve(self, port: int, address: str = "0.0.0.0") -> Any:
         """Serves ``/metrics`` on ``address:port`` from a daemon thread; returns the server."""

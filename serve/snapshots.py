@@ -80,9 +80,11 @@ class Snapshots:
         self._targets: tuple[float, list[Target]] = (float("-inf"), [])
         self._usage: tuple[float, list[RawObject], str] = (float("-inf"), [], "")
 
-    def take(self) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
+    def take(self, adjust: Callable[[list[Pod]], list[Pod]] | None = None) -> tuple[Snapshot,
+                                                                                  list[tuple[RawObject, str]]]:
         """The snapshot of the whole store (every pending pod of ours), and the objects left out
-        with why."""
+        with why. ``adjust`` may change the pods (one for one) before the snapshot is built
+        (preemption: the room of nominated pods, ``serve.preempt``)."""
         assumed = self.assumed.current()
         broken: list[tuple[RawObject, str]] = []
         nodes = [n for _, n in self._typed("nodes", broken) if isinstance(n, Node)]
@@ -96,6 +98,8 @@ class Snapshots:
             raws.append(raw)
             pods.append(pod)
         self._steer(raws, pods)
+        if adjust is not None:
+            pods = adjust(pods)
         others = [obj for resource in self.store.resources() if resource not in ("nodes", "pods")
                   for obj in self.store.items(resource)] + self._usage_objects()
         namespaces = set(self.namespaces) if self.namespaces is not None else None

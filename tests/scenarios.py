@@ -43,11 +43,9 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.config_load import parse_configuration
 from kubeplace.models.framework import Objective
 from kubeplace.models.linear import LinearBuilder
-from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
-from kubeplace.plan.preempt import make_preemption_plan
+from kubeplace.plan.preempt import make_preemption_plan, verify_preempting
 from kubeplace.plan.verify import Violation
-from kubeplace.plan.verify_preempt import verify_preemptions
 from kubeplace.solver.backends import available_backends, get_backend
 from kubeplace.solver.backends.base import Status
 
@@ -102,14 +100,7 @@ def verify_planned(scenario: Scenario, planned: Planned) -> list[Violation]:
     """The verifier's findings for ``planned``, against the scenario's full rules, GPU devices included,
     on the cluster its victims leave, and its victims."""
     config, profile = scenario.config()
-    snapshot = scenario.snapshot()
-    plan = planned.plan
-    evicted = {v.key for v in plan.preemptions}
-    after = dataclasses.replace(snapshot, bound=tuple(p for p in snapshot.bound if p.key not in evicted))
-    found = verify_plan(after, plan.placements, config, profile)
-    return found + verify_preemptions(snapshot, [(p.namespace, p.name, p.node) for p in plan.placements],
-                                      [(v.namespace, v.name, v.node, v.for_pods) for v in plan.preemptions],
-                                      config.gpu.share_resources)
+    return verify_preempting(scenario.snapshot(), planned.plan.placements, planned.plan.preemptions, config, profile)
 
 
 @functools.cache

@@ -41,8 +41,8 @@ def test_preempt_lists_victims_and_their_preemptors_in_json_and_yaml() -> None:
         assert summary["preemption"]["order"][:2] == ["pods placed net of pods evicted, by priority",
                                                       "highest victim priority"]
         assert summary["preemption"] | {"order": None} == {
-            "order": None, "victims": 2, "preemptors": 1, "highestVictimPriority": 100, "pdbViolations": 0,
-            "victimCost": 2, "status": "optimal"}
+            "order": None, "attempts": 1, "victims": 2, "preemptors": 1, "highestVictimPriority": 100,
+            "pdbViolations": 0, "victimCost": 2, "status": "optimal"}
 
 
 def test_preempt_table_shows_the_victims_and_the_order() -> None:

@@ -85,6 +85,8 @@ def test_rbac_file_is_what_the_spec_asks(rbac: list[dict[str, Any]]) -> None:
         ("Role", "kubeplace-leader-election"),
         ("RoleBinding", "kubeplace-leader-election"),
         ("ClusterRole", "kubeplace-rebalancer"),
+        ("ClusterRole", "kubeplace-preemption"),
+        ("ClusterRoleBinding", "kubeplace-preemption"),
     }
     bound_roles = {d["roleRef"]["name"] for d in rbac if d["kind"].endswith("Binding")}
     assert "kubeplace-rebalancer" not in bound_roles  # the rebalancer's role is granted separately
@@ -145,9 +147,11 @@ ACCESS = [
     (True, {"verb": "create", "resource": "leases", "group": "coordination.k8s.io", "namespace": SYSTEM_NAMESPACE}),
     *((True, {"verb": verb, "resource": "leases", "group": "coordination.k8s.io", "namespace": SYSTEM_NAMESPACE,
               "name": "kubeplace"}) for verb in ("get", "update")),
+    # preemption (serve): delete a victim, patch pods/status (DisruptionTarget, nominatedNodeName)
+    (True, {"verb": "delete", "resource": "pods", "namespace": "NS", "name": "p"}),
+    (True, {"verb": "patch", "resource": "pods", "subresource": "status", "namespace": "NS", "name": "p"}),
     # what it must never do
-    *((False, {"verb": verb, "resource": "pods", "namespace": "NS", "name": "p"})
-      for verb in ("delete", "update", "patch")),
+    *((False, {"verb": verb, "resource": "pods", "namespace": "NS", "name": "p"}) for verb in ("update", "patch")),
     (False, {"verb": "create", "resource": "pods", "namespace": "NS"}),
     *((False, {"verb": verb, "resource": "persistentvolumes", "name": "pv"}) for verb in ("delete", "create")),
     *((False, {"verb": verb, "resource": "persistentvolumeclaims", "namespace": "NS", "name": "pvc"})
@@ -188,13 +192,14 @@ def test_kubeplace_is_refused_when_it_tries_what_it_must_not(
     pod = mine.read_namespaced_pod("victim", namespace)  # reading is allowed
     eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="victim", namespace=namespace))
     attempts = {
-        "delete pod": lambda: mine.delete_namespaced_pod("victim", namespace),
         "patch pod": lambda: mine.patch_namespaced_pod("victim", namespace, {"metadata": {"labels": {"x": "y"}}}),
         "update pod": lambda: mine.replace_namespaced_pod("victim", namespace, pod),
         "create pod": lambda: mine.create_namespaced_pod(namespace, pod_manifest("new", namespace)),
         "evict pod": lambda: mine.create_namespaced_pod_eviction("victim", namespace, eviction),
         "read secret": lambda: mine.read_namespaced_secret("s", namespace),
         "list secrets": lambda: mine.list_secret_for_all_namespaces(),
+        "update pod status": lambda: mine.replace_namespaced_pod_status("victim", namespace, pod),
+        "delete pods at once": lambda: mine.delete_collection_namespaced_pod(namespace),
     }
     statuses = {}
     for what, attempt in attempts.items():

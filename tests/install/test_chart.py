@@ -73,7 +73,8 @@ def test_defaults_serve_with_two_leader_elected_replicas_and_no_cronjob(default:
         ("ServiceAccount", "kubeplace"), ("ClusterRole", "kubeplace"), ("ClusterRoleBinding", "kubeplace"),
         ("Role", "kubeplace-leader-election"), ("RoleBinding", "kubeplace-leader-election"),
         ("ClusterRole", "kubeplace-rebalancer"), ("ConfigMap", "kubeplace-config"), ("Deployment", "kubeplace"),
-        ("Service", "kubeplace-metrics"),
+        ("Service", "kubeplace-metrics"), ("ClusterRole", "kubeplace-preemption"),
+        ("ClusterRoleBinding", "kubeplace-preemption"),
     ])
     deployment = find(default, "Deployment")
     assert deployment["spec"]["replicas"] == 2
@@ -171,9 +172,30 @@ def test_canary_webhook_when_enabled(custom: list[dict[str, Any]], helm_bin: Pat
     assert out.returncode != 0 and "webhook.enabled needs webhook.caBundle" in out.stderr
 
 
+def test_preemption_rights_follow_serve_preempt(default: list[dict[str, Any]], custom: list[dict[str, Any]],
+                                                helm_bin: Path) -> None:
+    """serve preempts by default and may then delete pods and patch pods/status; with
+    serve.evictionApi it evicts instead (no delete); with serve.preempt=false it has neither."""
+    rules = find(default, "ClusterRole", "kubeplace-preemption")["rules"]
+    assert rules == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+                     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}]
+    assert find(default, "ClusterRoleBinding", "kubeplace-preemption")["subjects"][0]["name"] == "kubeplace"
+    serve = _parses(_args(find(default, "Deployment")["spec"]["template"]["spec"]["containers"][0]))
+    assert serve.params["preempt"] is True and serve.params["eviction_api"] is False
+    rules = find(custom, "ClusterRole", "sched-kubeplace-preemption")["rules"]
+    assert rules[0] == {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
+    serve = _parses(_args(find(custom, "Deployment", "sched-kubeplace")["spec"]["template"]["spec"]["containers"][0]))
+    assert serve.params["eviction_api"] is True
+    off = render(helm_bin, "kubeplace", DEFAULT_NS, "--set", "serve.preempt=false")
+    assert not [o for o in off if o["metadata"]["name"] == "kubeplace-preemption"]
+    serve = _parses(_args(find(off, "Deployment")["spec"]["template"]["spec"]["containers"][0]))
+    assert serve.params["preempt"] is False
+
+
 def test_rbac_reads_one_list_and_never_writes_pods(default: list[dict[str, Any]], custom: list[dict[str, Any]]) -> None:
     """The plan/bind/serve role and the rebalancer's read role read the same resources; no role
-    of the chart may create, update, patch or delete pods themselves, or touch secrets."""
+    of the chart may create, update or patch pods themselves, or touch secrets; only preemption's
+    role may delete them."""
     serve_rules = find(default, "ClusterRole", "kubeplace")["rules"]
     serve_reads = [r for r in serve_rules if r["verbs"] in (["get", "list", "watch"], ["get", "list"])]
     assert find(custom, "ClusterRole", "sched-kubeplace-rebalance-read")["rules"] == serve_reads
@@ -183,4 +205,5 @@ def test_rbac_reads_one_list_and_never_writes_pods(default: list[dict[str, Any]]
                 assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
                 assert "secrets" not in rule["resources"]
                 if "pods" in rule["resources"]:
-                    assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+                    allowed = {"delete"} if role["metadata"]["name"].endswith("-preemption") else set()
+                    assert set(rule["verbs"]) <= {"get", "list", "watch", *allowed}, rule

@@ -27,6 +27,10 @@ class FakeCluster:
         self.leases: dict[str, RawObject] = {}
         self.lease_errors: list[Exception] = []
         self.config_maps: dict[str, dict[str, str]] = {}  # namespace/name -> data
+        self.deleted: list[tuple[str, str]] = []  # (namespace/name, uid)
+        self.evicted: list[tuple[str, str]] = []
+        self.pod_statuses: list[tuple[str, RawObject]] = []  # (namespace/name, status patch)
+        self.remove_errors: dict[str, Exception] = {}
         self._version = 0
         self._lock = threading.Lock()
 
@@ -40,6 +44,21 @@ class FakeCluster:
         self.bindings.append((f"{namespace}/{name}", node, uid))
         if self.on_bind is not None:
             self.on_bind(name)
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        error = self.remove_errors.pop(name, None)
+        if error is not None:
+            raise error
+        self.deleted.append((f"{namespace}/{name}", uid))
+
+    def evict(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
+        error = self.remove_errors.pop(name, None)
+        if error is not None:
+            raise error
+        self.evicted.append((f"{namespace}/{name}", uid))
+
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.pod_statuses.append((f"{namespace}/{name}", dict(status)))
 
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         self.events.append(dict(event))
