@@ -97,6 +97,9 @@ class Reader:
     def list_persistent_volumes(self) -> list[dict[str, Any]]:
         return []
 
+    def list_metrics(self, plural: str) -> list[dict[str, Any]]:
+        return []
+
     def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
         return [budget()]
 
