@@ -16,9 +16,10 @@ Both copies are measured by one function on the final state read back from the A
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,6 +39,9 @@ from kubeplace.models.gpu import device_notes
 from kubeplace.models.problem import Assignment
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
+from kubeplace.serve.app import LeaseSettings, Service
+from kubeplace.serve.loop import ServeSettings
+from kubeplace_bench.cluster_preempt import preemption_measure
 from kubeplace_bench.cluster_scenarios import GPU, Scenario
 from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, api_client, node_settled, wait_for
 
@@ -170,16 +174,23 @@ class Runner:
         failed = True
         try:
             self._create_nodes(scenario.nodes)
+            self._priority_classes(scenario.priority_classes, create=True)
             out: dict[str, Any] = {}
             for label, (scheduler, namespace) in COPIES.items():
                 self._ensure_namespace(namespace)
                 self._check_empty(names)
-                runner = self._default_copy if scheduler == DEFAULT_SCHEDULER else self._kubeplace_copy
-                out[label] = runner(scenario, namespace)
+                if scenario.background:
+                    out[label] = self._preemption_copy(scenario, namespace, scheduler)
+                    self.say(f"  {label}: {out[label]['victims']} victims {out[label]['victim_priorities']}, "
+                             f"{out[label]['preemptors_bound']}/{out[label]['preemptors']} preemptors bound, "
+                             f"{out[label]['wasted_evictions']} wasted evictions")
+                else:
+                    runner = self._default_copy if scheduler == DEFAULT_SCHEDULER else self._kubeplace_copy
+                    out[label] = runner(scenario, namespace)
+                    self.say(f"  {label}: {out[label]['placed']}/{out[label]['pods']} placed, "
+                             f"{out[label]['gpus_placed']} GPUs, {out[label]['wall_seconds']}s")
                 self._delete_pods(namespace)
                 self._delete_objects(scenario.objects, namespace)
-                self.say(f"  {label}: {out[label]['placed']}/{out[label]['pods']} placed, "
-                         f"{out[label]['gpus_placed']} GPUs, {out[label]['wall_seconds']}s")
             failed = False
             return out
         finally:
@@ -188,6 +199,7 @@ class Runner:
                     self._delete_pods(namespace, missing_ok=True)
                     self._delete_objects(scenario.objects, namespace)
                 self._delete_nodes(names)
+                self._priority_classes(scenario.priority_classes, create=False)
             except Exception:
                 if not failed:
                     raise  # else the scenario's own error is the one to report
@@ -274,6 +286,76 @@ class Runner:
                     body["spec"]["nodeSelector"] = {**body["spec"].get("nodeSelector", {}), group.key: value}
                     wave.append(body)
         return wave
+
+    def _preemption_copy(self, scenario: Scenario, namespace: str, scheduler: str) -> dict[str, Any]:
+        """The background running, then the preemptors under the kube-scheduler or ``kubeplace
+        serve``; measured once nothing changed for ``settle`` seconds and nothing terminates."""
+        for k, group in enumerate(scenario.background):
+            if k:
+                time.sleep(1.2)  # start times differ: the kube-scheduler's last tie-break
+            self._create_pods(group, namespace, DEFAULT_SCHEDULER)
+        total = sum(len(g) for g in scenario.background)
+        wait_for(lambda: self._running(namespace) >= total, self.settings.timeout, f"{total} background pods running")
+        scheduling = self.plane.start_scheduler() if scheduler == DEFAULT_SCHEDULER else self._serving(namespace)
+        with scheduling:
+            started, created = self._create_pods(scenario.pods, namespace, scheduler)
+            last = self._wait_quiet(namespace, started)
+        events = self._http.request("GET", f"/api/v1/namespaces/{namespace}/events").get("items") or []
+        out = preemption_measure(scenario, self.cluster.list_pods(namespace), events)
+        out["create_seconds"] = round(created - started, 2)
+        out["wall_seconds"] = round(max(last, created) - started, 2)
+        return out
+
+    @contextlib.contextmanager
+    def _serving(self, namespace: str) -> Iterator[None]:
+        """``kubeplace serve`` (preemption on) for the pods of ``namespace``, in this process."""
+        config = parse_configuration(KUBEPLACE_CONFIG)
+        solver = SolverSettings(time_limit=self.settings.time_limit, seed=self.settings.seed)
+        service = Service(self.cluster, config, config.profile(KUBEPLACE), solver,
+                          ServeSettings(batch_window=1.0, namespaces=frozenset({namespace}), max_backoff=2.0),
+                          LeaseSettings(name=""), "bench", watch_seconds=30)
+        service.start(sync_timeout=self.settings.timeout)
+        try:
+            yield
+        finally:
+            service.stop(release=True, timeout=self.settings.timeout)
+
+    def _running(self, namespace: str) -> int:
+        return sum(1 for p in self.cluster.list_pods(namespace) if (p.get("status") or {}).get("phase") == "Running")
+
+    def _wait_quiet(self, namespace: str, started: float) -> float:
+        """Polls until no pod binds or goes for ``settle`` plus ``time_limit`` seconds (kubeplace may
+        be planning the next batch meanwhile) and none is terminating; the monotonic time of the
+        last change seen."""
+        deadline = time.monotonic() + self.settings.timeout
+        state: tuple[Any, ...] = ()
+        last = started
+        while True:
+            pods = self.cluster.list_pods(namespace)
+            now_state = tuple(sorted((p["metadata"]["name"], bool((p.get("spec") or {}).get("nodeName")))
+                                     for p in pods))
+            terminating = any(p["metadata"].get("deletionTimestamp") for p in pods)
+            now = time.monotonic()
+            if now_state != state:
+                state, last = now_state, now
+            if not terminating and now - last >= self.settings.settle + self.settings.time_limit:
+                return last
+            if now > deadline:
+                raise BenchError(f"{namespace} still changing after {self.settings.timeout:.0f}s")
+            time.sleep(0.2)
+
+    def _priority_classes(self, classes: Sequence[tuple[str, int]], create: bool) -> None:
+        scheduling = k8s.SchedulingV1Api(self._api)
+        for name, value in classes:
+            try:
+                if create:
+                    scheduling.create_priority_class(k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name),
+                                                                         value=value), _preload_content=False)
+                else:
+                    scheduling.delete_priority_class(name, _preload_content=False)
+            except ApiException as e:
+                if e.status not in (404, 409):
+                    raise
 
     def _record(self, scenario: Scenario, namespace: str, create_seconds: float,
                 place_seconds: float) -> dict[str, Any]:
@@ -441,17 +523,38 @@ METRIC_COLUMNS = (  # key, heading, format
 )
 
 
-def table(doc: dict[str, Any]) -> str:
-    """Plain-text table: one row per scenario and scheduler."""
-    head = ["scenario", "scheduler", *(h for _, h, _ in METRIC_COLUMNS)]
+PREEMPTION_COLUMNS = (  # key, heading, format
+    ("victims", "victims", "{}"),
+    ("victim_priorities", "victims by priority", "{}"),
+    ("highest_victim_priority", "highest", "{}"),
+    ("preemptors_bound", "preemptors bound", "{}"),
+    ("preemptors", "of", "{}"),
+    ("preemptors_running_usefully", "running usefully", "{}"),
+    ("wasted_evictions", "wasted evictions", "{}"),
+    ("wall_seconds", "wall s", "{:.2f}"),
+)
+
+
+def _rows(doc: dict[str, Any], columns: Sequence[tuple[str, str, str]], preemption: bool) -> list[str]:
+    head = ["scenario", "scheduler", *(h for _, h, _ in columns)]
     rows = []
     for name, result in doc["scenarios"].items():
+        if ("victims" in result["kubeplace"]) != preemption:
+            continue
         for label in COPIES:
             m = result[label]
-            rows.append([name, label, *(fmt.format(m[key]) for key, _, fmt in METRIC_COLUMNS)])
+            rows.append([name, label, *(fmt.format(m[key]) for key, _, fmt in columns)])
+    if not rows:
+        return []
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in [head, *rows]]
+    return ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+            for r in [head, *rows]]
+
+
+def table(doc: dict[str, Any]) -> str:
+    """Plain-text tables: one row per scenario and scheduler (placement, then preemption)."""
+    placing = _rows(doc, METRIC_COLUMNS, preemption=False)
+    preempting = _rows(doc, PREEMPTION_COLUMNS, preemption=True)
     notes = []
     for name, result in doc["scenarios"].items():
         notes.append(f"{name}: {result['summary']}")
@@ -470,4 +573,7 @@ def table(doc: dict[str, Any]) -> str:
               "for the scenario's pod shapes; create s = creating the pods in order (the kube-scheduler binds "
               "meanwhile); place s = last pod created to last binding observed (kubeplace: snapshot + solve + "
               "verify + bind); wall s = first pod created to last binding")
-    return "\n".join([*lines, "", *notes, legend]) + "\n"
+    if preempting:
+        legend += ("; preemption: victims = running pods gone, wasted evictions = victims evicted for pods "
+                   "that are not running usefully at the end (not bound, or in a gang not all bound)")
+    return "\n".join([*placing, *([""] if placing and preempting else []), *preempting, "", *notes, legend]) + "\n"

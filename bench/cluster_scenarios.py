@@ -77,6 +77,11 @@ class Scenario:
     def workload_pods(self) -> int:
         """Every pod of the workload, followers included whether or not they get created."""
         return len(self.pods) + sum(len(f.pods) for f in self.followers)
+    background: tuple[tuple[Manifest, ...], ...] = ()
+    """Pods bound to their nodes (``nodeName``) before the pending ones arrive, in groups created a
+    little over a second apart; a scenario with any is a preemption scenario (``cluster_preempt``)."""
+    priority_classes: tuple[tuple[str, int], ...] = ()
+    """(name, value) of the PriorityClasses its pods name, created for the run."""
 
 
 def node(name: str, cpu: int, memory_gi: int, gpus: int = 0, labels: dict[str, str] | None = None,

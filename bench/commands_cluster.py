@@ -17,7 +17,8 @@ from kubeplace.cli.options import EXIT_INPUT
 @click.command("cluster")
 @click.option("--scenario", "scenarios", multiple=True, metavar="NAME",
               help="Run this scenario (repeatable): fragmented-gpu, mixed-shapes, tenants, openb, ha-web, "
-                   "jobset-racks, lws-racks, mixed-rules. Default: all.")
+                   "jobset-racks, lws-racks, mixed-rules, preempt-node-choice, preempt-gpu-gang, preempt-many. "
+                   "Default: all.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Scenario seed (and kubeplace's solver seed).")
 @click.option("--time-limit", type=click.FloatRange(min=0.05), default=10.0, show_default=True,
               help="kubeplace's solver budget per scenario, seconds.")
@@ -41,6 +42,9 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     The scenarios ha-web, jobset-racks, lws-racks and mixed-rules carry topology spread and
     (exclusive) pod affinity; until kubeplace models them it leaves those pods (column "left"), and
     each scenario states what both schedulers are expected to place.
+    Preemption scenarios start from running pods of lower priority and run `kubeplace serve`
+    (preemption on) against the kube-scheduler's DefaultPreemption: victims and their priorities,
+    preemptors bound, wasted evictions.
     """
     from kubernetes.client.exceptions import ApiException
 
@@ -48,10 +52,11 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     from kubeplace_bench import controlplane as cp
     from kubeplace_bench import controlplane_binaries as binaries
     from kubeplace_bench.cluster import BenchError, Settings, run_scenarios, table
+    from kubeplace_bench.cluster_preempt import PREEMPTION_SCENARIOS
     from kubeplace_bench.cluster_rules import RULE_SCENARIOS
     from kubeplace_bench.cluster_scenarios import DEFAULT_OPENB_DIR, SCENARIOS, openb
 
-    known = {**SCENARIOS, **RULE_SCENARIOS}
+    known = {**SCENARIOS, **RULE_SCENARIOS, **PREEMPTION_SCENARIOS}
 
     unknown = [s for s in scenarios if s not in known]
     if unknown:

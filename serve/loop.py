@@ -224,7 +224,7 @@ class Scheduler:
         self._pipelined = False
         self._binding: Future[CycleReport] | None = None
         self.preemptions = Preemptions(client, self.recorder, self.metrics, settings.scheduler_name,
-                                       settings.eviction_api, self.decide)
+                                       settings.eviction_api, clock, settings.assume_seconds, self.decide)
 
     def warm_up(self) -> None:
         """Plans one pod on one node, throwing the plan away: loads the solver's modules and

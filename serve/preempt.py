@@ -14,14 +14,17 @@ For each preemptor of a plan (``plan.preempt``), in the kube-scheduler's manner:
 
 While a nominated pod waits, its room stays reserved: every pending pod nominated to a node and
 not in the batch counts as if bound there (:func:`reserve_nominated`), whichever scheduler
-nominated it. When only some of a preemptor's victims could be removed, those count as *wasted
-evictions* (the metric must stay 0: the plan never asks for one, only a refusal by the API server
-makes one); it is nominated all the same and planned again.
+nominated it. What this scheduler removed or nominated counts as such at once, before the watch
+shows it (a victim is never chosen twice). When only some of a preemptor's victims could be
+removed, those count as *wasted evictions* (the metric must stay 0: the plan never asks for one,
+only a refusal by the API server makes one); it is nominated all the same and planned again.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -70,17 +73,37 @@ def reserve_nominated(pods: Sequence[Pod], in_batch: Callable[[Pod], bool]) -> l
 
 class Preemptions:
     def __init__(self, client: PreemptClient, recorder: EventRecorder, metrics: Metrics, scheduler_name: str,
-                 eviction_api: bool = False, decide: Callable[..., None] = decision) -> None:
+                 eviction_api: bool = False, clock: Callable[[], float] = time.monotonic,
+                 remember_seconds: float = 30.0, decide: Callable[..., None] = decision) -> None:
         self.client = client
         self.decide = decide
         self.recorder = recorder
         self.metrics = metrics
         self.scheduler_name = scheduler_name
         self.eviction_api = eviction_api
+        self.clock = clock
+        self.remember_seconds = remember_seconds
+        self._lock = threading.Lock()  # adjust (planning) and the writes below may run in two threads
+        self._removed: dict[str, float] = {}  # victim key -> until when it counts as terminating
+        self._nominated: dict[str, tuple[str, float]] = {}  # preemptor key -> (node, until)
 
     def adjust(self, pods: list[Pod], in_batch: Callable[[Pod], bool]) -> list[Pod]:
-        """The pods a cycle's snapshot is built from (one for one): :func:`reserve_nominated`."""
-        return reserve_nominated(pods, in_batch)
+        """The pods a cycle's snapshot is built from (one for one), as this scheduler's own writes
+        leave them even before the watch shows them: the victims it removed are terminating (never
+        chosen twice), the pods it nominated keep their room (:func:`reserve_nominated`)."""
+        now = self.clock()
+        with self._lock:
+            self._removed = {k: t for k, t in self._removed.items() if t > now}
+            self._nominated = {k: v for k, v in self._nominated.items() if v[1] > now}
+            removed, nominated = set(self._removed), {k: node for k, (node, _) in self._nominated.items()}
+        out = []
+        for pod in pods:
+            if pod.key in removed and not pod.deleting:
+                pod = replace(pod, deleting=True)
+            elif pod.key in nominated and not pod.nominated_node and not pod.node_name:
+                pod = replace(pod, nominated_node=nominated[pod.key])
+            out.append(pod)
+        return reserve_nominated(out, in_batch)
 
     def carry_out(self, plan: Plan, pods: Mapping[tuple[str, str], Pod],
                   running: Mapping[str, Pod]) -> dict[str, Nominated]:
@@ -131,6 +154,8 @@ class Preemptions:
                                                                 "why": str(error)}})
             return False
         self.metrics.preemption_victims.inc()
+        with self._lock:
+            self._removed[victim.key] = self.clock() + self.remember_seconds
         self.decide(pod=victim.key, node=victim.node, outcome="preempted", why=message)
         if pod is not None:
             self.recorder.pod_event(pod, PREEMPTED, message)
@@ -138,6 +163,8 @@ class Preemptions:
 
     def _nominate(self, pod: Pod, placement: Placement, victims: Sequence[Preemption], complete: bool) -> None:
         names = ", ".join(v.key for v in victims)
+        with self._lock:
+            self._nominated[pod.key] = (placement.node, self.clock() + self.remember_seconds)
         try:
             self.client.patch_pod_status(pod.namespace, pod.name, {"nominatedNodeName": placement.node})
         except ClusterError as error:

@@ -146,3 +146,22 @@ def test_a_refused_plan_evicts_nobody(monkeypatch: Any) -> None:
 def test_settings_default_to_preempting() -> None:
     assert ServeSettings().preempt and not ServeSettings().eviction_api
     assert replace(ServeSettings(), preempt=False).preempt is False
+
+
+def test_the_nomination_keeps_the_room_before_the_watch_shows_it() -> None:
+    """The victim is gone but the watch has not shown the preemptor's nomination yet: a pod that
+    arrives meanwhile does not take the room."""
+    s, cluster, store = scheduler(*FULL, pod("high").cpu(4).priority(10))
+    next_cycle(s)
+    gone(s, store, "low")
+    arrived = pod("other").cpu(4).priority(10).manifest()
+    store.apply("pods", "ADDED", arrived)
+    report = s.cycle(["default/other"])
+    assert bound(cluster) == {} and report.unplaced == ["default/other"]
+
+
+def test_a_victim_is_never_removed_twice_before_the_watch_shows_it_gone() -> None:
+    s, cluster, _ = scheduler(*FULL, pod("high").cpu(4).priority(10))
+    next_cycle(s)
+    s.cycle(["default/high"])  # woken again before any watch event
+    assert cluster.deleted == [("default/low", "uid-default-low")]
