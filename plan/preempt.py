@@ -1,8 +1,9 @@
 """``plan --preempt`` and ``serve``: the plan with preemption, as one library call.
 
-First the plan without preemption (:func:`plan.pipeline.make_plan`, a share of the time limit).
-When a pending pod that may preempt is left out and some running pod of lower priority could
-make room, the preemption problem is built and solved (``solver.preempt``) from that plan, and
+First the plan without preemption (:func:`plan.pipeline.make_plan`, within the time limit, so a
+batch that needs no preemption is planned as well as without it). When a pod is left out and
+some running pod of lower priority than a pending pod's power could make room, the preemption
+problem is built and solved (``solver.preempt``, within the time limit again) from that plan, and
 the plan then lists the victims (``preemptions``: each with its node, priority and the placed
 pods it is evicted for) beside the placements. The verifier checks the placements against the
 cluster with the victims removed, and the victims themselves (``plan.verify_preempt``).
@@ -34,16 +35,12 @@ from kubeplace.solver.preempt import PreemptionReport, solve_preemption
 from kubeplace.solver.run import Event
 from kubeplace.solver.solve import SolveReport
 
-PLAIN_SHARE = 0.3
-"""Part of the time limit for the plan without preemption; the rest is preemption's."""
-
 
 def make_preemption_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
                          on_event: Callable[[Event], None] | None = None,
                          preemption: SolverSettings | None = None) -> Planned:
     """``preemption``: the solver settings of the preemption solve, when not ``settings``'s."""
-    plain = make_plan(snapshot, config, profile, replace(settings, time_limit=settings.time_limit * PLAIN_SHARE),
-                      on_event)
+    plain = make_plan(snapshot, config, profile, settings, on_event)
     pp = preemption_problem(snapshot, config, profile)
     placed = {(p.namespace, p.name) for p in plain.plan.placements}
     left = [i for i, pod in enumerate(snapshot.pending) if (pod.namespace, pod.name) not in placed]
@@ -53,8 +50,7 @@ def make_preemption_plan(snapshot: Snapshot, config: Configuration, profile: Pro
     if lowest is None or not left or not any(pw > lowest for pw in power.values()):
         return _without_victims(plain, pp, attempts)
     start = _start(pp, plain.plan.placements)
-    own = preemption or replace(settings, time_limit=settings.time_limit * (1 - PLAIN_SHARE))
-    report = solve_preemption(pp, start, own)
+    report = solve_preemption(pp, start, preemption or settings)
     return _planned(snapshot, config, profile, pp, report, plain, attempts)
 
 
