@@ -51,6 +51,8 @@ def make_preemption_plan(snapshot: Snapshot, config: Configuration, profile: Pro
         return _without_victims(plain, pp, attempts)
     start = _start(pp, plain.plan.placements)
     report = solve_preemption(pp, start, preemption or settings)
+    if not report.values.evicted.any():  # nobody to evict: the plan without preemption stands
+        return _without_victims(plain, pp, attempts)
     return _planned(snapshot, config, profile, pp, report, plain, attempts)
 
 
@@ -114,7 +116,7 @@ def _planned(snapshot: Snapshot, config: Configuration, profile: Profile, pp: Pr
     summary = replace(
         plain.plan.summary,
         pods_placed=len(placements), pods_unplaced=len(unplaced),
-        pods_left_to_default_scheduler=len(pp.agg.left), placed_weight=evaluate.placed_weight(p, pending),
+        pods_left_to_default_scheduler=len(pp.agg.left), placed_weight=_plain_weight(snapshot, plain, pairs),
         objective=round(report.objective, 6),
         objective_before=round(evaluate.objective_value(p, pp.all_kept(), terms), 6),
         bound=None, gap=None, status=report.status, seconds=round(plain.plan.summary.seconds + report.seconds, 3),
@@ -140,6 +142,14 @@ def verify_preempting(snapshot: Snapshot, placements: Sequence[Placement], victi
     return violations + verify_preemptions(snapshot, [(x.namespace, x.name, x.node) for x in placements],
                                            [(v.namespace, v.name, v.node, v.for_pods) for v in victims],
                                            config.gpu.share_resources)
+
+
+def _plain_weight(snapshot: Snapshot, plain: Planned, pairs: Sequence[tuple[Pod, str, tuple[int, ...]]]) -> int:
+    """The placed weight of these placements as the plan without preemption weighs pods (the
+    preemption problem's tiers also count the victims' priorities)."""
+    p = plain.aggregation.problem
+    weight = {snapshot.pending[m].key: int(p.weight[c]) for c in range(p.n_classes) for m in p.members[c]}
+    return sum(weight.get(pod.key, 0) for pod, _, _ in pairs)
 
 
 def _victims(pp: PreemptionProblem, a: Assignment) -> list[Preemption]:
