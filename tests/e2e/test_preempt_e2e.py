@@ -1,13 +1,11 @@
-"""`kubeplace serve` preempting on the real API server, as the kubeplace identity with only the
-rights of deploy/rbac.yaml: the victim gets DisruptionTarget and is deleted, the preemptor gets
-status.nominatedNodeName and is bound once the victim is gone; a pod a PodDisruptionBudget
-protects is kept while an unprotected one of the same priority will do.
+"""`kubeplace serve` preempting on the real API server: a pod a PodDisruptionBudget protects is kept
+while an unprotected one of the same priority will do. The preemption end to end, as the kubeplace
+identity with only the rights of deploy/rbac.yaml, is in test_rbac_e2e.py (which applies them).
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -22,7 +20,6 @@ from kubeplace.serve.loop import ServeSettings
 
 from . import controlplane as cp
 from .test_bind_e2e import create_pods, kwok_nodes, pod_manifest, pod_nodes
-from .test_rbac_e2e import rbac  # noqa: F401  (the fixture: deploy/rbac.yaml applied)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -70,42 +67,6 @@ def running_pods(core: client.CoreV1Api, namespace: str) -> set[str]:
 
 def reasons(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str]:
     return {e.reason: e.message for e in core.list_namespaced_event(namespace).items if e.involved_object.name == name}
-
-
-def test_a_preemption_end_to_end_with_only_the_rbac_of_deploy(
-    rbac: object, control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str  # noqa: F811
-) -> None:
-    core, scheduling = client.CoreV1Api(admin_api), client.SchedulingV1Api(admin_api)
-    with priority_classes(scheduling, namespace) as klass, kwok_nodes(core, namespace, {"a": {"cpu": "4"}}) as (node,):
-        create_pods(core, namespace, [victim("low", namespace, node, klass["low"])])
-        cp.wait_for(lambda: running_pods(core, namespace) == {"low"}, 30, "the victim running")
-        seen: dict[str, str] = {}
-        stop = threading.Event()
-
-        def watch_nomination() -> None:  # the nomination is visible before the binding
-            while not stop.is_set():
-                with contextlib.suppress(ApiException):
-                    high = core.read_namespaced_pod("high", namespace)
-                    if high.status.nominated_node_name and not high.spec.node_name:
-                        seen["nominated"] = high.status.nominated_node_name
-                stop.wait(0.05)
-
-        with serving(str(control_plane.kubeplace_kubeconfig), namespace) as service:
-            watcher = threading.Thread(target=watch_nomination, daemon=True)
-            watcher.start()
-            create_pods(core, namespace, [pod_manifest("high", namespace, cpu="4",
-                                                       spec={"priorityClassName": klass["high"]})])
-            cp.wait_for(lambda: pod_nodes(core, namespace).get("high") == node, 60, "the preemptor bound")
-            stop.set()
-            watcher.join(5)
-            metrics = {k: service.metrics.value(f"kubeplace_preemption_{k}_total")
-                       for k in ("attempts", "victims", "wasted_evictions")}
-        assert seen.get("nominated") == node
-        assert "low" not in running_pods(core, namespace)
-        assert reasons(core, namespace, "low").get("Preempted") == f"Preempted by {namespace}/high on node {node}"
-        assert reasons(core, namespace, "high").get("Preempting") == f"Preempting {namespace}/low on node {node}"
-        assert reasons(core, namespace, "high").get("Scheduled") == f"Successfully assigned {namespace}/high to {node}"
-        assert metrics == {"attempts": 1, "victims": 1, "wasted_evictions": 0}
 
 
 def test_a_pdb_protected_pod_is_kept_while_an_unprotected_one_of_its_priority_will_do(

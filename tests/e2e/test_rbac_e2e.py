@@ -10,6 +10,7 @@ TokenRequest token, so it does not depend on the order the tests run in.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,9 @@ from kubeplace.models.gpu import DEVICE_ALLOCATED
 
 from . import controlplane as cp
 from .test_bind_e2e import SOLVER_ARGS, assert_exit, bind_report, cli, create_pods, kwok_nodes, pod_manifest, pod_nodes
+from .test_preempt_e2e import priority_classes, reasons, running_pods, serving, victim
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 RBAC_FILE = cp.REPO_ROOT / "deploy" / "rbac.yaml"
 SYSTEM_NAMESPACE = "kubeplace-system"
@@ -274,3 +276,39 @@ def test_without_rbac_plan_and_bind_exit_2_with_one_line(
             assert [p["node"] for p in yaml.safe_load(result.stdout)["placements"]] == [node]
         finally:
             rbac_api.delete_cluster_role_binding(binding_name)
+
+
+def test_a_preemption_end_to_end_with_only_the_rbac_of_deploy(
+    rbac: object, control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    core, scheduling = client.CoreV1Api(admin_api), client.SchedulingV1Api(admin_api)
+    with priority_classes(scheduling, namespace) as klass, kwok_nodes(core, namespace, {"a": {"cpu": "4"}}) as (node,):
+        create_pods(core, namespace, [victim("low", namespace, node, klass["low"])])
+        cp.wait_for(lambda: running_pods(core, namespace) == {"low"}, 30, "the victim running")
+        seen: dict[str, str] = {}
+        stop = threading.Event()
+
+        def watch_nomination() -> None:  # the nomination is visible before the binding
+            while not stop.is_set():
+                with contextlib.suppress(ApiException):
+                    high = core.read_namespaced_pod("high", namespace)
+                    if high.status.nominated_node_name and not high.spec.node_name:
+                        seen["nominated"] = high.status.nominated_node_name
+                stop.wait(0.05)
+
+        with serving(str(control_plane.kubeplace_kubeconfig), namespace) as service:
+            watcher = threading.Thread(target=watch_nomination, daemon=True)
+            watcher.start()
+            create_pods(core, namespace, [pod_manifest("high", namespace, cpu="4",
+                                                       spec={"priorityClassName": klass["high"]})])
+            cp.wait_for(lambda: pod_nodes(core, namespace).get("high") == node, 60, "the preemptor bound")
+            stop.set()
+            watcher.join(5)
+            metrics = {k: service.metrics.value(f"kubeplace_preemption_{k}_total")
+                       for k in ("attempts", "victims", "wasted_evictions")}
+        assert seen.get("nominated") == node
+        assert "low" not in running_pods(core, namespace)
+        assert reasons(core, namespace, "low").get("Preempted") == f"Preempted by {namespace}/high on node {node}"
+        assert reasons(core, namespace, "high").get("Preempting") == f"Preempting {namespace}/low on node {node}"
+        assert reasons(core, namespace, "high").get("Scheduled") == f"Successfully assigned {namespace}/high to {node}"
+        assert metrics == {"attempts": 1, "victims": 1, "wasted_evictions": 0}
