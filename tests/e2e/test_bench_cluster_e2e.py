@@ -60,3 +60,23 @@ def test_rule_scenarios_place_what_they_expect(control_plane: cp.ControlPlane) -
         assert expected.kubeplace_today <= kubeplace["placed"] <= expected.kubeplace, scenario.name
         assert kubeplace["left"] == 0, scenario.name  # no pod left to the default scheduler for these rules
     assert "expected placed: kube-scheduler" in table(doc)
+
+
+def test_a_preemption_scenario_side_by_side(control_plane: cp.ControlPlane) -> None:
+    """preempt-many shrunk to two nodes: kubeplace evicts only the two pods of priority 100 it needs,
+    the kube-scheduler at least as many; both bind both preemptors and waste nothing."""
+    from kubeplace_bench.cluster_preempt import PRIORITY_CLASSES, pending, running
+
+    nodes = (node("bench-e2e-p0", 4, 16), node("bench-e2e-p1", 4, 16))
+    older = (running(0, "p100s", "bench-e2e-p0", 2000, 100), running(1, "p300s", "bench-e2e-p0", 2000, 300))
+    younger = (running(2, "p100b", "bench-e2e-p1", 4000, 100),)
+    scenario = Scenario("tiny-preempt", "2 nodes; a 2-CPU and a 4-CPU preemptor", nodes,
+                        (pending(0, "small", 2000, 1000), pending(1, "big", 4000, 1000)),
+                        background=(older, younger), priority_classes=PRIORITY_CLASSES)
+    doc = run_scenarios(control_plane, [scenario], Settings(seed=1, time_limit=5, settle=3, timeout=180))
+    result = doc["scenarios"]["tiny-preempt"]
+    default, kubeplace = result["kube-scheduler"], result["kubeplace"]
+    assert kubeplace["victim_priorities"] == {"100": 2} and kubeplace["preemptors_bound"] == 2
+    assert kubeplace["wasted_evictions"] == 0 == default["wasted_evictions"]
+    assert default["preemptors_bound"] == 2 and default["victims"] >= kubeplace["victims"]
+    assert "tiny-preempt" in table(doc) and "wasted evictions" in table(doc)
