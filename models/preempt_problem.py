@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from kubeplace.models.aggregate import Aggregation, FilterTable, aggregate, base
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.framework import ObjectiveTerm, PluginSet
 from kubeplace.models.preemption import NO_POWER, Candidates, candidates, not_preempting
-from kubeplace.models.problem import Assignment, Gang, GroupCap, IntArray, Problem
+from kubeplace.models.problem import Assignment, BoolArray, Gang, GroupCap, IntArray, Problem
 
 ClassKey = tuple[Any, ...]
 """What splits a class: ``("pending", power)`` or ``("victim", node, unit, priority, budgets)``."""
@@ -74,12 +75,12 @@ class PreemptionProblem:
     def n_victims(self) -> int:
         return int(self.victim_node.shape[0])
 
-    @property
+    @cached_property
     def tiers(self) -> IntArray:
         """The distinct victim priorities, lowest first."""
         return np.unique(self.victim_priority)
 
-    @property
+    @cached_property
     def victim_tier(self) -> IntArray:
         """(V,) index of each victim class's priority in :attr:`tiers`."""
         return np.searchsorted(self.tiers, self.victim_priority).astype(np.int64)
@@ -88,7 +89,15 @@ class PreemptionProblem:
     def victim_count(self) -> IntArray:
         return self.problem.count[self.n_pending:]
 
-    @property
+    @cached_property
+    def protected(self) -> BoolArray:
+        """(B, V) budget j protects the pods of victim class v."""
+        out = np.zeros((len(self.budgets), self.n_victims), dtype=np.bool_)
+        for v, budgets in enumerate(self.victim_budgets):
+            out[list(budgets), v] = True
+        return out
+
+    @cached_property
     def victim_cost_weight(self) -> IntArray:
         """(V,) what evicting one pod of the class costs in the victim count: 1 for the lowest
         victim priority, one more for each higher one (a victim of priority 0 still counts)."""
@@ -136,12 +145,13 @@ def preemption_problem(snapshot: Snapshot, config: Configuration, profile: Profi
             unit_priority[pod.key] = unit.priority
     budgets = snapshot.disruption_budgets
     pods = view.pending
+    running = found.pods
 
     def key(member: int) -> ClassKey:
         pod = pods[member]
         if member < n_pods:
             return ("pending", power[pod.key])
-        return ("victim", node_index[found.pods[member - n_pods].node_name], unit_of_pod[pod.key],
+        return ("victim", node_index[running[member - n_pods].node_name], unit_of_pod[pod.key],
                 unit_priority[pod.key], tuple(j for j, b in enumerate(budgets) if protects(b, pod)))
 
     split, keys = split_classes(agg, key)

@@ -70,14 +70,15 @@ class VictimValues:
 
 
 def victim_values(pp: PreemptionProblem, a: Assignment) -> VictimValues:
-    evicted = pp.victim_count - pp.kept(a)
-    tier = pp.victim_tier
+    return values_of_evicted(pp, pp.victim_count - pp.kept(a))
+
+
+def values_of_evicted(pp: PreemptionProblem, evicted: IntArray) -> VictimValues:
+    """The goals when ``evicted[v]`` pods of each victim class v go."""
     gone = evicted > 0
-    highest = int(tier[gone].max()) + 1 if gone.any() else 0
-    violations = 0
-    for j, budget in enumerate(pp.budgets):
-        protected = np.array([j in b for b in pp.victim_budgets], dtype=np.bool_)
-        violations += max(0, int(evicted[protected].sum()) - budget.allowed)
+    highest = int(pp.victim_tier[gone].max()) + 1 if gone.any() else 0
+    allowed = np.array([b.allowed for b in pp.budgets], dtype=np.int64)
+    violations = int(np.maximum(pp.protected.astype(np.int64) @ evicted - allowed, 0).sum()) if len(allowed) else 0
     return VictimValues(evicted, highest, violations, int((evicted * pp.victim_cost_weight).sum()))
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import (
@@ -149,7 +150,7 @@ class Candidates:
     excluded: tuple[tuple[Pod, str], ...]
     """Running pods of priority below some preemptor's power that may not be victims, and why."""
 
-    @property
+    @cached_property
     def pods(self) -> tuple[Pod, ...]:
         return tuple(p for u in self.units for p in u.pods)
 

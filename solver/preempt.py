@@ -28,6 +28,9 @@ from kubeplace.solver.run import has_linear_terms
 
 SHARES = {Stage.PLACE: 0.35, Stage.HIGHEST: 0.15, Stage.BUDGETS: 0.1, Stage.VICTIMS: 0.15, Stage.TERMS: 0.25}
 """Part of the time limit each exact stage may take (what a stage leaves goes to the next)."""
+GREEDY_SHARE = 0.3
+"""Part of the time limit the greedy may take (the preemptors it has not tried by then stay out of
+its answer; the exact stages may still place them)."""
 MAX_PAIRS = 200_000
 """Above this many (class, node) pairs the exact stages are skipped: the greedy answer stands."""
 
@@ -75,7 +78,7 @@ def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverS
     steps = ["no preemption"]
     if not feasible(pp, incumbent):
         incumbent, steps = kept, ["nothing placed"]
-    greedy = greedy_preemption(pp, incumbent)
+    greedy = greedy_preemption(pp, incumbent, started + GREEDY_SHARE * settings.time_limit)
     greedy = replace(greedy, devices=incumbent.devices)  # it never moves the pods sharing a GPU
     if key_of(pp, greedy, terms) < key_of(pp, incumbent, terms) and feasible(pp, greedy):
         incumbent = greedy
