@@ -34,11 +34,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
 from kubeplace.kube.errors import ClusterError, InputError
-from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE
 from kubeplace.kube.objects import (
     CPU,
@@ -51,7 +50,7 @@ from kubeplace.kube.objects import (
     PodGroup,
     Snapshot,
 )
-from kubeplace.kube.parse import object_label, parse_pod
+from kubeplace.kube.parse import object_label
 from kubeplace.kube.volume_binder import (
     PodVolumes,
     VolumeApi,
@@ -71,14 +70,11 @@ from kubeplace.serve import events as ev
 from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.informer import (
-    ADDED,
-    DELETED,
-    MODIFIED,
-    STORAGE_RESOURCES,
     RawObject,
     Store,
     object_key,
 )
+from kubeplace.serve.intake import Intake, unit_of
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.outcomes import SchedulerOutcomes
@@ -148,11 +144,6 @@ def cycle_options(solver: SolverSettings, settings: ServeSettings, pods: int) ->
     return replace(solver, time_limit=budget, stop_when_placed=True)
 
 
-def unit_of(pod: Pod) -> Unit:
-    """The pod's gang, or the pod alone."""
-    return gang_of(pod) or pod.key
-
-
 @dataclass
 class CycleReport:
     units: int = 0
@@ -213,12 +204,12 @@ class Scheduler:
                                    targets_refresh=settings.targets_refresh, usage_source=usage_source,
                                    usage_refresh=settings.usage_refresh, metrics_max_age=settings.metrics_max_age,
                                    clock=clock)
-        self._lock = threading.Lock()
-        self._first_seen: dict[str, float] = {}
         self._gang_since: dict[GangKey, float] = {}
         self._waiting_gangs: set[GangKey] = set()
         self.decide = DecisionLog()
         self.outcomes = SchedulerOutcomes(settings.scheduler_name, self.metrics.registry, self.decide, clock)
+        self.intake = Intake(self.queue, store, settings.scheduler_name, settings.namespaces, self.snapshots.assumed,
+                             self.decide, self.outcomes, clock)
         self._binders = ThreadPoolExecutor(max(1, settings.bind_workers), thread_name_prefix="bind")
         self._finisher = ThreadPoolExecutor(1, thread_name_prefix="finish")
         self._pipelined = False
@@ -247,72 +238,11 @@ class Scheduler:
     # ------------------------------------------------------------------ informer events
 
     def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None:
-        if resource == "pods":
-            raw = new if new is not None else old
-            if raw is not None:
-                self.outcomes.seen(object_key(raw), event, raw)
-            self._pod_changed(event, old, new)
-        elif resource == "nodes":
-            if event == ADDED or (event == MODIFIED and _node_view(old) != _node_view(new)):
-                self.queue.cluster_changed()
-        elif resource == "namespaces":
-            if event == MODIFIED and _labels(old) != _labels(new):
-                self.queue.cluster_changed()
-        elif resource in STORAGE_RESOURCES:
-            self.queue.cluster_changed()  # a claim bound, a volume or class added: pods waiting may go
-        elif resource.endswith("/podgroups") and new is not None and event in (ADDED, MODIFIED):
-            meta = new.get("metadata") or {}
-            self.queue.activate(GangKey(str(meta.get("namespace") or "default"), str(meta.get("name", ""))))
-
-    def _pod_changed(self, event: str, old: RawObject | None, new: RawObject | None) -> None:
-        raw = new if new is not None else old
-        if raw is None:
-            return
-        key = object_key(raw)
-        if event == DELETED or (raw.get("spec") or {}).get("nodeName"):
-            self.snapshots.assumed.forget(key)
-            with self._lock:
-                self._first_seen.pop(key, None)
-            self.decide.forget(key)
-            if event == DELETED:
-                if (raw.get("spec") or {}).get("nodeName"):
-                    self.queue.cluster_changed()  # capacity freed
-                elif self._is_ours(raw):
-                    unit = self._raw_unit(raw)
-                    (self.queue.activate if isinstance(unit, GangKey) else self.queue.forget)(unit)
-            return
-        if not self._is_ours(raw):
-            return
-        with self._lock:
-            self._first_seen.setdefault(key, self.clock())
-        unit = self._raw_unit(raw)
-        if event == ADDED and isinstance(unit, GangKey):
-            self.queue.activate(unit)  # a new member: its gang may be complete now
-        else:
-            self.queue.add(unit)
-
-    def _is_ours(self, raw: RawObject) -> bool:
-        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-        namespaces = self.settings.namespaces
-        return (spec.get("schedulerName") == self.settings.scheduler_name and not spec.get("nodeName")
-                and not meta.get("deletionTimestamp") and not spec.get("schedulingGates")
-                and (raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                and (namespaces is None or meta.get("namespace", "default") in namespaces))
-
-    def _raw_unit(self, raw: RawObject) -> Unit:
-        key = object_key(raw)
-        typed = self.store.typed("pods", key) if self.store.get("pods", key) is raw else None
-        if isinstance(typed, Pod):
-            return unit_of(typed)  # parsed once by the store
-        try:
-            return unit_of(parse_pod(raw))
-        except InputError:
-            return key
+        self.intake.on_change(resource, event, old, new)
 
     def resync_queue(self) -> None:
         """Queues every pending pod of the store (at start and on becoming the leader)."""
-        for raw in self.store.items("pods"):
-            self._pod_changed(MODIFIED, None, raw)
+        self.intake.resync()
 
     # ------------------------------------------------------------------ the loop
 
@@ -374,8 +304,8 @@ class Scheduler:
         snapshot, broken = self._snapshot(wanted)
         report.seconds_snapshot = self.clock() - started
         for raw, why in broken:
-            unit = self._raw_unit(raw)
-            if raw.get("kind") != "Pod" or not self._is_ours(raw) or unit not in wanted:
+            unit = self.intake.unit_of_raw(raw)
+            if raw.get("kind") != "Pod" or not self.intake.is_ours(raw) or unit not in wanted:
                 log.warning("object left out of the snapshot", extra={"fields": {"object": object_label(raw),
                                                                                   "why": why}})
                 continue
@@ -513,10 +443,9 @@ class Scheduler:
         now = self.clock()
         starts: dict[Unit, float] = {}
         jobs: list[tuple[Unit, Pod, Binding]] = []
-        with self._lock:
-            for unit in units:
-                starts[unit] = min((self._first_seen.get(f"{p.namespace}/{p.name}", now) for p in by_unit[unit]),
-                                   default=now)
+        for unit in units:
+            starts[unit] = min(self.intake.first_seen([f"{p.namespace}/{p.name}" for p in by_unit[unit]], now),
+                               default=now)
 
         def halt() -> str:
             if stop.is_set():
@@ -570,8 +499,7 @@ class Scheduler:
         if result.outcome == Outcome.BOUND:
             report.bound.append(pod.key)
             self.metrics.pods_bound.inc()
-            with self._lock:
-                seen = self._first_seen.pop(pod.key, None)
+            seen = self.intake.forget(pod.key)
             if seen is not None:
                 self.metrics.pod_latency.observe(self.clock() - seen)
             self.recorder.pod_event(pod, ev.SCHEDULED, f"Successfully assigned {pod.key} to {node}")
@@ -651,8 +579,7 @@ class Scheduler:
         timed_out = ""
         if gang is not None and not gang.placed:
             now = self.clock()
-            with self._lock:
-                seen = [self._first_seen.get(p.key, now) for p in members]
+            seen = self.intake.first_seen([p.key for p in members], now)
             since = self._gang_since.setdefault(gang.key, min(seen, default=now))
             if len(self._gang_since) > GANGS_KEPT:
                 for old in list(self._gang_since)[: GANGS_KEPT // 2]:
@@ -694,15 +621,4 @@ def _gang_timeout(group: PodGroup | None, members: Sequence[Pod]) -> int:
         if text.isdigit():
             return int(text)
     return DEFAULT_GANG_TIMEOUT_SECONDS
-
-
-def _node_view(node: RawObject | None) -> tuple[Any, ...]:
-    """The part of a Node placement reads (not its heartbeats)."""
-    node = node or {}
-    spec, status = node.get("spec") or {}, node.get("status") or {}
-    return (_labels(node), str(spec.get("taints")), bool(spec.get("unschedulable")), str(status.get("allocatable")))
-
-
-def _labels(obj: RawObject | None) -> Mapping[str, str]:
-    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
 

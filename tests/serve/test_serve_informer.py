@@ -109,7 +109,7 @@ def test_the_store_parses_each_object_once_per_change() -> None:
 
 def test_scheduling_cycles_parse_no_pod_again(monkeypatch: pytest.MonkeyPatch) -> None:
     from kubeplace.kube import parse
-    from kubeplace.serve import loop
+    from kubeplace.serve import intake, snapshots
     from tests.serve.test_serve_loop import next_cycle, scheduler
 
     s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), pod("p").cpu("1"), pod("q").cpu("20"))
@@ -120,7 +120,7 @@ def test_scheduling_cycles_parse_no_pod_again(monkeypatch: pytest.MonkeyPatch) -
         calls.append(obj["metadata"]["name"])
         return real(obj, *args, **kwargs)
 
-    for module in (parse, loop):
+    for module in (parse, intake, snapshots):
         monkeypatch.setattr(module, "parse_pod", counted)
     next_cycle(s)
     s.queue.cluster_changed()
