@@ -113,13 +113,14 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Solve
     best, name = _best_greedy(problem, terms, settings, seeds)
     run = Run(problem, terms, settings, on_event, started, best, steps=[name])
     backend = get_backend(settings.backend)
-    everything = int((problem.weight * problem.count).sum())
+    everything = placeable_weight(problem)
     if settings.stop_when_placed and evaluate.placed_weight(problem, best) >= everything:
-        run.bound = everything  # every pod placed: the bound needs no LP
+        run.bound = everything  # every pod that can be placed is: the bound needs no LP
         run.steps.append("stopped: every pod placed")
         run.emit("greedy")
         return _report(run, backend.name, started)
-    run.bound = placed_weight_bound(problem, time_limit=max(1.0, settings.time_limit / 10))
+    lp = placed_weight_bound(problem, time_limit=max(1.0, settings.time_limit / 10))
+    run.bound = None if lp is None else min(lp, everything)
     run.emit("greedy")
     if settings.stop_when_placed and run.placed_all():
         run.steps.append("stopped: the placement is at its bound")
@@ -130,6 +131,19 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Solve
         _patterns(run)
         improve(run, backend)
     return _report(run, backend.name, started)
+
+
+def placeable_weight(problem: Problem) -> int:
+    """The placed weight no placement can exceed for want of pods: every pod's, but those of a
+    gang with fewer members (pending and running) than its minMember, which waits for the rest.
+    (The LP bound knows only capacity.)"""
+    weight = problem.weight * problem.count
+    total = int(weight.sum())
+    for gang in problem.gangs:
+        classes = list(gang.classes)
+        if int(problem.count[classes].sum()) + gang.running < gang.min_member:
+            total -= int(weight[classes].sum())
+    return total
 
 
 def _report(run: Run, backend: str, started: float) -> SolveReport:

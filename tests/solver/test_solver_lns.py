@@ -48,3 +48,21 @@ def test_stop_when_placed_ends_at_the_placement_instead_of_the_budget() -> None:
     assert quick.steps[-1].startswith("stopped:")
     assert not any(step.startswith("lns rounds") for step in quick.steps)
     assert quick.seconds < 1.0 and quick.bound == quick.placed_weight
+
+
+def test_a_gang_still_waiting_for_members_is_not_worth_the_budget() -> None:
+    """Two of a gang's three members exist: no placement can place them, whatever the LP bound
+    (capacity only) says; the solve stops once the rest is placed."""
+    from kubeplace.solver.solve import placeable_weight
+    from tests.builders import node, pod, snapshot_of
+
+    member = [pod(f"w{i}").cpu("1").label("kubeplace.io/gang", "g").annotation("kubeplace.io/gang-min-member", "3")
+              for i in range(2)]
+    snap = snapshot_of(node("a").cpu("8").memory("8Gi"), *member, pod("solo").cpu("1"))
+    plugins = instantiate(Configuration(), Profile(), snap)
+    problem = aggregate(snap, plugins).problem
+    assert placeable_weight(problem) == 1 and int((problem.weight * problem.count).sum()) == 3
+    quick = solve(problem, plugins.terms(problem), SolverSettings(time_limit=5, workers=1, stop_when_placed=True))
+    assert quick.pods_placed == 1 and quick.steps[-1] == "stopped: every pod placed" and quick.seconds < 1
+    full = solve(problem, plugins.terms(problem), SolverSettings(time_limit=1, workers=1))
+    assert full.bound == 1 and full.gap == 0.0  # the bound knows the gang waits
