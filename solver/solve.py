@@ -157,11 +157,18 @@ def _report(run: Run, backend: str, started: float) -> SolveReport:
 def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
                  seeds: Sequence[tuple[Assignment, str]] = (), with_guided: bool = True) -> tuple[Assignment, str]:
     """The best of the greedy placements and ``seeds`` (lexicographic, exact evaluation) that
-    keep the inter-pod rules as the model states them, and its name."""
+    keep the inter-pod rules as the model states them, and its name. The guided one (an LP
+    first) is left out when ``stop_when_placed`` and a plain one already places every pod that
+    can be placed."""
     in_queue = int(problem.count.sum()) <= QUEUE_ORDER_PODS
     candidates = [(greedy_in_queue(problem, FGD), "fgd, queue order") if policy == FGD and in_queue
                   else (greedy(problem, policy), policy)
                   for policy in POLICIES if policy != FGD or problem.has_devices]
+    if settings.stop_when_placed and with_guided:
+        everything = placeable_weight(problem)
+        with_guided = not any(evaluate.placed_weight(problem, c) >= everything
+                              and not (problem.has_domain_rules and evaluate.rule_violations(problem, c))
+                              for c, _ in candidates)
     quotas = kind_quotas(problem, min(GUIDED_SECONDS, settings.time_limit / 5),
                          deterministic=settings.workers <= 1) if with_guided else None
     if quotas is not None:

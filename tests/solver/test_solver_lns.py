@@ -3,7 +3,10 @@ one worker and a seed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
@@ -66,3 +69,21 @@ def test_a_gang_still_waiting_for_members_is_not_worth_the_budget() -> None:
     assert quick.pods_placed == 1 and quick.steps[-1] == "stopped: every pod placed" and quick.seconds < 1
     full = solve(problem, plugins.terms(problem), SolverSettings(time_limit=1, workers=1))
     assert full.bound == 1 and full.gap == 0.0  # the bound knows the gang waits
+
+
+def test_when_a_plain_greedy_places_everything_serve_skips_the_guided_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.solver import solve as solve_module
+
+    problem, terms = large_problem()
+    asked: list[int] = []
+    real = solve_module.kind_quotas
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        asked.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "kind_quotas", counted)
+    quick = solve(problem, terms, SolverSettings(time_limit=2, workers=1, seed=1, stop_when_placed=True))
+    assert quick.pods_placed == int(problem.count.sum()) and asked == []
+    solve(problem, terms, SolverSettings(time_limit=2, workers=1, seed=1))
+    assert asked == [1]  # plan and bind still compare it
