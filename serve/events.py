@@ -14,13 +14,16 @@ Nothing here raises: a failed write is logged and counted, never a reason to sto
 
 With ``asynchronous=True`` (what ``serve`` runs) Events are written by a thread of their own, so
 a binding never waits for one: at most ``qps`` a second (bursts of ``burst``), as client-go's
-event broadcaster limits its writes, from a queue of at most ``queue_size``; an Event that finds
-the queue full is dropped and counted (one warning a minute says how many).
+event broadcaster limits its writes, from a queue of at most ``queue_size`` in which Warnings
+(FailedScheduling...) go before Normal ones (Scheduled), so a burst of bindings does not hold
+back why pods wait; an Event that finds the queue full is dropped and counted (one warning a
+minute says how many).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import queue
 import threading
@@ -39,6 +42,8 @@ NORMAL, WARNING = "Normal", "Warning"
 SCHEDULED, FAILED_SCHEDULING = "Scheduled", "FailedScheduling"
 GANG_TIMED_OUT, GANG_BELOW_MIN = "GangTimedOut", "GangBelowMinMember"
 MAX_MESSAGE = 1024
+WARNINGS_FIRST, NORMAL_NEXT, LAST = 0, 1, 2
+"""Order of the queued Events: Warnings, then Normal ones, then the sender's stop."""
 
 PHASE_SCHEDULED, PHASE_SCHEDULING, PHASE_PENDING = "Scheduled", "Scheduling", "Pending"
 _VERSIONS = {group: version for group, version, _ in CRDS}
@@ -68,12 +73,13 @@ class EventRecorder:
         self.dropped = 0
         self._lock = threading.Lock()
         self._last: dict[tuple[str, str, str], float] = {}
-        self._outbox: queue.Queue[tuple[str, dict[str, Any], str] | None] | None = None
+        self._outbox: queue.PriorityQueue[tuple[int, int, tuple[str, dict[str, Any], str] | None]] | None = None
+        self._serial = itertools.count()
         self._sender: threading.Thread | None = None
         self._bucket = TokenBucket(qps, burst)
         self._dropped_told = (time.monotonic(), 0)
         if asynchronous:
-            self._outbox = queue.Queue(queue_size)
+            self._outbox = queue.PriorityQueue(queue_size)
             self._sender = threading.Thread(target=self._send_all, daemon=True, name="events")
             self._sender.start()
 
@@ -82,7 +88,7 @@ class EventRecorder:
         if self._outbox is None or self._sender is None:
             return
         with contextlib.suppress(queue.Full):
-            self._outbox.put(None, timeout=timeout)
+            self._outbox.put((LAST, next(self._serial), None), timeout=timeout)
         self._sender.join(timeout)
 
     def pod_event(self, pod: Pod, reason: str, message: str, kind: str = NORMAL) -> bool:
@@ -113,7 +119,8 @@ class EventRecorder:
         if self._outbox is None:
             return self._create(pod.namespace, event, pod.key)
         try:
-            self._outbox.put_nowait((pod.namespace, event, pod.key))
+            urgency = WARNINGS_FIRST if kind == WARNING else NORMAL_NEXT
+            self._outbox.put_nowait((urgency, next(self._serial), (pod.namespace, event, pod.key)))
         except queue.Full:
             self._drop()
             return False
@@ -130,7 +137,7 @@ class EventRecorder:
 
     def _send_all(self) -> None:
         assert self._outbox is not None
-        while (item := self._outbox.get()) is not None:
+        while (item := self._outbox.get()[2]) is not None:
             self._bucket.take()
             self._create(*item)
 

@@ -177,3 +177,17 @@ def test_the_warm_up_plans_nothing_real_and_never_fails(monkeypatch: pytest.Monk
 
     monkeypatch.setattr("kubeplace.serve.loop.make_plan", broken)
     s.warm_up()  # logged, not raised
+
+
+def test_queued_warnings_are_sent_before_queued_scheduled_events() -> None:
+    cluster = Blocking()
+    recorder = EventRecorder(cluster, asynchronous=True)
+    first = Pod(name="first", namespace="default", uid="u0")
+    recorder.pod_event(first, "Scheduled", "assigned")  # taken by the sender, which then waits on the gate
+    time.sleep(0.1)
+    for i in range(3):
+        recorder.pod_event(Pod(name=f"bound{i}", namespace="default", uid=f"b{i}"), "Scheduled", "assigned")
+    recorder.pod_event(Pod(name="waits", namespace="default", uid="w"), "FailedScheduling", "0/1 nodes", "Warning")
+    cluster.gate.set()
+    recorder.close()
+    assert [e["involvedObject"]["name"] for e in cluster.events] == ["first", "waits", "bound0", "bound1", "bound2"]
