@@ -136,8 +136,9 @@ def table(doc: dict[str, Any], legend: list[str]) -> str:
                              f"gang p99 {f['gang_latency_seconds']['p99']}s, "
                              f"bind spread p99 {f['gang_bind_spread_seconds']['p99']}s")
             if "gpus_bound" in f:
-                parts.append(f"GPUs bound {f['gpus_bound']} ({f['gpu_pods_bound']} GPU pods, "
-                             f"{f['gpu_pods_device_conflicts']} that no device holds)")
+                parts.append(f"GPUs bound {f['gpus_bound']} ({f['gpu_pods_bound']} GPU pods), "
+                             f"{f['gpus_bound_on_devices']} of them on devices "
+                             f"({f['gpu_pods_device_conflicts']} GPU pods that no device holds)")
             if "rss_growth_mib" in f:
                 parts.append(f"RSS after 1 min {f['rss_mib_after_warmup']} MiB, at end {f['rss_mib_end']} MiB; "
                              f"{f['pods_created']} created, {f['pods_deleted']} deleted")

@@ -402,7 +402,9 @@ class Harness:
         milli = {p["metadata"]["name"]: gpu_milli(p) for p in pods}
         if any(milli.values()):
             out |= gpu_figures(tracks, milli)
-            out["gpu_pods_device_conflicts"] = self._device_conflicts(workload, pods, tracks)
+            conflicts, milli_out = self._device_conflicts(workload, pods, tracks)
+            out["gpu_pods_device_conflicts"] = conflicts
+            out["gpus_bound_on_devices"] = round(out["gpus_bound"] - milli_out / 1000, 2)
         if workload.churn_seconds:
             out |= memory_growth(sampler.samples, 60.0)
             out["pods_created"] = len(tracks)
@@ -414,7 +416,8 @@ class Harness:
         return out
 
     @staticmethod
-    def _device_conflicts(workload: Workload, pods: Sequence[dict[str, Any]], tracks: Mapping[str, Any]) -> int:
+    def _device_conflicts(workload: Workload, pods: Sequence[dict[str, Any]],
+                          tracks: Mapping[str, Any]) -> tuple[int, int]:
         placed: dict[str, list[tuple[int, int]]] = {}
         for pod in pods:
             track = tracks.get(pod["metadata"]["name"])

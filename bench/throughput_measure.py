@@ -141,31 +141,31 @@ def gpu_figures(tracks: Mapping[str, PodTrack], milli: Mapping[str, int]) -> dic
     return {"gpus_bound": round(sum(milli[n] for n in bound) / 1000, 2), "gpu_pods_bound": len(bound)}
 
 
-def device_conflicts(placed: Mapping[str, Sequence[tuple[int, int]]], devices: Mapping[str, int]) -> int:
-    """GPU pods that do not fit on their node's devices: per node, whole-GPU pods take free
-    devices and shares (count 1, milli < 1000) the fullest device with room, largest first
-    (first-fit decreasing). ``placed``: node -> (devices, milli each) of the GPU pods bound there;
-    ``devices``: node -> its GPUs. A scheduler that counts only the node's totals (the
-    kube-scheduler's extended resources) can bind shares that no device holds."""
-    conflicts = 0
+def device_conflicts(placed: Mapping[str, Sequence[tuple[int, int]]],
+                     devices: Mapping[str, int]) -> tuple[int, int]:
+    """GPU pods that do not fit on their node's devices, and the GPU milli they ask: per node,
+    whole-GPU pods take free devices and shares (count 1, milli < 1000) the fullest device with
+    room, largest first (first-fit decreasing). ``placed``: node -> (devices, milli each) of the
+    GPU pods bound there; ``devices``: node -> its GPUs. A scheduler that counts only the node's
+    totals (the kube-scheduler's extended resources) can bind shares that no device holds."""
+    conflicts = milli_out = 0
     for node, needs in placed.items():
         free = [1000] * devices.get(node, 0)
         for count, milli in sorted(needs, key=lambda n: (-n[0] * n[1], -n[1])):
             if milli >= 1000:
                 empty = [d for d, f in enumerate(free) if f == 1000][:count]
-                if len(empty) < count:
-                    conflicts += 1
+                if len(empty) == count:
+                    for d in empty:
+                        free[d] = 0
                     continue
-                for d in empty:
-                    free[d] = 0
             else:
                 room = [d for d, f in enumerate(free) if f >= milli]
-                if not room:
-                    conflicts += 1
+                if room:
+                    free[min(room, key=lambda d: free[d])] -= milli
                     continue
-                best = min(room, key=lambda d: free[d])
-                free[best] -= milli
-    return conflicts
+            conflicts += 1
+            milli_out += count * milli
+    return conflicts, milli_out
 
 
 def memory_growth(samples: Sequence[tuple[float, float]], after: float) -> dict[str, float]:

@@ -121,6 +121,6 @@ def test_device_conflicts_count_gpu_pods_no_device_holds() -> None:
     # the other, two shares fit nowhere (the node's totals, 2000 milli asked of 2000, looked fine)
     # n2: 1 device; two 50% shares fit on it
     placed = {"n1": [(1, 600), (1, 1000), (1, 600), (1, 600)], "n2": [(1, 500), (1, 500)]}
-    assert device_conflicts(placed, {"n1": 2, "n2": 1}) == 2
-    assert device_conflicts({"n3": [(2, 1000)]}, {"n3": 1}) == 1
-    assert device_conflicts({}, {}) == 0
+    assert device_conflicts(placed, {"n1": 2, "n2": 1}) == (2, 1200)
+    assert device_conflicts({"n3": [(2, 1000)]}, {"n3": 1}) == (1, 2000)
+    assert device_conflicts({}, {}) == (0, 0)
