@@ -123,6 +123,10 @@ def parse_volume(obj: Mapping[str, Any], source: str = "") -> PersistentVolume:
     affinity = expect_mapping(spec.get("nodeAffinity"), "spec.nodeAffinity")
     required = affinity.get("required")
     csi = expect_mapping(spec.get("csi"), "spec.csi")
+    if spec.get("local") is not None and required is None:
+        raise InputError("a local volume has no node affinity", field="spec.nodeAffinity.required",
+                         expected="the node selector terms of the node that holds the volume "
+                                  "(the API server requires them for spec.local)")
     return PersistentVolume(
         name=expect_name(metadata),
         uid=expect_str(metadata.get("uid"), "metadata.uid"),

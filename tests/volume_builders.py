@@ -72,8 +72,10 @@ def volume(name: str, *, size: str = "1Gi", storage_class: str = "local", modes:
                             "uid": f"uid-pvc-{ns}-{claim_name}"}
     if csi is not None:
         spec["csi"] = {"driver": csi[0], "volumeHandle": csi[1]}
-    else:
+    elif "nodeAffinity" in spec:
         spec["local"] = {"path": f"/mnt/{name}"}
+    else:  # a volume any node can mount: a local one must name its node
+        spec["nfs"] = {"server": "nfs.example", "path": f"/{name}"}
     return {"apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": name, "uid": f"uid-pv-{name}", "resourceVersion": "1", "labels": labels or {}},
             "spec": spec, "status": {"phase": phase or ("Bound" if claim_ref else "Available")}}

@@ -111,6 +111,8 @@ def test_live_snapshot_reads_storage_as_files_do(tmp_path: Path) -> None:
     ({**storage_class("s"), "provisioner": ""}, "StorageClass s: provisioner: missing provisioner"),
     (volume("v", terms=[{"matchExpressions": [{"key": "zone", "operator": "Near"}]}]),
      "PersistentVolume v: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].operator: unknown"),
+    ({**volume("v"), "spec": {**volume("v")["spec"], "local": {"path": "/mnt/v"}}},
+     "PersistentVolume v: spec.nodeAffinity.required: a local volume has no node affinity"),
     (csi_node("n1", ("d", -1)), "CSINode n1: spec.drivers[0].allocatable.count: -1 is not a count"),
     (mounting(pod("p"), "").manifest(), "Pod default/p: spec.volumes[0].persistentVolumeClaim.claimName: missing"),
 ])  # fmt: skip
