@@ -40,8 +40,9 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     (default profile) place one copy of the pods and kubeplace another on the emptied cluster, and
     reports for both: pods placed and pending, GPUs placed, balance, GPU fragmentation, wall time.
     The scenarios ha-web, jobset-racks, lws-racks and mixed-rules carry topology spread and
-    (exclusive) pod affinity; until kubeplace models them it leaves those pods (column "left"), and
-    each scenario states what both schedulers are expected to place.
+    (exclusive) pod affinity, which kubeplace models; column "left" counts the pods it leaves to the
+    default scheduler (rules it does not model), and each scenario states what both schedulers are
+    expected to place.
     Preemption scenarios start from running pods of lower priority and run `kubeplace serve`
     (preemption on) against the kube-scheduler's DefaultPreemption: victims and their priorities,
     preemptors bound, wasted evictions.
