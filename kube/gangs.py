@@ -7,8 +7,18 @@ Accepted, all at once:
   ``pod-group.scheduling.sigs.k8s.io``);
 - Volcano ``scheduling.volcano.sh/v1beta1`` PodGroup (pods join with the annotation
   ``scheduling.k8s.io/group-name``);
+- the upstream Workload API's ``scheduling.k8s.io`` PodGroup, v1alpha2 (Kubernetes 1.36) and
+  v1beta1 (1.37), of the same shape (pods join with ``spec.schedulingGroup.podGroupName``):
+  ``spec.schedulingPolicy.gang.minCount`` is its min-member (``basic``: 1, no all-or-nothing)
+  and ``spec.schedulingConstraints.topology[0].key`` its topology key;
+- KAI-Scheduler's ``scheduling.run.ai/v2alpha2`` PodGroup (pods join with the annotation
+  ``pod-group-name``): ``spec.minMember``, and ``spec.topologyConstraint``'s
+  ``requiredTopologyLevel`` / ``preferredTopologyLevel`` as the (preferred) topology key;
 - no CRD at all: the pod label ``kubeplace.io/gang`` names the group and the pod
   annotation ``kubeplace.io/gang-min-member`` gives its min-member.
+
+A pod that names a PodGroup the snapshot lacks, or one of an API version kubeplace does not
+read, is never placed (:func:`blocked_reason`): placed alone, it would break its gang's rule.
 
 The annotation ``kubeplace.io/gang-topology-key`` (on the PodGroup object, or on the
 member pods of a CRD-free gang) names a node label: all the gang's pods must then run on
@@ -23,45 +33,109 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_mapping, expect_str
+from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_list, expect_mapping, expect_str
 from kubeplace.kube.objects import CPU, DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup
 from kubeplace.kube.quantity import QuantityError, milli_value, parse_decimal, whole_value
 
 SCHEDULER_PLUGINS_GROUPS = ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io")
 VOLCANO_GROUP = "scheduling.volcano.sh"
+WORKLOAD_API_GROUP = "scheduling.k8s.io"
+KAI_GROUP = "scheduling.run.ai"
 MEMBER_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+KAI_ANNOTATION = "pod-group-name"
 PLAIN_LABEL = "kubeplace.io/gang"
 PLAIN_MIN_MEMBER = "kubeplace.io/gang-min-member"
 TOPOLOGY_KEY = "kubeplace.io/gang-topology-key"
 PREFERRED_TOPOLOGY_KEY = "kubeplace.io/gang-topology-preferred-key"
-POD_GROUP_API_GROUPS = (*SCHEDULER_PLUGINS_GROUPS, VOLCANO_GROUP)
+READ_VERSIONS = {**{group: ("v1alpha1",) for group in SCHEDULER_PLUGINS_GROUPS}, VOLCANO_GROUP: ("v1beta1",),
+                 WORKLOAD_API_GROUP: ("v1alpha2", "v1beta1"), KAI_GROUP: ("v2alpha2",)}
+"""The PodGroup API versions kubeplace reads, per API group; a PodGroup of another version of
+these groups is unreadable (its pods are never placed)."""
+POD_GROUP_API_GROUPS = tuple(READ_VERSIONS)
 REQUESTS_PREFIX = "requests."
 IGNORED_MIN_RESOURCE_PREFIXES = ("limits.", "count/")
 """Quota names in ``minResources`` that are not requests for placement to meet."""
 CRDS = (("scheduling.x-k8s.io", "v1alpha1", "podgroups"), ("scheduling.sigs.k8s.io", "v1alpha1", "podgroups"),
         ("scheduling.volcano.sh", "v1beta1", "podgroups"))
+"""The PodGroup resources whose ``status`` (phase, scheduled count) kubeplace writes."""
+GANG_APIS = (*CRDS, (WORKLOAD_API_GROUP, "v1beta1", "podgroups"), (WORKLOAD_API_GROUP, "v1alpha2", "podgroups"),
+             (KAI_GROUP, "v2alpha2", "podgroups"))
+"""Every gang resource read from a cluster (one not served lists as empty). A server serving
+the Workload API in both versions lists each PodGroup twice; the snapshot keeps one."""
 
 
 def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
+    """Any PodGroup flavour (by its API group); one of a version kubeplace does not read is
+    kept as unreadable, so that its pods wait rather than run alone."""
+    group, _, version = str(obj["apiVersion"]).rpartition("/")
+    parse = {WORKLOAD_API_GROUP: _workload_api_group, KAI_GROUP: _kai_group}.get(group, _pod_group)
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     where = f"PodGroup {meta.get('namespace') or 'default'}/{meta.get('name', '?')}"
     try:
-        spec = expect_mapping(obj.get("spec"), "spec")
         if not isinstance(meta.get("name"), str) or not meta["name"]:
             raise InputError("missing name", field="metadata.name")
         namespace = expect_str(meta.get("namespace"), "metadata.namespace") or "default"
-        min_member = expect_int(spec.get("minMember", 1), "spec.minMember", 1, INT32_MAX)
-        timeout = expect_int(spec.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS),
-                             "spec.scheduleTimeoutSeconds", 0, INT32_MAX)
-        resources = min_resources(expect_mapping(spec.get("minResources"), "spec.minResources"))
-        annotations = expect_mapping(meta.get("annotations"), "metadata.annotations")
-        return PodGroup(namespace, meta["name"], min_member, resources, timeout,
-                        str(meta.get("creationTimestamp", "")), str(obj["apiVersion"]).split("/")[0],
-                        _topology_key(annotations), _topology_key(annotations, preferred=True))
+        if version not in READ_VERSIONS.get(group, ()):
+            known = ", ".join(f"{group}/{v}" for v in READ_VERSIONS.get(group, ()))
+            why = f"PodGroup {namespace}/{meta['name']} is {obj['apiVersion']}"
+            return PodGroup(namespace, meta["name"], 1, origin=group,
+                            unreadable=f"{why}, a version kubeplace does not read ({known})")
+        return parse(namespace, meta, expect_mapping(obj.get("spec"), "spec"), group)
     except InputError as error:
         raise error.located(file=source, obj=where) from None
+
+
+def _pod_group(namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any], group: str) -> PodGroup:
+    """A scheduler-plugins or Volcano PodGroup."""
+    min_member = expect_int(spec.get("minMember", 1), "spec.minMember", 1, INT32_MAX)
+    timeout = expect_int(spec.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS),
+                         "spec.scheduleTimeoutSeconds", 0, INT32_MAX)
+    resources = min_resources(expect_mapping(spec.get("minResources"), "spec.minResources"))
+    annotations = expect_mapping(meta.get("annotations"), "metadata.annotations")
+    return PodGroup(namespace, meta["name"], min_member, resources, timeout, str(meta.get("creationTimestamp", "")),
+                    group, _topology_key(annotations), _topology_key(annotations, preferred=True))
+
+
+def _workload_api_group(namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any], group: str) -> PodGroup:
+    """A Workload API PodGroup (k8s.io/api scheduling v1alpha2 and v1beta1 ``PodGroupSpec``): exactly one
+    of ``schedulingPolicy.basic`` (no all-or-nothing) and ``schedulingPolicy.gang``; at most one
+    topology constraint (``maxItems=1``), whose key keeps the whole group in one domain."""
+    policy = expect_mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+    gang, basic = policy.get("gang"), policy.get("basic")
+    if (gang is None) == (basic is None):
+        raise InputError("exactly one of basic and gang must be set", field="spec.schedulingPolicy",
+                         expected="basic: {} or gang: {minCount: N}")
+    min_member = 1
+    if gang is not None:
+        field = "spec.schedulingPolicy.gang.minCount"
+        min_member = expect_int(expect_mapping(gang, "spec.schedulingPolicy.gang").get("minCount"), field, 1, INT32_MAX)
+    constraints = expect_mapping(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
+    topology = expect_list(constraints.get("topology"), "spec.schedulingConstraints.topology")
+    if len(topology) > 1:
+        raise InputError(f"{len(topology)} topology constraints", field="spec.schedulingConstraints.topology",
+                         expected="at most one")
+    key = ""
+    if topology:
+        field = "spec.schedulingConstraints.topology[0].key"
+        key = expect_str(expect_mapping(topology[0], "spec.schedulingConstraints.topology[0]").get("key"), field)
+        if not key.strip():
+            raise InputError("empty key", field=field, expected="a node label key")
+    return PodGroup(namespace, meta["name"], min_member, created=str(meta.get("creationTimestamp", "")),
+                    origin=group, topology_key=key.strip())
+
+
+def _kai_group(namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any], group: str) -> PodGroup:
+    """A KAI-Scheduler PodGroup (``scheduling.run.ai/v2alpha2``): ``minMember`` (1 when left out), and
+    the required and preferred topology levels (node label keys) of ``topologyConstraint``.
+    ``subGroups`` are not read."""
+    min_member = expect_int(spec.get("minMember") or 1, "spec.minMember", 1, INT32_MAX)
+    topology = expect_mapping(spec.get("topologyConstraint"), "spec.topologyConstraint")
+    keys = [expect_str(topology.get(name), f"spec.topologyConstraint.{name}").strip()
+            for name in ("requiredTopologyLevel", "preferredTopologyLevel")]
+    return PodGroup(namespace, meta["name"], min_member, created=str(meta.get("creationTimestamp", "")),
+                    origin=group, topology_key=keys[0], preferred_topology_key=keys[1])
 
 
 def min_resources(raw: Mapping[str, Any]) -> dict[str, int]:
@@ -108,20 +182,45 @@ def _topology_key(annotations: Mapping[str, Any], preferred: bool = False) -> st
     return value.strip()
 
 
+def _named_group(pod: Pod) -> tuple[str, str]:
+    """(API group, PodGroup name) the pod names; ("", "") when it names none."""
+    for label, group in zip(MEMBER_LABELS, SCHEDULER_PLUGINS_GROUPS, strict=True):
+        if pod.labels.get(label):
+            return group, pod.labels[label]
+    if pod.scheduling_group:
+        return WORKLOAD_API_GROUP, pod.scheduling_group
+    for annotation, group in ((VOLCANO_ANNOTATION, VOLCANO_GROUP), (KAI_ANNOTATION, KAI_GROUP)):
+        if pod.annotations.get(annotation):
+            return group, pod.annotations[annotation]
+    return "", ""
+
+
 def gang_of(pod: Pod) -> GangKey | None:
     """The pod's gang, or None when it belongs to none."""
-    for label in MEMBER_LABELS:
-        if pod.labels.get(label):
-            return GangKey(pod.namespace, pod.labels[label])
-    name = pod.annotations.get(VOLCANO_ANNOTATION) or pod.labels.get(PLAIN_LABEL, "")
+    name = _named_group(pod)[1] or pod.labels.get(PLAIN_LABEL, "")
     return GangKey(pod.namespace, name) if name else None
+
+
+def blocked_reason(pod: Pod, groups: Mapping[GangKey, PodGroup]) -> str:
+    """Why the pod's gang cannot be placed at all: the PodGroup it names is not in the snapshot,
+    or kubeplace cannot read it; "" when it can be planned. A missing Workload API PodGroup is
+    reported in the kube-scheduler's words (GangScheduling's PreEnqueue)."""
+    group, name = _named_group(pod)
+    if not group:
+        return ""
+    found = groups.get(GangKey(pod.namespace, name))
+    if found is not None:
+        return found.unreadable
+    if group == WORKLOAD_API_GROUP:
+        return f'waiting for pods\'s pod group "{name}" to appear in scheduling queue'
+    return f"waiting for its PodGroup {pod.namespace}/{name} ({group}), which is not in the snapshot"
 
 
 def without_gang(pod: Pod) -> Pod:
     """A copy of ``pod`` that belongs to no gang (the marks :func:`gang_of` reads removed)."""
     labels = {k: v for k, v in pod.labels.items() if k not in (*MEMBER_LABELS, PLAIN_LABEL)}
-    annotations = {k: v for k, v in pod.annotations.items() if k != VOLCANO_ANNOTATION}
-    return replace(pod, labels=labels, annotations=annotations)
+    annotations = {k: v for k, v in pod.annotations.items() if k not in (VOLCANO_ANNOTATION, KAI_ANNOTATION)}
+    return replace(pod, labels=labels, annotations=annotations, scheduling_group="")
 
 
 def plain_groups(pods: list[Pod], known: set[GangKey]) -> list[PodGroup]:

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from kubeplace.kube.errors import ApiFailure, Forbidden, NotFound
-from kubeplace.kube.gangs import CRDS
+from kubeplace.kube.gangs import GANG_APIS
 from kubeplace.kube.metrics import MetricsNote
 from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import Sourced, build_snapshot
@@ -64,7 +64,7 @@ def load_live_snapshot(
     objects += [(volume, source) for volume in cluster.list_persistent_volumes()]
     if disruption_budgets:
         objects += [(budget, source) for budget in cluster.list_pod_disruption_budgets()]
-    for group, version, plural in (*STORAGE_APIS, *CRDS):  # a CRD that is not installed lists as []
+    for group, version, plural in (*STORAGE_APIS, *GANG_APIS):  # a CRD that is not installed lists as []
         objects += [(obj, source) for obj in cluster.list_objects(group, version, plural)]
     metrics, unavailable = live_metrics(cluster)
     snapshot = build_snapshot(

@@ -210,6 +210,11 @@ class Pod:
     """``spec.preemptionPolicy``, else its PriorityClass's: ``Never`` pods never preempt."""
     nominated_node: str = ""
     """``status.nominatedNodeName``: the node a preemption made room on for it."""
+    scheduling_group: str = ""
+    """``spec.schedulingGroup.podGroupName``: the Workload API PodGroup it belongs to ("" = none)."""
+    reserved_for: str = ""
+    """Set only on a stand-in for a pod that does not exist yet (a follower created once its leader
+    is scheduled): the leader's ``namespace/name``. Stand-ins are planned, never bound."""
     source: str = field(default="", compare=False)
     """Where it was read from, for messages; not part of equality (files and API agree)."""
 
@@ -255,6 +260,9 @@ class PodGroup:
     """A node label key: all members on nodes with one value of it ("" = anywhere)."""
     preferred_topology_key: str = ""
     """A node label key: members on as few of its values as they can ("" = no preference)."""
+    unreadable: str = ""
+    """Why kubeplace cannot read this gang's rules (an API version it does not know): its pods
+    are never placed ("" = read)."""
 
     @property
     def key(self) -> GangKey:

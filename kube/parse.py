@@ -31,9 +31,11 @@ from kubeplace.kube.objects import (
     NO_EXECUTE,
     NO_SCHEDULE,
     PREFER_NO_SCHEDULE,
+    GangKey,
     HostPort,
     Node,
     Pod,
+    PodGroup,
     Snapshot,
     SpecRule,
     Taint,
@@ -149,6 +151,8 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
             owner_kind=expect_controller(metadata.get("ownerReferences"), "kind") or "",
             creation=_timestamp(metadata.get("creationTimestamp"), "metadata.creationTimestamp"),
             nominated_node=expect_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
+            scheduling_group=expect_str(expect_mapping(spec.get("schedulingGroup"), "spec.schedulingGroup")
+                                        .get("podGroupName"), "spec.schedulingGroup.podGroupName"),
             source=source,
         )
     except InputError as error:
@@ -259,7 +263,7 @@ def build_snapshot(
     ]
     bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
-    groups = [parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, [])]
+    groups = _one_per_group(parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, []))
     groups += plain_groups(pending, {g.key for g in groups})
     node_metrics, pod_metrics = metrics_objects(item for kind in METRICS_KINDS for item in kinds.get(kind, []))
     budgets = [_located(parse_disruption_budget, obj, where) for obj, where in kinds.get(DISRUPTION_BUDGET, [])]
@@ -276,6 +280,17 @@ def build_snapshot(
         node_metrics=node_metrics,
         pod_metrics=pod_metrics,
     )
+
+
+def _one_per_group(groups: Iterable[PodGroup]) -> list[PodGroup]:
+    """One PodGroup per API group and name: a server serving the Workload API in two versions lists
+    each object in both; the readable copy is kept."""
+    kept: dict[tuple[str, GangKey], PodGroup] = {}
+    for group in groups:
+        key = (group.origin, group.key)
+        if key not in kept or (kept[key].unreadable and not group.unreadable):
+            kept[key] = group
+    return list(kept.values())
 
 
 def _is_pending(pod: Pod, scheduler_name: str) -> bool:

@@ -210,6 +210,8 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     for rule in rules:
         if isinstance(rule, Gang) and rule.domain is not None:
             eligible[list(rule.classes)] &= rule.domain >= 0  # outside every domain of the gang
+        if isinstance(rule, Gang) and rule.blocked:
+            eligible[list(rule.classes)] = False  # never placed alone, nor with part of its gang
     problem = Problem(
         resources=resources,
         node_names=tuple(n.name for n in nodes),

@@ -217,6 +217,9 @@ class Gang:
     preferred: IntArray | None = None
     """(N,) with a preferred topology key: each node's domain for that key (nodes without
     the label form one domain of their own); members should use as few as they can."""
+    blocked: str = ""
+    """Why none of its pods may be placed (its PodGroup is missing or unreadable); the
+    aggregation makes them eligible nowhere. "" for a gang that can be planned."""
 
     @property
     def still_needed(self) -> int:

@@ -60,6 +60,8 @@ class After:
 def explain(agg: Aggregation, c: int, after: After) -> str:
     """The message for a pod of class ``c`` not placed by the plan that left ``after``."""
     n = agg.problem.n_nodes
+    if any(gang.blocked and c in gang.classes for gang in agg.problem.gangs):
+        return ""  # kept out of the queue (PreEnqueue) by its gang's reason alone: no node was tried
     if n == 0:
         return "0/0 nodes are available: no nodes in the snapshot."
     rejection = _rejection(agg, c)

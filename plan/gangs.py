@@ -31,6 +31,8 @@ def gang_statuses(snapshot: Snapshot, agg: Aggregation, placed_per_class: IntArr
 
 
 def _why(gang: Gang, pending: int, created: str, timeout: int, now: datetime | None) -> str:
+    if gang.blocked:
+        return gang.blocked
     running, min_member = gang.running, gang.min_member
     if pending + running < min_member:
         waited = _age(created, now)

@@ -103,6 +103,7 @@ def verify(
         violations.extend(_load(node, pods, loads.get(node_name), settings))
         violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
     violations.extend(_gang_topology(snapshot, placements))
+    violations.extend(_unreadable_gangs(snapshot, placements))
     violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
                                                                        settings.volume_rules))
     violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
@@ -195,15 +196,37 @@ def _headroom(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], load: Map
 
 
 _GANG_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io", "kubeplace.io/gang")
-_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
+_GANG_ANNOTATIONS = ("scheduling.k8s.io/group-name", "pod-group-name")  # Volcano's, KAI's
 
 
-def _gang_name(pod: Pod) -> str:
-    """The pod's gang as the schedulers define it: a member label, or Volcano's annotation."""
+def _object_gang(pod: Pod) -> str:
+    """The PodGroup object the pod names, as its scheduler reads it: a scheduler-plugins member
+    label, the Workload API's ``spec.schedulingGroup``, or Volcano's or KAI's annotation."""
     for label in _GANG_LABELS[:2]:
         if pod.labels.get(label):
             return pod.labels[label]
-    return pod.annotations.get(_GANG_ANNOTATION) or pod.labels.get(_GANG_LABELS[2], "")
+    return pod.scheduling_group or next((pod.annotations[a] for a in _GANG_ANNOTATIONS if pod.annotations.get(a)), "")
+
+
+def _gang_name(pod: Pod) -> str:
+    """The pod's gang: the PodGroup it names, else the CRD-free label's."""
+    return _object_gang(pod) or pod.labels.get(_GANG_LABELS[2], "")
+
+
+def _unreadable_gangs(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
+    """A pod naming a PodGroup that the snapshot lacks, or that kubeplace cannot read, runs with
+    no gang rule checked: it must not be placed."""
+    groups = {g.key: g for g in snapshot.pod_groups}
+    pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
+    for namespace, name, node_name in placements:
+        pod = pending.get((namespace, name))
+        named = _object_gang(pod) if pod is not None else ""
+        if not named:
+            continue
+        group = groups.get(GangKey(namespace, named))
+        if group is None or group.unreadable:
+            why = group.unreadable if group is not None else f"its PodGroup {namespace}/{named} is not in the snapshot"
+            yield Violation(namespace, name, node_name, "Coscheduling", why)
 
 
 def _gang_topology(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:

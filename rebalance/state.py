@@ -57,7 +57,7 @@ def load_file_state(paths: Sequence[Path], scheduler_name: str = "kubeplace") ->
 
 def load_live_state(cluster: Any, scheduler_name: str = "kubeplace") -> ClusterState:
     """``cluster`` is a :class:`kube.client.Cluster` (or a fake with the same methods)."""
-    from kubeplace.kube.gangs import CRDS
+    from kubeplace.kube.gangs import GANG_APIS
 
     source = cluster.description
     finished = "status.phase!=Succeeded,status.phase!=Failed"
@@ -65,7 +65,7 @@ def load_live_state(cluster: Any, scheduler_name: str = "kubeplace") -> ClusterS
     objects += [(p, source) for p in cluster.list_pods(None, None, finished)]
     objects += [(n, source) for n in cluster.list_namespaces()]
     objects += [(p, source) for p in cluster.list_pod_disruption_budgets()]
-    for group, version, plural in CRDS:
+    for group, version, plural in GANG_APIS:
         objects += [(o, source) for o in cluster.list_objects(group, version, plural)]
     metrics, unavailable = live_metrics(cluster)
     state = state_of(objects + metrics, scheduler_name, source)

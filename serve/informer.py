@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubeplace.kube.errors import ClusterError, Gone, InputError, NotFound
-from kubeplace.kube.gangs import CRDS
+from kubeplace.kube.gangs import GANG_APIS
 from kubeplace.kube.live import STORAGE_APIS
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.kube.parse import parse_node, parse_pod
@@ -50,7 +50,7 @@ RESOURCES = (
     Watched("namespaces"),
     Watched("persistentvolumeclaims"),
     Watched("persistentvolumes"),
-    *(Watched(f"{group}/{version}/{plural}", optional=True) for group, version, plural in (*STORAGE_APIS, *CRDS)),
+    *(Watched(f"{group}/{version}/{plural}", optional=True) for group, version, plural in (*STORAGE_APIS, *GANG_APIS)),
 )
 STORAGE_RESOURCES = frozenset({"persistentvolumeclaims", "persistentvolumes",
                                *(f"{group}/{version}/{plural}" for group, version, plural in STORAGE_APIS)})

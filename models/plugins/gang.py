@@ -3,7 +3,8 @@
 A gang (PodGroup, or pods labelled with a group name) is placed only if at least
 min-member of its pods are placed in the same plan (members already running count),
 and the placed members together request at least its minResources. A gang with fewer
-pods than min-member in existence waits: none of its pods is placed. A gang with a
+pods than min-member in existence waits: none of its pods is placed, nor are the pods of a
+gang whose PodGroup is missing or unreadable (``Gang.blocked``). A gang with a
 topology key runs within one domain (value of that node label); once members run, the
 domain they run in.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.gangs import blocked_reason, gang_of
 from kubeplace.kube.objects import GangKey, Node, Pod, PodGroup
 from kubeplace.models.domains import label_domains
 from kubeplace.models.framework import ClassView, GangDomainsTerm, ObjectiveTerm, RunContext
@@ -66,7 +67,8 @@ class Coscheduling:
             gangs.append(Gang(key, tuple(classes), min_member=group.min_member if group else 1,
                               running=running.count, min_resources=resources,
                               running_requests=tuple(sorted(running.requests.items())),
-                              topology_key=topology, domain=domain, preferred=preferred))
+                              topology_key=topology, domain=domain, preferred=preferred,
+                              blocked=blocked_reason(view.class_pods[classes[0]], self.groups)))
         return gangs
 
     def _domain(self, key: GangKey, topology: str, nodes: Sequence[Node]) -> IntArray:

@@ -39,7 +39,7 @@ REAL_CLUSTER_EXTRAS = [  # what `kubectl get` of a real cluster holds beside nod
     obj("ray.io/v1", "RayCluster", "ray"),
     obj("batch/v1", "Job", "j"),
     obj("example.com/v1", "Pod", "not-a-pod"),  # a CRD named Pod is not a Pod
-    obj("scheduling.run.ai/v2alpha2", "PodGroup", "kai", spec={"minMember": 5}),  # a group kubeplace does not read
+    obj("scheduling.run.ai/v2", "Queue", "kai", spec={}),  # KAI's PodGroups are read, its queues are not
 ]
 
 
@@ -49,7 +49,7 @@ def write(path: Path, *documents: Any) -> Path:
 
 
 def test_a_real_clusters_dump_is_read_and_the_rest_counted(tmp_path: Path) -> None:
-    member = pod("a").cpu("1").label("scheduling.x-k8s.io/pod-group", "kai")  # no PodGroup it reads: alone
+    member = pod("a").cpu("1").label("scheduling.x-k8s.io/pod-group", "kai")  # names a PodGroup the dump lacks
     file = write(tmp_path / "dump.yaml", node("n1").cpu("4").manifest(), member.manifest(), *REAL_CLUSTER_EXTRAS)
     snapshot = load_snapshot([file])
     assert [n.name for n in snapshot.nodes] == ["n1"] and [p.key for p in snapshot.pending] == ["default/a"]
