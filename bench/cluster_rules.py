@@ -183,8 +183,9 @@ def jobset_racks(seed: int) -> Scenario:
         groups.append(followers)
         stand_ins.append(stand_in)
     expected = Expected(4 * m, 6 * m, 0, "one at a time the 4-pod jobs' leaders take the 2-node racks, stranding "
-                        "half of each; kubeplace places each leader where its whole job fits (today it leaves "
-                        "every leader: required pod affinity), and followers exist only for placed leaders")
+                        "half of each; kubeplace places each leader where its whole job fits, holding room for "
+                        "the followers its Job's parallelism says will come, and followers exist only for placed "
+                        "leaders")
     notes = ("a suspended Job per job stands in for the Jobs JobSet creates (its parallelism is the job's size); "
              "suspended, so that the Job controller creates no pods: the bench creates them as JobSet's "
              "webhook shapes them",)

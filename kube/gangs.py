@@ -34,6 +34,8 @@ from dataclasses import replace
 from typing import Any
 
 from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_list, expect_mapping, expect_str
+from kubeplace.kube.followers import APIS as FOLLOWER_APIS
+from kubeplace.kube.followers import leader_gang
 from kubeplace.kube.objects import CPU, DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup
 from kubeplace.kube.quantity import QuantityError, milli_value, parse_decimal, whole_value
 
@@ -60,9 +62,10 @@ CRDS = (("scheduling.x-k8s.io", "v1alpha1", "podgroups"), ("scheduling.sigs.k8s.
         ("scheduling.volcano.sh", "v1beta1", "podgroups"))
 """The PodGroup resources whose ``status`` (phase, scheduled count) kubeplace writes."""
 GANG_APIS = (*CRDS, (WORKLOAD_API_GROUP, "v1beta1", "podgroups"), (WORKLOAD_API_GROUP, "v1alpha2", "podgroups"),
-             (KAI_GROUP, "v2alpha2", "podgroups"))
-"""Every gang resource read from a cluster (one not served lists as empty). A server serving
-the Workload API in both versions lists each PodGroup twice; the snapshot keeps one."""
+             (KAI_GROUP, "v2alpha2", "podgroups"), *FOLLOWER_APIS)
+"""Every resource the gang rules read from a cluster (one not served lists as empty): the
+PodGroups, and the Jobs and LeaderWorkerSets whose followers are planned before they exist. A
+server serving the Workload API in both versions lists each PodGroup twice; the snapshot keeps one."""
 
 
 def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
@@ -196,9 +199,11 @@ def _named_group(pod: Pod) -> tuple[str, str]:
 
 
 def gang_of(pod: Pod) -> GangKey | None:
-    """The pod's gang, or None when it belongs to none."""
+    """The pod's gang, or None when it belongs to none: the PodGroup it names, its CRD-free
+    group, else its Job's or group's when it is a JobSet or LeaderWorkerSet pod with exclusive
+    topology (``kube.followers``)."""
     name = _named_group(pod)[1] or pod.labels.get(PLAIN_LABEL, "")
-    return GangKey(pod.namespace, name) if name else None
+    return GangKey(pod.namespace, name) if name else leader_gang(pod)
 
 
 def blocked_reason(pod: Pod, groups: Mapping[GangKey, PodGroup]) -> str:

@@ -515,3 +515,6 @@ class Snapshot:
     """Warnings about how it was read, one line each (metrics API missing, stale metrics)."""
     disruption_budgets: tuple[DisruptionBudget, ...] = ()
     """PodDisruptionBudgets (files, or the cluster when read for preemption or rebalancing)."""
+    reserved: tuple[Pod, ...] = ()
+    """Stand-ins for followers that do not exist yet (``kube.followers``): planned with their
+    leader, in its gang, never bound."""

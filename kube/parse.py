@@ -24,7 +24,9 @@ from kubeplace.kube.errors import (
     expect_str,
     expect_string_map,
 )
-from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, parse_pod_group, plain_groups
+from kubeplace.kube.followers import KINDS as FOLLOWER_KINDS
+from kubeplace.kube.followers import leader_gang, parse_owners, stand_ins
+from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, gang_of, parse_pod_group, plain_groups
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
 from kubeplace.kube.objects import (
@@ -66,7 +68,7 @@ PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
 READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, DISRUPTION_BUDGET, *POD_GROUPS, *STORAGE_KINDS,
-                        *METRICS_KINDS})
+                        *METRICS_KINDS, *FOLLOWER_KINDS})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
 (RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
@@ -265,6 +267,10 @@ def build_snapshot(
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
     groups = _one_per_group(parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, []))
     groups += plain_groups(pending, {g.key for g in groups})
+    leaders = [pod for pod in pending if (key := leader_gang(pod)) is not None and gang_of(pod) == key]
+    reserved, leader_groups = stand_ins(leaders, [pod for pod in pods if not pod.finished],
+                                        parse_owners(kinds, object_label))
+    groups += leader_groups
     node_metrics, pod_metrics = metrics_objects(item for kind in METRICS_KINDS for item in kinds.get(kind, []))
     budgets = [_located(parse_disruption_budget, obj, where) for obj, where in kinds.get(DISRUPTION_BUDGET, [])]
     return Snapshot(
@@ -273,6 +279,7 @@ def build_snapshot(
         bound=tuple(bound),
         namespace_labels=dict(sorted(namespace_labels.items())),
         pod_groups=tuple(sorted(groups, key=lambda g: g.key)),
+        reserved=tuple(reserved),
         disruption_budgets=tuple(sorted(budgets, key=lambda b: (b.namespace, b.name))),
         skipped_kinds=dict(sorted(skipped.items())),
         source=source,

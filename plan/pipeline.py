@@ -54,16 +54,28 @@ class Planned:
 
 def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
               on_event: Callable[[Event], None] | None = None) -> Planned:
-    plugins = instantiate(config, profile, snapshot)
-    agg = aggregate(snapshot, plugins, config.gpu, profile.placement_weight)
+    """The plan of the snapshot's pending pods. Stand-ins for followers not created yet
+    (``Snapshot.reserved``) are planned as pending pods after them (so the aggregation's member
+    indices of the real pods are the same) and come out as the plan's reservations; the verifier
+    checks the placements and the reservations together."""
+    planning = with_stand_ins(snapshot)
+    plugins = instantiate(config, profile, planning)
+    agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
     terms = plugins.terms(agg.problem)
-    report = solve(agg.problem, terms, settings, on_event, _emulation(snapshot, agg, plugins, settings))
-    plan = _to_plan(snapshot, agg, report, profile, terms, plugins)
+    report = solve(agg.problem, terms, settings, on_event, _emulation(planning, agg, plugins, settings))
+    plan = _to_plan(planning, agg, report, profile, terms, plugins)
     if agg.problem.has_domain_rules:
         plan = replace(plan, placements=replay_order(snapshot, plan.placements))
-    violations = tuple(verify_plan(snapshot, plan.placements, config, profile))
+    violations = tuple(verify_plan(planning, (*plan.placements, *plan.reservations), config, profile))
     plan = replace(plan, summary=replace(plan.summary, verified=not violations))
     return Planned(plan, agg, report, plugins, terms, violations)
+
+
+def with_stand_ins(snapshot: Snapshot) -> Snapshot:
+    """The snapshot with its stand-in followers among the pending pods, last."""
+    if not snapshot.reserved:
+        return snapshot
+    return replace(snapshot, pending=(*snapshot.pending, *snapshot.reserved), reserved=())
 
 
 def replay_order(snapshot: Snapshot, placements: tuple[Placement, ...]) -> tuple[Placement, ...]:
@@ -145,15 +157,17 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     a = report.assignment
     bound_pairs = pods_per_node(agg, a, snapshot.pending)
     volumes = volume_choices(plugins, [(pod, node) for pod, node, _ in bound_pairs], snapshot)
-    placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs, volumes.get(pod.key, ()))
-                       for pod, node, devs in bound_pairs)
+    placed = tuple((pod, Placement(pod.namespace, pod.name, node, pod.uid, devs, volumes.get(pod.key, ())))
+                   for pod, node, devs in bound_pairs)
+    placements = tuple(placement for pod, placement in placed if not pod.reserved_for)
+    reservations = tuple(placement for pod, placement in placed if pod.reserved_for)
     after = After.of(p, a)
     placed_per_class = a.placed_per_class(p.n_classes)
     gangs = gang_statuses(snapshot, agg, placed_per_class)
     gang_reason = {c: g.reason for g, gang in zip(gangs, p.gangs, strict=True) if not g.placed for c in gang.classes}
     unplaced: list[Unplaced] = []
     for c in range(p.n_classes):
-        left = p.members[c][int(placed_per_class[c]):]
+        left = [m for m in p.members[c][int(placed_per_class[c]):] if not snapshot.pending[m].reserved_for]
         if left:
             why = tuple(r for r in (gang_reason.get(c, ""), explain(agg, c, after)) if r)
             unplaced += [Unplaced(snapshot.pending[m].namespace, snapshot.pending[m].name, why) for m in left]
@@ -179,7 +193,7 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
         gpu_fragmentation_ratio=round(frag_ratio, 4),
     )
     return Plan(profile.scheduler_name, placements, tuple(unplaced), summary, snapshot.source, report.steps,
-                tuple(gangs))
+                tuple(gangs), reservations=reservations)
 
 
 def utilisation(agg: Aggregation, a: Assignment, before_a: Assignment | None = None) -> tuple[ResourceUse, ...]:

@@ -133,9 +133,14 @@ class Plan:
     steps: tuple[str, ...] = field(default=())
     gangs: tuple[GangStatus, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
+    reservations: tuple[Placement, ...] = ()
+    """Room held for followers that do not exist yet (stand-ins, ``kube.followers``), in their
+    leader's domain: never bound, listed so that the plan says why a leader went where it did."""
 
     def to_dict(self) -> dict[str, Any]:
         out = self._to_dict()
+        if self.reservations:
+            out["reservations"] = [_placement_dict(p) for p in self.reservations]
         if self.summary.preemption is not None:
             out["preemptions"] = [{"namespace": v.namespace, "name": v.name, "node": v.node, "priority": v.priority,
                                    "for": list(v.for_pods), "uid": v.uid} for v in self.preemptions]

@@ -104,6 +104,7 @@ def verify(
         violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(_unreadable_gangs(snapshot, placements))
+    violations.extend(_followers_reserved(snapshot, placements))
     violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
                                                                        settings.volume_rules))
     violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
@@ -208,9 +209,37 @@ def _object_gang(pod: Pod) -> str:
     return pod.scheduling_group or next((pod.annotations[a] for a in _GANG_ANNOTATIONS if pod.annotations.get(a)), "")
 
 
+_JOBSET_EXCLUSIVE, _JOB_NAME = "alpha.jobset.sigs.k8s.io/exclusive-topology", "batch.kubernetes.io/job-name"
+_LWS = "leaderworkerset.sigs.k8s.io/"
+
+
 def _gang_name(pod: Pod) -> str:
-    """The pod's gang: the PodGroup it names, else the CRD-free label's."""
-    return _object_gang(pod) or pod.labels.get(_GANG_LABELS[2], "")
+    """The pod's gang: the PodGroup it names, else the CRD-free label's, else its Job's (JobSet) or
+    group's (LeaderWorkerSet) under exclusive topology."""
+    name = _object_gang(pod) or pod.labels.get(_GANG_LABELS[2], "")
+    if name:
+        return name
+    if pod.annotations.get(_JOBSET_EXCLUSIVE):
+        return pod.labels.get(_JOB_NAME, "")
+    if pod.annotations.get(f"{_LWS}exclusive-topology") and f"{_LWS}group-index" in pod.labels:
+        return f"{pod.labels.get(f'{_LWS}name', '')}-{pod.labels[f'{_LWS}group-index']}"
+    return ""
+
+
+def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
+    """A leader whose followers do not exist yet is placed only with room held for all of them
+    (their stand-ins placed in the same plan), and a stand-in only with its leader."""
+    placed = {f"{namespace}/{name}" for namespace, name, _ in placements}
+    nodes = {(namespace, name): node for namespace, name, node in placements}
+    for pod in snapshot.pending:
+        if not pod.reserved_for:
+            continue
+        leader, here = pod.reserved_for in placed, pod.key in placed
+        if leader != here:
+            ns, name = pod.reserved_for.split("/", 1)
+            missing = pod.key if leader else pod.reserved_for
+            yield Violation(ns, name, nodes.get((ns, name), ""), "Coscheduling",
+                            f"leader and its follower's reservation go together: {missing} is not placed")
 
 
 def _unreadable_gangs(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:

@@ -44,8 +44,7 @@ def test_runner_places_both_copies_and_cleans_up(control_plane: cp.ControlPlane,
 @pytest.mark.timeout(300)
 def test_rule_scenarios_place_what_they_expect(control_plane: cp.ControlPlane) -> None:
     """The scenarios for issue 12's rules on the real kube-scheduler: one at a time it strands the
-    domains each scenario says it strands. kubeplace places what it places today (the pods with
-    these rules left to the default scheduler), or all once it models them."""
+    domains each scenario says it strands; kubeplace places every pod."""
     scenarios = [build(0) for build in RULE_SCENARIOS.values()]
     doc = run_scenarios(control_plane, scenarios, Settings(seed=0, time_limit=5, settle=3, timeout=120))
     for scenario in scenarios:
@@ -54,10 +53,9 @@ def test_rule_scenarios_place_what_they_expect(control_plane: cp.ControlPlane) -
         default, kubeplace = result["kube-scheduler"], result["kubeplace"]
         assert (default["pods"], default["placed"], default["left"]) == (
             scenario.workload_pods, expected.kube_scheduler, 0), scenario.name
-        # Between the two: the model holds the rules now, but JobSet/LWS followers that do not exist
-        # yet are not reserved for (issue 12's workload sources), so a leader may take a rack its
-        # job cannot fill.
-        assert expected.kubeplace_today <= kubeplace["placed"] <= expected.kubeplace, scenario.name
+        # Every pod: the model holds the rules, and a JobSet leader's followers that do not exist
+        # yet have their room held in its rack (kube.followers).
+        assert kubeplace["placed"] == expected.kubeplace, scenario.name
         assert kubeplace["left"] == 0, scenario.name  # no pod left to the default scheduler for these rules
     assert "expected placed: kube-scheduler" in table(doc)
 

@@ -37,7 +37,7 @@ REAL_CLUSTER_EXTRAS = [  # what `kubectl get` of a real cluster holds beside nod
     obj("autoscaling.k8s.io/v1", "VerticalPodAutoscaler", "vpa"),
     obj("serving.kserve.io/v1beta1", "InferenceService", "isvc"),
     obj("ray.io/v1", "RayCluster", "ray"),
-    obj("batch/v1", "Job", "j"),
+    obj("batch/v1", "CronJob", "cj"),  # Jobs are read (their followers are planned), CronJobs are not
     obj("example.com/v1", "Pod", "not-a-pod"),  # a CRD named Pod is not a Pod
     obj("scheduling.run.ai/v2", "Queue", "kai", spec={}),  # KAI's PodGroups are read, its queues are not
 ]
@@ -67,8 +67,8 @@ def test_plan_says_in_one_line_what_it_skipped(tmp_path: Path) -> None:
     notes = [line for line in result.stderr.splitlines() if line.startswith("note: skipped")]
     assert notes == [f"note: skipped {len(REAL_CLUSTER_EXTRAS)} objects of kinds placement does not read: "
                      "2 Queue.scheduling.volcano.sh, 1 CertificateSigningRequest.certificates.k8s.io, "
-                     "1 ClusterQueue.kueue.x-k8s.io, 1 ConfigMap, 1 HyperNode.topology.volcano.sh, "
-                     "1 InferenceService.serving.kserve.io, 1 Job.batch, 1 NodePool.karpenter.sh and 11 more kinds"]
+                     "1 ClusterQueue.kueue.x-k8s.io, 1 ConfigMap, 1 CronJob.batch, 1 HyperNode.topology.volcano.sh, "
+                     "1 InferenceService.serving.kserve.io, 1 NodePool.karpenter.sh and 11 more kinds"]
 
 
 def test_typed_lists_of_read_kinds_are_expanded(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from kubeplace.plan.verify import verify
 from tests.builders import PodBuilder, node, pod, snapshot_of
 
 RACK = "cloud.provider.com/topology-rack"
-BACKENDS = ["cpsat", "cbc"]
+BACKENDS = ["cpsat", "highs"]
 
 
 def workload_group(name: str, min_count: int | None, version: str = "v1alpha2", key: str = "") -> dict[str, Any]:

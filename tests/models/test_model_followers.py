@@ -1,0 +1,151 @@
+"""Followers that do not exist yet (JobSet and LeaderWorkerSet exclusive topology): their room is
+held in their leader's domain, so that the leader goes where its whole job or group fits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.plan.pipeline import make_plan, with_stand_ins
+from kubeplace.plan.plan import Plan
+from kubeplace.plan.verify import verify
+from tests.builders import PodBuilder, node, pod, snapshot_of
+
+RACK = "cloud.provider.com/topology-rack"
+BACKENDS = ["cpsat", "highs"]
+JOB_KEY = "jobset.sigs.k8s.io/job-key"
+LWS = "leaderworkerset.sigs.k8s.io/"
+
+
+def exclusive(label: str, value: str, all_namespaces: bool) -> dict[str, Any]:
+    own = {"key": label, "operator": "In", "values": [value]}
+    same: dict[str, Any] = {"labelSelector": {"matchExpressions": [own]}, "topologyKey": RACK}
+    others: dict[str, Any] = {"labelSelector": {"matchExpressions": [
+        {"key": label, "operator": "Exists"}, {"key": label, "operator": "NotIn", "values": [value]}]},
+        "topologyKey": RACK}
+    if all_namespaces:
+        same["namespaceSelector"] = others["namespaceSelector"] = {}
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [same]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [others]}}
+
+
+def jobset_leader(job: str, cpu: str = "3") -> PodBuilder:
+    """Completion index 0 of Job ``job``, as JobSet's pod webhook leaves it."""
+    b = pod(f"{job}-0-abcde").cpu(cpu).label("batch.kubernetes.io/job-name", job).label(JOB_KEY, job)
+    b = b.label("batch.kubernetes.io/job-completion-index", "0")
+    b = b.annotation("alpha.jobset.sigs.k8s.io/exclusive-topology", RACK)
+    b = b.annotation("batch.kubernetes.io/job-completion-index", "0")
+    return b.spec("affinity", exclusive(JOB_KEY, job, all_namespaces=True))
+
+
+def job(name: str, parallelism: int, cpu: str = "3", completions: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"parallelism": parallelism, "completionMode": "Indexed", "template": {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "m", "resources": {"requests": {"cpu": cpu}}}]}}}
+    if completions is not None:
+        spec["completions"] = completions
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def lws_leader(lws: str, group: int, size: int, cpu: str = "3") -> PodBuilder:
+    """Worker 0 of group ``group`` of LeaderWorkerSet ``lws`` with group-exclusive topology."""
+    key = f"{lws}-{group}-key"
+    b = pod(f"{lws}-{group}").cpu(cpu).label(f"{LWS}name", lws).label(f"{LWS}group-index", str(group))
+    b = b.label(f"{LWS}worker-index", "0").label(f"{LWS}group-key", key)
+    b = b.annotation(f"{LWS}exclusive-topology", RACK).annotation(f"{LWS}size", str(size))
+    return b.spec("affinity", exclusive(f"{LWS}group-key", key, all_namespaces=False))
+
+
+def leader_worker_set(name: str, size: int, worker_cpu: str) -> dict[str, Any]:
+    worker = {"spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": worker_cpu}}}]}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": "default", "annotations": {f"{LWS}exclusive-topology": RACK}},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": size, "workerTemplate": worker}}}
+
+
+def racks(big: str = "4") -> list[Any]:
+    """Rack r2 of two nodes of ``big`` CPU (the roomier nodes), rack r4 of four of 4 CPU."""
+    return ([node(f"r2-{i}").cpu(big).memory("8Gi").label(RACK, "r2") for i in range(2)]
+            + [node(f"r4-{i}").cpu("4").memory("8Gi").label(RACK, "r4") for i in range(4)])
+
+
+def plan_of(*objects: Any, backend: str = "cpsat") -> tuple[Plan, Snapshot]:
+    snap = snapshot_of(*objects)
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(backend=backend, time_limit=5, workers=1)).plan
+    assert plan.summary.verified
+    assert verify(snap, [(p.namespace, p.name, p.node) for p in plan.placements]) == []
+    everything = [(p.namespace, p.name, p.node) for p in (*plan.placements, *plan.reservations)]
+    assert verify(with_stand_ins(snap), everything) == []
+    return plan, snap
+
+
+def rack_of(plan: Plan, name: str) -> str:
+    return next(p.node for p in (*plan.placements, *plan.reservations) if p.name == name).rsplit("-", 1)[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_jobset_leader_goes_to_a_rack_its_whole_job_fits_in(backend: str) -> None:
+    plan, snap = plan_of(*racks(big="5"), job("train", 4), jobset_leader("train"), backend=backend)
+    assert [p.name for p in snap.reserved] == [f"train-0-abcde.follower-{i}" for i in (1, 2, 3)]
+    assert [p.requests["cpu"] for p in snap.reserved] == [3000] * 3
+    assert rack_of(plan, "train-0-abcde") == "r4"
+    assert sorted(rack_of(plan, r.name) for r in plan.reservations) == ["r4"] * 3
+    assert plan.to_dict()["reservations"][0]["name"] == "train-0-abcde.follower-1"
+    (gang,) = plan.gangs
+    assert (gang.name, gang.min_member, gang.placed) == ("train", 4, True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_leader_whose_job_fits_nowhere_waits(backend: str) -> None:
+    plan, _ = plan_of(*racks(), job("train", 5), jobset_leader("train"), pod("solo").cpu("1"), backend=backend)
+    assert {p.name for p in plan.placements} == {"solo"} and plan.reservations == ()
+    (unplaced,) = plan.unplaced
+    assert unplaced.name == "train-0-abcde" and "within one cloud.provider.com/topology-rack domain" in \
+        unplaced.reasons[0]
+
+
+def test_parallelism_is_capped_by_completions_and_a_leader_without_its_job_is_planned_alone() -> None:
+    snap = snapshot_of(*racks(), job("train", 4, completions=2), jobset_leader("train"))
+    assert len(snap.reserved) == 1
+    plan, snap = plan_of(*racks(), jobset_leader("train"))
+    assert snap.reserved == () and [p.name for p in plan.placements] == ["train-0-abcde"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_lws_leader_holds_room_for_its_workers_shaped_by_the_worker_template(backend: str) -> None:
+    plan, snap = plan_of(*racks(big="5"), leader_worker_set("infer", 4, worker_cpu="3"), lws_leader("infer", 0, 4),
+                         backend=backend)
+    assert [(p.name, p.labels[f"{LWS}worker-index"]) for p in snap.reserved] == [
+        (f"infer-0.follower-{i}", str(i)) for i in (1, 2, 3)]
+    assert rack_of(plan, "infer-0") == "r4" and len(plan.reservations) == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_jobs_never_share_a_rack_nor_its_reserved_room(backend: str) -> None:
+    """Two 2-pod jobs and racks r2 (2 nodes) and r4 (4 nodes): one job per rack, whichever."""
+    plan, _ = plan_of(*racks(), job("a", 2), job("b", 2), jobset_leader("a"), jobset_leader("b"), backend=backend)
+    assert {rack_of(plan, "a-0-abcde"), rack_of(plan, "b-0-abcde")} == {"r2", "r4"}
+    assert rack_of(plan, "a-0-abcde.follower-1") == rack_of(plan, "a-0-abcde")
+
+
+def test_the_verifier_refuses_a_leader_placed_without_its_reserved_room() -> None:
+    snap = with_stand_ins(snapshot_of(*racks(), job("train", 2), jobset_leader("train")))
+    (violation,) = verify(snap, [("default", "train-0-abcde", "r4-0")])
+    assert violation.rule == "Coscheduling" and "train-0-abcde.follower-1 is not placed" in violation.detail
+    (violation,) = verify(snap, [("default", "train-0-abcde", "r4-0"), ("default", "train-0-abcde.follower-1", "r2-0")])
+    assert violation.rule == "GangTopology"
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"parallelism": -1}, "spec.parallelism"),
+    ({"parallelism": 2, "template": {"spec": {"containers": [{"name": "m", "resources": {"requests": {"cpu": "x"}}}]}}},
+     "spec.template.spec.containers[0].resources.requests.cpu"),
+])
+def test_a_bad_job_names_its_field(spec: dict[str, Any], field: str) -> None:
+    bad = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "default"}, "spec": spec}
+    with pytest.raises(InputError) as caught:
+        snapshot_of(*racks(), bad, jobset_leader("train"))
+    assert caught.value.field == field and "Job train" in str(caught.value)
