@@ -15,7 +15,15 @@ Accepted, all at once:
   ``pod-group-name``): ``spec.minMember``, and ``spec.topologyConstraint``'s
   ``requiredTopologyLevel`` / ``preferredTopologyLevel`` as the (preferred) topology key;
 - no CRD at all: the pod label ``kubeplace.io/gang`` names the group and the pod
-  annotation ``kubeplace.io/gang-min-member`` gives its min-member.
+  annotation ``kubeplace.io/gang-min-member`` gives its min-member;
+- Kueue: pods sharing the annotation ``kueue.x-k8s.io/workload`` (the admitted Workload's name,
+  set on the pod template when Kueue starts the job) were admitted together, their capacity
+  promised: one gang of all its pending pods (:func:`kueue_groups`), whose pods weigh a tier
+  above every other pod (:func:`is_admitted`). With topology-aware scheduling Kueue pins each
+  pod to its node(s) by a nodeSelector once it lifts the ``kueue.x-k8s.io/topology`` gate;
+  gated pods are not pending and wait;
+- JobSet and LeaderWorkerSet pods with exclusive topology: their Job's or group's gang
+  (``kube.followers``).
 
 A pod that names a PodGroup the snapshot lacks, or one of an API version kubeplace does not
 read, is never placed (:func:`blocked_reason`): placed alone, it would break its gang's rule.
@@ -46,6 +54,8 @@ KAI_GROUP = "scheduling.run.ai"
 MEMBER_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 KAI_ANNOTATION = "pod-group-name"
+KUEUE_WORKLOAD = "kueue.x-k8s.io/workload"
+KUEUE_GROUP = "kueue.x-k8s.io"
 PLAIN_LABEL = "kubeplace.io/gang"
 PLAIN_MIN_MEMBER = "kubeplace.io/gang-min-member"
 TOPOLOGY_KEY = "kubeplace.io/gang-topology-key"
@@ -203,7 +213,31 @@ def gang_of(pod: Pod) -> GangKey | None:
     group, else its Job's or group's when it is a JobSet or LeaderWorkerSet pod with exclusive
     topology (``kube.followers``)."""
     name = _named_group(pod)[1] or pod.labels.get(PLAIN_LABEL, "")
-    return GangKey(pod.namespace, name) if name else leader_gang(pod)
+    if name:
+        return GangKey(pod.namespace, name)
+    leader = leader_gang(pod)
+    if leader is not None:
+        return leader
+    workload = pod.annotations.get(KUEUE_WORKLOAD, "")
+    return GangKey(pod.namespace, workload) if workload else None
+
+
+def is_admitted(pod: Pod) -> bool:
+    """Admitted by Kueue: its capacity is promised, so it weighs more than any pod that is not."""
+    return bool(pod.annotations.get(KUEUE_WORKLOAD))
+
+
+def kueue_groups(pending: list[Pod], running: list[Pod], known: set[GangKey]) -> list[PodGroup]:
+    """One gang per Kueue Workload with pending pods: all of them placed together (its running
+    pods count), since Kueue admitted them together."""
+    counts: dict[GangKey, int] = {}
+    for pod in (*pending, *running):
+        key = gang_of(pod)
+        if key is not None and key not in known and pod.annotations.get(KUEUE_WORKLOAD) == key.name:
+            counts[key] = counts.get(key, 0) + 1
+    waiting = {gang_of(pod) for pod in pending}
+    return [PodGroup(key.namespace, key.name, count, origin=KUEUE_GROUP) for key, count in counts.items()
+            if key in waiting]
 
 
 def blocked_reason(pod: Pod, groups: Mapping[GangKey, PodGroup]) -> str:

@@ -26,7 +26,7 @@ from kubeplace.kube.errors import (
 )
 from kubeplace.kube.followers import KINDS as FOLLOWER_KINDS
 from kubeplace.kube.followers import leader_gang, parse_owners, stand_ins
-from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, gang_of, parse_pod_group, plain_groups
+from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, gang_of, kueue_groups, parse_pod_group, plain_groups
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
 from kubeplace.kube.objects import (
@@ -267,6 +267,7 @@ def build_snapshot(
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
     groups = _one_per_group(parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, []))
     groups += plain_groups(pending, {g.key for g in groups})
+    groups += kueue_groups(pending, bound, {g.key for g in groups})
     leaders = [pod for pod in pending if (key := leader_gang(pod)) is not None and gang_of(pod) == key]
     reserved, leader_groups = stand_ins(leaders, [pod for pod in pods if not pod.finished],
                                         parse_owners(kinds, object_label))

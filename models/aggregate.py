@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from kubeplace.kube.gangs import is_admitted
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.framework import FilterPlugin, PluginSet
@@ -111,6 +112,14 @@ def priority_weights(priorities: IntArray, counts: IntArray, base: IntArray | No
     return weights
 
 
+def weight_tiers(pods: Sequence[Pod]) -> IntArray:
+    """Each pod's weight tier: Kueue-admitted pods (capacity already promised) above every other
+    pod, then by priority; ranks, in that order."""
+    keys = sorted({(is_admitted(p), p.priority) for p in pods})
+    rank = {key: r for r, key in enumerate(keys)}
+    return np.array([rank[(is_admitted(p), p.priority)] for p in pods], dtype=np.int64)
+
+
 def base_weights(gpu_count: IntArray, gpu_milli: IntArray, count: IntArray, placement_weight: str) -> IntArray:
     """Per-pod weight within a priority tier: 1 (``pods``), or with ``gpu`` the milli-GPU
     placed first and the pod count only among placements of equal GPU."""
@@ -195,7 +204,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     class_pods = tuple(modelled[i] for i in first)
     demand = np.array([keyed[i][0] for i in first], dtype=np.int64).reshape(len(first), len(resources))
     count = np.array([len(m) for m in members], dtype=np.int64)
-    priority = np.array([p.priority for p in class_pods], dtype=np.int64)
+    priority = weight_tiers(class_pods)
 
     gpu_count = np.array([keyed[i][1][0] for i in first], dtype=np.int64)
     gpu_milli = np.array([keyed[i][1][1] for i in first], dtype=np.int64)

@@ -1,0 +1,63 @@
+"""Kueue-admitted workloads: pods sharing ``kueue.x-k8s.io/workload`` were admitted together and
+their capacity is promised (with topology-aware scheduling, pinned to the nodes Kueue chose): they
+are placed together, and no other pod takes a node a pending admitted pod was promised."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.objects import GangKey
+from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.plan import Plan
+from kubeplace.plan.verify import verify
+from tests.builders import PodBuilder, node, pod, snapshot_of
+
+BACKENDS = ["cpsat", "highs"]
+HOST = "kubernetes.io/hostname"
+
+
+def admitted(name: str, workload: str, host: str) -> PodBuilder:
+    """A pod of an admitted Workload, ungated by Kueue's TAS with its node pinned."""
+    return (pod(name).cpu("4").annotation("kueue.x-k8s.io/workload", workload).label("kueue.x-k8s.io/tas", "true")
+            .label("kueue.x-k8s.io/podset", "main").selector(HOST, host))
+
+
+def plan_of(*objects: Any, backend: str) -> Plan:
+    snap = snapshot_of(*objects)
+    plan = make_plan(snap, Configuration(), Profile(), SolverSettings(backend=backend, time_limit=5, workers=1)).plan
+    assert verify(snap, [(p.namespace, p.name, p.node) for p in plan.placements]) == [] and plan.summary.verified
+    return plan
+
+
+NODES = [node(f"n{i}").cpu("4").memory("8Gi") for i in range(4)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_other_pod_takes_a_node_promised_to_an_admitted_workload(backend: str) -> None:
+    """Four nodes, each promised to one pod of workload w; a pod of higher priority from another
+    gang fits any node. Taking one would leave w at 3 of 4."""
+    w = [admitted(f"w{i}", "job-w-1a2b3", f"n{i}") for i in range(4)]
+    other = [pod(f"o{i}").cpu("4").priority(1000).label("kubeplace.io/gang", "other") for i in range(1)]
+    plan = plan_of(*NODES, *w, *other, backend=backend)
+    assert {p.name: p.node for p in plan.placements} == {f"w{i}": f"n{i}" for i in range(4)}
+    assert [u.name for u in plan.unplaced] == ["o0"]
+    assert {g.name: g.placed for g in plan.gangs} == {"job-w-1a2b3": True, "other": False}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_admitted_workload_is_placed_whole_or_not_at_all(backend: str) -> None:
+    """One pinned node is full: the rest of the workload waits, and the others use the room."""
+    w = [admitted(f"w{i}", "job-w-1a2b3", f"n{i}") for i in range(4)]
+    plan = plan_of(*NODES, pod("full").cpu("4").on("n3"), *w, pod("o0").cpu("4"), backend=backend)
+    assert [p.name for p in plan.placements] == ["o0"]
+    assert {g.name: (g.min_member, g.placed) for g in plan.gangs} == {"job-w-1a2b3": (4, False)}
+
+
+def test_running_members_count_and_the_gang_is_the_workload() -> None:
+    snap = snapshot_of(*NODES, admitted("w0", "wl", "n0").on("n0"), admitted("w1", "wl", "n1"))
+    assert gang_of(snap.pending[0]) == GangKey("default", "wl")
+    assert [(g.key.name, g.min_member, g.origin) for g in snap.pod_groups] == [("wl", 2, "kueue.x-k8s.io")]
