@@ -1,0 +1,24 @@
+"""The chart's roles read every resource the gang rules list from a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubeplace.kube.gangs import GANG_APIS
+from tests.install.helm import find, locate_helm, render
+
+
+@pytest.fixture(scope="module")
+def default() -> list[dict[str, Any]]:
+    helm_bin: Path = locate_helm()
+    return render(helm_bin, "kubeplace", "kubeplace-system")
+
+
+def test_serve_reads_every_gang_source(default: list[dict[str, Any]]) -> None:
+    rules = find(default, "ClusterRole", "kubeplace")["rules"]
+    readable = {(group, resource) for rule in rules if {"get", "list", "watch"} <= set(rule["verbs"])
+                for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert {(group, plural) for group, _, plural in GANG_APIS} <= readable
