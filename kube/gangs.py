@@ -44,6 +44,8 @@ from typing import Any
 from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_list, expect_mapping, expect_str
 from kubeplace.kube.followers import APIS as FOLLOWER_APIS
 from kubeplace.kube.followers import leader_gang
+from kubeplace.kube.kueue import API as KUEUE_API
+from kubeplace.kube.kueue import KUEUE_WORKLOAD
 from kubeplace.kube.objects import CPU, DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup
 from kubeplace.kube.quantity import QuantityError, milli_value, parse_decimal, whole_value
 
@@ -54,7 +56,6 @@ KAI_GROUP = "scheduling.run.ai"
 MEMBER_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 KAI_ANNOTATION = "pod-group-name"
-KUEUE_WORKLOAD = "kueue.x-k8s.io/workload"
 KUEUE_GROUP = "kueue.x-k8s.io"
 PLAIN_LABEL = "kubeplace.io/gang"
 PLAIN_MIN_MEMBER = "kubeplace.io/gang-min-member"
@@ -72,9 +73,10 @@ CRDS = (("scheduling.x-k8s.io", "v1alpha1", "podgroups"), ("scheduling.sigs.k8s.
         ("scheduling.volcano.sh", "v1beta1", "podgroups"))
 """The PodGroup resources whose ``status`` (phase, scheduled count) kubeplace writes."""
 GANG_APIS = (*CRDS, (WORKLOAD_API_GROUP, "v1beta1", "podgroups"), (WORKLOAD_API_GROUP, "v1alpha2", "podgroups"),
-             (KAI_GROUP, "v2alpha2", "podgroups"), *FOLLOWER_APIS)
+             (KAI_GROUP, "v2alpha2", "podgroups"), *FOLLOWER_APIS, KUEUE_API)
 """Every resource the gang rules read from a cluster (one not served lists as empty): the
-PodGroups, and the Jobs and LeaderWorkerSets whose followers are planned before they exist. A
+PodGroups, the Jobs and LeaderWorkerSets whose followers are planned before they exist, and
+Kueue's Workloads (the room promised to pods still gated). A
 server serving the Workload API in both versions lists each PodGroup twice; the snapshot keeps one."""
 
 
@@ -228,8 +230,8 @@ def is_admitted(pod: Pod) -> bool:
 
 
 def kueue_groups(pending: list[Pod], running: list[Pod], known: set[GangKey]) -> list[PodGroup]:
-    """One gang per Kueue Workload with pending pods: all of them placed together (its running
-    pods count), since Kueue admitted them together."""
+    """One gang per Kueue Workload with pending pods (stand-ins for its gated pods included): all
+    of them placed together (its running pods count), since Kueue admitted them together."""
     counts: dict[GangKey, int] = {}
     for pod in (*pending, *running):
         key = gang_of(pod)

@@ -9,7 +9,7 @@ the object and the field.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,6 +27,8 @@ from kubeplace.kube.errors import (
 from kubeplace.kube.followers import KINDS as FOLLOWER_KINDS
 from kubeplace.kube.followers import leader_gang, parse_owners, stand_ins
 from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, gang_of, kueue_groups, parse_pod_group, plain_groups
+from kubeplace.kube.kueue import KIND as KUEUE_KIND
+from kubeplace.kube.kueue import gated_stand_ins, parse_workloads
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
 from kubeplace.kube.objects import (
@@ -68,7 +70,7 @@ PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
 READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, DISRUPTION_BUDGET, *POD_GROUPS, *STORAGE_KINDS,
-                        *METRICS_KINDS, *FOLLOWER_KINDS})
+                        *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
 (RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
@@ -265,13 +267,7 @@ def build_snapshot(
     ]
     bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
-    groups = _one_per_group(parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, []))
-    groups += plain_groups(pending, {g.key for g in groups})
-    groups += kueue_groups(pending, bound, {g.key for g in groups})
-    leaders = [pod for pod in pending if (key := leader_gang(pod)) is not None and gang_of(pod) == key]
-    reserved, leader_groups = stand_ins(leaders, [pod for pod in pods if not pod.finished],
-                                        parse_owners(kinds, object_label))
-    groups += leader_groups
+    groups, reserved = _gangs(kinds, pods, pending, bound, nodes)
     node_metrics, pod_metrics = metrics_objects(item for kind in METRICS_KINDS for item in kinds.get(kind, []))
     budgets = [_located(parse_disruption_budget, obj, where) for obj, where in kinds.get(DISRUPTION_BUDGET, [])]
     return Snapshot(
@@ -288,6 +284,21 @@ def build_snapshot(
         node_metrics=node_metrics,
         pod_metrics=pod_metrics,
     )
+
+
+def _gangs(kinds: Mapping[tuple[str, str], list[Sourced]], pods: Sequence[Pod], pending: list[Pod],
+           bound: list[Pod], nodes: Sequence[Node]) -> tuple[list[PodGroup], list[Pod]]:
+    """Every gang the pods may belong to, and the stand-ins planned in them for pods that do not
+    exist yet (followers, ``kube.followers``) or are still gated by Kueue (``kube.kueue``)."""
+    groups = _one_per_group(parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, []))
+    groups += plain_groups(pending, {g.key for g in groups})
+    live = [pod for pod in pods if not pod.finished]
+    leaders = [pod for pod in pending if (key := leader_gang(pod)) is not None and gang_of(pod) == key]
+    followers, leader_groups = stand_ins(leaders, live, parse_owners(kinds, object_label))
+    groups += leader_groups
+    gated = gated_stand_ins(live, {n.name: n for n in nodes}, parse_workloads(kinds.get(KUEUE_KIND, []), object_label))
+    groups += kueue_groups([*pending, *gated], bound, {g.key for g in groups})
+    return groups, [*followers, *gated]
 
 
 def _one_per_group(groups: Iterable[PodGroup]) -> list[PodGroup]:

@@ -227,13 +227,14 @@ def _gang_name(pod: Pod) -> str:
 
 
 def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
-    """A leader whose followers do not exist yet is placed only with room held for all of them
-    (their stand-ins placed in the same plan), and a stand-in only with its leader."""
+    """A pending leader whose followers do not exist yet is placed only with room held for all of
+    them (their stand-ins placed in the same plan), and a stand-in only with its leader."""
     placed = {f"{namespace}/{name}" for namespace, name, _ in placements}
     nodes = {(namespace, name): node for namespace, name, node in placements}
+    pending = {pod.key for pod in snapshot.pending}
     for pod in snapshot.pending:
-        if not pod.reserved_for:
-            continue
+        if pod.reserved_for not in pending:
+            continue  # no stand-in, or one for a pod Kueue still gates (its room, not a follower's)
         leader, here = pod.reserved_for in placed, pod.key in placed
         if leader != here:
             ns, name = pod.reserved_for.split("/", 1)

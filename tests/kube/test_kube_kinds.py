@@ -27,7 +27,7 @@ REAL_CLUSTER_EXTRAS = [  # what `kubectl get` of a real cluster holds beside nod
     obj("certificates.k8s.io/v1", "CertificateSigningRequest", "csr"),
     obj("kueue.x-k8s.io/v1beta1", "ClusterQueue", "cq"),
     obj("kueue.x-k8s.io/v1beta1", "ResourceFlavor", "rf"),
-    obj("kueue.x-k8s.io/v1beta1", "Workload", "w"),
+    obj("kueue.x-k8s.io/v1beta1", "LocalQueue", "lq"),  # Workloads are read (promised room), queues are not
     obj("kubeflow.org/v1", "PyTorchJob", "pt"),
     obj("trainer.kubeflow.org/v1alpha1", "TrainJob", "tj"),
     obj("scheduling.volcano.sh/v1beta1", "Queue", "q1"),
@@ -68,7 +68,7 @@ def test_plan_says_in_one_line_what_it_skipped(tmp_path: Path) -> None:
     assert notes == [f"note: skipped {len(REAL_CLUSTER_EXTRAS)} objects of kinds placement does not read: "
                      "2 Queue.scheduling.volcano.sh, 1 CertificateSigningRequest.certificates.k8s.io, "
                      "1 ClusterQueue.kueue.x-k8s.io, 1 ConfigMap, 1 CronJob.batch, 1 HyperNode.topology.volcano.sh, "
-                     "1 InferenceService.serving.kserve.io, 1 NodePool.karpenter.sh and 11 more kinds"]
+                     "1 InferenceService.serving.kserve.io, 1 LocalQueue.kueue.x-k8s.io and 11 more kinds"]
 
 
 def test_typed_lists_of_read_kinds_are_expanded(tmp_path: Path) -> None:

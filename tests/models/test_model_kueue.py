@@ -61,3 +61,40 @@ def test_running_members_count_and_the_gang_is_the_workload() -> None:
     snap = snapshot_of(*NODES, admitted("w0", "wl", "n0").on("n0"), admitted("w1", "wl", "n1"))
     assert gang_of(snap.pending[0]) == GangKey("default", "wl")
     assert [(g.key.name, g.min_member, g.origin) for g in snap.pod_groups] == [("wl", 2, "kueue.x-k8s.io")]
+
+
+def workload(name: str, hosts: list[str], podset: str = "main") -> dict[str, Any]:
+    """An admitted Kueue Workload whose PodSet has one pod per host (topology-aware scheduling)."""
+    assignment = {"levels": [HOST], "domains": [{"values": [h], "count": 1} for h in hosts]}
+    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"queueName": "team", "podSets": [{"name": podset, "count": len(hosts), "template": {}}]},
+            "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+                {"name": podset, "count": len(hosts), "topologyAssignment": assignment}]}}}
+
+
+def gated(name: str, wl: str) -> PodBuilder:
+    """A pod of an admitted Workload that Kueue has not ungated yet (no nodeSelector so far)."""
+    return (pod(name).cpu("4").annotation("kueue.x-k8s.io/workload", wl).label("kueue.x-k8s.io/tas", "true")
+            .label("kueue.x-k8s.io/podset", "main").gate("kueue.x-k8s.io/topology"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_room_promised_to_pods_kueue_still_gates_is_held(backend: str) -> None:
+    """w0 runs on n0, w1 is ungated (pinned to n1), w2 and w3 still gated: n2 and n3 are theirs,
+    not the high-priority pod's."""
+    objects = [*NODES, workload("wl", ["n0", "n1", "n2", "n3"]), admitted("w0", "wl", "n0").on("n0"),
+               admitted("w1", "wl", "n1"), gated("w2", "wl"), gated("w3", "wl"),
+               pod("o0").cpu("4").priority(1000)]
+    snap = snapshot_of(*objects)
+    assert [(p.name, p.node_selector.get(HOST), p.reserved_for) for p in snap.reserved] == [
+        ("w2.gated", "n2", "default/w2"), ("w3.gated", "n3", "default/w3")]
+    plan = plan_of(*objects, backend=backend)
+    assert {p.name: p.node for p in plan.placements} == {"w1": "n1"}
+    assert {p.name: p.node for p in plan.reservations} == {"w2.gated": "n2", "w3.gated": "n3"}
+    assert [u.name for u in plan.unplaced] == ["o0"]
+
+
+def test_without_the_workload_object_gated_pods_hold_nothing() -> None:
+    snap = snapshot_of(*NODES, admitted("w1", "wl", "n1"), gated("w2", "wl"))
+    assert snap.reserved == ()

@@ -60,8 +60,8 @@ the volume, disruption, priority and gang rules read. One list for serve/plan/bi
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses, podgroups]
   verbs: [get, list, watch]
-# Gangs: the PodGroups of scheduler-plugins, Volcano and KAI-Scheduler (the Workload API's above), and
-# the Jobs and LeaderWorkerSets whose exclusive-topology leaders get room held for their followers.
+# Gangs: the PodGroups of scheduler-plugins, Volcano and KAI-Scheduler (the Workload API's above), the
+# Jobs and LeaderWorkerSets whose exclusive-topology leaders get room held for their followers.
 - apiGroups: [scheduling.x-k8s.io, scheduling.sigs.k8s.io, scheduling.volcano.sh, scheduling.run.ai]
   resources: [podgroups]
   verbs: [get, list, watch]
@@ -70,6 +70,10 @@ the volume, disruption, priority and gang rules read. One list for serve/plan/bi
   verbs: [get, list, watch]
 - apiGroups: [leaderworkerset.x-k8s.io]
   resources: [leaderworkersets]
+  verbs: [get, list, watch]
+# Kueue's Workloads: the room promised to the pods it still gates (topology-aware scheduling).
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
   verbs: [get, list, watch]
 # Measured usage (metrics-server's NodeMetrics and PodMetrics) for LoadAware and Overcommit;
 # the metrics API has no watch. Without metrics-server kubeplace warns once and uses requests.
