@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kubeplace.kube.errors import InputError
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import GangKey
 from kubeplace.models.config import Configuration, Profile, SolverSettings
@@ -98,3 +99,12 @@ def test_room_promised_to_pods_kueue_still_gates_is_held(backend: str) -> None:
 def test_without_the_workload_object_gated_pods_hold_nothing() -> None:
     snap = snapshot_of(*NODES, admitted("w1", "wl", "n1"), gated("w2", "wl"))
     assert snap.reserved == ()
+
+
+def test_a_bad_topology_assignment_names_its_field() -> None:
+    bad = workload("wl", ["n0"])
+    bad["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]["domains"][0]["values"] = ["a", "b"]
+    with pytest.raises(InputError) as caught:
+        snapshot_of(*NODES, bad)
+    assert caught.value.field == "status.admission.podSetAssignments[0].topologyAssignment.domains[0].values"
+    assert "Workload wl" in str(caught.value) and "one value per level" in str(caught.value)
