@@ -86,15 +86,20 @@ NEVER_REASON = "not eligible due to preemptionPolicy=Never."
 GANG_NEVER_REASON = "not eligible: a member of its gang has preemptionPolicy=Never."
 WAITING_REASON = "not eligible due to a terminating pod on the nominated node."
 SHARE_REASON = "not eligible: it shares a GPU device (device-level preemption is not modelled)."
+LEADER_REASON = ("not eligible: room for its followers, which do not exist yet, is not modelled with preemption "
+                 "(it would run without them).")
 
 
 def not_preempting(snapshot: Snapshot, gpu: GpuConventions) -> dict[str, str]:
     """Pending pod key -> why it may not preempt (the kube-scheduler's words where it has them),
     for the pods that may not."""
     never_gangs = {gang_of(p) for p in snapshot.pending if p.preemption_policy == PREEMPT_NEVER} - {None}
+    leaders = {p.reserved_for for p in snapshot.reserved}
     out = {}
     for pod in snapshot.pending:
-        if pod.preemption_policy == PREEMPT_NEVER:
+        if pod.key in leaders:
+            out[pod.key] = LEADER_REASON
+        elif pod.preemption_policy == PREEMPT_NEVER:
             out[pod.key] = NEVER_REASON
         elif gang_of(pod) in never_gangs:
             out[pod.key] = GANG_NEVER_REASON

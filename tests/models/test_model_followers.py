@@ -149,3 +149,18 @@ def test_a_bad_job_names_its_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(InputError) as caught:
         snapshot_of(*racks(), bad, jobset_leader("train"))
     assert caught.value.field == field and "Job train" in str(caught.value)
+
+
+def test_a_leader_with_followers_to_come_does_not_preempt_alone() -> None:
+    """Preemption plans without the stand-ins: a leader that could run only by evicting would run
+    without room for its followers, so it waits (its gang needs them), and says why."""
+    from kubeplace.plan.preempt import make_preemption_plan
+
+    nodes = [node(f"r4-{i}").cpu("4").memory("8Gi").label(RACK, "r4") for i in range(2)]
+    low = [pod(f"low{i}").cpu("4").priority(1).on(f"r4-{i}").owner("ReplicaSet", "rs") for i in range(2)]
+    snap = snapshot_of(*nodes, *low, job("train", 4), jobset_leader("train").priority(100))
+    config = Configuration()
+    planned = make_preemption_plan(snap, config, config.profiles[0], SolverSettings(time_limit=5, workers=1))
+    assert planned.plan.placements == () and planned.plan.preemptions == ()
+    (unplaced,) = planned.plan.unplaced
+    assert any("room for its followers" in r for r in unplaced.reasons), unplaced.reasons
