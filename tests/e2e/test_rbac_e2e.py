@@ -123,6 +123,33 @@ def test_plan_and_bind_work_with_only_this_rbac(
         assert DEVICE_ALLOCATED in core.read_namespaced_pod("train", namespace).metadata.annotations
 
 
+def test_plan_holds_room_for_a_jobset_leaders_followers_with_only_this_rbac(
+    rbac: object, control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    """As the kubeplace identity: plan reads the leader's (suspended) Job and holds room for its
+    follower beside it; only the leader is a placement."""
+    core = client.CoreV1Api(admin_api)
+    exclusive = {"alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname",
+                 "batch.kubernetes.io/job-completion-index": "0"}
+    labels = {"batch.kubernetes.io/job-name": "train", "jobset.sigs.k8s.io/job-key": "k1"}
+    leader = pod_manifest("train-0", namespace, cpu="3")
+    leader["metadata"].update(labels=labels, annotations=exclusive)
+    template = {"metadata": {"labels": {"jobset.sigs.k8s.io/job-key": "k1"}},
+                "spec": {"restartPolicy": "Never", "containers": leader["spec"]["containers"]}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": namespace},
+           "spec": {"suspend": True, "parallelism": 2, "completions": 2, "completionMode": "Indexed",
+                    "template": template}}
+    with kwok_nodes(core, namespace, {"a": {"cpu": "8"}}) as (node,):
+        client.BatchV1Api(admin_api).create_namespaced_job(namespace, job)
+        create_pods(core, namespace, [leader])
+        planned = cli("plan", "--kubeconfig", str(control_plane.kubeplace_kubeconfig), "-n", namespace, "-o", "yaml",
+                      *SOLVER_ARGS)
+        assert_exit(planned, 0)
+        doc = yaml.safe_load(planned.stdout)
+        assert [(p["name"], p["node"]) for p in doc["placements"]] == [("train-0", node)]
+        assert [(r["name"], r["node"]) for r in doc["reservations"]] == [("train-0.follower-1", node)]
+
+
 #: (allowed?, SubjectAccessReview resource attributes); "NS" is replaced by the test's namespace.
 ACCESS = [
     *((True, {"verb": verb, "resource": r})
@@ -134,7 +161,10 @@ ACCESS = [
         ("priorityclasses", "scheduling.k8s.io"),
         ("podgroups", "scheduling.x-k8s.io"), ("podgroups", "scheduling.sigs.k8s.io"),
         ("podgroups", "scheduling.volcano.sh"), ("nodes", "metrics.k8s.io"), ("pods", "metrics.k8s.io"),
+        ("podgroups", "scheduling.k8s.io"), ("podgroups", "scheduling.run.ai"), ("jobs", "batch"),
+        ("leaderworkersets", "leaderworkerset.x-k8s.io"), ("workloads", "kueue.x-k8s.io"),
     ]),
+    (False, {"verb": "create", "resource": "jobs", "group": "batch", "namespace": "NS"}),
     *((True, {"verb": "get", "resource": r, "group": "metrics.k8s.io", "name": "x"}) for r in ("nodes", "pods")),
     (False, {"verb": "watch", "resource": "nodes", "group": "metrics.k8s.io"}),
     (True, {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": "NS"}),
