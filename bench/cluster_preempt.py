@@ -65,23 +65,29 @@ def node_choice(seed: int) -> Scenario:
                     background=(background,), priority_classes=PRIORITY_CLASSES)
 
 
-def gpu_gang(seed: int) -> Scenario:
+def gpu_gang(seed: int, nodes_count: int = 8) -> Scenario:
     """(b) 8 nodes of 8 GPUs, full of 1-GPU pods: of priority 100, but for one GPU on each of 2
     nodes held by a pod of priority 5000. An 8-pod gang of priority 1000 (minMember 8) needs 8 whole
     nodes (8 GPUs per pod): only 6 can be freed, so it cannot run. kubeplace evicts nobody; the
     kube-scheduler, which knows no gangs, evicts for the members that fit and leaves the others
-    pending, its evictions wasted."""
+    pending, its evictions wasted. With ``nodes_count`` 10 (preempt-gpu-gang-fits) 8 nodes can be
+    freed and the gang runs: 64 victims of priority 100 are needed."""
     del seed
-    nodes = [node(f"gpu-{i:02d}", 64, 256, gpus=8) for i in range(8)]
+    nodes = [node(f"gpu-{i:02d}", 64, 256, gpus=8) for i in range(nodes_count)]
     background: list[Manifest] = []
-    for i in range(8):
+    for i in range(nodes_count):
         for g in range(8):
             priority = 5000 if i < 2 and g == 0 else 100
             background.append(running(len(background), f"p{priority}", f"gpu-{i:02d}", 1000, priority, gpus=1))
     pods = [pending(k, "gang", 4000, 1000, gpus=8, gang="train", min_member=8) for k in range(8)]
-    return Scenario("preempt-gpu-gang", "8 nodes x 8 GPUs full of 1-GPU pods (2 GPUs held at priority 5000); "
+    name = "preempt-gpu-gang" if nodes_count == 8 else "preempt-gpu-gang-fits"
+    return Scenario(name, f"{nodes_count} nodes x 8 GPUs full of 1-GPU pods (2 GPUs held at priority 5000); "
                     "an 8-pod gang of 8-GPU pods, priority 1000", tuple(nodes), tuple(pods),
                     background=(tuple(background),), priority_classes=PRIORITY_CLASSES)
+
+
+def gpu_gang_fits(seed: int) -> Scenario:
+    return gpu_gang(seed, nodes_count=10)
 
 
 def many(seed: int) -> Scenario:
@@ -105,7 +111,8 @@ def many(seed: int) -> Scenario:
                     background=(tuple(older), younger), priority_classes=PRIORITY_CLASSES)
 
 
-PREEMPTION_SCENARIOS = {"preempt-node-choice": node_choice, "preempt-gpu-gang": gpu_gang, "preempt-many": many}
+PREEMPTION_SCENARIOS = {"preempt-node-choice": node_choice, "preempt-gpu-gang": gpu_gang,
+                        "preempt-gpu-gang-fits": gpu_gang_fits, "preempt-many": many}
 
 
 def preemption_measure(scenario: Scenario, pods: Sequence[Mapping[str, Any]],

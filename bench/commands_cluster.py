@@ -17,7 +17,8 @@ from kubeplace.cli.options import EXIT_INPUT
 @click.command("cluster")
 @click.option("--scenario", "scenarios", multiple=True, metavar="NAME",
               help="Run this scenario (repeatable): fragmented-gpu, mixed-shapes, tenants, openb, ha-web, "
-                   "jobset-racks, lws-racks, mixed-rules, preempt-node-choice, preempt-gpu-gang, preempt-many. "
+                   "jobset-racks, lws-racks, mixed-rules, preempt-node-choice, preempt-gpu-gang, "
+                   "preempt-gpu-gang-fits, preempt-many. "
                    "Default: all.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Scenario seed (and kubeplace's solver seed).")
 @click.option("--time-limit", type=click.FloatRange(min=0.05), default=10.0, show_default=True,

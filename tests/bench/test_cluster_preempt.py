@@ -50,6 +50,12 @@ def test_the_gpu_gang_cannot_run_and_evicts_nobody() -> None:
     assert plan.placements == () and plan.preemptions == ()
 
 
+def test_the_gpu_gang_that_fits_evicts_eight_whole_nodes_of_priority_100() -> None:
+    plan = on_paper(PREEMPTION_SCENARIOS["preempt-gpu-gang-fits"](0))
+    assert len(plan.placements) == 8 and len(plan.preemptions) == 64
+    assert {v.priority for v in plan.preemptions} == {100}
+
+
 def test_many_preemptors_need_only_victims_of_priority_100() -> None:
     plan = on_paper(PREEMPTION_SCENARIOS["preempt-many"](0))
     assert len(plan.placements) == 40 and len(plan.preemptions) == 40
