@@ -103,6 +103,8 @@ class PodTopologySpread:
                 domains[(spread.topology_key, inputs)] = label_domains(spread.topology_key, view.nodes,
                                                                        mask=eligible[inputs])
             domain = domains[(spread.topology_key, inputs)]
+            if _always_within_skew(n_domains(domain), spread.min_domains):
+                continue
             bound = np.zeros(n_domains(domain), dtype=np.int64)
             for pod, node_names in self.running:
                 if spread.counts(pod):
@@ -112,6 +114,14 @@ class PodTopologySpread:
             rules[spread] = Spread(f"spread {spread.describe()}", carriers, counted, domain, bound, spread.max_skew,
                                    spread.min_domains, ordered=False)
         return _assign_order(rules, carried, view.class_pods)
+
+
+def _always_within_skew(domains: int, min_domains: int) -> bool:
+    """With no eligible domain, or one and minDomains at most 1, the kube-scheduler's skew is at
+    most 1 (the pod itself) wherever it goes: the global minimum is 0 with none, and with one it is
+    that domain's own count. Such a constraint never filters, and modelling it with the fixed floor
+    would refuse pods it accepts."""
+    return domains == 0 or (domains == 1 and min_domains <= 1)
 
 
 def _assign_order(rules: dict[SpreadId, Spread], carried: list[tuple[SpreadId, ...]],

@@ -129,6 +129,21 @@ def test_min_domains_above_the_domain_count_makes_the_floor_zero() -> None:
     assert placed_counts(enough) == [5, 5, 5, 5]
 
 
+def test_a_spread_over_a_single_domain_never_filters() -> None:
+    # one zone: the kube-scheduler's skew is the pod itself wherever it goes; the web pod with
+    # hostname spread counts the zone-spread pods too, so a fixed floor on the zone refused one
+    both = snapshot_of(n("a0", "1", zone="a"), n("a1", "1", zone="a"),
+                       *replicas("web", 1, "250m", topologySpreadConstraints=spread("web", HOST)),
+                       pod("zonal").cpu("250m").label("app", "web").spec("topologySpreadConstraints", spread("web")))
+    for planned in plans(both):
+        assert planned.plan.summary.pods_placed == 2
+        assert not any(step.startswith("kube-scheduler emulation kept") for step in planned.report.steps)
+    assert all(not s.name.endswith("on zone maxSkew 1") for s in plans(both)[0].aggregation.problem.spreads)
+    lone = snapshot_of(n("a0", "1", zone="a"), *replicas("web", 3, "250m", topologySpreadConstraints=spread(
+        "web", minDomains=2)))  # minDomains 2 over one zone: the global minimum is 0, so one pod only
+    assert placed_counts(lone) == [1, 1, 1, 1]
+
+
 @pytest.mark.parametrize(("policy", "placed"), [("Honor", 4), ("Ignore", 2)])
 def test_node_affinity_policy(policy: str, placed: int) -> None:
     # zone c's node lacks the label the pods select: under Honor zone c is no domain of the spread;
