@@ -92,6 +92,8 @@ class PodTopologySpread:
         eligible: dict[Hashable, BoolArray] = {}
         domains: dict[Hashable, IntArray] = {}
         rules: dict[SpreadId, Spread] = {}
+        alias: dict[SpreadId, SpreadId] = {}  # each id -> the first id of the same effective constraint
+        first_of: dict[Hashable, SpreadId] = {}
         for spread in self.live:
             carriers = tuple(c for c, ids in enumerate(carried) if spread in ids)
             if not carriers:
@@ -105,6 +107,11 @@ class PodTopologySpread:
             domain = domains[(spread.topology_key, inputs)]
             if _always_within_skew(n_domains(domain), spread.min_domains):
                 continue
+            first = alias[spread] = first_of.setdefault(_effective(spread, eligible[inputs]), spread)
+            if first != spread:  # the kube-scheduler counts and filters both alike: one constraint
+                merged = tuple(sorted({*rules[first].carriers, *carriers}))
+                rules[first] = replace(rules[first], carriers=merged)
+                continue
             bound = np.zeros(n_domains(domain), dtype=np.int64)
             for pod, node_names in self.running:
                 if spread.counts(pod):
@@ -113,7 +120,16 @@ class PodTopologySpread:
             counted = tuple(c for c, p in enumerate(view.class_pods) if spread in self.counting(p))
             rules[spread] = Spread(f"spread {spread.describe()}", carriers, counted, domain, bound, spread.max_skew,
                                    spread.min_domains, ordered=False)
+        carried = [tuple(dict.fromkeys(alias[s] for s in ids if s in alias)) for ids in carried]
         return _assign_order(rules, carried, view.class_pods)
+
+
+def _effective(spread: SpreadId, eligible: BoolArray) -> Hashable:
+    """What the constraint's filter depends on: its counted pods, key, skew, minDomains and the
+    nodes it counts on. Policies or hard keys that differ but leave the same eligible nodes make
+    the same constraint (the fixed floor would otherwise cap the domains of each)."""
+    return (spread.namespace, spread.selector, spread.topology_key, spread.max_skew, spread.min_domains,
+            eligible.tobytes())
 
 
 def _always_within_skew(domains: int, min_domains: int) -> bool:

@@ -144,6 +144,21 @@ def test_a_spread_over_a_single_domain_never_filters() -> None:
     assert placed_counts(lone) == [1, 1, 1, 1]
 
 
+def test_constraints_that_differ_only_where_it_changes_nothing_are_one() -> None:
+    # hostname spread maxSkew 1 over two untainted nodes: nodeTaintsPolicy Honor or Ignore leave
+    # the same eligible nodes, so the kube-scheduler places all three (1/1, then 2/1); two
+    # separate fixed floors capped each host at one. The last pod's zone spread (one zone) is void.
+    honour = {"nodeTaintsPolicy": "Honor"}
+    snap = snapshot_of(n("a0", "1", zone="a"), n("a1", "1", zone="a"),
+                       *replicas("web", 2, "250m", topologySpreadConstraints=spread("web", HOST, **honour)),
+                       pod("web-x").cpu("250m").label("app", "web").spec(
+                           "topologySpreadConstraints", spread("web", HOST) + spread("web")))
+    for planned in plans(snap):
+        assert planned.plan.summary.pods_placed == 3
+        assert not any(step.startswith("kube-scheduler emulation kept") for step in planned.report.steps)
+    assert len(plans(snap)[0].aggregation.problem.spreads) == 1
+
+
 @pytest.mark.parametrize(("policy", "placed"), [("Honor", 4), ("Ignore", 2)])
 def test_node_affinity_policy(policy: str, placed: int) -> None:
     # zone c's node lacks the label the pods select: under Honor zone c is no domain of the spread;
