@@ -107,7 +107,7 @@ class PodTopologySpread:
             domain = domains[(spread.topology_key, inputs)]
             if _always_within_skew(n_domains(domain), spread.min_domains):
                 continue
-            first = alias[spread] = first_of.setdefault(_effective(spread, eligible[inputs]), spread)
+            first = alias[spread] = first_of.setdefault(_effective(spread, domain), spread)
             if first != spread:  # the kube-scheduler counts and filters both alike: one constraint
                 merged = tuple(sorted({*rules[first].carriers, *carriers}))
                 rules[first] = replace(rules[first], carriers=merged)
@@ -124,12 +124,15 @@ class PodTopologySpread:
         return _assign_order(rules, carried, view.class_pods)
 
 
-def _effective(spread: SpreadId, eligible: BoolArray) -> Hashable:
-    """What the constraint's filter depends on: its counted pods, key, skew, minDomains and the
-    nodes it counts on. Policies or hard keys that differ but leave the same eligible nodes make
-    the same constraint (the fixed floor would otherwise cap the domains of each)."""
-    return (spread.namespace, spread.selector, spread.topology_key, spread.max_skew, spread.min_domains,
-            eligible.tobytes())
+def _effective(spread: SpreadId, domain: IntArray) -> Hashable:
+    """What the constraint's filter depends on: its counted pods, skew, minDomains and how it
+    groups the nodes it counts on into domains. Policies, hard keys or topology keys that differ
+    but leave the same eligible nodes in the same groups make the same constraint (the fixed floor
+    would otherwise cap the domains of each)."""
+    _, first_seen, inverse = np.unique(domain, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first_seen))  # domains numbered in the order the nodes meet them
+    grouping = np.where(domain >= 0, rank[inverse], -1)
+    return spread.namespace, spread.selector, spread.max_skew, spread.min_domains, grouping.tobytes()
 
 
 def _always_within_skew(domains: int, min_domains: int) -> bool:

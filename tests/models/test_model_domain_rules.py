@@ -157,6 +157,12 @@ def test_constraints_that_differ_only_where_it_changes_nothing_are_one() -> None
         assert planned.plan.summary.pods_placed == 3
         assert not any(step.startswith("kube-scheduler emulation kept") for step in planned.report.steps)
     assert len(plans(snap)[0].aggregation.problem.spreads) == 1
+    # one node per zone: hostname and zone spread group the nodes alike, so they are one constraint
+    alike = snapshot_of(n("a0", "1", zone="a"), n("b0", "1", zone="b"),
+                        *replicas("web", 2, "250m", topologySpreadConstraints=spread("web", HOST)),
+                        pod("web-z").cpu("250m").label("app", "web").spec("topologySpreadConstraints", spread("web")))
+    assert [p.plan.summary.pods_placed for p in plans(alike)] == [3, 3, 3, 3]
+    assert len(plans(alike)[0].aggregation.problem.spreads) == 1
 
 
 @pytest.mark.parametrize(("policy", "placed"), [("Honor", 4), ("Ignore", 2)])
