@@ -18,7 +18,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings, inst
 from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.framework import ObjectiveTerm, PluginSet
 from kubeplace.models.plugins.volume_binding import VolumeBinding
-from kubeplace.models.problem import Assignment
+from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
@@ -62,7 +62,20 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, setti
     plugins = instantiate(config, profile, planning)
     agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
     terms = plugins.terms(agg.problem)
-    report = solve(agg.problem, terms, settings, on_event, _emulation(planning, agg, plugins, settings))
+    steps = _emulation(planning, agg, plugins, settings)
+    seeds = [] if steps is None else [(as_candidate(agg.problem, steps), "kube-scheduler emulation")]
+    report = solve(agg.problem, terms, settings, on_event, seeds)
+    planned = _verified(snapshot, planning, config, profile, agg, report, plugins, terms)
+    emulated = None if steps is None else _emulation_kept(agg.problem, report, steps, terms)
+    if emulated is not None:
+        alternative = _verified(snapshot, planning, config, profile, agg, emulated, plugins, terms)
+        if not alternative.violations:
+            return alternative
+    return planned
+
+
+def _verified(snapshot: Snapshot, planning: Snapshot, config: Configuration, profile: Profile, agg: Aggregation,
+              report: SolveReport, plugins: PluginSet, terms: tuple[ObjectiveTerm, ...]) -> Planned:
     plan = _to_plan(planning, agg, report, profile, terms, plugins)
     if agg.problem.has_domain_rules:
         plan = replace(plan, placements=replay_order(snapshot, plan.placements))
@@ -78,6 +91,34 @@ def with_stand_ins(snapshot: Snapshot) -> Snapshot:
     return replace(snapshot, pending=(*snapshot.pending, *snapshot.reserved), reserved=())
 
 
+def _emulation_kept(problem: Problem, report: SolveReport, steps: Sequence[tuple[int, int]],
+                    terms: tuple[ObjectiveTerm, ...]) -> SolveReport | None:
+    """The kube-scheduler emulation's placements as they are, when they place more than the solve.
+
+    The model expresses some spread constraints with a fixed floor, stricter than the
+    kube-scheduler's skew checked pod by pod (design-12 2.E), and the emulation's candidate is
+    replayed through the model's rules; so on rare clusters the one-pod-at-a-time placement
+    places more. It is then taken whole, if the independent verifier accepts it (the caller
+    checks), so that a plan never places fewer pods than the kube-scheduler would. Only for
+    batches without gangs or GPU devices, which the emulation places member by member and
+    without devices."""
+    classes = {c for c, _ in steps}
+    if problem.has_devices or any(c in classes for gang in problem.gangs for c in gang.classes):
+        return None
+    y = np.zeros((problem.n_classes, problem.n_nodes), dtype=np.int64)
+    for c, i in steps:
+        y[c, i] += 1
+    raw = Assignment.from_dense(y)
+    weight = evaluate.placed_weight(problem, raw)
+    if weight <= report.placed_weight:
+        return None
+    return replace(report, assignment=raw, status="feasible", placed_weight=weight,
+                   pods_placed=evaluate.pods_placed(raw), objective=evaluate.objective_value(problem, raw, terms),
+                   bound=None,  # the model's bound is its stricter rules', not the kube-scheduler's
+                   steps=(*report.steps, "kube-scheduler emulation kept: it places more pods than the model's "
+                                         "fixed-floor spread allows"))
+
+
 def replay_order(snapshot: Snapshot, placements: tuple[Placement, ...]) -> tuple[Placement, ...]:
     """The placements in an order in which the kube-scheduler accepts them one by one (design-12
     2.F), as the independent verifier finds it: bind in this order, and the inter-pod rules hold
@@ -88,21 +129,21 @@ def replay_order(snapshot: Snapshot, placements: tuple[Placement, ...]) -> tuple
 
 
 def _emulation(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet,
-               settings: SolverSettings) -> list[tuple[Assignment, str]]:
-    """With inter-pod rules, the kube-scheduler's one-pod-at-a-time placement (``solver.emulate``)
-    as one more candidate, so that a plan never places fewer pods than it would; up to
-    EMULATION_PAIRS nodes x pods, with the profile's filters, for at most the solver's time limit
+               settings: SolverSettings) -> list[tuple[int, int]] | None:
+    """With inter-pod rules, the kube-scheduler's one-pod-at-a-time placement (``solver.emulate``),
+    as (class, node) steps in its order: one more candidate, so that a plan never places fewer
+    pods than it would; None without inter-pod rules or beyond
+    EMULATION_PAIRS nodes x pods. With the profile's filters, for at most the solver's time limit
     (the queue's beginning only, if it runs out; whole with one worker, so runs repeat)."""
     p = agg.problem
     pods = [snapshot.pending[m] for members in p.members for m in members]
     if not p.has_domain_rules or p.n_nodes * len(pods) > EMULATION_PAIRS:
-        return []
+        return None
     class_of = {snapshot.pending[m].key: c for c, members in enumerate(p.members) for m in members}
     node_of = {name: i for i, name in enumerate(p.node_names)}
     emulated = emulate(snapshot, pods, plugins.filters, seed=settings.seed,
                        seconds=None if settings.workers <= 1 else settings.time_limit)
-    steps = [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements]
-    return [(as_candidate(p, steps), "kube-scheduler emulation")]
+    return [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements]
 
 
 def pods_per_node(agg: Aggregation, a: Assignment,

@@ -7,7 +7,7 @@
 (d) aggregating identical pods into classes does not change the optimal placed weight;
 (e) with required inter-pod (anti-)affinity and DoNotSchedule spread: (a) to (c) on the whole model and
     on neighbourhoods only, the model's rules kept, and never fewer pods than the kube-scheduler
-    emulation where the model is not knowingly stricter than it.
+    emulation (whose placement is kept as it is where the model's fixed-floor spread is stricter).
 """
 
 from __future__ import annotations
@@ -366,7 +366,8 @@ def test_inter_pod_rules_verified_agreed_and_never_worse(cluster: Cluster) -> No
             violations = verify_plan(cluster.snapshot, result.plan.placements, config, profile)
             assert violations == [], f"{backend}/{pairs}: {[str(v) for v in violations]}"
             problem = result.aggregation.problem
-            assert evaluate.rule_violations(problem, result.report.assignment) == []
+            if not _emulation_kept(result):  # the model's own rules hold for its solutions
+                assert evaluate.rule_violations(problem, result.report.assignment) == []
             for policy in POLICIES:
                 g = greedy(problem, policy)
                 assert evaluate.rule_violations(problem, g) == [], policy
@@ -374,14 +375,12 @@ def test_inter_pod_rules_verified_agreed_and_never_worse(cluster: Cluster) -> No
             plans[(backend, pairs)] = result
     reference = plans[("cpsat", 2_000)]
     emulated = emulate(cluster.snapshot, filters=reference.plugins.filters)
-    # never fewer pods than the kube-scheduler one at a time, where the model's rules agree with its steps
-    assert reference.report.pods_placed >= len(emulated.placements) or _stricter_than_kube(reference)
+    # never fewer pods than the kube-scheduler one at a time: where the model's fixed-floor spread is
+    # stricter than its steps (design-12 2.E), the emulation's placement is kept as it is, verified
+    assert reference.report.pods_placed >= len(emulated.placements)
     optimal = {k: r.report.placed_weight for k, r in plans.items() if r.plan.summary.status == "optimal"}
     assert len(set(optimal.values())) <= 1, optimal
 
 
-def _stricter_than_kube(planned: Planned) -> bool:
-    """Where the model is stricter than the kube-scheduler (design-12 2.E, 7): a fixed-floor spread, or
-    an affinity group whose supporters carry required affinity of their own."""
-    p = planned.aggregation.problem
-    return any(not s.ordered for s in p.spreads) or bool(p.attractions)
+def _emulation_kept(planned: Planned) -> bool:
+    return any(step.startswith("kube-scheduler emulation kept") for step in planned.report.steps)

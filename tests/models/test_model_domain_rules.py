@@ -165,6 +165,21 @@ def test_constraints_that_differ_only_where_it_changes_nothing_are_one() -> None
     assert len(plans(alike)[0].aggregation.problem.spreads) == 1
 
 
+def test_where_the_fixed_floor_is_stricter_the_kube_schedulers_placement_is_kept() -> None:
+    # web-3's hostname spread has minDomains 3 over two hosts: its host must hold no web pod when it
+    # goes there. The fixed floor counts the final placement, so web-3 and the others never share a
+    # host, while the kube-scheduler places them one by one and the replay finds its order.
+    running = [pod(f"old-{i}").scheduler("x").cpu("250m").label("app", "web").on("a0") for i in range(3)]
+    snap = snapshot_of(n("a0", "1", zone="a"), n("a1", "1", zone="a"), *running,
+                       *replicas("web", 2, "250m"),
+                       pod("web-2").cpu("250m").label("app", "web").spec("topologySpreadConstraints", spread("web", HOST)),
+                       pod("web-3").cpu("250m").label("app", "web").spec(
+                           "topologySpreadConstraints", spread("web", HOST, minDomains=3)))
+    for planned in plans(snap):
+        assert planned.plan.summary.pods_placed == 3 and planned.plan.summary.bound is None
+        assert any(step.startswith("kube-scheduler emulation kept") for step in planned.report.steps)
+
+
 @pytest.mark.parametrize(("policy", "placed"), [("Honor", 4), ("Ignore", 2)])
 def test_node_affinity_policy(policy: str, placed: int) -> None:
     # zone c's node lacks the label the pods select: under Honor zone c is no domain of the spread;
