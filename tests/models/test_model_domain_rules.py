@@ -172,7 +172,8 @@ def test_where_the_fixed_floor_is_stricter_the_kube_schedulers_placement_is_kept
     running = [pod(f"old-{i}").scheduler("x").cpu("250m").label("app", "web").on("a0") for i in range(3)]
     snap = snapshot_of(n("a0", "1", zone="a"), n("a1", "1", zone="a"), *running,
                        *replicas("web", 2, "250m"),
-                       pod("web-2").cpu("250m").label("app", "web").spec("topologySpreadConstraints", spread("web", HOST)),
+                       pod("web-2").cpu("250m").label("app", "web").spec(
+                           "topologySpreadConstraints", spread("web", HOST)),
                        pod("web-3").cpu("250m").label("app", "web").spec(
                            "topologySpreadConstraints", spread("web", HOST, minDomains=3)))
     for planned in plans(snap):
