@@ -4,8 +4,9 @@
 Each scenario is built so that one pod at a time strands a domain: the kube-scheduler, scoring
 each pod alone, takes the node that looks emptiest, and the pods that come later find no domain
 with room for them. Each states what both schedulers are expected to place (:class:`Expected`).
-Until kubeplace models these rules it leaves such pods to the default scheduler, and its copy
-places only the pods without them; the bench reports both counts and the pods kubeplace left.
+kubeplace models these rules (JobSet and LWS followers not created yet as stand-ins that hold
+their room), so it places every pod where the kube-scheduler strands some; the bench reports both
+counts and any pod kubeplace leaves to the default scheduler.
 """
 
 from __future__ import annotations
