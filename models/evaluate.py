@@ -12,8 +12,16 @@ import numpy as np
 import numpy.typing as npt
 
 from kubeplace.models.fragmentation import cluster_fragmentation
-from kubeplace.models.framework import FragmentationTerm, GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from kubeplace.models.framework import (
+    FragmentationTerm,
+    GangDomainsTerm,
+    LoadBalanceTerm,
+    NodesUsedTerm,
+    ObjectiveTerm,
+    PreferenceTerm,
+)
 from kubeplace.models.gpu import WHOLE
+from kubeplace.models.preferences import POINTS_PER_UNIT, preference_points
 from kubeplace.models.problem import Assignment, Attraction, Problem
 
 FloatArray = npt.NDArray[np.float64]
@@ -89,6 +97,8 @@ def objective_value(problem: Problem, a: Assignment, terms: Sequence[ObjectiveTe
             total += t.weight * gang_domains(problem, a)
         elif isinstance(t, FragmentationTerm):
             total += t.weight * cluster_fragmentation(problem, a, by_devices=True)[0] / WHOLE
+        elif isinstance(t, PreferenceTerm):
+            total += t.weight * preference_points(problem, a, t.plugin) / POINTS_PER_UNIT
     return total
 
 

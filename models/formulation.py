@@ -22,8 +22,9 @@ import numpy.typing as npt
 
 from kubeplace.models.evaluate import measured_shift
 from kubeplace.models.formulation_gpu import DeviceVars, PairModel, device_hint, device_rows, device_use
+from kubeplace.models.formulation_prefs import preference_rows
 from kubeplace.models.formulation_rules import RuleRows, rule_rows
-from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm
+from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, PreferenceTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.linear_terms import SCALE, BalanceCut, balance_cut, used_flag
 from kubeplace.models.problem import Assignment, DeviceUse, Gang, IntArray, Problem, exact_sum
@@ -303,6 +304,8 @@ def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[Objec
             aux += _nodes_used_rows(b, term)
         elif isinstance(term, GangDomainsTerm):
             aux += _gang_domains_rows(b, term)
+        elif isinstance(term, PreferenceTerm):
+            b.rules.hints += preference_rows(b, term)
     values = _values_from(b, hint)
     full = None if values is None else _complete_hint(b, values, aux, hint, extension)
     return Formulation(b.lb.build(maximize=False, hint=full), problem, b.pair_cls, b.pair_node, b.devices)

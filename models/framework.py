@@ -124,8 +124,19 @@ class GangDomainsTerm:
     weight: int
 
 
-ObjectiveTerm = LoadBalanceTerm | NodesUsedTerm | FragmentationTerm | GangDomainsTerm
-LINEAR_TERMS = (LoadBalanceTerm, NodesUsedTerm, GangDomainsTerm)
+@dataclass(frozen=True)
+class PreferenceTerm:
+    """``weight`` times the score points the placed pods lose on ``plugin``'s preferences
+    (``Problem.preferences`` of that plugin: preferred node and pod affinity, ScheduleAnyway
+    spread, PreferNoSchedule taints), as the kube-scheduler weighs that plugin's score. One
+    point is 1/20 of a balance unit (``models.preferences.POINTS_PER_UNIT``)."""
+
+    plugin: str
+    weight: int
+
+
+ObjectiveTerm = LoadBalanceTerm | NodesUsedTerm | FragmentationTerm | GangDomainsTerm | PreferenceTerm
+LINEAR_TERMS = (LoadBalanceTerm, NodesUsedTerm, GangDomainsTerm, PreferenceTerm)
 
 
 @runtime_checkable

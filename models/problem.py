@@ -233,7 +233,47 @@ class Gang:
         return tuple((name, max(amount - running.get(name, 0), 0)) for name, amount in self.min_resources)
 
 
-Rule = GroupCap | Gang | Headroom | Exclusion | Attraction | Spread
+@dataclass(frozen=True)
+class NodePreference:
+    """A score plugin's raw per-node score for some classes (the kube-scheduler's Score before
+    NormalizeScore: the weights of the matched preferred node terms, the untolerated
+    PreferNoSchedule taints, the inter-pod affinity towards running pods). It is normalised to
+    0..100 over each class's eligible nodes as that plugin's NormalizeScore does
+    (``models.preferences``); a pod loses what its node scores below the class's best node."""
+
+    plugin: str
+    classes: tuple[int, ...]
+    raw: IntArray  # (len(classes), N)
+    normalise: str
+    """``default`` (raw * 100 / max), ``reverse`` (100 - that) or ``minmax`` (InterPodAffinity)."""
+
+
+@dataclass(frozen=True)
+class DomainPreference:
+    """Pods of ``carriers`` prefer domains holding few pods of ``counted`` (a ScheduleAnyway
+    spread constraint, a preferred anti-affinity term its carriers match): each placed carrier
+    costs ``points`` per counted pod already in its domain. Over classes and domains that is
+    ``points * f(n_d)`` with n_d the placed counted pods in domain d and
+    f(n) = n (n - 1) / 2 + n * bound[d] when carriers and counted are the same pods (each pair
+    once, each running pod once per placed one), and ``points * X_C(d) * bound[d]`` otherwise
+    (the placed carriers against the running pods only)."""
+
+    name: str
+    plugin: str
+    carriers: tuple[int, ...]
+    counted: tuple[int, ...]
+    domain: IntArray  # (N,) -1: outside every domain
+    bound: IntArray  # (D,) running counted pods per domain
+    points: int
+    """Score points one counted pod in the domain costs a placed carrier (before the weight)."""
+
+    @property
+    def self_counted(self) -> bool:
+        return set(self.carriers) == set(self.counted)
+
+
+Preference = NodePreference | DomainPreference
+Rule = GroupCap | Gang | Headroom | Exclusion | Attraction | Spread | NodePreference | DomainPreference
 """What a constraint plugin may return."""
 
 
@@ -264,6 +304,8 @@ class Problem:
     exclusions: tuple[Exclusion, ...] = ()
     attractions: tuple[Attraction, ...] = ()
     spreads: tuple[Spread, ...] = ()
+    preferences: tuple[Preference, ...] = ()
+    """The score plugins' preferences over classes (stage 2 only: they never decide who is placed)."""
     gpu_count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """(K,) GPU devices one pod of the class takes (0: none); empty when no class needs GPUs."""
     gpu_milli: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))

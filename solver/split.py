@@ -14,7 +14,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
+from kubeplace.models.problem import (
+    Assignment,
+    DeviceUse,
+    DomainPreference,
+    IntArray,
+    NodePreference,
+    Preference,
+    Problem,
+)
 
 
 class _Sets:
@@ -59,6 +67,7 @@ def rule_classes(problem: Problem) -> list[tuple[int, ...]]:
     groups: list[tuple[int, ...]] = [*(g.classes for g in problem.group_caps), *(g.classes for g in problem.gangs)]
     groups += [(*r.carriers, *r.matched) for r in problem.exclusions]
     groups += [(*r.carriers, *r.counted) for r in problem.spreads]
+    groups += [(*r.carriers, *r.counted) for r in problem.preferences if isinstance(r, DomainPreference)]
     by_name = {a.name: a for a in problem.attractions}
     groups += [(*a.carriers, *a.supporters, *(c for r in a.rivals for c in by_name[r].carriers))
                for a in problem.attractions]
@@ -97,10 +106,25 @@ def subproblem(problem: Problem, classes: IntArray, nodes: IntArray) -> Problem:
         eligible=problem.eligible[np.ix_(classes, nodes)],
         members=tuple(problem.members[c] for c in classes),
         group_caps=caps, gangs=gangs, exclusions=exclusions, attractions=attractions, spreads=spreads,
+        preferences=tuple(_sub_preferences(problem.preferences, new_index, nodes)),
         gpu_count=problem.gpu_count[classes] if has_gpu else problem.gpu_count,
         gpu_milli=problem.gpu_milli[classes] if has_gpu else problem.gpu_milli,
         device_free=problem.device_free[nodes] if problem.device_free.shape[0] else problem.device_free,
     )
+
+
+def _sub_preferences(prefs: tuple[Preference, ...], new_index: dict[int, int], nodes: IntArray) -> list[Preference]:
+    out: list[Preference] = []
+    for pref in prefs:
+        if isinstance(pref, NodePreference):
+            rows = [k for k, c in enumerate(pref.classes) if c in new_index]
+            if rows:
+                out.append(replace(pref, classes=tuple(new_index[pref.classes[k]] for k in rows),
+                                   raw=pref.raw[np.ix_(np.asarray(rows, dtype=np.int64), nodes)]))
+        elif pref.carriers[0] in new_index:
+            out.append(replace(pref, carriers=tuple(new_index[c] for c in pref.carriers),
+                               counted=tuple(new_index[c] for c in pref.counted), domain=pref.domain[nodes]))
+    return out
 
 
 def lift(a: Assignment, classes: IntArray, nodes: IntArray) -> Assignment:

@@ -26,6 +26,7 @@ import numpy as np
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.domains import GroupId, Matcher, TermId, group_id, label_domains, n_domains
 from kubeplace.models.framework import ClassView, RunContext
+from kubeplace.models.plugins.preferences import InterPodAffinityArgs, InterPodAffinityScore, inter_pod_score
 from kubeplace.models.problem import UNCAPPED, Attraction, BoolArray, Exclusion, GroupCap, IntArray, Rule
 
 NAME = "InterPodAffinity"
@@ -304,6 +305,9 @@ def _with_rivals(attractions: list[Attraction], pods: Sequence[Pod], matcher: Ma
             for i, a in enumerate(attractions)]
 
 
-def build(_args: None, ctx: RunContext) -> tuple[OwnAffinity, OwnAntiAffinity, ExistingAntiAffinity, BatchRules]:
+def build(args: InterPodAffinityArgs, ctx: RunContext) -> tuple[OwnAffinity, OwnAntiAffinity, ExistingAntiAffinity,
+                                                                BatchRules, InterPodAffinityScore]:
     index = Index.build(ctx)
-    return OwnAffinity(index), OwnAntiAffinity(index), ExistingAntiAffinity(index), BatchRules(index)
+    snap = ctx.snapshot
+    score = inter_pod_score(args, snap.nodes, snap.bound, snap.pending, snap.namespace_labels)
+    return OwnAffinity(index), OwnAntiAffinity(index), ExistingAntiAffinity(index), BatchRules(index), score

@@ -18,16 +18,18 @@ design-12 2.C-2.E).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.domains import Matcher, SpreadId, label_domains, n_domains, spread_ids
-from kubeplace.models.framework import ClassView, RunContext
+from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm, RunContext
 from kubeplace.models.plugins import node_affinity, taint_toleration
-from kubeplace.models.problem import BoolArray, IntArray, Rule, Spread
+from kubeplace.models.plugins.preferences import soft_spread_ids
+from kubeplace.models.preferences import DEFAULT, points_per_pod
+from kubeplace.models.problem import BoolArray, DomainPreference, IntArray, NodePreference, Problem, Rule, Spread
 
 NAME = "PodTopologySpread"
 SPREAD_MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
@@ -158,12 +160,90 @@ def _assign_order(rules: dict[SpreadId, Spread], carried: list[tuple[SpreadId, .
     return [replace(r, ordered=True) if s in ordered else r for s, r in rules.items()]
 
 
-def build(_args: None, ctx: RunContext) -> PodTopologySpread:
+@dataclass(frozen=True)
+class PodTopologySpreadArgs:
+    """``weight``: the score weight of the ScheduleAnyway constraints in this profile."""
+
+    weight: int = 2
+
+    def validate(self) -> list[str]:
+        return [] if 0 <= self.weight <= 100 else [f"weight: expected an integer from 0 to 100, got {self.weight}"]
+
+
+@dataclass(frozen=True)
+class SpreadScore:
+    """The ScheduleAnyway constraints (``podtopologyspread/scoring.go``): per constraint, a
+    DomainPreference over the nodes its inclusion policies keep; nodes missing one of the
+    pod's soft keys score 0 (a NodePreference)."""
+
+    weight: int
+    live: tuple[SpreadId, ...]
+    pending: Mapping[SpreadId, int]
+    """Per live constraint: the pending pods it counts (the even count it aims at)."""
+    running: tuple[tuple[Pod, tuple[str, ...]], ...]
+    matcher: Matcher = field(default_factory=lambda: Matcher({}))
+    counted_by: dict[int, tuple[SpreadId, ...]] = field(default_factory=dict)
+    name: str = NAME
+
+    def counting(self, pod: Pod) -> tuple[SpreadId, ...]:
+        cls = self.matcher.label_class(pod)
+        found = self.counted_by.get(cls)
+        if found is None:
+            found = self.counted_by[cls] = tuple(s for s in self.live if s.counts(pod))
+        return found
+
+    def pod_key(self, pod: Pod) -> Hashable:
+        return soft_spread_ids(pod), self.counting(pod)
+
+    def constraints(self, view: ClassView) -> Sequence[Rule]:
+        pods = view.class_pods
+        carried = [soft_spread_ids(p) for p in pods]
+        index = {n.name: i for i, n in enumerate(view.nodes)}
+        rules: list[Rule] = []
+        missing: dict[tuple[str, ...], list[int]] = {}
+        for c, ids in enumerate(carried):
+            if ids:
+                missing.setdefault(ids[0].hard_keys, []).append(c)
+        for keys, classes in missing.items():
+            raw = np.array([all(k in n.labels for k in keys) for n in view.nodes], dtype=np.int64)
+            if np.ptp(raw) > 0:
+                rules.append(NodePreference("", tuple(classes), np.tile(raw, (len(classes), 1)), DEFAULT))
+        for spread in self.live:
+            carriers = tuple(c for c, ids in enumerate(carried) if spread in ids)
+            if not carriers:
+                continue
+            domain = label_domains(spread.topology_key, view.nodes, mask=eligible_nodes(spread, view.nodes))
+            bound = np.zeros(n_domains(domain), dtype=np.int64)
+            for pod, node_names in self.running:
+                if spread.counts(pod):
+                    at = domain[[index[n] for n in node_names if n in index]]
+                    np.add.at(bound, at[at >= 0], 1)
+            counted = tuple(c for c, p in enumerate(pods) if spread in self.counting(p))
+            points = points_per_pod(int(bound.sum()) + self.pending.get(spread, 0), len(bound))
+            rules.append(DomainPreference(f"soft spread {spread.describe()}", "", carriers, counted, domain, bound,
+                                          points))
+        return rules
+
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
+        if self.weight <= 0 or not any(p.plugin == self.name for p in problem.preferences):
+            return ()
+        return (PreferenceTerm(self.name, self.weight),)
+
+
+def build(args: PodTopologySpreadArgs, ctx: RunContext) -> tuple[PodTopologySpread, SpreadScore]:
     live = tuple(sorted({s for p in ctx.snapshot.pending for s in spread_ids(p)}, key=repr))
     keys = tuple(sorted({s.topology_key for s in live}))
     running: dict[Hashable, tuple[Pod, list[str]]] = {}
     for pod in ctx.snapshot.bound:
         key = (pod.namespace, frozenset(pod.labels.items()), pod.deleting)
         running.setdefault(key, (pod, []))[1].append(pod.node_name)
-    return PodTopologySpread(live, keys, tuple((p, tuple(names)) for p, names in running.values()),
-                             Matcher(ctx.snapshot.namespace_labels))
+    runs = tuple((p, tuple(names)) for p, names in running.values())
+    soft = tuple(sorted({s for p in ctx.snapshot.pending for s in soft_spread_ids(p)}, key=repr))
+    matcher = Matcher(ctx.snapshot.namespace_labels)
+    score = SpreadScore(args.weight, soft, {}, runs, matcher)
+    pending: dict[SpreadId, int] = {}
+    for pod in ctx.snapshot.pending:
+        for spread in score.counting(pod):
+            pending[spread] = pending.get(spread, 0) + 1
+    return (PodTopologySpread(live, keys, runs, Matcher(ctx.snapshot.namespace_labels)),
+            SpreadScore(args.weight, soft, pending, runs, matcher, score.counted_by))

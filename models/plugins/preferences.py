@@ -1,0 +1,291 @@
+"""The score parts of NodeAffinity, TaintToleration, InterPodAffinity and PodTopologySpread.
+
+Each is a constraint part (it keys the classes by what it reads and returns the
+``Problem.preferences`` over classes and domains) and a score part (a ``PreferenceTerm`` with
+the profile's weight for that plugin, by default the kube-scheduler's default profile:
+TaintToleration 3, NodeAffinity 2, InterPodAffinity 2, PodTopologySpread 2). What each reads
+(``pkg/scheduler/framework/plugins/*/scoring.go``):
+
+- NodeAffinity: the weights of the pod's preferred node affinity terms a node matches.
+- TaintToleration: the node's PreferNoSchedule taints the pod does not tolerate (only
+  tolerations with effect "" or PreferNoSchedule count), fewer is better.
+- InterPodAffinity: towards running pods, per node, the pod's preferred affinity (+weight) and
+  anti-affinity (-weight) terms times the matching pods in the node's domain, and the running
+  pods' required affinity (``hardPodAffinityWeight``) and preferred terms that match the pod;
+  among the pods of the batch, a preferred anti-affinity term that the carriers match
+  themselves (replicas keeping apart) is a DomainPreference.
+- PodTopologySpread: each ScheduleAnyway constraint is a DomainPreference over the nodes its
+  inclusion policies keep (the matching pods of the pod's namespace per domain); nodes missing
+  one of the pod's soft keys score 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kubeplace.kube.objects import HONOR, PREFER_NO_SCHEDULE, Node, Pod, PreferredNodeTerm, Taint, Toleration
+from kubeplace.models.domains import Matcher, SpreadId, TermId, canonical, label_domains, n_domains
+from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm, RunContext
+from kubeplace.models.plugins import node_affinity, taint_toleration
+from kubeplace.models.preferences import DEFAULT, MINMAX, REVERSE, points_per_pod
+from kubeplace.models.problem import DomainPreference, IntArray, NodePreference, Problem, Rule
+
+
+def _check_weight(weight: int) -> list[str]:
+    return [] if 0 <= weight <= 100 else [f"weight: expected an integer from 0 to 100, got {weight}"]
+
+
+@dataclass(frozen=True)
+class NodeAffinityArgs:
+    """``weight``: the plugin's score weight in this profile (0: no preference term)."""
+
+    weight: int = 2
+
+    def validate(self) -> list[str]:
+        return _check_weight(self.weight)
+
+
+@dataclass(frozen=True)
+class TaintTolerationArgs:
+    weight: int = 3
+
+    def validate(self) -> list[str]:
+        return _check_weight(self.weight)
+
+
+@dataclass(frozen=True)
+class InterPodAffinityArgs:
+    """The kube-scheduler's InterPodAffinityArgs, and the score weight."""
+
+    weight: int = 2
+    hardPodAffinityWeight: int = 1
+    ignorePreferredTermsOfExistingPods: bool = False
+
+    def validate(self) -> list[str]:
+        bad = _check_weight(self.weight)
+        if not 0 <= self.hardPodAffinityWeight <= 100:
+            bad.append(f"hardPodAffinityWeight: expected an integer from 0 to 100, got {self.hardPodAffinityWeight}")
+        return bad
+
+
+def _terms(plugin: str, weight: int, problem: Problem) -> Sequence[ObjectiveTerm]:
+    if weight <= 0 or not any(p.plugin == plugin for p in problem.preferences):
+        return ()
+    return (PreferenceTerm(plugin, weight),)
+
+
+def _groups(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
+    out: dict[Hashable, list[int]] = {}
+    for c, key in enumerate(keys):
+        out.setdefault(key, []).append(c)
+    return out
+
+
+def _node_preference(raw_by_key: Mapping[Hashable, IntArray], groups: Mapping[Hashable, list[int]],
+                     normalise: str) -> list[Rule]:
+    """One NodePreference over every class whose raw score is not the same on every node."""
+    classes = [c for key, members in groups.items() if np.ptp(raw_by_key[key]) > 0 for c in members]
+    if not classes:
+        return []
+    rows = {c: raw_by_key[key] for key, members in groups.items() for c in members}
+    return [NodePreference("", tuple(classes), np.stack([rows[c] for c in classes]).astype(np.int64), normalise)]
+
+
+@dataclass(frozen=True)
+class NodeAffinityScore:
+    weight: int
+    name: str = node_affinity.NAME
+
+    def pod_key(self, pod: Pod) -> Hashable:
+        return pod.preferred_node_terms
+
+    def constraints(self, view: ClassView) -> Sequence[Rule]:
+        groups = _groups([p.preferred_node_terms for p in view.class_pods])
+        raw = {key: preferred_weights(key, view.nodes) for key in groups if key}  # type: ignore[arg-type]
+        return _node_preference(raw, {k: v for k, v in groups.items() if k}, DEFAULT)
+
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
+        return _terms(self.name, self.weight, problem)
+
+
+def preferred_weights(terms: Sequence[PreferredNodeTerm], nodes: Sequence[Node]) -> IntArray:
+    """NodeAffinity's raw score: the weights of the preferred terms each node matches."""
+    raw = np.zeros(len(nodes), dtype=np.int64)
+    for preferred in terms:
+        raw += preferred.weight * node_affinity.term_mask(preferred.term, nodes)
+    return raw
+
+
+def soft_tolerations(pod: Pod) -> tuple[Toleration, ...]:
+    """The tolerations TaintToleration's score reads (``getAllTolerationPreferNoSchedule``)."""
+    return tuple(t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE))
+
+
+def untolerated_soft_taints(tolerations: Sequence[Toleration], nodes: Sequence[Node]) -> IntArray:
+    """TaintToleration's raw score: the node's PreferNoSchedule taints not tolerated."""
+    memo: dict[tuple[Taint, ...], int] = {}
+
+    def count(taints: tuple[Taint, ...]) -> int:
+        if taints not in memo:
+            memo[taints] = sum(1 for taint in taints if taint.effect == PREFER_NO_SCHEDULE
+                               and not any(taint_toleration.tolerates(t, taint) for t in tolerations))
+        return memo[taints]
+    return np.array([count(n.taints) for n in nodes], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class TaintTolerationScore:
+    weight: int
+    name: str = taint_toleration.NAME
+
+    def pod_key(self, pod: Pod) -> Hashable:
+        return soft_tolerations(pod)
+
+    def constraints(self, view: ClassView) -> Sequence[Rule]:
+        if not any(t.effect == PREFER_NO_SCHEDULE for n in view.nodes for t in n.taints):
+            return []
+        groups = _groups([soft_tolerations(p) for p in view.class_pods])
+        raw = {key: untolerated_soft_taints(key, view.nodes) for key in groups}  # type: ignore[arg-type]
+        return _node_preference(raw, groups, REVERSE)
+
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
+        return _terms(self.name, self.weight, problem)
+
+
+Weighted = tuple[TermId, int]
+"""A term as a score reads it: its identity and its signed weight."""
+
+
+def own_weighted(pod: Pod) -> tuple[Weighted, ...]:
+    """The pod's preferred affinity (+weight) and anti-affinity (-weight) terms."""
+    return tuple(sorted({*((TermId.of(t, pod.namespace), t.weight) for t in pod.preferred_affinity),
+                         *((TermId.of(t, pod.namespace), -t.weight) for t in pod.preferred_anti_affinity)},
+                        key=repr))
+
+
+@dataclass(frozen=True)
+class DomainCounts:
+    """Pods per value of one topology key (only nodes with the key count)."""
+
+    per_value: dict[str, int] = field(default_factory=dict)
+
+    def add(self, node: Node, key: str, amount: int = 1) -> None:
+        if key in node.labels:
+            self.per_value[node.labels[key]] = self.per_value.get(node.labels[key], 0) + amount
+
+    def on(self, key: str, nodes: Sequence[Node]) -> IntArray:
+        return np.array([self.per_value.get(n.labels.get(key, ""), 0) if key in n.labels else 0 for n in nodes],
+                        dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class InterPodAffinityScore:
+    """``existing``: the running pods' scoring terms (required affinity at hardPodAffinityWeight,
+    preferred terms at their signed weight) with their carriers per domain; ``running``: a
+    running pod per label class with the nodes of its pods; ``live_anti``: the pending pods'
+    preferred anti-affinity terms."""
+
+    weight: int
+    matcher: Matcher
+    existing: Mapping[Weighted, DomainCounts]
+    running: tuple[tuple[Pod, tuple[Node, ...]], ...]
+    live_anti: tuple[TermId, ...]
+    name: str = "InterPodAffinity"
+    selected: dict[int, tuple[tuple[Weighted, ...], tuple[TermId, ...]]] = field(default_factory=dict)
+
+    def selecting(self, pod: Pod) -> tuple[tuple[Weighted, ...], tuple[TermId, ...]]:
+        cls = self.matcher.label_class(pod)
+        found = self.selected.get(cls)
+        if found is None:
+            found = self.selected[cls] = (tuple(w for w in self.existing if self.matcher.matches(w[0], pod)),
+                                          tuple(t for t in self.live_anti if self.matcher.matches(t, pod)))
+        return found
+
+    def pod_key(self, pod: Pod) -> Hashable:
+        return own_weighted(pod), self.selecting(pod)
+
+    def raw(self, pod: Pod, nodes: Sequence[Node]) -> IntArray:
+        """The score towards running pods per node (``interpodaffinity/scoring.go``)."""
+        raw = np.zeros(len(nodes), dtype=np.int64)
+        for term, weight in own_weighted(pod):
+            counts = DomainCounts()
+            for other, on in self.running:
+                if self.matcher.matches(term, other):
+                    for node in on:
+                        counts.add(node, term.topology_key)
+            raw += weight * counts.on(term.topology_key, nodes)
+        for term, weight in self.selecting(pod)[0]:
+            raw += weight * self.existing[(term, weight)].on(term.topology_key, nodes)
+        return raw
+
+    def constraints(self, view: ClassView) -> Sequence[Rule]:
+        pods = view.class_pods
+        groups = _groups([self.pod_key(p) for p in pods])
+        raw = {key: self.raw(pods[members[0]], view.nodes) for key, members in groups.items()}
+        rules = _node_preference(raw, groups, MINMAX)
+        for term in self.live_anti:
+            carriers = tuple(c for c, p in enumerate(pods) if any(t == term and w < 0 for t, w in own_weighted(p)))
+            counted = tuple(c for c, p in enumerate(pods) if term in self.selecting(p)[1])
+            if not carriers or set(carriers) != set(counted):
+                continue  # towards running pods only: the node part above
+            domain = label_domains(term.topology_key, view.nodes)
+            size = n_domains(domain)
+            rules.append(DomainPreference(f"preferred anti-affinity {term.describe()}", "", carriers, counted, domain,
+                                          np.zeros(size, dtype=np.int64), points_per_pod(len(carriers), size)))
+        return rules
+
+    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
+        return _terms(self.name, self.weight, problem)
+
+
+def scoring_terms(pod: Pod, hard_weight: int, with_preferred: bool) -> list[tuple[TermId, int]]:
+    """A running pod's terms that score incoming pods, with their signed weights."""
+    found = [(TermId.of(t, pod.namespace), hard_weight) for t in pod.affinity if hard_weight]
+    if with_preferred:
+        found += [(TermId.of(t, pod.namespace), t.weight) for t in pod.preferred_affinity]
+        found += [(TermId.of(t, pod.namespace), -t.weight) for t in pod.preferred_anti_affinity]
+    return found
+
+
+def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Sequence[Pod], pending: Sequence[Pod],
+                    namespace_labels: Mapping[str, Mapping[str, str]]) -> InterPodAffinityScore:
+    matcher = Matcher(namespace_labels)
+    node_of = {n.name: n for n in nodes}
+    existing: dict[Weighted, DomainCounts] = {}
+    by_class: dict[int, tuple[Pod, list[Node]]] = {}
+    for pod in bound:
+        node = node_of.get(pod.node_name)
+        if node is None:
+            continue
+        for weighted in scoring_terms(pod, args.hardPodAffinityWeight, not args.ignorePreferredTermsOfExistingPods):
+            existing.setdefault(weighted, DomainCounts()).add(node, weighted[0].topology_key)
+        by_class.setdefault(matcher.label_class(pod), (pod, []))[1].append(node)
+    live = tuple(sorted({TermId.of(t, p.namespace) for p in pending for t in p.preferred_anti_affinity}, key=repr))
+    return InterPodAffinityScore(args.weight, matcher, existing,
+                                 tuple((p, tuple(on)) for p, on in by_class.values()), live)
+
+
+def soft_spread_ids(pod: Pod) -> tuple[SpreadId, ...]:
+    """The pod's ScheduleAnyway constraints as they count pods: every soft key is required of a
+    scored node (``requireAllTopologies``), minDomains does not apply."""
+    soft = [c for c in pod.spread if not c.hard]
+    keys = tuple(sorted({c.topology_key for c in soft}))
+    affinity = (tuple(sorted(pod.node_selector.items())), pod.required_terms)
+    return tuple(SpreadId(pod.namespace, canonical(c.selector), c.topology_key, c.max_skew, 1, keys,
+                          affinity if c.node_affinity_policy == HONOR else None,
+                          pod.tolerations if c.node_taints_policy == HONOR else None) for c in soft)
+
+
+def build_node_affinity(args: NodeAffinityArgs, ctx: RunContext) -> tuple[node_affinity.NodeAffinity,
+                                                                          NodeAffinityScore]:
+    """NodeAffinity: the filter (nodeSelector, required terms) and the preferred terms' score."""
+    return node_affinity.build(None, ctx), NodeAffinityScore(args.weight)
+
+
+def build_taint_toleration(args: TaintTolerationArgs, ctx: RunContext) -> tuple[taint_toleration.TaintToleration,
+                                                                                TaintTolerationScore]:
+    """TaintToleration: the filter (NoSchedule, NoExecute) and the PreferNoSchedule score."""
+    return taint_toleration.build(None, ctx), TaintTolerationScore(args.weight)
