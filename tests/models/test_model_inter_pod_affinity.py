@@ -9,6 +9,7 @@ import pytest
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.framework import RunContext
 from kubeplace.models.plugins import inter_pod_affinity
+from kubeplace.models.plugins.preferences import InterPodAffinityArgs
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
 from tests.builders import namespace, node, pod, snapshot_of
@@ -66,7 +67,7 @@ def test_namespace_selector_is_evaluated_against_the_namespace_labels() -> None:
         pod("db-0", "data").scheduler("x").label("app", "db").spec("affinity", term).on("a1"),
         pod("w", "ours").label("app", "web"), pod("v", "theirs").label("app", "web"),
     )
-    *_, filter_plugin, _ = inter_pod_affinity.build(None, RunContext(snap))
+    _, _, filter_plugin, _, _ = inter_pod_affinity.build(InterPodAffinityArgs(), RunContext(snap))
     allowed = {p.name: filter_plugin.filter(p, snap.nodes).tolist() for p in snap.pending}
     assert allowed == {"w": [False, True], "v": [True, True]}
     assert verify(snap, [("theirs", "v", "a1")]) == []
