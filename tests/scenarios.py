@@ -8,6 +8,7 @@ Each scenario is a folder with ``cluster.yaml`` (Kubernetes Node/Pod/Namespace o
     config: {PlacementConfiguration}    # optional, inline
     rule_plugin: NodeAffinity           # optional: the filter plugin enforcing the rule covered
     preempt: true                       # optional: planned as ``plan --preempt``
+    preference_plugin: PodTopologySpread   # optional: the score plugin whose preference is covered
     expect:
       pods_placed: 2                    # exact
       pods_unplaced: 1                  # exact, not counting pods left to the default scheduler
@@ -62,18 +63,22 @@ class Scenario:
     rule_plugin: str | None
     expect: dict[str, Any]
     preempt: bool = False
+    preference_plugin: str | None = None
 
     def snapshot(self) -> Snapshot:
         return load_snapshot([self.folder / "cluster.yaml"])
 
-    def config(self, disabled: tuple[str, ...] = ()) -> tuple[Configuration, Profile]:
+    def config(self, disabled: tuple[str, ...] = (), unweighted: tuple[str, ...] = ()) -> tuple[Configuration, Profile]:
         """The scenario's configuration and profile (objective from ``profile``), with
-        ``disabled`` plugins removed."""
+        ``disabled`` plugins removed and the score weight of the ``unweighted`` ones set to 0."""
         config = (Configuration() if self.config_doc is None
                   else parse_configuration(self.config_doc, f"{self.folder}/expected.yaml"))
         first = config.profiles[0]
         objective = Objective(self.profile_name) if self.profile_name else first.objective
-        profile = dataclasses.replace(first, objective=objective, disabled=first.disabled + disabled)
+        args = dict(first.plugin_args)
+        for name in unweighted:
+            args[name] = dataclasses.replace(args.get(name) or config.registry[name].args_type(), weight=0)
+        profile = dataclasses.replace(first, objective=objective, disabled=first.disabled + disabled, plugin_args=args)
         return dataclasses.replace(config, profiles=(profile, *config.profiles[1:])), profile
 
 
@@ -86,12 +91,13 @@ def load_scenario(name: str) -> Scenario:
     folder = SCENARIOS_DIR / name
     doc = yaml.safe_load((folder / "expected.yaml").read_text())
     return Scenario(name, folder, doc["description"], doc.get("profile"), doc.get("config"),
-                    doc.get("rule_plugin"), doc["expect"], bool(doc.get("preempt")))
+                    doc.get("rule_plugin"), doc["expect"], bool(doc.get("preempt")), doc.get("preference_plugin"))
 
 
-def plan_scenario(scenario: Scenario, backend: str, disabled: tuple[str, ...] = ()) -> Planned:
+def plan_scenario(scenario: Scenario, backend: str, disabled: tuple[str, ...] = (),
+                  unweighted: tuple[str, ...] = ()) -> Planned:
     snapshot = scenario.snapshot()
-    config, profile = scenario.config(disabled)
+    config, profile = scenario.config(disabled, unweighted)
     planner = make_preemption_plan if scenario.preempt else make_plan
     return planner(snapshot, config, profile, SolverSettings(backend=backend, time_limit=10, workers=1, seed=0))
 

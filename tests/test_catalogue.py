@@ -155,3 +155,18 @@ def test_scenario_needs_its_rule(name: str) -> None:
     assert verify_planned(scenario, ablated) != [], f"{name} without {scenario.rule_plugin}: {ablated.plan}"
     with pytest.raises(AssertionError):
         check_expectations(scenario, ablated)
+
+
+PREFERENCE_SCENARIOS = [n for n in NAMES if load_scenario(n).preference_plugin]
+
+
+@pytest.mark.parametrize("name", PREFERENCE_SCENARIOS)
+def test_scenario_needs_its_preference(name: str) -> None:
+    """With the score weight of the scenario's preference plugin at 0, the plan is still valid
+    (a preference is no rule) but its expectations fail: the scenario really tests that preference."""
+    scenario = load_scenario(name)
+    assert scenario.preference_plugin is not None
+    ablated = plan_scenario(scenario, "cpsat", unweighted=(scenario.preference_plugin,))
+    assert verify_planned(scenario, ablated) == []
+    with pytest.raises(AssertionError):
+        check_expectations(scenario, ablated)

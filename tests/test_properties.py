@@ -5,9 +5,12 @@
 (c) CP-SAT and the MILP backends agree on the optimal placed weight and on the optimal value of
     the same stage-2 (linearised) model, whenever both prove optimality;
 (d) aggregating identical pods into classes does not change the optimal placed weight;
-(e) with required inter-pod (anti-)affinity and DoNotSchedule spread: (a) to (c) on the whole model and
-    on neighbourhoods only, the model's rules kept, and never fewer pods than the kube-scheduler
-    emulation (whose placement is kept as it is where the model's fixed-floor spread is stricter).
+(e) with required inter-pod (anti-)affinity and DoNotSchedule spread, and the preferences (ScheduleAnyway
+    spread, preferred pod anti-affinity and node affinity, PreferNoSchedule taints): (a) to (c) on the
+    whole model and on neighbourhoods only, the model's rules kept, never worse than a greedy placement
+    of the same pods on the objective (preferences included), and never fewer pods than the
+    kube-scheduler emulation (whose placement is kept as it is where the model's fixed-floor spread is
+    stricter).
 """
 
 from __future__ import annotations
@@ -283,6 +286,7 @@ def test_unaggregated_registry_really_splits_classes() -> None:
 RULE_EXAMPLES = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 APPS = ("web", "db", "cache")
 KEYS = ("kubernetes.io/hostname", "zone", "rack")
 
@@ -290,7 +294,8 @@ KEYS = ("kubernetes.io/hostname", "zone", "rack")
 @st.composite
 def rule_templates(draw: st.DrawFn) -> dict[str, Any]:
     app = draw(st.sampled_from(APPS))
-    rule = draw(st.sampled_from(("none", "anti", "spread", "group", "affinity", "anti+spread")))
+    rule = draw(st.sampled_from(("none", "anti", "spread", "group", "affinity", "anti+spread", "soft", "prefer-anti",
+                                 "prefer-node")))
     return {"app": app, "rule": rule, "cpu": draw(st.sampled_from(("250m", "500m", "1", "2"))),
             "key": draw(st.sampled_from(KEYS)), "other": draw(st.sampled_from(APPS)),
             "skew": draw(st.sampled_from((1, 1, 2))), "min_domains": draw(st.sampled_from((None, None, 3))),
@@ -324,6 +329,16 @@ def rule_builder(name: str, t: dict[str, Any]) -> PodBuilder:
             affinity["podAntiAffinity"] = {REQUIRED: [{"labelSelector": {"matchExpressions": [
                 {"key": "group", "operator": "Exists"}, {"key": "group", "operator": "NotIn", "values": [t["app"]]}]},
                 "topologyKey": "zone" if key == "kubernetes.io/hostname" else key}]}
+    if rule == "soft":  # ScheduleAnyway spread of its own app
+        b = b.spec("topologySpreadConstraints", [{"maxSkew": t["skew"], "topologyKey": key,
+                                                  "whenUnsatisfiable": "ScheduleAnyway",
+                                                  "labelSelector": {"matchLabels": {"app": t["app"]}}}])
+    if rule == "prefer-anti":  # rather not beside its own app
+        affinity["podAntiAffinity"] = {PREFERRED: [{"weight": 50, "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {"app": t["app"]}}, "topologyKey": key}}]}
+    if rule == "prefer-node":
+        affinity["nodeAffinity"] = {PREFERRED: [{"weight": 10, "preference": {"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["a"]}]}}]}
     if rule == "affinity":  # to another app's pods
         affinity["podAffinity"] = {REQUIRED: [{"labelSelector": {"matchLabels": {"app": t["other"]}},
                                                "topologyKey": key}]}
@@ -339,6 +354,8 @@ def rule_clusters(draw: st.DrawFn) -> Cluster:
         b = b.label("zone", draw(st.sampled_from(("a", "b", "c")))).label("rack", f"r{i // 2}")
         if draw(RARELY):
             b = b.taint("dedicated", "x", "NoSchedule")
+        if draw(RARELY):
+            b = b.taint("spot", "x", "PreferNoSchedule")
         nodes.append(b)
     bound = []
     for i in range(draw(st.integers(0, 3))):
@@ -372,6 +389,9 @@ def test_inter_pod_rules_verified_agreed_and_never_worse(cluster: Cluster) -> No
                 g = greedy(problem, policy)
                 assert evaluate.rule_violations(problem, g) == [], policy
                 assert result.report.placed_weight >= evaluate.placed_weight(problem, g), (backend, policy)
+                if result.report.placed_weight == evaluate.placed_weight(problem, g):
+                    worst = evaluate.objective_value(problem, g, result.terms) + 1e-6
+                    assert result.report.objective <= worst, (backend, pairs, policy)
             plans[(backend, pairs)] = result
     reference = plans[("cpsat", 2_000)]
     emulated = emulate(cluster.snapshot, filters=reference.plugins.filters)
