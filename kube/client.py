@@ -121,6 +121,14 @@ class Cluster:
 
         return self._list(f"list {plural}.metrics.k8s.io", "", list_page)
 
+    def list_controllers(self) -> list[RawObject]:
+        """Services and ReplicationControllers (core v1), ReplicaSets and StatefulSets (apps/v1) of
+        every namespace: what the default topology spread constraints select pods by."""
+        found = self._list("list services", "Service", self._core.list_service_for_all_namespaces)
+        found += self._list("list replicationcontrollers", "ReplicationController",
+                            self._core.list_replication_controller_for_all_namespaces)
+        return found + self.list_objects("apps", "v1", "replicasets") + self.list_objects("apps", "v1", "statefulsets")
+
     def list_pod_disruption_budgets(self) -> list[RawObject]:
         """PodDisruptionBudgets (policy/v1) of every namespace, with their status."""
         return self._list("list poddisruptionbudgets", "PodDisruptionBudget",

@@ -42,6 +42,8 @@ class ClusterReader(Protocol):
 
     def list_pod_disruption_budgets(self) -> list[dict[str, Any]]: ...
 
+    def list_controllers(self) -> list[dict[str, Any]]: ...
+
 
 def load_live_snapshot(
     cluster: ClusterReader,
@@ -62,6 +64,7 @@ def load_live_snapshot(
     objects += [(namespace, source) for namespace in cluster.list_namespaces()]
     objects += [(claim, source) for claim in cluster.list_persistent_volume_claims()]
     objects += [(volume, source) for volume in cluster.list_persistent_volumes()]
+    objects += [(controller, source) for controller in cluster.list_controllers()]
     if disruption_budgets:
         objects += [(budget, source) for budget in cluster.list_pod_disruption_budgets()]
     for group, version, plural in (*STORAGE_APIS, *GANG_APIS):  # a CRD that is not installed lists as []

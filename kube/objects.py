@@ -120,6 +120,9 @@ class SpreadConstraint:
     min_domains: int = 1
     node_affinity_policy: str = HONOR
     node_taints_policy: str = IGNORE
+    system_default: bool = False
+    """One of the kube-scheduler's system default constraints (filled in by the profile, never
+    parsed): a node is scored without holding every key of them (``requireAllTopologies`` false)."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,9 @@ class Pod:
     parsed: :meth:`models.framework.PluginSet.mark_unmodelled` fills it in for a run);
     non-empty means it is left to the default scheduler, with these reasons."""
     owner_kind: str = ""
+    owner_name: str = ""
+    owner_api_version: str = ""
+    """The controller's ``ownerReferences`` entry (kind, name, apiVersion); "" without one."""
     creation: str = ""
     preemption_policy: str = "PreemptLowerPriority"
     """``spec.preemptionPolicy``, else its PriorityClass's: ``Never`` pods never preempt."""
@@ -491,6 +497,18 @@ class DisruptionBudget:
 
 
 @dataclass(frozen=True)
+class Controller:
+    """A Service, ReplicationController, ReplicaSet or StatefulSet, as the default spread selector
+    reads it (``kube.workloads``): its selector (a Service's or an RC's label map as ``In``
+    requirements); None for a nil selector, which selects nothing."""
+
+    kind: str
+    namespace: str
+    name: str
+    selector: tuple[Requirement, ...] | None
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything one planning run sees, taken at one moment."""
 
@@ -518,3 +536,5 @@ class Snapshot:
     reserved: tuple[Pod, ...] = ()
     """Stand-ins for followers that do not exist yet (``kube.followers``): planned with their
     leader, in its gang, never bound."""
+    controllers: tuple[Controller, ...] = ()
+    """Services, ReplicationControllers, ReplicaSets and StatefulSets (the default spread selector)."""

@@ -56,6 +56,7 @@ from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import is_sidecar, pod_requests
 from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
 from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
+from kubeplace.kube.workloads import CONTROLLER_KINDS, parse_controller
 
 RawObject = Mapping[str, Any]
 T = TypeVar("T")
@@ -70,7 +71,8 @@ PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
 READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, DISRUPTION_BUDGET, *POD_GROUPS, *STORAGE_KINDS,
-                        *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND})
+                        *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
+                        *CONTROLLER_KINDS})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
 (RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
@@ -153,6 +155,8 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
             spec_rules=spec_rules(spec),
             volumes=pod_volumes(spec, expect_name(metadata)),
             owner_kind=expect_controller(metadata.get("ownerReferences"), "kind") or "",
+            owner_name=expect_controller(metadata.get("ownerReferences"), "name") or "",
+            owner_api_version=expect_controller(metadata.get("ownerReferences"), "apiVersion") or "",
             creation=_timestamp(metadata.get("creationTimestamp"), "metadata.creationTimestamp"),
             nominated_node=expect_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
             scheduling_group=expect_str(expect_mapping(spec.get("schedulingGroup"), "spec.schedulingGroup")
@@ -270,6 +274,8 @@ def build_snapshot(
     groups, reserved = _gangs(kinds, pods, pending, bound, nodes)
     node_metrics, pod_metrics = metrics_objects(item for kind in METRICS_KINDS for item in kinds.get(kind, []))
     budgets = [_located(parse_disruption_budget, obj, where) for obj, where in kinds.get(DISRUPTION_BUDGET, [])]
+    controllers = [_located(parse_controller, obj, where)
+                   for kind in CONTROLLER_KINDS for obj, where in kinds.get(kind, [])]
     return Snapshot(
         nodes=tuple(nodes),
         pending=tuple(pending),
@@ -278,6 +284,7 @@ def build_snapshot(
         pod_groups=tuple(sorted(groups, key=lambda g: g.key)),
         reserved=tuple(reserved),
         disruption_budgets=tuple(sorted(budgets, key=lambda b: (b.namespace, b.name))),
+        controllers=tuple(sorted(controllers, key=lambda c: (c.kind, c.namespace, c.name))),
         skipped_kinds=dict(sorted(skipped.items())),
         source=source,
         storage=build_storage(kinds, object_label),

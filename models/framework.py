@@ -219,6 +219,16 @@ class NodeReasons(Protocol):
         ...
 
 
+@runtime_checkable
+class PodDefaults(Protocol):
+    """Optional on a plugin's args: what the kube-scheduler fills in per pod from the profile
+    before any plugin reads it (PodTopologySpread's default constraints). Applied to the snapshot
+    every plugin of the profile is built from and to every snapshot the profile's plugins check."""
+
+    def defaulted(self, snapshot: Snapshot) -> Snapshot:
+        ...
+
+
 @dataclass(frozen=True)
 class PluginFactory:
     """How to build one plugin: its extension point (FILTER, SCORE or CONSTRAINT, or a tuple of
@@ -254,6 +264,14 @@ class PluginSet:
     constraints: tuple[ConstraintPlugin, ...] = ()
     limits: tuple[Unmodelled, ...] = ()
     """The plugins (of any point) that say which rules they cannot model."""
+    defaults: tuple[PodDefaults, ...] = ()
+    """The plugin args that fill in per-pod defaults."""
+
+    def defaulted(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with the profile's per-pod defaults filled in (idempotent)."""
+        for d in self.defaults:
+            snapshot = d.defaulted(snapshot)
+        return snapshot
 
     def terms(self, problem: Problem) -> tuple[ObjectiveTerm, ...]:
         """The objective for ``problem``: every score plugin's terms, in profile order. A measured
@@ -268,7 +286,10 @@ class PluginSet:
         return tuple(reason for plugin in self.limits for reason in plugin.unmodelled(pod))
 
     def mark_unmodelled(self, snapshot: Snapshot) -> Snapshot:
-        """``snapshot`` with every pod's ``unmodelled`` reasons as these plugins give them."""
+        """``snapshot`` with the profile's defaults and every pod's ``unmodelled`` reasons as these
+        plugins give them."""
+        snapshot = self.defaulted(snapshot)
+
         def mark(pod: Pod) -> Pod:
             new = tuple(r for r in self.unmodelled(pod) if r not in pod.unmodelled)
             return replace(pod, unmodelled=(*pod.unmodelled, *new)) if new else pod  # unchanged: the same pod
@@ -281,6 +302,9 @@ def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext) 
     PluginError (one line, naming the plugin and what it lacks) when it does not implement it."""
     by_point: dict[str, list[Any]] = {point: [] for point in EXTENSION_POINTS}
     limits: list[Unmodelled] = []
+    defaults = tuple(args for _, args in chosen if isinstance(args, PodDefaults))
+    for d in defaults:
+        ctx = replace(ctx, snapshot=d.defaulted(ctx.snapshot))
     for factory, args in chosen:
         unknown = [p for p in factory.points if p not in CONTRACTS] or ([] if factory.points else ["(none)"])
         if unknown:
@@ -301,7 +325,8 @@ def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext) 
                                   f"({', '.join(factory.points)})")
             if isinstance(part, Unmodelled) and callable(part.unmodelled):
                 limits.append(part)
-    return PluginSet(tuple(by_point[FILTER]), tuple(by_point[SCORE]), tuple(by_point[CONSTRAINT]), tuple(limits))
+    return PluginSet(tuple(by_point[FILTER]), tuple(by_point[SCORE]), tuple(by_point[CONSTRAINT]), tuple(limits),
+                     defaults)
 
 
 def all_true(n: int) -> BoolArray:

@@ -54,12 +54,9 @@ class Planned:
 
 def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
               on_event: Callable[[Event], None] | None = None) -> Planned:
-    """The plan of the snapshot's pending pods. Stand-ins for followers not created yet
-    (``Snapshot.reserved``) are planned as pending pods after them (so the aggregation's member
-    indices of the real pods are the same) and come out as the plan's reservations; the verifier
-    checks the placements and the reservations together."""
-    planning = with_stand_ins(snapshot)
-    plugins = instantiate(config, profile, planning)
+    plugins = instantiate(config, profile, with_stand_ins(snapshot))
+    snapshot = plugins.defaulted(snapshot)  # the default spread constraints, for every step below
+    planning = plugins.defaulted(with_stand_ins(snapshot))
     agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
     terms = plugins.terms(agg.problem)
     steps = _emulation(planning, agg, plugins, settings)

@@ -114,13 +114,15 @@ def _balance(requested: IntArray, allocatable: IntArray) -> IntArray:
 
 def spread_score(cluster: Cluster, pod: Pod, candidates: IntArray) -> IntArray:
     """ScheduleAnyway constraints: sum of matching pods in the node's domain times log(domains
-    + 2) plus maxSkew - 1, fewer is better; nodes lacking a key score 0."""
+    + 2) plus maxSkew - 1, fewer is better; nodes lacking a key score 0 (but for the system
+    defaults, where a missing key only adds nothing)."""
     soft = [s for s in pod.spread if not s.hard]
     if not soft:
         return np.zeros(len(candidates), dtype=np.int64)
     has_keys = np.ones(cluster.n, dtype=np.bool_)
     for s in soft:
-        has_keys &= cluster.domain(s.topology_key)[0] >= 0
+        if not s.system_default:  # requireAllTopologies, except for the system defaults
+            has_keys &= cluster.domain(s.topology_key)[0] >= 0
     scored = has_keys[candidates]
     raw: FloatArray = np.zeros(len(candidates), dtype=np.float64)
     for s in soft:
@@ -133,8 +135,8 @@ def spread_score(cluster: Cluster, pod: Pod, candidates: IntArray) -> IntArray:
         else:
             eligible = has_keys & spread_eligible(cluster, pod, s)
             count = cluster.in_domain(s.topology_key, counts, eligible)[candidates]
-            size = len(np.unique(dom[candidates][scored]))
-        raw += count * np.log(size + 2) + (s.max_skew - 1)
+            size = len(np.unique(dom[candidates][scored & (dom[candidates] >= 0)]))
+        raw += np.where(dom[candidates] >= 0, count * np.log(size + 2) + (s.max_skew - 1), 0.0)  # a key missing: 0
     rounded = np.floor(raw + 0.5).astype(np.int64)
     if not scored.any():
         return np.zeros(len(candidates), dtype=np.int64)

@@ -270,9 +270,9 @@ def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Se
 
 def soft_spread_ids(pod: Pod) -> tuple[SpreadId, ...]:
     """The pod's ScheduleAnyway constraints as they count pods: every soft key is required of a
-    scored node (``requireAllTopologies``), minDomains does not apply."""
+    scored node (``requireAllTopologies``; not for the system defaults), minDomains does not apply."""
     soft = [c for c in pod.spread if not c.hard]
-    keys = tuple(sorted({c.topology_key for c in soft}))
+    keys = tuple(sorted({c.topology_key for c in soft if not c.system_default}))
     affinity = (tuple(sorted(pod.node_selector.items())), pod.required_terms)
     return tuple(SpreadId(pod.namespace, canonical(c.selector), c.topology_key, c.max_skew, 1, keys,
                           affinity if c.node_affinity_policy == HONOR else None,

@@ -23,7 +23,17 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.objects import (
+    DO_NOT_SCHEDULE,
+    HONOR,
+    IGNORE,
+    SCHEDULE_ANYWAY,
+    Node,
+    Pod,
+    Snapshot,
+    SpreadConstraint,
+)
+from kubeplace.kube.workloads import default_selector
 from kubeplace.models.domains import Matcher, SpreadId, label_domains, n_domains, spread_ids
 from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm, RunContext
 from kubeplace.models.plugins import node_affinity, taint_toleration
@@ -32,6 +42,8 @@ from kubeplace.models.preferences import DEFAULT, points_per_pod
 from kubeplace.models.problem import BoolArray, DomainPreference, IntArray, NodePreference, Problem, Rule, Spread
 
 NAME = "PodTopologySpread"
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
 SPREAD_MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
 SPREAD_MISMATCH = "node(s) didn't match pod topology spread constraints"
 
@@ -161,13 +173,77 @@ def _assign_order(rules: dict[SpreadId, Spread], carried: list[tuple[SpreadId, .
 
 
 @dataclass(frozen=True)
+class DefaultConstraint:
+    """One of PodTopologySpreadArgs' ``defaultConstraints`` (no labelSelector: the default
+    selector of ``kube.workloads`` is used)."""
+
+    maxSkew: int = 1
+    topologyKey: str = ""
+    whenUnsatisfiable: str = ""
+    nodeAffinityPolicy: str = HONOR
+    nodeTaintsPolicy: str = IGNORE
+
+    def problems(self, where: str) -> list[str]:
+        bad = [] if self.maxSkew >= 1 else [f"{where}.maxSkew: expected an integer >= 1, got {self.maxSkew}"]
+        if not self.topologyKey:
+            bad.append(f"{where}.topologyKey: expected a node label key")
+        if self.whenUnsatisfiable not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+            bad.append(f"{where}.whenUnsatisfiable: expected DoNotSchedule or ScheduleAnyway, "
+                       f"got {self.whenUnsatisfiable!r}")
+        policies = (("nodeAffinityPolicy", self.nodeAffinityPolicy), ("nodeTaintsPolicy", self.nodeTaintsPolicy))
+        for name, value in policies:
+            if value not in (HONOR, IGNORE):
+                bad.append(f"{where}.{name}: expected Honor or Ignore, got {value!r}")
+        return bad
+
+
+SYSTEM_DEFAULTS = (DefaultConstraint(3, HOSTNAME, SCHEDULE_ANYWAY), DefaultConstraint(5, ZONE, SCHEDULE_ANYWAY))
+"""``plugin.go systemDefaultConstraints``."""
+SYSTEM, LIST = "System", "List"
+
+
+@dataclass(frozen=True)
 class PodTopologySpreadArgs:
-    """``weight``: the score weight of the ScheduleAnyway constraints in this profile."""
+    """The kube-scheduler's PodTopologySpreadArgs (``defaultConstraints``, ``defaultingType``:
+    System uses the system defaults and takes no constraints of its own, List the given ones),
+    and ``weight``: the score weight of the ScheduleAnyway constraints in this profile."""
 
     weight: int = 2
+    defaultConstraints: tuple[DefaultConstraint, ...] = ()
+    defaultingType: str = SYSTEM
 
     def validate(self) -> list[str]:
-        return [] if 0 <= self.weight <= 100 else [f"weight: expected an integer from 0 to 100, got {self.weight}"]
+        bad = [] if 0 <= self.weight <= 100 else [f"weight: expected an integer from 0 to 100, got {self.weight}"]
+        if self.defaultingType not in (SYSTEM, LIST):
+            bad.append(f"defaultingType: expected System or List, got {self.defaultingType!r}")
+        elif self.defaultingType == SYSTEM and self.defaultConstraints:
+            bad.append("defaultConstraints: expected none with defaultingType System")
+        for i, c in enumerate(self.defaultConstraints):
+            bad += c.problems(f"defaultConstraints[{i}]")
+        keys = [(c.topologyKey, c.whenUnsatisfiable) for c in self.defaultConstraints]
+        if len(set(keys)) < len(keys):
+            bad.append("defaultConstraints: expected one constraint per topologyKey and whenUnsatisfiable")
+        return bad
+
+    def defaulted(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with the default constraints on every pending pod that has none
+        (``buildDefaultConstraints``), selecting by its default selector; pods without one keep none."""
+        chosen = SYSTEM_DEFAULTS if self.defaultingType == SYSTEM else self.defaultConstraints
+        if not chosen or not snapshot.controllers:
+            return snapshot
+
+        def fill(pod: Pod) -> Pod:
+            if pod.spread:
+                return pod
+            selector = default_selector(pod, snapshot.controllers)
+            if not selector:
+                return pod
+            return replace(pod, spread=tuple(
+                SpreadConstraint(c.maxSkew, c.topologyKey, c.whenUnsatisfiable == DO_NOT_SCHEDULE, selector,
+                                 node_affinity_policy=c.nodeAffinityPolicy, node_taints_policy=c.nodeTaintsPolicy,
+                                 system_default=self.defaultingType == SYSTEM)
+                for c in chosen))
+        return replace(snapshot, pending=tuple(map(fill, snapshot.pending)))
 
 
 @dataclass(frozen=True)

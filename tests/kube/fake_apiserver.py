@@ -35,6 +35,8 @@ class FakeApiServer:
             "/api/v1/persistentvolumeclaims": ("PersistentVolumeClaimList", "v1", []),
             "/api/v1/persistentvolumes": ("PersistentVolumeList", "v1", []),
             "/apis/policy/v1/poddisruptionbudgets": ("PodDisruptionBudgetList", "policy/v1", budgets or []),
+            "/api/v1/services": ("ServiceList", "v1", []),
+            "/api/v1/replicationcontrollers": ("ReplicationControllerList", "v1", []),
         }
         """Other list paths the server answers: path -> (list kind, apiVersion, items)."""
         self.objects: dict[str, dict[str, Any]] = {}

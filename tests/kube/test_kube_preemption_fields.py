@@ -103,6 +103,9 @@ class Reader:
     def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
         return [budget()]
 
+    def list_controllers(self) -> list[dict[str, Any]]:
+        return []
+
 
 def test_live_snapshots_list_budgets_only_when_asked() -> None:
     assert load_live_snapshot(Reader()).disruption_budgets == ()

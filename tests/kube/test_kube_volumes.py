@@ -91,7 +91,7 @@ def test_live_snapshot_reads_storage_as_files_do(tmp_path: Path) -> None:
     storage = {"/apis/storage.k8s.io/v1/storageclasses": ("StorageClassList", [storage_class("local")]),
                "/apis/storage.k8s.io/v1/csinodes": ("CSINodeList", [csi_node("n1", ("d", 3))])}
     api = FakeApiServer([node("n1").manifest()], [mounting(pod("p"), "data-0").manifest()], [])
-    api.lists = {"/api/v1/persistentvolumeclaims": ("PersistentVolumeClaimList", "v1", claims),
+    api.lists |= {"/api/v1/persistentvolumeclaims": ("PersistentVolumeClaimList", "v1", claims),
                  "/api/v1/persistentvolumes": ("PersistentVolumeList", "v1", volumes),
                  **{path: (kind, "storage.k8s.io/v1", items) for path, (kind, items) in storage.items()}}
     dump = tmp_path / "dump.yaml"

@@ -16,10 +16,12 @@ from kubeplace.models import evaluate
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.framework import PreferenceTerm
 from kubeplace.models.plugins.preferences import InterPodAffinityArgs, NodeAffinityArgs, TaintTolerationArgs
-from kubeplace.models.plugins.topology_spread import PodTopologySpreadArgs
+from kubeplace.models.plugins.topology_spread import DefaultConstraint, PodTopologySpreadArgs
 from kubeplace.models.preferences import node_scores
 from kubeplace.models.problem import NodePreference
+from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
+from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import verify
 from kubeplace.solver.greedy import POLICIES, greedy
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
@@ -176,3 +178,49 @@ def test_plans_are_never_worse_than_the_greedy_on_the_preferences(make: Any) -> 
         if evaluate.placed_weight(problem, candidate) == evaluate.placed_weight(problem, chosen):
             assert evaluate.objective_value(problem, chosen, prefs) <= evaluate.objective_value(
                 problem, candidate, prefs) + 1e-9
+
+
+def replica_set(name: str, app: str) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "template": {}}}
+
+
+def service(name: str, selector: dict[str, str] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"ports": [{"port": 80}]}
+    if selector is not None:
+        spec["selector"] = selector
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def owned(*objects: dict[str, Any]) -> Snapshot:
+    """Six replicas of a ReplicaSet without spread constraints of their own."""
+    pods = [p.owner("ReplicaSet", "web-1") for p in replicas("web", 6)]
+    return snapshot_of(*cluster(), *objects, *pods)
+
+
+def test_the_system_default_spread_keeps_a_replica_set_off_one_node() -> None:
+    # the system defaults: hostname maxSkew 3 and zone maxSkew 5, ScheduleAnyway, selecting by the ReplicaSet
+    for planned in plans(owned(replica_set("web-1", "web"))):
+        assert max(Counter(where(planned).values()).values()) <= 2
+    for planned in plans(owned()):  # no ReplicaSet in the snapshot: no selector, no default constraints
+        assert set(where(planned).values()) == {"big"}
+
+
+def test_a_service_selecting_the_pods_gives_the_default_selector() -> None:
+    for planned in plans(owned(service("web", {"app": "web"}))):
+        assert max(Counter(where(planned).values()).values()) <= 2
+    for planned in plans(owned(service("web", None), service("other", {"app": "db"}))):
+        assert set(where(planned).values()) == {"big"}  # a nil selector selects nothing; "other" not these pods
+
+
+def test_listed_default_constraints_that_do_not_schedule_are_hard() -> None:
+    hard = PodTopologySpreadArgs(defaultConstraints=(DefaultConstraint(1, HOST, "DoNotSchedule"),),
+                                 defaultingType="List")
+    snap = owned(replica_set("web-1", "web"))
+    for planned in plans(snap, {"PodTopologySpread": hard}):
+        assert len(set(where(planned).values())) == 6
+    profile = Profile(plugin_args={"PodTopologySpread": hard})
+    stacked = [Placement("default", f"web-{i}", "big") for i in range(2)]
+    violations = verify_plan(snap, stacked, Configuration(), profile)
+    assert violations and all(v.rule == "PodTopologySpread" for v in violations)
+    assert verify_plan(snap, stacked, Configuration(), Profile()) == []

@@ -43,13 +43,17 @@ app.kubernetes.io/managed-by: {{ default .Release.Service .Values.managedBy }}
 
 {{/*
 What placement reads: pending and bound pods, node capacity, namespace labels (tenants), and what
-the volume, disruption, priority and gang rules read. One list for serve/plan/bind and rebalance.
+the volume, disruption, priority, gang and default spread rules read. One list for serve/plan/bind and rebalance.
 */}}
 {{- define "kubeplace.readRules" -}}
 # What a snapshot reads: pending and bound pods, node capacity, namespace labels (tenants),
-# and what the volume, disruption, priority and gang rules read.
+# and what the volume, disruption, priority, gang and default spread rules read.
 - apiGroups: [""]
-  resources: [pods, nodes, namespaces, persistentvolumeclaims, persistentvolumes]
+  resources: [pods, nodes, namespaces, persistentvolumeclaims, persistentvolumes, services, replicationcontrollers]
+  verbs: [get, list, watch]
+# The default topology spread constraints select pods as their Services and controllers do.
+- apiGroups: [apps]
+  resources: [replicasets, statefulsets]
   verbs: [get, list, watch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
