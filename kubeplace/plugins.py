@@ -29,13 +29,14 @@ from kubeplace.models.framework import (
     ObjectiveTerm,
     PluginError,
     PluginFactory,
+    PreferenceTerm,
     Rejects,
     RunContext,
     ScorePlugin,
     Unmodelled,
     all_true,
 )
-from kubeplace.models.problem import BoolArray, Gang, GroupCap, Headroom, Problem
+from kubeplace.models.problem import BoolArray, DomainPreference, Gang, GroupCap, Headroom, NodePreference, Problem
 
 __all__ = [
     "CONSTRAINT",
@@ -44,6 +45,7 @@ __all__ = [
     "BoolArray",
     "ClassView",
     "ConstraintPlugin",
+    "DomainPreference",
     "FilterPlugin",
     "FragmentationTerm",
     "Gang",
@@ -53,6 +55,7 @@ __all__ = [
     "LoadBalanceTerm",
     "Node",
     "NodeMetrics",
+    "NodePreference",
     "NodeReasons",
     "NodesUsedTerm",
     "Objective",
@@ -61,6 +64,7 @@ __all__ = [
     "PluginFactory",
     "Pod",
     "PodMetrics",
+    "PreferenceTerm",
     "Problem",
     "Rejects",
     "RunContext",

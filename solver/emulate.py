@@ -12,9 +12,9 @@ profile's plugins and weights (``emulate_scores``); the best wins, ties at rando
 A pod that fits nowhere waits; passes over the waiting pods repeat while one places anything
 (the queueing hints would requeue them when a pod they wait for arrives).
 
-Not modelled: nominated pods and preemption, ImageLocality, the default spread constraints
-built from Services and ReplicaSets (the snapshot does not hold them), GPU devices, gangs (the
-default profile schedules gang members one by one).
+Not modelled: nominated pods and preemption, ImageLocality, GPU devices, gangs (the default
+profile schedules gang members one by one). The default spread constraints are those of the pods
+given: pass the snapshot as the profile fills them in (``PluginSet.defaulted``, as ``plan`` does).
 
 :func:`as_candidate` turns its placements into a placement of the aggregated problem that
 competes with the greedy ones (design-12 D5), so a plan never places fewer pods than this

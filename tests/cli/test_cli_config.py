@@ -152,3 +152,54 @@ def test_a_plugin_that_fails_to_build_is_one_line(tmp_path: Path) -> None:
     code, out, err = run("config-check", str(config))
     one_line_exit_2(code, out, err)
     assert "userPlugins[0]: plugin 'Typo' failed to build: ZeroDivisionError" in err
+
+
+PREFERENCES = """profiles:
+  - pluginConfig:
+      - name: NodeAffinity
+        args: {weight: 5}
+      - name: TaintToleration
+        args: {weight: 0}
+      - name: InterPodAffinity
+        args: {weight: 1, hardPodAffinityWeight: 10}
+      - name: PodTopologySpread
+        args:
+          defaultingType: List
+          defaultConstraints:
+            - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule}
+"""
+
+
+def test_score_weights_and_default_spread_constraints_are_read_per_profile() -> None:
+    import yaml
+
+    from kubeplace.models.plugins.topology_spread import DefaultConstraint
+
+    args = parse_configuration(yaml.safe_load(HEADER + PREFERENCES)).profiles[0].plugin_args
+    assert args["NodeAffinity"].weight == 5 and args["TaintToleration"].weight == 0
+    assert args["InterPodAffinity"].hardPodAffinityWeight == 10
+    assert args["PodTopologySpread"].defaultConstraints == (
+        DefaultConstraint(1, "kubernetes.io/hostname", "DoNotSchedule"),)
+
+
+BAD_PREFERENCES = {
+    "weight": ("{name: NodeAffinity, args: {weight: 101}}", "weight: expected an integer from 0 to 100, got 101"),
+    "defaulting type": ("{name: PodTopologySpread, args: {defaultingType: Some}}",
+                        "defaultingType: expected System or List, got 'Some'"),
+    "system with list": ("{name: PodTopologySpread, args: {defaultConstraints: [{maxSkew: 1, topologyKey: zone, "
+                         "whenUnsatisfiable: DoNotSchedule}]}}", "expected none with defaultingType System"),
+    "max skew": ("{name: PodTopologySpread, args: {defaultingType: List, defaultConstraints: [{maxSkew: 0, "
+                 "topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}}", "defaultConstraints[0].maxSkew"),
+    "selector": ("{name: PodTopologySpread, args: {defaultingType: List, defaultConstraints: [{topologyKey: zone, "
+                 "whenUnsatisfiable: DoNotSchedule, labelSelector: {}}]}}", "labelSelector"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PREFERENCES))
+def test_bad_score_args_are_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    entry, expected = BAD_PREFERENCES[case]
+    path = tmp_path / "config.yaml"
+    path.write_text(HEADER + f"profiles:\n  - pluginConfig: [{entry}]\n")
+    code, out, err = run("config-check", str(path))
+    one_line_exit_2(code, out, err)
+    assert expected in err, err
