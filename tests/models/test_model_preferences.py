@@ -9,20 +9,24 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.models.formulation import Neighbourhood, objective_model
 from kubeplace.models.framework import PreferenceTerm
+from kubeplace.models.linear_terms import SCALE
 from kubeplace.models.plugins.preferences import InterPodAffinityArgs, NodeAffinityArgs, TaintTolerationArgs
 from kubeplace.models.plugins.topology_spread import DefaultConstraint, PodTopologySpreadArgs
 from kubeplace.models.preferences import node_scores
-from kubeplace.models.problem import NodePreference
+from kubeplace.models.problem import Assignment, NodePreference
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import verify
+from kubeplace.solver.backends import get_backend
 from kubeplace.solver.greedy import POLICIES, greedy
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
@@ -224,3 +228,27 @@ def test_listed_default_constraints_that_do_not_schedule_are_hard() -> None:
     violations = verify_plan(snap, stacked, Configuration(), profile)
     assert violations and all(v.rule == "PodTopologySpread" for v in violations)
     assert verify_plan(snap, stacked, Configuration(), Profile()) == []
+
+
+@pytest.mark.parametrize("backend", ["cpsat", "highs"])
+@pytest.mark.parametrize("make", [ssd_lovers, tainted, frontend, ingress])
+def test_the_linear_goal_moves_pods_off_a_hint_that_ignores_the_preferences(backend: str, make: Any) -> None:
+    # stage 2 alone, from the hint "everything on the big node": the rows, not the greedy, find the preferred nodes
+    planned = make_plan(make(), Configuration(), Profile(), SolverSettings(time_limit=1, workers=1))
+    problem, terms = planned.aggregation.problem, planned.terms
+    big = problem.node_names.index("big")
+    counts = problem.count.astype(np.int64)
+    hint = Assignment(np.arange(problem.n_classes), np.full(problem.n_classes, big), counts)
+    hood = Neighbourhood.whole(problem)
+    prefs = [t for t in terms if isinstance(t, PreferenceTerm)]
+    form = objective_model(problem, hood, prefs, evaluate.placed_weight(problem, hint),
+                           evaluate.mean_utilisation(problem, hint), hint)
+    assert form.model.hint is not None and form.model.violations(form.model.hint) == []
+    result = get_backend(backend).solve(form.model, SolverSettings(time_limit=5, workers=1))
+    assert result.values is not None
+    answer = form.assignment(result.values)
+    best = 15.0 if make is frontend else 0.0  # six replicas in three zones: three pairs of 50 points, weight 2
+    assert evaluate.objective_value(problem, answer, prefs) == best < evaluate.objective_value(problem, hint, prefs)
+    # the linear goal counts the preferences exactly as the exact evaluation does, hint and answer alike
+    assert form.model.evaluate(result.values) == round(best * SCALE)
+    assert form.model.evaluate(form.model.hint) == round(evaluate.objective_value(problem, hint, prefs) * SCALE)
