@@ -80,15 +80,12 @@ def points_per_pod(total: int, n_domains: int) -> int:
     return math.ceil(MAX_NODE_SCORE / typical_count(total, n_domains))
 
 
-def _per_domain(y: IntArray, classes: tuple[int, ...], domain: IntArray, size: int) -> IntArray:
-    counts = y[list(classes)].sum(axis=0) if classes else np.zeros(len(domain), dtype=np.int64)
-    keep = domain >= 0
-    return np.bincount(domain[keep], weights=counts[keep], minlength=size).astype(np.int64)
-
-
-def domain_points(y: IntArray, pref: DomainPreference) -> int:
-    """The points a DomainPreference costs the dense placement ``y`` (K, N)."""
-    carriers = _per_domain(y, pref.carriers, pref.domain, len(pref.bound))
+def domain_points(a: Assignment, pref: DomainPreference) -> int:
+    """The points a DomainPreference costs the placement ``a``."""
+    mine = np.isin(a.cls, np.asarray(pref.carriers, dtype=np.int64))
+    dom = pref.domain[a.node[mine]]
+    inside = dom >= 0
+    carriers = np.bincount(dom[inside], weights=a.counts[mine][inside], minlength=len(pref.bound)).astype(np.int64)
     if pref.self_counted:
         return pref.points * int(pairs(carriers, pref.bound).sum())
     return pref.points * int((carriers * pref.bound).sum())
@@ -96,12 +93,10 @@ def domain_points(y: IntArray, pref: DomainPreference) -> int:
 
 def preference_points(problem: Problem, a: Assignment, plugin: str) -> int:
     """The points ``a`` loses on ``plugin``'s preferences (before the plugin's weight)."""
-    prefs = [p for p in problem.preferences if p.plugin == plugin]
-    if not prefs:
-        return 0
     total = 0
-    y: IntArray | None = None
-    for pref in prefs:
+    for pref in problem.preferences:
+        if pref.plugin != plugin:
+            continue
         if isinstance(pref, NodePreference):
             row = np.full(problem.n_classes, -1, dtype=np.int64)
             row[list(pref.classes)] = np.arange(len(pref.classes))
@@ -109,6 +104,5 @@ def preference_points(problem: Problem, a: Assignment, plugin: str) -> int:
             cost = node_cost(problem, pref)
             total += int((cost[row[a.cls[keep]], a.node[keep]] * a.counts[keep]).sum())
         else:
-            y = a.dense(problem.n_classes, problem.n_nodes) if y is None else y
-            total += domain_points(y, pref)
+            total += domain_points(a, pref)
     return total
