@@ -193,6 +193,8 @@ class InterPodAffinityScore:
     existing: Mapping[Weighted, DomainCounts]
     running: tuple[tuple[Pod, tuple[Node, ...]], ...]
     live_anti: tuple[TermId, ...]
+    pending: dict[TermId, int] = field(default_factory=dict)
+    """Per live preferred anti-affinity term: the pending pods it matches (the even count it aims at)."""
     name: str = "InterPodAffinity"
     selected: dict[int, tuple[tuple[Weighted, ...], tuple[TermId, ...]]] = field(default_factory=dict)
 
@@ -234,7 +236,8 @@ class InterPodAffinityScore:
             domain = label_domains(term.topology_key, view.nodes)
             size = n_domains(domain)
             rules.append(DomainPreference(f"preferred anti-affinity {term.describe()}", "", carriers, counted, domain,
-                                          np.zeros(size, dtype=np.int64), points_per_pod(len(carriers), size)))
+                                          np.zeros(size, dtype=np.int64), points_per_pod(self.pending.get(term, 0),
+                                                                                         size)))
         return rules
 
     def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
@@ -264,8 +267,12 @@ def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Se
             existing.setdefault(weighted, DomainCounts()).add(node, weighted[0].topology_key)
         by_class.setdefault(matcher.label_class(pod), (pod, []))[1].append(node)
     live = tuple(sorted({TermId.of(t, p.namespace) for p in pending for t in p.preferred_anti_affinity}, key=repr))
-    return InterPodAffinityScore(args.weight, matcher, existing,
-                                 tuple((p, tuple(on)) for p, on in by_class.values()), live)
+    score = InterPodAffinityScore(args.weight, matcher, existing, tuple((p, tuple(on)) for p, on in by_class.values()),
+                                  live)
+    for pod in pending:
+        for term in score.selecting(pod)[1]:
+            score.pending[term] = score.pending.get(term, 0) + 1
+    return score
 
 
 def soft_spread_ids(pod: Pod) -> tuple[SpreadId, ...]:
