@@ -102,9 +102,7 @@ class PodTopologySpread:
 
     def constraints(self, view: ClassView) -> Sequence[Rule]:
         carried = [self.signatures(p) for p in view.class_pods]
-        index = {n.name: i for i, n in enumerate(view.nodes)}
-        eligible: dict[Hashable, BoolArray] = {}
-        domains: dict[Hashable, IntArray] = {}
+        counter = DomainCounter(view.nodes, self.running)
         rules: dict[SpreadId, Spread] = {}
         alias: dict[SpreadId, SpreadId] = {}  # each id -> the first id of the same effective constraint
         first_of: dict[Hashable, SpreadId] = {}
@@ -112,13 +110,7 @@ class PodTopologySpread:
             carriers = tuple(c for c, ids in enumerate(carried) if spread in ids)
             if not carriers:
                 continue
-            inputs = (spread.hard_keys, spread.node_affinity, spread.tolerations)
-            if inputs not in eligible:
-                eligible[inputs] = eligible_nodes(spread, view.nodes)
-            if (spread.topology_key, inputs) not in domains:
-                domains[(spread.topology_key, inputs)] = label_domains(spread.topology_key, view.nodes,
-                                                                       mask=eligible[inputs])
-            domain = domains[(spread.topology_key, inputs)]
+            domain, bound = counter.count(spread)
             if _always_within_skew(n_domains(domain), spread.min_domains):
                 continue
             first = alias[spread] = first_of.setdefault(_effective(spread, domain), spread)
@@ -126,11 +118,6 @@ class PodTopologySpread:
                 merged = tuple(sorted({*rules[first].carriers, *carriers}))
                 rules[first] = replace(rules[first], carriers=merged)
                 continue
-            bound = np.zeros(n_domains(domain), dtype=np.int64)
-            for pod, node_names in self.running:
-                if spread.counts(pod):
-                    at = domain[[index[n] for n in node_names if n in index]]
-                    np.add.at(bound, at[at >= 0], 1)
             counted = tuple(c for c, p in enumerate(view.class_pods) if spread in self.counting(p))
             rules[spread] = Spread(f"spread {spread.describe()}", carriers, counted, domain, bound, spread.max_skew,
                                    spread.min_domains, ordered=False)
@@ -155,6 +142,36 @@ def _always_within_skew(domains: int, min_domains: int) -> bool:
     that domain's own count. Such a constraint never filters, and modelling it with the fixed floor
     would refuse pods it accepts."""
     return domains == 0 or (domains == 1 and min_domains <= 1)
+
+
+@dataclass
+class DomainCounter:
+    """Per constraint: each node's domain among the nodes it counts on, and the running pods it
+    counts per domain; the eligible nodes and domains computed once per distinct input."""
+
+    nodes: Sequence[Node]
+    running: tuple[tuple[Pod, tuple[str, ...]], ...]
+    eligible: dict[Hashable, BoolArray] = field(default_factory=dict)
+    domains: dict[Hashable, IntArray] = field(default_factory=dict)
+    index: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index.update((n.name, i) for i, n in enumerate(self.nodes))
+
+    def count(self, spread: SpreadId) -> tuple[IntArray, IntArray]:
+        inputs = (spread.hard_keys, spread.node_affinity, spread.tolerations)
+        if inputs not in self.eligible:
+            self.eligible[inputs] = eligible_nodes(spread, self.nodes)
+        if (spread.topology_key, inputs) not in self.domains:
+            self.domains[(spread.topology_key, inputs)] = label_domains(spread.topology_key, self.nodes,
+                                                                        mask=self.eligible[inputs])
+        domain = self.domains[(spread.topology_key, inputs)]
+        bound = np.zeros(n_domains(domain), dtype=np.int64)
+        for pod, node_names in self.running:
+            if spread.counts(pod):
+                at = domain[[self.index[n] for n in node_names if n in self.index]]
+                np.add.at(bound, at[at >= 0], 1)
+        return domain, bound
 
 
 def _assign_order(rules: dict[SpreadId, Spread], carried: list[tuple[SpreadId, ...]],
@@ -274,7 +291,7 @@ class SpreadScore:
     def constraints(self, view: ClassView) -> Sequence[Rule]:
         pods = view.class_pods
         carried = [soft_spread_ids(p) for p in pods]
-        index = {n.name: i for i, n in enumerate(view.nodes)}
+        counter = DomainCounter(view.nodes, self.running)
         rules: list[Rule] = []
         missing: dict[tuple[str, ...], list[int]] = {}
         for c, ids in enumerate(carried):
@@ -288,12 +305,7 @@ class SpreadScore:
             carriers = tuple(c for c, ids in enumerate(carried) if spread in ids)
             if not carriers:
                 continue
-            domain = label_domains(spread.topology_key, view.nodes, mask=eligible_nodes(spread, view.nodes))
-            bound = np.zeros(n_domains(domain), dtype=np.int64)
-            for pod, node_names in self.running:
-                if spread.counts(pod):
-                    at = domain[[index[n] for n in node_names if n in index]]
-                    np.add.at(bound, at[at >= 0], 1)
+            domain, bound = counter.count(spread)
             counted = tuple(c for c, p in enumerate(pods) if spread in self.counting(p))
             points = points_per_pod(int(bound.sum()) + self.pending.get(spread, 0), len(bound))
             rules.append(DomainPreference(f"soft spread {spread.describe()}", "", carriers, counted, domain, bound,
