@@ -562,8 +562,7 @@ def table(doc: dict[str, Any]) -> str:
         expected = result.get("expected")
         if expected:
             notes.append(f"  expected placed: kube-scheduler {expected['kube_scheduler']}, kubeplace "
-                         f"{expected['kubeplace']} once it models these rules (today {expected['kubeplace_today']}, "
-                         f"the rest left to the default scheduler): {expected['why']}")
+                         f"{expected['kubeplace']}: {expected['why']}")
         solver = result["kubeplace"].get("solver")
         if solver:
             notes.append(f"  kubeplace solver: {solver['backend']} {solver['status']} in {solver['seconds']}s")

@@ -104,7 +104,7 @@ def ha_web(seed: int) -> Scenario:
     """
     h = int(np.random.default_rng([seed, 5]).integers(1, 3))
     pods = ha_pods(0, h)
-    expected = Expected(6 * h, 9 * h, 0, "one at a time every node takes one 3-CPU replica, leaving no 6 CPU "
+    expected = Expected(6 * h, 9 * h, "one at a time every node takes one 3-CPU replica, leaving no 6 CPU "
                         "for a db replica; planned together, web and api share a node")
     return Scenario("ha-web", f"3 zones x {2 * h} nodes of 8 CPU; {3 * h} web, {3 * h} api (3 CPU), then {3 * h} db "
                     "(6 CPU) replicas, zone spread + hostname anti-affinity", tuple(web_pool(2 * h)), tuple(pods),
@@ -183,7 +183,7 @@ def jobset_racks(seed: int) -> Scenario:
         leaders.append(leader)
         groups.append(followers)
         stand_ins.append(stand_in)
-    expected = Expected(4 * m, 6 * m, 0, "one at a time the 4-pod jobs' leaders take the 2-node racks, stranding "
+    expected = Expected(4 * m, 6 * m, "one at a time the 4-pod jobs' leaders take the 2-node racks, stranding "
                         "half of each; kubeplace places each leader where its whole job fits, holding room for "
                         "the followers its Job's parallelism says will come, and followers exist only for placed "
                         "leaders")
@@ -234,9 +234,8 @@ def lws_racks(seed: int) -> Scenario:
     4-pod group then finds room for one more. Placed as groups, every group fits.
     """
     m = int(np.random.default_rng([seed, 7]).integers(2, 4))
-    expected = Expected(4 * m, 6 * m, 0, "one at a time each 4-pod group starts in a 2-node rack and strands "
-                        "half; kubeplace places each group in a rack that holds it (today it leaves every pod: "
-                        "required pod affinity)")
+    expected = Expected(4 * m, 6 * m, "one at a time each 4-pod group starts in a 2-node rack and strands "
+                        "half; kubeplace places each group in a rack that holds it")
     notes = ("LWS with subgroup-exclusive topology and one subgroup per group: every pod carries the "
              "affinities and all are pending together. (With group-exclusive topology, LWS creates the "
              "workers only once the leader is scheduled, pinned by a nodeSelector: the jobset-racks shape.)",)
@@ -264,8 +263,8 @@ def mixed_rules(seed: int) -> Scenario:
     web = ha_pods(len(batch), 1)
     gpu = lws_pods(len(batch) + len(web), 2, tolerate=True)
     nodes = [*web_pool(2, {POOL: "general"}), *gpu_racks(2, taint=True)]
-    expected = Expected(3 + 6 + 8, 24, 3, "batch pods and web/api replicas leave no general node 6 CPU for db; two "
-                        "LWS groups strand half their pods; kubeplace places all (today only the batch pods)")
+    expected = Expected(3 + 6 + 8, 24, "batch pods and web/api replicas leave no general node 6 CPU for db; two "
+                        "LWS groups strand half their pods; kubeplace places all")
     return Scenario("mixed-rules", "general pool 3 zones x 2 nodes + 4 GPU racks; 3 batch pods, HA web (3 web, 3 api, "
                     "3 db), LWS groups (2 of 4, 2 of 2)", tuple(nodes), (*batch, *web, *gpu), expected=expected)
 

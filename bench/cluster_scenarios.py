@@ -53,9 +53,6 @@ class Expected:
 
     kube_scheduler: int
     kubeplace: int
-    """Once kubeplace models every rule the scenario's pods carry."""
-    kubeplace_today: int
-    """While kubeplace leaves pods with rules it does not model to the default scheduler."""
     why: str
 
 
