@@ -330,11 +330,11 @@ class Cluster:
 
     def list_resource(self, resource: str, field_selector: str | None = None) -> tuple[list[RawObject], str]:
         """Every object of ``resource`` (``pods``, ``nodes``, ``namespaces``, ``persistentvolumeclaims``,
-        ``persistentvolumes`` or ``group/version/plural``) in every namespace, and the list's
-        resourceVersion, from which :meth:`watch_resource` goes on. Raises :class:`NotFound` when a CRD
-        is not installed. Read from the API server's watch cache (resourceVersion 0, one answer), as
-        client-go's informers list: the watch that follows makes up for any staleness, and etcd is
-        not read for every object again."""
+        ``persistentvolumes``, ``services``, ``replicationcontrollers`` or ``group/version/plural``) in every
+        namespace, and the list's resourceVersion, from which :meth:`watch_resource` goes on. Raises
+        :class:`NotFound` when a CRD is not installed. Read from the API server's watch cache (resourceVersion
+        0, one answer), as client-go's informers list: the watch that follows makes up for any staleness, and
+        etcd is not read for every object again."""
         kind, list_page = self._lister(resource)
         return self._list_versioned(f"list {resource}", kind, list_page, field_selector=field_selector,
                                     resource_version="0", limit=0)
@@ -380,7 +380,10 @@ class Cluster:
             "namespaces": ("Namespace", self._core.list_namespace),
             "persistentvolumeclaims": ("PersistentVolumeClaim",
                                        self._core.list_persistent_volume_claim_for_all_namespaces),
-            "persistentvolumes": ("PersistentVolume", self._core.list_persistent_volume)}
+            "persistentvolumes": ("PersistentVolume", self._core.list_persistent_volume),
+            "services": ("Service", self._core.list_service_for_all_namespaces),
+            "replicationcontrollers": ("ReplicationController",
+                                       self._core.list_replication_controller_for_all_namespaces)}
         if resource in core:
             return core[resource]
         group, version, plural = resource.split("/")

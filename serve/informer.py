@@ -37,19 +37,23 @@ UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 @dataclass(frozen=True)
 class Watched:
     resource: str
-    """``pods``, ``nodes``, ``namespaces``, ``persistentvolumeclaims``, ``persistentvolumes`` or
-    ``group/version/plural``."""
+    """``pods``, ``nodes``, ``namespaces``, ``persistentvolumeclaims``, ``persistentvolumes``,
+    ``services``, ``replicationcontrollers`` or ``group/version/plural``."""
     field_selector: str | None = None
     optional: bool = False
     """A CRD that may not be installed: 404 is an empty list, not an error."""
 
 
+CONTROLLER_RESOURCES = (Watched("services"), Watched("replicationcontrollers"), Watched("apps/v1/replicasets"),
+                        Watched("apps/v1/statefulsets"))
+"""What the default topology spread constraints select pods by (``kube.workloads``)."""
 RESOURCES = (
     Watched("nodes"),
     Watched("pods", UNFINISHED),  # finished pods leave the selection: a DELETED event
     Watched("namespaces"),
     Watched("persistentvolumeclaims"),
     Watched("persistentvolumes"),
+    *CONTROLLER_RESOURCES,
     *(Watched(f"{group}/{version}/{plural}", optional=True) for group, version, plural in (*STORAGE_APIS, *GANG_APIS)),
 )
 STORAGE_RESOURCES = frozenset({"persistentvolumeclaims", "persistentvolumes",
