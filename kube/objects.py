@@ -12,6 +12,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kubeplace.kube.dra import Devices, PodClaim
+
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
@@ -203,6 +205,10 @@ class Pod:
     """Which of those rules the spec holds."""
     volumes: tuple[PodVolume, ...] = ()
     """The volumes backed by PersistentVolumeClaims, in spec order."""
+    resource_claims: tuple[PodClaim, ...] = ()
+    """``spec.resourceClaims``, in spec order."""
+    generated_claims: Mapping[str, str] = field(default_factory=dict)
+    """``status.resourceClaimStatuses``: entry name -> the claim generated from its template."""
     unmodelled: tuple[str, ...] = ()
     """Rules kubeplace does not model for this pod, as the profile's plugins say (empty as
     parsed: :meth:`models.framework.PluginSet.mark_unmodelled` fills it in for a run);
@@ -538,3 +544,5 @@ class Snapshot:
     leader, in its gang, never bound."""
     controllers: tuple[Controller, ...] = ()
     """Services, ReplicationControllers, ReplicaSets and StatefulSets (the default spread selector)."""
+    devices: Devices = field(default_factory=lambda: Devices())
+    """DeviceClasses, ResourceSlices' devices, ResourceClaims and templates (``kube.dra``)."""

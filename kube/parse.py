@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kubeplace.kube.disruption import parse_disruption_budget
+from kubeplace.kube.dra_parse import DRA_KINDS, build_devices, pod_claims
 from kubeplace.kube.errors import (
     InputError,
     expect_controller,
@@ -71,7 +72,7 @@ PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
 READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, DISRUPTION_BUDGET, *POD_GROUPS, *STORAGE_KINDS,
-                        *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
+                        *DRA_KINDS, *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
                         *CONTROLLER_KINDS})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
@@ -97,7 +98,8 @@ def object_label(obj: RawObject) -> str:
         metadata = {}
     name = metadata.get("name") or "?"
     kind = obj.get("kind") or "object"
-    namespaced = kind in ("Pod", "PersistentVolumeClaim", "CSIStorageCapacity")
+    namespaced = kind in ("Pod", "PersistentVolumeClaim", "CSIStorageCapacity", "ResourceClaim",
+                          "ResourceClaimTemplate")
     return f"{kind} {metadata.get('namespace') or 'default'}/{name}" if namespaced else f"{kind} {name}"
 
 
@@ -128,6 +130,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
         spec = expect_mapping(obj.get("spec"), "spec")
         status = expect_mapping(obj.get("status"), "status")
         labels = expect_string_map(metadata.get("labels"), "metadata.labels")
+        resource_claims, generated_claims = pod_claims(spec, status)
         return Pod(
             namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
             name=expect_name(metadata),
@@ -154,6 +157,8 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
             scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
             spec_rules=spec_rules(spec),
             volumes=pod_volumes(spec, expect_name(metadata)),
+            resource_claims=resource_claims,
+            generated_claims=generated_claims,
             owner_kind=expect_controller(metadata.get("ownerReferences"), "kind") or "",
             owner_name=expect_controller(metadata.get("ownerReferences"), "name") or "",
             owner_api_version=expect_controller(metadata.get("ownerReferences"), "apiVersion") or "",
@@ -288,6 +293,7 @@ def build_snapshot(
         skipped_kinds=dict(sorted(skipped.items())),
         source=source,
         storage=build_storage(kinds, object_label),
+        devices=build_devices(kinds, object_label),
         node_metrics=node_metrics,
         pod_metrics=pod_metrics,
     )

@@ -11,12 +11,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from kubeplace.kube.dra import ClaimAllocation
 from kubeplace.kube.objects import ClaimChoice, Pod, Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.framework import ObjectiveTerm, PluginSet
+from kubeplace.models.plugins.dynamic_resources import DynamicResources
 from kubeplace.models.plugins.volume_binding import VolumeBinding
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.checks import verify_plan
@@ -189,13 +191,28 @@ def volume_choices(plugins: PluginSet, placed: Sequence[tuple[Pod, str]],
     return binding.choose([(pod, nodes[name]) for pod, name in placed])
 
 
+def claim_allocations(plugins: PluginSet, placed: Sequence[tuple[Pod, str]],
+                      snapshot: Snapshot) -> tuple[dict[str, tuple[ClaimAllocation, ...]], dict[str, str]]:
+    """The devices the placed pods' claims get (DynamicResources' choice), by pod key, and the
+    pods whose claims cannot be allocated on their node after all, with the reason."""
+    plugin = next((f for f in plugins.filters if isinstance(f, DynamicResources)), None)
+    if plugin is None:
+        return {}, {}
+    nodes = {n.name: n for n in snapshot.nodes}
+    return plugin.choose([(pod, nodes[name]) for pod, name in placed])
+
+
 def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile: Profile,
              terms: tuple[ObjectiveTerm, ...], plugins: PluginSet) -> Plan:
     p = agg.problem
     a = report.assignment
     bound_pairs = pods_per_node(agg, a, snapshot.pending)
+    claims, not_allocated = claim_allocations(plugins, [(pod, node) for pod, node, _ in bound_pairs], snapshot)
+    dropped = [(pod, node) for pod, node, _ in bound_pairs if pod.key in not_allocated]
+    bound_pairs = [(pod, node, devs) for pod, node, devs in bound_pairs if pod.key not in not_allocated]
     volumes = volume_choices(plugins, [(pod, node) for pod, node, _ in bound_pairs], snapshot)
-    placed = tuple((pod, Placement(pod.namespace, pod.name, node, pod.uid, devs, volumes.get(pod.key, ())))
+    placed = tuple((pod, Placement(pod.namespace, pod.name, node, pod.uid, devs, volumes.get(pod.key, ()),
+                                   claims.get(pod.key, ())))
                    for pod, node, devs in bound_pairs)
     placements = tuple(placement for pod, placement in placed if not pod.reserved_for)
     reservations = tuple(placement for pod, placement in placed if pod.reserved_for)
@@ -203,7 +220,8 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     placed_per_class = a.placed_per_class(p.n_classes)
     gangs = gang_statuses(snapshot, agg, placed_per_class)
     gang_reason = {c: g.reason for g, gang in zip(gangs, p.gangs, strict=True) if not g.placed for c in gang.classes}
-    unplaced: list[Unplaced] = []
+    unplaced = [Unplaced(pod.namespace, pod.name, (f"node {node}: {not_allocated[pod.key]} (its devices went to "
+                                                    "pods placed there before it)",)) for pod, node in dropped]
     for c in range(p.n_classes):
         left = [m for m in p.members[c][int(placed_per_class[c]):] if not snapshot.pending[m].reserved_for]
         if left:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kubeplace.kube.dra import ClaimAllocation
+from kubeplace.kube.dra_parse import allocation_manifest, parse_allocation
 from kubeplace.kube.errors import INT32_MAX, InputError
 from kubeplace.kube.objects import ClaimChoice, GangKey
 
@@ -26,6 +28,8 @@ class Placement:
     gpus: tuple[int, ...] = ()
     volumes: tuple[ClaimChoice, ...] = ()
     """For each unbound WaitForFirstConsumer claim, the volume it binds to or provisioning."""
+    claims: tuple[ClaimAllocation, ...] = ()
+    """For each resource claim to allocate, its devices (written before the pod is bound)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,8 @@ def _placement_dict(p: Placement) -> dict[str, Any]:
     if p.volumes:
         out["volumes"] = [{"claim": v.claim, "volume": v.volume} if v.volume else {"claim": v.claim, "provision": True}
                           for v in p.volumes]
+    if p.claims:
+        out["claims"] = [{"claim": c.claim, "allocation": allocation_manifest(c.allocation)} for c in p.claims]
     return out
 
 
@@ -204,7 +210,7 @@ def placements_from_dict(doc: object, source: str) -> tuple[Placement, ...]:
         if not isinstance(uid, str):
             raise InputError(f"{uid!r} is not a string", file=source, field=f"{where}.uid")
         out.append(Placement(item["namespace"], item["name"], item["node"], uid, _devices(item, source, where),
-                             _volumes(item.get("volumes"), source, where)))
+                             _volumes(item.get("volumes"), source, where), _claims(item.get("claims"), source, where)))
     return tuple(out)
 
 
@@ -231,4 +237,21 @@ def _volumes(raw: object, source: str, where: str) -> tuple[ClaimChoice, ...]:
             raise InputError("expected {claim: NAME, volume: PV} or {claim: NAME, provision: true}", file=source,
                              field=f"{where}.volumes[{j}]")
         out.append(ClaimChoice(claim, volume))
+    return tuple(out)
+
+
+def _claims(raw: object, source: str, where: str) -> tuple[ClaimAllocation, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError("not a list", file=source, field=f"{where}.claims")
+    out = []
+    for j, item in enumerate(raw):
+        claim = item.get("claim") if isinstance(item, Mapping) else None
+        if not isinstance(claim, str) or not claim or not isinstance(item, Mapping):
+            raise InputError("expected {claim: NAME, allocation: {...}}", file=source, field=f"{where}.claims[{j}]")
+        try:
+            out.append(ClaimAllocation(claim, parse_allocation(item.get("allocation"), "allocation")))
+        except InputError as error:
+            raise error.located(file=source, field_prefix=f"{where}.claims[{j}]") from None
     return tuple(out)

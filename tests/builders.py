@@ -180,6 +180,11 @@ class PodBuilder:
         self._status["phase"] = phase
         return self
 
+    def status(self, key: str, value: Any) -> PodBuilder:
+        """Sets any other ``status`` field as raw manifest (resourceClaimStatuses...)."""
+        self._status[key] = copy.deepcopy(value)
+        return self
+
     def gate(self, name: str) -> PodBuilder:
         self._spec.setdefault("schedulingGates", []).append({"name": name})
         return self

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, Objective, PluginFactory, Registry
 from kubeplace.models.plugins import (
+    dynamic_resources,
     gang,
     gpu_model,
     inter_pod_affinity,
@@ -17,7 +18,6 @@ from kubeplace.models.plugins import (
     preferences,
     taint_toleration,
     topology_spread,
-    unmodelled,
     volume_binding,
     volume_restrictions,
     volume_zone,
@@ -42,7 +42,7 @@ def in_tree_registry() -> Registry:
                       topology_spread.build),
         PluginFactory(inter_pod_affinity.NAME, (FILTER, CONSTRAINT, SCORE), preferences.InterPodAffinityArgs,
                       inter_pod_affinity.build),
-        *(PluginFactory(name, FILTER, None, unmodelled.builder(name)) for name in unmodelled.PLUGINS),
+        PluginFactory(dynamic_resources.NAME, (FILTER, CONSTRAINT), None, dynamic_resources.build),
         PluginFactory(tenant_plugin.NAME, FILTER, tenant_plugin.TenantArgs, tenant_plugin.build),
         PluginFactory(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build),
         PluginFactory(gang.NAME, CONSTRAINT, None, gang.build),
@@ -58,7 +58,7 @@ def in_tree_registry() -> Registry:
 
 DEFAULT_PLUGINS = (node_unschedulable.NAME, node_affinity.NAME, taint_toleration.NAME, node_ports.NAME,
                    volume_restrictions.NAME, node_volume_limits.NAME, volume_binding.NAME, volume_zone.NAME,
-                   topology_spread.NAME, inter_pod_affinity.NAME, *unmodelled.PLUGINS, tenant_plugin.NAME,
+                   topology_spread.NAME, inter_pod_affinity.NAME, dynamic_resources.NAME, tenant_plugin.NAME,
                    gpu_model.NAME, gang.NAME, gang.PREFERENCE_NAME, load_aware.NAME, overcommit.NAME)
 """Enabled in every profile (``disabled: ["*"]`` removes them all)."""
 OBJECTIVE_SCORES = {Objective.BALANCE: ("Balance",), Objective.BINPACK: ("BinPack",),

@@ -9,7 +9,6 @@ from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import HostPort, Requirement, SelectorTerm, Snapshot, SpecRule, Taint, Toleration
 from kubeplace.kube.parse import PriorityClass, build_snapshot, parse_namespace_labels, parse_node, parse_pod
 from kubeplace.models.config import Configuration, Profile, instantiate
-from kubeplace.models.plugins.unmodelled import RESOURCE_CLAIMS
 from kubeplace.models.plugins.volume_restrictions import INLINE_DISKS
 from tests.builders import node, pod
 
@@ -190,7 +189,6 @@ def test_missing_name() -> None:
 @pytest.mark.parametrize(
     ("spec_field", "value", "reason"),
     [
-        ("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}], RESOURCE_CLAIMS),
         ("volumes", [{"name": "disk", "gcePersistentDisk": {"pdName": "d"}}], INLINE_DISKS),
     ],
 )
@@ -245,8 +243,10 @@ def test_each_rule_is_judged_by_the_plugin_that_owns_it() -> None:
     parsed = (pod("p").spec("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}])
               .spec("volumes", [{"name": "data", "gcePersistentDisk": {"pdName": "d"}}]).build())
     assert parsed.spec_rules == {SpecRule.RESOURCE_CLAIMS, SpecRule.INLINE_DISKS}
+    plugins = instantiate(Configuration(), Profile(), Snapshot((), (), ()))
+    assert plugins.unmodelled(parsed) == (INLINE_DISKS,)  # resource claims are modelled (DynamicResources)
     plugins = instantiate(Configuration(), Profile(disabled=("VolumeRestrictions",)), Snapshot((), (), ()))
-    assert plugins.unmodelled(parsed) == (RESOURCE_CLAIMS,)
+    assert plugins.unmodelled(parsed) == ()
 
 
 def test_namespace_labels() -> None:

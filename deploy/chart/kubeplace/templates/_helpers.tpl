@@ -47,7 +47,7 @@ the volume, disruption, priority, gang and default spread rules read. One list f
 */}}
 {{- define "kubeplace.readRules" -}}
 # What a snapshot reads: pending and bound pods, node capacity, namespace labels (tenants),
-# and what the volume, disruption, priority, gang and default spread rules read.
+# and what the volume, device, disruption, priority, gang and default spread rules read.
 - apiGroups: [""]
   resources: [pods, nodes, namespaces, persistentvolumeclaims, persistentvolumes, services, replicationcontrollers]
   verbs: [get, list, watch]
@@ -63,6 +63,9 @@ the volume, disruption, priority, gang and default spread rules read. One list f
   verbs: [get, list, watch]
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses, podgroups]
+  verbs: [get, list, watch]
+- apiGroups: [resource.k8s.io]
+  resources: [deviceclasses, resourceslices, resourceclaims, resourceclaimtemplates]
   verbs: [get, list, watch]
 # Gangs: the PodGroups of scheduler-plugins, Volcano and KAI-Scheduler (the Workload API's above), the
 # Jobs and LeaderWorkerSets whose exclusive-topology leaders get room held for their followers.

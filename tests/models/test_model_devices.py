@@ -1,0 +1,211 @@
+"""Dynamic resource claims in the model (DynamicResources): allocation on a node with the
+structured allocator's rules, device pools as capacity across the batch, the kube-scheduler's
+reasons. Every plan is checked by the independent verifier, with the plan's allocations."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kubeplace.kube.dra import ClaimAllocation
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.config import Configuration, SolverSettings
+from kubeplace.plan.checks import verify_plan
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.plan import Plan
+from tests.builders import node, pod, snapshot_of
+from tests.device_builders import (
+    DRIVER,
+    claim_template,
+    claiming,
+    device,
+    device_class,
+    gpu_slice,
+    request,
+    resource_claim,
+    resource_slice,
+    sub_request,
+)
+
+
+def plan(snapshot: Snapshot) -> Plan:
+    config = Configuration()
+    profile = config.profiles[0]
+    made = make_plan(snapshot, config, profile, SolverSettings(time_limit=10, workers=1, seed=0)).plan
+    assert verify_plan(snapshot, made.placements, config, profile) == []
+    return made
+
+
+def where(made: Plan) -> dict[str, str]:
+    return {p.name: p.node for p in made.placements}
+
+
+def why(made: Plan) -> dict[str, str]:
+    return {u.name: " / ".join(u.reasons) for u in made.unplaced}
+
+
+def devices_of(made: Plan) -> dict[str, list[str]]:
+    return {p.name: sorted(r.device.device for c in p.claims for r in c.allocation.results) for p in made.placements}
+
+
+def allocations(made: Plan) -> dict[str, tuple[ClaimAllocation, ...]]:
+    return {p.name: p.claims for p in made.placements if p.claims}
+
+
+def gpu_pods(n: int, count: int = 1, **claim: Any) -> list[Any]:
+    """n pods, each with its own claim (as from a template) for ``count`` GPUs."""
+    out: list[Any] = []
+    for i in range(n):
+        out.append(resource_claim(f"c{i}", requests=[request(count=count, **claim)],
+                                  owner_uid=f"uid-default-p{i}"))
+        out.append(claiming(pod(f"p{i}").cpu("1"), template="t", generated=f"c{i}"))
+    return out
+
+
+def test_pods_get_distinct_devices_and_packing_is_capped_by_devices() -> None:
+    """Two nodes of 2 GPUs, five 1-GPU pods: four placed, each with its own device; the fifth
+    gets the kube-scheduler's reason."""
+    snapshot = snapshot_of(node("n1").cpu("8"), node("n2").cpu("8"), device_class(), gpu_slice("n1", 2),
+                           gpu_slice("n2", 2), *gpu_pods(5))
+    made = plan(snapshot)
+    assert len(made.placements) == 4
+    taken = [(p.node, d) for p in made.placements for d in devices_of(made)[p.name]]
+    assert len(set(taken)) == 4
+    assert "cannot allocate all claims" in why(made)["p4"]
+
+
+def test_exact_count_and_all() -> None:
+    snapshot = snapshot_of(node("n1").cpu("8"), node("n2").cpu("8"), device_class(), gpu_slice("n1", 2),
+                           gpu_slice("n2", 4),
+                           resource_claim("three", requests=[request(count=3)]),
+                           claiming(pod("big").cpu("1"), claim="three"),
+                           resource_claim("every", requests=[request(all_devices=True)]),
+                           claiming(pod("all").cpu("1"), claim="every"))
+    made = plan(snapshot)
+    assert where(made)["big"] == "n2" and len(devices_of(made)["big"]) == 3
+    assert where(made)["all"] == "n1" and devices_of(made)["all"] == ["gpu-0", "gpu-1"]
+
+
+def test_cel_selectors_of_the_claim_and_the_class() -> None:
+    snapshot = snapshot_of(node("n1").cpu("8"), node("n2").cpu("8"),
+                           device_class("gpu", f'device.driver == "{DRIVER}"',
+                                        f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'),
+                           gpu_slice("n1", 2, model="A100", memory="80Gi"), gpu_slice("n2", 2, model="H100"),
+                           resource_claim("h", requests=[request(selectors=[
+                               f'device.attributes["{DRIVER}"].model == "H100"'])]),
+                           claiming(pod("h100").cpu("1"), claim="h"))
+    assert where(plan(snapshot)) == {"h100": "n2"}
+    small = snapshot_of(node("n1").cpu("8"),
+                        device_class("gpu", f'device.capacity["{DRIVER}"].memory.isGreaterThan(quantity("50Gi"))'),
+                        gpu_slice("n1", 2, memory="40Gi"), resource_claim("c"), claiming(pod("p").cpu("1"), claim="c"))
+    assert why(plan(small))["p"] == "0/1 nodes are available: 1 cannot allocate all claims."
+
+
+def test_match_attribute_keeps_a_claims_devices_on_one_nvlink_domain() -> None:
+    """n1 has 3 free GPUs but on two domains (2 + 1 after gpu-0 is taken); n2 has 2 on one."""
+    taken = resource_claim("old", allocated=("n1", [("gpu", "gpu-0")]), reserved_for=["uid-x"])
+    snapshot = snapshot_of(node("n1").cpu("8"), node("n2").cpu("8"), device_class(),
+                           gpu_slice("n1", 4, nvlink=["a", "a", "b", "b"]), gpu_slice("n2", 2, nvlink=["c", "d"]),
+                           taken, pod("x").cpu("1").on("n1"),
+                           resource_claim("pair", requests=[request(count=2)],
+                                          constraints=[{"matchAttribute": f"{DRIVER}/nvlink"}]),
+                           claiming(pod("p").cpu("1"), claim="pair"))
+    made = plan(snapshot)
+    assert where(made) == {"p": "n1"} and devices_of(made)["p"] == ["gpu-2", "gpu-3"]
+
+
+def test_first_available_takes_the_first_alternative_that_fits() -> None:
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 2, model="A100"),
+                           resource_claim("c", requests=[request("gpu", first_available=[
+                               sub_request("h100", selectors=[f'device.attributes["{DRIVER}"].model == "H100"']),
+                               sub_request("two", count=2)])]),
+                           claiming(pod("p").cpu("1"), claim="c"))
+    made = plan(snapshot)
+    assert [r.request for c in allocations(made)["p"] for r in c.allocation.results] == ["gpu/two", "gpu/two"]
+
+
+def test_partitionable_devices_share_counters() -> None:
+    """A GPU of 40 memory units sold as 4 partitions of 20: two fit at once, not three."""
+    parts = [device(f"part-{i}", consumes={"gpu-0": {"memory": "20"}}) for i in range(4)]
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(),
+                           resource_slice("s", parts, node="n1", counters={"gpu-0": {"memory": "40"}}),
+                           *gpu_pods(3))
+    made = plan(snapshot)
+    assert len(made.placements) == 2
+    assert "cannot allocate all claims" in why(made)[next(iter(why(made)))]
+
+
+def test_devices_of_allocated_claims_and_tainted_devices_are_not_given() -> None:
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(),
+                           resource_slice("s", [device("gpu-0"), device("gpu-1", taint=True), device("gpu-2")],
+                                          node="n1"),
+                           resource_claim("old", allocated=("n1", [("gpu", "gpu-0")]), reserved_for=["uid-x"]),
+                           pod("x").cpu("1").on("n1"), *gpu_pods(2))
+    made = plan(snapshot)
+    assert [d for devices in devices_of(made).values() for d in devices] == ["gpu-2"]
+
+
+def test_a_shared_claim_is_allocated_once_and_an_allocated_claim_pins_the_node() -> None:
+    snapshot = snapshot_of(node("n1").cpu("8"), node("n2").cpu("8"), device_class(), gpu_slice("n1", 1),
+                           gpu_slice("n2", 1),
+                           resource_claim("done", allocated=("n2", [("gpu", "gpu-0")])),
+                           claiming(pod("a").cpu("1"), claim="done"), claiming(pod("b").cpu("1"), claim="done"),
+                           resource_claim("new"), claiming(pod("c").cpu("1").created("2024-01-01T00:00:00Z"),
+                                                           claim="new"),
+                           claiming(pod("d").cpu("1").created("2024-01-02T00:00:00Z"), claim="new"))
+    made = plan(snapshot)
+    assert where(made) == {"a": "n2", "b": "n2", "c": "n1"}
+    assert allocations(made).keys() == {"c"}
+    assert why(made)["d"] == ("0/2 nodes are available: resource claim default/new is in the process of being "
+                              "allocated.")
+
+
+def test_prefilter_reasons_in_the_kube_schedulers_words() -> None:
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 4), claim_template("t"),
+                           claiming(pod("waiting").cpu("1"), template="t"),
+                           claiming(pod("missing").cpu("1"), claim="nope"),
+                           resource_claim("gone", deleting=True), claiming(pod("deleting").cpu("1"), claim="gone"),
+                           resource_claim("theirs", owner_uid="someone"),
+                           claiming(pod("stolen").cpu("1"), template="t", generated="theirs"))
+    reasons = why(plan(snapshot))
+    assert reasons == {
+        "waiting": '0/1 nodes are available: pod "default/waiting": ResourceClaim not created yet.',
+        "missing": '0/1 nodes are available: could not find ResourceClaim "default/nope".',
+        "deleting": '0/1 nodes are available: resourceclaim "gone" is being deleted.',
+        "stolen": "0/1 nodes are available: ResourceClaim default/theirs was not created for Pod default/stolen "
+                  "(Pod is not owner).",
+    }
+
+
+def test_unsupported_request_features_leave_the_pod_to_the_default_scheduler() -> None:
+    claim = resource_claim("c")
+    claim["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 1), claim,
+                           claiming(pod("p").cpu("1"), claim="c"))
+    made = plan(snapshot)
+    assert made.unplaced[0].left_to_default_scheduler
+    assert made.unplaced[0].reasons == ("left to the default scheduler: dynamic resource claims: adminAccess",)
+
+
+def test_classes_sharing_devices_are_capped_together() -> None:
+    """A100-only pods and any-GPU pods on a node of 1 A100 and 1 H100: never two A100 pods."""
+    a100 = f'device.attributes["{DRIVER}"].model == "A100"'
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(),
+                           resource_slice("s", [device("gpu-0", attributes={"model": "A100"}),
+                                                device("gpu-1", attributes={"model": "H100"})], node="n1"),
+                           *gpu_pods(2, selectors=[a100]),
+                           resource_claim("any"), claiming(pod("any").cpu("1"), claim="any"))
+    made = plan(snapshot)
+    assert len(made.placements) == 2 and "any" in where(made)
+
+
+def placement_pairs(made: Plan) -> list[tuple[str, str]]:
+    return [(p.name, p.node) for p in made.placements]
+
+
+def test_plan_file_round_trips_allocations() -> None:
+    from kubeplace.plan.plan import placements_from_dict
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 2), *gpu_pods(1))
+    made = plan(snapshot)
+    assert placements_from_dict(made.to_dict(), "plan.json") == made.placements
+    assert dataclasses.asdict(made.placements[0])["claims"][0]["claim"] == "c0"
