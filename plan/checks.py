@@ -14,6 +14,7 @@ from kubeplace.models.plugins import gpu_model, in_tree_registry, load_aware, ov
 from kubeplace.models.plugins import tenant as tenant_plugin
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import VerifySettings, Violation, verify
+from kubeplace.plan.verify_claims import DYNAMIC_RESOURCES
 from kubeplace.plan.verify_gpu import verify_devices
 from kubeplace.plan.verify_volumes import VOLUME_RULES
 
@@ -31,7 +32,7 @@ def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
         namespace_is_tenant=t.namespaceIsTenant, trust_pod_tenant=t.trustPodTenant, untenanted_nodes=t.untenantedNodes,
         gpu_model_node_label=g.nodeLabel, gpu_model_pod_annotation=g.podAnnotation,
         check_tenant=tenant_plugin.NAME in names, check_gpu_model=gpu_model.NAME in names,
-        volume_rules=VOLUME_RULES & frozenset(names),
+        volume_rules=VOLUME_RULES & frozenset(names), check_claims=DYNAMIC_RESOURCES in names,
         gpu_device_resource=config.gpu.device_resource, gpu_percent_per_device=config.gpu.percent_with_count,
         gpu_percent_of_gpus=config.gpu.percent_alone,
         load_thresholds=tuple(la.thresholds.items()) if load_aware.NAME in names else (),
@@ -59,6 +60,7 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
     settings = verify_settings(config, profile)
     plugins = instantiate(config, profile, snapshot)
     volumes = {(p.namespace, p.name): p.volumes for p in placements}
-    violations = verify(plugins.mark_unmodelled(snapshot), triples, settings, plugin_checks(plugins), volumes)
+    claims = {(p.namespace, p.name): p.claims for p in placements}
+    violations = verify(plugins.mark_unmodelled(snapshot), triples, settings, plugin_checks(plugins), volumes, claims)
     return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements],
                                        settings)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from kubeplace.kube.dra import ClaimAllocation
 from kubeplace.kube.objects import (
     CPU,
     MEMORY,
@@ -28,6 +29,7 @@ from kubeplace.kube.objects import (
     Pod,
     Snapshot,
 )
+from kubeplace.plan.verify_claims import verify_claims
 from kubeplace.plan.verify_domains import node_term_matches, replay, tolerates
 from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
@@ -52,6 +54,8 @@ class VerifySettings:
     check_gpu_model: bool = True
     volume_rules: frozenset[str] = VOLUME_RULES
     """Which of the volume plugins' rules to check (those the profile enables)."""
+    check_claims: bool = True
+    """Check the pods' resource claims (DynamicResources enabled)."""
     gpu_device_resource: str = "nvidia.com/gpu"
     """Counts devices (and, with HAMi, vGPU slots); the node label ``<it>.count`` counts the
     physical devices behind the slots, ``<it>.replicas`` > 1 says every slot is a time slice."""
@@ -85,10 +89,12 @@ def verify(
     settings: VerifySettings = VerifySettings(),
     extra_checks: Sequence[ExtraCheck] = (),
     volume_choices: Mapping[tuple[str, str], Sequence[ClaimChoice]] | None = None,
+    claim_allocations: Mapping[tuple[str, str], Sequence[ClaimAllocation]] | None = None,
 ) -> list[Violation]:
     """All the reasons why ``placements`` ((namespace, name, node_name) triples) must not be
     bound; an empty list means the plan is valid. ``volume_choices`` (the volumes the plan binds
-    the pods' unbound claims to) are checked when given, else that such volumes exist."""
+    the pods' unbound claims to) are checked when given, else that such volumes exist; so are
+    ``claim_allocations`` (the devices the plan allocates to the pods' resource claims)."""
     checker = _Checker(snapshot, settings, extra_checks)
     violations: list[Violation] = []
     for namespace, name, node_name in placements:
@@ -107,6 +113,8 @@ def verify(
     violations.extend(_followers_reserved(snapshot, placements))
     violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
                                                                        settings.volume_rules))
+    if settings.check_claims:
+        violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
     violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
                       for v in replay(snapshot, placements).violations)
     return violations

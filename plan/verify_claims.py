@@ -1,0 +1,202 @@
+"""Independent verification of the resource claim rules of a plan: the kube-scheduler's
+DynamicResources plugin and the structured allocator's rules for the devices the plan allocates.
+
+Written out plainly from the typed objects (``kube.dra``), sharing no code with ``models/`` (CEL is
+evaluated by the CEL library through ``kube.device_cel``, as parsing is shared). A placed pod's
+claims must exist and be its own (a template's generated claim owned by the pod); an allocated
+claim's node selector must admit the node; every claim that is not allocated yet must get an
+allocation in the plan, once across the plan, which:
+
+- names devices that exist, are available on the node and are not tainted;
+- gives each request exactly its count of devices (``All``: every matching device available on
+  the node), or for a ``firstAvailable`` request the count of one of its alternatives, every
+  device admitted by the DeviceClass's and the request's CEL selectors;
+- satisfies the claim's ``matchAttribute`` constraints;
+- with the allocations of the cluster, gives no device twice and exceeds no pool's shared counter;
+- has a node selector that admits the node.
+
+Without the plan's allocations only the first two points (claims there, allocated ones usable) are checked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+
+from kubeplace.kube.device_cel import CelError, matches
+from kubeplace.kube.dra import (
+    ALL,
+    ClaimAllocation,
+    Device,
+    DeviceId,
+    DeviceRequest,
+    DeviceResult,
+    Devices,
+    ResourceClaim,
+)
+from kubeplace.kube.objects import Node, Pod, SelectorTerm, Snapshot
+from kubeplace.plan.verify_domains import node_term_matches
+
+DYNAMIC_RESOURCES = "DynamicResources"
+Finding = tuple[str, str, str, str, str]
+"""(namespace, name, node, rule, detail)."""
+
+
+def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
+                  allocations: Mapping[tuple[str, str], Sequence[ClaimAllocation]] | None = None) -> list[Finding]:
+    devices = snapshot.devices
+    pods = {(p.namespace, p.name): p for p in snapshot.pending}
+    nodes = {n.name: n for n in snapshot.nodes}
+    findings: list[Finding] = []
+    given: Counter[str] = Counter()
+    held: Counter[DeviceId] = Counter(r.device for c in devices.claims.values() if c.allocation
+                                      for r in c.allocation.results)
+    for namespace, name, node_name in placements:
+        pod, node = pods.get((namespace, name)), nodes.get(node_name)
+        if pod is None or node is None or not pod.resource_claims:
+            continue
+        chosen = {a.claim: a for a in (allocations or {}).get((namespace, name), ())}
+        for detail in _pod(pod, node, devices, chosen, allocations is not None):
+            findings.append((namespace, name, node_name, DYNAMIC_RESOURCES, detail))
+        for allocation in chosen.values():
+            given[f"{namespace}/{allocation.claim}"] += 1
+            held.update(r.device for r in allocation.allocation.results)
+    for claim, times in sorted(given.items()):
+        if times > 1:
+            findings.append(("", claim, "", DYNAMIC_RESOURCES, f"claim {claim} allocated {times} times by the plan"))
+    for device_id, times in sorted(held.items()):
+        device = devices.devices.get(device_id)
+        if times > 1 and not (device is not None and device.shared):
+            findings.append(("", str(device_id), "", DYNAMIC_RESOURCES, f"device {device_id} allocated {times} times"))
+    findings += _counters(devices, held)
+    return findings
+
+
+def _admits(terms: Sequence[SelectorTerm] | None, node: Node) -> bool:
+    """A node selector (None: every node) admits the node."""
+    return terms is None or any(node_term_matches(t.match_expressions, t.match_fields, node) for t in terms)
+
+
+def _claim_of(pod: Pod, entry_name: str, claim_name: str, template: str,
+              devices: Devices) -> tuple[ResourceClaim | None, str]:
+    if not claim_name:
+        if entry_name not in pod.generated_claims:
+            return None, f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet'
+        claim_name = pod.generated_claims[entry_name]
+        if not claim_name:
+            return None, ""
+    claim = devices.claims.get(f"{pod.namespace}/{claim_name}")
+    if claim is None:
+        return None, f'could not find ResourceClaim "{pod.namespace}/{claim_name}"'
+    if claim.deleting:
+        return None, f'resourceclaim "{claim_name}" is being deleted'
+    if template and claim.owner_uid != pod.uid:
+        return None, (f"ResourceClaim {pod.namespace}/{claim_name} was not created for Pod "
+                      f"{pod.namespace}/{pod.name} (Pod is not owner)")
+    return claim, ""
+
+
+def _pod(pod: Pod, node: Node, devices: Devices, chosen: Mapping[str, ClaimAllocation],
+         check_devices: bool) -> Iterator[str]:
+    for entry in pod.resource_claims:
+        claim, problem = _claim_of(pod, entry.name, entry.claim, entry.template, devices)
+        if problem:
+            yield problem
+        if claim is None:
+            continue
+        if claim.allocation is not None:
+            if not _admits(claim.allocation.node_selector, node):
+                yield f"resourceclaim {claim.name} not available on the node"
+            if claim.name in chosen:
+                yield f"claim {claim.name} is allocated already; the plan allocates it again"
+            continue
+        if not check_devices:
+            continue
+        if claim.name not in chosen:
+            yield f"claim {claim.name} is not allocated: cannot allocate all claims"
+            continue
+        yield from (f"claim {claim.name}: {p}" for p in _allocation(claim, chosen[claim.name], node, devices))
+
+
+def _available(device: Device, node: Node) -> bool:
+    if device.node:
+        return device.node == node.name
+    if device.node_selector is not None:
+        return _admits(device.node_selector, node)
+    return device.all_nodes
+
+
+def _admitted(request: DeviceRequest, device: Device, devices: Devices) -> bool:
+    device_class = devices.classes.get(request.device_class)
+    if device_class is None:
+        return False
+    try:
+        return all(matches(e, device) for e in (*device_class.selectors, *request.selectors))
+    except CelError:
+        return False
+
+
+def _allocation(claim: ResourceClaim, given: ClaimAllocation, node: Node, devices: Devices) -> Iterator[str]:
+    results = given.allocation.results
+    for result in results:
+        device = devices.devices.get(result.device)
+        if device is None:
+            yield f"device {result.device} does not exist"
+        elif not _available(device, node):
+            yield f"device {result.device} is not available on node {node.name}"
+        elif device.tainted:
+            yield f"device {result.device} is tainted"
+    if len({r.device for r in results}) != len(results):
+        yield "a device is given twice"
+    for request in claim.requests:
+        yield from _request(request, [r for r in results if r.request.split("/")[0] == request.name], node, devices)
+    names = {r.name for r in claim.requests}
+    yield from (f"device {r.device} for request {r.request}, which the claim does not have"
+                for r in results if r.request.split("/")[0] not in names)
+    for constraint in claim.constraints:
+        values = []
+        for result in results:
+            base = result.request.split("/")[0]
+            if constraint.requests and result.request not in constraint.requests and base not in constraint.requests:
+                continue
+            device = devices.devices.get(result.device)
+            value = None if device is None else device.attributes.get(constraint.attribute)
+            values.append(None if value is None else (type(value).__name__, value))
+        if None in values or len(set(values)) > 1:
+            yield f"matchAttribute {constraint.attribute} does not hold: {values}"
+    if not _admits(given.allocation.node_selector, node):
+        yield f"its allocation's node selector does not admit node {node.name}"
+
+
+def _request(request: DeviceRequest, got: Sequence[DeviceResult], node: Node, devices: Devices) -> Iterator[str]:
+    options = request.alternatives or (request,)
+    used = {r.request for r in got}
+    option = next((o for o in options if o.name in used), None) if request.alternatives else request
+    if option is None or len(used) > 1 or (not request.alternatives and used - {request.name}):
+        yield f"request {request.name}: devices for {sorted(used)}, expected one of {[o.name for o in options]}"
+        return
+    if option.mode == ALL:
+        every = {d.id for d in devices.devices.values()
+                 if _available(d, node) and not d.tainted and _admitted(option, d, devices)}
+        if {r.device for r in got} != every or not every:
+            yield f"request {option.name}: allocationMode All needs all {len(every)} matching devices, got {len(got)}"
+    elif len(got) != option.count:
+        yield f"request {option.name}: {len(got)} devices, expected {option.count}"
+    for result in got:
+        device = devices.devices.get(result.device)
+        if device is not None and not _admitted(option, device, devices):
+            yield f"device {result.device} does not match request {option.name}'s class and selectors"
+
+
+def _counters(devices: Devices, held: Counter[DeviceId]) -> Iterator[Finding]:
+    used: Counter[tuple[str, str, str, str]] = Counter()
+    for device_id in held:
+        device = devices.devices.get(device_id)
+        for use in device.consumes if device is not None else ():
+            for counter, amount in use.counters.items():
+                used[(device_id.driver, device_id.pool, use.counter_set, counter)] += amount
+    for (driver, pool, counter_set, counter), amount in sorted(used.items()):
+        limit = devices.counters.get((driver, pool), {}).get(counter_set, {}).get(counter, 0)
+        if amount > limit:
+            yield ("", f"{driver}/{pool}", "", DYNAMIC_RESOURCES,
+                   f"counter {counter_set}/{counter} of pool {driver}/{pool}: {amount} used, {limit} available")
