@@ -12,6 +12,7 @@ import click
 from kubeplace.cli.options import Source
 from kubeplace.cli.render import dump, printable, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome
+from kubeplace.kube.claim_binder import allocate_claims
 from kubeplace.kube.client import connect
 from kubeplace.kube.errors import InputError, PlanVerificationFailed
 from kubeplace.kube.files import read_document
@@ -60,7 +61,10 @@ def run_bind(src: Source, config: Configuration, profile: Profile, solver: Solve
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     conv = config.gpu
     bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods, conv)) for p in placements]
-    results = sorted(taken + bind_with_volumes(cluster, bindings, _volume_work(placements, snapshot), dry_run),
+    claims = {f"{p.namespace}/{p.name}": p.claims for p in placements if p.claims}
+    bindings, not_allocated = allocate_claims(cluster, bindings, claims, dry_run)
+    results = sorted(taken + not_allocated
+                     + bind_with_volumes(cluster, bindings, _volume_work(placements, snapshot), dry_run),
                      key=lambda r: plan_order[(r.binding.namespace, r.binding.name)])
     _report(results, output, dry_run)
     return all(r.outcome == "bound" for r in results)

@@ -393,6 +393,28 @@ class Cluster:
 
         return "", list_page
 
+    def read_resource_claim(self, namespace: str, name: str) -> RawObject:
+        """A ResourceClaim (resource.k8s.io/v1) as a camelCase dict; :class:`NotFound` when gone."""
+        with _translated_errors(f"read resourceclaim {namespace}/{name}"):
+            response: Any = self._custom.get_namespaced_custom_object(
+                "resource.k8s.io", "v1", namespace, "resourceclaims", name, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)
+            claim: RawObject = json.loads(response.data)
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **claim}
+
+    def update_resource_claim(self, claim: Mapping[str, Any], dry_run: bool = False, status: bool = False) -> RawObject:
+        """Replaces a ResourceClaim (``status``: its status subresource) with ``claim``, its
+        resourceVersion as precondition (:class:`Conflict` when it changed); returns the stored object."""
+        namespace, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
+        replace = (self._custom.replace_namespaced_custom_object_status if status
+                   else self._custom.replace_namespaced_custom_object)
+        with _translated_errors(f"update resourceclaim {namespace}/{name}{' status' if status else ''}"):
+            response: Any = replace("resource.k8s.io", "v1", namespace, "resourceclaims", name, dict(claim),
+                                    dry_run="All" if dry_run else None, _preload_content=False,
+                                    _request_timeout=REQUEST_TIMEOUT)
+            stored: RawObject = json.loads(response.data)
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **stored}
+
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         """Creates a core/v1 Event (``generateName`` in its metadata gives it a unique name)."""
         with _translated_errors(f"create event in {namespace}"):

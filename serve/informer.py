@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kubeplace.kube.dra_parse import DRA_APIS
 from kubeplace.kube.errors import ClusterError, Gone, InputError, NotFound
 from kubeplace.kube.gangs import GANG_APIS
 from kubeplace.kube.live import STORAGE_APIS
@@ -54,11 +55,14 @@ RESOURCES = (
     Watched("persistentvolumeclaims"),
     Watched("persistentvolumes"),
     *CONTROLLER_RESOURCES,
-    *(Watched(f"{group}/{version}/{plural}", optional=True) for group, version, plural in (*STORAGE_APIS, *GANG_APIS)),
+    *(Watched(f"{group}/{version}/{plural}", optional=True)
+      for group, version, plural in (*STORAGE_APIS, *DRA_APIS, *GANG_APIS)),
 )
 STORAGE_RESOURCES = frozenset({"persistentvolumeclaims", "persistentvolumes",
-                               *(f"{group}/{version}/{plural}" for group, version, plural in STORAGE_APIS)})
-"""The resources the volume rules read: a change may let a pod waiting for its volumes go."""
+                               *(f"{group}/{version}/{plural}" for group, version, plural in (*STORAGE_APIS,
+                                                                                              *DRA_APIS))})
+"""The resources the volume and device rules read: a change may let a pod waiting for its claims go."""
+RESOURCE_CLAIMS = "resource.k8s.io/v1/resourceclaims"
 
 
 class WatchClient(Protocol):

@@ -28,6 +28,7 @@ timed out: an Event per member, a metric, the PodGroup status.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
+from kubeplace.kube.claim_binder import ClaimApi, allocate_claims
 from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE
 from kubeplace.kube.objects import (
@@ -70,6 +72,8 @@ from kubeplace.serve import events as ev
 from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.informer import (
+    MODIFIED,
+    RESOURCE_CLAIMS,
     RawObject,
     Store,
     object_key,
@@ -90,7 +94,7 @@ GANGS_KEPT = 10_000
 deleted while waiting leaves no other trace to clean up by)."""
 
 
-class ServeClient(PodBinder, VolumeApi, EventClient, PreemptClient, Protocol):
+class ServeClient(PodBinder, VolumeApi, ClaimApi, EventClient, PreemptClient, Protocol):
     """What the loop writes through :class:`kube.client.Cluster` (tests pass a fake)."""
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None: ...
@@ -459,6 +463,8 @@ class Scheduler:
             waiting = ""
             if any(p.volumes for p in placements) and not halt():  # (halted: its bindings are not attempted)
                 waiting = self._volumes_waiting(placements, unit if isinstance(unit, GangKey) else None)
+            if not waiting and any(p.claims for p in placements) and not halt():
+                waiting = self._devices_refused(placements, unit if isinstance(unit, GangKey) else None)
             if waiting:  # its claims first: the unit is bound in a later cycle
                 for p in placements:
                     self.snapshots.assumed.forget(f"{p.namespace}/{p.name}")
@@ -506,6 +512,23 @@ class Scheduler:
             return
         report.failed[pod.key] = str(result.outcome)
         self.metrics.binds_failed.labels(str(result.outcome)).inc()
+
+    def _devices_refused(self, placements: Sequence[Placement], gang: GangKey | None) -> str:
+        """Allocates the unit's resource claims (as the kube-scheduler's DynamicResources PreBind);
+        "" when every claim is written, else why the unit is not bound now. The claims written are
+        put in the store at once, so that the next plan does not give their devices again."""
+        bindings = [Binding(p.namespace, p.name, p.uid, p.node) for p in placements if p.claims]
+        claims = {f"{p.namespace}/{p.name}": p.claims for p in placements if p.claims}
+        _, failed = allocate_claims(self.client, bindings, claims, False)
+        for p in placements:
+            for given in p.claims:
+                with contextlib.suppress(ClusterError):  # else the watch brings it
+                    self.store.apply(RESOURCE_CLAIMS, MODIFIED, self.client.read_resource_claim(p.namespace,
+                                                                                                given.claim))
+        for result in failed:
+            self.decide(pod=result.binding.key, node=result.binding.node, gang=gang, outcome=str(result.outcome),
+                        why=result.message)
+        return failed[0].message if failed else ""
 
     def _volumes_waiting(self, placements: Sequence[Placement], gang: GangKey | None) -> str:
         """Makes the writes the unit's claims need (as the kube-scheduler's PreBind); "" when every
