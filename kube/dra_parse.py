@@ -4,7 +4,8 @@ ResourceClaimTemplate) and a pod's ``spec.resourceClaims`` into the typed object
 Parsed as the API server validates and defaults them (a request's allocationMode defaults to
 ExactCount with count 1); CEL selectors are compiled here, so a malformed one is refused with
 its file, object and field. Of each pool only the slices of its newest generation are kept, as
-the allocator uses them. A claim or template naming a DeviceClass that does not exist is refused.
+the allocator uses them. A claim naming a DeviceClass that does not exist is read as it is: its pod
+waits, in the kube-scheduler's words (a claim of a DeviceClass deleted meanwhile is real state).
 """
 
 from __future__ import annotations
@@ -311,19 +312,7 @@ def build_devices(kinds: Mapping[tuple[str, str], Sequence[Sourced]], label: Any
     templates: dict[str, ResourceClaim] = {}
     for kind, parse, into in ((RESOURCE_CLAIM, parse_resource_claim, claims),
                               (CLAIM_TEMPLATE, parse_claim_template, templates)):
-        for claim, obj, where in each(kind, parse):
-            _check_classes(claim, classes, where, label(obj), "spec" if kind == RESOURCE_CLAIM else "spec.spec")
+        for claim, _, _ in each(kind, parse):
             into[claim.key] = claim
     return Devices(dict(sorted(classes.items())), dict(sorted(by_id.items())), counters,
                    dict(sorted(claims.items())), dict(sorted(templates.items())))
-
-
-def _check_classes(claim: ResourceClaim, classes: Mapping[str, DeviceClass], where: str, obj: str,
-                   prefix: str) -> None:
-    for index, request in enumerate(claim.requests):
-        for j, option in enumerate(request.alternatives or (request,)):
-            if option.device_class not in classes:
-                field = (f"{prefix}.devices.requests[{index}]"
-                         + (f".firstAvailable[{j}]" if request.alternatives else ".exactly") + ".deviceClassName")
-                raise InputError(f"DeviceClass {option.device_class!r} does not exist", file=where, obj=obj,
-                                 field=field, expected="the name of a DeviceClass of the snapshot")

@@ -16,7 +16,7 @@ import numpy as np
 from kubeplace.kube.gangs import is_admitted
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
-from kubeplace.models.framework import FilterPlugin, PluginSet
+from kubeplace.models.framework import ExtraResources, FilterPlugin, PluginSet
 from kubeplace.models.gpu import (
     DEFAULT_CONVENTIONS,
     MAX_DEVICES,
@@ -131,8 +131,9 @@ def base_weights(gpu_count: IntArray, gpu_milli: IntArray, count: IntArray, plac
     return gpu_count * gpu_milli * (int(count.sum()) + 1) + ones
 
 
-def _demand_vector(pod: Pod, resources: Sequence[str]) -> tuple[int, ...]:
-    return tuple(clamp_request(int(pod.requests.get(r, 0))) for r in resources)
+def _demand_vector(pod: Pod, resources: Sequence[str], extra: Mapping[str, int] | None = None) -> tuple[int, ...]:
+    extra = extra or {}
+    return tuple(clamp_request(int(extra.get(r, pod.requests.get(r, 0)))) for r in resources)
 
 
 def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]) -> IntArray:
@@ -188,16 +189,21 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     pending = plugins.mark_unmodelled(snapshot).pending  # the pods a plugin cannot model are left
     modelled, needs, invalid = _gpu_needs([p for p in pending if not p.unmodelled], conv)
     left = tuple(p for p in pending if p.unmodelled) + tuple(invalid)
-    resources = resource_names(modelled)
+    extras = [f for f in plugins.filters if isinstance(f, ExtraResources)]
+    extra = [{k: v for e in extras for k, v in e.extra_requests(p).items()} for p in modelled]
+    resources = resource_names(modelled) + tuple(sorted({r for x in extra for r in x}))
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv)
-    capacity = np.array([[clamp_allocatable(int(n.allocatable.get(r, 0))) for r in resources] for n in nodes],
+    offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
+    capacity = np.array([[clamp_allocatable(int(o.get(r, n.allocatable.get(r, 0)))) for r in resources]
+                         for n, o in zip(nodes, offered, strict=True)],
                         dtype=np.int64).reshape(len(nodes), len(resources))
     used = _usage(nodes, snapshot.bound, resources)
 
-    keyed = [(_demand_vector(p, resources), (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
+    keyed = [(_demand_vector(p, resources, x), (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
               tuple(f.pod_key(p) for f in plugins.filters),
-              tuple(c.pod_key(p) for c in plugins.constraints)) for p, need in zip(modelled, needs, strict=True)]
+              tuple(c.pod_key(p) for c in plugins.constraints))
+             for p, need, x in zip(modelled, needs, extra, strict=True)]
     class_of_pod, first = _group(keyed)
     members = [list[int]() for _ in first]
     pending_index = {id(p): i for i, p in enumerate(pending)}

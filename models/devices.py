@@ -58,7 +58,8 @@ class PodDeviceClaims:
 
 
 def resolve(pod: Pod, devices: Devices) -> PodDeviceClaims:
-    """DynamicResources' PreFilter, in its words (foreachPodResourceClaim, resourceclaim.Name)."""
+    """DynamicResources' PreFilter, in its words (foreachPodResourceClaim, resourceclaim.Name,
+    validateDeviceClass)."""
     allocated: list[ResourceClaim] = []
     to_allocate: list[ResourceClaim] = []
     for entry in pod.resource_claims:
@@ -78,7 +79,14 @@ def resolve(pod: Pod, devices: Devices) -> PodDeviceClaims:
             return PodDeviceClaims(f'resourceclaim "{name}" is being deleted')
         if check_owner and claim.owner_uid != pod.uid:
             return PodDeviceClaims(f"ResourceClaim {claim.key} was not created for Pod {pod.key} (Pod is not owner)")
-        (allocated if claim.allocation is not None else to_allocate).append(claim)
+        if claim.allocation is not None:
+            allocated.append(claim)
+            continue
+        for request in claim.requests:
+            for option in request.alternatives or (request,):
+                if option.device_class not in devices.classes:
+                    return PodDeviceClaims(f"request {option.name}: device class {option.device_class} does not exist")
+        to_allocate.append(claim)
     return PodDeviceClaims("", tuple(allocated), tuple(to_allocate))
 
 

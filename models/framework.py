@@ -229,6 +229,19 @@ class PodDefaults(Protocol):
         ...
 
 
+@runtime_checkable
+class ExtraResources(Protocol):
+    """Optional on a filter: countable resources of its own that pods take and nodes offer beyond
+    the pods' requests and nodes' allocatable (the devices of a DRA DeviceClass), modelled as
+    capacity like any resource: the node's offer less what the placed pods take."""
+
+    def extra_requests(self, pod: Pod) -> Mapping[str, int]:
+        ...
+
+    def extra_allocatable(self, node: Node) -> Mapping[str, int]:
+        ...
+
+
 @dataclass(frozen=True)
 class PluginFactory:
     """How to build one plugin: its extension point (FILTER, SCORE or CONSTRAINT, or a tuple of

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubeplace.models.aggregate import Aggregation, FilterTable
+from kubeplace.models.devices import CANNOT_ALLOCATE
 from kubeplace.models.framework import NodeReasons, Rejects
 from kubeplace.models.gpu import GpuNeed, device_fit
+from kubeplace.models.plugins.dynamic_resources import DEVICE_RESOURCE
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 from kubeplace.plan.explain_rules import batch_failures, cap_left
 
@@ -147,5 +149,10 @@ def _fit(p: Problem, c: int, after: After) -> Stage:
     """NodeResourcesFit: a reason per resource the pod requests and the node lacks."""
     demand = p.demand[c]
     lacking = (after.free < demand[None, :]) & (demand[None, :] > 0)
-    return [("Too many pods" if name == "pods" else f"Insufficient {name}", lacking[:, r])
-            for r, name in enumerate(p.resources) if lacking[:, r].any()]
+    stage: dict[str, BoolArray] = {}
+    for r, name in enumerate(p.resources):
+        if lacking[:, r].any():
+            reason = ("Too many pods" if name == "pods" else CANNOT_ALLOCATE if name.startswith(DEVICE_RESOURCE)
+                      else f"Insufficient {name}")
+            stage[reason] = stage[reason] | lacking[:, r] if reason in stage else lacking[:, r]
+    return list(stage.items())

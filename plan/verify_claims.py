@@ -110,6 +110,11 @@ def _pod(pod: Pod, node: Node, devices: Devices, chosen: Mapping[str, ClaimAlloc
             if claim.name in chosen:
                 yield f"claim {claim.name} is allocated already; the plan allocates it again"
             continue
+        missing = [f"request {o.name}: device class {o.device_class} does not exist" for r in claim.requests
+                   for o in (r.alternatives or (r,)) if o.device_class not in devices.classes]
+        if missing:
+            yield missing[0]
+            continue
         if not check_devices:
             continue
         if claim.name not in chosen:

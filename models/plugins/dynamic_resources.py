@@ -8,30 +8,32 @@ the node against the devices other claims hold ("cannot allocate all claims"). A
 pending pods share and nobody has allocated yet is allocated with the first of them in queue
 order; the others wait, as they do while the kube-scheduler's allocation is in flight.
 
-Across the batch, device consumption is a capacity of each node's device pool (group rules):
+Across the batch, device consumption is capacity, so that the solver packs it:
 
+- each DeviceClass the pods ask for is a resource (``deviceclass.resource.k8s.io/<class>``): a
+  node offers its free devices of the class, a pod takes the devices its requests count
+  (``ExactCount``; a ``firstAvailable`` request its smallest alternative);
 - one class of pods: at most as many pods on a node as the exact allocator allocates there one
-  after another (exact for pods of one class: their claims are alike);
-- classes whose candidate devices overlap: for every set of them (up to MAX_SHARING), their pods on
-  a node at most the free devices any of them may take there, divided by the most devices one of
-  their pods takes (Hall's condition, each pod counted for the largest of them).
+  after another (exact for pods of one class: their claims are alike; it holds selectors,
+  ``matchAttribute``, ``All`` and shared counters).
 
-Shared counters and ``matchAttribute`` constraints are exact within a class and approximated by
-device counts across classes. The plan's devices are then chosen exactly, pod by pod in queue
-order (:meth:`DynamicResources.choose`); a placed pod whose claims cannot be allocated there after
-all is not placed (with the kube-scheduler's reason), so a plan never holds an allocation that
-does not exist.
+Across pod classes, selectors that admit only some of a DeviceClass's devices, ``matchAttribute``
+constraints, ``All`` requests and shared counters are approximated by those device counts. The
+plan's devices are then chosen exactly (:meth:`DynamicResources.choose`: all the claims of a node's
+pods in one search); a placed pod whose claims cannot be allocated there after all is not placed
+(with the kube-scheduler's reason), so a plan never holds an allocation that does not exist.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
-from kubeplace.kube.dra import Allocation, ClaimAllocation, DeviceId
+from kubeplace.kube.device_cel import CelError
+from kubeplace.kube.dra import ALL, Allocation, ClaimAllocation, DeviceRequest
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.devices import (
     CANNOT_ALLOCATE,
@@ -48,9 +50,8 @@ from kubeplace.models.problem import BoolArray, Gang, GroupCap, IntArray
 from kubeplace.models.volumes import queue_order
 
 NAME = "DynamicResources"
-MAX_SHARING = 6
-"""Classes sharing devices that get a rule per set (2^6 - 1 sets); further ones are not placed
-where they share."""
+DEVICE_RESOURCE = "deviceclass.resource.k8s.io/"
+"""Prefix of the resource that counts a DeviceClass's free devices on a node (and a pod's take)."""
 MAX_PER_NODE = 256
 """The most pods of one class counted onto one node's devices."""
 
@@ -112,6 +113,40 @@ class DynamicResources:
                 out.append(())
         return out
 
+    # ------------------------------------------------------------------ device pools as capacity
+
+    def extra_requests(self, pod: Pod) -> dict[str, int]:
+        """The devices of each class the pod's claims take (exact counts; a firstAvailable
+        request counts its smallest alternative when all are of one class; All is not counted
+        here: its pods are kept apart by the per-class rule and the final choice)."""
+        if self.rejection(pod):
+            return {}
+        out: dict[str, int] = {}
+        for claim in self._claims(pod).to_allocate:
+            for request in claim.requests:
+                options = request.alternatives or (request,)
+                if len({o.device_class for o in options}) == 1 and all(o.mode != ALL for o in options):
+                    key = DEVICE_RESOURCE + options[0].device_class
+                    out[key] = out.get(key, 0) + min(o.count for o in options)
+        return out
+
+    def extra_allocatable(self, node: Node) -> dict[str, int]:
+        """Per DeviceClass the pending pods ask for: its free devices available on the node."""
+        out = {}
+        for class_name in self.wanted_classes:
+            try:
+                free = [d for d in self.allocator.candidates(DeviceRequest("", class_name), node)
+                        if d.id not in self.usage.in_use]
+            except CelError:
+                free = []
+            out[DEVICE_RESOURCE + class_name] = len(free)
+        return out
+
+    @cached_property
+    def wanted_classes(self) -> tuple[str, ...]:
+        return tuple(sorted({o.device_class for c in self.claims.values() for claim in c.to_allocate
+                             for r in claim.requests for o in (r.alternatives or (r,))}))
+
     # ------------------------------------------------------------------ constraint
 
     def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
@@ -119,64 +154,28 @@ class DynamicResources:
                    if self._claims(pod).to_allocate and not self.rejection(pod)]
         if not needing:
             return []
-        nodes = view.nodes
         caps: list[GroupCap | Gang] = []
-        reach: dict[int, list[frozenset[DeviceId]]] = {}
-        most: dict[int, list[int]] = {}
         for c in needing:
             pod = view.class_pods[c]
-            counts, sets, need = self._repeat(pod, nodes)
-            caps.append(GroupCap(f"devices of {pod.key}'s claims", (c,), counts, NAME))
-            reach[c], most[c] = sets, need
-        shares = {(a, b) for a, b in itertools.combinations(needing, 2)
-                  if any(reach[a][i] & reach[b][i] for i in range(len(nodes)))}
-        for component in _components(needing, shares):
-            if len(component) < 2:
-                continue
-            for extra in component[MAX_SHARING:]:
-                caps.append(GroupCap(f"devices: more than {MAX_SHARING} pod classes sharing them", (extra,),
-                                     np.array([0 if any(reach[extra][i] & reach[o][i] for o in component if o != extra)
-                                               else MAX_PER_NODE for i in range(len(nodes))], dtype=np.int64), NAME))
-            kept = component[:MAX_SHARING]
-            for size in range(2, len(kept) + 1):
-                for subset in itertools.combinations(kept, size):
-                    cap = np.array([len(frozenset().union(*(reach[c][i] for c in subset)))
-                                    // max(1, *(most[c][i] for c in subset)) for i in range(len(nodes))],
-                                   dtype=np.int64)
-                    caps.append(GroupCap("devices shared by " + ", ".join(view.class_pods[c].key for c in subset),
-                                         tuple(subset), cap, NAME))
+            caps.append(GroupCap(f"devices of {pod.key}'s claims", (c,), self._repeat(pod, view.nodes), NAME))
         return caps
 
-    def _repeat(self, pod: Pod, nodes: Sequence[Node]) -> tuple[IntArray, list[frozenset[DeviceId]], list[int]]:
-        """Per node: how many such pods the allocator fits one after another, the free devices
-        they may take, and the most devices one of them takes there."""
+    def _repeat(self, pod: Pod, nodes: Sequence[Node]) -> IntArray:
+        """Per node: how many such pods the allocator fits one after another."""
         claims = self._claims(pod).to_allocate
         counts = np.zeros(len(nodes), dtype=np.int64)
-        sets: list[frozenset[DeviceId]] = []
-        need = [0] * len(nodes)
         for i, node in enumerate(nodes):
-            candidates: set[DeviceId] = set()
-            try:
-                for claim in claims:
-                    for request in claim.requests:
-                        for option in request.alternatives or (request,):
-                            candidates |= {d.id for d in self.allocator.candidates(option, node)}
-            except ValueError:
-                candidates = set()
-            sets.append(frozenset(candidates - self.usage.in_use))
-            if not all(usable_on(c, node) for c in self._claims(pod).allocated) or not candidates:
+            if not all(usable_on(c, node) for c in self._claims(pod).allocated):
                 continue
             usage = self.usage.copy()
             while counts[i] < MAX_PER_NODE:
                 found, _ = try_allocate(self.allocator, claims, node, usage)
                 if found is None:
                     break
-                taken = [r.device for a in found for r in a.results]
-                need[i] = max(need[i], len(taken))
-                for device_id in taken:
+                for device_id in (r.device for a in found for r in a.results):
                     usage.take(self.allocator.devices.devices.get(device_id), device_id)
                 counts[i] += 1
-        return counts, sets, need
+        return counts
 
     # ------------------------------------------------------------------ choosing devices
 
@@ -217,22 +216,6 @@ class DynamicResources:
             for result in allocation.results:
                 usage.take(self.allocator.devices.devices.get(result.device), result.device)
         return tuple(ClaimAllocation(c.name, a) for c, a in zip(self._claims(pod).to_allocate, found, strict=True))
-
-
-def _components(items: Sequence[int], links: set[tuple[int, int]]) -> list[list[int]]:
-    parent = {i: i for i in items}
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    for a, b in links:
-        parent[root(a)] = root(b)
-    groups: dict[int, list[int]] = {}
-    for i in items:
-        groups.setdefault(root(i), []).append(i)
-    return list(groups.values())
 
 
 def build(_args: None, ctx: RunContext) -> DynamicResources:

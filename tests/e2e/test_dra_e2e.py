@@ -16,7 +16,17 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from . import controlplane as cp
-from .test_bind_e2e import SOLVER_ARGS, assert_exit, bind_report, cli, create_pods, kwok_nodes, pod_manifest, pod_nodes
+from .test_bind_e2e import (
+    OWNER_LABEL,
+    SOLVER_ARGS,
+    assert_exit,
+    bind_report,
+    cli,
+    create_pods,
+    kwok_nodes,
+    pod_manifest,
+    pod_nodes,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -63,11 +73,28 @@ def generated(core: client.CoreV1Api, namespace: str, names: Sequence[str]) -> d
     return out
 
 
-def gpu_pod(name: str, namespace: str) -> dict[str, Any]:
-    return pod_manifest(name, namespace, spec={
-        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+def gpu_pod(name: str, namespace: str, template: str = "one-gpu", scheduler: str = "kubeplace",
+            side: str = "") -> dict[str, Any]:
+    """A pod with a claim from ``template``; with ``side``, confined to the nodes of that side."""
+    spec: dict[str, Any] = {
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
         "containers": [{"name": "app", "image": "registry.invalid/fake:1",
-                        "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}]})
+                        "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}]}
+    if side:
+        spec["nodeSelector"] = {OWNER_LABEL: namespace, "side": side}
+    return pod_manifest(name, namespace, scheduler=scheduler, spec=spec)
+
+
+def claim_template(namespace: str, name: str, device_class: str, count: int = 1) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": device_class, "count": count}}]}}}}
+
+
+def driver_of(namespace: str, side: str = "") -> str:
+    """A driver name of the test's own (at most 63 bytes)."""
+    return f"gpu{side}-{hashlib.sha256(namespace.encode()).hexdigest()[:8]}.example.com"
 
 
 def test_claims_from_templates_are_allocated_and_the_pods_bound(
@@ -76,14 +103,11 @@ def test_claims_from_templates_are_allocated_and_the_pods_bound(
     """Two nodes of 2 devices, five pods of one GPU each: four are bound, each claim allocated to
     a distinct device of its pod's node and reserved for the pod; the fifth waits, its claim unallocated."""
     core, custom = client.CoreV1Api(admin_api), client.CustomObjectsApi(admin_api)
-    driver = f"gpu-{hashlib.sha256(namespace.encode()).hexdigest()[:8]}.example.com"  # at most 63 bytes
+    driver = driver_of(namespace)
     specs = {"a": {"cpu": "8", "memory": "16Gi"}, "b": {"cpu": "8", "memory": "16Gi"}}
     with kwok_nodes(core, namespace, specs) as nodes, published(custom, driver, nodes, 2) as device_class:
-        template = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaimTemplate",
-                    "metadata": {"name": "one-gpu", "namespace": namespace},
-                    "spec": {"spec": {"devices": {"requests": [
-                        {"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}}
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates", template)
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates",
+                                               claim_template(namespace, "one-gpu", device_class))
         names = [f"train-{i}" for i in range(5)]
         create_pods(core, namespace, [gpu_pod(n, namespace) for n in names])
         cp.wait_for(lambda: all(generated(core, namespace, names).values()), 30, "claims generated")
@@ -117,3 +141,59 @@ def test_claims_from_templates_are_allocated_and_the_pods_bound(
         assert len(set(devices)) == 4
         (waiting,) = set(names) - bound
         assert where[waiting] == "" and "allocation" not in (claims[claim_of[waiting]].get("status") or {})
+
+
+def settled(core: client.CoreV1Api, namespace: str, name: str) -> bool:
+    """Bound, or found unschedulable by the kube-scheduler."""
+    pod = core.read_namespaced_pod(name, namespace)
+    return bool(pod.spec.node_name) or any(c.type == "PodScheduled" and c.status == "False"
+                                           for c in pod.status.conditions or [])
+
+
+def allocated_devices(custom: client.CustomObjectsApi, namespace: str) -> dict[str, list[tuple[str, str]]]:
+    """Claim -> its allocated (pool, device)s."""
+    return {name: [(r["pool"], r["device"]) for r in c["status"]["allocation"]["devices"]["results"]]
+            for name, c in claims_of(custom, namespace).items() if "allocation" in (c.get("status") or {})}
+
+
+@pytest.mark.timeout(180)
+def test_side_by_side_with_the_kube_scheduler(
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    """The same pods on two copies of a cluster (2 nodes of 2 devices each): two 1-device pods
+    created first, then a 2-device pod. The kube-scheduler, one pod at a time, allocates for each
+    pod as it comes; kubeplace places the batch (the 1-device pods together), so it binds all three,
+    at least as many as the kube-scheduler, and every allocation of both is accepted by the API
+    server and gives no device twice."""
+    core, custom = client.CoreV1Api(admin_api), client.CustomObjectsApi(admin_api)
+    specs = {f"{side}{i}": {"cpu": "8", "memory": "16Gi", "labels": {"side": side}}
+             for side in ("k", "p") for i in (1, 2)}
+    with kwok_nodes(core, namespace, specs) as nodes, \
+            published(custom, driver_of(namespace, "k"), nodes[:2], 2) as k_class, \
+            published(custom, driver_of(namespace, "p"), nodes[2:], 2) as p_class:
+        for side, device_class in (("k", k_class), ("p", p_class)):
+            for count in (1, 2):
+                custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates",
+                                                       claim_template(namespace, f"{side}-{count}", device_class,
+                                                                      count))
+        shapes = [("one-0", 1), ("one-1", 1), ("two-0", 2)]
+        create_pods(core, namespace, [gpu_pod(f"p-{n}", namespace, f"p-{c}", side="p") for n, c in shapes])
+        names = [f"p-{n}" for n, _ in shapes]
+        cp.wait_for(lambda: all(generated(core, namespace, names).values()), 30, "claims generated")
+        result = cli("bind", "--kubeconfig", str(control_plane.admin_kubeconfig), "--yes", "-n", namespace,
+                     "-o", "json", *SOLVER_ARGS)
+        assert_exit(result, 0)
+        by_kubeplace = {n for n, row in bind_report(result).items() if row["outcome"] == "bound"}
+
+        k_names = [f"k-{n}" for n, _ in shapes]
+        with control_plane.start_scheduler():
+            for n, c in shapes:  # one at a time, as they come
+                create_pods(core, namespace, [gpu_pod(f"k-{n}", namespace, f"k-{c}", "default-scheduler", "k")])
+                cp.wait_for(lambda n=n: settled(core, namespace, f"k-{n}"), 60, f"k-{n} bound or unschedulable")
+            by_scheduler = {k for k in k_names if pod_nodes(core, namespace).get(k)}
+        assert len(by_kubeplace) >= len(by_scheduler), (sorted(by_kubeplace), sorted(by_scheduler))
+        assert by_kubeplace == set(names)
+        devices = [d for ds in allocated_devices(custom, namespace).values() for d in ds]
+        assert len(devices) == len(set(devices)) == 4 + 2 * sum(n.startswith("k-two") for n in by_scheduler) \
+            + sum(n.startswith("k-one") for n in by_scheduler)
+        print(f"kube-scheduler bound {sorted(by_scheduler)}, kubeplace {sorted(by_kubeplace)}")

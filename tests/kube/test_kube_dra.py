@@ -63,14 +63,6 @@ def test_a_malformed_cel_selector_is_refused_with_its_field() -> None:
         snapshot_of(device_class("bad", "device.driver =="))
 
 
-def test_a_claim_naming_a_missing_device_class_is_refused() -> None:
-    with pytest.raises(InputError, match=r"ResourceClaim default/c: spec.devices.requests\[0\].exactly."
-                                         r"deviceClassName: DeviceClass 'nope' does not exist"):
-        snapshot_of(device_class(), resource_claim("c", requests=[request(device_class="nope")]))
-    with pytest.raises(InputError, match=r"ResourceClaimTemplate default/t: spec.spec.devices.requests\[0\].exactly"):
-        snapshot_of(claim_template("t"))
-
-
 def test_pod_claim_entries_name_exactly_one_source() -> None:
     with pytest.raises(InputError, match=r"Pod default/p: spec.resourceClaims\[0\]: exactly one of"):
         snapshot_of(pod("p").spec("resourceClaims", [{"name": "gpu"}]))

@@ -166,7 +166,9 @@ def test_prefilter_reasons_in_the_kube_schedulers_words() -> None:
                            claiming(pod("missing").cpu("1"), claim="nope"),
                            resource_claim("gone", deleting=True), claiming(pod("deleting").cpu("1"), claim="gone"),
                            resource_claim("theirs", owner_uid="someone"),
-                           claiming(pod("stolen").cpu("1"), template="t", generated="theirs"))
+                           claiming(pod("stolen").cpu("1"), template="t", generated="theirs"),
+                           resource_claim("classless", requests=[request(device_class="deleted")]),
+                           claiming(pod("classless").cpu("1"), claim="classless"))
     reasons = why(plan(snapshot))
     assert reasons == {
         "waiting": '0/1 nodes are available: pod "default/waiting": ResourceClaim not created yet.',
@@ -174,6 +176,7 @@ def test_prefilter_reasons_in_the_kube_schedulers_words() -> None:
         "deleting": '0/1 nodes are available: resourceclaim "gone" is being deleted.',
         "stolen": "0/1 nodes are available: ResourceClaim default/theirs was not created for Pod default/stolen "
                   "(Pod is not owner).",
+        "classless": "0/1 nodes are available: request gpu: device class deleted does not exist.",
     }
 
 
@@ -209,3 +212,15 @@ def test_plan_file_round_trips_allocations() -> None:
     made = plan(snapshot)
     assert placements_from_dict(made.to_dict(), "plan.json") == made.placements
     assert dataclasses.asdict(made.placements[0])["claims"][0]["claim"] == "c0"
+
+
+def test_pods_of_different_device_counts_are_packed_by_device_capacity() -> None:
+    """Two nodes of 2 devices: the two 1-device pods share one node so that the 2-device pod gets
+    the other (device counts are a capacity the solver packs, not one pod per node)."""
+    objects: list[Any] = [node("n1").cpu("8"), node("n2").cpu("8"), device_class(), gpu_slice("n1", 2),
+                          gpu_slice("n2", 2)]
+    for name, count in (("one-0", 1), ("one-1", 1), ("two-0", 2)):
+        objects += [resource_claim(name, requests=[request(count=count)]), claiming(pod(name).cpu("1"), claim=name)]
+    made = plan(snapshot_of(*objects))
+    assert len(made.placements) == 3
+    assert where(made)["one-0"] == where(made)["one-1"] != where(made)["two-0"]
