@@ -71,11 +71,14 @@ def print_plan(plan: Plan, output: str, console: Console) -> None:
     wide = output == "wide"
     gpus = any(p.gpus for p in plan.placements)
     volumes = wide and any(p.volumes for p in plan.placements)
+    claims = wide and any(p.claims for p in plan.placements)
     bindings = table("NAMESPACE", "POD", "NODE", *(["GPUS"] if gpus else []), *(["VOLUMES"] if volumes else []),
-                     *(["UID"] if wide else []))
+                     *(["DEVICES"] if claims else []), *(["UID"] if wide else []))
     for p in plan.placements:
         bindings.add_row(p.namespace, p.name, p.node, *([",".join(map(str, p.gpus))] if gpus else []),
                          *([", ".join(f"{v.claim}={v.volume or '(provision)'}" for v in p.volumes)] if volumes else []),
+                         *([", ".join(f"{c.claim}={'+'.join(r.device.device for r in c.allocation.results)}"
+                                      for c in p.claims)] if claims else []),
                          *([p.uid] if wide else []))
     if plan.placements:
         console.print(bindings)

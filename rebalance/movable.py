@@ -43,6 +43,7 @@ USER_ANNOTATION = f'annotation {EVICT_ANNOTATION}: "false"'
 OUT_OF_SCOPE = "outside -n/-l"
 NOT_RUNNING = "not running on a known node"
 GPU_SHARE = "shares a GPU device (device-level moves not modelled)"
+RESOURCE_CLAIMS = "resource claims (their devices are allocated for this node; moving them is not modelled)"
 GANG = "member of a gang (evicting one member alone would break the gang)"
 INTER_POD_RULES = frozenset({SpecRule.REQUIRED_POD_AFFINITY, SpecRule.REQUIRED_POD_ANTI_AFFINITY,
                              SpecRule.HARD_TOPOLOGY_SPREAD})
@@ -138,6 +139,8 @@ def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str
     inter_pod = sorted(rule.value for rule in pod.spec_rules & INTER_POD_RULES)
     if inter_pod:
         return f"placement rule not modelled when moving pods ({', '.join(inter_pod)})"
+    if pod.resource_claims:
+        return RESOURCE_CLAIMS
     if any(pod.requests.get(r, 0) for r in gpu_share_resources):
         return GPU_SHARE
     if gang_of(pod) is not None:

@@ -86,6 +86,9 @@ def test_unmodelled_rules_and_gpu_shares_stay() -> None:
     share["spec"]["containers"][0]["resources"] = {"requests": {"koordinator.sh/gpu-core": "50"},
                                                    "limits": {"koordinator.sh/gpu-core": "50"}}
     assert _reason(share) == mv.GPU_SHARE
+    claimed = running()
+    claimed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    assert _reason(claimed) == mv.RESOURCE_CLAIMS  # its devices are allocated for its node
 
 
 def test_a_malformed_selector_is_an_input_error() -> None:
