@@ -220,8 +220,8 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     placed_per_class = a.placed_per_class(p.n_classes)
     gangs = gang_statuses(snapshot, agg, placed_per_class)
     gang_reason = {c: g.reason for g, gang in zip(gangs, p.gangs, strict=True) if not g.placed for c in gang.classes}
-    unplaced = [Unplaced(pod.namespace, pod.name, (f"node {node}: {not_allocated[pod.key]} (its devices went to "
-                                                    "pods placed there before it)",)) for pod, node in dropped]
+    unplaced = [Unplaced(pod.namespace, pod.name, (f"node {node}: {not_allocated[pod.key]} (the devices went to "
+                                                    "other pods of the plan)",)) for pod, node in dropped]
     for c in range(p.n_classes):
         left = [m for m in p.members[c][int(placed_per_class[c]):] if not snapshot.pending[m].reserved_for]
         if left:

@@ -224,3 +224,28 @@ def test_pods_of_different_device_counts_are_packed_by_device_capacity() -> None
     made = plan(snapshot_of(*objects))
     assert len(made.placements) == 3
     assert where(made)["one-0"] == where(made)["one-1"] != where(made)["two-0"]
+
+
+def test_network_devices_are_given_once_across_nodes() -> None:
+    """One device every node can use (allNodes) and one for zone-a nodes (nodeSelector): three
+    pods, two devices; the allocations' node selectors say where they can be used."""
+    zone = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}
+    snapshot = snapshot_of(node("n1").cpu("8").label("zone", "a"), node("n2").cpu("8").label("zone", "b"),
+                           device_class(), resource_slice("everywhere", [device("net-0")], pool="net", all_nodes=True),
+                           resource_slice("zonal", [device("zonal-0")], pool="zonal", node_selector=zone),
+                           *gpu_pods(3))
+    made = plan(snapshot)
+    assert len(made.placements) == 2
+    selectors = {r.device.device: c.allocation.node_selector for p in made.placements for c in p.claims
+                 for r in c.allocation.results}
+    assert selectors["net-0"] is None
+    assert selectors["zonal-0"] is not None and selectors["zonal-0"][0].match_expressions[0].values == ("a",)
+    assert len(made.unplaced) == 1
+
+
+def test_a_selector_failing_at_run_time_fails_the_node_with_its_error() -> None:
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 1),
+                           resource_claim("c", requests=[request(selectors=[
+                               'device.attributes["other.io"].model == "x"'])]),
+                           claiming(pod("p").cpu("1"), claim="c"))
+    assert why(plan(snapshot))["p"].startswith("0/1 nodes are available: 1 CEL runtime error: ")

@@ -1,0 +1,61 @@
+"""`kubeplace serve` with resource claims: each claim allocated (and reserved for its pod) before the
+pod is bound, and the allocation in the store at once, so that the next cycle does not give the same
+devices again; a claim taken meanwhile fails that pod only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubeplace.kube.errors import Conflict
+from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.serve.informer import Store
+from kubeplace.serve.loop import Scheduler, ServeSettings
+from tests.builders import node, pod
+from tests.device_builders import claiming, device_class, gpu_slice, resource_claim
+from tests.kube.test_kube_claim_binder import FakeClaims
+from tests.serve.fakes import Clock, FakeCluster
+
+CLAIMS = "resource.k8s.io/v1/resourceclaims"
+
+
+class Cluster(FakeCluster, FakeClaims):
+    """Serve's fake client with the claim API of the claim binder tests' fake."""
+
+    def __init__(self, *claims: dict[str, Any]) -> None:
+        FakeCluster.__init__(self)
+        FakeClaims.__init__(self, *claims)
+
+
+def scheduler(cluster: Cluster, *objects: Any) -> tuple[Scheduler, Store]:
+    store = Store()
+    manifests = [o if isinstance(o, dict) else o.manifest() for o in objects]
+    for resource, kind in (("nodes", "Node"), ("pods", "Pod"), ("resource.k8s.io/v1/deviceclasses", "DeviceClass"),
+                           ("resource.k8s.io/v1/resourceslices", "ResourceSlice")):
+        store.replace(resource, [m for m in manifests if m["kind"] == kind])
+    store.replace(CLAIMS, list(cluster.claims.values()))
+    s = Scheduler(cluster, store, Configuration(), Profile(), SolverSettings(time_limit=5, workers=1),
+                  ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), clock=Clock())
+    s.resync_queue()
+    return s, store
+
+
+def test_claims_are_allocated_before_the_pods_are_bound_and_kept_in_the_store() -> None:
+    cluster = Cluster(resource_claim("a"), resource_claim("b"))
+    s, store = scheduler(cluster, node("n1").cpu("4"), device_class(), gpu_slice("n1", 2),
+                         claiming(pod("p").cpu("1"), claim="a"), claiming(pod("q").cpu("1"), claim="b"))
+    report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    assert sorted(report.bound) == ["default/p", "default/q"]
+    devices = {name: c["status"]["allocation"]["devices"]["results"][0]["device"] for name, c in cluster.claims.items()}
+    assert sorted(devices.values()) == ["gpu-0", "gpu-1"]
+    assert cluster.claims["a"]["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-default-p"}]
+    stored = {c["metadata"]["name"]: c for c in store.items(CLAIMS)}
+    assert stored["a"]["status"]["allocation"] == cluster.claims["a"]["status"]["allocation"]
+
+
+def test_a_claim_conflict_fails_that_pod_and_binds_the_other() -> None:
+    cluster = Cluster(resource_claim("a"), resource_claim("b"))
+    cluster.fail["a"] = Conflict("update a: the object has been modified", status=409)
+    s, _ = scheduler(cluster, node("n1").cpu("4"), device_class(), gpu_slice("n1", 2),
+                     claiming(pod("p").cpu("1"), claim="a"), claiming(pod("q").cpu("1"), claim="b"))
+    report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    assert report.bound == ["default/q"] and [b[0] for b in cluster.bindings] == ["default/q"]
