@@ -27,7 +27,7 @@ from kubeplace.models.problem import Assignment, DeviceUse, IntArray
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
-from kubeplace.plan.pipeline import Planned, make_plan, pods_per_node, utilisation
+from kubeplace.plan.pipeline import Planned, claim_allocations, make_plan, pods_per_node, utilisation
 from kubeplace.plan.plan import GangStatus, Placement, Plan, Preemption, PreemptionSummary, Unplaced
 from kubeplace.plan.verify import Violation
 from kubeplace.plan.verify_preempt import verify_preemptions
@@ -104,11 +104,16 @@ def _planned(snapshot: Snapshot, config: Configuration, profile: Profile, pp: Pr
     pending = pp.pending_part(a)
     pending = replace(pending, devices=_devices_after(pp, after, pending, config))
     pairs = pods_per_node(pp.agg, pending, pp.pods)
-    placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs) for pod, node, devs in pairs)
+    claims, not_allocated = claim_allocations(plain.plugins, [(pod, node) for pod, node, _ in pairs], snapshot)
+    dropped = [Unplaced(pod.namespace, pod.name, (f"node {node}: {not_allocated[pod.key]}",))
+               for pod, node, _ in pairs if pod.key in not_allocated]
+    pairs = [(pod, node, devs) for pod, node, devs in pairs if pod.key not in not_allocated]
+    placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs, claims=claims.get(pod.key, ()))
+                       for pod, node, devs in pairs)
     victims = _attributed(pp, chosen, placements)
     placed_per_class = a.placed_per_class(p.n_classes)
     gangs = gang_statuses(snapshot, pp.agg, placed_per_class)
-    unplaced = _unplaced(snapshot, pp, a, placed_per_class, gangs)
+    unplaced = (*_unplaced(snapshot, pp, a, placed_per_class, gangs), *dropped)
     values = report.values
     highest = int(pp.tiers[values.highest - 1]) if values.highest else None
     preemptors = {k for v in victims for k in v.for_pods}

@@ -249,3 +249,18 @@ def test_a_selector_failing_at_run_time_fails_the_node_with_its_error() -> None:
                                'device.attributes["other.io"].model == "x"'])]),
                            claiming(pod("p").cpu("1"), claim="c"))
     assert why(plan(snapshot))["p"].startswith("0/1 nodes are available: 1 CEL runtime error: ")
+
+
+def test_a_preemption_plan_allocates_its_preemptors_claims() -> None:
+    """A full node: the high-priority pod with a claim preempts a low-priority one and gets its
+    devices in the plan (without them the verifier refuses the plan)."""
+    from kubeplace.plan.preempt import make_preemption_plan
+
+    snapshot = snapshot_of(node("n1").cpu("2"), device_class(), gpu_slice("n1", 1),
+                           pod("low").cpu("2").priority(1).owner("ReplicaSet", "rs").on("n1"),
+                           resource_claim("c"), claiming(pod("high").cpu("1").priority(100), claim="c"))
+    config = Configuration()
+    planned = make_preemption_plan(snapshot, config, config.profiles[0], SolverSettings(time_limit=10, workers=1))
+    assert planned.violations == ()
+    assert [(p.name, [c.claim for c in p.claims]) for p in planned.plan.placements] == [("high", ["c"])]
+    assert [v.name for v in planned.plan.preemptions] == ["low"]
