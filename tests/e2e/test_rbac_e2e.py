@@ -158,7 +158,9 @@ ACCESS = [
         ("persistentvolumeclaims", ""), ("persistentvolumes", ""), ("poddisruptionbudgets", "policy"),
         ("storageclasses", "storage.k8s.io"), ("csinodes", "storage.k8s.io"), ("csidrivers", "storage.k8s.io"),
         ("csistoragecapacities", "storage.k8s.io"), ("volumeattachments", "storage.k8s.io"),
-        ("priorityclasses", "scheduling.k8s.io"),
+        ("priorityclasses", "scheduling.k8s.io"), ("deviceclasses", "resource.k8s.io"),
+        ("resourceslices", "resource.k8s.io"), ("resourceclaims", "resource.k8s.io"),
+        ("resourceclaimtemplates", "resource.k8s.io"),
         ("podgroups", "scheduling.x-k8s.io"), ("podgroups", "scheduling.sigs.k8s.io"),
         ("podgroups", "scheduling.volcano.sh"), ("nodes", "metrics.k8s.io"), ("pods", "metrics.k8s.io"),
         ("podgroups", "scheduling.k8s.io"), ("podgroups", "scheduling.run.ai"), ("jobs", "batch"),
@@ -170,6 +172,11 @@ ACCESS = [
     (True, {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": "NS"}),
     (True, {"verb": "update", "resource": "persistentvolumes", "name": "pv"}),
     (True, {"verb": "update", "resource": "persistentvolumeclaims", "namespace": "NS", "name": "pvc"}),
+    # DynamicResources' PreBind: a claim's finalizer, then its allocation and reservation
+    (True, {"verb": "update", "resource": "resourceclaims", "group": "resource.k8s.io", "namespace": "NS",
+            "name": "c"}),
+    *((True, {"verb": "update", "resource": "resourceclaims", "subresource": sub, "group": "resource.k8s.io",
+              "namespace": "NS", "name": "c"}) for sub in ("status", "binding")),
     *((True, {"verb": "patch", "resource": "podgroups", "subresource": "status", "group": g, "namespace": "NS",
               "name": "pg"}) for g in ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh")),
     (False, {"verb": "patch", "resource": "podgroups", "group": "scheduling.x-k8s.io", "namespace": "NS",
@@ -189,6 +196,9 @@ ACCESS = [
     *((False, {"verb": verb, "resource": "persistentvolumeclaims", "namespace": "NS", "name": "pvc"})
       for verb in ("delete", "create", "patch")),
     (False, {"verb": "deletecollection", "resource": "pods", "namespace": "NS"}),
+    *((False, {"verb": verb, "resource": "resourceclaims", "group": "resource.k8s.io", "namespace": "NS",
+               "name": "c"}) for verb in ("delete", "create", "patch")),
+    (False, {"verb": "update", "resource": "resourceslices", "group": "resource.k8s.io", "name": "s"}),
     (False, {"verb": "update", "resource": "pods", "subresource": "status", "namespace": "NS", "name": "p"}),
     (False, {"verb": "create", "resource": "pods", "subresource": "eviction", "namespace": "NS"}),
     (False, {"verb": "get", "resource": "secrets", "namespace": "NS", "name": "s"}),
@@ -342,3 +352,25 @@ def test_a_preemption_end_to_end_with_only_the_rbac_of_deploy(
         assert reasons(core, namespace, "high").get("Preempting") == f"Preempting {namespace}/low on node {node}"
         assert reasons(core, namespace, "high").get("Scheduled") == f"Successfully assigned {namespace}/high to {node}"
         assert metrics == {"attempts": 1, "victims": 1, "wasted_evictions": 0}
+
+
+def test_claims_are_allocated_with_only_this_rbac(
+    rbac: object, control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    """`bind` as the kubeplace identity allocates a pod's claim (finalizer, status) and binds it."""
+    from .test_dra_e2e import GROUP, VERSION, claim_template, claims_of, driver_of, generated, gpu_pod, published
+
+    core, custom = client.CoreV1Api(admin_api), client.CustomObjectsApi(admin_api)
+    with kwok_nodes(core, namespace, {"a": {"cpu": "4", "memory": "8Gi"}}) as nodes, \
+            published(custom, driver_of(namespace, "r"), nodes, 1) as device_class:
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates",
+                                               claim_template(namespace, "one-gpu", device_class))
+        create_pods(core, namespace, [gpu_pod("train", namespace)])
+        cp.wait_for(lambda: all(generated(core, namespace, ["train"]).values()), 30, "claim generated")
+        result = cli("bind", "--kubeconfig", str(control_plane.kubeplace_kubeconfig), "--yes", "-n", namespace,
+                     "-o", "json", *SOLVER_ARGS)
+        assert_exit(result, 0)
+        assert bind_report(result)["train"]["outcome"] == "bound"
+        (claim,) = claims_of(custom, namespace).values()
+        assert claim["status"]["reservedFor"][0]["name"] == "train"
+        assert pod_nodes(core, namespace)["train"] == nodes[0]
