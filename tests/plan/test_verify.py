@@ -25,6 +25,7 @@ from kubeplace.kube.objects import (
     Toleration,
 )
 from kubeplace.plan import verify as verify_module
+from kubeplace.plan import verify_claims as verify_claims_module
 from kubeplace.plan import verify_domains
 from kubeplace.plan import verify_volumes as verify_volumes_module
 from kubeplace.plan.verify import VerifySettings, Violation, verify
@@ -357,9 +358,12 @@ def _imports(module: object) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
-    (verify_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_volumes", "kubeplace.plan.verify_domains"}),
+    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.plan.verify_volumes",
+                     "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims"}),
     (verify_volumes_module, {"kubeplace.kube.objects"}),
     (verify_domains, {"kubeplace.kube.objects"}),
+    (verify_claims_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.device_cel",
+                            "kubeplace.plan.verify_domains"}),
 ])  # fmt: skip
 def test_verifier_is_independent_of_models_and_solver(module: object, kubeplace_imports: set[str]) -> None:
     imported = _imports(module)
