@@ -26,12 +26,13 @@ from kubeplace.models.devices import CANNOT_ALLOCATE
 from kubeplace.models.framework import NodeReasons, Rejects
 from kubeplace.models.gpu import GpuNeed, device_fit
 from kubeplace.models.plugins.dynamic_resources import DEVICE_RESOURCE
+from kubeplace.models.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 from kubeplace.plan.explain_rules import batch_failures, cap_left
 
 SCHEDULER_FILTERS = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
                      "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
-                     "PodTopologySpread", "InterPodAffinity")
+                     "PodTopologySpread", "InterPodAffinity", "DynamicResources")
 """The default profile's filters in its order (apis/config/v1 default_plugins.go)."""
 SAME_AS: dict[str, str] = {}
 """kubeplace's plugins that stand for (part of) a kube-scheduler filter."""
@@ -130,6 +131,9 @@ def _stages(agg: Aggregation, c: int, after: After) -> Iterator[Stage]:
         stages.setdefault(t.plugin.name, []).append(_filter_stage(agg, t, c))
         reasons.setdefault(t.plugin.name, t.plugin.reason)
     stages[FIT] = [_fit(p, c, after)]
+    devices = _devices_left(p, c, after)
+    if devices.any():  # the devices the plan's placements took: DynamicResources' reason, after its own check
+        stages.setdefault(DYNAMIC_RESOURCES, []).append([(CANNOT_ALLOCATE, devices)])
     for name, reason, fails in batch_failures(p, c, after.assignment, after.cap_left, reasons):
         checks = stages.setdefault(name, [])
         check = next((stage for stage in checks if any(r == reason for r, _ in stage)), None)
@@ -149,10 +153,13 @@ def _fit(p: Problem, c: int, after: After) -> Stage:
     """NodeResourcesFit: a reason per resource the pod requests and the node lacks."""
     demand = p.demand[c]
     lacking = (after.free < demand[None, :]) & (demand[None, :] > 0)
-    stage: dict[str, BoolArray] = {}
-    for r, name in enumerate(p.resources):
-        if lacking[:, r].any():
-            reason = ("Too many pods" if name == "pods" else CANNOT_ALLOCATE if name.startswith(DEVICE_RESOURCE)
-                      else f"Insufficient {name}")
-            stage[reason] = stage[reason] | lacking[:, r] if reason in stage else lacking[:, r]
-    return list(stage.items())
+    return [("Too many pods" if name == "pods" else f"Insufficient {name}", lacking[:, r])
+            for r, name in enumerate(p.resources) if lacking[:, r].any() and not name.startswith(DEVICE_RESOURCE)]
+
+
+def _devices_left(p: Problem, c: int, after: After) -> BoolArray:
+    """The nodes without the DRA devices (``DEVICE_RESOURCE`` capacities) the class's pods take."""
+    demand = p.demand[c]
+    lacking = (after.free < demand[None, :]) & (demand[None, :] > 0)
+    columns = [r for r, name in enumerate(p.resources) if name.startswith(DEVICE_RESOURCE)]
+    return lacking[:, columns].any(axis=1) if columns else np.zeros(p.n_nodes, dtype=np.bool_)
