@@ -5,7 +5,8 @@ Written out plainly from the typed objects (``kube.dra``), sharing no code with 
 evaluated by the CEL library through ``kube.device_cel``, as parsing is shared). A placed pod's
 claims must exist and be its own (a template's generated claim owned by the pod); an allocated
 claim's node selector must admit the node; every claim that is not allocated yet must get an
-allocation in the plan, once across the plan, which:
+allocation in the plan, once across the plan (an allocated claim may be listed with its own
+allocation: the pod is then added to its reservedFor), which:
 
 - names devices that exist, are available on the node and are not tainted;
 - gives each request exactly its count of devices (``All``: every matching device available on
@@ -59,6 +60,9 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
         for detail in _pod(pod, node, devices, chosen, allocations is not None):
             findings.append((namespace, name, node_name, DYNAMIC_RESOURCES, detail))
         for allocation in chosen.values():
+            existing = devices.claims.get(f"{namespace}/{allocation.claim}")
+            if existing is not None and existing.allocation is not None:
+                continue  # a reservation of an allocated claim (checked in _pod)
             given[f"{namespace}/{allocation.claim}"] += 1
             held.update(r.device for r in allocation.allocation.results)
     for claim, times in sorted(given.items()):
@@ -107,7 +111,7 @@ def _pod(pod: Pod, node: Node, devices: Devices, chosen: Mapping[str, ClaimAlloc
         if claim.allocation is not None:
             if not _admits(claim.allocation.node_selector, node):
                 yield f"resourceclaim {claim.name} not available on the node"
-            if claim.name in chosen:
+            if claim.name in chosen and set(chosen[claim.name].allocation.results) != set(claim.allocation.results):
                 yield f"claim {claim.name} is allocated already; the plan allocates it again"
             continue
         missing = [f"request {o.name}: device class {o.device_class} does not exist" for r in claim.requests

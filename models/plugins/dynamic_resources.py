@@ -184,7 +184,9 @@ class DynamicResources:
         """The devices of each placed pod's claims to allocate, and the pods whose claims cannot
         be allocated on their node after all, with the reason. Node by node, the claims of all
         its pods are allocated together (one search: the exact answer to whether they all fit);
-        when that fails, pod by pod in queue order, and the pods that do not fit are left out."""
+        when that fails, pod by pod in queue order, and the pods that do not fit are left out.
+        A claim allocated already is listed with its allocation (not reserved for the pod yet:
+        binding adds the pod to its reservedFor, as the kube-scheduler's PreBind does)."""
         by_node: dict[str, list[Pod]] = {}
         nodes: dict[str, Node] = {}
         for pod, node in placed:
@@ -209,6 +211,11 @@ class DynamicResources:
                     failed[pod.key] = why
                 else:
                     chosen[pod.key] = self._record(pod, one, usage)
+        for pod, _ in placed:
+            reserve = tuple(ClaimAllocation(c.name, c.allocation) for c in self._claims(pod).allocated
+                            if c.allocation is not None and pod.uid not in c.reserved_for)
+            if reserve and pod.key not in failed:
+                chosen[pod.key] = (*reserve, *chosen.get(pod.key, ()))
         return chosen, failed
 
     def _record(self, pod: Pod, found: Sequence[Allocation], usage: Usage) -> tuple[ClaimAllocation, ...]:

@@ -155,7 +155,8 @@ def test_a_shared_claim_is_allocated_once_and_an_allocated_claim_pins_the_node()
                            claiming(pod("d").cpu("1").created("2024-01-02T00:00:00Z"), claim="new"))
     made = plan(snapshot)
     assert where(made) == {"a": "n2", "b": "n2", "c": "n1"}
-    assert allocations(made).keys() == {"c"}
+    assert allocations(made).keys() == {"a", "b", "c"}  # a and b: to be added to done's reservedFor
+    assert allocations(made)["a"] == allocations(made)["b"] != allocations(made)["c"]
     assert why(made)["d"] == ("0/2 nodes are available: resource claim default/new is in the process of being "
                               "allocated.")
 
