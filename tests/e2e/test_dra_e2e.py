@@ -197,3 +197,37 @@ def test_side_by_side_with_the_kube_scheduler(
         assert len(devices) == len(set(devices)) == 4 + 2 * sum(n.startswith("k-two") for n in by_scheduler) \
             + sum(n.startswith("k-one") for n in by_scheduler)
         print(f"kube-scheduler bound {sorted(by_scheduler)}, kubeplace {sorted(by_kubeplace)}")
+
+
+def test_a_shared_claim_is_allocated_once_and_reserved_for_each_pod(
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    """Two pods name one claim: the first binding allocates it; the second pod waits for that
+    (as behind the kube-scheduler's in-flight allocation), then is bound beside it and added to
+    the claim's reservedFor."""
+    core, custom = client.CoreV1Api(admin_api), client.CustomObjectsApi(admin_api)
+    specs = {"a": {"cpu": "8", "memory": "16Gi"}, "b": {"cpu": "8", "memory": "16Gi"}}
+    with kwok_nodes(core, namespace, specs) as nodes, published(custom, driver_of(namespace, "s"), nodes, 1) as cls:
+        claim = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim",
+                 "metadata": {"name": "shared", "namespace": namespace},
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}}
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", claim)
+        pods = []
+        for name in ("first", "second"):
+            manifest = gpu_pod(name, namespace)
+            manifest["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+            pods.append(manifest)
+        create_pods(core, namespace, pods[:1])
+        create_pods(core, namespace, pods[1:])
+        kubeconfig = str(control_plane.admin_kubeconfig)
+        first = cli("bind", "--kubeconfig", kubeconfig, "--yes", "-n", namespace, "-o", "json", *SOLVER_ARGS)
+        assert_exit(first, 0)
+        assert set(bind_report(first)) == {"first"}
+        second = cli("bind", "--kubeconfig", kubeconfig, "--yes", "-n", namespace, "-o", "json", *SOLVER_ARGS)
+        assert_exit(second, 0)
+        assert bind_report(second)["second"]["outcome"] == "bound"
+        where = pod_nodes(core, namespace)
+        stored = claims_of(custom, namespace)["shared"]["status"]
+        (result,) = stored["allocation"]["devices"]["results"]
+        assert where["first"] == where["second"] == result["pool"]
+        assert sorted(r["name"] for r in stored["reservedFor"]) == ["first", "second"]
