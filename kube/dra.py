@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from kubeplace.kube.objects import SelectorTerm
+from kubeplace.kube.terms import SelectorTerm
 
 AttributeValue = int | bool | str | tuple[int, int, int]
 """An attribute's value: int, bool, string, or a version (major, minor, patch)."""

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubeplace.kube.dra import Devices, PodClaim
+from kubeplace.kube.terms import Requirement as Requirement
+from kubeplace.kube.terms import SelectorTerm as SelectorTerm
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -55,23 +57,6 @@ class Toleration:
     operator: str  # "Equal" or "Exists"
     value: str
     effect: str  # "" tolerates every effect
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One node selector requirement (matchExpressions or matchFields entry)."""
-
-    key: str
-    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
-    values: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SelectorTerm:
-    """Requirements ANDed; terms of a node selector are ORed."""
-
-    match_expressions: tuple[Requirement, ...] = ()
-    match_fields: tuple[Requirement, ...] = ()
 
 
 @dataclass(frozen=True)
