@@ -43,7 +43,7 @@ class VolumeReach:
                        if v.claim_ref is None and v.phase == AVAILABLE and not v.deleting),
                       key=lambda v: (v.capacity, v.name))
         index: dict[tuple[str, str], list[int]] = {}
-        for i, node in enumerate(nodes):
+        for i, node in enumerate(nodes if free else ()):  # (no free volume: no node need be looked up)
             for item in node.labels.items():
                 index.setdefault(item, []).append(i)
         cache: dict[Hashable, tuple[str, ...]] = {}

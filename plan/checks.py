@@ -54,11 +54,13 @@ def _pair_check(plugin: FilterPlugin) -> PairCheck:
 
 
 def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Configuration,
-                profile: Profile) -> list[Violation]:
-    """Every hard rule, GPU devices and the volumes chosen included, for a plan about to be bound."""
+                profile: Profile, plugins: PluginSet | None = None) -> list[Violation]:
+    """Every hard rule, GPU devices and the volumes chosen included, for a plan about to be bound.
+    ``plugins``: the profile's plugins instantiated for this snapshot, when the caller has them
+    (they are built again otherwise)."""
     triples = [(p.namespace, p.name, p.node) for p in placements]
     settings = verify_settings(config, profile)
-    plugins = instantiate(config, profile, snapshot)
+    plugins = plugins or instantiate(config, profile, snapshot)
     volumes = {(p.namespace, p.name): p.volumes for p in placements}
     claims = {(p.namespace, p.name): p.claims for p in placements}
     violations = verify(plugins.mark_unmodelled(snapshot), triples, settings, plugin_checks(plugins), volumes, claims)

@@ -78,7 +78,7 @@ def _verified(snapshot: Snapshot, planning: Snapshot, config: Configuration, pro
     plan = _to_plan(planning, agg, report, profile, terms, plugins)
     if agg.problem.has_domain_rules:
         plan = replace(plan, placements=replay_order(snapshot, plan.placements))
-    violations = tuple(verify_plan(planning, (*plan.placements, *plan.reservations), config, profile))
+    violations = tuple(verify_plan(planning, (*plan.placements, *plan.reservations), config, profile, plugins))
     plan = replace(plan, summary=replace(plan.summary, verified=not violations))
     return Planned(plan, agg, report, plugins, terms, violations)
 

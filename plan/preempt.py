@@ -11,7 +11,7 @@ cluster with the victims removed, and the victims themselves (``plan.verify_pree
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -22,7 +22,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import WHOLE, DeviceTable
 from kubeplace.models.preempt_problem import PreemptionProblem, preemption_problem
 from kubeplace.models.preempt_rows import ORDER
-from kubeplace.models.preemption import NO_POWER
+from kubeplace.models.preemption import NO_POWER, candidates, not_preempting
 from kubeplace.models.problem import Assignment, DeviceUse, IntArray
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
@@ -41,18 +41,25 @@ def make_preemption_plan(snapshot: Snapshot, config: Configuration, profile: Pro
                          preemption: SolverSettings | None = None) -> Planned:
     """``preemption``: the solver settings of the preemption solve, when not ``settings``'s."""
     plain = make_plan(snapshot, config, profile, settings, on_event)
-    pp = preemption_problem(snapshot, config, profile)
     placed = {(p.namespace, p.name) for p in plain.plan.placements}
-    left = [i for i, pod in enumerate(snapshot.pending) if (pod.namespace, pod.name) not in placed]
-    power = _pod_power(pp)
-    attempts = sum(1 for i in left if power.get(i, NO_POWER) > NO_POWER)
+    left = [pod for pod in snapshot.pending if (pod.namespace, pod.name) not in placed]
+    if not left:
+        return _without_victims(plain, {}, 0)
+    blocked = not_preempting(snapshot, config.gpu)
+    power = {pod.key: NO_POWER if pod.key in blocked else pod.priority for pod in snapshot.pending}
+    attempts = sum(1 for pod in left if power[pod.key] > NO_POWER)
+    lowest = min((u.priority for u in candidates(snapshot, power, config.gpu).units), default=None)
+    if lowest is None or not any(pw > lowest for pw in power.values()):
+        # nobody may be evicted: the preemption problem (an aggregation of every running pod) is not built
+        return _without_victims(plain, blocked, attempts)
+    pp = preemption_problem(snapshot, config, profile)
     lowest = int(pp.victim_priority.min()) if pp.n_victims else None
-    if lowest is None or not left or not any(pw > lowest for pw in power.values()):
-        return _without_victims(plain, pp, attempts)
+    if lowest is None or not any(pw > lowest for pw in _pod_power(pp).values()):
+        return _without_victims(plain, pp.not_preempting, attempts)
     start = _start(pp, plain.plan.placements)
     report = solve_preemption(pp, start, preemption or settings)
     if not report.values.evicted.any():  # nobody to evict: the plan without preemption stands
-        return _without_victims(plain, pp, attempts)
+        return _without_victims(plain, pp.not_preempting, attempts)
     return _planned(snapshot, config, profile, pp, report, plain, attempts)
 
 
@@ -61,17 +68,19 @@ def _pod_power(pp: PreemptionProblem) -> dict[int, int]:
     return {m: int(pp.power[c]) for c in range(pp.n_pending) for m in pp.problem.members[c]}
 
 
-def _without_victims(plain: Planned, pp: PreemptionProblem, attempts: int) -> Planned:
-    """The plan without preemption, saying that preemption was weighed and evicts nobody."""
+def _without_victims(plain: Planned, not_preempting: Mapping[str, str], attempts: int) -> Planned:
+    """The plan without preemption, saying that preemption was weighed and evicts nobody
+    (``not_preempting``: pending pod key -> why it may not preempt)."""
     summary = PreemptionSummary(ORDER, 0, 0, None, 0, 0, "optimal", attempts)
     plan = plain.plan
-    unplaced = tuple(replace(u, reasons=(*u.reasons, why)) if (why := _reason(pp, u)) else u for u in plan.unplaced)
+    unplaced = tuple(replace(u, reasons=(*u.reasons, why)) if (why := _reason(not_preempting, u)) else u
+                     for u in plan.unplaced)
     plan = replace(plan, unplaced=unplaced, summary=replace(plan.summary, preemption=summary))
     return replace(plain, plan=plan)
 
 
-def _reason(pp: PreemptionProblem, u: Unplaced) -> str:
-    why = pp.not_preempting.get(f"{u.namespace}/{u.name}", "")
+def _reason(not_preempting: Mapping[str, str], u: Unplaced) -> str:
+    why = not_preempting.get(f"{u.namespace}/{u.name}", "")
     return f"preemption: {why}" if why and not u.left_to_default_scheduler else ""
 
 

@@ -42,6 +42,8 @@ NORMAL, WARNING = "Normal", "Warning"
 SCHEDULED, FAILED_SCHEDULING = "Scheduled", "FailedScheduling"
 GANG_TIMED_OUT, GANG_BELOW_MIN = "GangTimedOut", "GangBelowMinMember"
 MAX_MESSAGE = 1024
+REMEMBERED = 50_000
+"""Events remembered (to hold back repeats) at most; past it the oldest are forgotten."""
 WARNINGS_FIRST, NORMAL_NEXT, LAST = 0, 1, 2
 """Order of the queued Events: Warnings, then Normal ones, then the sender's stop."""
 
@@ -97,13 +99,12 @@ class EventRecorder:
         key = (pod.uid or pod.key, reason, message)
         now = self.clock()
         with self._lock:
-            last = self._last.get(key)
+            last = self._last.pop(key, None)
             if last is not None and now - last < self.repeat_after:
+                self._last[key] = last
                 return False
-            self._last[key] = now
-            if len(self._last) > 50_000:  # forget the oldest half
-                for old in sorted(self._last, key=self._last.__getitem__)[:25_000]:
-                    del self._last[old]
+            self._forget_older(now - self.repeat_after)
+            self._last[key] = now  # (re-inserted: the dict stays in time order)
         stamp = _now()
         event = {
             "apiVersion": "v1", "kind": "Event",
@@ -125,6 +126,16 @@ class EventRecorder:
             self._drop()
             return False
         return True
+
+    def _forget_older(self, before: float) -> None:
+        """Forgets the Events sent before ``before`` (they no longer hold back a repeat), and the
+        oldest beyond ``REMEMBERED``: what a long-running scheduler keeps grows with its rate of
+        Events, not with its age."""
+        while self._last:
+            oldest = next(iter(self._last))
+            if self._last[oldest] >= before and len(self._last) < REMEMBERED:
+                return
+            del self._last[oldest]
 
     def _create(self, namespace: str, event: dict[str, Any], about: str) -> bool:
         try:
@@ -148,6 +159,11 @@ class EventRecorder:
             if time.monotonic() - told_at >= 60.0:
                 log.warning("events dropped: the queue is full", extra={"fields": {"dropped": self.dropped - told}})
                 self._dropped_told = (time.monotonic(), self.dropped)
+
+    def remembered(self) -> int:
+        """Events remembered to hold back their repeats."""
+        with self._lock:
+            return len(self._last)
 
     def pod_group_status(self, group: PodGroup, phase: str, scheduled: int, timed_out: str = "") -> bool:
         """Patches the PodGroup's status; False when skipped (CRD-free, 404) or failed."""

@@ -78,10 +78,12 @@ class Index:
                     existing.setdefault(term, set()).add(node.labels[term.topology_key])
         live_terms = tuple(sorted({t for p in snap.pending for t in anti_ids(p)}, key=repr))
         live_groups = tuple(sorted({g for p in snap.pending if (g := group_id(p))}, key=repr))
-        running_by_class = _by_label_class(matcher, running)
+        # (what only the batch's own rules read is not looked up when no pending pod has any)
+        running_by_class = _by_label_class(matcher, running) if live_terms or live_groups else []
         forbidden = {t: frozenset(n.labels[t.topology_key] for p, nodes in running_by_class for n in nodes
                                   if t.topology_key in n.labels and matcher.matches(t, p)) for t in live_terms}
-        free = [p for p, _ in _by_label_class(matcher, [(p, None) for p in snap.pending if not p.affinity])]
+        free = ([p for p, _ in _by_label_class(matcher, [(p, None) for p in snap.pending if not p.affinity])]
+                if live_groups else [])
         support, anchor, pending_support = {}, {}, {}
         for g in live_groups:
             supporters = [n for p, nodes in running_by_class if matcher.matches_all(g, p) for n in nodes]

@@ -249,3 +249,19 @@ def test_a_gang_preemptor_is_placed_whole_with_its_victims(backend: str) -> None
     plan = plan_of(snapshot, backend)
     where, victims = outcome(plan)
     assert sorted(where.values()) == ["n1", "n2"] and victims == {"l1", "l2"}
+
+
+def test_the_preemption_problem_is_built_only_when_someone_may_be_evicted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.plan import preempt
+
+    built: list[int] = []
+    real = preempt.preemption_problem
+    monkeypatch.setattr(preempt, "preemption_problem", lambda *args: built.append(1) or real(*args))
+    same = plan_of(snapshot_of(*FULL, pod("equal").cpu(4).priority(1)), "cpsat")  # nobody below it
+    assert [u.name for u in same.unplaced] == ["equal"] and built == []
+    assert same.summary.preemption is not None and same.summary.preemption.attempts == 1
+    never = plan_of(snapshot_of(*FULL, pod("never").cpu(4).priority(10).spec("preemptionPolicy", "Never")),
+                    "cpsat")
+    assert built == [] and "preemption: not eligible due to preemptionPolicy=Never." in never.unplaced[0].reasons
+    assert outcome(plan_of(snapshot_of(*FULL, pod("high").cpu(4).priority(10)), "cpsat")) == ({"high": "n1"}, {"low"})
+    assert built == [1]

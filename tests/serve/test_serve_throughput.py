@@ -108,21 +108,38 @@ def test_the_token_bucket_keeps_the_rate_after_the_burst() -> None:
     assert len(slept) == 2  # saved up again, at most the burst
 
 
-def test_a_cycle_runs_the_verifier_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kubeplace.plan import pipeline
-
+def counted_calls(monkeypatch: pytest.MonkeyPatch, real: Any, *where: tuple[Any, str]) -> list[int]:
+    """Replaces ``real`` by a wrapper at each (module, name) in ``where``; the list grows by one a call."""
     calls: list[int] = []
-    real = pipeline.verify_plan
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "verify_plan", counted)
-    monkeypatch.setattr("kubeplace.serve.loop.verify_plan", counted, raising=False)  # where it used to run again
+    for module, name in where:
+        monkeypatch.setattr(module, name, counted, raising=False)
+    return calls
+
+
+def test_a_cycle_runs_the_verifier_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.plan import pipeline
+    from kubeplace.serve import loop
+
+    calls = counted_calls(monkeypatch, pipeline.verify_plan, (pipeline, "verify_plan"),
+                          (loop, "verify_plan"))  # (where it used to run again)
     s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(3)))
     next_cycle(s)
     assert len(calls) == 1 and len(cluster.bindings) == 3
+
+
+def test_a_cycle_builds_the_plugins_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.plan import checks, pipeline
+
+    built = counted_calls(monkeypatch, pipeline.instantiate, (pipeline, "instantiate"),
+                          (checks, "instantiate"))  # (the verifier's checks reuse the plan's plugins)
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), *(pod(f"p{i}").cpu("1") for i in range(3)))
+    next_cycle(s)
+    assert len(built) == 1 and len(cluster.bindings) == 3
 
 
 def test_the_next_batch_is_planned_while_the_last_one_binds_and_holds_its_capacity() -> None:
@@ -191,3 +208,16 @@ def test_queued_warnings_are_sent_before_queued_scheduled_events() -> None:
     cluster.gate.set()
     recorder.close()
     assert [e["involvedObject"]["name"] for e in cluster.events] == ["first", "waits", "bound0", "bound1", "bound2"]
+
+
+def test_the_events_remembered_against_repeats_are_only_the_recent_ones() -> None:
+    clock = Clock()
+    recorder = EventRecorder(FakeCluster(), repeat_after=60.0, clock=clock)
+    first = Pod(name="p0", namespace="default", uid="u0")
+    assert recorder.pod_event(first, "FailedScheduling", "0/1 nodes", "Warning")
+    assert not recorder.pod_event(first, "FailedScheduling", "0/1 nodes", "Warning")  # a repeat: held back
+    for i in range(1, 1000):  # an hour of churn: a pod bound every few seconds
+        clock.advance(3.6)
+        recorder.pod_event(Pod(name=f"p{i}", namespace="default", uid=f"u{i}"), "Scheduled", "assigned")
+    assert recorder.remembered() <= 60 / 3.6 + 1  # the last minute's, not every pod's since the start
+    assert recorder.pod_event(first, "FailedScheduling", "0/1 nodes", "Warning")  # a minute later: sent again
