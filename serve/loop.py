@@ -88,7 +88,7 @@ from kubeplace.serve.snapshots import Snapshots, UsageSource
 
 log = logging.getLogger("kubeplace.serve")
 GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
-RESULTS_KEPT = 10_000
+RESULTS_KEPT = 1_000
 GANGS_KEPT = 10_000
 """Waiting gangs remembered (since when they wait); beyond it the oldest are forgotten (a gang
 deleted while waiting leaves no other trace to clean up by)."""
