@@ -140,7 +140,9 @@ def table(doc: dict[str, Any], legend: list[str]) -> str:
                              f"{f['gpus_bound_on_devices']} of them on devices "
                              f"({f['gpu_pods_device_conflicts']} GPU pods that no device holds)")
             if "rss_growth_mib" in f:
-                parts.append(f"RSS after 1 min {f['rss_mib_after_warmup']} MiB, at end {f['rss_mib_end']} MiB; "
+                parts.append(f"RSS after 1 min {f['rss_mib_after_warmup']} MiB, at end {f['rss_mib_end']} MiB "
+                             f"({f['rss_growth_second_half_mib']:+} MiB over the second half; a minute apart: "
+                             f"{' '.join(str(m) for m in f['rss_mib_by_period'])}); "
                              f"{f['pods_created']} created, {f['pods_deleted']} deleted")
             if f.get("rebound"):
                 parts.append(f"{f['rebound']} pod(s) seen bound to a second node")

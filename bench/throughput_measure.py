@@ -168,15 +168,20 @@ def device_conflicts(placed: Mapping[str, Sequence[tuple[int, int]]],
     return conflicts, milli_out
 
 
-def memory_growth(samples: Sequence[tuple[float, float]], after: float) -> dict[str, float]:
-    """Resident MiB ``after`` seconds into the run and at its end (the soak check)."""
+def memory_growth(samples: Sequence[tuple[float, float]], after: float) -> dict[str, Any]:
+    """Resident MiB ``after`` seconds into the run and at its end (the soak check), the growth
+    over the run's second half (a plateau shows none), and the MiB at each ``after`` seconds."""
     if not samples:
         return {}
-    t0 = samples[0][0]
-    later = [rss for t, rss in samples if t - t0 >= after]
-    at = later[0] if later else samples[-1][1]
-    return {"rss_mib_after_warmup": round(at, 1), "rss_mib_end": round(samples[-1][1], 1),
-            "rss_growth_mib": round(samples[-1][1] - at, 1)}
+
+    def at(offset: float) -> float:
+        return next((rss for t, rss in samples if t - samples[0][0] >= offset), samples[-1][1])
+
+    warm, end, span = at(after), samples[-1][1], samples[-1][0] - samples[0][0]
+    return {"rss_mib_after_warmup": round(warm, 1), "rss_mib_end": round(end, 1),
+            "rss_growth_mib": round(end - warm, 1),
+            "rss_growth_second_half_mib": round(end - at(span / 2), 1),
+            "rss_mib_by_period": [round(at(k * after), 1) for k in range(int(span // after) + 1)]}
 
 
 def top_reasons(messages: Mapping[str, str], limit: int = 3) -> dict[str, int]:

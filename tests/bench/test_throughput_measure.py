@@ -81,7 +81,8 @@ def test_gpus_bound_memory_growth_and_reasons() -> None:
         "gpus_bound": 2.25, "gpu_pods_bound": 2}
     samples = [(100.0, 50.0), (130.0, 80.0), (161.0, 90.0), (300.0, 92.5)]
     assert memory_growth(samples, 60.0) == {"rss_mib_after_warmup": 90.0, "rss_mib_end": 92.5,
-                                            "rss_growth_mib": 2.5}
+                                            "rss_growth_mib": 2.5, "rss_growth_second_half_mib": 0.0,
+                                            "rss_mib_by_period": [50.0, 90.0, 92.5, 92.5]}
     assert memory_growth([], 60.0) == {}
     assert top_reasons({"a": "x", "b": "y", "c": "y", "d": "z"}, limit=2) == {"y": 2, "x": 1}
 
