@@ -80,6 +80,7 @@ from kubeplace.serve.informer import (
 )
 from kubeplace.serve.intake import Intake, unit_of
 from kubeplace.serve.leader import AlwaysLeader
+from kubeplace.serve.memory import Trimmer
 from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.preempt import PreemptClient, Preemptions
@@ -218,6 +219,7 @@ class Scheduler:
         self._finisher = ThreadPoolExecutor(1, thread_name_prefix="finish")
         self._pipelined = False
         self._binding: Future[CycleReport] | None = None
+        self.trimmer = Trimmer()
         self.preemptions = Preemptions(client, self.recorder, self.metrics, settings.scheduler_name,
                                        settings.eviction_api, clock, settings.assume_seconds, self.decide)
 
@@ -279,6 +281,7 @@ class Scheduler:
                         log.exception("cycle failed", extra={"fields": {"units": len(units)}})
                         for unit in units:
                             self.queue.unschedulable(unit, "cycle failed")
+                self.trimmer.maybe()
                 active, waiting = self.queue.counts()
                 self.metrics.queue_active.set(active)
                 self.metrics.queue_unschedulable.set(waiting)

@@ -221,3 +221,20 @@ def test_the_events_remembered_against_repeats_are_only_the_recent_ones() -> Non
         recorder.pod_event(Pod(name=f"p{i}", namespace="default", uid=f"u{i}"), "Scheduled", "assigned")
     assert recorder.remembered() <= 60 / 3.6 + 1  # the last minute's, not every pod's since the start
     assert recorder.pod_event(first, "FailedScheduling", "0/1 nodes", "Warning")  # a minute later: sent again
+
+
+def test_freed_memory_is_handed_back_at_most_once_per_period() -> None:
+    from kubeplace.serve.memory import Trimmer, limit_arenas
+
+    clock, trims = Clock(), []
+    trimmer = Trimmer(every=30.0, clock=clock, trim=lambda: trims.append(clock()))
+    for _ in range(100):  # a loop turning every 0.2 s for 20 s
+        trimmer.maybe()
+        clock.advance(0.2)
+    assert trims == []
+    for _ in range(300):  # and 60 s more
+        trimmer.maybe()
+        clock.advance(0.2)
+    assert len(trims) == 2 and trims[1] - trims[0] >= 30.0
+    assert limit_arenas() in (True, False)  # glibc or not: never an error
+    Trimmer(every=0.0).maybe()  # the real malloc_trim (or nothing without glibc)
