@@ -107,20 +107,22 @@ def bind_concurrently(
     most: int,
     halt: Callable[[], str],
     on_result: Callable[[int, BindResult], None] | None = None,
+    first: int = 1,
 ) -> list[BindResult]:
     """Binds on up to ``most`` requests at once, in order of ``bindings``; one result per
     binding, in the same order.
 
-    The first request goes alone and each answer lets one more run alongside (slow start), so
-    a stop, a lost lease or an unreachable API server ends the run after one binding, not after
-    a wave of them. ``halt()`` is asked before every request: a non-empty reason stops the run,
+    ``first`` requests go at once (by default the first goes alone) and each answer lets one
+    more run alongside (slow start), so a stop, a lost lease or an unreachable API server ends
+    the run after one binding, not after a wave of them; a caller whose last run went well may
+    start wider. ``halt()`` is asked before every request: a non-empty reason stops the run,
     as a failed connection or a refused credential does; the requests in flight finish and the
     rest are ``not_attempted`` with that reason. ``on_result(index, result)`` is called in the
     caller's thread as each result comes in.
     """
     results: list[BindResult | None] = [None] * len(bindings)
     running: dict[Future[tuple[BindResult, bool]], int] = {}
-    window, following, reason = 1, 0, ""
+    window, following, reason = max(1, min(most, first)), 0, ""
     while following < len(bindings) or running:
         while not reason and following < len(bindings) and len(running) < window:
             reason = halt()

@@ -90,6 +90,8 @@ from kubeplace.serve.snapshots import Snapshots, UsageSource
 log = logging.getLogger("kubeplace.serve")
 GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
 RESULTS_KEPT = 1_000
+ANSWERED = (Outcome.BOUND, Outcome.CONFLICT, Outcome.NOT_FOUND)
+"""Binding outcomes that say the API server answered for that pod (no reason to start slowly)."""
 GANGS_KEPT = 10_000
 """Waiting gangs remembered (since when they wait); beyond it the oldest are forgotten (a gang
 deleted while waiting leaves no other trace to clean up by)."""
@@ -220,6 +222,7 @@ class Scheduler:
         self._pipelined = False
         self._binding: Future[CycleReport] | None = None
         self.trimmer = Trimmer()
+        self._bindings_went_well = False
         self.preemptions = Preemptions(client, self.recorder, self.metrics, settings.scheduler_name,
                                        settings.eviction_api, clock, settings.assume_seconds, self.decide)
 
@@ -484,7 +487,10 @@ class Scheduler:
             self._bound_one(pod, unit, result, report)
 
         results = bind_concurrently(self.client, [b for _, _, b in jobs], self._binders,
-                                    self.settings.bind_workers, halt, done)
+                                    self.settings.bind_workers, halt, done,
+                                    first=self.settings.bind_workers if self._bindings_went_well else 1)
+        if results:  # the next cycle binds at full width at once after one whose every binding was answered
+            self._bindings_went_well = all(r.outcome in ANSWERED for r in results)
         outcomes: dict[Unit, list[BindResult]] = {}
         for (unit, pod, _), result in zip(jobs, results, strict=True):
             outcomes.setdefault(unit, []).append(result)

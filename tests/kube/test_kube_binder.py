@@ -157,3 +157,10 @@ def test_concurrent_binding_stops_when_the_server_is_unreachable() -> None:
         results = bind_concurrently(cluster, bindings("a", "b"), pool, 4, lambda: "")
     assert [r.outcome for r in results] == [Outcome.UNKNOWN, Outcome.NOT_ATTEMPTED]
     assert "the run stopped at default/a" in results[1].message and len(cluster.calls) == 1
+
+
+def test_concurrent_binding_may_start_wide() -> None:
+    cluster = SlowCluster(0.05)
+    with ThreadPoolExecutor(8) as pool:
+        results = bind_concurrently(cluster, bindings(*(f"p{i}" for i in range(8))), pool, 8, lambda: "", first=8)
+    assert cluster.most == 8 and all(r.outcome == Outcome.BOUND for r in results)  # one wave, no slow start

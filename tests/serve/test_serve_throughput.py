@@ -238,3 +238,24 @@ def test_freed_memory_is_handed_back_at_most_once_per_period() -> None:
     assert len(trims) == 2 and trims[1] - trims[0] >= 30.0
     assert limit_arenas() in (True, False)  # glibc or not: never an error
     Trimmer(every=0.0).maybe()  # the real malloc_trim (or nothing without glibc)
+
+
+def test_after_a_cycle_whose_bindings_all_answered_the_next_binds_at_full_width_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.kube import binder
+    from kubeplace.serve import loop
+
+    widths: list[int] = []
+    real = binder.bind_concurrently
+
+    def recorded(*args: Any, first: int = 1, **kwargs: Any) -> Any:
+        widths.append(first)
+        return real(*args, first=first, **kwargs)
+
+    monkeypatch.setattr(loop, "bind_concurrently", recorded)
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), pod("p0").cpu("1"))
+    next_cycle(s)
+    s.store.apply("pods", "ADDED", pod("p1").cpu("1").manifest())
+    s.on_change("pods", "ADDED", None, s.store.get("pods", "default/p1"))
+    next_cycle(s)
+    assert widths == [1, s.settings.bind_workers] and len(cluster.bindings) == 2
