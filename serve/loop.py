@@ -377,7 +377,7 @@ class Scheduler:
         for unit in order:
             if unit in refused:
                 report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
-                self.queue.unschedulable(unit, refused[unit])
+                self._waits(unit, by_unit[unit], pods, refused[unit])
                 continue
             results = outcomes.get(unit, [])
             if any(r.outcome in (Outcome.NOT_ATTEMPTED, Outcome.UNKNOWN) for r in results):
@@ -475,7 +475,7 @@ class Scheduler:
                 for p in placements:
                     self.snapshots.assumed.forget(f"{p.namespace}/{p.name}")
                 report.unplaced += [f"{p.namespace}/{p.name}" for p in placements]
-                self.queue.unschedulable(unit, waiting)
+                self._waits(unit, placements, pods, waiting)
                 continue
             for p in placements:
                 pod = pods[(p.namespace, p.name)]
@@ -499,6 +499,14 @@ class Scheduler:
                 self.decide(pod=pod.key, gang=unit if isinstance(unit, GangKey) else None,
                             outcome="not_attempted", why=result.message)
         return outcomes, starts
+
+    def _waits(self, unit: Unit, placements: Sequence[Placement], pods: Mapping[tuple[str, str], Pod],
+               why: str) -> None:
+        """A placed unit not bound this cycle (refused by the verifier, nominated and waiting for
+        its victims, waiting for its claims): back off, and each pod's Event says why."""
+        self.queue.unschedulable(unit, why)
+        for p in placements:
+            self.recorder.pod_event(pods[(p.namespace, p.name)], ev.FAILED_SCHEDULING, why, ev.WARNING)
 
     def _bound_one(self, pod: Pod, unit: Unit, result: BindResult, report: CycleReport) -> None:
         """What one binding's answer changes: the log, assumed usage, metrics, the pod's Event."""

@@ -63,7 +63,8 @@ def test_victims_go_gracefully_the_preemptor_is_nominated_then_bound() -> None:
         "message": "kubeplace: preempting to accommodate a higher priority pod"}]}) in cluster.pod_statuses
     assert ("default/high", {"nominatedNodeName": "n1"}) in cluster.pod_statuses
     assert messages(cluster, "low") == [("Preempted", "Preempted by default/high on node n1")]
-    assert messages(cluster, "high") == [("Preempting", "Preempting default/low on node n1")]
+    assert messages(cluster, "high") == [("Preempting", "Preempting default/low on node n1"),
+                                         ("FailedScheduling", "nominated to n1: waiting for default/low to terminate")]
     assert bound(cluster) == {} and report.unplaced == ["default/high"]
     assert s.queue.backoff_of("default/high") is not None
     assert s.metrics.value("kubeplace_preemption_victims_total") == 1
@@ -119,7 +120,9 @@ def test_the_eviction_api_and_a_refusal_counted_as_wasted() -> None:
     assert s.metrics.value("kubeplace_preemption_victims_total") == 1
     assert s.metrics.value("kubeplace_preemption_wasted_evictions_total") == 1
     assert messages(cluster, "high") == [("Preempting", "Preempting default/a, default/b on node n1 "
-                                                        "(some could not be removed)")]
+                                                        "(some could not be removed)"),
+                                         ("FailedScheduling", "nominated to n1: waiting for default/a, default/b "
+                                                              "to terminate")]
 
 
 def test_a_gang_preempts_for_all_its_members_and_waits_whole() -> None:
@@ -141,6 +144,8 @@ def test_a_refused_plan_evicts_nobody(monkeypatch: Any) -> None:
     monkeypatch.setattr(preempt, "verify_preempting", lambda *args: refuse)
     report = next_cycle(s)
     assert cluster.deleted == [] and cluster.pod_statuses == [] and report.unplaced == ["default/high"]
+    assert [r for r, m in messages(cluster, "high")] == ["FailedScheduling"]  # why it waits, on the pod
+    assert "plan refused by the verifier" in messages(cluster, "high")[0][1]
 
 
 def test_settings_default_to_preempting() -> None:
