@@ -27,7 +27,7 @@ from kubeplace.kube.objects import (
     Requirement,
     SpreadConstraint,
 )
-from kubeplace.kube.selectors import label_requirement, matches
+from kubeplace.kube.selectors import label_selector, matches
 
 POD_AFFINITY = "podAffinity"
 POD_ANTI_AFFINITY = "podAntiAffinity"
@@ -94,18 +94,6 @@ def term_matches(term: PodAffinityTerm, owner_namespace: str, pod: Pod,
                  namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
     """``AffinityTerm.Matches``: ``pod`` is in the term's namespace scope and its selector."""
     return in_scope(term, owner_namespace, pod.namespace, namespace_labels) and selects(term.selector, pod.labels)
-
-
-def label_selector(raw: object, field: str) -> tuple[Requirement, ...] | None:
-    """A metav1.LabelSelector, validated as ``ValidateLabelSelector`` does; None when null."""
-    if raw is None:
-        return None
-    selector = expect_mapping(raw, field)
-    out = [Requirement(str(k), "In", (expect_str(v, f"{field}.matchLabels.{k}"),))
-           for k, v in expect_mapping(selector.get("matchLabels"), f"{field}.matchLabels").items()]
-    for j, item in enumerate(expect_list(selector.get("matchExpressions"), f"{field}.matchExpressions")):
-        out.append(label_requirement(item, f"{field}.matchExpressions[{j}]"))
-    return tuple(out)
 
 
 def _rules(spec: Mapping[str, Any], kind: str) -> Mapping[str, Any]:

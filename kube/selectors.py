@@ -259,6 +259,19 @@ def label_requirement(raw: object, field: str) -> Requirement:
     return _expression(raw, field, LABEL_OPERATORS)
 
 
+def label_selector(raw: object, field: str) -> tuple[Requirement, ...] | None:
+    """A metav1.LabelSelector (matchLabels and matchExpressions, ANDed), validated as
+    ``ValidateLabelSelector`` does; None when null."""
+    if raw is None:
+        return None
+    selector = expect_mapping(raw, field)
+    out = [Requirement(str(k), IN, (expect_str(v, f"{field}.matchLabels.{k}"),))
+           for k, v in expect_mapping(selector.get("matchLabels"), f"{field}.matchLabels").items()]
+    for j, item in enumerate(expect_list(selector.get("matchExpressions"), f"{field}.matchExpressions")):
+        out.append(label_requirement(item, f"{field}.matchExpressions[{j}]"))
+    return tuple(out)
+
+
 def node_selector_terms(raw: object, field: str) -> tuple[SelectorTerm, ...]:
     """The terms of a core/v1 NodeSelector (a PersistentVolume's ``spec.nodeAffinity.required``),
     validated as for pods."""

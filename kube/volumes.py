@@ -46,7 +46,7 @@ from kubeplace.kube.objects import (
     VolumeAttachment,
 )
 from kubeplace.kube.quantity import QuantityError, resource_amount
-from kubeplace.kube.selectors import label_requirement, node_selector_terms
+from kubeplace.kube.selectors import label_selector, node_selector_terms
 
 STORAGE_GROUP = "storage.k8s.io"
 CLAIM, VOLUME = ("", "PersistentVolumeClaim"), ("", "PersistentVolume")
@@ -232,18 +232,6 @@ def build_storage(kinds: Mapping[tuple[str, str], Sequence[Sourced]], label: Any
         capacities=tuple(sorted(each(STORAGE_CAPACITY, parse_storage_capacity), key=lambda c: (c.namespace, c.name))),
         attachments=tuple(sorted(each(VOLUME_ATTACHMENT, parse_volume_attachment), key=lambda a: a.name)),
     )
-
-
-def label_selector(raw: object, field: str) -> tuple[Requirement, ...] | None:
-    """A metav1.LabelSelector (matchLabels and matchExpressions, ANDed); None when null."""
-    if raw is None:
-        return None
-    selector = expect_mapping(raw, field)
-    out = [Requirement(str(k), "In", (expect_str(v, f"{field}.matchLabels.{k}"),))
-           for k, v in expect_mapping(selector.get("matchLabels"), f"{field}.matchLabels").items()]
-    for j, item in enumerate(expect_list(selector.get("matchExpressions"), f"{field}.matchExpressions")):
-        out.append(label_requirement(item, f"{field}.matchExpressions[{j}]"))
-    return tuple(out)
 
 
 def _unique(items: Iterable[Any], key: Any, kind: str) -> dict[str, Any]:

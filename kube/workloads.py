@@ -15,8 +15,7 @@ from typing import Any
 
 from kubeplace.kube.errors import InputError, expect_mapping, expect_name, expect_str
 from kubeplace.kube.objects import Controller, Pod, Requirement
-from kubeplace.kube.pod_affinity import label_selector
-from kubeplace.kube.selectors import matches
+from kubeplace.kube.selectors import label_selector, matches
 
 SERVICE, REPLICATION_CONTROLLER, REPLICA_SET, STATEFUL_SET = "Service", "ReplicationController", "ReplicaSet", \
     "StatefulSet"

@@ -13,7 +13,6 @@ user; a node attaches at most its CSINode's count of a driver's volumes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,11 +22,11 @@ from kubeplace.kube.objects import (
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
-    Requirement,
     SelectorTerm,
     Snapshot,
     Storage,
 )
+from kubeplace.plan.verify_domains import requirement_holds, selector_matches
 
 VOLUME_BINDING, VOLUME_RESTRICTIONS = "VolumeBinding", "VolumeRestrictions"
 NODE_VOLUME_LIMITS, VOLUME_ZONE = "NodeVolumeLimits", "VolumeZone"
@@ -36,7 +35,6 @@ _ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.i
                 "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
                 "topology.kubernetes.io/zone": "topology.kubernetes.io/zone",
                 "topology.kubernetes.io/region": "topology.kubernetes.io/region"}
-_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 Finding = tuple[str, str, str, str, str]
 """(namespace, name, node, rule, detail)."""
@@ -172,7 +170,7 @@ def _unusable(claim: PersistentVolumeClaim, volume: PersistentVolume | None, nod
     if not prebound:
         if volume.phase != "Available" or volume.storage_class != claim.storage_class:
             return f"volume {name} is not an available volume of class {claim.storage_class}"
-        if claim.selector is not None and not all(_holds(r, volume.labels.get(r.key)) for r in claim.selector):
+        if claim.selector is not None and not selector_matches(claim.selector, volume.labels):
             return f"volume {name} does not match the selector of claim {claim.name}"
         if not set(claim.access_modes) <= set(volume.access_modes):
             return f"volume {name} lacks an access mode of claim {claim.name}"
@@ -186,7 +184,7 @@ def _provisionable(claim: PersistentVolumeClaim, storage: Storage, node: Node) -
     if storage_class is None or storage_class.provisioner in ("", "kubernetes.io/no-provisioner"):
         return False
     topologies = storage_class.allowed_topologies
-    if topologies and not any(t.match_expressions and all(_holds(r, node.labels.get(r.key))
+    if topologies and not any(t.match_expressions and all(requirement_holds(r, node.labels.get(r.key))
                                                           for r in t.match_expressions) for t in topologies):
         return False
     driver_name = storage_class.provisioner
@@ -198,7 +196,7 @@ def _provisionable(claim: PersistentVolumeClaim, storage: Storage, node: Node) -
     driver = storage.csi_drivers.get(driver_name)
     if claim.request and driver is not None and driver.storage_capacity:
         return any(c.storage_class == storage_class.name and c.node_topology is not None
-                   and all(_holds(r, node.labels.get(r.key)) for r in c.node_topology)
+                   and all(requirement_holds(r, node.labels.get(r.key)) for r in c.node_topology)
                    and (c.maximum_volume_size if c.maximum_volume_size is not None else c.capacity or 0)
                    >= claim.request for c in storage.capacities)
     return True
@@ -292,22 +290,6 @@ def _affinity_admits(terms: tuple[SelectorTerm, ...] | None, labels: Mapping[str
     """A volume's required node affinity, on the node's labels only (a field requirement sees no name)."""
     if terms is None:
         return True
-    return any((t.match_expressions or t.match_fields) and all(_holds(r, labels.get(r.key))
+    return any((t.match_expressions or t.match_fields) and all(requirement_holds(r, labels.get(r.key))
                                                                for r in t.match_expressions)
-               and all(_holds(r, "") for r in t.match_fields) for t in terms)
-
-
-def _holds(requirement: Requirement, value: str | None) -> bool:
-    operator, values = requirement.operator, requirement.values
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if (operator in ("Gt", "Lt") and value is not None and len(values) == 1 and _INTEGER.fullmatch(value)
-            and _INTEGER.fullmatch(values[0])):
-        return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
-    return False
+               and all(requirement_holds(r, "") for r in t.match_fields) for t in terms)
