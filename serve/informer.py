@@ -4,8 +4,11 @@ One thread per resource lists it (remembering the list's resourceVersion), then 
 version, applying every change to the :class:`Store` and telling ``on_change`` about it. A watch
 that the server ends is started again from the last version seen; a failed one is retried after
 a growing pause (0.5 s to 10 s) from the same version; a version the server no longer has
-(410 Gone) and the periodic resync both relist, and the differences between the store and the
-new list are reported as changes, so nothing missed while disconnected goes unnoticed. A CRD that
+(410 Gone) relists, and the differences between the store and the new list are reported as changes,
+so nothing missed while disconnected goes unnoticed. As client-go's reflectors, it does not relist
+on a timer by default (watch bookmarks keep the version fresh): a periodic relist re-reads and
+re-parses every object of the cluster for nothing, and holds two copies of the pods while it
+does. ``resync_seconds`` turns a periodic relist on. A CRD that
 is not installed (404) is an empty resource, listed again every ``absent_poll`` seconds.
 """
 
@@ -200,9 +203,9 @@ class Informer:
 
     def __init__(self, client: WatchClient, store: Store | None = None, *,
                  resources: tuple[Watched, ...] = RESOURCES, on_change: ChangeHandler | None = None,
-                 resync_seconds: float = 300.0, watch_seconds: int = 60, absent_poll: float = 30.0,
-                 max_retry: float = 10.0) -> None:
-        self.client = client
+                 resync_seconds: float | None = None, watch_seconds: int = 60, absent_poll: float = 30.0,
+                 max_retry: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.client, self.clock = client, clock
         self.store = store or Store()
         self.resources = resources
         self.on_change = on_change
@@ -239,9 +242,9 @@ class Informer:
         failures = 0
         while not self._stop.is_set():
             try:
-                if not version or time.monotonic() - listed_at >= self.resync_seconds:
+                if not version or self._resync_due(listed_at):
                     version = self._relist(watched)
-                    listed_at = time.monotonic()
+                    listed_at = self.clock()
                 version = self._watch(watched, version, listed_at)
                 failures = 0
             except Gone as error:
@@ -258,6 +261,9 @@ class Informer:
             except (ClusterError, ValueError, KeyError) as error:
                 failures = self._pause(watched, error, failures)
 
+    def _resync_due(self, listed_at: float) -> bool:
+        return self.resync_seconds is not None and self.clock() - listed_at >= self.resync_seconds
+
     def _pause(self, watched: Watched, error: Exception, failures: int) -> int:
         delay = min(self.max_retry, 0.5 * 2**failures)
         log.warning("watch %s failed (%s); retrying in %.1fs", watched.resource, error, delay)
@@ -273,8 +279,9 @@ class Informer:
 
     def _watch(self, watched: Watched, version: str, listed_at: float) -> str:
         """Applies events until the watch ends or a resync is due; returns the last version."""
-        remaining = self.resync_seconds - (time.monotonic() - listed_at)
-        timeout = max(1, int(min(self.watch_seconds, remaining)))
+        timeout = self.watch_seconds
+        if self.resync_seconds is not None:
+            timeout = max(1, int(min(timeout, self.resync_seconds - (self.clock() - listed_at))))
         for event, obj in self.client.watch_resource(watched.resource, version, timeout, watched.field_selector):
             if self._stop.is_set():
                 break

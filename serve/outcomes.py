@@ -19,8 +19,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from kubeplace.serve.metrics import LATENCY_BUCKETS
+
 DEFAULT_SCHEDULER = "default-scheduler"
-LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
 RawObject = Mapping[str, Any]
 Decision = Callable[..., None]
 

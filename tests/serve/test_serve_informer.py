@@ -21,12 +21,12 @@ def versioned(manifest: dict[str, Any], version: int) -> dict[str, Any]:
 PODS = Watched("pods")
 
 
-def run_script(lists: list[Any], watches: list[Any], watched: Watched = PODS) -> tuple[
+def run_script(lists: list[Any], watches: list[Any], watched: Watched = PODS, **options: Any) -> tuple[
         Informer, ScriptedWatch, list[tuple[str, str]]]:
     changes: list[tuple[str, str]] = []
     holder: list[Informer] = []
     script = ScriptedWatch(lists, watches, lambda: holder[0].stop())
-    informer = Informer(script, resources=(watched,), max_retry=0.01, absent_poll=0.01,
+    informer = Informer(script, resources=(watched,), max_retry=0.01, absent_poll=0.01, **options,
                         on_change=lambda r, e, old, new: changes.append((e, ((new or old) or {})["metadata"]["name"])))
     holder.append(informer)
     thread = threading.Thread(target=informer.run, args=(watched,), daemon=True)
@@ -46,6 +46,29 @@ def test_list_then_watch_from_the_lists_version() -> None:
     assert changes == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "b"), ("DELETED", "a")]
     assert [o["metadata"]["name"] for o in informer.store.items("pods")] == ["b"]
     assert informer.store.get("pods", "default/b")["spec"]["nodeName"] == "n"  # type: ignore[index]
+
+
+def hours_apart() -> Any:
+    """A clock that moves an hour each time it is read."""
+    ticks = iter(range(0, 10**9, 3600))
+    return lambda: float(next(ticks))
+
+
+def test_no_relist_on_a_timer_by_default() -> None:
+    """As client-go's reflectors: only the first list, then watches from the last version seen,
+    however long it runs (a periodic relist re-reads every pod of the cluster for nothing)."""
+    a = versioned(pod("a").manifest(), 5)
+    informer, script, _ = run_script([([a], 10), ([a], 20)], [[("BOOKMARK", versioned(a, 11))], [], []],
+                                     clock=hours_apart())
+    assert informer.relists["pods"] == 1
+    assert script.watched_from[:3] == ["10", "11", "11"]
+
+
+def test_a_resync_period_relists() -> None:
+    a = versioned(pod("a").manifest(), 5)
+    informer, script, _ = run_script([([a], 10), ([a], 20)], [[], [], []], clock=hours_apart(), resync_seconds=300)
+    assert informer.relists["pods"] >= 2
+    assert "20" in script.watched_from
 
 
 def test_gone_relists_and_reports_what_changed_meanwhile() -> None:
