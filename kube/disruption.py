@@ -14,11 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
-from kubeplace.kube.objects import DisruptionBudget, Pod, Requirement
-from kubeplace.kube.selectors import matches
-
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+from kubeplace.kube.errors import InputError, expect_mapping, expect_str
+from kubeplace.kube.objects import DisruptionBudget, Pod
+from kubeplace.kube.selectors import label_selector, matches
 
 
 def parse_disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
@@ -30,8 +28,7 @@ def parse_disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
     if isinstance(allowed, bool) or not isinstance(allowed, int) or allowed < 0:
         raise InputError(f"{allowed!r} is not a count", field="status.disruptionsAllowed",
                          expected="a non-negative integer")
-    raw_selector = spec.get("selector")
-    selector = None if raw_selector is None else _label_selector(expect_mapping(raw_selector, "spec.selector"))
+    selector = label_selector(spec.get("selector"), "spec.selector")
     disrupted = frozenset(str(k) for k in expect_mapping(status.get("disruptedPods"), "status.disruptedPods"))
     return DisruptionBudget(expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
                             expect_str(metadata.get("name"), "metadata.name"), selector, allowed, disrupted)
@@ -45,18 +42,3 @@ def selects(budget: DisruptionBudget, pod: Pod) -> bool:
 def protects(budget: DisruptionBudget, pod: Pod) -> bool:
     """Disrupting ``pod`` would use one of the budget's allowed disruptions."""
     return selects(budget, pod) and pod.name not in budget.disrupted
-
-
-def _label_selector(raw: Mapping[str, Any]) -> tuple[Requirement, ...]:
-    out = [Requirement(str(k), "In", (expect_str(v, f"spec.selector.matchLabels.{k}"),))
-           for k, v in expect_mapping(raw.get("matchLabels"), "spec.selector.matchLabels").items()]
-    for index, item in enumerate(expect_list(raw.get("matchExpressions"), "spec.selector.matchExpressions")):
-        where = f"spec.selector.matchExpressions[{index}]"
-        expression = expect_mapping(item, where)
-        operator = expect_str(expression.get("operator"), f"{where}.operator")
-        if operator not in SELECTOR_OPERATORS:
-            raise InputError(f"unknown operator {operator!r}", field=f"{where}.operator",
-                             expected="In, NotIn, Exists or DoesNotExist")
-        values = tuple(expect_str(v, f"{where}.values") for v in expect_list(expression.get("values"), where))
-        out.append(Requirement(expect_str(expression.get("key"), f"{where}.key"), operator, values))
-    return tuple(out)

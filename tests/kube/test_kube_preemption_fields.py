@@ -75,6 +75,20 @@ def test_a_bad_disruptions_allowed_names_the_file_and_field(allowed: Any) -> Non
     assert "status.disruptionsAllowed" in str(caught.value)
 
 
+@pytest.mark.parametrize(("expression", "field", "words"), [
+    ({"key": "app", "operator": "In", "values": []}, "values", "In without values"),
+    ({"key": "app", "operator": "Exists", "values": ["web"]}, "values", "Exists with values"),
+    ({"key": "", "operator": "Exists"}, "key", "missing key"),
+    ({"key": "app", "operator": "Gt", "values": ["1"]}, "operator", "unknown operator 'Gt'"),
+])
+def test_a_budget_selector_is_validated_as_the_api_server_does(expression: dict[str, Any], field: str,
+                                                                words: str) -> None:
+    """One label selector parser for budgets and every other selector (kube.selectors)."""
+    with pytest.raises(InputError, match=words) as caught:
+        build_snapshot([(budget(selector={"matchExpressions": [expression]}), "cluster.yaml")])
+    assert f"spec.selector.matchExpressions[0].{field}" in str(caught.value)
+
+
 class Reader:
     description = "fake"
 
