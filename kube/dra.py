@@ -21,6 +21,20 @@ EXACT_COUNT = "ExactCount"
 DEVICE_CLASS_KIND = "DeviceClass"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 """The finalizer the kube-scheduler adds to a claim it allocates (resourceapi.Finalizer)."""
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+"""Marks the claim the kube-scheduler creates for a pod's extended resources served by DRA."""
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""A DeviceClass ``c`` always serves the extended resource ``deviceclass.resource.kubernetes.io/c``."""
+EXTENDED_CLAIM = "<extended-resources>"
+"""The name of a pod's extended resource claim until it is created (specialClaimInMemName)."""
+
+
+def is_extended_resource(resource: str) -> bool:
+    """A resource DRA may serve (IsDRAExtendedResourceName): an extended resource (a domain that
+    is not kubernetes.io's, not ``requests.*``) or a DeviceClass's implicit name."""
+    if resource.startswith(IMPLICIT_EXTENDED_PREFIX):
+        return True
+    return "/" in resource and "kubernetes.io/" not in resource and not resource.startswith("requests.")
 
 
 @dataclass(frozen=True)
@@ -30,6 +44,8 @@ class DeviceClass:
     """CEL expressions a device must all satisfy."""
     extended_resource: str = ""
     """``spec.extendedResourceName``: pods requesting this extended resource get its devices."""
+    created: str = ""
+    """``metadata.creationTimestamp`` (RFC 3339): of two classes naming one extended resource, the newer serves it."""
     source: str = field(default="", compare=False)
 
 
@@ -120,6 +136,8 @@ class ResourceClaim:
     reserved_for: tuple[str, ...] = ()
     """The uids of the pods it is reserved for."""
     owner_uid: str | None = None
+    extended: bool = False
+    """It is a pod's extended resource claim (the ``resource.kubernetes.io/extended-resource-claim`` annotation)."""
     deleting: bool = False
     finalizers: tuple[str, ...] = ()
     source: str = field(default="", compare=False)
@@ -153,6 +171,17 @@ class Devices:
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self.claims.get(f"{namespace}/{name}")
 
+    def class_for(self, resource: str) -> DeviceClass | None:
+        """The DeviceClass serving an extended resource (the kube-scheduler's DeviceClassResolver):
+        the class naming it in ``extendedResourceName`` (the newest, then the lowest name, when
+        several do), else the class ``c`` of ``deviceclass.resource.kubernetes.io/c``."""
+        naming = [c for c in self.classes.values() if c.extended_resource == resource]
+        if naming:
+            return sorted(sorted(naming, key=lambda c: c.name), key=lambda c: c.created, reverse=True)[0]
+        if resource.startswith(IMPLICIT_EXTENDED_PREFIX):
+            return self.classes.get(resource[len(IMPLICIT_EXTENDED_PREFIX):])
+        return None
+
     @property
     def allocated(self) -> frozenset[DeviceId]:
         """Devices allocated to some claim."""
@@ -160,8 +189,40 @@ class Devices:
 
 
 @dataclass(frozen=True)
+class ContainerRequests:
+    """A container's requests of extended resources (the ones DRA may serve), with its index in
+    ``initContainers + containers`` and whether it runs as long as the pod (a regular container
+    or a sidecar) or before the others (an init container)."""
+
+    index: int
+    name: str
+    long_lived: bool
+    requests: Mapping[str, int]
+    positions: Mapping[str, int] = field(default_factory=dict)
+    """Each of those resources' index in the container's requests, sorted by name."""
+
+
+@dataclass(frozen=True)
+class RequestMapping:
+    """A ``status.extendedResourceClaimStatus.requestMappings`` entry: which request of the
+    extended resource claim serves a container's request of a resource."""
+
+    container: str
+    resource: str
+    request: str
+
+
+@dataclass(frozen=True)
 class ClaimAllocation:
-    """What a plan allocates to one of a placed pod's claims (written before the pod is bound)."""
+    """What a plan allocates to one of a placed pod's claims (written before the pod is bound).
+    For the pod's extended resource claim (``claim`` is :data:`EXTENDED_CLAIM`: created at
+    binding), its device requests and the pod's request mappings too."""
 
     claim: str
     allocation: Allocation
+    requests: tuple[DeviceRequest, ...] = ()
+    mappings: tuple[RequestMapping, ...] = ()
+
+    @property
+    def extended(self) -> bool:
+        return self.claim == EXTENDED_CLAIM

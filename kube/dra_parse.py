@@ -17,6 +17,7 @@ from kubeplace.kube.device_cel import CelError, compiled, version
 from kubeplace.kube.dra import (
     ALL,
     EXACT_COUNT,
+    EXTENDED_CLAIM_ANNOTATION,
     Allocation,
     AttributeValue,
     CounterUse,
@@ -28,6 +29,7 @@ from kubeplace.kube.dra import (
     Devices,
     MatchAttribute,
     PodClaim,
+    RequestMapping,
     ResourceClaim,
 )
 from kubeplace.kube.errors import (
@@ -38,6 +40,7 @@ from kubeplace.kube.errors import (
     expect_mapping,
     expect_name,
     expect_str,
+    expect_string_map,
 )
 from kubeplace.kube.quantity import QuantityError, milli_value
 from kubeplace.kube.selectors import node_selector_terms
@@ -93,8 +96,10 @@ def _selectors(raw: object, field: str) -> tuple[str, ...]:
 
 def parse_device_class(obj: Mapping[str, Any], source: str = "") -> DeviceClass:
     metadata, spec = expect_mapping(obj.get("metadata"), "metadata"), expect_mapping(obj.get("spec"), "spec")
+    created = metadata.get("creationTimestamp")
     return DeviceClass(expect_name(metadata), _selectors(spec.get("selectors"), "spec.selectors"),
-                       expect_str(spec.get("extendedResourceName"), "spec.extendedResourceName"), source)
+                       expect_str(spec.get("extendedResourceName"), "spec.extendedResourceName"),
+                       str(created) if created is not None else "", source)
 
 
 def _exactly(name: str, raw: Mapping[str, Any], field: str) -> DeviceRequest:
@@ -129,10 +134,13 @@ def _request(raw: object, field: str) -> DeviceRequest:
     return DeviceRequest(name, alternatives=tuple(alternatives))
 
 
+def _requests(raw: object, field: str) -> tuple[DeviceRequest, ...]:
+    return tuple(_request(item, f"{field}[{i}]") for i, item in enumerate(expect_list(raw, field)))
+
+
 def _claim_spec(spec: Mapping[str, Any], field: str) -> tuple[tuple[DeviceRequest, ...], tuple[MatchAttribute, ...]]:
     devices = expect_mapping(spec.get("devices"), f"{field}.devices")
-    requests = tuple(_request(raw, f"{field}.devices.requests[{i}]")
-                     for i, raw in enumerate(expect_list(devices.get("requests"), f"{field}.devices.requests")))
+    requests = _requests(devices.get("requests"), f"{field}.devices.requests")
     constraints = []
     for index, raw in enumerate(expect_list(devices.get("constraints"), f"{field}.devices.constraints")):
         where = f"{field}.devices.constraints[{index}]"
@@ -163,6 +171,8 @@ def parse_resource_claim(obj: Mapping[str, Any], source: str = "") -> ResourceCl
         resource_version=expect_str(metadata.get("resourceVersion"), "metadata.resourceVersion"),
         requests=requests, constraints=constraints, allocation=allocation, reserved_for=reserved,
         owner_uid=expect_controller(metadata.get("ownerReferences"), "uid"),
+        extended=expect_string_map(metadata.get("annotations"), "metadata.annotations").get(
+            EXTENDED_CLAIM_ANNOTATION) == "true",
         deleting=metadata.get("deletionTimestamp") is not None,
         finalizers=tuple(expect_str(f, "metadata.finalizers") for f in expect_list(metadata.get("finalizers"),
                                                                                     "metadata.finalizers")),
@@ -199,6 +209,32 @@ def allocation_manifest(allocation: Allocation) -> dict[str, Any]:
              if requirements}
             for t in allocation.node_selector]}
     return out
+
+
+def requests_manifest(requests: Sequence[DeviceRequest]) -> list[dict[str, Any]]:
+    """ExactCount device requests (an extended resource claim's) as the API writes them."""
+    return [{"name": r.name, "exactly": {"deviceClassName": r.device_class, "allocationMode": EXACT_COUNT,
+                                         "count": r.count}} for r in requests]
+
+
+def mappings_manifest(mappings: Sequence[RequestMapping]) -> list[dict[str, str]]:
+    """``status.extendedResourceClaimStatus.requestMappings``."""
+    return [{"containerName": m.container, "resourceName": m.resource, "requestName": m.request} for m in mappings]
+
+
+def parse_extended(raw: Mapping[str, Any], field: str) -> tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]:
+    """An extended resource claim's requests (``requests``) and mappings (``requestMappings``), as a
+    plan file holds them (``requests_manifest``, ``mappings_manifest``); ``field`` prefixes the
+    field names in errors ("" for none)."""
+    prefix = f"{field}." if field else ""
+    requests = _requests(raw.get("requests"), f"{prefix}requests")
+    mappings = []
+    for index, item in enumerate(expect_list(raw.get("requestMappings"), f"{prefix}requestMappings")):
+        where = f"{prefix}requestMappings[{index}]"
+        entry = expect_mapping(item, where)
+        mappings.append(RequestMapping(*(expect_str(entry.get(k), f"{where}.{k}")
+                                         for k in ("containerName", "resourceName", "requestName"))))
+    return requests, tuple(mappings)
 
 
 def parse_claim_template(obj: Mapping[str, Any], source: str = "") -> ResourceClaim:

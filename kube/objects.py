@@ -12,7 +12,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kubeplace.kube.dra import Devices, PodClaim
+from kubeplace.kube.dra import ContainerRequests, Devices, PodClaim
 from kubeplace.kube.terms import Requirement as Requirement
 from kubeplace.kube.terms import SelectorTerm as SelectorTerm
 
@@ -194,6 +194,8 @@ class Pod:
     """``spec.resourceClaims``, in spec order."""
     generated_claims: Mapping[str, str] = field(default_factory=dict)
     """``status.resourceClaimStatuses``: entry name -> the claim generated from its template."""
+    container_requests: tuple[ContainerRequests, ...] = ()
+    """The containers' requests of extended resources (which DRA may serve), init containers first."""
     unmodelled: tuple[str, ...] = ()
     """Rules kubeplace does not model for this pod, as the profile's plugins say (empty as
     parsed: :meth:`models.framework.PluginSet.mark_unmodelled` fills it in for a run);

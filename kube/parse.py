@@ -54,7 +54,7 @@ from kubeplace.kube.pod_affinity import (
     spread_constraints,
 )
 from kubeplace.kube.quantity import QuantityError, resource_amount
-from kubeplace.kube.requests import is_sidecar, pod_requests
+from kubeplace.kube.requests import extended_requests, is_sidecar, pod_requests
 from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
 from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
 from kubeplace.kube.workloads import CONTROLLER_KINDS, parse_controller
@@ -159,6 +159,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
             volumes=pod_volumes(spec, expect_name(metadata)),
             resource_claims=resource_claims,
             generated_claims=generated_claims,
+            container_requests=extended_requests(spec),
             owner_kind=expect_controller(metadata.get("ownerReferences"), "kind") or "",
             owner_name=expect_controller(metadata.get("ownerReferences"), "name") or "",
             owner_api_version=expect_controller(metadata.get("ownerReferences"), "apiVersion") or "",

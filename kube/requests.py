@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_list, expect_mapping
+from kubeplace.kube.dra import ContainerRequests, is_extended_resource
+from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
 from kubeplace.kube.quantity import QuantityError, check_amount, resource_amount
 
 Resources = dict[str, int]
@@ -77,6 +78,25 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     requests["pods"] = 1
     return {resource: _representable(resource, amount) for resource, amount in sorted(requests.items())
             if amount or resource == "pods"}
+
+
+def extended_requests(spec: Mapping[str, Any]) -> tuple[ContainerRequests, ...]:
+    """Each container's requests of extended resources, init containers first (the order and
+    indices the kube-scheduler names an extended resource claim's requests by)."""
+    out = []
+    init = expect_list(spec.get("initContainers"), "spec.initContainers")
+    containers = expect_list(spec.get("containers"), "spec.containers")
+    for index, raw in enumerate([*init, *containers]):
+        field = f"spec.initContainers[{index}]" if index < len(init) else f"spec.containers[{index - len(init)}]"
+        container = expect_mapping(raw, field)
+        every = container_requests(container, field)
+        requests = {r: a for r, a in every.items() if a and is_extended_resource(r)}
+        if requests:
+            names = sorted(every)
+            out.append(ContainerRequests(index, expect_str(container.get("name"), f"{field}.name"),
+                                         index >= len(init) or is_sidecar(container), requests,
+                                         {r: names.index(r) for r in requests}))
+    return tuple(out)
 
 
 def _representable(resource: str, amount: int) -> int:

@@ -16,6 +16,7 @@ import numpy as np
 from kubeplace.kube.gangs import is_admitted
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
+from kubeplace.models.devices import dra_devices
 from kubeplace.models.framework import ExtraResources, FilterPlugin, PluginSet
 from kubeplace.models.gpu import (
     DEFAULT_CONVENTIONS,
@@ -193,7 +194,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     extra = [{k: v for e in extras for k, v in e.extra_requests(p).items()} for p in modelled]
     resources = resource_names(modelled) + tuple(sorted({r for x in extra for r in x}))
     nodes = snapshot.nodes
-    devices = DeviceTable.build(nodes, snapshot.bound, conv)
+    devices = DeviceTable.build(nodes, snapshot.bound, conv, dra_devices(snapshot.devices, nodes, conv.device_resource))
     offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
     capacity = np.array([[clamp_allocatable(int(o.get(r, n.allocatable.get(r, 0)))) for r in resources]
                          for n, o in zip(nodes, offered, strict=True)],

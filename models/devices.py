@@ -31,9 +31,11 @@ from kubeplace.kube.dra import (
 )
 from kubeplace.kube.objects import Node, Pod, Requirement, SelectorTerm
 from kubeplace.kube.selectors import terms_match
+from kubeplace.models.extended_resources import mapped_resources
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+STALE_EXTENDED_CLAIM = "cannot schedule extended resource claim"
 """The kube-scheduler's Filter reasons (dynamicresources.go)."""
 MAX_STEPS = 20_000
 """Devices tried per allocation before giving up (the kube-scheduler gives up after a timeout)."""
@@ -51,15 +53,23 @@ class PodDeviceClaims:
     rejection: str = ""
     allocated: tuple[ResourceClaim, ...] = ()
     to_allocate: tuple[ResourceClaim, ...] = ()
+    extended: tuple[str, ...] = ()
+    """The extended resources it requests that a DeviceClass serves (an implicit claim where
+    no device plugin serves them)."""
 
     @property
     def any(self) -> bool:
-        return bool(self.rejection or self.allocated or self.to_allocate)
+        return bool(self.rejection or self.allocated or self.to_allocate or self.extended)
 
 
 def resolve(pod: Pod, devices: Devices) -> PodDeviceClaims:
     """DynamicResources' PreFilter, in its words (foreachPodResourceClaim, resourceclaim.Name,
-    validateDeviceClass)."""
+    validateDeviceClass; an extended resource claim left from an earlier attempt: Filter's
+    "cannot schedule extended resource claim", the kube-scheduler then deletes it)."""
+    extended = mapped_resources(pod, devices)
+    if extended and any(c.extended and c.owner_uid == pod.uid and c.namespace == pod.namespace
+                        for c in devices.claims.values()):
+        return PodDeviceClaims(STALE_EXTENDED_CLAIM)
     allocated: list[ResourceClaim] = []
     to_allocate: list[ResourceClaim] = []
     for entry in pod.resource_claims:
@@ -87,7 +97,7 @@ def resolve(pod: Pod, devices: Devices) -> PodDeviceClaims:
                 if option.device_class not in devices.classes:
                     return PodDeviceClaims(f"request {option.name}: device class {option.device_class} does not exist")
         to_allocate.append(claim)
-    return PodDeviceClaims("", tuple(allocated), tuple(to_allocate))
+    return PodDeviceClaims("", tuple(allocated), tuple(to_allocate), extended)
 
 
 def usable_on(claim: ResourceClaim, node: Node) -> bool:
@@ -102,6 +112,25 @@ def reaches(device: Device, node: Node) -> bool:
     if device.node_selector is not None:
         return terms_match(device.node_selector, node.labels, node.name)
     return device.all_nodes
+
+
+def class_devices(allocator: Allocator, usage: Usage, class_name: str, node: Node) -> tuple[int, int]:
+    """(devices, free devices) of a DeviceClass available on the node."""
+    try:
+        matching = allocator.candidates(DeviceRequest("", class_name), node)
+    except CelError:
+        return 0, 0
+    return len(matching), sum(1 for d in matching if d.id not in usage.in_use)
+
+
+def dra_devices(devices: Devices, nodes: Sequence[Node], resource: str) -> list[tuple[int, int]]:
+    """Per node, (devices, free devices) of the DeviceClass serving the extended resource by DRA
+    (none: empty)."""
+    device_class = devices.class_for(resource)
+    if device_class is None or not devices.devices:
+        return []
+    allocator, usage = Allocator(devices), Usage.of(devices)
+    return [class_devices(allocator, usage, device_class.name, node) for node in nodes]
 
 
 def _same(a: AttributeValue, b: AttributeValue) -> bool:

@@ -155,17 +155,24 @@ class DeviceTable:
     notes: list[str] = field(default_factory=list)
 
     @staticmethod
-    def build(nodes: Sequence[Node], bound: Sequence[Pod], conv: GpuConventions) -> DeviceTable:
-        counts = [devices_of(n, conv) for n in nodes]
+    def build(nodes: Sequence[Node], bound: Sequence[Pod], conv: GpuConventions,
+              dra: Sequence[tuple[int, int]] = ()) -> DeviceTable:
+        """``dra``: per node, (devices, free devices) of the DeviceClass serving ``device_resource``
+        by DRA; they are the devices of a node without device-plugin ones (whole GPUs, the ones
+        its claims hold taken)."""
+        served = [bool(dra) and devices_of(n, conv) == 0 and dra[i][0] > 0 for i, n in enumerate(nodes)]
+        counts = [min(dra[i][0], MAX_DEVICES) if served[i] else devices_of(n, conv) for i, n in enumerate(nodes)]
         width = max(counts, default=0)
         free = np.full((len(nodes), max(width, 1)), -1, dtype=np.int64)
         for i, g in enumerate(counts):
             free[i, :g] = WHOLE
+            if served[i]:
+                free[i, min(dra[i][1], g):g] = 0
         table = DeviceTable(free[:, :width] if width else free[:, :0])
         index = {n.name: i for i, n in enumerate(nodes)}
         for pod in bound:
             at = index.get(pod.node_name)
-            if at is not None and table.free.shape[1]:
+            if at is not None and table.free.shape[1] and not served[at]:
                 table.take_bound(at, pod, conv)
         return table
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubeplace.kube.dra import IMPLICIT_EXTENDED_PREFIX as DEVICE_RESOURCE
 from kubeplace.models.aggregate import Aggregation, FilterTable
 from kubeplace.models.devices import CANNOT_ALLOCATE
 from kubeplace.models.framework import NodeReasons, Rejects
 from kubeplace.models.gpu import GpuNeed, device_fit
-from kubeplace.models.plugins.dynamic_resources import DEVICE_RESOURCE
 from kubeplace.models.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 from kubeplace.plan.explain_rules import batch_failures, cap_left

@@ -10,8 +10,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kubeplace.kube.dra import ClaimAllocation
-from kubeplace.kube.dra_parse import allocation_manifest, parse_allocation
+from kubeplace.kube.dra import EXTENDED_CLAIM, ClaimAllocation
+from kubeplace.kube.dra_parse import (
+    allocation_manifest,
+    mappings_manifest,
+    parse_allocation,
+    parse_extended,
+    requests_manifest,
+)
 from kubeplace.kube.errors import INT32_MAX, InputError
 from kubeplace.kube.objects import ClaimChoice, GangKey
 
@@ -177,7 +183,10 @@ def _placement_dict(p: Placement) -> dict[str, Any]:
         out["volumes"] = [{"claim": v.claim, "volume": v.volume} if v.volume else {"claim": v.claim, "provision": True}
                           for v in p.volumes]
     if p.claims:
-        out["claims"] = [{"claim": c.claim, "allocation": allocation_manifest(c.allocation)} for c in p.claims]
+        out["claims"] = [{"claim": c.claim, "allocation": allocation_manifest(c.allocation),
+                          **({"requests": requests_manifest(c.requests),
+                              "requestMappings": mappings_manifest(c.mappings)} if c.extended else {})}
+                         for c in p.claims]
     return out
 
 
@@ -251,7 +260,8 @@ def _claims(raw: object, source: str, where: str) -> tuple[ClaimAllocation, ...]
         if not isinstance(claim, str) or not claim or not isinstance(item, Mapping):
             raise InputError("expected {claim: NAME, allocation: {...}}", file=source, field=f"{where}.claims[{j}]")
         try:
-            out.append(ClaimAllocation(claim, parse_allocation(item.get("allocation"), "allocation")))
+            extended = parse_extended(item, "") if claim == EXTENDED_CLAIM else ((), ())
+            out.append(ClaimAllocation(claim, parse_allocation(item.get("allocation"), "allocation"), *extended))
         except InputError as error:
             raise error.located(file=source, field_prefix=f"{where}.claims[{j}]") from None
     return tuple(out)

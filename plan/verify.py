@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from kubeplace.kube.dra import ClaimAllocation
+from kubeplace.kube.dra import ClaimAllocation, Devices
 from kubeplace.kube.objects import (
     CPU,
     MEMORY,
@@ -105,7 +105,7 @@ def verify(
     loads = _measured_loads(snapshot, checker.bound_on)
     for node_name, pods in checker.placed.items():
         node, here = checker.nodes[node_name], checker.bound_on(node_name)
-        violations.extend(_capacity(node, pods, here))
+        violations.extend(_capacity(node, pods, here, snapshot.devices))
         violations.extend(_load(node, pods, loads.get(node_name), settings))
         violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
     violations.extend(_gang_topology(snapshot, placements))
@@ -428,7 +428,9 @@ def _requests(pod: Pod) -> dict[str, int]:
     return requests
 
 
-def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod]) -> Iterator[Violation]:
+def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], devices: Devices) -> Iterator[Violation]:
+    """NodeResourcesFit. An extended resource a DeviceClass serves, on a node without any of it
+    from a device plugin, is DRA's (its devices are checked by ``verify_claims``)."""
     used: dict[str, int] = {}
     for other in bound:
         if other.node_name == node.name and not other.finished:
@@ -440,6 +442,8 @@ def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod]) -> Iterat
             added[resource] = added.get(resource, 0) + amount
     for resource in sorted(added):
         allocatable = node.allocatable.get(resource, 0)
+        if allocatable <= 0 and devices.class_for(resource) is not None:
+            continue
         free = allocatable - used.get(resource, 0)
         if added[resource] <= 0 or added[resource] <= free:
             continue

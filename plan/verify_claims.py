@@ -16,6 +16,10 @@ allocation: the pod is then added to its reservedFor), which:
 - with the allocations of the cluster, gives no device twice and exceeds no pool's shared counter;
 - has a node selector that admits the node.
 
+Extended resources served by DRA: where no device plugin gives an extended resource the pod
+requests and a DeviceClass serves it, the plan allocates the pod's extended resource claim:
+devices of the class, as many as the pod requests, under the same rules.
+
 Without the plan's allocations only the first two points (claims there, allocated ones usable) are checked.
 """
 
@@ -27,6 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from kubeplace.kube.device_cel import CelError, matches
 from kubeplace.kube.dra import (
     ALL,
+    EXTENDED_CLAIM,
     ClaimAllocation,
     Device,
     DeviceId,
@@ -34,6 +39,7 @@ from kubeplace.kube.dra import (
     DeviceResult,
     Devices,
     ResourceClaim,
+    is_extended_resource,
 )
 from kubeplace.kube.objects import Node, Pod, SelectorTerm, Snapshot
 from kubeplace.plan.verify_domains import node_term_matches
@@ -54,11 +60,13 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
                                       for r in c.allocation.results)
     for namespace, name, node_name in placements:
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
-        if pod is None or node is None or not pod.resource_claims:
+        if pod is None or node is None:
             continue
         chosen = {a.claim: a for a in (allocations or {}).get((namespace, name), ())}
-        for detail in _pod(pod, node, devices, chosen, allocations is not None):
-            findings.append((namespace, name, node_name, DYNAMIC_RESOURCES, detail))
+        details = list(_pod(pod, node, devices, chosen, allocations is not None)) if pod.resource_claims else []
+        if allocations is not None:
+            details += _extended(pod, node, devices, chosen.pop(EXTENDED_CLAIM, None), held)
+        findings += [(namespace, name, node_name, DYNAMIC_RESOURCES, detail) for detail in details]
         for allocation in chosen.values():
             existing = devices.claims.get(f"{namespace}/{allocation.claim}")
             if existing is not None and existing.allocation is not None:
@@ -74,6 +82,35 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
             findings.append(("", str(device_id), "", DYNAMIC_RESOURCES, f"device {device_id} allocated {times} times"))
     findings += _counters(devices, held)
     return findings
+
+
+def _extended(pod: Pod, node: Node, devices: Devices, given: ClaimAllocation | None,
+              held: Counter[DeviceId]) -> list[str]:
+    """The pod's extended resource claim: on a node where no device plugin gives an extended
+    resource the pod requests and a DeviceClass serves it, the plan allocates devices of that
+    class, as many as the pod requests of it in all, one request per container; elsewhere none."""
+    served: dict[str, int] = {}
+    for resource, amount in pod.requests.items():
+        if amount > 0 and is_extended_resource(resource) and node.allocatable.get(resource, 0) <= 0:
+            device_class = devices.class_for(resource)
+            if device_class is not None:
+                served[device_class.name] = served.get(device_class.name, 0) + amount
+    if given is None:
+        return [f"extended resources of class {', '.join(sorted(served))} are not allocated"] if served else []
+    if not served:
+        return ["an extended resource claim where no extended resource is served by DRA"]
+    held.update(r.device for r in given.allocation.results)
+    problems = []
+    counted: dict[str, int] = {}
+    for request in given.requests:
+        counted[request.device_class] = counted.get(request.device_class, 0) + request.count
+    if counted != served:
+        problems.append(f"extended resource claim requests {counted} devices by class, the pod requests {served}")
+    if any(m.request not in {r.name for r in given.requests} for m in given.mappings):
+        problems.append("a request mapping names a request the extended resource claim does not have")
+    claim = ResourceClaim(pod.namespace, EXTENDED_CLAIM, requests=given.requests)
+    problems += [f"extended resource claim: {p}" for p in _allocation(claim, given, node, devices)]
+    return problems
 
 
 def _admits(terms: Sequence[SelectorTerm] | None, node: Node) -> bool:

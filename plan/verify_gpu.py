@@ -9,7 +9,9 @@ A node has as many devices as its allocatable device resource says, or fewer whe
 label ``<device resource>.count`` (GPU Feature Discovery) says fewer physical devices back
 them (HAMi's vGPU slots), unless ``<device resource>.replicas`` is above 1 (time slicing: each
 slot is handed out as a device). This rule comes on top of the kubelet's, which
-``verify.py`` checks on the raw requests (slots included).
+``verify.py`` checks on the raw requests (slots included). On a node where a DeviceClass serves
+the device resource by DRA (no device plugin gives it), the devices are the pod's extended
+resource claim's, which ``verify_claims`` checks.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[tuple[str, str, str,
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:
             continue  # the main verifier reports these
+        if node.allocatable.get(settings.gpu_device_resource, 0) <= 0 and snapshot.devices.class_for(
+                settings.gpu_device_resource) is not None:
+            continue  # served by DRA there: its devices are the claim's (verify_claims)
         if node_name not in load:
             devices_of[node_name] = device_count(node, settings)
             load[node_name] = _bound_load(node, devices_of[node_name], bound.get(node_name, []), settings)

@@ -10,7 +10,8 @@ order; the others wait, as they do while the kube-scheduler's allocation is in f
 
 Across the batch, device consumption is capacity, so that the solver packs it:
 
-- each DeviceClass the pods ask for is a resource (``deviceclass.resource.k8s.io/<class>``): a
+- each DeviceClass the pods ask for is a resource (the extended resource it serves: its
+  ``extendedResourceName``, else ``deviceclass.resource.kubernetes.io/<class>``): a
   node offers its free devices of the class, a pod takes the devices its requests count
   (``ExactCount``; a ``firstAvailable`` request its smallest alternative);
 - one class of pods: at most as many pods on a node as the exact allocator allocates there one
@@ -32,8 +33,14 @@ from functools import cached_property
 
 import numpy as np
 
-from kubeplace.kube.device_cel import CelError
-from kubeplace.kube.dra import ALL, Allocation, ClaimAllocation, DeviceRequest
+from kubeplace.kube.dra import (
+    ALL,
+    IMPLICIT_EXTENDED_PREFIX,
+    Allocation,
+    ClaimAllocation,
+    RequestMapping,
+    ResourceClaim,
+)
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.devices import (
     CANNOT_ALLOCATE,
@@ -41,17 +48,17 @@ from kubeplace.models.devices import (
     Allocator,
     PodDeviceClaims,
     Usage,
+    class_devices,
     resolve,
     try_allocate,
     usable_on,
 )
+from kubeplace.models.extended_resources import extended_claim, mapped_resources, served_on
 from kubeplace.models.framework import ClassView, RunContext
 from kubeplace.models.problem import BoolArray, Gang, GroupCap, IntArray
 from kubeplace.models.volumes import queue_order
 
 NAME = "DynamicResources"
-DEVICE_RESOURCE = "deviceclass.resource.k8s.io/"
-"""Prefix of the resource that counts a DeviceClass's free devices on a node (and a pod's take)."""
 MAX_PER_NODE = 256
 """The most pods of one class counted onto one node's devices."""
 
@@ -60,16 +67,39 @@ MAX_PER_NODE = 256
 class DynamicResources:
     allocator: Allocator = field(compare=False)
     claims: Mapping[str, PodDeviceClaims] = field(default_factory=dict)
-    """Pending pod key -> its claims (pods with claims only)."""
+    """Pending pod key -> its claims (pods with claims or extended resources served by DRA only)."""
     waits: Mapping[str, str] = field(default_factory=dict)
     """Pending pod key -> why it waits for an earlier pod (a shared claim it allocates)."""
     usage: Usage = field(default_factory=Usage, compare=False)
     """What the claims already allocated hold."""
+    bound_extended: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Node -> extended resource -> what its bound pods request of it (their devices are in ``usage``)."""
+    pods: Mapping[str, Pod] = field(default_factory=dict, compare=False)
     name: str = NAME
     reason: str = CANNOT_ALLOCATE
+    _extended: dict[tuple[str, tuple[str, ...]], tuple[ResourceClaim, tuple[RequestMapping, ...]]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def _claims(self, pod: Pod) -> PodDeviceClaims:
         return self.claims.get(pod.key, PodDeviceClaims())
+
+    def _served(self, pod: Pod, node: Node) -> tuple[str, ...]:
+        return served_on(self._claims(pod).extended, node)
+
+    def extended_claim(self, pod: Pod, node: Node) -> tuple[ResourceClaim, tuple[RequestMapping, ...]] | None:
+        """The pod's extended resource claim on the node (None: nothing served there by DRA)."""
+        served = self._served(pod, node)
+        if not served:
+            return None
+        key = (pod.key, served)
+        if key not in self._extended:
+            self._extended[key] = extended_claim(pod, self.allocator.devices, served)
+        return self._extended[key]
+
+    def to_allocate(self, pod: Pod, node: Node) -> tuple[ResourceClaim, ...]:
+        """The claims to allocate for the pod on the node: its own, then its extended resource claim."""
+        special = self.extended_claim(pod, node)
+        return (*self._claims(pod).to_allocate, *((special[0],) if special else ()))
 
     def pod_key(self, pod: Pod) -> Hashable:
         claims = self._claims(pod)
@@ -77,7 +107,9 @@ class DynamicResources:
             return None
         allocated = tuple(c.allocation.node_selector for c in claims.allocated if c.allocation is not None)
         return (claims.rejection, self.waits.get(pod.key, ""), allocated,
-                tuple((c.requests, c.constraints) for c in claims.to_allocate))
+                tuple((c.requests, c.constraints) for c in claims.to_allocate), claims.extended,
+                tuple((c.index, c.long_lived, tuple(sorted(c.requests.items())), tuple(sorted(c.positions.items())))
+                      for c in pod.container_requests) if claims.extended else ())
 
     def node_key(self, node: Node) -> Hashable:
         return node.name if self.claims else None
@@ -106,8 +138,9 @@ class DynamicResources:
             if not all(usable_on(c, node) for c in claims.allocated):
                 out.append((NOT_AVAILABLE,))
                 continue
-            if claims.to_allocate:
-                found, why = try_allocate(self.allocator, claims.to_allocate, node, self.usage)
+            to_allocate = self.to_allocate(pod, node)
+            if to_allocate:
+                found, why = try_allocate(self.allocator, to_allocate, node, self.usage)
                 out.append(() if found is not None else (why,))
             else:
                 out.append(())
@@ -115,10 +148,21 @@ class DynamicResources:
 
     # ------------------------------------------------------------------ device pools as capacity
 
+    def resource_of(self, class_name: str) -> str:
+        """The resource counting a DeviceClass's devices: the extended resource it serves (its
+        ``extendedResourceName``, else ``deviceclass.resource.kubernetes.io/<class>``), so that
+        claims and extended resource requests of one class take from one capacity."""
+        device_class = self.allocator.devices.classes.get(class_name)
+        named = device_class.extended_resource if device_class is not None else ""
+        if named and self.allocator.devices.class_for(named) is device_class:
+            return named
+        return IMPLICIT_EXTENDED_PREFIX + class_name
+
     def extra_requests(self, pod: Pod) -> dict[str, int]:
         """The devices of each class the pod's claims take (exact counts; a firstAvailable
         request counts its smallest alternative when all are of one class; All is not counted
-        here: its pods are kept apart by the per-class rule and the final choice)."""
+        here: its pods are kept apart by the per-class rule and the final choice). Extended
+        resources served by DRA are requested as they are."""
         if self.rejection(pod):
             return {}
         out: dict[str, int] = {}
@@ -126,34 +170,38 @@ class DynamicResources:
             for request in claim.requests:
                 options = request.alternatives or (request,)
                 if len({o.device_class for o in options}) == 1 and all(o.mode != ALL for o in options):
-                    key = DEVICE_RESOURCE + options[0].device_class
+                    key = self.resource_of(options[0].device_class)
                     out[key] = out.get(key, 0) + min(o.count for o in options)
+        for key in out:
+            out[key] += pod.requests.get(key, 0)
         return out
 
     def extra_allocatable(self, node: Node) -> dict[str, int]:
-        """Per DeviceClass the pending pods ask for: its free devices available on the node."""
+        """Per DeviceClass the pending pods ask for, where no device plugin serves its resource:
+        its free devices available on the node, plus what the bound pods request of it there
+        (their devices are among those taken; their requests are counted as the node's use)."""
         out = {}
         for class_name in self.wanted_classes:
-            try:
-                free = [d for d in self.allocator.candidates(DeviceRequest("", class_name), node)
-                        if d.id not in self.usage.in_use]
-            except CelError:
-                free = []
-            out[DEVICE_RESOURCE + class_name] = len(free)
+            resource = self.resource_of(class_name)
+            if node.allocatable.get(resource, 0) > 0:
+                continue
+            _, free = class_devices(self.allocator, self.usage, class_name, node)
+            out[resource] = free + self.bound_extended.get(node.name, {}).get(resource, 0)
         return out
 
     @cached_property
     def wanted_classes(self) -> tuple[str, ...]:
+        devices = self.allocator.devices
         return tuple(sorted({o.device_class for c in self.claims.values() for claim in c.to_allocate
-                             for r in claim.requests for o in (r.alternatives or (r,))}))
+                             for r in claim.requests for o in (r.alternatives or (r,))}
+                            | {cls.name for c in self.claims.values() for r in c.extended
+                               if (cls := devices.class_for(r)) is not None}))
 
     # ------------------------------------------------------------------ constraint
 
     def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
         needing = [c for c, pod in enumerate(view.class_pods)
-                   if self._claims(pod).to_allocate and not self.rejection(pod)]
-        if not needing:
-            return []
+                   if (self._claims(pod).to_allocate or self._claims(pod).extended) and not self.rejection(pod)]
         caps: list[GroupCap | Gang] = []
         for c in needing:
             pod = view.class_pods[c]
@@ -162,10 +210,13 @@ class DynamicResources:
 
     def _repeat(self, pod: Pod, nodes: Sequence[Node]) -> IntArray:
         """Per node: how many such pods the allocator fits one after another."""
-        claims = self._claims(pod).to_allocate
         counts = np.zeros(len(nodes), dtype=np.int64)
         for i, node in enumerate(nodes):
             if not all(usable_on(c, node) for c in self._claims(pod).allocated):
+                continue
+            claims = self.to_allocate(pod, node)
+            if not claims:
+                counts[i] = MAX_PER_NODE
                 continue
             usage = self.usage.copy()
             while counts[i] < MAX_PER_NODE:
@@ -190,27 +241,29 @@ class DynamicResources:
         by_node: dict[str, list[Pod]] = {}
         nodes: dict[str, Node] = {}
         for pod, node in placed:
-            if self._claims(pod).to_allocate:
+            if self.to_allocate(pod, node):
                 by_node.setdefault(node.name, []).append(pod)
                 nodes[node.name] = node
         usage = self.usage.copy()
         chosen: dict[str, tuple[ClaimAllocation, ...]] = {}
         failed: dict[str, str] = {}
         for name in sorted(by_node):
+            node = nodes[name]
             pods = queue_order(by_node[name])
-            claims = [c for pod in pods for c in self._claims(pod).to_allocate]
-            together, _ = try_allocate(self.allocator, claims, nodes[name], usage)
+            claims = [c for pod in pods for c in self.to_allocate(pod, node)]
+            together, _ = try_allocate(self.allocator, claims, node, usage)
             if together is not None:
                 found = iter(together)
                 for pod in pods:
-                    chosen[pod.key] = self._record(pod, [next(found) for _ in self._claims(pod).to_allocate], usage)
+                    chosen[pod.key] = self._record(pod, node, [next(found) for _ in self.to_allocate(pod, node)],
+                                                   usage)
                 continue
             for pod in pods:
-                one, why = try_allocate(self.allocator, self._claims(pod).to_allocate, nodes[name], usage)
+                one, why = try_allocate(self.allocator, self.to_allocate(pod, node), node, usage)
                 if one is None:
                     failed[pod.key] = why
                 else:
-                    chosen[pod.key] = self._record(pod, one, usage)
+                    chosen[pod.key] = self._record(pod, node, one, usage)
         for pod, _ in placed:
             reserve = tuple(ClaimAllocation(c.name, c.allocation) for c in self._claims(pod).allocated
                             if c.allocation is not None and pod.uid not in c.reserved_for)
@@ -218,17 +271,20 @@ class DynamicResources:
                 chosen[pod.key] = (*reserve, *chosen.get(pod.key, ()))
         return chosen, failed
 
-    def _record(self, pod: Pod, found: Sequence[Allocation], usage: Usage) -> tuple[ClaimAllocation, ...]:
+    def _record(self, pod: Pod, node: Node, found: Sequence[Allocation], usage: Usage) -> tuple[ClaimAllocation, ...]:
         for allocation in found:
             for result in allocation.results:
                 usage.take(self.allocator.devices.devices.get(result.device), result.device)
-        return tuple(ClaimAllocation(c.name, a) for c, a in zip(self._claims(pod).to_allocate, found, strict=True))
+        special = self.extended_claim(pod, node)
+        return tuple(ClaimAllocation(c.name, a, *((special[0].requests, special[1]) if c.extended and special
+                                                  else ((), ())))
+                     for c, a in zip(self.to_allocate(pod, node), found, strict=True))
 
 
 def build(_args: None, ctx: RunContext) -> DynamicResources:
     snapshot = ctx.snapshot
     devices = snapshot.devices
-    pending = [p for p in snapshot.pending if p.resource_claims and not p.unmodelled]
+    pending = [p for p in snapshot.pending if not p.unmodelled and (p.resource_claims or mapped_resources(p, devices))]
     claims = {p.key: resolve(p, devices) for p in pending}
     owner: dict[str, str] = {}
     waits: dict[str, str] = {}
@@ -239,4 +295,9 @@ def build(_args: None, ctx: RunContext) -> DynamicResources:
         shared = [c for c in pod_claims.to_allocate if owner.setdefault(c.key, pod.key) != pod.key]
         if shared:
             waits[pod.key] = f"resource claim {shared[0].key} is in the process of being allocated"
-    return DynamicResources(Allocator(devices), claims, waits, Usage.of(devices))
+    bound_extended: dict[str, dict[str, int]] = {}
+    for pod in snapshot.bound:
+        for resource in mapped_resources(pod, devices):
+            per_node = bound_extended.setdefault(pod.node_name, {})
+            per_node[resource] = per_node.get(resource, 0) + pod.requests.get(resource, 0)
+    return DynamicResources(Allocator(devices), claims, waits, Usage.of(devices), bound_extended)
