@@ -193,13 +193,14 @@ class Cluster:
                                                              _request_timeout=REQUEST_TIMEOUT)
             response.read()
 
-    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        """Merge-patches the pod's ``status`` subresource (``nominatedNodeName``, a condition), as
-        the kube-scheduler does; nothing else of the pod can change this way."""
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any], dry_run: bool = False) -> None:
+        """Merge-patches the pod's ``status`` subresource (``nominatedNodeName``, a condition,
+        ``extendedResourceClaimStatus``), as the kube-scheduler does; nothing else of the pod can
+        change this way."""
         with _translated_errors(f"patch pod {namespace}/{name} status"):
             response: Any = self._core.patch_namespaced_pod_status(
                 name, namespace, {"status": dict(status)}, _content_type="application/strategic-merge-patch+json",
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                dry_run="All" if dry_run else None, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             response.read()
 
     def evict(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
@@ -414,6 +415,23 @@ class Cluster:
                                     _request_timeout=REQUEST_TIMEOUT)
             stored: RawObject = json.loads(response.data)
         return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **stored}
+
+    def create_resource_claim(self, claim: Mapping[str, Any], dry_run: bool = False) -> RawObject:
+        """Creates a ResourceClaim (its ``metadata.generateName`` names it); returns the stored object."""
+        namespace = claim["metadata"]["namespace"]
+        with _translated_errors(f"create resourceclaim in {namespace}"):
+            response: Any = self._custom.create_namespaced_custom_object(
+                "resource.k8s.io", "v1", namespace, "resourceclaims", dict(claim),
+                dry_run="All" if dry_run else None, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            stored: RawObject = json.loads(response.data)
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **stored}
+
+    def delete_resource_claim(self, namespace: str, name: str) -> None:
+        with _translated_errors(f"delete resourceclaim {namespace}/{name}"):
+            response: Any = self._custom.delete_namespaced_custom_object(
+                "resource.k8s.io", "v1", namespace, "resourceclaims", name, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)
+            response.read()
 
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         """Creates a core/v1 Event (``generateName`` in its metadata gives it a unique name)."""
