@@ -202,6 +202,11 @@ def claim_allocations(plugins: PluginSet, placed: Sequence[tuple[Pod, str]],
     return plugin.choose([(pod, nodes[name]) for pod, name in placed])
 
 
+def _plugin_devices(devices: tuple[int, ...], claims: Sequence[ClaimAllocation]) -> tuple[int, ...]:
+    """The device plugin's GPUs of a placement: none when DRA serves them (its extended resource claim)."""
+    return () if any(c.extended for c in claims) else devices
+
+
 def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile: Profile,
              terms: tuple[ObjectiveTerm, ...], plugins: PluginSet) -> Plan:
     p = agg.problem
@@ -211,7 +216,8 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     dropped = [(pod, node) for pod, node, _ in bound_pairs if pod.key in not_allocated]
     bound_pairs = [(pod, node, devs) for pod, node, devs in bound_pairs if pod.key not in not_allocated]
     volumes = volume_choices(plugins, [(pod, node) for pod, node, _ in bound_pairs], snapshot)
-    placed = tuple((pod, Placement(pod.namespace, pod.name, node, pod.uid, devs, volumes.get(pod.key, ()),
+    placed = tuple((pod, Placement(pod.namespace, pod.name, node, pod.uid,
+                                   _plugin_devices(devs, claims.get(pod.key, ())), volumes.get(pod.key, ()),
                                    claims.get(pod.key, ())))
                    for pod, node, devs in bound_pairs)
     placements = tuple(placement for pod, placement in placed if not pod.reserved_for)

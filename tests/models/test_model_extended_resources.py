@@ -33,6 +33,7 @@ def test_a_pod_requesting_the_extended_resource_gets_devices_of_its_class() -> N
     assert [(r.name, r.device_class, r.count) for r in given.requests] == [("container-0-request-1", "gpu", 2)]
     assert given.mappings == (RequestMapping("main", GPU, "container-0-request-1"),)
     assert devices_of(made) == {"p": ["gpu-0", "gpu-1"]}
+    assert made.placements[0].gpus == ()  # no device-plugin annotation at binding
 
 
 def test_devices_are_capacity_shared_with_claims_and_bound_pods() -> None:
