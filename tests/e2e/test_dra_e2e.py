@@ -35,11 +35,14 @@ FINALIZER = "resource.kubernetes.io/delete-protection"
 
 
 @contextlib.contextmanager
-def published(custom: client.CustomObjectsApi, driver: str, nodes: Sequence[str], gpus: int) -> Iterator[str]:
-    """A DeviceClass of ``driver`` and a ResourceSlice of ``gpus`` devices per node; yields the class."""
+def published(custom: client.CustomObjectsApi, driver: str, nodes: Sequence[str], gpus: int,
+              extended: str = "") -> Iterator[str]:
+    """A DeviceClass of ``driver`` (serving the extended resource ``extended`` if given) and a
+    ResourceSlice of ``gpus`` devices per node; yields the class."""
     name = driver.replace(".", "-")
     device_class = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DeviceClass", "metadata": {"name": name},
-                    "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}
+                    "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}],
+                             **({"extendedResourceName": extended} if extended else {})}}
     slices = [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceSlice", "metadata": {"name": f"{node}-{name}"},
                "spec": {"driver": driver, "nodeName": node,
                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
@@ -231,3 +234,90 @@ def test_a_shared_claim_is_allocated_once_and_reserved_for_each_pod(
         (result,) = stored["allocation"]["devices"]["results"]
         assert where["first"] == where["second"] == result["pool"]
         assert sorted(r["name"] for r in stored["reservedFor"]) == ["first", "second"]
+
+
+def shape(claim: dict[str, Any]) -> tuple[Any, ...]:
+    """What an extended resource claim's writer decides, the names of the side aside."""
+    metadata = claim["metadata"]
+    return (metadata["name"].split("-", 1)[1].rsplit("-", 1)[0], metadata["annotations"],
+            [(o["kind"], o["controller"]) for o in metadata["ownerReferences"]], metadata.get("finalizers"),
+            [(r["name"], r["exactly"]["allocationMode"], r["exactly"]["count"])
+             for r in claim["spec"]["devices"]["requests"]],
+            [r["request"] for r in claim["status"]["allocation"]["devices"]["results"]],
+            [r["resource"] for r in claim["status"]["reservedFor"]])
+
+
+def extended_pod(name: str, namespace: str, resource: str, count: int, scheduler: str = "kubeplace",
+                 side: str = "") -> dict[str, Any]:
+    """A pod requesting ``count`` of the extended resource (no claim of its own)."""
+    spec: dict[str, Any] = {"containers": [{"name": "app", "image": "registry.invalid/fake:1", "resources": {
+        "requests": {"cpu": "100m", resource: str(count)}, "limits": {resource: str(count)}}}]}
+    if side:
+        spec["nodeSelector"] = {OWNER_LABEL: namespace, "side": side}
+    return pod_manifest(name, namespace, scheduler=scheduler, spec=spec)
+
+
+@pytest.mark.timeout(180)
+def test_extended_resources_served_by_dra_side_by_side_with_the_kube_scheduler(
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    """A DeviceClass with extendedResourceName, slices of 2 devices on each of two nodes per side, no
+    device plugin: two pods asking for 1 of the resource, then one asking for 2. kubeplace binds all
+    three, each with the extended resource claim the kube-scheduler would create (generated name,
+    the pod its controller, the annotation, allocated and reserved for the pod) and the pod's
+    status.extendedResourceClaimStatus naming it; the kube-scheduler, one pod at a time, binds at
+    most as many. No device is given twice."""
+    core, custom = client.CoreV1Api(admin_api), client.CustomObjectsApi(admin_api)
+    suffix = hashlib.sha256(namespace.encode()).hexdigest()[:8]
+    resources = {side: f"example.com/gpu-{side}-{suffix}" for side in ("k", "p")}
+    specs = {f"{side}{i}": {"cpu": "8", "memory": "16Gi", "labels": {"side": side}}
+             for side in ("k", "p") for i in (1, 2)}
+    with kwok_nodes(core, namespace, specs) as nodes, \
+            published(custom, driver_of(namespace, "xk"), nodes[:2], 2, resources["k"]), \
+            published(custom, driver_of(namespace, "xp"), nodes[2:], 2, resources["p"]):
+        shapes = [("one-0", 1), ("one-1", 1), ("two-0", 2)]
+        create_pods(core, namespace, [extended_pod(f"p-{n}", namespace, resources["p"], c, side="p")
+                                      for n, c in shapes])
+        names = [f"p-{n}" for n, _ in shapes]
+        dry = cli("bind", "--kubeconfig", str(control_plane.admin_kubeconfig), "--yes", "-n", namespace,
+                  "--dry-run=server", "-o", "json", *SOLVER_ARGS)
+        assert_exit(dry, 0)
+        assert claims_of(custom, namespace) == {}
+        result = cli("bind", "--kubeconfig", str(control_plane.admin_kubeconfig), "--yes", "-n", namespace,
+                     "-o", "json", *SOLVER_ARGS)
+        assert_exit(result, 0)
+        by_kubeplace = {n for n, row in bind_report(result).items() if row["outcome"] == "bound"}
+        assert by_kubeplace == set(names)
+        where = pod_nodes(core, namespace)
+        claims = claims_of(custom, namespace)
+        for name, count in ((f"p-{n}", c) for n, c in shapes):
+            pod = core.read_namespaced_pod(name, namespace)
+            status = pod.status.extended_resource_claim_status
+            claim = claims[status.resource_claim_name]
+            assert claim["metadata"]["name"].startswith(f"{name}-extended-resources-")
+            assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+            (owner,) = claim["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Pod", name, pod.metadata.uid,
+                                                                                         True)
+            results = claim["status"]["allocation"]["devices"]["results"]
+            assert len(results) == count and {r["pool"] for r in results} == {where[name]}
+            assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": name, "uid": pod.metadata.uid}]
+            assert [(m.container_name, m.resource_name, m.request_name) for m in status.request_mappings] == [
+                ("app", resources["p"], results[0]["request"])]
+
+        k_names = [f"k-{n}" for n, _ in shapes]
+        with control_plane.start_scheduler():
+            for n, c in shapes:  # one at a time, as they come
+                create_pods(core, namespace, [extended_pod(f"k-{n}", namespace, resources["k"], c,
+                                                           "default-scheduler", "k")])
+                cp.wait_for(lambda n=n: settled(core, namespace, f"k-{n}"), 60, f"k-{n} bound or unschedulable")
+            by_scheduler = {k for k in k_names if pod_nodes(core, namespace).get(k)}
+        assert len(by_kubeplace) >= len(by_scheduler), (sorted(by_kubeplace), sorted(by_scheduler))
+        claims = claims_of(custom, namespace)
+        for name in by_scheduler:  # the kube-scheduler's writes have the shape of kubeplace's
+            theirs, ours = (claims[core.read_namespaced_pod(n, namespace).status.extended_resource_claim_status
+                                   .resource_claim_name] for n in (name, "p" + name[1:]))
+            assert shape(theirs) == shape(ours), (theirs, ours)
+        devices = [d for ds in allocated_devices(custom, namespace).values() for d in ds]
+        assert len(devices) == len(set(devices))
+        print(f"extended resources: kube-scheduler bound {sorted(by_scheduler)}, kubeplace {sorted(by_kubeplace)}")
