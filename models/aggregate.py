@@ -151,12 +151,15 @@ def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]
     return used.reshape(len(nodes), len(resources))
 
 
-def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions) -> tuple[list[Pod], list[GpuNeed], list[Pod]]:
-    """Pods with a readable GPU need, their needs, and the pods whose request is invalid."""
+def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions,
+               extra: Sequence[Mapping[str, int]]) -> tuple[list[Pod], list[GpuNeed], list[Pod]]:
+    """Pods with a readable GPU need, their needs, and the pods whose request is invalid. The
+    need counts the plugins' extra requests too: DRA devices of the DeviceClass serving the GPU
+    resource, which a pod's claims take, are GPUs to the device model (and to defrag)."""
     ok, needs, bad = [], [], []
-    for pod in pods:
+    for pod, more in zip(pods, extra, strict=True):
         try:
-            needs.append(gpu_need(pod.requests, conv))
+            needs.append(gpu_need({**pod.requests, **more}, conv))
             ok.append(pod)
         except GpuRequestError as e:
             bad.append(replace(pod, unmodelled=(*pod.unmodelled, f"invalid GPU request: {e}")))
@@ -188,10 +191,12 @@ def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequen
 def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEFAULT_CONVENTIONS,
               placement_weight: str = "pods") -> Aggregation:
     pending = plugins.mark_unmodelled(snapshot).pending  # the pods a plugin cannot model are left
-    modelled, needs, invalid = _gpu_needs([p for p in pending if not p.unmodelled], conv)
-    left = tuple(p for p in pending if p.unmodelled) + tuple(invalid)
     extras = [f for f in plugins.filters if isinstance(f, ExtraResources)]
-    extra = [{k: v for e in extras for k, v in e.extra_requests(p).items()} for p in modelled]
+    candidates = [p for p in pending if not p.unmodelled]
+    extra_of = {id(p): {k: v for e in extras for k, v in e.extra_requests(p).items()} for p in candidates}
+    modelled, needs, invalid = _gpu_needs(candidates, conv, [extra_of[id(p)] for p in candidates])
+    left = tuple(p for p in pending if p.unmodelled) + tuple(invalid)
+    extra = [extra_of[id(p)] for p in modelled]
     resources = resource_names(modelled) + tuple(sorted({r for x in extra for r in x}))
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv, dra_devices(snapshot.devices, nodes, conv.device_resource))

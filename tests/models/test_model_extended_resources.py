@@ -125,3 +125,25 @@ def test_the_verifier_checks_the_extended_resource_claim() -> None:
     other = dataclasses.replace(given, requests=tuple(dataclasses.replace(r, device_class="nic")
                                                       for r in given.requests))
     assert verify_claims(snapshot, placements, {("default", "p"): (other,)}) != []
+
+
+def test_defrag_counts_the_dra_devices_a_claim_takes() -> None:
+    """DRA GPUs (the class serving nvidia.com/gpu): n1 has 4 free, n2 3 of 4 (one held by a
+    claim); the workload runs 4-GPU pods. defrag puts the pending 1-GPU claim pod on n2 and keeps
+    n1 whole (counted as a CPU-only pod, its devices would not matter and it went to n1)."""
+    from kubeplace.models.config import Profile
+    from kubeplace.models.framework import Objective
+    from tests.device_builders import claiming, request
+    from tests.models.test_model_profiles import plan as plan_with
+
+    snapshot = snapshot_of(
+        node("n1").cpu("4").memory("32Gi"), node("n2").cpu("16").memory("32Gi"),
+        node("n3").cpu("16").memory("32Gi"),
+        gpu_class(), gpu_slice("n1", 4), gpu_slice("n2", 4),
+        resource_claim("held", allocated=("n2", [("gpu", "gpu-0")])),
+        pod("big", "sys").scheduler("x").cpu("1").gpu(4).on("n3"),  # the workload runs 4-GPU pods
+        resource_claim("c", requests=[request(count=1)], owner_uid="uid-default-p"),
+        claiming(pod("p").cpu("1"), template="t", generated="c"),
+    )
+    (placed,) = plan_with(snapshot, Profile(objective=Objective.DEFRAG)).placements
+    assert placed.node == "n2"
