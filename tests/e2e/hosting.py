@@ -30,8 +30,13 @@ applies, or the scenario is refused with :class:`NotHostable` and the reason:
   without the uid in a volume's claimRef (the claim gets a new one). A claim the kube-scheduler
   provisions for is provisioned by the replay itself, as an external provisioner would
   (:mod:`tests.e2e.replay`);
-- a created pod with generic ephemeral volumes or resource claims makes the scenario not hostable:
-  the replay does not create their claims yet.
+- DeviceClasses, ResourceSlices (as a driver publishes them) and ResourceClaims are created as
+  written, like storage objects; a claim allocated in the scenario makes it not hostable (its
+  allocation would have to be written for pods that do not hold it). The kube-scheduler allocates
+  the replayed pods' claims itself (and creates the extended resource claims of pods asking for an
+  extended resource a DeviceClass serves); the replay deletes them with the scenario;
+- a created pod with generic ephemeral volumes or claims from a ResourceClaimTemplate makes the
+  scenario not hostable: the replay does not create their claims yet.
 """
 
 from __future__ import annotations
@@ -54,9 +59,9 @@ BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-
 HIGHEST_USER_PRIORITY = 1000000000
 """PriorityClasses above this value are reserved to the two built-in system classes."""
 STORAGE_KINDS = ("StorageClass", "CSIDriver", "CSINode", "CSIStorageCapacity", "PersistentVolume",
-                 "PersistentVolumeClaim")
-"""Created in this order: what the volume filters read."""
-NAMESPACED_STORAGE = ("CSIStorageCapacity", "PersistentVolumeClaim")
+                 "PersistentVolumeClaim", "DeviceClass", "ResourceSlice", "ResourceClaim")
+"""Created in this order: what the volume and device filters read."""
+NAMESPACED_STORAGE = ("CSIStorageCapacity", "PersistentVolumeClaim", "ResourceClaim")
 BINDING_ANNOTATIONS = ("pv.kubernetes.io/bind-completed", "pv.kubernetes.io/bound-by-controller")
 """The PV controller's marks of a finished binding: kept, they make it take the new claim (whose uid
 the volume's claimRef no longer names) for lost; dropped, it binds the two again."""
@@ -135,6 +140,9 @@ def host(objects: Sequence[Mapping[str, Any]], scheduler_name: str = KUBEPLACE,
         manifest["spec"]["schedulerName"] = DEFAULT_SCHEDULER
         manifest["spec"]["schedulingGates"] = [{"name": REPLAY_GATE}]
         pending[(manifest["metadata"]["namespace"], manifest["metadata"]["name"])] = manifest
+    for claim in by_kind.get("ResourceClaim", []):
+        if ((claim.get("status") or {}).get("allocation")) is not None:
+            raise NotHostable(f"ResourceClaim {_name(claim)} is allocated: the replay does not write allocations")
     storage = tuple(_storage(obj) for kind in STORAGE_KINDS for obj in by_kind.get(kind, []))
     namespaces = {_name(ns): dict((ns.get("metadata") or {}).get("labels") or {})
                   for ns in by_kind.get("Namespace", [])}
@@ -239,8 +247,10 @@ def _storage(raw: Mapping[str, Any]) -> Manifest:
 def _refuse_claims(pod: Mapping[str, Any], label: str) -> None:
     spec = pod.get("spec") or {}
     ephemeral = [v["name"] for v in spec.get("volumes") or [] if "ephemeral" in v]
-    if ephemeral or spec.get("resourceClaims"):
-        what = f"generic ephemeral volumes ({', '.join(ephemeral)})" if ephemeral else "resource claims"
+    templated = [c.get("name") for c in spec.get("resourceClaims") or [] if "resourceClaimName" not in c]
+    if ephemeral or templated:
+        what = (f"generic ephemeral volumes ({', '.join(ephemeral)})" if ephemeral
+                else f"resource claims from templates ({', '.join(map(str, templated))})")
         raise NotHostable(f"pod {label} uses {what}: the replay does not create their claims yet")
 
 

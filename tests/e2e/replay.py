@@ -49,6 +49,9 @@ STORAGE_PATHS = {
     "CSIStorageCapacity": "/apis/storage.k8s.io/v1/csistoragecapacities",
     "PersistentVolume": "/api/v1/persistentvolumes",
     "PersistentVolumeClaim": "/api/v1/persistentvolumeclaims",
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+    "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
 }
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -298,8 +301,13 @@ class Replayer:
         pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in hosted.bound]
         pods += [(p.namespace, p.name) for p in placements]
         self._delete_pods(pods)
-        # Claims and volumes carry protection finalizers; the test objects are dropped at once.
+        # Claims and volumes carry protection finalizers; the test objects are dropped at once. So are
+        # the resource claims the kube-scheduler created (extended resources served by DRA).
         paths = [f"{_collection(o)}/{_name(o)}" for o in reversed(hosted.storage)]
+        if any(o["kind"] == "DeviceClass" for o in hosted.storage):
+            for namespace in hosted.namespaces:
+                claims = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+                paths += [f"{claims}/{_name(c)}" for c in self._items(claims) if f"{claims}/{_name(c)}" not in paths]
         paths += [f"/api/v1/persistentvolumes/{name}" for name in sorted(self._provisioned)]
         self._provisioned.clear()
         for path in paths:
