@@ -137,10 +137,12 @@ def unreserve(api: ClaimApi, binding: Binding, claim_name: str, deallocate: bool
 
 
 def allocate_claims(api: ClaimApi, bindings: Sequence[Binding], claims: Mapping[str, Sequence[ClaimAllocation]],
-                    dry_run: bool) -> tuple[list[Binding], list[BindResult]]:
+                    dry_run: bool, written: dict[str, list[str]] | None = None) -> tuple[list[Binding],
+                                                                                        list[BindResult]]:
     """Writes the claims of each binding that has some, in order: (the bindings whose claims are
     all written, ready to bind; the results of those that failed, not to bind). A lost connection
-    or credential stops the run: the rest is ``not_attempted``."""
+    or credential stops the run: the rest is ``not_attempted``. ``written`` gets, per binding key,
+    the names of the claims written (an extended resource claim's as created)."""
     ready: list[Binding] = []
     failed: list[BindResult] = []
     for index, binding in enumerate(bindings):
@@ -163,6 +165,8 @@ def allocate_claims(api: ClaimApi, bindings: Sequence[Binding], claims: Mapping[
             failed.append(BindResult(binding, kind, f"resource claims not allocated: {error}{undone}", dry_run))
             continue
         ready.append(binding)
+        if written is not None:
+            written[binding.key] = [name for name, _ in done]
     return ready, failed
 
 

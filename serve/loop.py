@@ -536,12 +536,12 @@ class Scheduler:
         put in the store at once, so that the next plan does not give their devices again."""
         bindings = [Binding(p.namespace, p.name, p.uid, p.node) for p in placements if p.claims]
         claims = {f"{p.namespace}/{p.name}": p.claims for p in placements if p.claims}
-        _, failed = allocate_claims(self.client, bindings, claims, False)
+        written: dict[str, list[str]] = {}
+        _, failed = allocate_claims(self.client, bindings, claims, False, written)
         for p in placements:
-            for given in p.claims:
+            for name in written.get(f"{p.namespace}/{p.name}", ()):
                 with contextlib.suppress(ClusterError):  # else the watch brings it
-                    self.store.apply(RESOURCE_CLAIMS, MODIFIED, self.client.read_resource_claim(p.namespace,
-                                                                                                given.claim))
+                    self.store.apply(RESOURCE_CLAIMS, MODIFIED, self.client.read_resource_claim(p.namespace, name))
         for result in failed:
             self.decide(pod=result.binding.key, node=result.binding.node, gang=gang, outcome=str(result.outcome),
                         why=result.message)

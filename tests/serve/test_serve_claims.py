@@ -59,3 +59,37 @@ def test_a_claim_conflict_fails_that_pod_and_binds_the_other() -> None:
                      claiming(pod("p").cpu("1"), claim="a"), claiming(pod("q").cpu("1"), claim="b"))
     report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
     assert report.bound == ["default/q"] and [b[0] for b in cluster.bindings] == ["default/q"]
+
+
+def test_a_pod_left_to_the_default_scheduler_gets_an_event_saying_why() -> None:
+    """A claim with adminAccess is not modelled: serve does not bind the pod and says why in a
+    FailedScheduling Event rather than leaving it silent."""
+    admin = resource_claim("admin", requests=[{"name": "gpu", "exactly": {"deviceClassName": "gpu",
+                                                                          "adminAccess": True}}])
+    cluster = Cluster(admin)
+    s, _ = scheduler(cluster, node("n1").cpu("4"), device_class(), gpu_slice("n1", 2),
+                     claiming(pod("p").cpu("1"), claim="admin"))
+    report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    assert report.bound == [] and cluster.bindings == []
+    (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "p"]
+    assert event["reason"] == "FailedScheduling" and "adminAccess" in event["message"]
+
+
+def test_an_extended_resource_served_by_dra_is_created_allocated_and_kept_in_the_store() -> None:
+    from tests.kube.test_kube_extended_claim_binder import FakeApi
+
+    class ExtendedCluster(FakeCluster, FakeApi):
+        def __init__(self) -> None:
+            FakeCluster.__init__(self)
+            FakeApi.__init__(self)
+
+    cluster = ExtendedCluster()
+    s, store = scheduler(cluster, node("n1").cpu("4"), device_class("gpu", extended="nvidia.com/gpu"),
+                         gpu_slice("n1", 2), pod("p").cpu("1").gpu(2))
+    report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    assert report.bound == ["default/p"]
+    (claim,) = cluster.claims.values()
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 2
+    assert [(name, list(status)) for name, status in cluster.pod_statuses] == [
+        ("default/p", ["extendedResourceClaimStatus"])]
+    assert [c["metadata"]["name"] for c in store.items(CLAIMS)] == [claim["metadata"]["name"]]
