@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.dra import IMPLICIT_EXTENDED_PREFIX as DEVICE_RESOURCE
 from kubeplace.models.aggregate import Aggregation, FilterTable
 from kubeplace.models.devices import CANNOT_ALLOCATE
-from kubeplace.models.framework import NodeReasons, Rejects
+from kubeplace.models.framework import ExtraResources, NodeReasons, Rejects
 from kubeplace.models.gpu import GpuNeed, device_fit
 from kubeplace.models.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
@@ -130,8 +129,9 @@ def _stages(agg: Aggregation, c: int, after: After) -> Iterator[Stage]:
     for t in agg.filters:
         stages.setdefault(t.plugin.name, []).append(_filter_stage(agg, t, c))
         reasons.setdefault(t.plugin.name, t.plugin.reason)
-    stages[FIT] = [_fit(p, c, after)]
-    devices = _devices_left(p, c, after)
+    dra = _dra_capacity(agg)
+    stages[FIT] = [_fit(p, c, after, dra)]
+    devices = _devices_left(p, c, after, dra)
     if devices.any():  # the devices the plan's placements took: DynamicResources' reason, after its own check
         stages.setdefault(DYNAMIC_RESOURCES, []).append([(CANNOT_ALLOCATE, devices)])
     for name, reason, fails in batch_failures(p, c, after.assignment, after.cap_left, reasons):
@@ -149,17 +149,42 @@ def _stages(agg: Aggregation, c: int, after: After) -> Iterator[Stage]:
             yield [(GANG_DOMAIN, gang.domain < 0)]
 
 
-def _fit(p: Problem, c: int, after: After) -> Stage:
-    """NodeResourcesFit: a reason per resource the pod requests and the node lacks."""
+def _fit(p: Problem, c: int, after: After, dra: BoolArray) -> Stage:
+    """NodeResourcesFit: a reason per resource the pod requests and the node lacks (but where the
+    node's capacity of it is DRA devices: DynamicResources' to say)."""
     demand = p.demand[c]
-    lacking = (after.free < demand[None, :]) & (demand[None, :] > 0)
+    lacking = (after.free < demand[None, :]) & (demand[None, :] > 0) & ~dra
     return [("Too many pods" if name == "pods" else f"Insufficient {name}", lacking[:, r])
-            for r, name in enumerate(p.resources) if lacking[:, r].any() and not name.startswith(DEVICE_RESOURCE)]
+            for r, name in enumerate(p.resources) if lacking[:, r].any()]
 
 
-def _devices_left(p: Problem, c: int, after: After) -> BoolArray:
-    """The nodes without the DRA devices (``DEVICE_RESOURCE`` capacities) the class's pods take."""
+def _devices_left(p: Problem, c: int, after: After, dra: BoolArray) -> BoolArray:
+    """The nodes without the DRA devices the class's pods take."""
     demand = p.demand[c]
-    lacking = (after.free < demand[None, :]) & (demand[None, :] > 0)
-    columns = [r for r, name in enumerate(p.resources) if name.startswith(DEVICE_RESOURCE)]
-    return lacking[:, columns].any(axis=1) if columns else np.zeros(p.n_nodes, dtype=np.bool_)
+    lacking = (after.free < demand[None, :]) & (demand[None, :] > 0) & dra
+    return np.asarray(lacking.any(axis=1), dtype=np.bool_)
+
+
+def _dra_capacity(agg: Aggregation) -> BoolArray:
+    """(N, R) where a node's capacity of a resource is the DRA devices DynamicResources offers
+    (a DeviceClass's free devices), not its allocatable."""
+    p = agg.problem
+    cached = _DRA_CAPACITY.get(id(p))
+    if cached is not None and cached[0] is p:
+        return cached[1]
+    out = np.zeros((p.n_nodes, len(p.resources)), dtype=np.bool_)
+    plugin = next((t.plugin for t in agg.filters if t.plugin.name == DYNAMIC_RESOURCES
+                   and isinstance(t.plugin, ExtraResources)), None)
+    if plugin is not None and len(agg.nodes) == p.n_nodes:
+        index = {name: r for r, name in enumerate(p.resources)}
+        for i, node in enumerate(agg.nodes):
+            for name in plugin.extra_allocatable(node):
+                if name in index:
+                    out[i, index[name]] = True
+    _DRA_CAPACITY.clear()
+    _DRA_CAPACITY[id(p)] = (p, out)
+    return out
+
+
+_DRA_CAPACITY: dict[int, tuple[Problem, BoolArray]] = {}
+"""The last problem's DRA capacity cells (explaining one plan asks for them once per class)."""

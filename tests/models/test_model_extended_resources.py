@@ -147,3 +147,12 @@ def test_defrag_counts_the_dra_devices_a_claim_takes() -> None:
     )
     (placed,) = plan_with(snapshot, Profile(objective=Objective.DEFRAG)).placements
     assert placed.node == "n2"
+
+
+def test_reasons_in_the_kube_schedulers_words_per_node() -> None:
+    """Where a device plugin serves the resource, NodeResourcesFit's reason; where DRA does,
+    DynamicResources' (as the kube-scheduler's Fit leaves the resource to it there)."""
+    snapshot = snapshot_of(node("n1").cpu("8"), node("n2").cpu("8").gpu(1), gpu_class(), gpu_slice("n1", 2),
+                           pod("p").cpu("1").gpu(3))
+    assert why(plan(snapshot)) == {
+        "p": "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 cannot allocate all claims."}
