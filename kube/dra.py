@@ -171,6 +171,12 @@ class Devices:
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self.claims.get(f"{namespace}/{name}")
 
+    def serves(self, resource: str, allocatable: Mapping[str, int]) -> bool:
+        """DRA serves the extended resource on a node with this allocatable: a DeviceClass serves
+        it and no device plugin gives the node any (shouldDelegateResourceToDRA)."""
+        return (allocatable.get(resource, 0) <= 0 and is_extended_resource(resource)
+                and self.class_for(resource) is not None)
+
     def class_for(self, resource: str) -> DeviceClass | None:
         """The DeviceClass serving an extended resource (the kube-scheduler's DeviceClassResolver):
         the class naming it in ``extendedResourceName`` (the newest, then the lowest name, when

@@ -19,6 +19,7 @@ import numpy as np
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.models.devices import dra_devices
 from kubeplace.models.gpu import WHOLE, DeviceTable
 from kubeplace.models.preempt_problem import PreemptionProblem, preemption_problem
 from kubeplace.models.preempt_rows import ORDER
@@ -215,7 +216,8 @@ def _devices_after(pp: PreemptionProblem, after: Snapshot, pending: Assignment, 
     p = pp.problem
     if not p.has_devices:
         return DeviceUse.empty()
-    free: IntArray = DeviceTable.build(after.nodes, after.bound, config.gpu).free.copy()
+    dra = dra_devices(after.devices, after.nodes, config.gpu.device_resource)
+    free: IntArray = DeviceTable.build(after.nodes, after.bound, config.gpu, dra).free.copy()
     rows = []
     d = pending.devices
     for c, i, dev, k in zip(d.cls.tolist(), d.node.tolist(), d.device.tolist(), d.counts.tolist(), strict=True):

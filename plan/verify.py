@@ -442,7 +442,7 @@ def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], devices: 
             added[resource] = added.get(resource, 0) + amount
     for resource in sorted(added):
         allocatable = node.allocatable.get(resource, 0)
-        if allocatable <= 0 and devices.class_for(resource) is not None:
+        if devices.serves(resource, node.allocatable):
             continue
         free = allocatable - used.get(resource, 0)
         if added[resource] <= 0 or added[resource] <= free:

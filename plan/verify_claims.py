@@ -39,7 +39,6 @@ from kubeplace.kube.dra import (
     DeviceResult,
     Devices,
     ResourceClaim,
-    is_extended_resource,
 )
 from kubeplace.kube.objects import Node, Pod, SelectorTerm, Snapshot
 from kubeplace.plan.verify_domains import node_term_matches
@@ -91,10 +90,9 @@ def _extended(pod: Pod, node: Node, devices: Devices, given: ClaimAllocation | N
     class, as many as the pod requests of it in all, one request per container; elsewhere none."""
     served: dict[str, int] = {}
     for resource, amount in pod.requests.items():
-        if amount > 0 and is_extended_resource(resource) and node.allocatable.get(resource, 0) <= 0:
-            device_class = devices.class_for(resource)
-            if device_class is not None:
-                served[device_class.name] = served.get(device_class.name, 0) + amount
+        device_class = devices.class_for(resource)
+        if amount > 0 and device_class is not None and devices.serves(resource, node.allocatable):
+            served[device_class.name] = served.get(device_class.name, 0) + amount
     if given is None:
         return [f"extended resources of class {', '.join(sorted(served))} are not allocated"] if served else []
     if not served:

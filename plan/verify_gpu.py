@@ -54,8 +54,7 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[tuple[str, str, str,
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:
             continue  # the main verifier reports these
-        if node.allocatable.get(settings.gpu_device_resource, 0) <= 0 and snapshot.devices.class_for(
-                settings.gpu_device_resource) is not None:
+        if snapshot.devices.serves(settings.gpu_device_resource, node.allocatable):
             continue  # served by DRA there: its devices are the claim's (verify_claims)
         if node_name not in load:
             devices_of[node_name] = device_count(node, settings)

@@ -153,7 +153,7 @@ class _Preemptions:
                 power = self.power(pod)
                 placed = [q for q in here if self.power(q) >= power]
                 staying = [r for r in running if not (r.key in self.evicted and self.unit_priority(r) < power)]
-                over = _over(found.allocatable, placed, staying)
+                over = _over(found.allocatable, placed, staying, self.snapshot)
                 if over:
                     yield Violation(pod.namespace, pod.name, node_name, "Preemption",
                                     f"counts on room freed by victims it may not preempt: {over}")
@@ -163,13 +163,17 @@ def _requests(pod: Pod) -> dict[str, int]:
     return {**pod.requests, PODS: max(pod.requests.get(PODS, 0), 1)}  # every pod takes a pod slot
 
 
-def _over(allocatable: Mapping[str, int], placed: Sequence[Pod], staying: Sequence[Pod]) -> str:
-    """The first resource the placed pods request that ``staying`` leaves too little of ("" if none)."""
+def _over(allocatable: Mapping[str, int], placed: Sequence[Pod], staying: Sequence[Pod], snapshot: Snapshot) -> str:
+    """The first resource the placed pods request that ``staying`` leaves too little of ("" if none);
+    an extended resource a DeviceClass serves where no device plugin gives it is DRA's (its devices
+    are checked by ``verify_claims``)."""
     need: dict[str, int] = {}
     for pod in placed:
         for resource, amount in _requests(pod).items():
             need[resource] = need.get(resource, 0) + amount
     for resource in sorted(need):
+        if snapshot.devices.serves(resource, allocatable):
+            continue
         used = sum(_requests(p).get(resource, 0) for p in staying)
         if need[resource] > 0 and used + need[resource] > allocatable.get(resource, 0):
             return f"Insufficient {resource}"

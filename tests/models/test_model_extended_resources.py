@@ -156,3 +156,19 @@ def test_reasons_in_the_kube_schedulers_words_per_node() -> None:
                            pod("p").cpu("1").gpu(3))
     assert why(plan(snapshot)) == {
         "p": "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 cannot allocate all claims."}
+
+
+def test_a_preemption_plan_allocates_the_preemptors_extended_resource_claim() -> None:
+    """A full node (CPU): the high-priority pod asking for a DRA-served GPU preempts a low one and
+    gets its extended resource claim in the plan (devices counted as the node's GPUs)."""
+    from kubeplace.models.config import Configuration, SolverSettings
+    from kubeplace.plan.preempt import make_preemption_plan
+
+    snapshot = snapshot_of(node("n1").cpu("2"), gpu_class(), gpu_slice("n1", 2),
+                           pod("low").cpu("2").priority(1).owner("ReplicaSet", "rs").on("n1"),
+                           pod("high").cpu("1").priority(100).gpu(2))
+    config = Configuration()
+    planned = make_preemption_plan(snapshot, config, config.profiles[0], SolverSettings(time_limit=10, workers=1))
+    assert planned.violations == ()
+    assert [(p.name, [c.claim for c in p.claims]) for p in planned.plan.placements] == [("high", [EXTENDED_CLAIM])]
+    assert [v.name for v in planned.plan.preemptions] == ["low"]
