@@ -12,7 +12,8 @@ order and the kube-scheduler's queue order (priority, then arrival) are one and 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,24 @@ GPU = "nvidia.com/gpu"
 TENANT = "tenant"
 MODEL_LABEL = "nvidia.com/gpu.product"
 IMAGE = "registry.local/bench:1"
-DEFAULT_OPENB_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
+OPENB_ENV = "KUBEPLACE_OPENB_DIR"
+OPENB_SHARED = Path("shared", "data", "openb")
 OPENB_NODES = "openb_node_list_all_node.csv"
 OPENB_PODS = "openb_pod_list_default.csv"
 OPENB_SAMPLE_NODES = 250
+
+
+def default_openb_dir(environ: Mapping[str, str] = os.environ, start: Path = Path(__file__).resolve()) -> Path | None:
+    """The openb trace's directory when none is given: ``$KUBEPLACE_OPENB_DIR``, else the first
+    ``shared/data/openb`` that holds the node list, looking upward from this checkout (a worktree
+    nested deeper than the main checkout finds it too); None when there is neither."""
+    given = environ.get(OPENB_ENV)
+    if given:
+        return Path(given)
+    for parent in start.parents:
+        if (parent / OPENB_SHARED / OPENB_NODES).is_file():
+            return parent / OPENB_SHARED
+    return None
 
 
 @dataclass(frozen=True)
@@ -215,7 +230,7 @@ def sample_openb(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], n_nodes: in
     return [nodes[i] for i in sorted(picked)], [pods[int(j)] for j in pod_idx]
 
 
-def openb(seed: int, data_dir: Path = DEFAULT_OPENB_DIR, n_nodes: int = OPENB_SAMPLE_NODES) -> Scenario:
+def openb(seed: int, data_dir: Path, n_nodes: int = OPENB_SAMPLE_NODES) -> Scenario:
     """A scaled-down openb cluster; GPU shares become one whole GPU (ceil), since the kube-scheduler
     knows nothing of shares and both copies must follow the same rules."""
     from kubeplace_bench.openb import read_nodes, read_pods

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import NoReturn
 from pathlib import Path
 
 import click
@@ -26,7 +27,7 @@ from kubeplace.cli.options import EXIT_INPUT
 @click.option("--settle", type=click.FloatRange(min=0.5), default=5.0, show_default=True,
               help="The kube-scheduler copy ends after this many seconds without a new binding.")
 @click.option("--openb-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Directory of the openb CSVs (default: ../shared/data/openb beside the repository).")
+              help="Directory of the openb CSVs (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above the checkout).")
 @click.option("--openb-nodes", type=click.IntRange(min=1), default=250, show_default=True,
               help="Nodes sampled from openb for the openb scenario.")
 @click.option("--build", is_flag=True,
@@ -56,7 +57,7 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     from kubeplace_bench.cluster import BenchError, Settings, run_scenarios, table
     from kubeplace_bench.cluster_preempt import PREEMPTION_SCENARIOS
     from kubeplace_bench.cluster_rules import RULE_SCENARIOS
-    from kubeplace_bench.cluster_scenarios import DEFAULT_OPENB_DIR, SCENARIOS, openb
+    from kubeplace_bench.cluster_scenarios import OPENB_ENV, SCENARIOS, default_openb_dir, openb
 
     known = {**SCENARIOS, **RULE_SCENARIOS, **PREEMPTION_SCENARIOS}
 
@@ -65,9 +66,11 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
         raise click.BadParameter(f"unknown scenario {', '.join(unknown)}; known: {', '.join(known)}",
                                  param_hint="--scenario")
     chosen = list(dict.fromkeys(scenarios)) or list(known)
-    data_dir = openb_dir or DEFAULT_OPENB_DIR
+    data_dir = openb_dir or default_openb_dir()
     built = []
     for name in chosen:
+        if name == "openb" and data_dir is None:
+            _fail(f"scenario openb: no openb trace found (give --openb-dir or set {OPENB_ENV})")
         try:
             built.append(openb(seed, data_dir, openb_nodes) if name == "openb" else known[name](seed))
         except FileNotFoundError as e:
@@ -96,6 +99,6 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     click.echo(json.dumps(doc, indent=2) if output == "json" else table(doc), nl=output == "json")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_INPUT)

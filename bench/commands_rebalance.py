@@ -19,7 +19,7 @@ from kubeplace.cli.options import EXIT_INPUT
 @click.option("--nodes", type=click.IntRange(min=4), default=200, show_default=True,
               help="Nodes of the generated fragmented cluster.")
 @click.option("--openb-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Directory of the openb CSVs (default: ../shared/data/openb beside the repository, if there).")
+              help="Directory of the openb CSVs (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above the checkout, if there).")
 @click.option("--openb-nodes", type=click.IntRange(min=4), default=250, show_default=True,
               help="Nodes sampled from openb.")
 @click.option("--no-openb", is_flag=True, help="Skip the openb cluster.")
@@ -34,10 +34,10 @@ def rebalance_bench_command(seed: int, nodes: int, openb_dir: Path | None, openb
     emulation made), and the moves that make room for a pending GPU job: kubeplace, the optimum
     (exact backend on small cases) and the greedy "evict from the emptiest node"."""
     from kubeplace.kube.errors import KubeplaceError
-    from kubeplace_bench.cluster_scenarios import DEFAULT_OPENB_DIR
+    from kubeplace_bench.cluster_scenarios import default_openb_dir
     from kubeplace_bench.rebalance import run, table
 
-    data = None if no_openb else (openb_dir or DEFAULT_OPENB_DIR)
+    data = None if no_openb else (openb_dir or default_openb_dir())
     if data is not None and not data.is_dir():
         if openb_dir is not None:
             click.echo(f"error: --openb-dir {openb_dir}: no such directory", err=True)

@@ -44,7 +44,8 @@ COLUMNS = (  # key (dotted: nested), heading, format
 @click.option("--churn-rate", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
               help="churn: pods deleted and created a second.")
 @click.option("--openb", "openb_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
-              help="gpu: the openb CSV directory (else synthetic openb-like shapes).")
+              help="gpu: the openb CSV directory (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above the "
+                   "checkout; synthetic openb-like shapes when neither is there).")
 @click.option("--settle", type=click.FloatRange(min=1), default=15.0, show_default=True,
               help="A run ends after this many seconds without a new binding.")
 @click.option("--timeout", type=click.FloatRange(min=10), default=900.0, show_default=True,

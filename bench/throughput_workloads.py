@@ -32,7 +32,15 @@ import numpy as np
 
 from kubeplace.kube.objects import GPU
 from kubeplace.models.gpu import KOORD_CORE, KOORD_MEMORY
-from kubeplace_bench.cluster_scenarios import DEFAULT_OPENB_DIR, OPENB_NODES, OPENB_PODS, node, pod, sample_openb
+from kubeplace_bench.cluster_scenarios import (
+    OPENB_ENV,
+    OPENB_NODES,
+    OPENB_PODS,
+    default_openb_dir,
+    node,
+    pod,
+    sample_openb,
+)
 from kubeplace_bench.controlplane import fake_node_manifest
 from kubeplace_bench.gpusim import WHOLE, NodeSpec, PodSpec
 from kubeplace_bench.openb import gpu_resources
@@ -165,19 +173,23 @@ def synthetic_gpu(nodes: int, pods: int, seed: int) -> tuple[list[NodeSpec], lis
 
 
 def gpu(nodes: int, pods: int, seed: int, openb_dir: Path | None) -> Workload:
+    """openb's shapes from the trace (``--openb DIR``, else :func:`default_openb_dir`), synthetic
+    openb-like ones when there is no trace; a note says which."""
     notes: list[str] = []
-    if openb_dir is not None:
+    data_dir = openb_dir or default_openb_dir()
+    if data_dir is not None:
         from kubeplace_bench.openb import read_nodes, read_pods
 
-        all_nodes, all_pods = read_nodes(openb_dir / OPENB_NODES), read_pods(openb_dir / OPENB_PODS)
+        all_nodes, all_pods = read_nodes(data_dir / OPENB_NODES), read_pods(data_dir / OPENB_PODS)
         node_specs, pod_specs = sample_openb(all_nodes, all_pods, nodes, seed)
         if pods:
             pod_specs = pod_specs[:pods]
-        notes.append(f"openb sample: {len(node_specs)} of {len(all_nodes)} nodes, {len(pod_specs)} of "
-                     f"{len(all_pods)} pods ({openb_dir}), seed {seed}")
+        found = "--openb" if openb_dir is not None else "the default"
+        notes.append(f"shapes: the openb trace at {data_dir} ({found}); {len(node_specs)} of {len(all_nodes)} "
+                     f"nodes, {len(pod_specs)} of {len(all_pods)} pods, seed {seed}")
     else:
         node_specs, pod_specs = synthetic_gpu(nodes, pods, seed)
-        notes.append(f"synthetic openb-like shapes (no --openb DIR; e.g. {DEFAULT_OPENB_DIR})")
+        notes.append(f"shapes: synthetic openb-like (no openb trace found: give --openb DIR or set {OPENB_ENV})")
     node_docs = [gpu_node(i, n) for i, n in enumerate(node_specs)]
     pod_docs = [gpu_pod(j, p) for j, p in enumerate(pod_specs)]
     whole = sum(1 for p in pod_specs if p.num_gpu and not p.is_share)
