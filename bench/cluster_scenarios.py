@@ -36,14 +36,14 @@ OPENB_PODS = "openb_pod_list_default.csv"
 OPENB_SAMPLE_NODES = 250
 
 
-def default_openb_dir(environ: Mapping[str, str] = os.environ, start: Path = Path(__file__).resolve()) -> Path | None:
+def default_openb_dir(environ: Mapping[str, str] | None = None, start: Path | None = None) -> Path | None:
     """The openb trace's directory when none is given: ``$KUBEPLACE_OPENB_DIR``, else the first
     ``shared/data/openb`` that holds the node list, looking upward from this checkout (a worktree
     nested deeper than the main checkout finds it too); None when there is neither."""
-    given = environ.get(OPENB_ENV)
+    given = (os.environ if environ is None else environ).get(OPENB_ENV)
     if given:
         return Path(given)
-    for parent in start.parents:
+    for parent in (start or Path(__file__).resolve()).parents:
         if (parent / OPENB_SHARED / OPENB_NODES).is_file():
             return parent / OPENB_SHARED
     return None
@@ -230,11 +230,15 @@ def sample_openb(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], n_nodes: in
     return [nodes[i] for i in sorted(picked)], [pods[int(j)] for j in pod_idx]
 
 
-def openb(seed: int, data_dir: Path, n_nodes: int = OPENB_SAMPLE_NODES) -> Scenario:
+def openb(seed: int, data_dir: Path | None = None, n_nodes: int = OPENB_SAMPLE_NODES) -> Scenario:
     """A scaled-down openb cluster; GPU shares become one whole GPU (ceil), since the kube-scheduler
-    knows nothing of shares and both copies must follow the same rules."""
+    knows nothing of shares and both copies must follow the same rules. ``data_dir``: the trace's
+    directory (default: :func:`default_openb_dir`)."""
     from kubeplace_bench.openb import read_nodes, read_pods
 
+    data_dir = data_dir or default_openb_dir()
+    if data_dir is None:
+        raise FileNotFoundError(f"no openb trace found (set {OPENB_ENV})")
     all_nodes = read_nodes(data_dir / OPENB_NODES)
     all_pods = read_pods(data_dir / OPENB_PODS)
     nodes, pods = sample_openb(all_nodes, all_pods, n_nodes, seed)

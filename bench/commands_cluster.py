@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import NoReturn
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -27,7 +27,8 @@ from kubeplace.cli.options import EXIT_INPUT
 @click.option("--settle", type=click.FloatRange(min=0.5), default=5.0, show_default=True,
               help="The kube-scheduler copy ends after this many seconds without a new binding.")
 @click.option("--openb-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Directory of the openb CSVs (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above the checkout).")
+              help="Directory of the openb CSVs (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above "
+                   "the checkout).")
 @click.option("--openb-nodes", type=click.IntRange(min=1), default=250, show_default=True,
               help="Nodes sampled from openb for the openb scenario.")
 @click.option("--build", is_flag=True,
@@ -57,7 +58,7 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     from kubeplace_bench.cluster import BenchError, Settings, run_scenarios, table
     from kubeplace_bench.cluster_preempt import PREEMPTION_SCENARIOS
     from kubeplace_bench.cluster_rules import RULE_SCENARIOS
-    from kubeplace_bench.cluster_scenarios import OPENB_ENV, SCENARIOS, default_openb_dir, openb
+    from kubeplace_bench.cluster_scenarios import SCENARIOS, default_openb_dir, openb
 
     known = {**SCENARIOS, **RULE_SCENARIOS, **PREEMPTION_SCENARIOS}
 
@@ -69,8 +70,6 @@ def cluster_command(scenarios: tuple[str, ...], seed: int, time_limit: float, se
     data_dir = openb_dir or default_openb_dir()
     built = []
     for name in chosen:
-        if name == "openb" and data_dir is None:
-            _fail(f"scenario openb: no openb trace found (give --openb-dir or set {OPENB_ENV})")
         try:
             built.append(openb(seed, data_dir, openb_nodes) if name == "openb" else known[name](seed))
         except FileNotFoundError as e:

@@ -19,7 +19,8 @@ from kubeplace.cli.options import EXIT_INPUT
 @click.option("--nodes", type=click.IntRange(min=4), default=200, show_default=True,
               help="Nodes of the generated fragmented cluster.")
 @click.option("--openb-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Directory of the openb CSVs (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above the checkout, if there).")
+              help="Directory of the openb CSVs (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above "
+                   "the checkout, if there).")
 @click.option("--openb-nodes", type=click.IntRange(min=4), default=250, show_default=True,
               help="Nodes sampled from openb.")
 @click.option("--no-openb", is_flag=True, help="Skip the openb cluster.")
