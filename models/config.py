@@ -45,6 +45,11 @@ class SolverSettings:
     """Stop as soon as nothing more can be placed (every pod placed, or the placed weight at the
     bound) instead of spending the rest of the budget on the objective (not in the file:
     ``serve`` sets it, where a pod waiting for a better balance waits for nothing it asked for)."""
+    pack_devices: bool = False
+    """For batches with GPU pods: the FGD greedy measures each node's whole fragmentation (CPU and
+    memory included) whatever the batch's size, and its placement is kept over the objective's
+    choice when it places as much (not in the file: ``serve`` sets it: it plans a backlog batch
+    after batch, and a batch spread for balance strands the devices later batches' GPU pods need)."""
 
 
 @dataclass(frozen=True)

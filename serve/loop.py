@@ -148,7 +148,7 @@ class ServeSettings:
 def cycle_options(solver: SolverSettings, settings: ServeSettings, pods: int) -> SolverSettings:
     """The solver settings of a cycle of ``pods`` pending pods (see ``ServeSettings.budget_base``)."""
     budget = min(solver.time_limit, settings.budget_base + settings.budget_per_pod * pods)
-    return replace(solver, time_limit=budget, stop_when_placed=True)
+    return replace(solver, time_limit=budget, stop_when_placed=True, pack_devices=True)
 
 
 @dataclass

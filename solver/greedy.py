@@ -81,11 +81,12 @@ def class_order(problem: Problem) -> list[int]:
 
 
 def greedy(problem: Problem, policy: str = BEST_FIT, order: list[int] | None = None,
-           state: PlacementState | None = None, steer: bool = False) -> Assignment:
+           state: PlacementState | None = None, steer: bool = False, exact: bool | None = None) -> Assignment:
     """A complete placement by ``policy``; ``state`` may hold placements kept fixed.
     ``steer`` (best-fit and spread only) keeps pods off resources they do not use, see
-    :func:`_steered`."""
-    place = _steered(problem, policy) if steer else _placer(problem, policy)
+    :func:`_steered`. ``exact`` (FGD): full node fragmentation per candidate (None: up to
+    EXACT_FGD_PODS pending pods)."""
+    place = _steered(problem, policy) if steer else _placer(problem, policy, exact)
     classes = order if order is not None else class_order(problem)
     return _place_runs(problem, state or PlacementState.start(problem), place, ((c, None) for c in classes))
 
@@ -128,14 +129,16 @@ def _place_runs(problem: Problem, state: PlacementState, place: Placer,
     return state.assignment()
 
 
-def _placer(problem: Problem, policy: str) -> Placer:
+def _placer(problem: Problem, policy: str, exact_fgd: bool | None = None) -> Placer:
     if policy == BEST_FIT:
         return _best_fit
     if policy == SPREAD:
         return _spread
     if policy == FGD:
         tables = FragmentationTables.of(problem)
-        exact = popular(TaskShapes.of(problem, by_devices=True)) if int(problem.count.sum()) <= EXACT_FGD_PODS else None
+        if exact_fgd is None:
+            exact_fgd = int(problem.count.sum()) <= EXACT_FGD_PODS
+        exact = popular(TaskShapes.of(problem, by_devices=True)) if exact_fgd else None
 
         def fgd(state: PlacementState, c: int, want: int) -> int:
             if state.need(c).count > 0:

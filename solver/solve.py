@@ -161,8 +161,9 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Sol
     first) is left out when ``stop_when_placed`` and a plain one already places every pod that
     can be placed."""
     in_queue = int(problem.count.sum()) <= QUEUE_ORDER_PODS
+    pack = settings.pack_devices and problem.has_devices
     candidates = [(greedy_in_queue(problem, FGD), "fgd, queue order") if policy == FGD and in_queue
-                  else (greedy(problem, policy), policy)
+                  else (greedy(problem, policy, exact=True if pack and policy == FGD else None), policy)
                   for policy in POLICIES if policy != FGD or problem.has_devices]
     if settings.stop_when_placed and with_guided:
         everything = placeable_weight(problem)
@@ -180,7 +181,20 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Sol
     for candidate, policy in candidates[1:]:
         if evaluate.better(problem, candidate, best, terms):
             best, name = candidate, policy
+    if pack:
+        best, name = _packed(problem, candidates, best, name)
     return best, f"greedy ({name})"
+
+
+def _packed(problem: Problem, candidates: Sequence[tuple[Assignment, str]], best: Assignment,
+            name: str) -> tuple[Assignment, str]:
+    """The FGD placement instead of ``best`` when it places as much (``SolverSettings.pack_devices``):
+    in a stream of batches, the next batch's GPU pods need the devices this one leaves whole."""
+    weight = evaluate.placed_weight(problem, best)
+    for candidate, policy in candidates:
+        if policy.startswith(FGD) and evaluate.placed_weight(problem, candidate) >= weight:
+            return candidate, policy
+    return best, name
 
 
 def _patterns(run: Run) -> None:
