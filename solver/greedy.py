@@ -104,13 +104,13 @@ def queue_runs(problem: Problem) -> list[tuple[int, int]]:
     return runs
 
 
-def greedy_in_queue(problem: Problem, policy: str = FGD) -> Assignment:
+def greedy_in_queue(problem: Problem, policy: str = FGD, exact: bool | None = None) -> Assignment:
     """``policy`` one pod at a time in scheduling-queue order, as a one-at-a-time scheduler
     would see a small batch of arrivals. Measured on FGD's saturation replay (windows of 100
     arrivals): the same FGD placer in queue order ends with more GPUs allocated than in
     largest-first order, whose big pods take the nodes later arrivals of the stream fit best.
-    A gang is placed whole when its first member comes up."""
-    return _place_runs(problem, PlacementState.start(problem), _placer(problem, policy), queue_runs(problem))
+    A gang is placed whole when its first member comes up. ``exact`` as for :func:`greedy`."""
+    return _place_runs(problem, PlacementState.start(problem), _placer(problem, policy, exact), queue_runs(problem))
 
 
 def _place_runs(problem: Problem, state: PlacementState, place: Placer,

@@ -162,8 +162,9 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Sol
     can be placed."""
     in_queue = int(problem.count.sum()) <= QUEUE_ORDER_PODS
     pack = settings.pack_devices and problem.has_devices
-    candidates = [(greedy_in_queue(problem, FGD), "fgd, queue order") if policy == FGD and in_queue
-                  else (greedy(problem, policy, exact=True if pack and policy == FGD else None), policy)
+    exact = True if pack else None  # whole-node FGD whatever the batch's size
+    candidates = [(greedy_in_queue(problem, FGD, exact), "fgd, queue order") if policy == FGD and in_queue
+                  else (greedy(problem, policy, exact=exact), policy)
                   for policy in POLICIES if policy != FGD or problem.has_devices]
     if settings.stop_when_placed and with_guided:
         everything = placeable_weight(problem)
