@@ -73,7 +73,8 @@ def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | 
     from kubeplace_bench import controlplane as cp
     from kubeplace_bench import controlplane_binaries as binaries
     from kubeplace_bench.cluster import BenchError
-    from kubeplace_bench.throughput import SCHEDULERS, Settings, notes, run
+    from kubeplace_bench.throughput import Settings, notes, run
+    from kubeplace_bench.throughput_schedulers import SCHEDULERS
     from kubeplace_bench.throughput_workloads import WORKLOADS
     from kubeplace_bench.throughput_workloads import build as build_workload
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubeplace_bench.throughput import SCHEDULERS, Settings, run
+from kubeplace_bench.throughput import Settings, run
+from kubeplace_bench.throughput_schedulers import SCHEDULERS
 from kubeplace_bench.throughput_workloads import build
 
 from . import controlplane as cp
