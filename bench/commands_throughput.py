@@ -46,6 +46,7 @@ COLUMNS = (  # key (dotted: nested), heading, format
 @click.option("--openb", "openb_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
               help="gpu: the openb CSV directory (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above the "
                    "checkout; synthetic openb-like shapes when neither is there).")
+@click.option("--synthetic-gpu", is_flag=True, help="gpu: synthetic openb-like shapes even when the trace is found.")
 @click.option("--settle", type=click.FloatRange(min=1), default=15.0, show_default=True,
               help="A run ends after this many seconds without a new binding.")
 @click.option("--timeout", type=click.FloatRange(min=10), default=900.0, show_default=True,
@@ -59,8 +60,9 @@ COLUMNS = (  # key (dotted: nested), heading, format
               help="Build the control plane binaries if they are not cached (10-25 minutes, needs Go).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | None, arrival_seconds: float,
-                       duration: float, churn_rate: float, openb_dir: Path | None, settle: float, timeout: float,
-                       qps: int, serve_args: tuple[str, ...], seed: int, build: bool, output: str) -> None:
+                       duration: float, churn_rate: float, openb_dir: Path | None, synthetic_gpu: bool,
+                       settle: float, timeout: float, qps: int, serve_args: tuple[str, ...], seed: int, build: bool,
+                       output: str) -> None:
     """Scheduling throughput and latency of kubeplace serve and the kube-scheduler, side by side.
 
     Starts etcd, kube-apiserver, kube-controller-manager and kwok on 127.0.0.1, creates the kwok
@@ -81,7 +83,8 @@ def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | 
     chosen = _choices(workloads, WORKLOADS, "--workload")
     order = _choices(schedulers, SCHEDULERS, "--schedulers")
     built = [build_workload(name, nodes=nodes, pods=pods, seed=seed, arrival_seconds=arrival_seconds,
-                            duration=duration, churn_rate=churn_rate, openb_dir=openb_dir) for name in chosen]
+                            duration=duration, churn_rate=churn_rate, openb_dir=openb_dir, synthetic=synthetic_gpu)
+             for name in chosen]
     try:
         bin_dir = binaries.locate_binaries() if build else binaries.cached_binaries()
     except binaries.ControlPlaneError as e:

@@ -172,11 +172,11 @@ def synthetic_gpu(nodes: int, pods: int, seed: int) -> tuple[list[NodeSpec], lis
     return node_specs, specs
 
 
-def gpu(nodes: int, pods: int, seed: int, openb_dir: Path | None) -> Workload:
+def gpu(nodes: int, pods: int, seed: int, openb_dir: Path | None, synthetic: bool = False) -> Workload:
     """openb's shapes from the trace (``--openb DIR``, else :func:`default_openb_dir`), synthetic
-    openb-like ones when there is no trace; a note says which."""
+    openb-like ones when there is no trace or ``synthetic``; a note says which."""
     notes: list[str] = []
-    data_dir = openb_dir or default_openb_dir()
+    data_dir = None if synthetic else openb_dir or default_openb_dir()
     if data_dir is not None:
         from kubeplace_bench.openb import read_nodes, read_pods
 
@@ -189,7 +189,8 @@ def gpu(nodes: int, pods: int, seed: int, openb_dir: Path | None) -> Workload:
                      f"nodes, {len(pod_specs)} of {len(all_pods)} pods, seed {seed}")
     else:
         node_specs, pod_specs = synthetic_gpu(nodes, pods, seed)
-        notes.append(f"shapes: synthetic openb-like (no openb trace found: give --openb DIR or set {OPENB_ENV})")
+        why = "--synthetic-gpu" if synthetic else f"no openb trace found: give --openb DIR or set {OPENB_ENV}"
+        notes.append(f"shapes: synthetic openb-like ({why})")
     node_docs = [gpu_node(i, n) for i, n in enumerate(node_specs)]
     pod_docs = [gpu_pod(j, p) for j, p in enumerate(pod_specs)]
     whole = sum(1 for p in pod_specs if p.num_gpu and not p.is_share)
@@ -250,14 +251,15 @@ def gpu_milli(manifest: Manifest) -> int:
 
 
 def build(name: str, *, nodes: int, pods: int | None, seed: int = 0, arrival_seconds: float = 60.0,
-          duration: float = 600.0, churn_rate: float = 20.0, openb_dir: Path | None = None) -> Workload:
+          duration: float = 600.0, churn_rate: float = 20.0, openb_dir: Path | None = None,
+          synthetic: bool = False) -> Workload:
     count = DEFAULT_PODS[name] if pods is None else pods
     if name == "basic":
         return basic(nodes, count)
     if name == "gangs":
         return gangs(nodes, count, seed, arrival_seconds)
     if name == "gpu":
-        return gpu(nodes, count, seed, openb_dir)
+        return gpu(nodes, count, seed, openb_dir, synthetic)
     if name == "churn":
         return churn(nodes, count, duration, churn_rate)
     raise ValueError(f"unknown workload {name}; known: {', '.join(WORKLOADS)}")

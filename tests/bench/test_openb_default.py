@@ -47,3 +47,9 @@ def test_the_gpu_workload_says_which_shapes_it_used(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(throughput_workloads, "default_openb_dir", lambda: None)
     synthetic = throughput_workloads.build("gpu", nodes=2, pods=5)
     assert any(n.startswith("shapes: synthetic openb-like (no openb trace found") for n in synthetic.notes)
+
+
+def test_synthetic_shapes_on_request_even_with_a_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(OPENB_ENV, str(trace_in(tmp_path)))
+    synthetic = throughput_workloads.build("gpu", nodes=2, pods=5, synthetic=True)
+    assert any(n == "shapes: synthetic openb-like (--synthetic-gpu)" for n in synthetic.notes)
