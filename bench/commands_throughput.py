@@ -144,6 +144,9 @@ def table(doc: dict[str, Any], legend: list[str]) -> str:
                 parts.append(f"GPUs bound {f['gpus_bound']} ({f['gpu_pods_bound']} GPU pods), "
                              f"{f['gpus_bound_on_devices']} of them on devices "
                              f"({f['gpu_pods_device_conflicts']} GPU pods that no device holds)")
+                if f.get("gpu_pods_with_device_annotation"):
+                    parts.append(f"{f['gpu_pods_with_device_annotation']} GPU pods name their devices, "
+                                 f"{f['gpu_pods_on_overcommitted_devices']} of them on a device over-committed")
             if "rss_growth_mib" in f:
                 parts.append(f"RSS after 1 min {f['rss_mib_after_warmup']} MiB, at end {f['rss_mib_end']} MiB "
                              f"({f['rss_growth_second_half_mib']:+} MiB over the second half; a minute apart: "

@@ -49,6 +49,7 @@ from kubeplace_bench.throughput_measure import (
     gang_figures,
     gpu_figures,
     memory_growth,
+    overcommitted_by_annotation,
     pod_figures,
     top_reasons,
 )
@@ -323,6 +324,10 @@ class Harness:
             conflicts, milli_out = self._device_conflicts(workload, pods, tracks)
             out["gpu_pods_device_conflicts"] = conflicts
             out["gpus_bound_on_devices"] = round(out["gpus_bound"] - milli_out / 1000, 2)
+            listed = self.api.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+            annotated, overcommitted = overcommitted_by_annotation(listed)
+            out["gpu_pods_with_device_annotation"] = annotated
+            out["gpu_pods_on_overcommitted_devices"] = overcommitted
         if workload.churn_seconds:
             out |= memory_growth(sampler.samples, 60.0)
             out["pods_created"] = len(tracks)

@@ -11,11 +11,14 @@ pod's latency counts from ``max(created, start)`` to bound.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from kubeplace.models.gpu import DEVICE_ALLOCATED, KOORD_CORE
 
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))
 
@@ -190,3 +193,23 @@ def top_reasons(messages: Mapping[str, str], limit: int = 3) -> dict[str, int]:
     for message in messages.values():
         counts[message] = counts.get(message, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit])
+
+
+def overcommitted_by_annotation(pods: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(bound pods with a Koordinator device-allocated annotation, those of them that name a device
+    the annotations of the pods bound to the same node fill past one whole GPU): what a scheduler
+    that records its device choice (kubeplace) really over-commits, not a packing heuristic."""
+    load: dict[tuple[str, int], int] = {}
+    devices_of: list[list[tuple[str, int]]] = []
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEVICE_ALLOCATED)
+        if not node or not text:
+            continue
+        keys = []
+        for entry in json.loads(text).get("gpu", []):
+            key = (str(node), int(entry["minor"]))
+            load[key] = load.get(key, 0) + int(entry["resources"][KOORD_CORE]) * 10
+            keys.append(key)
+        devices_of.append(keys)
+    return len(devices_of), sum(1 for keys in devices_of if any(load[k] > 1000 for k in keys))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -125,3 +126,17 @@ def test_device_conflicts_count_gpu_pods_no_device_holds() -> None:
     assert device_conflicts(placed, {"n1": 2, "n2": 1}) == (2, 1200)
     assert device_conflicts({"n3": [(2, 1000)]}, {"n3": 1}) == (1, 2000)
     assert device_conflicts({}, {}) == (0, 0)
+
+
+def test_devices_over_committed_by_their_annotations_are_counted() -> None:
+    from kubeplace_bench.throughput_measure import overcommitted_by_annotation
+
+    def bound(name: str, node: str, *minors_percent: tuple[int, int]) -> dict[str, object]:
+        gpu = [{"minor": m, "resources": {"koordinator.sh/gpu-core": str(p), "koordinator.sh/gpu-memory-ratio": str(p)}}
+               for m, p in minors_percent]
+        return {"metadata": {"name": name, "annotations": {
+            "scheduling.koordinator.sh/device-allocated": json.dumps({"gpu": gpu})}}, "spec": {"nodeName": node}}
+
+    pods = [bound("a", "n1", (0, 60)), bound("b", "n1", (0, 50)), bound("c", "n1", (1, 100)),
+            bound("d", "n2", (0, 60)), {"metadata": {"name": "e"}, "spec": {"nodeName": "n1"}}]
+    assert overcommitted_by_annotation(pods) == (4, 2)
