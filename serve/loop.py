@@ -351,8 +351,9 @@ class Scheduler:
             decided.unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
         for unit, placements in decided.by_unit.items():
             if unit not in decided.refused:
-                for p in placements:  # held as usage by the next cycles while being bound
-                    self.snapshots.assumed.assume(f"{p.namespace}/{p.name}", p.uid, p.node)
+                for p in placements:  # held as usage (and its devices) by the next cycles while being bound
+                    notes = device_notes(p.gpus, pods[(p.namespace, p.name)].requests, self.config.gpu)
+                    self.snapshots.assumed.assume(f"{p.namespace}/{p.name}", p.uid, p.node, notes)
         return decided
 
     def _finish_safely(self, decided: Decided, stop: threading.Event) -> CycleReport:

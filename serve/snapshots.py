@@ -43,28 +43,30 @@ class ConfigMapReader(Protocol):
 
 
 class Assumed:
-    """Pod key -> (uid, node) of bindings not confirmed by the watch yet; thread-safe."""
+    """Pod key -> (uid, node, annotations) of bindings not confirmed by the watch yet; thread-safe.
+    The annotations are those the Binding gives the pod (the GPU devices it takes): until the
+    watch shows them, the next cycles must see the devices taken, not guess them first-fit."""
 
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds, self.clock = seconds, clock
         self._lock = threading.Lock()
-        self._pods: dict[str, tuple[str, str, float]] = {}
+        self._pods: dict[str, tuple[str, str, Mapping[str, str], float]] = {}
 
-    def assume(self, key: str, uid: str, node: str) -> None:
+    def assume(self, key: str, uid: str, node: str, annotations: Mapping[str, str] | None = None) -> None:
         with self._lock:
-            self._pods[key] = (uid, node, self.clock() + self.seconds)
+            self._pods[key] = (uid, node, dict(annotations or {}), self.clock() + self.seconds)
 
     def forget(self, key: str) -> None:
         with self._lock:
             self._pods.pop(key, None)
 
-    def current(self) -> dict[str, tuple[str, str]]:
+    def current(self) -> dict[str, tuple[str, str, Mapping[str, str]]]:
         """The assumptions in force (the expired ones are dropped)."""
         now = self.clock()
         with self._lock:
-            for key in [k for k, (_, _, until) in self._pods.items() if until < now]:
+            for key in [k for k, (*_, until) in self._pods.items() if until < now]:
                 del self._pods[key]
-            return {key: (uid, node) for key, (uid, node, _) in self._pods.items()}
+            return {key: (uid, node, notes) for key, (uid, node, notes, _) in self._pods.items()}
 
 
 class Snapshots:
@@ -94,7 +96,8 @@ class Snapshots:
                 continue
             mine = assumed.get(pod.key)
             if mine is not None and not pod.node_name and pod.uid == mine[0]:
-                pod, raw = replace(pod, node_name=mine[1]), with_node_name(raw, mine[1])
+                pod = replace(pod, node_name=mine[1], annotations={**pod.annotations, **mine[2]})
+                raw = with_node_name(raw, mine[1])
             raws.append(raw)
             pods.append(pod)
         self._steer(raws, pods)

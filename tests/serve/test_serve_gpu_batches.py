@@ -4,6 +4,8 @@ batch's pods need are still there."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import replace
 
 import pytest
@@ -13,7 +15,7 @@ from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.serve.loop import ServeSettings, cycle_options
-from tests.builders import node, pod, snapshot_of
+from tests.builders import PodBuilder, node, pod, snapshot_of
 
 CONFIG = Configuration()
 
@@ -75,3 +77,38 @@ def test_a_large_batch_weighs_the_cpu_a_gpu_pod_leaves(backend: str, monkeypatch
                            *(pod(f"p{i}").cpu("8").memory("1Gi").gpu(1) for i in range(2)))
     planned = plan_cycle(snapshot, backend, pack=True)
     assert {p.node for p in planned.plan.placements} == {"wide"}
+
+
+def test_a_binding_not_yet_seen_holds_the_devices_it_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    # "r" holds 30% of device 1; "first" (40%) goes to the fuller device, 1. Until the watch shows
+    # first's annotation, a first-fit guess would put it on device 0 and leave device 1 room
+    # for "second" (70%): 140% of a device. The assumption carries the devices the binding took.
+    from kubeplace.models.gpu import DEVICE_ALLOCATED, KOORD_CORE, KOORD_MEMORY, allocated_devices
+    from tests.serve.fakes import FakeCluster
+    from tests.serve.test_serve_loop import next_cycle, scheduler
+
+    notes: dict[str, dict[str, str]] = {}
+
+    class Recording(FakeCluster):
+        def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False,
+                 annotations: Mapping[str, str] | None = None) -> None:
+            super().bind(namespace, name, uid, node, dry_run, annotations)
+            notes[name] = dict(annotations or {})
+
+    def share(name: str, percent: int) -> PodBuilder:
+        return pod(name).cpu("1").memory("1Gi").request(KOORD_CORE, percent).request(KOORD_MEMORY, percent)
+
+    held = json.dumps({"gpu": [{"minor": 1, "resources": {KOORD_CORE: "30", KOORD_MEMORY: "30"}}]})
+    gpu_node = (node("a").cpu("8").memory("8Gi").pods(110).gpu(2)
+                .allocatable(KOORD_CORE, 200).allocatable(KOORD_MEMORY, 200))
+    s, _ = scheduler(gpu_node, share("r", 30).annotation(DEVICE_ALLOCATED, held).on("a"), share("first", 40),
+                     cluster=Recording())
+    next_cycle(s)
+    s.store.apply("pods", "ADDED", share("second", 70).manifest())
+    s.queue.add("default/second")
+    next_cycle(s)
+    load = {0: 0, 1: 300}
+    for name in ("first", "second"):
+        for device, milli in allocated_devices(replace(Pod("default", name), annotations=notes[name])) or []:
+            load[device] += milli
+    assert sorted(notes) == ["first", "second"] and max(load.values()) <= 1000, load
