@@ -46,6 +46,7 @@ from kubeplace.kube.followers import APIS as FOLLOWER_APIS
 from kubeplace.kube.followers import leader_gang
 from kubeplace.kube.kueue import API as KUEUE_API
 from kubeplace.kube.kueue import KUEUE_WORKLOAD
+from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.objects import CPU, DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup
 from kubeplace.kube.quantity import QuantityError, milli_value, parse_decimal, whole_value
 
@@ -213,7 +214,11 @@ def _named_group(pod: Pod) -> tuple[str, str]:
 def gang_of(pod: Pod) -> GangKey | None:
     """The pod's gang, or None when it belongs to none: the PodGroup it names, its CRD-free
     group, else its Job's or group's when it is a JobSet or LeaderWorkerSet pod with exclusive
-    topology (``kube.followers``)."""
+    topology (``kube.followers``). Once per pod object (every cycle asks it of every pod)."""
+    return _GANGS(pod)
+
+
+def _gang(pod: Pod) -> GangKey | None:
     name = _named_group(pod)[1] or pod.labels.get(PLAIN_LABEL, "")
     if name:
         return GangKey(pod.namespace, name)
@@ -222,6 +227,9 @@ def gang_of(pod: Pod) -> GangKey | None:
         return leader
     workload = pod.annotations.get(KUEUE_WORKLOAD, "")
     return GangKey(pod.namespace, workload) if workload else None
+
+
+_GANGS: IdentityMemo[Pod, GangKey | None] = IdentityMemo(_gang)
 
 
 def is_admitted(pod: Pod) -> bool:
@@ -234,6 +242,8 @@ def kueue_groups(pending: list[Pod], running: list[Pod], known: set[GangKey]) ->
     of them placed together (its running pods count), since Kueue admitted them together."""
     counts: dict[GangKey, int] = {}
     for pod in (*pending, *running):
+        if KUEUE_WORKLOAD not in pod.annotations:
+            continue  # (most pods: no Workload names them)
         key = gang_of(pod)
         if key is not None and key not in known and pod.annotations.get(KUEUE_WORKLOAD) == key.name:
             counts[key] = counts.get(key, 0) + 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from kubeplace.kube.gangs import is_admitted
+from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.devices import dra_devices
@@ -190,7 +191,7 @@ def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequen
 
 def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEFAULT_CONVENTIONS,
               placement_weight: str = "pods") -> Aggregation:
-    pending = plugins.mark_unmodelled(snapshot).pending  # the pods a plugin cannot model are left
+    pending = plugins.mark_unmodelled(snapshot, bound=False).pending  # the pods a plugin cannot model are left
     extras = [f for f in plugins.filters if isinstance(f, ExtraResources)]
     candidates = [p for p in pending if not p.unmodelled]
     extra_of = {id(p): {k: v for e in extras for k, v in e.extra_requests(p).items()} for p in candidates}
@@ -318,20 +319,35 @@ def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuN
               conv: GpuConventions) -> Workload:
     """Shapes of running and pending pods with their counts (GPU fragmentation is measured
     against what the cluster runs, not only against the batch being placed)."""
-    shapes: dict[tuple[tuple[int, ...], int, int], int] = {}
-    running = []
-    for pod in bound:
-        try:
-            running.append((pod, gpu_need(pod.requests, conv)))
-        except GpuRequestError:
-            continue
-    for pod, need in [*running, *zip(pending, needs, strict=True)]:
-        key = (_demand_vector(pod, resources), min(need.count, MAX_DEVICES + 1), need.milli)
+    shapes: dict[Shape, int] = {}
+    running = (_RUNNING_SHAPES(pod, tuple(resources), conv) for pod in bound)
+    for key in [*(k for k in running if k is not None),
+                *(_shape(pod, need, resources) for pod, need in zip(pending, needs, strict=True))]:
         shapes[key] = shapes.get(key, 0) + 1
     keys = list(shapes)
     demand = np.array([k[0] for k in keys], dtype=np.int64).reshape(len(keys), len(resources))
     return Workload(demand, np.array([k[1] for k in keys], dtype=np.int64),
                     np.array([k[2] for k in keys], dtype=np.int64), np.array([shapes[k] for k in keys], dtype=np.int64))
+
+
+Shape = tuple[tuple[int, ...], int, int]
+"""A pod's requests (clamped), GPU devices (at most MAX_DEVICES + 1) and milli-GPU per device."""
+
+
+def _shape(pod: Pod, need: GpuNeed, resources: Sequence[str]) -> Shape:
+    return _demand_vector(pod, resources), min(need.count, MAX_DEVICES + 1), need.milli
+
+
+def _running_shape(pod: Pod, resources: Sequence[str], conv: GpuConventions) -> Shape | None:
+    """A running pod's shape; None when its GPU request is invalid (it is not counted)."""
+    try:
+        return _shape(pod, gpu_need(pod.requests, conv), resources)
+    except GpuRequestError:
+        return None
+
+
+_RUNNING_SHAPES: IdentityMemo[Pod, Shape | None] = IdentityMemo(_running_shape)
+"""Once per running pod (for the same resources and conventions): the same pods run cycle after cycle."""
 
 
 def _bound_by_node(bound: Sequence[Pod]) -> dict[str, list[Pod]]:

@@ -298,16 +298,18 @@ class PluginSet:
     def unmodelled(self, pod: Pod) -> tuple[str, ...]:
         return tuple(reason for plugin in self.limits for reason in plugin.unmodelled(pod))
 
-    def mark_unmodelled(self, snapshot: Snapshot) -> Snapshot:
+    def mark_unmodelled(self, snapshot: Snapshot, bound: bool = True) -> Snapshot:
         """``snapshot`` with the profile's defaults and every pod's ``unmodelled`` reasons as these
-        plugins give them."""
+        plugins give them; with ``bound=False`` the pending pods' only (a plan places those: the
+        bound ones are usage, whatever their rules)."""
         snapshot = self.defaulted(snapshot)
 
         def mark(pod: Pod) -> Pod:
             new = tuple(r for r in self.unmodelled(pod) if r not in pod.unmodelled)
             return replace(pod, unmodelled=(*pod.unmodelled, *new)) if new else pod  # unchanged: the same pod
 
-        return replace(snapshot, pending=tuple(map(mark, snapshot.pending)), bound=tuple(map(mark, snapshot.bound)))
+        return replace(snapshot, pending=tuple(map(mark, snapshot.pending)),
+                       bound=tuple(map(mark, snapshot.bound)) if bound else snapshot.bound)
 
 
 def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext) -> PluginSet:

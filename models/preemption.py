@@ -163,6 +163,8 @@ class Candidates:
 def candidates(snapshot: Snapshot, power: Mapping[str, int], gpu: GpuConventions) -> Candidates:
     """The units that some pending pod's power could evict (the model decides which are)."""
     top = max(power.values(), default=NO_POWER)
+    if not any(may_evict(top, p.priority) for p in snapshot.bound):
+        return Candidates((), ())  # a unit's priority is its highest member's: none is low enough
     nodes = {n.name: n for n in snapshot.nodes}
     overcommitted = _overcommitted(snapshot.nodes, snapshot.bound)
     waiting = {g for p in snapshot.pending if (g := gang_of(p)) is not None}

@@ -63,6 +63,7 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
     plugins = plugins or instantiate(config, profile, snapshot)
     volumes = {(p.namespace, p.name): p.volumes for p in placements}
     claims = {(p.namespace, p.name): p.claims for p in placements}
-    violations = verify(plugins.mark_unmodelled(snapshot), triples, settings, plugin_checks(plugins), volumes, claims)
+    violations = verify(plugins.mark_unmodelled(snapshot, bound=False), triples, settings, plugin_checks(plugins),
+                        volumes, claims)
     return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements],
                                        settings)

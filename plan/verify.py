@@ -115,9 +115,19 @@ def verify(
                                                                        settings.volume_rules))
     if settings.check_claims:
         violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
-    violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
-                      for v in replay(snapshot, placements).violations)
+    if _domain_rules(snapshot):
+        violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
+                          for v in replay(snapshot, placements).violations)
     return violations
+
+
+def _domain_rules(snapshot: Snapshot) -> bool:
+    """Whether the replay of inter-pod affinity and topology spread can find anything: some
+    pending pod has a hard spread constraint or a pod (anti-)affinity term, or some running pod
+    an anti-affinity term (the only rule of a running pod that reaches a new one). Without any,
+    every placement passes every check of the replay."""
+    return (any(pod.affinity or pod.anti_affinity or any(c.hard for c in pod.spread) for pod in snapshot.pending)
+            or any(pod.anti_affinity for pod in snapshot.bound))
 
 
 _UTC_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?Z")

@@ -101,12 +101,14 @@ def build_preference(_args: None, _ctx: RunContext) -> GangTopologyPreference:
 
 
 def build(_args: None, ctx: RunContext) -> Coscheduling:
+    """The running members of the gangs with pending pods (the only gangs a plan places)."""
     count: dict[GangKey, int] = {}
     requests: dict[GangKey, dict[str, int]] = {}
     nodes: dict[GangKey, set[str]] = {}
+    waiting = {gang_of(pod) for pod in ctx.snapshot.pending}
     for pod in ctx.snapshot.bound:
         key = gang_of(pod)
-        if key is not None:
+        if key is not None and key in waiting:
             count[key] = count.get(key, 0) + 1
             total = requests.setdefault(key, {})
             for resource, amount in pod.requests.items():

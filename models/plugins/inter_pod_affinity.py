@@ -73,7 +73,7 @@ class Index:
         running = [(p, node_of[p.node_name]) for p in snap.bound if p.node_name in node_of]
         existing: dict[TermId, set[str]] = {}
         for pod, node in running:
-            for term in anti_ids(pod):
+            for term in anti_ids(pod) if pod.anti_affinity else ():
                 if term.topology_key in node.labels:
                     existing.setdefault(term, set()).add(node.labels[term.topology_key])
         live_terms = tuple(sorted({t for p in snap.pending for t in anti_ids(p)}, key=repr))

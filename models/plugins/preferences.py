@@ -259,13 +259,17 @@ def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Se
     node_of = {n.name: n for n in nodes}
     existing: dict[Weighted, DomainCounts] = {}
     by_class: dict[int, tuple[Pod, list[Node]]] = {}
+    own = any(p.preferred_affinity or p.preferred_anti_affinity for p in pending)  # else ``running`` is not read
     for pod in bound:
         node = node_of.get(pod.node_name)
         if node is None:
             continue
-        for weighted in scoring_terms(pod, args.hardPodAffinityWeight, not args.ignorePreferredTermsOfExistingPods):
-            existing.setdefault(weighted, DomainCounts()).add(node, weighted[0].topology_key)
-        by_class.setdefault(matcher.label_class(pod), (pod, []))[1].append(node)
+        if pod.affinity or pod.preferred_affinity or pod.preferred_anti_affinity:
+            for weighted in scoring_terms(pod, args.hardPodAffinityWeight,
+                                          not args.ignorePreferredTermsOfExistingPods):
+                existing.setdefault(weighted, DomainCounts()).add(node, weighted[0].topology_key)
+        if own:
+            by_class.setdefault(matcher.label_class(pod), (pod, []))[1].append(node)
     live = tuple(sorted({TermId.of(t, p.namespace) for p in pending for t in p.preferred_anti_affinity}, key=repr))
     score = InterPodAffinityScore(args.weight, matcher, existing, tuple((p, tuple(on)) for p, on in by_class.values()),
                                   live)
