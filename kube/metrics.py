@@ -179,6 +179,8 @@ class Load:
 
 def measured_load(snapshot: Snapshot, resources: Sequence[str] = MEASURED) -> dict[str, Load]:
     """Per node with fresh NodeMetrics: its usage plus the requests of its unmeasured pods."""
+    if not snapshot.node_metrics:
+        return {}
     by_node: dict[str, list[Pod]] = {}
     for pod in snapshot.bound:
         by_node.setdefault(pod.node_name, []).append(pod)

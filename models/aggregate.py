@@ -138,17 +138,44 @@ def _demand_vector(pod: Pod, resources: Sequence[str], extra: Mapping[str, int] 
     return tuple(clamp_request(int(extra.get(r, pod.requests.get(r, 0)))) for r in resources)
 
 
+def _allocatable(node: Node, resources: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(clamp_allocatable(int(node.allocatable.get(r, 0))) for r in resources)
+
+
+_ALLOCATABLE: IdentityMemo[Node, tuple[int, ...]] = IdentityMemo(_allocatable)
+"""A node's capacity row, once per node object (and resources)."""
+
+
+def _capacity_row(node: Node, resources: tuple[str, ...], offered: Mapping[str, int]) -> tuple[int, ...]:
+    """What the node allocates of each resource (``offered``: the extra resources' plugins' amounts)."""
+    if not offered:
+        return _ALLOCATABLE(node, resources)
+    return tuple(clamp_allocatable(int(offered.get(r, node.allocatable.get(r, 0)))) for r in resources)
+
+
+def _requests(pod: Pod, resources: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(max(int(pod.requests.get(name, 0)), 0) for name in resources)
+
+
+_REQUESTS: IdentityMemo[Pod, tuple[int, ...]] = IdentityMemo(_requests)
+"""A running pod's requests (none negative), once per pod object (and resources)."""
+
+
 def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]) -> IntArray:
     """(N, R) raw requests of the bound pods per node, summed exactly, saturated at FULL."""
     index = {n.name: i for i, n in enumerate(nodes)}
     sums = [[0] * len(resources) for _ in nodes]
+    names = tuple(resources)
     for pod in bound:
         i = index.get(pod.node_name)
         if i is not None:
             row = sums[i]
-            for r, name in enumerate(resources):
-                row[r] += max(int(pod.requests.get(name, 0)), 0)
-    used = np.array([[min(v, FULL) for v in row] for row in sums], dtype=np.int64)
+            for r, amount in enumerate(_REQUESTS(pod, names)):
+                row[r] += amount
+    try:
+        used = np.minimum(np.array(sums, dtype=np.int64), FULL)
+    except OverflowError:  # a sum beyond int64 (absurd requests): saturated one by one
+        used = np.array([[min(v, FULL) for v in row] for row in sums], dtype=np.int64)
     return used.reshape(len(nodes), len(resources))
 
 
@@ -202,8 +229,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv, dra_devices(snapshot.devices, nodes, conv.device_resource))
     offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
-    capacity = np.array([[clamp_allocatable(int(o.get(r, n.allocatable.get(r, 0)))) for r in resources]
-                         for n, o in zip(nodes, offered, strict=True)],
+    capacity = np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
                         dtype=np.int64).reshape(len(nodes), len(resources))
     used = _usage(nodes, snapshot.bound, resources)
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.objects import GPU, Node, Pod
 
 WHOLE = 1000
@@ -100,12 +101,19 @@ def devices_of(node: Node, conv: GpuConventions = DEFAULT_CONVENTIONS) -> int:
     """The devices the device model packs on ``node``: its allocatable ``device_resource``, or
     fewer when the count label says fewer physical devices back them (HAMi: vGPU slots), unless
     the device plugin time-slices (replicas label above 1: every replica is handed out as a
-    device). At most MAX_DEVICES."""
+    device). At most MAX_DEVICES. Once per node object."""
+    return _DEVICES(node, conv)
+
+
+def _devices(node: Node, conv: GpuConventions) -> int:
     slots = max(int(node.allocatable.get(conv.device_resource, 0)), 0)
     physical = _label_count(node, conv.count_label)
     if physical is not None and (_label_count(node, conv.replicas_label) or 1) <= 1:
         slots = min(slots, physical)
     return min(slots, MAX_DEVICES)
+
+
+_DEVICES: IdentityMemo[Node, int] = IdentityMemo(_devices)
 
 
 def _label_count(node: Node, label: str) -> int | None:

@@ -71,5 +71,6 @@ class NodePorts:
 def build(_args: None, ctx: RunContext) -> NodePorts:
     used: dict[str, set[HostPort]] = defaultdict(set)
     for pod in ctx.snapshot.bound:
-        used[pod.node_name].update(normalise(p) for p in pod.host_ports)
+        if pod.host_ports:  # (a node without any: no entry, the same as an empty one)
+            used[pod.node_name].update(normalise(p) for p in pod.host_ports)
     return NodePorts({k: frozenset(v) for k, v in used.items()})

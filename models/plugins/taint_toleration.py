@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.objects import NO_EXECUTE, NO_SCHEDULE, Node, Pod, Taint, Toleration
 from kubeplace.models.framework import RunContext
 from kubeplace.models.problem import BoolArray
@@ -27,8 +28,16 @@ def tolerates(tol: Toleration, taint: Taint) -> bool:
 
 
 def hard_taints(node: Node) -> tuple[Taint, ...]:
+    """The node's NoSchedule and NoExecute taints, in order; once per node object."""
+    return _HARD_TAINTS(node)
+
+
+def _hard_taints(node: Node) -> tuple[Taint, ...]:
     return tuple(sorted((t for t in node.taints if t.effect in (NO_SCHEDULE, NO_EXECUTE)),
                         key=lambda t: (t.key, t.value, t.effect)))
+
+
+_HARD_TAINTS: IdentityMemo[Node, tuple[Taint, ...]] = IdentityMemo(_hard_taints)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.objects import WAIT_FOR_FIRST_CONSUMER, Node, Pod, Storage
 from kubeplace.models.framework import RunContext
 from kubeplace.models.problem import BoolArray
@@ -30,6 +31,14 @@ Topology = tuple[tuple[str, frozenset[str]], ...]
 """(label key, values) a node must match, one per topology label of each bound volume."""
 
 
+def _zone_labels(node: Node) -> tuple[str | None, ...]:
+    return tuple(node.labels.get(k) for k in TOPOLOGY_LABELS)
+
+
+_ZONES: IdentityMemo[Node, tuple[str | None, ...]] = IdentityMemo(_zone_labels)
+"""The node's topology labels, once per node object."""
+
+
 @dataclass(frozen=True)
 class VolumeZone:
     topologies: Mapping[str, Topology] = field(default_factory=dict)
@@ -42,7 +51,7 @@ class VolumeZone:
         return (self.rejections.get(pod.key, ""), self.topologies.get(pod.key, ()))
 
     def node_key(self, node: Node) -> Hashable:
-        return tuple(node.labels.get(k) for k in TOPOLOGY_LABELS)
+        return _ZONES(node)
 
     def rejection(self, pod: Pod) -> str:
         return self.rejections.get(pod.key, "")

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from kubeplace.kube import memo
 from kubeplace.kube.gangs import gang_of
-from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.aggregate import aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.preemption import candidates, powers
-from kubeplace.models.problem import Problem
+from kubeplace.models.problem import FULL, Problem
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.preempt import make_preemption_plan
@@ -154,6 +154,18 @@ def test_a_running_pods_anti_affinity_alone_is_still_replayed() -> None:
                            pod("web").cpu("1").label("app", "web"))
     found = verify_plan(snapshot, [Placement("default", "web", "a2", "uid-default-web")], Configuration(), Profile())
     assert [v.rule for v in found] == ["InterPodAffinity"]
+
+
+def test_usage_beyond_int64_saturates() -> None:
+    huge = [Pod("default", f"r{i}", f"u{i}", node_name="a", requests={MEMORY: 1 << 62, CPU: 100}) for i in range(2)]
+    nodes = (Node("a", allocatable={CPU: 4000, MEMORY: 1 << 34, PODS: 110}),
+             Node("b", allocatable={CPU: 4000, MEMORY: 1 << 34, PODS: 110}))
+    pending = (Pod("default", "p", "u", requests={MEMORY: 1 << 30, CPU: 100}),)
+    snapshot = Snapshot(nodes=nodes, pending=pending, bound=tuple(huge))
+    problem = aggregate(snapshot, instantiate(Configuration(), Profile(), snapshot)).problem
+    memory = problem.resources.index(MEMORY)
+    assert problem.used[0, memory] == FULL and problem.used[1, memory] == 0
+    assert problem.used[0, problem.resources.index(CPU)] == 200
 
 
 def test_gang_of_is_remembered_per_object_not_per_equal_object() -> None:
