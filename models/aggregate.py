@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -72,7 +73,12 @@ class FilterTable:
 class ClassView:
     class_pods: Sequence[Pod]
     nodes: Sequence[Node]
-    bound_by_node: Mapping[str, Sequence[Pod]]
+    bound: Sequence[Pod]
+
+    @cached_property
+    def bound_by_node(self) -> Mapping[str, Sequence[Pod]]:
+        """The running pods by node (made when a plugin first asks: none of the in-tree ones does)."""
+        return _bound_by_node(self.bound)
 
 
 @dataclass(frozen=True)
@@ -250,7 +256,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     gpu_count = np.array([keyed[i][1][0] for i in first], dtype=np.int64)
     gpu_milli = np.array([keyed[i][1][1] for i in first], dtype=np.int64)
     tables = tuple(_filter_table(f, class_pods, nodes) for f in plugins.filters)
-    view = ClassView(class_pods, nodes, _bound_by_node(snapshot.bound))
+    view = ClassView(class_pods, nodes, snapshot.bound)
     rules = [r if isinstance(r, Gang) else replace(r, plugin=c.name)
              for c in plugins.constraints for r in c.constraints(view)]
     limit = _limit(capacity, resources, [r for r in rules if isinstance(r, Headroom)])
