@@ -11,6 +11,7 @@ serve cycle's plan with the plan made from scratch."""
 from __future__ import annotations
 
 import copy
+import gc
 from dataclasses import fields, replace
 from typing import Any
 
@@ -172,10 +173,32 @@ def test_gang_of_is_remembered_per_object_not_per_equal_object() -> None:
     a = pod("a").label("kubeplace.io/gang", "g").build()
     b = replace(a, labels={})  # a new object: computed again
     assert gang_of(a) is not None and gang_of(b) is None and gang_of(a) == gang_of(a)
-    squares = memo.IdentityMemo(lambda obj, k: len(obj) * k, limit=2)
-    x, y, z = [1], [1, 2], [1, 2, 3]
-    assert (squares(x, 2), squares(y, 2), squares(x, 3)) == (2, 4, 3)
-    assert len(squares) == 1 and squares(z, 1) == 3  # full: forgotten, never stale
+    calls = []
+
+    def size(obj: Sized, k: int) -> int:
+        calls.append(obj)
+        return obj.n * k
+
+    sizes = memo.IdentityMemo(size)
+    x, y = Sized(1), Sized(2)
+    assert (sizes(x, 2), sizes(y, 2), sizes(x, 3), sizes(x, 2)) == (2, 4, 3, 2) and len(calls) == 3
+    assert sizes(Sized(1), 2) == 2 and len(calls) == 4  # an equal object is another object
+    calls.clear()
+    del x, y
+    gc.collect()
+    assert len(sizes) == 0  # an entry lives as long as its object
+    lengths: memo.IdentityMemo[list[int], int] = memo.IdentityMemo(len)
+    assert lengths([1, 2]) == 2 and len(lengths) == 0  # not weakly referable: computed, not remembered
+
+
+class Sized:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sized) and other.n == self.n
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def test_each_serve_cycle_plans_as_a_plan_from_scratch() -> None:
