@@ -42,6 +42,9 @@ class SchedulingQueue:
         self._attempts: dict[Unit, int] = {}
         self._in_flight: set[Unit] = set()
         self._dirty: set[Unit] = set()  # in flight when something changed for them: no backoff
+        self._stale: set[Unit] = set()
+        """In flight when the cluster changed: retried at once if not placed (its plan may be
+        stale), but not planned again once bound (nothing of it is left to place)."""
         self._arrived = float("-inf")  # when the newest unit entered the active queue
 
     # ------------------------------------------------------------------ producers (informer events)
@@ -71,7 +74,7 @@ class SchedulingQueue:
         with self._cond:
             now = self.clock()
             moved = len(self._waiting)
-            self._dirty.update(self._in_flight)
+            self._stale.update(self._in_flight)
             for unit in self._waiting:
                 self._arrive(unit, now)
             self._waiting.clear()
@@ -87,6 +90,7 @@ class SchedulingQueue:
             self._attempts.pop(unit, None)
             self._in_flight.discard(unit)
             self._dirty.discard(unit)
+            self._stale.discard(unit)
 
     # ------------------------------------------------------------------ the cycle's answers
 
@@ -95,6 +99,7 @@ class SchedulingQueue:
         with self._cond:
             self._in_flight.discard(unit)
             self._attempts.pop(unit, None)
+            self._stale.discard(unit)
             if unit in self._dirty:  # e.g. a gang member that arrived while its gang was bound
                 self._dirty.discard(unit)
                 self._arrive(unit)
@@ -105,6 +110,7 @@ class SchedulingQueue:
         with self._cond:
             self._in_flight.discard(unit)
             self._dirty.discard(unit)
+            self._stale.discard(unit)
             self._waiting.pop(unit, None)
             self._arrive(unit)
             self._cond.notify_all()
@@ -117,8 +123,9 @@ class SchedulingQueue:
             self._attempts[unit] = attempts
             backoff = min(self.maximum, self.initial * 2.0 ** (attempts - 1))
             self._active.pop(unit, None)
-            if unit in self._dirty:  # it changed while planned: retry at once
+            if unit in self._dirty or unit in self._stale:  # it changed while planned: retry at once
                 self._dirty.discard(unit)
+                self._stale.discard(unit)
                 self._active[unit] = self._arrived = self.clock()
                 self._cond.notify_all()
                 return 0.0

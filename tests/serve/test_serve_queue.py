@@ -134,3 +134,19 @@ def test_a_batch_closes_when_arrivals_pause_and_stays_open_while_they_go_on() ->
     assert queue.pop_batch(window=1.0, size=100, timeout=0, quiet=0.2) == ["ns/a", "ns/b"]
     queue.add("ns/c")
     assert queue.pop_batch(window=1.0, size=100, timeout=0) == []  # without quiet: the whole window
+
+
+def test_a_unit_bound_while_the_cluster_changed_is_not_planned_again() -> None:
+    """A change in the cluster during a unit's cycle retries it at once if it was not placed (its
+    plan may be stale), but a unit that was bound has nothing left to plan: it does not come back
+    (it used to come back for an empty plan)."""
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    for unit in ("ns/bound", "ns/unplaced"):
+        queue.add(unit)
+    assert queue.pop_batch(window=0, size=10) == ["ns/bound", "ns/unplaced"]
+    queue.cluster_changed()
+    queue.done("ns/bound")
+    assert queue.unschedulable("ns/unplaced") == 0.0
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/unplaced"]
+    assert queue.counts() == (0, 0)
