@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from . import controlplane as cp
 from .test_bind_e2e import OWNER_LABEL, SOLVER_ARGS, assert_exit, bind_report, cli, kwok_nodes, pod_manifest, pod_nodes
 from .test_dra_e2e import settled
+from .test_serve_e2e import running, service
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -236,3 +237,19 @@ def test_two_claims_per_pod_side_by_side_with_the_kube_scheduler(
     unbound."""
     by_scheduler, by_kubeplace = side_by_side(control_plane, admin_api, namespace, TWO_CLAIMS)
     assert len(by_scheduler) == len(by_kubeplace) == 4
+
+
+def test_serve_binds_the_trap_whole(
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    """TRAP under `kubeplace serve`, started once the StatefulSet's pods exist: both pods bound, their
+    claims Bound to PVs whose node affinity holds on their nodes (serve binds a pod in a later cycle,
+    once the PV controller has bound its claims)."""
+    core = client.CoreV1Api(admin_api)
+    with scenario(admin_api, namespace, "s", "kubeplace", TRAP):
+        s = service(str(control_plane.admin_kubeconfig), namespace, "volumes")
+        with running(s):
+            cp.wait_for(lambda: bound_pods(core, namespace, "s") == set(pod_names("s", TRAP)), 60,
+                        "both pods bound by serve")
+        assert_volumes_hold(core, namespace, "s", TRAP, bound_pods(core, namespace, "s"))
+        print(f"volumes under serve: {len(bound_pods(core, namespace, 's'))} of {TRAP.replicas} bound")
