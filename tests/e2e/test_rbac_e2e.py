@@ -177,6 +177,9 @@ ACCESS = [
             "name": "c"}),
     *((True, {"verb": "update", "resource": "resourceclaims", "subresource": sub, "group": "resource.k8s.io",
               "namespace": "NS", "name": "c"}) for sub in ("status", "binding")),
+    # extended resources served by DRA: the pod's extended resource claim created, deleted on failure
+    *((True, {"verb": verb, "resource": "resourceclaims", "group": "resource.k8s.io", "namespace": "NS",
+              "name": "c"}) for verb in ("create", "delete")),
     *((True, {"verb": "patch", "resource": "podgroups", "subresource": "status", "group": g, "namespace": "NS",
               "name": "pg"}) for g in ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh")),
     (False, {"verb": "patch", "resource": "podgroups", "group": "scheduling.x-k8s.io", "namespace": "NS",
@@ -196,8 +199,10 @@ ACCESS = [
     *((False, {"verb": verb, "resource": "persistentvolumeclaims", "namespace": "NS", "name": "pvc"})
       for verb in ("delete", "create", "patch")),
     (False, {"verb": "deletecollection", "resource": "pods", "namespace": "NS"}),
-    *((False, {"verb": verb, "resource": "resourceclaims", "group": "resource.k8s.io", "namespace": "NS",
-               "name": "c"}) for verb in ("delete", "create", "patch")),
+    (False, {"verb": "patch", "resource": "resourceclaims", "group": "resource.k8s.io", "namespace": "NS",
+             "name": "c"}),
+    (False, {"verb": "deletecollection", "resource": "resourceclaims", "group": "resource.k8s.io",
+             "namespace": "NS"}),
     (False, {"verb": "update", "resource": "resourceslices", "group": "resource.k8s.io", "name": "s"}),
     (False, {"verb": "update", "resource": "pods", "subresource": "status", "namespace": "NS", "name": "p"}),
     (False, {"verb": "create", "resource": "pods", "subresource": "eviction", "namespace": "NS"}),
