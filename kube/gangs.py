@@ -37,7 +37,7 @@ span as few of as it can (a soft preference, weighed against the profile's objec
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -60,6 +60,7 @@ KAI_ANNOTATION = "pod-group-name"
 KUEUE_GROUP = "kueue.x-k8s.io"
 PLAIN_LABEL = "kubeplace.io/gang"
 PLAIN_MIN_MEMBER = "kubeplace.io/gang-min-member"
+GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
 TOPOLOGY_KEY = "kubeplace.io/gang-topology-key"
 PREFERRED_TOPOLOGY_KEY = "kubeplace.io/gang-topology-preferred-key"
 READ_VERSIONS = {**{group: ("v1alpha1",) for group in SCHEDULER_PLUGINS_GROUPS}, VOLCANO_GROUP: ("v1beta1",),
@@ -300,3 +301,17 @@ def _plain_min_member(annotations: Mapping[str, str]) -> int:
         raise InputError(f"got {text!r}", field=f"metadata.annotations.{PLAIN_MIN_MEMBER}",
                          expected=f"an integer from 1 to {INT32_MAX}")
     return int(digits)
+
+
+
+def gang_timeout(group: PodGroup | None, members: Sequence[Pod]) -> int:
+    """Seconds a gang may wait for its members: its PodGroup's, else a member's
+    ``kubeplace.io/gang-timeout-seconds`` annotation (CRD-free gangs), else the default."""
+    if group is not None and group.origin != "label":
+        return group.timeout_seconds
+    for pod in members:
+        text = pod.annotations.get(GANG_TIMEOUT_ANNOTATION, "")
+        if text.isdigit():
+            return int(text)
+    return DEFAULT_GANG_TIMEOUT_SECONDS
+

@@ -28,7 +28,6 @@ timed out: an Event per member, a metric, the PodGroup status.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -38,12 +37,10 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
-from kubeplace.kube.claim_binder import ClaimApi, allocate_claims
-from kubeplace.kube.errors import ClusterError, InputError
+from kubeplace.kube.gangs import gang_timeout
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE
 from kubeplace.kube.objects import (
     CPU,
-    DEFAULT_GANG_TIMEOUT_SECONDS,
     MEMORY,
     PODS,
     GangKey,
@@ -53,15 +50,6 @@ from kubeplace.kube.objects import (
     Snapshot,
 )
 from kubeplace.kube.parse import object_label
-from kubeplace.kube.volume_binder import (
-    PodVolumes,
-    VolumeApi,
-    VolumesNotReady,
-    Written,
-    undo,
-    volumes_ready,
-    write_volumes,
-)
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.pipeline import make_plan
@@ -72,8 +60,6 @@ from kubeplace.serve import events as ev
 from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.informer import (
-    MODIFIED,
-    RESOURCE_CLAIMS,
     RawObject,
     Store,
     object_key,
@@ -83,12 +69,12 @@ from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.memory import Trimmer
 from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.outcomes import SchedulerOutcomes
+from kubeplace.serve.prebind import PreBindClient, devices_refused, volumes_waiting
 from kubeplace.serve.preempt import PreemptClient, Preemptions
 from kubeplace.serve.queue import SchedulingQueue, Unit
 from kubeplace.serve.snapshots import Snapshots, UsageSource
 
 log = logging.getLogger("kubeplace.serve")
-GANG_TIMEOUT_ANNOTATION = "kubeplace.io/gang-timeout-seconds"
 RESULTS_KEPT = 1_000
 ANSWERED = (Outcome.BOUND, Outcome.CONFLICT, Outcome.NOT_FOUND)
 """Binding outcomes that say the API server answered for that pod (no reason to start slowly)."""
@@ -97,7 +83,7 @@ GANGS_KEPT = 10_000
 deleted while waiting leaves no other trace to clean up by)."""
 
 
-class ServeClient(PodBinder, VolumeApi, ClaimApi, EventClient, PreemptClient, Protocol):
+class ServeClient(PodBinder, PreBindClient, EventClient, PreemptClient, Protocol):
     """What the loop writes through :class:`kube.client.Cluster` (tests pass a fake)."""
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None: ...
@@ -469,9 +455,11 @@ class Scheduler:
             placements = by_unit[unit]
             waiting = ""
             if any(p.volumes for p in placements) and not halt():  # (halted: its bindings are not attempted)
-                waiting = self._volumes_waiting(placements, unit if isinstance(unit, GangKey) else None)
+                waiting = volumes_waiting(self.client, self.store, self.decide, placements,
+                                          unit if isinstance(unit, GangKey) else None)
             if not waiting and any(p.claims for p in placements) and not halt():
-                waiting = self._devices_refused(placements, unit if isinstance(unit, GangKey) else None)
+                waiting = devices_refused(self.client, self.store, self.decide, placements,
+                                          unit if isinstance(unit, GangKey) else None)
             if waiting:  # its claims first: the unit is bound in a later cycle
                 for p in placements:
                     self.snapshots.assumed.forget(f"{p.namespace}/{p.name}")
@@ -531,53 +519,6 @@ class Scheduler:
         report.failed[pod.key] = str(result.outcome)
         self.metrics.binds_failed.labels(str(result.outcome)).inc()
 
-    def _devices_refused(self, placements: Sequence[Placement], gang: GangKey | None) -> str:
-        """Allocates the unit's resource claims (as the kube-scheduler's DynamicResources PreBind);
-        "" when every claim is written, else why the unit is not bound now. The claims written are
-        put in the store at once, so that the next plan does not give their devices again."""
-        bindings = [Binding(p.namespace, p.name, p.uid, p.node) for p in placements if p.claims]
-        claims = {f"{p.namespace}/{p.name}": p.claims for p in placements if p.claims}
-        written: dict[str, list[str]] = {}
-        _, failed = allocate_claims(self.client, bindings, claims, False, written)
-        for p in placements:
-            for name in written.get(f"{p.namespace}/{p.name}", ()):
-                with contextlib.suppress(ClusterError):  # else the watch brings it
-                    self.store.apply(RESOURCE_CLAIMS, MODIFIED, self.client.read_resource_claim(p.namespace, name))
-        for result in failed:
-            self.decide(pod=result.binding.key, node=result.binding.node, gang=gang, outcome=str(result.outcome),
-                        why=result.message)
-        return failed[0].message if failed else ""
-
-    def _volumes_waiting(self, placements: Sequence[Placement], gang: GangKey | None) -> str:
-        """Makes the writes the unit's claims need (as the kube-scheduler's PreBind); "" when every
-        claim is bound, else why the unit waits: it is bound in a later cycle, once its claims are
-        (a volume pre-bound, or a claim selected for a node, keeps the next plan on that node), never
-        before. Failed writes are undone where still safe."""
-        waiting = []
-        for p in placements:
-            if not p.volumes:
-                continue
-            node = self.store.get("nodes", p.node) or {}
-            work = PodVolumes(p.namespace, p.name, p.node, (node.get("metadata") or {}).get("labels") or {}, p.volumes)
-            written = Written()
-            try:
-                write_volumes(self.client, work, False, written)
-                if not volumes_ready(self.client, work):
-                    waiting.append(work.key)
-            except (ClusterError, VolumesNotReady, InputError) as error:
-                try:
-                    undone = undo(self.client, work, written)
-                except ClusterError:
-                    undone = ""
-                why = f"volumes of {work.key} not ready: {error}" + (f"; {undone}" if undone else "")
-                self.decide(pod=work.key, node=p.node, gang=gang, outcome="volumes_not_ready", why=why)
-                return why
-        if waiting:
-            why = f"waiting for the claims of {', '.join(waiting)} to be bound"
-            self.decide(pod=", ".join(waiting), gang=gang, outcome="volumes_pending", why=why)
-            return why
-        return ""
-
     def _after_binding(self, unit: Unit, bound: list[Pod], failed: list[BindResult],
                        gang: GangStatus | None, group: PodGroup | None, start: float, leftover: bool) -> None:
         if not failed:
@@ -629,7 +570,7 @@ class Scheduler:
             waiting = gang.reason.startswith(("gang waiting", "gang timed out"))
             if waiting:
                 self._waiting_gangs.add(gang.key)
-                timeout = _gang_timeout(group, members)
+                timeout = gang_timeout(group, members)
                 if now - since >= timeout:
                     self._gang_since[gang.key] = now  # reported again after another timeout
                     timed_out = (f"gang {gang.key} timed out: {len(gang.members) + gang.running} of minMember "
@@ -652,14 +593,3 @@ class Scheduler:
         self.metrics.unschedulable.inc(len(members))
         if requeue:
             self.queue.unschedulable(unit, entries[0].reasons[0] if entries[0].reasons else "")
-
-
-def _gang_timeout(group: PodGroup | None, members: Sequence[Pod]) -> int:
-    if group is not None and group.origin != "label":
-        return group.timeout_seconds
-    for pod in members:
-        text = pod.annotations.get(GANG_TIMEOUT_ANNOTATION, "")
-        if text.isdigit():
-            return int(text)
-    return DEFAULT_GANG_TIMEOUT_SECONDS
-
