@@ -60,6 +60,17 @@ def eligible_nodes(spread: SpreadId, nodes: Sequence[Node]) -> BoolArray:
     return mask
 
 
+def counting(live: Sequence[SpreadId], matcher: Matcher, counted_by: dict[int, tuple[SpreadId, ...]],
+             pod: Pod) -> tuple[SpreadId, ...]:
+    """The constraints of ``live`` that count ``pod``, remembered per label class of pods in
+    ``counted_by`` (pods of one class match the same selectors)."""
+    cls = matcher.label_class(pod)
+    found = counted_by.get(cls)
+    if found is None:
+        found = counted_by[cls] = tuple(s for s in live if s.counts(pod))
+    return found
+
+
 @dataclass(frozen=True)
 class PodTopologySpread:
     live: tuple[SpreadId, ...]
@@ -83,11 +94,7 @@ class PodTopologySpread:
 
     def counting(self, pod: Pod) -> tuple[SpreadId, ...]:
         """The live signatures that count the pod (a pending pod: never terminating)."""
-        cls = self.matcher.label_class(pod)
-        found = self.counted_by.get(cls)
-        if found is None:
-            found = self.counted_by[cls] = tuple(s for s in self.live if s.counts(pod))
-        return found
+        return counting(self.live, self.matcher, self.counted_by, pod)
 
     def pod_key(self, pod: Pod) -> Hashable:
         """What the pod carries and which live signatures count it."""
@@ -279,11 +286,7 @@ class SpreadScore:
     name: str = NAME
 
     def counting(self, pod: Pod) -> tuple[SpreadId, ...]:
-        cls = self.matcher.label_class(pod)
-        found = self.counted_by.get(cls)
-        if found is None:
-            found = self.counted_by[cls] = tuple(s for s in self.live if s.counts(pod))
-        return found
+        return counting(self.live, self.matcher, self.counted_by, pod)
 
     def pod_key(self, pod: Pod) -> Hashable:
         return soft_spread_ids(pod), self.counting(pod)
