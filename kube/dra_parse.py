@@ -43,7 +43,7 @@ from kubeplace.kube.errors import (
     expect_string_map,
 )
 from kubeplace.kube.quantity import QuantityError, milli_value
-from kubeplace.kube.selectors import node_selector_terms
+from kubeplace.kube.selectors import is_qualified_name, node_selector_terms
 
 RESOURCE_GROUP = "resource.k8s.io"
 DEVICE_CLASS, RESOURCE_SLICE = (RESOURCE_GROUP, "DeviceClass"), (RESOURCE_GROUP, "ResourceSlice")
@@ -97,9 +97,19 @@ def _selectors(raw: object, field: str) -> tuple[str, ...]:
 def parse_device_class(obj: Mapping[str, Any], source: str = "") -> DeviceClass:
     metadata, spec = expect_mapping(obj.get("metadata"), "metadata"), expect_mapping(obj.get("spec"), "spec")
     created = metadata.get("creationTimestamp")
-    return DeviceClass(expect_name(metadata), _selectors(spec.get("selectors"), "spec.selectors"),
-                       expect_str(spec.get("extendedResourceName"), "spec.extendedResourceName"),
+    extended = expect_str(spec.get("extendedResourceName"), "spec.extendedResourceName")
+    if extended and not _is_extended_resource_name(extended):
+        raise InputError(f"{extended!r} is not an extended resource name", field="spec.extendedResourceName",
+                         expected="a domain-prefixed name outside kubernetes.io, e.g. example.com/gpu")
+    return DeviceClass(expect_name(metadata), _selectors(spec.get("selectors"), "spec.selectors"), extended,
                        str(created) if created is not None else "", source)
+
+
+def _is_extended_resource_name(name: str) -> bool:
+    """As the API server validates a DeviceClass's extendedResourceName (IsExtendedResourceName):
+    not native (no domain, or kubernetes.io's), not ``requests.*``, a qualified name as a quota."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return not native and not name.startswith("requests.") and is_qualified_name(f"requests.{name}")
 
 
 def _exactly(name: str, raw: Mapping[str, Any], field: str) -> DeviceRequest:

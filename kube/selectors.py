@@ -40,6 +40,12 @@ _SYMBOL_OPERATORS = {"=": IN, "==": IN, "!=": NOT_IN, ">": GT, "<": LT}
 _WORD_OPERATORS = {"in": IN, "notin": NOT_IN}
 
 
+def is_qualified_name(key: str) -> bool:
+    """A Kubernetes qualified name (a label key): an optional DNS prefix and ``/``, then a name of
+    at most 63 characters."""
+    return bool(_KEY.fullmatch(key)) and len(key.rsplit("/", 1)[-1]) <= 63
+
+
 def parse_selector(text: str) -> tuple[Requirement, ...]:
     """Parse a kubectl label selector; an empty selector matches everything.
 
@@ -147,7 +153,7 @@ def _key(tokens: list[str], position: int, text: str) -> str:
     if position >= len(tokens):
         raise _error(text, "missing label key")
     key = tokens[position]
-    if not _KEY.fullmatch(key) or len(key.rsplit("/", 1)[-1]) > 63:
+    if not is_qualified_name(key):
         raise _error(text, f"invalid label key {key!r}")
     return key
 

@@ -81,3 +81,15 @@ def test_cel_evaluation_of_the_kubernetes_device_shapes() -> None:
         matches('device.attributes["other.io"].model == "A100"', gpu)
     with pytest.raises(CelError, match="could not be converted to bool"):
         matches("1", gpu)
+
+
+@pytest.mark.parametrize("name", ["bad name!", "gpu", "kubernetes.io/gpu", "deviceclass.resource.kubernetes.io/gpu",
+                                  "requests.example.com/gpu", "example.com/" + "g" * 64])
+def test_an_extended_resource_name_the_api_server_refuses_is_bad_input(name: str) -> None:
+    with pytest.raises(InputError, match=r"DeviceClass gpu: spec.extendedResourceName: .* is not an extended resource"):
+        snapshot_of(device_class(extended=name))
+
+
+def test_a_domain_prefixed_extended_resource_name_is_read() -> None:
+    assert snapshot_of(device_class(extended="nvidia.com/gpu")).devices.classes["gpu"].extended_resource == \
+        "nvidia.com/gpu"
