@@ -5,7 +5,7 @@ why it is not (the loop then holds it back, and the pods' Events say why)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from kubeplace.kube.binder import Binding
@@ -23,16 +23,14 @@ from kubeplace.kube.volume_binder import (
 )
 from kubeplace.plan.plan import Placement
 from kubeplace.serve.informer import MODIFIED, RESOURCE_CLAIMS, Store
-
-Decide = Callable[..., None]
-"""The loop's decision log (``serve.decisions.DecisionLog``)."""
+from kubeplace.serve.outcomes import Decision
 
 
 class PreBindClient(VolumeApi, ClaimApi, Protocol):
     """The writes of the volume and claim PreBind steps."""
 
 
-def devices_refused(client: PreBindClient, store: Store, decide: Decide, placements: Sequence[Placement],
+def devices_refused(client: PreBindClient, store: Store, decide: Decision, placements: Sequence[Placement],
                     gang: GangKey | None) -> str:
     """Allocates the unit's resource claims (as the kube-scheduler's DynamicResources PreBind);
     "" when every claim is written, else why the unit is not bound now. The claims written are
@@ -51,7 +49,7 @@ def devices_refused(client: PreBindClient, store: Store, decide: Decide, placeme
     return failed[0].message if failed else ""
 
 
-def volumes_waiting(client: PreBindClient, store: Store, decide: Decide, placements: Sequence[Placement],
+def volumes_waiting(client: PreBindClient, store: Store, decide: Decision, placements: Sequence[Placement],
                     gang: GangKey | None) -> str:
     """Makes the writes the unit's claims need (as the kube-scheduler's PreBind); "" when every
     claim is bound, else why the unit waits: it is bound in a later cycle, once its claims are
