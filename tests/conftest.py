@@ -4,3 +4,24 @@ The product is imported only as ``kubeplace.*`` (and the benchmarks as ``kubepla
 the test folders (``tests/kube/`` ...) can no longer shadow a product package; ``tests.*`` helpers
 are importable because pytest puts the checkout on ``sys.path`` (``pythonpath`` in pyproject).
 """
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.install.helm import build_helm
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build helm before any test runs when a selected test needs it (marker ``helm``): a cold
+    build takes minutes, more than an e2e test's own timeout, and must not count against one."""
+    if session.config.option.collectonly or not any(item.get_closest_marker("helm") for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    say = reporter.write_line if reporter is not None else print
+    say("kubeplace: locating helm (.ci/build-helm; a cold build takes a few minutes)")
+    started = time.monotonic()
+    result = build_helm()
+    say(f"kubeplace: helm: {result} ({time.monotonic() - started:.0f}s)")

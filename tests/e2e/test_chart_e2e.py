@@ -17,7 +17,7 @@ from tests.install.helm import CUSTOM_VALUES, locate_helm, render
 
 from . import controlplane as cp
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e, pytest.mark.helm, pytest.mark.timeout(120)]
 
 SERVICE_MONITOR_CRD = {  # the prometheus-operator's CRD, reduced to what the API server needs to accept objects
     "apiVersion": "apiextensions.k8s.io/v1",

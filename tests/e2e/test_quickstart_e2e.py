@@ -19,7 +19,7 @@ from tests.install.helm import CHART, locate_helm
 from . import controlplane as cp
 from .test_bind_e2e import create_pods, kwok_nodes, pod_manifest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.helm, pytest.mark.timeout(180)]
 
 RELEASE = "quickstart"  # not "kubeplace": test_rbac_e2e applies deploy/rbac.yaml's cluster-wide names
 

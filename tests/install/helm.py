@@ -3,6 +3,7 @@ Python objects; shared by the chart tests and the e2e dry run."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -22,16 +23,33 @@ def on_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 
 
-def locate_helm() -> Path:
-    """The cached helm (built on first use); skips without Go, except on CI where it fails."""
+class HelmUnavailable(Exception):
+    """helm cannot be built here (no Go toolchain)."""
+
+
+@functools.cache
+def build_helm() -> Path | HelmUnavailable | RuntimeError:
+    """The cached helm, built on first call (a cold build takes a few minutes); the outcome is
+    remembered for the session. The root conftest calls it right after collection when a test
+    marked ``helm`` is selected, so the build counts against no test's timeout."""
     if shutil.which(os.environ.get("GO", "go")) is None:
-        if on_ci():
-            pytest.fail("CI=true and Go is missing: helm cannot be built", pytrace=False)
-        pytest.skip("Go is not installed: helm (tools/helm) cannot be built")
-    out = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=1200)
+        return HelmUnavailable("Go is not installed: helm (tools/helm) cannot be built")
+    out = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
-        pytest.fail(f".ci/build-helm failed:\n{out.stderr[-3000:]}", pytrace=False)
+        return RuntimeError(f".ci/build-helm failed:\n{out.stderr[-3000:]}")
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def locate_helm() -> Path:
+    """The helm binary; skips without Go, except on CI where it fails."""
+    result = build_helm()
+    if isinstance(result, HelmUnavailable):
+        if on_ci():
+            pytest.fail(f"CI=true and {result}", pytrace=False)
+        pytest.skip(str(result))
+    if isinstance(result, RuntimeError):
+        pytest.fail(str(result), pytrace=False)
+    return result
 
 
 def helm(binary: Path, *args: str) -> str:

@@ -18,6 +18,8 @@ from tests.install.helm import CHART, CUSTOM_VALUES, REPO_ROOT, find, helm, loca
 
 DEFAULT_NS = "kubeplace-system"
 
+pytestmark = pytest.mark.helm
+
 
 @pytest.fixture(scope="module")
 def helm_bin() -> Path:

@@ -10,6 +10,8 @@ import pytest
 from kubeplace.kube.gangs import GANG_APIS
 from tests.install.helm import find, locate_helm, render
 
+pytestmark = pytest.mark.helm
+
 
 @pytest.fixture(scope="module")
 def default() -> list[dict[str, Any]]:
