@@ -570,7 +570,7 @@ class Scheduler:
             waiting = gang.reason.startswith(("gang waiting", "gang timed out"))
             if waiting:
                 self._waiting_gangs.add(gang.key)
-                timeout = gang_timeout(group, members)
+                timeout = gang_timeout(group)
                 if now - since >= timeout:
                     self._gang_since[gang.key] = now  # reported again after another timeout
                     timed_out = (f"gang {gang.key} timed out: {len(gang.members) + gang.running} of minMember "
