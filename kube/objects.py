@@ -263,8 +263,8 @@ class PodGroup:
     phase: str = ""
     """Its ``status.phase`` ("" when it has none): a Volcano PodGroup past ``Pending`` is admitted."""
     unreadable: str = ""
-    """Why kubeplace cannot read this gang's rules (an API version it does not know): its pods
-    are never placed ("" = read)."""
+    """Why its pods are never placed: kubeplace cannot read its rules (an API version it does not
+    know), or it is larger than any domain could hold (``kube.followers``) ("" = plannable)."""
 
     @property
     def key(self) -> GangKey:

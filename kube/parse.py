@@ -309,7 +309,7 @@ def _gangs(kinds: Mapping[tuple[str, str], list[Sourced]], pods: Sequence[Pod], 
     groups += plain_groups(pending, {g.key for g in groups})
     live = [pod for pod in pods if not pod.finished]
     leaders = [pod for pod in pending if (key := leader_gang(pod)) is not None and gang_of(pod) == key]
-    followers, leader_groups = stand_ins(leaders, live, parse_owners(kinds, object_label))
+    followers, leader_groups = stand_ins(leaders, live, parse_owners(kinds, object_label), nodes)
     groups += leader_groups
     gated = gated_stand_ins(live, {n.name: n for n in nodes}, parse_workloads(kinds.get(KUEUE_KIND, []), object_label))
     groups += kueue_groups([*pending, *gated], bound, {g.key for g in groups})

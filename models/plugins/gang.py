@@ -69,7 +69,7 @@ class Coscheduling:
             gangs.append(Gang(key, tuple(classes), min_member=group.min_member if group else 1,
                               running=running.count, topology_key=topology, domain=domain, preferred=preferred,
                               blocked=blocked_reason(view.class_pods[classes[0]], self.groups)
-                              or self.held.get(key, "")))
+                              or (group.unreadable if group else "") or self.held.get(key, "")))
         return gangs
 
     def _domain(self, key: GangKey, topology: str, nodes: Sequence[Node]) -> IntArray:
