@@ -197,3 +197,9 @@ def test_a_job_as_large_as_its_largest_domain_still_gets_its_stand_ins() -> None
     assert len(snapshot_of(*small, job("train", 4, cpu="1"), jobset_leader("train", cpu="1")).reserved) == 3
     plan, _ = plan_of(*small, job("train", 5, cpu="1"), jobset_leader("train", cpu="1"))
     assert plan.placements == () and "(4 pods)" in plan.unplaced[0].reasons[0]
+
+
+def test_the_verifier_refuses_a_leader_whose_job_no_domain_could_hold() -> None:
+    snap = with_stand_ins(snapshot_of(*racks(), job("train", HUGE), jobset_leader("train")))
+    (violation,) = verify(snap, [("default", "train-0-abcde", "r4-0")])
+    assert violation.rule == "Coscheduling" and "more than the largest one can ever hold" in violation.detail
