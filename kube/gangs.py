@@ -161,7 +161,8 @@ def _kai_group(namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any],
 
 
 def min_resources(raw: Mapping[str, Any]) -> dict[str, int]:
-    """A PodGroup's ``minResources`` as the requests its members must reach together.
+    """A PodGroup's ``minResources`` per resource, as its scheduler admits the group by them
+    (``kube.gang_admission``; never a sum its placed members must reach).
 
     Volcano's job controller (``calcPGMinResources``) fills ``minResources`` with the summed
     ResourceQuota usage of the first minMember pods (``GetPodQuotaUsage``, i.e. Kubernetes'
