@@ -18,16 +18,22 @@ leaders' anti-affinity sees them). The leader and its stand-ins form one gang in
 the exclusive key (:class:`PodGroup` origin ``batch`` / ``leaderworkerset.x-k8s.io``): the leader
 goes only where its whole job fits. Stand-ins are never bound; the plan lists them as
 reservations. A leader whose Job or LeaderWorkerSet is not in the snapshot is planned alone.
+
+A size is checked before any stand-in is made: a job or group with more pods than the largest
+domain of its exclusive key has pod slots (``allocatable.pods`` summed over its nodes) could never
+run there, so its leader is never placed and says why (a ``parallelism: 2147483647`` or a size of
+2^31-1 must not make kubeplace build two billion stand-ins). Stand-ins are thus bounded by what the
+snapshot's nodes can hold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_mapping, expect_name, expect_str
-from kubeplace.kube.objects import GangKey, Pod, PodGroup, SpecRule
+from kubeplace.kube.objects import PODS, GangKey, Node, Pod, PodGroup, SpecRule
 from kubeplace.kube.requests import pod_requests
 
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -116,10 +122,11 @@ def _template_requests(raw: object, field: str) -> Mapping[str, int]:
         raise error.located(field_prefix=field) from None
 
 
-def stand_ins(pending: Iterable[Pod], existing: Iterable[Pod],
-              owners: Mapping[tuple[tuple[str, str], str, str], Owner]) -> tuple[list[Pod], list[PodGroup]]:
+def stand_ins(pending: Iterable[Pod], existing: Iterable[Pod], owners: Mapping[tuple[tuple[str, str], str, str], Owner],
+              nodes: Sequence[Node]) -> tuple[list[Pod], list[PodGroup]]:
     """The stand-in followers of every pending leader whose owner is known, and one gang per
-    such leader (the leader and its stand-ins, all in one domain of the exclusive key)."""
+    such leader (the leader and its stand-ins, all in one domain of the exclusive key); a leader
+    whose job no domain could ever hold gets a gang that says so, and no stand-ins."""
     members: dict[GangKey, int] = {}
     for pod in existing:
         key = leader_gang(pod)
@@ -127,6 +134,7 @@ def stand_ins(pending: Iterable[Pod], existing: Iterable[Pod],
             members[key] = members.get(key, 0) + 1
     followers: list[Pod] = []
     groups: list[PodGroup] = []
+    slots: dict[str, int] = {}
     for leader in pending:
         key = leader_gang(leader)
         if key is None or not _is_leader(leader):
@@ -137,10 +145,33 @@ def stand_ins(pending: Iterable[Pod], existing: Iterable[Pod],
         if owner is None or missing <= 0:
             continue
         topology = leader.annotations[JOBSET_EXCLUSIVE if kind == JOB_KIND else LWS_EXCLUSIVE]
-        followers += [_stand_in(leader, kind, index, owner) for index in range(1, missing + 1)]
+        if topology not in slots:
+            slots[topology] = largest_domain_slots(nodes, topology)
+        refused = _too_large(kind, key, owner.size, missing + 1, topology, slots[topology])
+        if not refused:
+            followers += [_stand_in(leader, kind, index, owner) for index in range(1, missing + 1)]
         groups.append(PodGroup(key.namespace, key.name, missing + 1, created=leader.creation, origin=ORIGINS[kind],
-                               topology_key=topology))
+                               topology_key=topology, unreadable=refused))
     return followers, groups
+
+
+def largest_domain_slots(nodes: Sequence[Node], key: str) -> int:
+    """The most pods one domain of the node label ``key`` can ever run (its nodes' ``pods``
+    allocatable summed); 0 when no node has the label."""
+    per_domain: dict[str, int] = {}
+    for node in nodes:
+        if key in node.labels:
+            per_domain[node.labels[key]] = per_domain.get(node.labels[key], 0) + node.allocatable.get(PODS, 0)
+    return max(per_domain.values(), default=0)
+
+
+def _too_large(kind: tuple[str, str], key: GangKey, size: int, needed: int, topology: str, slots: int) -> str:
+    """Why the leader's job or group can never run in one domain of ``topology``; "" when it may."""
+    if needed <= slots:
+        return ""
+    what = f"Job {key}: parallelism" if kind == JOB_KIND else f"LeaderWorkerSet group {key}: size"
+    return (f"{what} {size}: {needed} pods to place in one {topology} domain, more than the largest one "
+            f"can ever hold ({slots} pods)")
 
 
 def _stand_in(leader: Pod, kind: tuple[str, str], index: int, owner: Owner) -> Pod:

@@ -37,7 +37,7 @@ span as few of as it can (a soft preference, weighed against the profile's objec
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -99,13 +99,16 @@ def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
             why = f"PodGroup {namespace}/{meta['name']} is {obj['apiVersion']}"
             return PodGroup(namespace, meta["name"], 1, origin=group,
                             unreadable=f"{why}, a version kubeplace does not read ({known})")
-        return parse(namespace, meta, expect_mapping(obj.get("spec"), "spec"), group)
+        found = parse(namespace, meta, expect_mapping(obj.get("spec"), "spec"), group)
+        status = expect_mapping(obj.get("status"), "status")
+        return replace(found, phase=expect_str(status.get("phase"), "status.phase"))
     except InputError as error:
         raise error.located(file=source, obj=where) from None
 
 
 def _pod_group(namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any], group: str) -> PodGroup:
-    """A scheduler-plugins or Volcano PodGroup."""
+    """A scheduler-plugins or Volcano PodGroup; its ``minResources`` is what its scheduler admits it by
+    (``kube.gang_admission``), not a sum its placed members must reach."""
     min_member = expect_int(spec.get("minMember", 1), "spec.minMember", 1, INT32_MAX)
     timeout = expect_int(spec.get("scheduleTimeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS),
                          "spec.scheduleTimeoutSeconds", 0, INT32_MAX)
@@ -144,10 +147,12 @@ def _workload_api_group(namespace: str, meta: Mapping[str, Any], spec: Mapping[s
 
 
 def _kai_group(namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any], group: str) -> PodGroup:
-    """A KAI-Scheduler PodGroup (``scheduling.run.ai/v2alpha2``): ``minMember`` (1 when left out), and
-    the required and preferred topology levels (node label keys) of ``topologyConstraint``.
-    ``subGroups`` are not read."""
-    min_member = expect_int(spec.get("minMember") or 1, "spec.minMember", 1, INT32_MAX)
+    """A KAI-Scheduler PodGroup (``scheduling.run.ai/v2alpha2``): ``minMember`` (an int32 of at least 1,
+    its CRD's ``Minimum=1``; 1 when left out or null), and the required and preferred topology levels
+    (node label keys) of ``topologyConstraint``. ``subGroups`` are not read. It has no quota-like
+    field: ``minMember`` alone holds the group back."""
+    raw = spec.get("minMember")
+    min_member = 1 if raw is None else expect_int(raw, "spec.minMember", 1, INT32_MAX)
     topology = expect_mapping(spec.get("topologyConstraint"), "spec.topologyConstraint")
     keys = [expect_str(topology.get(name), f"spec.topologyConstraint.{name}").strip()
             for name in ("requiredTopologyLevel", "preferredTopologyLevel")]
@@ -156,7 +161,8 @@ def _kai_group(namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any],
 
 
 def min_resources(raw: Mapping[str, Any]) -> dict[str, int]:
-    """A PodGroup's ``minResources`` as the requests its members must reach together.
+    """A PodGroup's ``minResources`` per resource, as its scheduler admits the group by them
+    (``kube.gang_admission``; never a sum its placed members must reach).
 
     Volcano's job controller (``calcPGMinResources``) fills ``minResources`` with the summed
     ResourceQuota usage of the first minMember pods (``GetPodQuotaUsage``, i.e. Kubernetes'
@@ -276,42 +282,45 @@ def without_gang(pod: Pod) -> Pod:
 
 
 def plain_groups(pods: list[Pod], known: set[GangKey]) -> list[PodGroup]:
-    """Gangs declared on pods alone (no PodGroup object), min-member from the annotation."""
+    """Gangs declared on pods alone (no PodGroup object): min-member from the first member's
+    annotation, the wait from the first member that gives ``kubeplace.io/gang-timeout-seconds``.
+    Every member's annotations are checked: a bad one is an error of that pod (in ``serve`` its
+    reason, the rest still scheduled), never a failure later in the cycle."""
     found: dict[GangKey, PodGroup] = {}
+    timeouts: dict[GangKey, int] = {}
     for pod in pods:
         name = pod.labels.get(PLAIN_LABEL, "")
         key = GangKey(pod.namespace, name)
-        if not name or key in known or key in found:
+        if not name or key in known:
             continue
         try:
-            found[key] = PodGroup(pod.namespace, name, _plain_min_member(pod.annotations), origin="label",
-                                  topology_key=_topology_key(pod.annotations),
-                                  preferred_topology_key=_topology_key(pod.annotations, preferred=True))
+            min_member = _annotation_int(pod.annotations, PLAIN_MIN_MEMBER, 1, 1)
+            timeout = _annotation_int(pod.annotations, GANG_TIMEOUT_ANNOTATION, 0, -1)
+            if key not in found:
+                found[key] = PodGroup(pod.namespace, name, min_member, origin="label",
+                                      topology_key=_topology_key(pod.annotations),
+                                      preferred_topology_key=_topology_key(pod.annotations, preferred=True))
         except InputError as error:
             raise error.located(file=pod.source, obj=f"Pod {pod.key}") from None
-    return list(found.values())
+        if timeout >= 0:
+            timeouts.setdefault(key, timeout)
+    return [replace(group, timeout_seconds=timeouts.get(key, group.timeout_seconds)) for key, group in found.items()]
 
 
-def _plain_min_member(annotations: Mapping[str, str]) -> int:
-    text = annotations.get(PLAIN_MIN_MEMBER, "")
+def _annotation_int(annotations: Mapping[str, str], name: str, low: int, default: int) -> int:
+    """An int32 annotation from ``low``, in plain ASCII digits (``"²"`` and ``"٣"`` are digits to
+    ``str.isdigit`` but no number); ``default`` when absent or empty."""
+    text = annotations.get(name, "")
     if not text:
-        return 1
+        return default
     digits = text.strip()
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= 10 and 1 <= int(digits) <= INT32_MAX):
-        raise InputError(f"got {text!r}", field=f"metadata.annotations.{PLAIN_MIN_MEMBER}",
-                         expected=f"an integer from 1 to {INT32_MAX}")
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 10 and low <= int(digits) <= INT32_MAX):
+        raise InputError(f"got {text!r}", field=f"metadata.annotations.{name}",
+                         expected=f"an integer from {low} to {INT32_MAX}")
     return int(digits)
 
 
-
-def gang_timeout(group: PodGroup | None, members: Sequence[Pod]) -> int:
-    """Seconds a gang may wait for its members: its PodGroup's, else a member's
-    ``kubeplace.io/gang-timeout-seconds`` annotation (CRD-free gangs), else the default."""
-    if group is not None and group.origin != "label":
-        return group.timeout_seconds
-    for pod in members:
-        text = pod.annotations.get(GANG_TIMEOUT_ANNOTATION, "")
-        if text.isdigit():
-            return int(text)
-    return DEFAULT_GANG_TIMEOUT_SECONDS
-
+def gang_timeout(group: PodGroup | None) -> int:
+    """Seconds a gang may wait for its members: its PodGroup's (for a CRD-free gang, its members'
+    ``kubeplace.io/gang-timeout-seconds``, read by :func:`plain_groups`), else the default."""
+    return group.timeout_seconds if group is not None else DEFAULT_GANG_TIMEOUT_SECONDS

@@ -251,7 +251,8 @@ class PodGroup:
     min_member: int
     """The PodGroup's minMember: members that must run together (running ones count)."""
     min_resources: Mapping[str, int] = field(default_factory=dict)
-    """The requests its running and placed members must reach together, per resource."""
+    """Its ``minResources``, per resource: not a placement condition, only what its scheduler
+    checks against the cluster's free room before it admits the group (``kube.gangs.admission``)."""
     timeout_seconds: int = DEFAULT_GANG_TIMEOUT_SECONDS
     created: str = ""
     origin: str = ""  # the API group, or "label" for the CRD-free form
@@ -259,9 +260,11 @@ class PodGroup:
     """A node label key: all members on nodes with one value of it ("" = anywhere)."""
     preferred_topology_key: str = ""
     """A node label key: members on as few of its values as they can ("" = no preference)."""
+    phase: str = ""
+    """Its ``status.phase`` ("" when it has none): a Volcano PodGroup past ``Pending`` is admitted."""
     unreadable: str = ""
-    """Why kubeplace cannot read this gang's rules (an API version it does not know): its pods
-    are never placed ("" = read)."""
+    """Why its pods are never placed: kubeplace cannot read its rules (an API version it does not
+    know), or it is larger than any domain could hold (``kube.followers``) ("" = plannable)."""
 
     @property
     def key(self) -> GangKey:

@@ -304,15 +304,34 @@ def _gangs(kinds: Mapping[tuple[str, str], list[Sourced]], pods: Sequence[Pod], 
            bound: list[Pod], nodes: Sequence[Node]) -> tuple[list[PodGroup], list[Pod]]:
     """Every gang the pods may belong to, and the stand-ins planned in them for pods that do not
     exist yet (followers, ``kube.followers``) or are still gated by Kueue (``kube.kueue``)."""
-    groups = _one_per_group(parse_pod_group(obj, where) for kind in POD_GROUPS for obj, where in kinds.get(kind, []))
+    sourced = _unique_pod_groups(item for kind in POD_GROUPS for item in kinds.get(kind, []))
+    groups = _one_per_group(parse_pod_group(obj, where) for obj, where in sourced)
     groups += plain_groups(pending, {g.key for g in groups})
     live = [pod for pod in pods if not pod.finished]
     leaders = [pod for pod in pending if (key := leader_gang(pod)) is not None and gang_of(pod) == key]
-    followers, leader_groups = stand_ins(leaders, live, parse_owners(kinds, object_label))
+    followers, leader_groups = stand_ins(leaders, live, parse_owners(kinds, object_label), nodes)
     groups += leader_groups
     gated = gated_stand_ins(live, {n.name: n for n in nodes}, parse_workloads(kinds.get(KUEUE_KIND, []), object_label))
     groups += kueue_groups([*pending, *gated], bound, {g.key for g in groups})
     return groups, [*followers, *gated]
+
+
+def _unique_pod_groups(items: Iterable[Sourced]) -> list[Sourced]:
+    """The PodGroup objects, refused when one (apiVersion, namespace, name) comes twice, as the API
+    server refuses to create it again; the same object in two versions of its API is not a duplicate."""
+    first: dict[tuple[str, str, str], str] = {}
+    out = []
+    for obj, where in items:
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+        key = (str(obj.get("apiVersion", "")), namespace, name)
+        if name and key in first:
+            raise InputError(f"duplicate PodGroup (first defined in {first[key]})", file=where,
+                             obj=f"PodGroup {namespace}/{name}")
+        first[key] = where
+        out.append((obj, where))
+    return out
 
 
 def _one_per_group(groups: Iterable[PodGroup]) -> list[PodGroup]:

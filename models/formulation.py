@@ -177,23 +177,8 @@ class _Builder:
             # nothing placed unless z
             size = int(self.problem.count[classes].sum())
             self.lb.add_row(cols, np.concatenate([np.ones(int(member.sum()), np.int64), [-size]]), -INF, 0)
-            self._gang_resource_rows(gang, member, z)
             if gang.domain is not None:
                 self._gang_domain_rows(g, gang, member)
-
-    def _gang_resource_rows(self, gang: Gang, member: npt.NDArray[np.bool_], z: int) -> None:
-        """Placed members (here and fixed elsewhere) request at least minResources, if z."""
-        p, fixed = self.problem, self.hood.fixed
-        in_gang = np.isin(fixed.cls, np.asarray(gang.classes, dtype=np.int64))
-        for name, amount in gang.resources_still_needed:
-            r = p.resource_index(name)
-            have = 0 if r is None else exact_sum(p.demand[fixed.cls[in_gang], r] * fixed.counts[in_gang])
-            need = max(amount - have, 0)
-            if r is None:
-                self.lb.add_row(np.array([z]), np.array([need]), -INF, 0)
-                continue
-            coefs = p.demand[self.pair_cls[member], r]
-            self.lb.add_row(np.concatenate([self.y[member], [z]]), np.concatenate([coefs, [-need]]), 0, INF)
 
     def _gang_domain_rows(self, g: int, gang: Gang, member: npt.NDArray[np.bool_]) -> None:
         """One domain for all members: members fixed outside the neighbourhood choose it

@@ -192,8 +192,9 @@ def headroom_limit(capacity: IntArray, share: FloatArray) -> IntArray:
 
 @dataclass(frozen=True)
 class Gang:
-    """All or nothing: either the gang's running and placed members reach ``min_member`` (and
-    ``min_resources``) together, or none of its pods is placed.
+    """All or nothing: either the gang's running and placed members reach ``min_member`` together,
+    or none of its pods is placed. (A PodGroup's ``minResources`` is not a placement condition:
+    ``kube.gang_admission``; a group its scheduler would not admit is ``blocked``.)
 
     ``classes`` hold only this gang's pods (gang membership is part of the class key).
     """
@@ -204,10 +205,6 @@ class Gang:
     """The PodGroup's minMember."""
     running: int = 0
     """Members already running (bound); they count towards ``min_member``."""
-    min_resources: tuple[tuple[str, int], ...] = ()
-    """The PodGroup's minResources: requests its running and placed members reach together."""
-    running_requests: tuple[tuple[str, int], ...] = ()
-    """The running members' requests together, per resource."""
     topology_key: str = ""
     """The node label all members must share one value of ("" = no such rule)."""
     domain: IntArray | None = None
@@ -218,19 +215,14 @@ class Gang:
     """(N,) with a preferred topology key: each node's domain for that key (nodes without
     the label form one domain of their own); members should use as few as they can."""
     blocked: str = ""
-    """Why none of its pods may be placed (its PodGroup is missing or unreadable); the
-    aggregation makes them eligible nowhere. "" for a gang that can be planned."""
+    """Why none of its pods may be placed (its PodGroup is missing or unreadable, or its scheduler
+    would not admit its minResources now); the aggregation makes them eligible nowhere. "" for a
+    gang that can be planned."""
 
     @property
     def still_needed(self) -> int:
         """Members this plan must place for the gang to run (0: the running ones suffice)."""
         return max(self.min_member - self.running, 0)
-
-    @property
-    def resources_still_needed(self) -> tuple[tuple[str, int], ...]:
-        """Per minResources entry, the requests placed members must add to the running ones'."""
-        running = dict(self.running_requests)
-        return tuple((name, max(amount - running.get(name, 0), 0)) for name, amount in self.min_resources)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, Snapshot
+from kubeplace.kube.gangs import gang_timeout
+from kubeplace.kube.objects import Snapshot
 from kubeplace.models.aggregate import Aggregation
 from kubeplace.models.problem import Gang, IntArray
 from kubeplace.plan.plan import GangStatus
@@ -24,7 +25,7 @@ def gang_statuses(snapshot: Snapshot, agg: Aggregation, placed_per_class: IntArr
         placed = int(placed_per_class[classes].sum())
         ok = placed > 0 and placed >= gang.still_needed
         reason = "" if ok else _why(gang, len(members), group.created if group else "",
-                                    group.timeout_seconds if group else DEFAULT_GANG_TIMEOUT_SECONDS, now)
+                                    gang_timeout(group), now)
         out.append(GangStatus(gang.key.namespace, gang.key.name, gang.min_member, members, gang.running,
                               placed if ok else 0, ok, reason))
     return out
@@ -42,8 +43,7 @@ def _why(gang: Gang, pending: int, created: str, timeout: int, now: datetime | N
     where = f" within one {gang.topology_key} domain" if gang.topology_key else ""
     needs = (f"needs {gang.still_needed} more pods placed together ({running} running)" if gang.still_needed
              else f"{running} running of minMember {min_member}")
-    minimum = " with its minResources" if gang.min_resources else ""
-    return f"gang not placed: {needs}; no placement of them all fits{where}{minimum} now"
+    return f"gang not placed: {needs}; no placement of them all fits{where} now"
 
 
 def _age(created: str, now: datetime | None) -> float | None:

@@ -263,16 +263,17 @@ def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str,
 
 def _unreadable_gangs(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
     """A pod naming a PodGroup that the snapshot lacks, or that kubeplace cannot read, runs with
-    no gang rule checked: it must not be placed."""
+    no gang rule checked: it must not be placed; nor a leader whose job no domain could hold."""
     groups = {g.key: g for g in snapshot.pod_groups}
     pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
     for namespace, name, node_name in placements:
         pod = pending.get((namespace, name))
         named = _object_gang(pod) if pod is not None else ""
-        if not named:
+        gang = named or (_gang_name(pod) if pod is not None else "")
+        if not gang:
             continue
-        group = groups.get(GangKey(namespace, named))
-        if group is None or group.unreadable:
+        group = groups.get(GangKey(namespace, gang))
+        if (group is None and named) or (group is not None and group.unreadable):
             why = group.unreadable if group is not None else f"its PodGroup {namespace}/{named} is not in the snapshot"
             yield Violation(namespace, name, node_name, "Coscheduling", why)
 

@@ -197,15 +197,14 @@ def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Plac
 
 
 def gang_complete(problem: Problem, state: PlacementState, gang: Gang) -> bool:
-    """The gang's members in ``state`` (running ones counted) reach min-member and minResources,
-    all in one domain of its topology key if it has one."""
+    """The gang's members in ``state`` (running ones counted) reach min-member, all in one domain
+    of its topology key if it has one."""
     if int(state.per_class[list(gang.classes)].sum()) < gang.still_needed:
         return False
     if gang.domain is not None:
         held = {int(gang.domain[i]) for (c, i), k in state.placed.items() if k > 0 and c in gang.classes}
-        if len(held) > 1 or -1 in held:
-            return False
-    return _has_min_resources(problem, state, gang)
+        return len(held) <= 1 and -1 not in held
+    return True
 
 
 def _gang_domains(problem: Problem, state: PlacementState, gang: Gang) -> list[BoolArray | None]:
@@ -327,15 +326,6 @@ def _place_carrier(state: PlacementState, c: int, want: int, place: Placer, j: i
     chosen = int(fits[np.argmin(room[fits])]) if len(fits) else int(np.argmax(room))
     mask = rules.anchored(j, everywhere) | (rules.attr[j].rule.cell == chosen)
     return placed + _within(state, mask, lambda: _place_plain(state, c, want - placed, place))
-
-
-def _has_min_resources(problem: Problem, state: PlacementState, gang: Gang) -> bool:
-    for name, amount in gang.resources_still_needed:
-        r = problem.resource_index(name)
-        got = sum(int(problem.demand[c, r]) * int(state.per_class[c]) for c in gang.classes) if r is not None else 0
-        if got < amount:
-            return False
-    return True
 
 
 def _candidates(state: PlacementState, c: int, within: BoolArray | None = None) -> tuple[IntArray, IntArray]:

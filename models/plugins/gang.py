@@ -1,10 +1,11 @@
 """Coscheduling: a gang's pods are placed together or not at all.
 
 A gang (PodGroup, or pods labelled with a group name) is placed only if at least
-min-member of its pods are placed in the same plan (members already running count),
-and the placed members together request at least its minResources. A gang with fewer
-pods than min-member in existence waits: none of its pods is placed, nor are the pods of a
-gang whose PodGroup is missing or unreadable (``Gang.blocked``). A gang with a
+min-member of its pods are placed in the same plan (members already running count). A gang
+with fewer pods than min-member in existence waits: none of its pods is placed, nor are the
+pods of a gang whose PodGroup is missing or unreadable, or whose ``minResources`` its scheduler
+would not admit now (``kube.gang_admission``: a check against the whole cluster's free room,
+never a sum its placed members must reach) (``Gang.blocked``). A gang with a
 topology key runs within one domain (value of that node label); once members run, the
 domain they run in.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kubeplace.kube.gang_admission import admission_holds
 from kubeplace.kube.gangs import blocked_reason, gang_of
 from kubeplace.kube.objects import GangKey, Node, Pod, PodGroup
 from kubeplace.models.domains import label_domains
@@ -30,10 +32,9 @@ very uneven clusters, yet a gang that only fits across domains is still placed."
 
 @dataclass(frozen=True)
 class Running:
-    """A gang's members already running: how many, their requests together, their nodes."""
+    """A gang's members already running: how many, and their nodes."""
 
     count: int = 0
-    requests: Mapping[str, int] = field(default_factory=dict)
     nodes: frozenset[str] = frozenset()
 
 
@@ -41,6 +42,8 @@ class Running:
 class Coscheduling:
     groups: Mapping[GangKey, PodGroup] = field(default_factory=dict)
     running: Mapping[GangKey, Running] = field(default_factory=dict)
+    held: Mapping[GangKey, str] = field(default_factory=dict)
+    """Gangs their scheduler would not admit now (``kube.gang_admission``), with why."""
     name: str = NAME
 
     def pod_key(self, pod: Pod) -> Hashable:
@@ -59,16 +62,14 @@ class Coscheduling:
         for key, classes in sorted(by_gang.items()):
             group = self.groups.get(key)
             running = self.running.get(key, Running())
-            resources = tuple(sorted(group.min_resources.items())) if group else ()
             topology = group.topology_key if group else ""
             domain = self._domain(key, topology, view.nodes) if topology else None
             soft = group.preferred_topology_key if group else ""
             preferred = label_domains(soft, view.nodes, unlabelled_apart=True) if soft else None
             gangs.append(Gang(key, tuple(classes), min_member=group.min_member if group else 1,
-                              running=running.count, min_resources=resources,
-                              running_requests=tuple(sorted(running.requests.items())),
-                              topology_key=topology, domain=domain, preferred=preferred,
-                              blocked=blocked_reason(view.class_pods[classes[0]], self.groups)))
+                              running=running.count, topology_key=topology, domain=domain, preferred=preferred,
+                              blocked=blocked_reason(view.class_pods[classes[0]], self.groups)
+                              or (group.unreadable if group else "") or self.held.get(key, "")))
         return gangs
 
     def _domain(self, key: GangKey, topology: str, nodes: Sequence[Node]) -> IntArray:
@@ -101,18 +102,17 @@ def build_preference(_args: None, _ctx: RunContext) -> GangTopologyPreference:
 
 
 def build(_args: None, ctx: RunContext) -> Coscheduling:
-    """The running members of the gangs with pending pods (the only gangs a plan places)."""
+    """The running members of the gangs with pending pods (the only gangs a plan places), and the
+    gangs whose scheduler would not admit them now."""
     count: dict[GangKey, int] = {}
-    requests: dict[GangKey, dict[str, int]] = {}
     nodes: dict[GangKey, set[str]] = {}
     waiting = {gang_of(pod) for pod in ctx.snapshot.pending}
     for pod in ctx.snapshot.bound:
         key = gang_of(pod)
         if key is not None and key in waiting:
             count[key] = count.get(key, 0) + 1
-            total = requests.setdefault(key, {})
-            for resource, amount in pod.requests.items():
-                total[resource] = total.get(resource, 0) + amount
             nodes.setdefault(key, set()).add(pod.node_name)
-    running = {key: Running(count[key], requests[key], frozenset(nodes[key])) for key in count}
-    return Coscheduling({g.key: g for g in ctx.snapshot.pod_groups}, running)
+    running = {key: Running(count[key], frozenset(nodes[key])) for key in count}
+    held = admission_holds(ctx.snapshot.pod_groups, {k for k in waiting if k is not None}, ctx.snapshot.nodes,
+                           ctx.snapshot.bound, gang_of)
+    return Coscheduling({g.key: g for g in ctx.snapshot.pod_groups}, running, held)

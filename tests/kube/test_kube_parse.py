@@ -343,3 +343,31 @@ def test_malformed_pod_groups_are_input_errors(change: dict[str, Any], message: 
     with pytest.raises(InputError) as caught:
         build_snapshot([(group, "f.yaml")])
     assert str(caught.value).startswith(f"f.yaml: {message}")
+
+
+def test_a_pod_group_given_twice_is_refused_as_the_api_server_refuses_it() -> None:
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 1}}
+    with pytest.raises(InputError) as caught:
+        build_snapshot([(group, "a.yaml"), ({**group, "spec": {"minMember": 2}}, "b.yaml")])
+    assert str(caught.value).startswith("b.yaml: PodGroup ml/g: duplicate PodGroup (first defined in a.yaml)")
+    other = {**group, "apiVersion": "scheduling.x-k8s.io/v1alpha1"}  # another kind of the same name
+    assert len(build_snapshot([(group, "a.yaml"), (other, "b.yaml")]).pod_groups) == 2
+    served_twice = [({"apiVersion": f"scheduling.k8s.io/{version}", "kind": "PodGroup",
+                      "metadata": {"name": "w"}, "spec": {"schedulingPolicy": {"basic": {}}}}, "cluster")
+                    for version in ("v1alpha2", "v1beta1")]
+    assert len(build_snapshot(served_twice).pod_groups) == 1
+
+
+@pytest.mark.parametrize("value", [0, "", "3", 3.0, False, True, [], {}, 2**31])
+def test_a_kai_min_member_that_is_not_an_int32_of_at_least_1_is_refused(value: Any) -> None:
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "g"},
+             "spec": {"minMember": value}}
+    with pytest.raises(InputError, match=r"PodGroup default/g: spec\.minMember: .*expected an integer from 1 to"):
+        build_snapshot([(group, "f.yaml")])
+
+
+@pytest.mark.parametrize(("spec", "min_member"), [({}, 1), ({"minMember": None}, 1), ({"minMember": 4}, 4)])
+def test_a_kai_min_member_left_out_is_1(spec: dict[str, Any], min_member: int) -> None:
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "g"}, "spec": spec}
+    assert build_snapshot([(group, "f.yaml")]).pod_groups[0].min_member == min_member

@@ -3,6 +3,8 @@ held in their leader's domain, so that the leader goes where its whole job or gr
 
 from __future__ import annotations
 
+import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -164,3 +166,40 @@ def test_a_leader_with_followers_to_come_does_not_preempt_alone() -> None:
     assert planned.plan.placements == () and planned.plan.preemptions == ()
     (unplaced,) = planned.plan.unplaced
     assert any("room for its followers" in r for r in unplaced.reasons), unplaced.reasons
+
+
+HUGE = 2**31 - 1
+
+
+@pytest.mark.parametrize("kind", ["jobset", "lws"])
+def test_a_job_or_group_larger_than_any_domain_gets_a_reason_and_no_stand_ins(kind: str) -> None:
+    # One stand-in pod per follower took 9.7 GB in 60 s; now the size is refused before any is made.
+    owner, leader = ((job("train", HUGE), jobset_leader("train")) if kind == "jobset"
+                     else (leader_worker_set("train", HUGE, worker_cpu="3"), lws_leader("train", 0, HUGE)))
+    objects = [*racks(), owner, leader, pod("solo").cpu("1")]
+    tracemalloc.start()
+    started = time.perf_counter()
+    snap = snapshot_of(*objects)
+    seconds, (_, peak) = time.perf_counter() - started, tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert sorted(p.name for p in snap.pending) == sorted([leader.manifest()["metadata"]["name"], "solo"])
+    assert snap.reserved == () and seconds < 5 and peak < 4 << 20
+    plan, _ = plan_of(*objects)
+    assert [p.name for p in plan.placements] == ["solo"] and plan.reservations == ()
+    (unplaced,) = plan.unplaced
+    what = "Job default/train: parallelism" if kind == "jobset" else "LeaderWorkerSet group default/train-0: size"
+    assert unplaced.reasons[0] == (f"{what} {HUGE}: {HUGE} pods to place in one {RACK} domain, more than the "
+                                   "largest one can ever hold (440 pods)")
+
+
+def test_a_job_as_large_as_its_largest_domain_still_gets_its_stand_ins() -> None:
+    small = [node(f"r-{i}").cpu("8").memory("8Gi").pods(2).label(RACK, "r") for i in range(2)]
+    assert len(snapshot_of(*small, job("train", 4, cpu="1"), jobset_leader("train", cpu="1")).reserved) == 3
+    plan, _ = plan_of(*small, job("train", 5, cpu="1"), jobset_leader("train", cpu="1"))
+    assert plan.placements == () and "(4 pods)" in plan.unplaced[0].reasons[0]
+
+
+def test_the_verifier_refuses_a_leader_whose_job_no_domain_could_hold() -> None:
+    snap = with_stand_ins(snapshot_of(*racks(), job("train", HUGE), jobset_leader("train")))
+    (violation,) = verify(snap, [("default", "train-0-abcde", "r4-0")])
+    assert violation.rule == "Coscheduling" and "more than the largest one can ever hold" in violation.detail

@@ -77,11 +77,34 @@ def test_a_gang_waits_for_its_members() -> None:
         plan.gangs[0].reason.startswith("gang timed out")
 
 
-def test_min_resources_must_be_met() -> None:
+def test_scheduler_plugins_min_resources_is_checked_against_the_cluster_not_summed_over_members() -> None:
+    # PreFilter's CheckClusterResource: 6 CPU are free in the cluster, so the group is let through
+    # although its two members request 4 together.
     join = MEMBERSHIP["scheduler-plugins"][1]
     plan = plan_of(node("n").cpu("8").memory("8Gi"), pod_group("job", 2, minResources={"cpu": "6"}),
                    *[join(pod(f"w{i}").cpu("2"), "job") for i in range(2)])
+    assert placed(plan) == {"w0", "w1"} and plan.gangs[0].placed
+
+
+def test_scheduler_plugins_min_resources_sums_free_room_over_nodes_own_pods_counted_free() -> None:
+    # Two nodes of 4 CPU, one member runs on a (3 CPU): free 8 - 3 - 1 (another pod) + 3 (its own) = 7.
+    join = MEMBERSHIP["scheduler-plugins"][1]
+    objects = (node("a").cpu("4").memory("8Gi"), node("b").cpu("4").memory("8Gi"),
+               join(pod("r").cpu("3"), "job").on("a"), pod("other").cpu("1").on("b"),
+               join(pod("w").cpu("1"), "job"))
+    assert placed(plan_of(*objects, pod_group("job", 2, minResources={"cpu": "7"}))) == {"w"}
+    plan = plan_of(*objects, pod_group("job", 2, minResources={"cpu": "7001m"}))
     assert placed(plan) == set()
+    assert plan.gangs[0].reason == ("PodGroup default/job minResources do not fit in the cluster's free resources: "
+                                    "resource gap: cpu=1m")
+    assert plan.unplaced[0].reasons[0] == plan.gangs[0].reason
+
+
+def test_scheduler_plugins_also_asks_for_min_member_pod_slots() -> None:
+    join = MEMBERSHIP["scheduler-plugins"][1]
+    plan = plan_of(node("n").cpu("8").memory("8Gi").pods(1), pod_group("job", 2, minResources={"cpu": "1"}),
+                   *[join(pod(f"w{i}").cpu("1"), "job") for i in range(2)])
+    assert placed(plan) == set() and plan.gangs[0].reason.endswith("resource gap: pods=1")
 
 
 def test_running_members_count_towards_min_member() -> None:
@@ -133,7 +156,7 @@ def test_volcano_quota_style_min_resources_are_read_as_volcano_does() -> None:
     assert placed(plan) == {"w0", "w1"} and plan.gangs[0].placed
 
 
-@pytest.mark.parametrize(("minimum", "fits"), [("4", True), ("5", False)])
+@pytest.mark.parametrize(("minimum", "fits"), [("8", True), ("9", False)])
 def test_requests_dot_name_is_the_plain_request(minimum: str, fits: bool) -> None:
     join = MEMBERSHIP["scheduler-plugins"][1]
     plan = plan_of(node("n").cpu("8").memory("8Gi"), pod_group("job", 2, minResources={"requests.cpu": minimum}),
@@ -141,13 +164,51 @@ def test_requests_dot_name_is_the_plain_request(minimum: str, fits: bool) -> Non
     assert bool(placed(plan)) is fits
 
 
-def test_running_members_count_towards_min_resources() -> None:
-    # One of three members runs; the two pending ones alone request 2 of the 3 CPU asked for.
-    join = MEMBERSHIP["volcano"][1]
-    plan = plan_of(node("n").cpu("8").memory("8Gi"),
-                   pod_group("job", 3, VOLCANO, minResources={"cpu": "3", "requests.cpu": "3", "count/pods": "3"}),
-                   join(pod("w0").cpu("1"), "job").on("n"), *[join(pod(f"w{i}").cpu("1"), "job") for i in (1, 2)])
-    assert placed(plan) == {"w1", "w2"} and plan.gangs[0].running == 1
+def volcano_group(name: str, min_member: int, phase: str = "", **min_resources: str) -> dict[str, Any]:
+    group = pod_group(name, min_member, VOLCANO, minResources=min_resources)
+    return {**group, "status": {"phase": phase}} if phase else group
+
+
+def spark(name: str, cpu: str) -> PodBuilder:
+    return MEMBERSHIP["volcano"][1](pod(name).cpu(cpu).memory("1Gi"), "spark")
+
+
+SPARK_MIN_RESOURCES = {"cpu": "9", "memory": "5Gi"}
+"""As spark-operator writes them: the driver (1 CPU) and its 4 executors (2 CPU each), 1Gi each."""
+
+
+def test_a_spark_driver_whose_min_resources_count_its_executors_is_placed() -> None:
+    # Volcano enqueues the group (9 CPU within 1.2 x 16 idle) and places the driver: minMember 1.
+    plan = plan_of(node("a").cpu("8").memory("8Gi"), node("b").cpu("8").memory("8Gi"),
+                   volcano_group("spark", 1, "Pending", **SPARK_MIN_RESOURCES), spark("driver", "1"))
+    assert placed(plan) == {"driver"} and plan.gangs[0].placed
+
+
+def test_pending_executors_of_a_running_application_are_placed_individually() -> None:
+    # minMember met by the running driver: the executors are placed one by one, as many as fit.
+    plan = plan_of(node("a").cpu("6").memory("8Gi"), volcano_group("spark", 1, "Running", **SPARK_MIN_RESOURCES),
+                   spark("driver", "1").on("a"), *[spark(f"exec-{i}", "2") for i in range(4)])
+    assert len(placed(plan)) == 2 and plan.gangs[0].placed
+
+
+@pytest.mark.parametrize(("phase", "admitted"), [("", False), ("Pending", False), ("Inqueue", True),
+                                                 ("Running", True)])
+def test_volcano_holds_a_group_back_only_while_the_whole_cluster_cannot_enqueue_it(phase: str, admitted: bool) -> None:
+    # 1.2 x 16 CPU - 1 used = 18.2 idle: a minResources of 19 CPU is not enqueued; once enqueued it is
+    # never checked again.
+    plan = plan_of(node("a").cpu("8").memory("8Gi"), node("b").cpu("8").memory("8Gi"), pod("other").cpu("1").on("a"),
+                   volcano_group("spark", 1, phase, cpu="19"), spark("driver", "1"))
+    assert (placed(plan) == {"driver"}) is admitted
+    if not admitted:
+        assert plan.gangs[0].reason == ("PodGroup default/spark is not enqueued: resource in cluster is overused "
+                                        "(minResources cpu=19000m over the idle room of the cluster)")
+
+
+def test_volcano_enqueue_counts_the_min_resources_of_groups_already_inqueue() -> None:
+    plan = plan_of(node("a").cpu("8").memory("8Gi"), volcano_group("spark", 1, cpu="5"), spark("driver", "1"),
+                   {**volcano_group("other", 1, "Inqueue", cpu="5"), "metadata": {"name": "other",
+                                                                                  "namespace": "default"}})
+    assert placed(plan) == set()  # 5 + 5 > 9.6
 
 
 def test_min_resources_quota_names() -> None:

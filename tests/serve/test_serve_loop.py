@@ -264,3 +264,14 @@ def test_expired_or_missing_targets_leave_placement_free() -> None:
                          cluster=cluster)
         next_cycle(s)
         assert bound(cluster) == {"w": "n1"}
+
+
+def test_an_odd_gang_timeout_annotation_is_its_pods_reason_and_the_rest_is_scheduled() -> None:
+    # "²" is a digit to str.isdigit but no number: reading the waiting gang's timeout failed every cycle.
+    odd = member("w1", "g", 3).annotation("kubeplace.io/gang-timeout-seconds", "²")
+    s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), member("w0", "g", 3), odd, pod("good").cpu("1"))
+    report = next_cycle(s)
+    assert bound(cluster) == {"good": "a"} and sorted(report.unplaced) == ["default/w0", "default/w1"]
+    (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "w1"]
+    assert event["reason"] == "FailedScheduling"
+    assert "metadata.annotations.kubeplace.io/gang-timeout-seconds: got '²'" in event["message"]
