@@ -10,11 +10,11 @@ from pathlib import Path
 import click
 
 from kubeplace.cli.options import Source
-from kubeplace.cli.render import dump, printable, stdout_console, table
+from kubeplace.cli.render import dump, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome
 from kubeplace.kube.claim_binder import allocate_claims
 from kubeplace.kube.client import connect
-from kubeplace.kube.errors import InputError, PlanVerificationFailed
+from kubeplace.kube.errors import InputError, KubeplaceError, PlanVerificationFailed
 from kubeplace.kube.files import read_document
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
@@ -23,6 +23,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import GpuConventions, device_notes
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement, placements_from_dict
+from kubeplace.plan.verify import Violation
 
 
 def run_bind(src: Source, config: Configuration, profile: Profile, solver: SolverSettings,
@@ -47,11 +48,7 @@ def run_bind(src: Source, config: Configuration, profile: Profile, solver: Solve
     placements, taken = _split_bound_meanwhile(placements, snapshot, dry_run)
     violations = verify_plan(snapshot, placements, config, profile)
     if violations:
-        for v in violations:
-            click.echo(f"refused: {printable(str(v))}", err=True)
-        click.echo(f"error: the plan fails verification ({len(violations)} violation(s)); nothing was bound",
-                   err=True)
-        return False
+        raise _refusal(violations, plan_order, str(plan_file) if plan_file is not None else "")
     if not placements and not taken:
         click.echo("nothing to bind")
         return True
@@ -68,6 +65,21 @@ def run_bind(src: Source, config: Configuration, profile: Profile, solver: Solve
                      key=lambda r: plan_order[(r.binding.namespace, r.binding.name)])
     _report(results, output, dry_run)
     return all(r.outcome == "bound" for r in results)
+
+
+def _refusal(violations: Sequence[Violation], plan_order: Mapping[tuple[str, str], int],
+            plan_file: str) -> KubeplaceError:
+    """The one line for a plan that fails verification, before anything is written: the first
+    violation, by the plan file, the pod and its placement (a plan kubeplace made just now and
+    refuses is a bug: exit 3, as for ``plan``)."""
+    if not plan_file:
+        return PlanVerificationFailed(tuple(map(str, violations)))
+    first = violations[0]
+    index = plan_order.get((first.namespace, first.name))
+    more = f" (and {len(violations) - 1} more violation(s))" if len(violations) > 1 else ""
+    return InputError(f"{first.detail} [{first.rule}]{more}; the plan is refused, nothing was bound", file=plan_file,
+                      obj=f"{first.namespace}/{first.name}" if first.namespace else first.name,
+                      field=f"placements[{index}] (node {first.node})" if index is not None else "")
 
 
 def _volume_work(placements: Sequence[Placement], snapshot: Snapshot) -> dict[str, PodVolumes]:
@@ -100,8 +112,9 @@ def _split_bound_meanwhile(placements: tuple[Placement, ...], snapshot: Snapshot
 
 
 def _with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> tuple[Placement, ...]:
-    """A plan file may predate a pod being recreated under the same name: keep the uid it
-    was planned for (the API server then refuses the bind); fill it in when absent."""
+    """A plan file may predate a pod being recreated under the same name: keep the uid it was
+    planned for (verification then refuses the plan before anything is written: the claims and
+    volumes written before the pod would name the new pod with the old uid); fill it in when absent."""
     from kubeplace.kube.objects import Snapshot
 
     assert isinstance(snapshot, Snapshot)

@@ -28,6 +28,9 @@ def parse_disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
     if isinstance(allowed, bool) or not isinstance(allowed, int) or allowed < 0:
         raise InputError(f"{allowed!r} is not a count", field="status.disruptionsAllowed",
                          expected="a non-negative integer")
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        raise InputError("minAvailable and maxUnavailable cannot be both set", field="spec",
+                         expected="at most one of them, as the API server validates it")
     selector = label_selector(spec.get("selector"), "spec.selector")
     disrupted = frozenset(str(k) for k in expect_mapping(status.get("disruptedPods"), "status.disruptedPods"))
     return DisruptionBudget(expect_str(metadata.get("namespace"), "metadata.namespace") or "default",

@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
+import re
 import stat
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +24,47 @@ import yaml
 
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import Snapshot
-from kubeplace.kube.parse import Sourced, build_snapshot, flatten
+from kubeplace.kube.parse import Sourced, build_snapshot, flatten, object_label
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_YAML12_FLOAT = re.compile(r"""^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X)
+"""Floats as YAML 1.2 (and the API server's reader) has them: ``1e3``, ``1.0e3`` and ``.5`` too,
+where PyYAML's YAML 1.1 resolver wants a dot and a signed exponent (``1e3`` was the string
+"1e3"); no base-60 ``1:30.5``. Integers keep PyYAML's resolver."""
+
+
+def _yaml12_loader(base: type[yaml.SafeLoader]) -> type[yaml.SafeLoader]:
+    """``base`` with the YAML 1.2 float resolver in place of YAML 1.1's (same position, so
+    booleans, nulls and integers resolve as before)."""
+    loader: type[yaml.SafeLoader] = type("Yaml12Loader", (base,), {})
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, _YAML12_FLOAT if tag == _FLOAT_TAG else pattern) for tag, pattern in resolvers]
+        for first, resolvers in base.yaml_implicit_resolvers.items()}
+    for first in "-+0123456789.":
+        if not any(tag == _FLOAT_TAG for tag, _ in loader.yaml_implicit_resolvers.setdefault(first, [])):
+            loader.yaml_implicit_resolvers[first].insert(0, (_FLOAT_TAG, _YAML12_FLOAT))
+    loader.add_constructor(_FLOAT_TAG, _float_or_text)
+    return loader
+
+
+def _float_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | str:
+    """A float; a literal beyond float64 (``1e400``) stays text, as the API server's reader
+    leaves what ``strconv.ParseFloat`` refuses (a quantity ``1e400`` is then out of range)."""
+    value: float = loader.construct_yaml_float(node)
+    return node.value if math.isinf(value) and "inf" not in node.value.lower() else value
+
+
 # The C loader is several times faster; a 5,000-node, 10,000-pod dump is ~20 MB of YAML.
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader = _yaml12_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+"""The one YAML loader of kubeplace (snapshots, plans, configurations): YAML 1.2 floats, and a
+key twice in one mapping is refused (:func:`_duplicate_key`), as the API server refuses it."""
 
 
 def load_snapshot(
@@ -134,13 +172,13 @@ def _parse_documents(text: str, source: str) -> list[Any]:
     try:
         if text.lstrip()[:1] in ("{", "["):
             try:
-                return [json.loads(text)]
+                return [json.loads(text, object_pairs_hook=_unique_keys)]
             except ValueError:
-                pass  # not plain JSON after all: YAML says where it is wrong
+                pass  # not plain JSON after all, or a key twice: YAML says where
         try:
             return _load_plain_yaml(text)
         except _NeedsFullLoader:
-            return list(yaml.load_all(text, Loader=_Loader))
+            return _load_full_yaml(text, source)
     except yaml.YAMLError as error:
         raise _yaml_error(error, source) from None
     except RecursionError:
@@ -163,7 +201,96 @@ def _garbage_collector_paused() -> Iterator[None]:
 
 
 class _NeedsFullLoader(Exception):
-    """The document uses anchors, aliases, merge keys, tags or complex keys."""
+    """The document uses anchors, aliases, merge keys, tags or complex keys, or has a key twice
+    in a mapping (the full loader says where)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; ValueError for a key given twice (json.loads keeps the last silently)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("a key twice in an object")
+    return out
+
+
+def _load_full_yaml(text: str, source: str) -> list[Any]:
+    """The documents of ``text`` through the node graph; :class:`InputError` for a key given
+    twice in a mapping, naming the line, the object and the field."""
+    loader: Any = _Loader(text)
+    try:
+        documents = []
+        while loader.check_node():
+            node = loader.get_node()
+            duplicate = _duplicate_key(node, (), set())
+            document = loader.construct_document(node)
+            if duplicate is not None:
+                raise _duplicate_error(duplicate, document, source)
+            documents.append(document)
+        return documents
+    finally:
+        loader.dispose()
+
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class _Duplicate:
+    path: Path_
+    """Where the mapping is, from the document's root (keys and list indexes)."""
+    key: str
+    line: int
+    first_line: int
+
+
+def _duplicate_key(node: yaml.Node, path: Path_, seen: set[int]) -> _Duplicate | None:
+    """The first key given twice in a mapping of the node graph (merged keys, ``<<``, are
+    overridden by design and not counted), as the API server's reader refuses it ("mapping key
+    ... already defined")."""
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        return next((found for i, child in enumerate(node.value)
+                     if (found := _duplicate_key(child, (*path, i), seen)) is not None), None)
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    lines: dict[tuple[str, str], int] = {}
+    for key_node, value_node in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != _MERGE_TAG:
+            key, line = (key_node.tag, key_node.value), key_node.start_mark.line + 1
+            if key in lines:
+                return _Duplicate(path, key_node.value, line, lines[key])
+            lines[key] = line
+        found = _duplicate_key(value_node, (*path, str(getattr(key_node, "value", "?"))), seen)
+        if found is not None:
+            return found
+    return None
+
+
+def _duplicate_error(duplicate: _Duplicate, document: Any, source: str) -> InputError:
+    """Names the Kubernetes object the mapping is in (the innermost mapping on the way with
+    ``kind`` and ``metadata``; a List's item) and the field from it; from the document's root
+    for a configuration or a plan."""
+    obj, start, here = "", 0, document
+    for depth, step in enumerate(duplicate.path):
+        if isinstance(here, dict) and "kind" in here and isinstance(here.get("metadata"), dict):
+            obj, start = object_label(here), depth
+        here = _child(here, step)
+    if isinstance(here, dict) and "kind" in here and isinstance(here.get("metadata"), dict):
+        obj, start = object_label(here), len(duplicate.path)
+    field = "".join(f"[{step}]" if isinstance(step, int) else f".{step}"
+                    for step in (*duplicate.path[start:], duplicate.key)).lstrip(".")
+    return InputError(f'mapping key "{duplicate.key}" already defined at line {duplicate.first_line}',
+                      file=source, line=duplicate.line, obj=obj, field=field)
+
+
+def _child(here: Any, step: str | int) -> Any:
+    """The item at ``step`` (a list index, or a mapping key as the YAML text spells it); None
+    when there is none (a key that resolved to another type: ``1``, ``yes``)."""
+    if isinstance(step, int):
+        return here[step] if isinstance(here, list) and step < len(here) else None
+    return here.get(step) if isinstance(here, dict) else None
 
 
 def _load_plain_yaml(text: str) -> list[Any]:
@@ -222,7 +349,7 @@ def _plain_document(loader: Any) -> Any:
         if type(parent) is list:
             parent.append(item)
         elif keys[-1] is _NO_KEY:
-            if item == "<<" or isinstance(item, (dict, list)):
+            if item == "<<" or isinstance(item, (dict, list)) or item in parent:
                 raise _NeedsFullLoader
             keys[-1] = item
         else:

@@ -16,7 +16,8 @@ from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import VerifySettings, Violation, verify
 from kubeplace.plan.verify_claims import DYNAMIC_RESOURCES
 from kubeplace.plan.verify_gpu import verify_devices
-from kubeplace.plan.verify_volumes import VOLUME_RULES
+from kubeplace.plan.verify_owned import verify_owned
+from kubeplace.plan.verify_volumes import VOLUME_BINDING, VOLUME_RULES
 
 PairCheck = Callable[[Pod, Node], str | None]
 
@@ -55,7 +56,8 @@ def _pair_check(plugin: FilterPlugin) -> PairCheck:
 
 def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Configuration,
                 profile: Profile, plugins: PluginSet | None = None) -> list[Violation]:
-    """Every hard rule, GPU devices and the volumes chosen included, for a plan about to be bound.
+    """Every hard rule, GPU devices and the volumes chosen included, for a plan about to be bound,
+    and that what binding it writes is the placed pods' own (``plan.verify_owned``).
     ``plugins``: the profile's plugins instantiated for this snapshot, when the caller has them
     (they are built again otherwise)."""
     triples = [(p.namespace, p.name, p.node) for p in placements]
@@ -63,7 +65,9 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
     plugins = plugins or instantiate(config, profile, snapshot)
     volumes = {(p.namespace, p.name): p.volumes for p in placements}
     claims = {(p.namespace, p.name): p.claims for p in placements}
-    violations = verify(plugins.mark_unmodelled(snapshot, bound=False), triples, settings, plugin_checks(plugins),
-                        volumes, claims)
+    violations = [Violation(*finding) for finding in verify_owned(
+        snapshot, placements, settings.check_claims, VOLUME_BINDING in settings.volume_rules)]
+    violations += verify(plugins.mark_unmodelled(snapshot, bound=False), triples, settings, plugin_checks(plugins),
+                         volumes, claims)
     return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements],
                                        settings)

@@ -92,6 +92,15 @@ def test_the_internal_settings_are_snake_case_and_typed() -> None:
     assert code == 0 and "timeLimitSeconds: 10.0" in out  # printed in the file's shape
 
 
+def test_an_exponent_is_a_float_as_in_yaml_1_2(tmp_path: Path) -> None:
+    """``1e3`` was the string '1e3' to PyYAML's YAML 1.1 resolver: "expected float"."""
+    config = tmp_path / "config.yaml"
+    config.write_text(HEADER + "solver: {timeLimitSeconds: 1e3, relativeGap: 5e-2}\n")
+    code, out, err = run("config-check", str(config))
+    assert code == 0, err
+    assert "timeLimitSeconds: 1000.0" in out and "relativeGap: 0.05" in out
+
+
 MISSPELLED = '''
 from dataclasses import dataclass
 from kubeplace.plugins import FILTER, PluginFactory

@@ -159,6 +159,7 @@ def config_file(tmp_path: Path, body: bytes) -> Path:
         (b"profiles: [{pluginConfig: [{name: Balance, args: {resources: [{weight: 1}]}}]}]\n",
          "profiles[0].pluginConfig[0].args.resources[0].name: missing field"),
         (b"solver: {timeLimitSeconds: 1" + b"0" * 400 + b"}\n", "solver.timeLimitSeconds: expected float, got 1000"),
+        (b"solver: {workers: 1}\nsolver: {workers: 2}\n", ':4: solver: mapping key "solver" already defined at line 3'),
     ],
 )
 @pytest.mark.parametrize("command", ["plan", "config-check"])
@@ -209,6 +210,8 @@ def plan_document(**placement: Any) -> dict[str, Any]:
         (b"kind: PlacementPlan\nsource: caf\xe9\n", ":2: not UTF-8 text"),
         (b"kind: PlacementPlan\nx: " + b"[" * 900 + b"]" * 900 + b"\n", "placements: missing or not a list"),
         (b"", "kind: not a kubeplace plan"),
+        (b"kind: PlacementPlan\nplacements:\n- {namespace: default, name: web, node: n1, node: n2}\n",
+         ':3: placements[0].node: mapping key "node" already defined at line 3'),
     ],
 )
 def test_bad_plan_files_are_one_line_and_bind_nothing(cluster: tuple[Path, FakeApiServer], tmp_path: Path,

@@ -70,10 +70,11 @@ class FakeApiServer:
             name = stored["metadata"]["name"]
             message = f'Operation cannot be fulfilled on "{name}": the object has been modified'
             return 409, status(409, "Conflict", message)
+        if "dryRun" in query:  # the API server answers a dry run with the stored resourceVersion
+            return 200, body
         updated = {**body, "metadata": {**body["metadata"],
                                         "resourceVersion": str(int(stored["metadata"]["resourceVersion"]) + 1)}}
-        if "dryRun" not in query:
-            self.objects[path] = updated
+        self.objects[path] = updated
         return 200, updated
 
     def _page(self, kind: str, items: list[dict[str, Any]], query: dict[str, list[str]],

@@ -114,6 +114,56 @@ def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:
     assert str(caught.value).startswith(f"{file}:6: malformed YAML")
 
 
+DUPLICATE_CPU = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web, namespace: shop}
+  spec:
+    containers:
+    - name: main
+      resources:
+        requests: {cpu: "100", cpu: "1"}
+"""
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (DUPLICATE_CPU, ':14: Pod shop/web: spec.containers[0].resources.requests.cpu: mapping key "cpu" already '
+                    "defined at line 14"),
+    ("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels: &l {a: b}\nmetadata: {name: n2}\n",
+     ':6: Node n2: metadata: mapping key "metadata" already defined at line 3'),  # anchors: the full loader
+    ('{"apiVersion": "v1", "kind": "Node",\n "metadata": {"name": "n1", "name": "n2"}}\n',
+     ':2: Node n2: metadata.name: mapping key "name" already defined at line 2'),  # JSON
+])
+def test_a_key_twice_in_a_mapping_names_file_line_object_and_field(tmp_path: Path, text: str, message: str) -> None:
+    """The API server's reader refuses it; PyYAML and json.loads kept the last value silently."""
+    file = tmp_path / "dump.yaml"
+    file.write_text(text)
+    with pytest.raises(InputError) as caught:
+        load_objects([file])
+    assert str(caught.value) == f"{file}{message}"
+
+
+def test_a_merged_key_may_be_overridden(tmp_path: Path) -> None:
+    file = tmp_path / "merged.yaml"
+    file.write_text("base: &b {x: 1, y: 2}\nmerged:\n  <<: *b\n  x: 3\n")
+    assert read_document(file) == {"base": {"x": 1, "y": 2}, "merged": {"x": 3, "y": 2}}
+
+
+def test_floats_are_yaml_1_2_floats(tmp_path: Path) -> None:
+    """``1e3`` is a float to the API server's reader (YAML 1.2); PyYAML's YAML 1.1 made it a string."""
+    file = tmp_path / "numbers.yaml"
+    file.write_text("a: 1e3\nb: 1.0e3\nc: -2E-3\nd: .5\ne: 1.5\nf: 12\ng: 0x10\nh: '1e3'\ni: 1e400\nj: .inf\n")
+    assert read_document(file) == {"a": 1000.0, "b": 1000.0, "c": -0.002, "d": 0.5, "e": 1.5, "f": 12, "g": 16,
+                                   "h": "1e3", "i": "1e400", "j": float("inf")}
+    assert isinstance(read_document(file)["a"], float)
+
+
 def test_unknown_kind(tmp_path: Path) -> None:
     file = write_yaml(tmp_path / "x.yaml", {"apiVersion": "v1", "kind": "Pods", "metadata": {"name": "p"}})
     with pytest.raises(InputError, match=r"x.yaml: Pods p: kind: unknown kind 'Pods'"):
@@ -228,10 +278,10 @@ tagged: !!int "7"
 
 
 @pytest.mark.parametrize("text", [TRICKY_YAML, ALIASED_YAML], ids=["plain", "anchors-and-tags"])
-def test_fast_yaml_path_gives_what_safe_load_gives(text: str) -> None:
-    from kubeplace.kube.files import _parse_documents
+def test_fast_yaml_path_gives_what_the_full_loader_gives(text: str) -> None:
+    from kubeplace.kube.files import _Loader, _parse_documents
 
-    assert _parse_documents(text, "x.yaml") == list(yaml.safe_load_all(text))
+    assert _parse_documents(text, "x.yaml") == list(yaml.load_all(text, Loader=_Loader))
 
 
 def test_demo_fixture_parses_as_safe_load_does() -> None:

@@ -75,6 +75,18 @@ def test_a_bad_disruptions_allowed_names_the_file_and_field(allowed: Any) -> Non
     assert "status.disruptionsAllowed" in str(caught.value)
 
 
+def test_a_budget_with_both_min_available_and_max_unavailable_is_refused() -> None:
+    """The API server's ValidatePodDisruptionBudgetSpec refuses it; it was read, the budget's
+    status used as if one of them held."""
+    both = budget()
+    both["spec"] |= {"minAvailable": 1, "maxUnavailable": "50%"}
+    with pytest.raises(InputError) as caught:
+        build_snapshot([(both, "cluster.yaml")])
+    assert str(caught.value) == ("cluster.yaml: PodDisruptionBudget web: spec: minAvailable and maxUnavailable cannot "
+                                 "be both set (expected at most one of them, as the API server validates it)")
+    assert build_snapshot([({**both, "spec": {**both["spec"], "maxUnavailable": None}}, "f")]).disruption_budgets
+
+
 @pytest.mark.parametrize(("expression", "field", "words"), [
     ({"key": "app", "operator": "In", "values": []}, "values", "In without values"),
     ({"key": "app", "operator": "Exists", "values": ["web"]}, "values", "Exists with values"),
