@@ -8,6 +8,8 @@ every integer placement from above, and it stays small on any cluster size.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,3 +78,35 @@ def placed_weight_bound(problem: Problem, time_limit: float = 10.0) -> int | Non
     if not result.status.has_solution or result.objective is None:
         return None
     return int(np.floor(result.objective + 1e-6))
+
+
+def stage_room_gone(problem: Problem, floors: Sequence[int]) -> bool:
+    """True when no pod of weight stage ``len(floors)`` can be placed while the stages above
+    place at least ``floors``: pooled over the nodes, the least of each resource that reaching
+    each floor takes (a fractional knapsack, the classes that weigh most per unit of it first)
+    leaves less than every class of the stage requests. Cheap (no solve), and only ever says so
+    when it is true (every rule it leaves out takes more room, never less): the staged solves
+    skip the stages below a full cluster with it."""
+    stage = problem.stage_of_class
+    mine = np.nonzero((stage == len(floors)) & problem.eligible.any(axis=1))[0]
+    if len(mine) == 0:
+        return True
+    room = np.maximum(problem.free, 0).astype(object).sum(axis=0)  # exact: Python integers
+    left = [int(room[r]) - sum(_least_taken(problem, np.nonzero(stage == s)[0], floor, r)
+                               for s, floor in enumerate(floors)) for r in range(len(problem.resources))]
+    return all(any(int(problem.demand[c, r]) > left[r] for r in range(len(left))) for c in mine)
+
+
+def _least_taken(problem: Problem, classes: IntArray, floor: int, r: int) -> int:
+    """A lower bound on resource ``r`` that classes ``classes`` take to place weight ``floor``."""
+    if floor <= 0:
+        return 0
+    per = problem.demand[classes, r] / problem.weight[classes]
+    taken, short = 0.0, float(floor)
+    for c in classes[np.argsort(per, kind="stable")].tolist():
+        pods = min(float(problem.count[c]), short / float(problem.weight[c]))
+        taken += pods * float(problem.demand[c, r])
+        short -= pods * float(problem.weight[c])
+        if short <= 0:
+            break
+    return max(0, math.floor(taken * (1 - 1e-9)) - 1)  # below the float's rounding: still a lower bound
