@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -98,15 +99,15 @@ def stage_room_gone(problem: Problem, floors: Sequence[int]) -> bool:
 
 
 def _least_taken(problem: Problem, classes: IntArray, floor: int, r: int) -> int:
-    """A lower bound on resource ``r`` that classes ``classes`` take to place weight ``floor``."""
-    if floor <= 0:
-        return 0
-    per = problem.demand[classes, r] / problem.weight[classes]
-    taken, short = 0.0, float(floor)
-    for c in classes[np.argsort(per, kind="stable")].tolist():
-        pods = min(float(problem.count[c]), short / float(problem.weight[c]))
-        taken += pods * float(problem.demand[c, r])
-        short -= pods * float(problem.weight[c])
+    """The least of resource ``r`` that classes ``classes`` take to place weight ``floor``: the
+    fractional knapsack's optimum (the least per unit of weight first), rounded up as any integer
+    placement takes a whole amount; exact in Python integers and fractions."""
+    short, taken = floor, Fraction(0)
+    for c in sorted(classes.tolist(), key=lambda c: Fraction(int(problem.demand[c, r]), int(problem.weight[c]))):
         if short <= 0:
             break
-    return max(0, math.floor(taken * (1 - 1e-9)) - 1)  # below the float's rounding: still a lower bound
+        weight, demand = int(problem.weight[c]), int(problem.demand[c, r])
+        pods = min(Fraction(int(problem.count[c])), Fraction(short, weight))
+        taken += pods * demand
+        short -= math.ceil(pods * weight)
+    return math.ceil(taken)
