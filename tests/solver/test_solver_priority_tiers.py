@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kubeplace.kube.objects import Snapshot
@@ -162,3 +162,16 @@ def test_pods_placed_per_priority_are_lexicographically_maximal_on_every_backend
             placed = a.placed_per_class(problem.n_classes)
             assert (placed <= problem.count).all()
             assert placed[::-1].tolist() == optimum, backend  # the highest priority first
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 60), st.integers(1, 3))
+@example(60, 2)
+def test_the_highest_preemptors_are_served_at_any_number_of_priorities(levels: int, room: int) -> None:
+    """A node full of ``room`` pods of priority 0; one preemptor of each priority 1..levels: the
+    ``room`` highest take their places, on every backend (one weight stage up to 41 levels)."""
+    snapshot = snapshot_of(node("n1").cpu(room), *(running(f"low{k}", "n1", 1, 0) for k in range(room)),
+                           *(pod(f"p{t}-0").cpu(1).priority(t) for t in range(1, levels + 1)))
+    served = set(range(max(1, levels - room + 1), levels + 1))
+    for backend in BACKENDS:
+        assert set(placed_priorities(plan_of(snapshot, backend, preempt=True))) == served, backend
