@@ -103,7 +103,8 @@ def test_staged_solves_from_nothing_keep_what_the_stages_above_place(backend: st
     p = chain(45, 5)
     incumbent = Assignment.empty()
     for stage in range(p.n_stages):
-        form = placement_model(p, Neighbourhood.whole(p), incumbent, floors=evaluate.stage_weights(p, incumbent)[:stage])
+        floors = evaluate.stage_weights(p, incumbent)[:stage]
+        form = placement_model(p, Neighbourhood.whole(p), incumbent, floors=floors)
         result = get_backend(backend).solve(form.model, settings_for(backend))
         assert result.status.value == "optimal" and result.values is not None
         incumbent = form.assignment(result.values)
