@@ -3,7 +3,8 @@
 Variables ``y[c, i]`` count class-c pods on node i, one per eligible pair of the
 neighbourhood's nodes. Goals are lexicographic and solved in stages:
 
-1. ``placement_model``: maximise the priority-weighted number of pods placed.
+1. ``placement_model``: maximise the priority-weighted number of pods placed (with several
+   weight stages, ``Problem.weight_stage``: one stage's, the stages above it kept as floor rows).
 2. ``objective_model``: keep stage 1's value as a constraint and minimise the score
    plugins' terms, linearised by ``models.linear_terms`` (the squared deviation of a
    node's utilisation from the mean bounded below by its tangents at a few breakpoints:

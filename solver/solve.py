@@ -3,7 +3,9 @@
 1. Greedy placements (best-fit, spread); the better one is the incumbent. It is a
    valid answer on its own and the complete hint for the backend.
 2. The LP bound on what any placement can place.
-3. Small problems: the whole model, stage 1 (place) then stage 2 (objective).
+3. Small problems: the whole model, stage 1 (place; once per weight stage, the highest
+   priorities first, when the tiers' strict weights do not fit one objective) then stage 2
+   (objective).
    Large problems: large-neighbourhood search (``solver.lns``) around the incumbent.
 The answer is never worse than the greedy one: a backend result replaces the
 incumbent only when it is better by the exact evaluation of ``models.evaluate``.
