@@ -53,7 +53,8 @@ from kubeplace.models.problem import (
 BASE_RESOURCES = (CPU, MEMORY, PODS)
 MAX_TIER_WEIGHT = 1 << 40
 MAX_PLACED_WEIGHT = 1 << 60
-"""Strict tiers only while the weight of every pod placed stays below this (int64 objectives)."""
+"""Tiers share one weight stage while a tier's weight stays below MAX_TIER_WEIGHT and the weight
+of every pod of the stage below MAX_PLACED_WEIGHT (int64 objectives, float LPs)."""
 
 
 @dataclass(frozen=True)
@@ -99,27 +100,30 @@ def resource_names(pending: Sequence[Pod]) -> tuple[str, ...]:
     return BASE_RESOURCES + tuple(sorted(names))
 
 
-def priority_weights(priorities: IntArray, counts: IntArray, base: IntArray | None = None) -> IntArray:
-    """Weight per class such that one pod of a higher priority outweighs all pods of
-    lower priorities together (strict lexicographic order), while that fits in 2^40 and the
-    weight of all pods in 2^60; beyond, tiers fall back to weight = tier rank + 1 (ordered, no
-    longer strict).
-    Within a tier a pod weighs ``base`` (1 by default)."""
+def priority_weights(priorities: IntArray, counts: IntArray,
+                     base: IntArray | None = None) -> tuple[IntArray, IntArray]:
+    """Weight and weight stage per class such that one pod of a higher priority outweighs all
+    pods of lower priorities together (strict lexicographic order) at any number of tiers.
+
+    Tiers share a stage while their strict weights fit (the common case: one stage, the weights
+    one solve maximises); a tier that would pass the limits starts a new stage, where weights
+    start again from ``base``. Stages are numbered from the highest priorities (0) down; the
+    solvers keep the order between stages by solving them one after the other (see
+    ``Problem.weight_stage``). Within a tier a pod weighs ``base`` (1 by default)."""
     base = np.ones(len(priorities), dtype=np.int64) if base is None else base
-    tiers = np.unique(priorities)
     weights = base.copy()
-    tier_weight, below = 1, 0
-    strict = True
-    for rank, tier in enumerate(tiers):
+    stage_from_bottom = np.zeros(len(priorities), dtype=np.int64)
+    stage, tier_weight, below = 0, 1, 0
+    for tier in np.unique(priorities):
         members = priorities == tier
         tier_total = sum(int(b) * int(k) for b, k in zip(base[members], counts[members], strict=True))
-        if rank > 0:
-            tier_weight = below + 1 if strict else rank + 1
-            if tier_weight > MAX_TIER_WEIGHT or below + tier_weight * tier_total > MAX_PLACED_WEIGHT:
-                strict, tier_weight = False, rank + 1
+        tier_weight = below + 1
+        if below and (tier_weight > MAX_TIER_WEIGHT or below + tier_weight * tier_total > MAX_PLACED_WEIGHT):
+            stage, tier_weight, below = stage + 1, 1, 0
         weights[members] = tier_weight * base[members]
+        stage_from_bottom[members] = stage
         below += tier_weight * tier_total
-    return weights
+    return weights, stage - stage_from_bottom
 
 
 def weight_tiers(pods: Sequence[Pod]) -> IntArray:
@@ -268,6 +272,8 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
             eligible[list(rule.classes)] &= rule.domain >= 0  # outside every domain of the gang
         if isinstance(rule, Gang) and rule.blocked:
             eligible[list(rule.classes)] = False  # never placed alone, nor with part of its gang
+    weight, weight_stage = priority_weights(priority, count, base_weights(gpu_count, gpu_milli, count,
+                                                                           placement_weight))
     problem = Problem(
         resources=resources,
         node_names=tuple(n.name for n in nodes),
@@ -275,7 +281,8 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         used=used,
         demand=demand,
         count=count,
-        weight=priority_weights(priority, count, base_weights(gpu_count, gpu_milli, count, placement_weight)),
+        weight=weight,
+        weight_stage=weight_stage,
         eligible=eligible,
         members=tuple(tuple(m) for m in members),
         group_caps=tuple(r for r in rules if isinstance(r, GroupCap)),

@@ -28,7 +28,13 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def placed_weight(problem: Problem, a: Assignment) -> int:
-    return int((problem.weight[a.cls] * a.counts).sum())
+    """Exact over every weight stage (a higher stage outweighs all lower ones)."""
+    return problem.weigh(a.cls, a.counts)
+
+
+def stage_weights(problem: Problem, a: Assignment) -> tuple[int, ...]:
+    """The weight placed in each stage, the highest first."""
+    return problem.stage_weights(a.cls, a.counts)
 
 
 def pods_placed(a: Assignment) -> int:

@@ -3,7 +3,8 @@
 Variables ``y[c, i]`` count class-c pods on node i, one per eligible pair of the
 neighbourhood's nodes. Goals are lexicographic and solved in stages:
 
-1. ``placement_model``: maximise the priority-weighted number of pods placed.
+1. ``placement_model``: maximise the priority-weighted number of pods placed (with several
+   weight stages, ``Problem.weight_stage``: one stage's, the stages above it kept as floor rows).
 2. ``objective_model``: keep stage 1's value as a constraint and minimise the score
    plugins' terms, linearised by ``models.linear_terms`` (the squared deviation of a
    node's utilisation from the mean bounded below by its tangents at a few breakpoints:
@@ -206,8 +207,18 @@ class _Builder:
                             np.concatenate([np.ones(int(sel.sum()), np.int64), [-size]]), -INF, 0)
             self.domain_vars.append((int(var), g, int(d)))
 
-    def placed_weight(self) -> tuple[IntArray, IntArray]:
-        return self.y, self.problem.weight[self.pair_cls]
+    def placed_weight(self, stage: int) -> tuple[IntArray, IntArray]:
+        """The variables and weights of the pairs whose class is in weight ``stage``."""
+        mine = self.problem.stage_of_class[self.pair_cls] == stage
+        return self.y[mine], self.problem.weight[self.pair_cls[mine]]
+
+    def floor_rows(self, floors: Sequence[int]) -> None:
+        """Each stage ``s < len(floors)`` places at least ``floors[s]`` (fixed pods included)."""
+        fixed = fixed_weights(self.problem, self.hood)
+        for stage, floor in enumerate(floors):
+            cols, coefs = self.placed_weight(stage)
+            if floor - fixed[stage] > 0:
+                self.lb.add_row(cols, coefs, floor - fixed[stage], INF)
 
 
 def _own_caps(problem: Problem, cls: IntArray, node: IntArray) -> IntArray:
@@ -229,8 +240,9 @@ def _fit_count(problem: Problem, cls: IntArray, node: IntArray) -> IntArray:
     return np.clip(per.min(axis=1), 0, None).astype(np.int64) if len(cls) else np.zeros(0, np.int64)
 
 
-def fixed_weight(problem: Problem, hood: Neighbourhood) -> int:
-    return int((problem.weight[hood.fixed.cls] * hood.fixed.counts).sum())
+def fixed_weights(problem: Problem, hood: Neighbourhood) -> tuple[int, ...]:
+    """The weight the pods fixed outside the neighbourhood place in each stage."""
+    return problem.stage_weights(hood.fixed.cls, hood.fixed.counts)
 
 
 def _values_from(builder: _Builder, assignment: Assignment | None) -> IntArray | None:
@@ -244,16 +256,19 @@ def _values_from(builder: _Builder, assignment: Assignment | None) -> IntArray |
 
 
 def placement_model(problem: Problem, hood: Neighbourhood, hint: Assignment | None = None,
-                    extension: Extension | None = None) -> Formulation:
-    """Maximise the priority-weighted number of pods placed on the neighbourhood."""
+                    extension: Extension | None = None, floors: Sequence[int] = ()) -> Formulation:
+    """Maximise the priority-weighted number of pods placed on the neighbourhood, in weight
+    stage ``len(floors)``, each higher stage placing at least its floor (one stage: no floor)."""
     b = _Builder.start(problem, hood)
     if extension is not None:
         extension.rows(b)
-    cols, coefs = b.placed_weight()
+    b.floor_rows(floors)
+    stage = len(floors)
+    cols, coefs = b.placed_weight(stage)
     b.lb.add_objective(cols, coefs)
     values = _values_from(b, hint)
     full = None if values is None else _complete_hint(b, values, [], hint, extension)
-    return Formulation(b.lb.build(maximize=True, offset=fixed_weight(problem, hood), hint=full),
+    return Formulation(b.lb.build(maximize=True, offset=fixed_weights(problem, hood)[stage], hint=full),
                        problem, b.pair_cls, b.pair_node, b.devices)
 
 
@@ -273,14 +288,14 @@ class _Aux:
 
 
 def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[ObjectiveTerm],
-                    min_weight: int, mu: FloatArray, hint: Assignment | None = None,
+                    floors: Sequence[int], mu: FloatArray, hint: Assignment | None = None,
                     extension: Extension | None = None) -> Formulation:
-    """Minimise the objective terms while placing at least ``min_weight`` (stage 1)."""
+    """Minimise the objective terms while placing at least ``floors`` (stage 1's weight in each
+    weight stage, ``evaluate.stage_weights``)."""
     b = _Builder.start(problem, hood)
     if extension is not None:
         extension.rows(b)
-    cols, coefs = b.placed_weight()
-    b.lb.add_row(cols, coefs, min_weight - fixed_weight(problem, hood), INF)
+    b.floor_rows(floors)
     aux: list[_Aux | BalanceCut] = []
     for term in terms:
         if isinstance(term, LoadBalanceTerm):

@@ -166,8 +166,8 @@ def preemption_problem(snapshot: Snapshot, config: Configuration, profile: Profi
     victim_priority = np.array([k[3] for k in victim_keys], dtype=np.int64)
     priority = np.array([pods[p.members[c][0]].priority for c in range(n_pending)], dtype=np.int64)
     base = base_weights(p.gpu_count, p.gpu_milli, p.count, profile.placement_weight) if p.gpu_count.shape[0] else None
-    weight = priority_weights(np.concatenate([priority, victim_priority]), p.count, base)
-    problem = replace(p, eligible=eligible, weight=weight)
+    weight, stage = priority_weights(np.concatenate([priority, victim_priority]), p.count, base)
+    problem = replace(p, eligible=eligible, weight=weight, weight_stage=stage)
     split = replace(split, problem=problem)
     return PreemptionProblem(
         split, n_pending, np.array([k[1] for k in keys[:n_pending]], dtype=np.int64), victim_node,
@@ -215,6 +215,7 @@ def split_classes(agg: Aggregation, key: Callable[[int], ClassKey]) -> tuple[Agg
         demand=p.demand[parent].reshape(len(parts), len(p.resources)),
         count=np.array([len(m) for _, _, m in parts], dtype=np.int64),
         weight=p.weight[parent],
+        weight_stage=p.stage_of_class[parent],
         eligible=p.eligible[parent].reshape(len(parts), p.n_nodes),
         members=tuple(tuple(m) for _, _, m in parts),
         group_caps=tuple(GroupCap(g.name, remap(g.classes), g.cap, g.plugin) for g in p.group_caps),

@@ -21,7 +21,8 @@ kept); evicted = count - k.
   placed frees nothing (its victims would break no row if kept, and the stages keep them).
 - **Stages** (lexicographic; each later stage keeps the earlier ones' values): placed weight
   (the placement model's own objective: pods placed and victims kept, tier by tier of priority,
-  see ``models.preempt_problem``); the highest victim priority (``h[t]`` set when a victim
+  see ``models.preempt_problem``; once per weight stage when the tiers need several); the
+  highest victim priority (``h[t]`` set when a victim
   of tier >= t goes; minimise sum h); PodDisruptionBudget violations (per budget, victims it
   protects beyond ``disruptionsAllowed``); the victims, each weighted 1 + its tier; then the
   profile's terms.

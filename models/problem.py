@@ -17,6 +17,7 @@ allocatable to the limit), and sums of requests saturate at FULL instead of wrap
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -318,6 +319,12 @@ class Problem:
     limit: IntArray | None = None
     """(N, R) the most that requests on a node may add up to (``Headroom`` rules), at most its
     allocatable; None: the allocatable (``capacity``)."""
+    weight_stage: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(K,) the weight stage of each class, 0 holding the highest priorities; empty: one stage.
+    ``weight`` is strict within a stage (one pod of a higher tier outweighs every pod of the lower
+    ones), and every stage outweighs all the stages after it: strict weights over all tiers would
+    not fit an int64 objective, so the solvers place stage by stage (``stage_weights`` compared
+    as a tuple) and :meth:`weigh` is exact in Python integers."""
 
     @property
     def has_domain_rules(self) -> bool:
@@ -338,6 +345,47 @@ class Problem:
         """(N, R) the load the running pods put on each node, before any placement: measured
         (where metrics exist, when ``measured``) or requested."""
         return self.measured if measured and self.measured is not None else self.used
+
+    @property
+    def n_stages(self) -> int:
+        return int(self.weight_stage.max(initial=0)) + 1
+
+    @property
+    def stage_of_class(self) -> IntArray:
+        """(K,) each class's weight stage (0 everywhere with a single stage)."""
+        return self.weight_stage if self.weight_stage.shape[0] else np.zeros(self.n_classes, dtype=np.int64)
+
+    @cached_property
+    def stage_scale(self) -> tuple[int, ...]:
+        """What one unit of each stage's weight is worth exactly: more than everything every
+        later stage can place together."""
+        scale = [1] * self.n_stages
+        below = 0
+        for s in reversed(range(self.n_stages)):
+            scale[s] = below + 1
+            below += scale[s] * self.stage_weights(np.arange(self.n_classes, dtype=np.int64), self.count)[s]
+        return tuple(scale)
+
+    @cached_property
+    def exact_weight(self) -> tuple[int, ...]:
+        """(K,) one pod's weight over all stages, exact (Python integers)."""
+        scale = self.stage_scale
+        return tuple(int(w) * scale[int(s)] for w, s in zip(self.weight, self.stage_of_class, strict=True))
+
+    def stage_weights(self, cls: IntArray, counts: IntArray) -> tuple[int, ...]:
+        """The weight that ``counts`` pods of classes ``cls`` place in each stage, the highest
+        stage first (tuples compare lexicographically, as the stages do)."""
+        per = self.weight[cls] * counts
+        if self.n_stages == 1:
+            return (int(per.sum()),)
+        stage = self.stage_of_class[cls]
+        return tuple(int(per[stage == s].sum()) for s in range(self.n_stages))
+
+    def weigh(self, cls: IntArray, counts: IntArray) -> int:
+        """The exact placed weight of ``counts`` pods of classes ``cls`` over every stage."""
+        if self.n_stages == 1:
+            return int((self.weight[cls] * counts).sum())
+        return sum(w * scale for w, scale in zip(self.stage_weights(cls, counts), self.stage_scale, strict=True))
 
     @property
     def n_classes(self) -> int:

@@ -24,7 +24,7 @@ from kubeplace.models.gpu import WHOLE, DeviceTable
 from kubeplace.models.preempt_problem import PreemptionProblem, preemption_problem
 from kubeplace.models.preempt_rows import ORDER
 from kubeplace.models.preemption import NO_POWER, candidates, not_preempting
-from kubeplace.models.problem import Assignment, DeviceUse, IntArray
+from kubeplace.models.problem import Assignment, DeviceUse, IntArray, summed_rows
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
@@ -163,7 +163,7 @@ def _plain_weight(snapshot: Snapshot, plain: Planned, pairs: Sequence[tuple[Pod,
     """The placed weight of these placements as the plan without preemption weighs pods (the
     preemption problem's tiers also count the victims' priorities)."""
     p = plain.aggregation.problem
-    weight = {snapshot.pending[m].key: int(p.weight[c]) for c in range(p.n_classes) for m in p.members[c]}
+    weight = {snapshot.pending[m].key: p.exact_weight[c] for c in range(p.n_classes) for m in p.members[c]}
     return sum(weight.get(pod.key, 0) for pod, _, _ in pairs)
 
 
@@ -246,14 +246,29 @@ def _unplaced(snapshot: Snapshot, pp: PreemptionProblem, a: Assignment, placed_p
     gang_reason = {c: g.reason for g, gang in zip(gangs, p.gangs, strict=True) if not g.placed for c in gang.classes}
     out: list[Unplaced] = []
     for c in range(pp.n_pending):
+        seen = _as_seen_by(pp, a, after, int(pp.power[c]))
         for m in p.members[c][int(placed_per_class[c]):]:
             pod: Pod = pp.pods[m]
             preemption = _why_not(pp, pod, p.n_nodes)
-            why = tuple(r for r in (gang_reason.get(c, ""), explain(pp.agg, c, after), preemption) if r)
+            why = tuple(r for r in (gang_reason.get(c, ""), explain(pp.agg, c, seen), preemption) if r)
             out.append(Unplaced(pod.namespace, pod.name, why))
     out += [Unplaced(pod.namespace, pod.name, tuple(f"left to the default scheduler: {r}" for r in pod.unmodelled),
                      True) for pod in pp.agg.left]
     return tuple(out)
+
+
+def _as_seen_by(pp: PreemptionProblem, a: Assignment, after: After, power: int) -> After:
+    """The cluster the plan leaves as a pod of preemption ``power`` sees it: the room that victims
+    of a priority at or above its power free is not its to take (it goes to the preemptors they
+    are evicted for, as the preemption rows say), so it is still taken. A pod that may not
+    preempt (``preemptionPolicy: Never``, NO_POWER) sees every victim where it ran."""
+    evicted = pp.victim_count - pp.kept(a)
+    held = np.nonzero((evicted > 0) & (pp.victim_priority >= power))[0]
+    if len(held) == 0:
+        return after
+    p = pp.problem
+    taken = summed_rows(p.n_nodes, pp.victim_node[held], p.demand[pp.n_pending + held], evicted[held])
+    return replace(after, free=after.free - taken)
 
 
 def _why_not(pp: PreemptionProblem, pod: Pod, nodes: int) -> str:

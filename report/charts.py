@@ -180,6 +180,15 @@ def _short(text: str, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+DRAWABLE_WEIGHT = 1 << 1000
+"""Placed weights up to here are drawn; past it (priorities in many weight stages, exact in
+Python integers) they leave a float's range."""
+
+
+def _drawable(events: Sequence[Event]) -> bool:
+    return all(e.placed_weight < DRAWABLE_WEIGHT and (e.bound or 0) < DRAWABLE_WEIGHT for e in events)
+
+
 def progress_chart(events: Sequence[Event]) -> str | None:
     """The incumbent over time, with the bound where the solver has one: a plan's placed weight
     and objective, a rebalance's objective and moves."""
@@ -189,7 +198,11 @@ def progress_chart(events: Sequence[Event]) -> str | None:
     fig = figure(4.2)
     with mpl.rc_context(RC):
         top, bottom = fig.subplots(2, 1, sharex=True)
-        if events[0].moves is None:
+        if events[0].moves is None and not _drawable(events):
+            top.step(seconds, [e.pods_placed for e in events], where="post", color=AFTER, marker="o",
+                     markersize=3, label="incumbent: pods placed (the placed weight is past what a chart draws)")
+            top.set_ylabel("pods placed")
+        elif events[0].moves is None:
             top.step(seconds, [e.placed_weight for e in events], where="post", color=AFTER, marker="o",
                      markersize=3, label="incumbent: placed weight")
             bounded = [(e.seconds, e.bound) for e in events if e.bound is not None]

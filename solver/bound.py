@@ -8,7 +8,10 @@ every integer placement from above, and it stays small on any cluster size.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -76,3 +79,35 @@ def placed_weight_bound(problem: Problem, time_limit: float = 10.0) -> int | Non
     if not result.status.has_solution or result.objective is None:
         return None
     return int(np.floor(result.objective + 1e-6))
+
+
+def stage_room_gone(problem: Problem, floors: Sequence[int]) -> bool:
+    """True when no pod of weight stage ``len(floors)`` can be placed while the stages above
+    place at least ``floors``: pooled over the nodes, the least of each resource that reaching
+    each floor takes (a fractional knapsack, the classes that weigh most per unit of it first)
+    leaves less than every class of the stage requests. Cheap (no solve), and only ever says so
+    when it is true (every rule it leaves out takes more room, never less): the staged solves
+    skip the stages below a full cluster with it."""
+    stage = problem.stage_of_class
+    mine = np.nonzero((stage == len(floors)) & problem.eligible.any(axis=1))[0]
+    if len(mine) == 0:
+        return True
+    room = np.maximum(problem.free, 0).astype(object).sum(axis=0)  # exact: Python integers
+    left = [int(room[r]) - sum(_least_taken(problem, np.nonzero(stage == s)[0], floor, r)
+                               for s, floor in enumerate(floors)) for r in range(len(problem.resources))]
+    return all(any(int(problem.demand[c, r]) > left[r] for r in range(len(left))) for c in mine)
+
+
+def _least_taken(problem: Problem, classes: IntArray, floor: int, r: int) -> int:
+    """The least of resource ``r`` that classes ``classes`` take to place weight ``floor``: the
+    fractional knapsack's optimum (the least per unit of weight first), rounded up as any integer
+    placement takes a whole amount; exact in Python integers and fractions."""
+    short, taken = floor, Fraction(0)
+    for c in sorted(classes.tolist(), key=lambda c: Fraction(int(problem.demand[c, r]), int(problem.weight[c]))):
+        if short <= 0:
+            break
+        weight, demand = int(problem.weight[c]), int(problem.demand[c, r])
+        pods = min(Fraction(int(problem.count[c])), Fraction(short, weight))
+        taken += pods * demand
+        short -= math.ceil(pods * weight)
+    return math.ceil(taken)

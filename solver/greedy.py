@@ -59,23 +59,24 @@ def class_order(problem: Problem) -> list[int]:
     (after the pods that may support them)."""
     scale = np.maximum(problem.capacity.max(axis=0, initial=0), 1)
     share = (problem.demand / scale).max(axis=1) if problem.n_classes else np.zeros(0)
-    units: list[tuple[float, int, float, int, list[int]]] = []
+    weight = problem.exact_weight  # exact over the weight stages
+    units: list[tuple[int, int, float, int, list[int]]] = []
     in_unit: set[int] = set()
     for gang in problem.gangs:
         members = sorted(gang.classes, key=lambda c: (-share[c], c))
         in_unit.update(members)
         size = float(sum(share[c] * problem.count[c] for c in members))
-        units.append((-float(max(problem.weight[c] for c in members)), 1, -size, members[0], members))
+        units.append((-max(weight[c] for c in members), 1, -size, members[0], members))
     for at in problem.attractions:
         members = sorted((c for c in at.carriers if c not in in_unit), key=lambda c: (c not in at.starters, c))
         in_unit.update(members)
         if members:
             size = float(sum(share[c] * problem.count[c] for c in members))
-            units.append((-float(max(problem.weight[c] for c in members)), 2, -size, members[0], members))
+            units.append((-max(weight[c] for c in members), 2, -size, members[0], members))
     ruled = {c for ex in problem.exclusions for c in (*ex.carriers, *ex.matched)}
     ruled |= {c for sp in problem.spreads for c in sp.carriers} | {c for cap in problem.group_caps for c in cap.classes
                                                                   if cap.domain is not None}
-    units += [(-float(problem.weight[c]), 0 if c in ruled else 1, -float(share[c]), c, [c])
+    units += [(-weight[c], 0 if c in ruled else 1, -float(share[c]), c, [c])
               for c in range(problem.n_classes) if c not in in_unit]
     return [c for *_, members in sorted(units, key=lambda u: u[:4]) for c in members]
 

@@ -40,8 +40,9 @@ def improve(run: Run, backend: Backend) -> None:
         if run.settings.stop_when_placed and (not unplaced or run.placed_all()):
             break  # nothing more can be placed; the objective is not worth the wait
         if unplaced and (rounds % 4 != 3 or not has_linear_terms(run.terms)):
-            nodes = hungry_nodes(run.problem, run.incumbent, rng, pairs, rounds)
-            stage_one(run, backend, _hood(run.incumbent, nodes), _share(run, PLACE_SECONDS))
+            stage = _focus_stage(run.problem, run.incumbent, rounds)
+            nodes = hungry_nodes(run.problem, run.incumbent, rng, pairs, rounds, stage)
+            stage_one(run, backend, _hood(run.incumbent, nodes), _share(run, PLACE_SECONDS), stage)
         else:
             nodes = objective_nodes(run.problem, run.incumbent, rng, pairs, rounds)
             stage_two(run, backend, _hood(run.incumbent, nodes), _share(run, OBJECTIVE_SECONDS))
@@ -61,6 +62,17 @@ def _unplaced(problem: Problem, a: Assignment) -> IntArray:
     return problem.count - a.placed_per_class(problem.n_classes)
 
 
+def _focus_stage(problem: Problem, a: Assignment, round_no: int) -> int:
+    """The weight stage a placing round maximises (the stages above keep what ``a`` places):
+    the highest one with pods left out on even rounds, the others in turn on odd ones (a stage
+    left out for want of room must not hold back the ones below it)."""
+    if problem.n_stages == 1:
+        return 0
+    left = _unplaced(problem, a) > 0
+    stages = np.unique(problem.stage_of_class[left])
+    return int(stages[0] if round_no % 2 == 0 else stages[(round_no // 2) % len(stages)])
+
+
 def _fill(order: IntArray, pairs: IntArray, target: int = PLACE_PAIRS) -> IntArray:
     """The first nodes of ``order`` whose eligible pairs add up to ``target``."""
     if len(order) == 0:
@@ -70,8 +82,11 @@ def _fill(order: IntArray, pairs: IntArray, target: int = PLACE_PAIRS) -> IntArr
 
 
 def hungry_nodes(problem: Problem, a: Assignment, rng: np.random.Generator, pairs: IntArray,
-                 round_no: int) -> IntArray:
+                 round_no: int, stage: int = 0) -> IntArray:
+    """Nodes around a class of weight ``stage`` with pods left out (any class, without one)."""
     left = _unplaced(problem, a) > 0
+    if (left & (problem.stage_of_class == stage)).any():
+        left &= problem.stage_of_class == stage
     if round_no % 2 == 1:
         return _fill(rng.permutation(problem.n_nodes), pairs)
     c = int(rng.choice(np.nonzero(left)[0]))

@@ -23,6 +23,7 @@ from kubeplace.models.preempt_problem import PreemptionProblem
 from kubeplace.models.preempt_rows import Stage, VictimRows, VictimValues, victim_values
 from kubeplace.models.problem import Assignment
 from kubeplace.solver.backends import get_backend
+from kubeplace.solver.bound import stage_room_gone
 from kubeplace.solver.preempt_greedy import greedy_preemption
 from kubeplace.solver.run import has_linear_terms
 
@@ -87,14 +88,18 @@ def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverS
     proven = int(pp.problem.eligible.sum()) <= MAX_PAIRS
     if not proven:
         steps.append(f"exact stages skipped (more than {MAX_PAIRS} pairs)")
-    for stage in Stage:
+    for stage, weight_stage in _steps(pp):
         if not proven:
             break
         if stage == Stage.TERMS and not has_linear_terms(terms):
             continue
+        if weight_stage and stage_room_gone(pp.problem, evaluate.stage_weights(pp.problem, incumbent)[:weight_stage]):
+            continue  # nothing of this weight stage fits beside what the stages above keep: 0 is its optimum
         left = settings.time_limit - (time.monotonic() - started)
         share = SHARES[stage] / sum(v for s, v in SHARES.items() if s >= stage)
-        form = stage_model(pp, stage, incumbent, terms)
+        if stage == Stage.PLACE:  # the place share, split between the weight stages left
+            share /= pp.problem.n_stages - weight_stage
+        form = stage_model(pp, stage, incumbent, terms, weight_stage)
         result = backend.solve(form.model, replace(settings, time_limit=max(0.2, left * share)))
         if say is not None:
             say(f"preemption stage {stage.name.lower()}: {result.status.value}")
@@ -113,15 +118,23 @@ def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverS
                             time.monotonic() - started, backend.name, tuple(steps))
 
 
+def _steps(pp: PreemptionProblem) -> list[tuple[Stage, int]]:
+    """The exact stages in order; the place stage once per weight stage, the highest first (a
+    higher priority's preemptors and kept pods before any lower one's, at any number of them)."""
+    return [(stage, w) for stage in Stage for w in (range(pp.problem.n_stages) if stage == Stage.PLACE else [0])]
+
+
 def stage_model(pp: PreemptionProblem, stage: Stage, incumbent: Assignment,
-                 terms: Sequence[ObjectiveTerm]) -> Formulation:
+                terms: Sequence[ObjectiveTerm], weight_stage: int = 0) -> Formulation:
+    """The model of ``stage``; the place stage maximises ``weight_stage``, the stages above it
+    keeping what ``incumbent`` places."""
     p = pp.problem
     hood = Neighbourhood.whole(p)
     values = victim_values(pp, incumbent)
     rows = VictimRows(pp, stage, values.key)
     if stage == Stage.PLACE:
-        return placement_model(p, hood, incumbent, rows)
+        return placement_model(p, hood, incumbent, rows, evaluate.stage_weights(p, incumbent)[:weight_stage])
     mu = evaluate.mean_utilisation(p, incumbent)
-    return objective_model(p, hood, terms if stage == Stage.TERMS else (), evaluate.placed_weight(p, incumbent), mu,
+    return objective_model(p, hood, terms if stage == Stage.TERMS else (), evaluate.stage_weights(p, incumbent), mu,
                            incumbent, rows)
 

@@ -94,8 +94,10 @@ class Run:
         return replace(self.settings, time_limit=seconds)
 
 
-def stage_one(run: Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult:
-    form = placement_model(run.problem, hood, run.incumbent.on_nodes(hood.nodes))
+def stage_one(run: Run, backend: Backend, hood: Neighbourhood, share: float, stage: int = 0) -> BackendResult:
+    """Places more of weight ``stage``, the higher stages keeping what the incumbent places."""
+    floors = evaluate.stage_weights(run.problem, run.incumbent)[:stage]
+    form = placement_model(run.problem, hood, run.incumbent.on_nodes(hood.nodes), floors=floors)
     result = backend.solve(form.model, run.slice(share))
     if result.status.has_solution and result.values is not None:
         run.offer(hood.fixed.merge(form.assignment(result.values)), "place")
@@ -106,8 +108,8 @@ def stage_two(run: Run, backend: Backend, hood: Neighbourhood, share: float) -> 
     if not has_linear_terms(run.terms):
         return None
     mu = evaluate.mean_utilisation(run.problem, run.incumbent)
-    weight = evaluate.placed_weight(run.problem, run.incumbent)
-    form = objective_model(run.problem, hood, run.terms, weight, mu, run.incumbent.on_nodes(hood.nodes))
+    floors = evaluate.stage_weights(run.problem, run.incumbent)
+    form = objective_model(run.problem, hood, run.terms, floors, mu, run.incumbent.on_nodes(hood.nodes))
     result = backend.solve(form.model, run.slice(share))
     if result.status.has_solution and result.values is not None:
         run.offer(hood.fixed.merge(form.assignment(result.values)), "objective")

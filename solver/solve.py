@@ -3,7 +3,9 @@
 1. Greedy placements (best-fit, spread); the better one is the incumbent. It is a
    valid answer on its own and the complete hint for the backend.
 2. The LP bound on what any placement can place.
-3. Small problems: the whole model, stage 1 (place) then stage 2 (objective).
+3. Small problems: the whole model, stage 1 (place; once per weight stage, the highest
+   priorities first, when the tiers' strict weights do not fit one objective) then stage 2
+   (objective).
    Large problems: large-neighbourhood search (``solver.lns``) around the incumbent.
 The answer is never worse than the greedy one: a backend result replaces the
 incumbent only when it is better by the exact evaluation of ``models.evaluate``.
@@ -22,10 +24,10 @@ from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.formulation import Neighbourhood
 from kubeplace.models.framework import LoadBalanceTerm, ObjectiveTerm
-from kubeplace.models.problem import Assignment, Problem
+from kubeplace.models.problem import Assignment, IntArray, Problem
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import Backend, Status
-from kubeplace.solver.bound import placed_weight_bound
+from kubeplace.solver.bound import placed_weight_bound, stage_room_gone
 from kubeplace.solver.greedy import FGD, POLICIES, greedy, greedy_in_queue, guided
 from kubeplace.solver.guided import kind_quotas
 from kubeplace.solver.lns import improve
@@ -119,7 +121,9 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Solve
         run.steps.append("stopped: every pod placed")
         run.emit("greedy")
         return _report(run, backend.name, started)
-    lp = placed_weight_bound(problem, time_limit=max(1.0, settings.time_limit / 10))
+    # the kind LP weighs one stage: with several, every pod that can be placed is the bound
+    lp = placed_weight_bound(problem, time_limit=max(1.0, settings.time_limit / 10)) if problem.n_stages == 1 \
+        else everything
     run.bound = None if lp is None else min(lp, everything)
     run.emit("greedy")
     if settings.stop_when_placed and run.placed_all():
@@ -137,13 +141,18 @@ def placeable_weight(problem: Problem) -> int:
     """The placed weight no placement can exceed for want of pods: every pod's, but those of a
     gang with fewer members (pending and running) than its minMember, which waits for the rest.
     (The LP bound knows only capacity.)"""
-    weight = problem.weight * problem.count
-    total = int(weight.sum())
+    return problem.weigh(np.arange(problem.n_classes, dtype=np.int64), placeable_counts(problem))
+
+
+def placeable_counts(problem: Problem) -> IntArray:
+    """(K,) the pods of each class that may be placed for all the batch knows: none of a gang
+    short of its minMember."""
+    count = problem.count.copy()
     for gang in problem.gangs:
         classes = list(gang.classes)
         if int(problem.count[classes].sum()) + gang.running < gang.min_member:
-            total -= int(weight[classes].sum())
-    return total
+            count[classes] = 0
+    return count
 
 
 def _report(run: Run, backend: str, started: float) -> SolveReport:
@@ -203,8 +212,8 @@ def _patterns(run: Run) -> None:
     (device packing included), so it places what pooled capacity cannot tell apart, and
     its converged LP proves a bound tighter than the kind LP. Budgeted by the clock and
     priced on two threads, so it is skipped when one worker asks for reproducibility."""
-    if run.deterministic or run.bound is None:
-        return
+    if run.deterministic or run.bound is None or run.problem.n_stages > 1:
+        return  # (its pricing weighs one stage)
     if evaluate.placed_weight(run.problem, run.incumbent) >= run.bound:
         return
     from kubeplace.solver.patterns import pattern_placement  # loads highspy: only when it runs
@@ -222,7 +231,7 @@ def _repair(run: Run) -> None:
     """Ruin and recreate (``solver.repair``) while gangs are left out: it moves whole gangs
     across the cluster, which the small CP-SAT neighbourhoods of the LNS cannot."""
     p = run.problem
-    target = run.bound if run.bound is not None else int((p.weight * p.count).sum())
+    target = run.bound if run.bound is not None else placeable_weight(p)
     if not p.gangs or evaluate.placed_weight(p, run.incumbent) >= target:
         return
     seconds = REPAIR_SHARE * run.left()
@@ -242,8 +251,7 @@ def _solve_whole(run: Run, backend: Backend) -> None:
     hood = Neighbourhood.whole(run.problem)
     first_proved = run.placed_all()
     if not first_proved and run.left() > 0.1:
-        result = stage_one(run, backend, hood, 0.5)
-        first_proved = result.status == Status.OPTIMAL
+        first_proved = _place_by_stage(run, backend, hood, 0.5)
     if run.settings.stop_when_placed and first_proved:
         run.steps.append("stopped: the placement is proved optimal")
     elif run.left() > 0.1:
@@ -251,3 +259,29 @@ def _solve_whole(run: Run, backend: Backend) -> None:
         run.proved = first_proved and (second is None or second.status == Status.OPTIMAL)
     if first_proved and run.bound is not None:
         run.bound = min(run.bound, evaluate.placed_weight(run.problem, run.incumbent))
+
+
+def _place_by_stage(run: Run, backend: Backend, hood: Neighbourhood, share: float) -> bool:
+    """Stage one in each weight stage, the highest first, each keeping what the incumbent places
+    in the stages above: lexicographic at any number of priorities (one solve with a single
+    stage). A stage whose every placeable pod is placed, or with no room left for any of its
+    pods (``stage_room_gone``), is skipped; the ``share`` of the time left is split evenly
+    between the stages still open. True when every stage is proved."""
+    p = run.problem
+    if p.n_stages == 1:
+        return stage_one(run, backend, hood, share).status == Status.OPTIMAL
+    eligible_somewhere = np.where(p.eligible.any(axis=1), placeable_counts(p), 0)
+    targets = p.stage_weights(np.arange(p.n_classes, dtype=np.int64), eligible_somewhere)
+    end = run.left() * (1 - share)
+    proved = True
+    for stage in range(p.n_stages):
+        reached = evaluate.stage_weights(p, run.incumbent)
+        open_stages = sum(1 for s in range(stage, p.n_stages) if reached[s] < targets[s])
+        if reached[stage] >= targets[stage] or stage_room_gone(p, reached[:stage]):
+            continue
+        if run.left() <= 0.1:
+            return False
+        seconds = max(0.05, (run.left() - end) / open_stages)
+        result = stage_one(run, backend, hood, min(1.0, seconds / run.left()), stage)
+        proved = proved and result.status == Status.OPTIMAL
+    return proved

@@ -103,6 +103,7 @@ def subproblem(problem: Problem, classes: IntArray, nodes: IntArray) -> Problem:
         measured=None if problem.measured is None else problem.measured[nodes],
         limit=None if problem.limit is None else problem.limit[nodes],
         demand=problem.demand[classes], count=problem.count[classes], weight=problem.weight[classes],
+        weight_stage=problem.weight_stage[classes] if problem.weight_stage.shape[0] else problem.weight_stage,
         eligible=problem.eligible[np.ix_(classes, nodes)],
         members=tuple(problem.members[c] for c in classes),
         group_caps=caps, gangs=gangs, exclusions=exclusions, attractions=attractions, spreads=spreads,

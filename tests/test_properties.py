@@ -212,7 +212,7 @@ def test_cpsat_and_milp_agree_on_optima(cluster: Cluster) -> None:
     assert values is not None
     placed = first.assignment(values)
     mu = evaluate.mean_utilisation(problem, incumbent)
-    second = objective_model(problem, hood, terms, weights["cpsat"], mu, placed)
+    second = objective_model(problem, hood, terms, (weights["cpsat"],), mu, placed)
     stage2 = {b: get_backend(b).solve(second.model, SOLVE) for b in ("cpsat", *MILP_BACKENDS)}
     optimal2 = {b: r.objective for b, r in stage2.items() if r.status == Status.OPTIMAL}
     if len(optimal2) >= 2:

@@ -231,5 +231,6 @@ def test_gpu_weighted_priority_tiers_do_not_wrap() -> None:
     # placementWeight gpu: an 8-GPU pod weighs 8000 milli x (pods + 1); 10000 of them below a
     # higher tier would make the strict tier weight times that pass 2^63
     base = np.full(2, 8000 * 10_002 + 1, dtype=np.int64)
-    weights = priority_weights(np.array([0, 1]), np.array([10_000, 1]), base)
-    assert weights.tolist() == [int(base[0]), 2 * int(base[0])]  # ordered tiers, no longer strict
+    weights, stages = priority_weights(np.array([0, 1]), np.array([10_000, 1]), base)
+    assert weights.tolist() == [int(base[0]), int(base[0])]  # each tier in a stage of its own,
+    assert stages.tolist() == [1, 0]  # the higher one solved first: still strict

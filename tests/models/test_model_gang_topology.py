@@ -208,7 +208,7 @@ def test_objective_model_prices_each_domain() -> None:
     mu = mean_utilisation(problem, whole)  # the same for every placement of the three
     for with_domains, zones in ((True, {"b1"}), (False, {"a1", "b1"})):
         used = terms if with_domains else tuple(t for t in terms if not isinstance(t, GangDomainsTerm))
-        form = objective_model(problem, Neighbourhood.whole(problem), used, int(problem.weight[0]) * 3, mu)
+        form = objective_model(problem, Neighbourhood.whole(problem), used, (int(problem.weight[0]) * 3,), mu)
         result = get_backend("cpsat").solve(form.model, SolverSettings(time_limit=5, workers=1))
         assert result.values is not None
         a = form.assignment(result.values)

@@ -241,7 +241,7 @@ def test_the_linear_goal_moves_pods_off_a_hint_that_ignores_the_preferences(back
     hint = Assignment(np.arange(problem.n_classes), np.full(problem.n_classes, big), counts)
     hood = Neighbourhood.whole(problem)
     prefs = [t for t in terms if isinstance(t, PreferenceTerm)]
-    form = objective_model(problem, hood, prefs, evaluate.placed_weight(problem, hint),
+    form = objective_model(problem, hood, prefs, evaluate.stage_weights(problem, hint),
                            evaluate.mean_utilisation(problem, hint), hint)
     assert form.model.hint is not None and form.model.violations(form.model.hint) == []
     result = get_backend(backend).solve(form.model, SolverSettings(time_limit=5, workers=1))

@@ -77,6 +77,18 @@ def test_preemption_policy_never_on_the_pod(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_pod_that_may_not_preempt_sees_the_room_freed_for_another_as_taken(backend: str) -> None:
+    """low goes for a; the cpu it frees beyond a's is not b's (Never): b is told it does not fit,
+    as the kube-scheduler would tell it, not that the plan had room and left it out."""
+    plan = plan_of(snapshot_of(node("n1").cpu(2), running("low", "n1", 2, 0), pod("a").cpu(1).priority(10),
+                               pod("b").cpu(1).priority(10).spec("preemptionPolicy", "Never")), backend)
+    assert outcome(plan) == ({"a": "n1"}, {"low"})
+    (b,) = plan.unplaced
+    assert b.reasons == ("0/1 nodes are available: 1 Insufficient cpu.",
+                         "preemption: not eligible due to preemptionPolicy=Never.")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_preemption_policy_never_from_the_priority_class(backend: str) -> None:
     klass = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "batch"},
              "value": 10, "preemptionPolicy": "Never"}

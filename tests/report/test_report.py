@@ -16,9 +16,10 @@ from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Unplaced
 from kubeplace.rebalance.solve import Move
 from kubeplace.report.build import Placed, plan_report, pods_after, reason_counts, reason_phrases, rebalance_report
-from kubeplace.report.charts import PER_NODE_LIMIT, utilisation_chart
+from kubeplace.report.charts import PER_NODE_LIMIT, progress_chart, utilisation_chart
 from kubeplace.report.html import device_table, render
 from kubeplace.report.load import MAX_POOLS, cluster_load, pool_of, pools_of
+from kubeplace.solver.run import Event
 from tests.builders import node, pod, snapshot_of
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
@@ -82,6 +83,14 @@ def test_per_node_bars_up_to_the_limit_then_distributions_per_pool() -> None:
         chart = utilisation_chart(load, load.resources.index("cpu"))
         assert ("node-001" in chart) is per_node
         assert ("node-001" in chart or f"{len(nodes)} nodes" in chart)
+
+
+def test_a_placed_weight_past_a_float_draws_pods_placed() -> None:
+    # 200 priorities of 1000 pods weigh about 1001^200 exactly: no float holds it
+    huge = 1001 ** 200
+    events = [Event("greedy", 3, huge, 0.0, 2 * huge, 0.1), Event("place", 4, huge + 1, 0.0, 2 * huge, 0.2)]
+    chart = progress_chart(events)
+    assert chart is not None and "pods placed" in chart
 
 
 def test_the_html_is_self_contained() -> None:
