@@ -298,3 +298,13 @@ def test_a_claim_a_pod_lists_twice_is_allocated_once() -> None:
                             resource_claim("train", requests=[request(count=2)]), twice))
     assert where(made) == {"p": "n1"}
     assert [c.claim for c in allocations(made)["p"]] == ["train"] and devices_of(made) == {"p": ["gpu-0", "gpu-1"]}
+
+
+def test_a_claim_two_containers_use_is_allocated_once() -> None:
+    builder = claiming(pod("p").cpu("1"), claim="train")
+    manifest = builder.manifest()
+    manifest["spec"]["containers"] = [{"name": name, "image": "x", "resources": {"claims": [{"name": "gpu"}]}}
+                                      for name in ("a", "b")]
+    made = plan(snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 2),
+                            resource_claim("train", requests=[request(count=2)]), manifest))
+    assert devices_of(made) == {"p": ["gpu-0", "gpu-1"]}
