@@ -25,6 +25,9 @@ EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 """Marks the claim the kube-scheduler creates for a pod's extended resources served by DRA."""
 IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 """A DeviceClass ``c`` always serves the extended resource ``deviceclass.resource.kubernetes.io/c``."""
+RESERVED_FOR_MAX = 256
+"""ResourceClaimReservedForMaxSize: the most consumers a claim is reserved for at once; a claim
+reserved for that many is in use for any other pod."""
 EXTENDED_CLAIM = "<extended-resources>"
 """The name of a pod's extended resource claim until it is created (specialClaimInMemName)."""
 

@@ -2,15 +2,20 @@
 ResourceClaimTemplate) and a pod's ``spec.resourceClaims`` into the typed objects of ``kube.dra``.
 
 Parsed as the API server validates and defaults them (a request's allocationMode defaults to
-ExactCount with count 1); CEL selectors are compiled here, so a malformed one is refused with
-its file, object and field. Of each pool only the slices of its newest generation are kept, as
-the allocator uses them. A claim naming a DeviceClass that does not exist is read as it is: its pod
-waits, in the kube-scheduler's words (a claim of a DeviceClass deleted meanwhile is real state).
+ExactCount with count 1): request, subrequest, device and pod claim entry names are unique DNS
+labels, a request is ``exactly`` or ``firstAvailable`` (at most 8 alternatives), a claim has at most
+32 requests and 256 consumers, a slice sets exactly one of its node fields; CEL selectors are
+compiled here, so a malformed one is refused with its file, object and field. ``v1beta2`` objects
+have v1's shape; ``v1beta1`` ones are converted as the API server converts them (``as_v1``).
+Of each pool only the slices of its newest generation are kept, as the allocator uses them. A
+claim naming a DeviceClass that does not exist is read as it is: its pod waits, in the
+kube-scheduler's words (a claim of a DeviceClass deleted meanwhile is real state).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubeplace.kube.device_cel import CelError, compiled, version
@@ -18,6 +23,7 @@ from kubeplace.kube.dra import (
     ALL,
     EXACT_COUNT,
     EXTENDED_CLAIM_ANNOTATION,
+    RESERVED_FOR_MAX,
     Allocation,
     AttributeValue,
     CounterUse,
@@ -41,9 +47,11 @@ from kubeplace.kube.errors import (
     expect_name,
     expect_str,
     expect_string_map,
+    unique_objects,
 )
 from kubeplace.kube.quantity import QuantityError, milli_value
-from kubeplace.kube.selectors import is_qualified_name, node_selector_terms
+from kubeplace.kube.selectors import is_dns_label, is_qualified_name, node_selector_terms
+from kubeplace.kube.terms import SelectorTerm
 
 RESOURCE_GROUP = "resource.k8s.io"
 DEVICE_CLASS, RESOURCE_SLICE = (RESOURCE_GROUP, "DeviceClass"), (RESOURCE_GROUP, "ResourceSlice")
@@ -52,6 +60,12 @@ DRA_KINDS = (DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM, CLAIM_TEMPLATE)
 DRA_APIS = tuple((RESOURCE_GROUP, "v1", plural) for plural in
                  ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"))
 """The resources the live reader lists."""
+REQUESTS_MAX = 32
+"""DeviceRequestsMaxSize: the most requests of a claim."""
+FIRST_AVAILABLE_MAX = 8
+"""FirstAvailableDeviceRequestMaxSize: the most alternatives of a ``firstAvailable`` request."""
+SLICE_NODE_FIELDS = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+"""Where a ResourceSlice's devices are available: exactly one of them is set."""
 
 Sourced = tuple[Mapping[str, Any], str]
 
@@ -59,10 +73,11 @@ Sourced = tuple[Mapping[str, Any], str]
 def pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[tuple[PodClaim, ...], dict[str, str]]:
     """``spec.resourceClaims`` and ``status.resourceClaimStatuses`` (entry name -> generated claim)."""
     claims = []
+    names: set[str] = set()
     for index, raw in enumerate(expect_list(spec.get("resourceClaims"), "spec.resourceClaims")):
         where = f"spec.resourceClaims[{index}]"
         entry = expect_mapping(raw, where)
-        claim = PodClaim(expect_str(entry.get("name"), f"{where}.name"),
+        claim = PodClaim(_new_name(entry.get("name"), f"{where}.name", names, "resourceClaims entry"),
                          expect_str(entry.get("resourceClaimName"), f"{where}.resourceClaimName"),
                          expect_str(entry.get("resourceClaimTemplateName"), f"{where}.resourceClaimTemplateName"))
         if bool(claim.claim) == bool(claim.template):
@@ -76,6 +91,28 @@ def pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[tupl
         generated[expect_str(entry.get("name"), f"{where}.name")] = expect_str(
             entry.get("resourceClaimName"), f"{where}.resourceClaimName")
     return tuple(claims), generated
+
+
+def _new_name(raw: object, field: str, seen: set[str], what: str) -> str:
+    """A name that must be a DNS label no earlier ``what`` of its list has (validateSet's
+    uniqueness, ValidateDNS1123Label); added to ``seen``."""
+    name = expect_str(raw, field)
+    if not name:
+        raise InputError(f"missing {what} name", field=field, expected="a DNS label")
+    if not is_dns_label(name):
+        raise InputError(f"{name!r} is not a DNS label", field=field,
+                         expected="lower-case letters, digits and '-', at most 63 characters")
+    if name in seen:
+        raise InputError(f"duplicate {what} name {name!r}", field=field, expected=f"a name no other {what} has")
+    seen.add(name)
+    return name
+
+
+def _at_most(items: list[Any], limit: int, field: str, what: str) -> list[Any]:
+    if len(items) > limit:
+        raise InputError(f"{len(items)} {what}, more than the API server allows", field=field,
+                         expected=f"at most {limit}")
+    return items
 
 
 def _selectors(raw: object, field: str) -> tuple[str, ...]:
@@ -129,23 +166,33 @@ def _exactly(name: str, raw: Mapping[str, Any], field: str) -> DeviceRequest:
                          unsupported=unsupported)
 
 
-def _request(raw: object, field: str) -> DeviceRequest:
+def _request(raw: object, field: str, names: set[str]) -> DeviceRequest:
     request = expect_mapping(raw, field)
-    name = expect_str(request.get("name"), f"{field}.name")
-    if "exactly" in request:
-        return _exactly(name, expect_mapping(request.get("exactly"), f"{field}.exactly"), f"{field}.exactly")
+    name = _new_name(request.get("name"), f"{field}.name", names, "request")
+    exactly, first_available = request.get("exactly"), request.get("firstAvailable")
+    if exactly is not None and first_available:
+        raise InputError("both exactly and firstAvailable are set", field=field,
+                         expected="exactly one of exactly or firstAvailable")
+    if exactly is not None:
+        return _exactly(name, expect_mapping(exactly, f"{field}.exactly"), f"{field}.exactly")
     alternatives = []
-    for index, item in enumerate(expect_list(request.get("firstAvailable"), f"{field}.firstAvailable")):
-        where = f"{field}.firstAvailable[{index}]"
+    subrequests: set[str] = set()
+    where_all = f"{field}.firstAvailable"
+    for index, item in enumerate(_at_most(expect_list(first_available, where_all), FIRST_AVAILABLE_MAX, where_all,
+                                          "subrequests")):
+        where = f"{where_all}[{index}]"
         sub = expect_mapping(item, where)
-        alternatives.append(_exactly(f"{name}/{expect_str(sub.get('name'), f'{where}.name')}", sub, where))
+        sub_name = _new_name(sub.get("name"), f"{where}.name", subrequests, "subrequest")
+        alternatives.append(_exactly(f"{name}/{sub_name}", sub, where))
     if not alternatives:
         raise InputError("neither exactly nor firstAvailable", field=field, expected="exactly or firstAvailable")
     return DeviceRequest(name, alternatives=tuple(alternatives))
 
 
 def _requests(raw: object, field: str) -> tuple[DeviceRequest, ...]:
-    return tuple(_request(item, f"{field}[{i}]") for i, item in enumerate(expect_list(raw, field)))
+    names: set[str] = set()
+    return tuple(_request(item, f"{field}[{i}]", names)
+                 for i, item in enumerate(_at_most(expect_list(raw, field), REQUESTS_MAX, field, "requests")))
 
 
 def _claim_spec(spec: Mapping[str, Any], field: str) -> tuple[tuple[DeviceRequest, ...], tuple[MatchAttribute, ...]]:
@@ -171,9 +218,7 @@ def parse_resource_claim(obj: Mapping[str, Any], source: str = "") -> ResourceCl
     status = expect_mapping(obj.get("status"), "status")
     raw = status.get("allocation")
     allocation = None if raw is None else parse_allocation(raw, "status.allocation")
-    reserved = tuple(expect_str(expect_mapping(r, f"status.reservedFor[{i}]").get("uid"),
-                                f"status.reservedFor[{i}].uid")
-                     for i, r in enumerate(expect_list(status.get("reservedFor"), "status.reservedFor")))
+    reserved = _reserved_for(status.get("reservedFor"))
     return ResourceClaim(
         namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
         name=expect_name(metadata),
@@ -188,6 +233,19 @@ def parse_resource_claim(obj: Mapping[str, Any], source: str = "") -> ResourceCl
                                                                                     "metadata.finalizers")),
         source=source,
     )
+
+
+def _reserved_for(raw: object) -> tuple[str, ...]:
+    """``status.reservedFor``'s uids: at most ResourceClaimReservedForMaxSize, each once."""
+    uids: list[str] = []
+    for index, item in enumerate(_at_most(expect_list(raw, "status.reservedFor"), RESERVED_FOR_MAX,
+                                          "status.reservedFor", "consumers")):
+        where = f"status.reservedFor[{index}].uid"
+        uid = expect_str(expect_mapping(item, f"status.reservedFor[{index}]").get("uid"), where)
+        if uid in uids:
+            raise InputError(f"duplicate consumer uid {uid!r}", field=where, expected="each consumer once")
+        uids.append(uid)
+    return tuple(uids)
 
 
 def parse_allocation(raw: object, field: str) -> Allocation:
@@ -290,18 +348,40 @@ def _attribute(raw: object, field: str) -> AttributeValue:
     raise InputError("no value", field=field, expected="one of int, bool, string, version")
 
 
-def parse_resource_slice(obj: Mapping[str, Any], source: str = "") -> tuple[str, str, int, tuple[Device, ...],
-                                                                             dict[str, dict[str, int]]]:
-    """(driver, pool, generation, devices, shared counter sets) of a ResourceSlice."""
+@dataclass(frozen=True)
+class PublishedSlice:
+    """A ResourceSlice: its devices and shared counter sets, of one generation of one pool."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    devices: tuple[Device, ...] = ()
+    counter_sets: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    source: str = field(default="", compare=False)
+
+
+def _slice_nodes(spec: Mapping[str, Any]) -> tuple[str, tuple[SelectorTerm, ...] | None, bool]:
+    """(nodeName, nodeSelector, allNodes) of a slice, exactly one of the four node fields set."""
+    node = expect_str(spec.get("nodeName"), "spec.nodeName")
+    selector = spec.get("nodeSelector")
+    present = [name for name, value in zip(SLICE_NODE_FIELDS, (node, selector, spec.get("allNodes"),
+                                                                 spec.get("perDeviceNodeSelection")), strict=True)
+               if value not in (None, "", False)]
+    if len(present) != 1:
+        problem = f"{' and '.join(present)} are all set" if present else "none of them is set"
+        raise InputError(problem, field="spec", expected=f"exactly one of {', '.join(SLICE_NODE_FIELDS)}")
+    terms = None if selector is None else node_selector_terms(selector, "spec.nodeSelector")
+    return node, terms, spec.get("allNodes") is True
+
+
+def parse_resource_slice(obj: Mapping[str, Any], source: str = "") -> PublishedSlice:
     spec = expect_mapping(obj.get("spec"), "spec")
     driver = expect_str(spec.get("driver"), "spec.driver")
     pool = expect_mapping(spec.get("pool"), "spec.pool")
     pool_name = expect_str(pool.get("name"), "spec.pool.name")
     generation = expect_int(pool.get("generation", 0), "spec.pool.generation", 0, 2**63 - 1)
-    node = expect_str(spec.get("nodeName"), "spec.nodeName")
-    selector = spec.get("nodeSelector")
-    terms = None if selector is None else node_selector_terms(selector, "spec.nodeSelector")
-    all_nodes = spec.get("allNodes") is True
+    node, terms, all_nodes = _slice_nodes(spec)
     counter_sets = {}
     for index, raw in enumerate(expect_list(spec.get("sharedCounters"), "spec.sharedCounters")):
         where = f"spec.sharedCounters[{index}]"
@@ -309,9 +389,11 @@ def parse_resource_slice(obj: Mapping[str, Any], source: str = "") -> tuple[str,
         counter_sets[expect_str(entry.get("name"), f"{where}.name")] = _counters(entry.get("counters"),
                                                                                f"{where}.counters")
     devices = []
+    names: set[str] = set()
     for index, raw in enumerate(expect_list(spec.get("devices"), "spec.devices")):
         where = f"spec.devices[{index}]"
         device = expect_mapping(raw, where)
+        name = _new_name(device.get("name"), f"{where}.name", names, "device")
         attributes = {_qualified(str(k), driver): _attribute(v, f"{where}.attributes.{k}")
                       for k, v in expect_mapping(device.get("attributes"), f"{where}.attributes").items()}
         capacity = {_qualified(str(k), driver): _amount(v, f"{where}.capacity.{k}")
@@ -323,42 +405,105 @@ def parse_resource_slice(obj: Mapping[str, Any], source: str = "") -> tuple[str,
                                                            f"{where}.consumesCounters")))
         own_selector = device.get("nodeSelector")
         devices.append(Device(
-            DeviceId(driver, pool_name, expect_str(device.get("name"), f"{where}.name")),
+            DeviceId(driver, pool_name, name),
             node=expect_str(device.get("nodeName"), f"{where}.nodeName") or node,
             node_selector=terms if own_selector is None else node_selector_terms(own_selector, f"{where}.nodeSelector"),
             all_nodes=all_nodes or device.get("allNodes") is True,
             attributes=attributes, capacity=capacity, consumes=consumes,
             shared=device.get("allowMultipleAllocations") is True, tainted=bool(device.get("taints"))))
-    return driver, pool_name, generation, tuple(devices), counter_sets
+    return PublishedSlice(expect_name(expect_mapping(obj.get("metadata"), "metadata")), driver, pool_name, generation,
+                          tuple(devices), counter_sets, source)
+
+
+READ_VERSIONS = ("v1", "v1beta2", "v1beta1")
+"""The versions of resource.k8s.io read: v1beta2 has v1's shape for these kinds, v1beta1 is
+converted to it (``as_v1``)."""
+_V1BETA1_EXACT_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations",
+                         "capacity")
+"""A v1beta1 DeviceRequest's fields that v1 holds under ``exactly``."""
+
+
+def as_v1(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object in the shape of resource.k8s.io/v1, converted as the API server converts
+    v1beta1 (Convert_v1beta1_DeviceRequest_To_resource_DeviceRequest, ..._Device_...): a request's
+    top-level class, selectors, mode and count go under ``exactly`` when any is set; a device's
+    ``basic`` fields become its own. Any other version is refused by name."""
+    version = str(obj.get("apiVersion", "")).partition("/")[2]
+    if version not in READ_VERSIONS:
+        raise InputError(f"{obj.get('apiVersion')} {obj.get('kind')} is not read", field="apiVersion",
+                         expected=f"{RESOURCE_GROUP}/v1 (or {', '.join(READ_VERSIONS[1:])})")
+    if version != "v1beta1":
+        return obj
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return obj
+    if obj.get("kind") == "ResourceSlice":
+        return {**obj, "spec": _v1beta1_slice(spec)}
+    if obj.get("kind") == "ResourceClaimTemplate":
+        inner = spec.get("spec")
+        return {**obj, "spec": {**spec, "spec": _v1beta1_claim_spec(inner)}} if isinstance(inner, Mapping) else obj
+    return {**obj, "spec": _v1beta1_claim_spec(spec)} if obj.get("kind") == "ResourceClaim" else obj
+
+
+def _v1beta1_claim_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    devices = spec.get("devices")
+    requests = devices.get("requests") if isinstance(devices, Mapping) else None
+    if not isinstance(devices, Mapping) or not isinstance(requests, list):
+        return spec
+    return {**spec, "devices": {**devices, "requests": [_v1beta1_request(r) for r in requests]}}
+
+
+def _v1beta1_request(request: object) -> object:
+    if not isinstance(request, Mapping):
+        return request
+    exact = {k: request[k] for k in _V1BETA1_EXACT_FIELDS if _is_set(k, request.get(k))}
+    rest = {k: v for k, v in request.items() if k not in _V1BETA1_EXACT_FIELDS}
+    return {**rest, "exactly": exact} if exact else rest
+
+
+def _is_set(key: str, value: object) -> bool:
+    """As Go sees a v1beta1 field: unset when nil, or the zero value of a string or count."""
+    if value is None:
+        return False
+    if key in ("deviceClassName", "allocationMode"):
+        return value != ""
+    return not (key == "count" and type(value) is int and value == 0)
+
+
+def _v1beta1_slice(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    out = {k: v for k, v in spec.items()
+           if not (k == "nodeName" and v == "") and not (k == "allNodes" and v is False)}
+    devices = spec.get("devices")
+    if isinstance(devices, list):
+        out["devices"] = [{**{k: v for k, v in d.items() if k != "basic"},
+                           **(d["basic"] if isinstance(d.get("basic"), Mapping) else {})}
+                          if isinstance(d, Mapping) else d for d in devices]
+    return out
 
 
 def build_devices(kinds: Mapping[tuple[str, str], Sequence[Sourced]], label: Any) -> Devices:
-    """The Devices of the objects read by kind; ``label(obj)`` names an object in errors."""
+    """The Devices of the objects read by kind; ``label(obj)`` names an object in errors. Two
+    objects of one kind and name are refused, as for every other kind."""
 
-    def each(kind: tuple[str, str], parse: Any) -> Iterable[tuple[Any, Mapping[str, Any], str]]:
+    def each(kind: tuple[str, str], parse: Any) -> Iterable[Any]:
         for obj, where in kinds.get(kind, ()):
             try:
-                yield parse(obj, where), obj, where
+                yield parse(as_v1(obj), where)
             except InputError as error:
                 raise error.located(file=where, obj=label(obj)) from None
 
-    classes = {c.name: c for c, _, _ in each(DEVICE_CLASS, parse_device_class)}
+    classes = unique_objects(each(DEVICE_CLASS, parse_device_class), lambda c: c.name, "DeviceClass")
+    slices = unique_objects(each(RESOURCE_SLICE, parse_resource_slice), lambda s: s.name, "ResourceSlice").values()
     newest: dict[tuple[str, str], int] = {}
-    slices = []
-    for (driver, pool, generation, devices, counter_sets), _, _ in each(RESOURCE_SLICE, parse_resource_slice):
-        newest[(driver, pool)] = max(newest.get((driver, pool), generation), generation)
-        slices.append((driver, pool, generation, devices, counter_sets))
+    for published in slices:
+        pool = (published.driver, published.pool)
+        newest[pool] = max(newest.get(pool, published.generation), published.generation)
     by_id: dict[DeviceId, Device] = {}
-    counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
-    for driver, pool, generation, devices, counter_sets in slices:
-        if generation == newest[(driver, pool)]:
-            by_id.update((d.id, d) for d in devices)
-            counters.setdefault((driver, pool), {}).update(counter_sets)
-    claims: dict[str, ResourceClaim] = {}
-    templates: dict[str, ResourceClaim] = {}
-    for kind, parse, into in ((RESOURCE_CLAIM, parse_resource_claim, claims),
-                              (CLAIM_TEMPLATE, parse_claim_template, templates)):
-        for claim, _, _ in each(kind, parse):
-            into[claim.key] = claim
-    return Devices(dict(sorted(classes.items())), dict(sorted(by_id.items())), counters,
-                   dict(sorted(claims.items())), dict(sorted(templates.items())))
+    counters: dict[tuple[str, str], dict[str, Mapping[str, int]]] = {}
+    for published in slices:
+        if published.generation == newest[(published.driver, published.pool)]:
+            by_id.update((d.id, d) for d in published.devices)
+            counters.setdefault((published.driver, published.pool), {}).update(published.counter_sets)
+    claims = unique_objects(each(RESOURCE_CLAIM, parse_resource_claim), lambda c: c.key, "ResourceClaim")
+    templates = unique_objects(each(CLAIM_TEMPLATE, parse_claim_template), lambda c: c.key, "ResourceClaimTemplate")
+    return Devices(classes, dict(sorted(by_id.items())), counters, claims, templates)

@@ -7,8 +7,8 @@ the object and the field; cluster problems name the HTTP status and what the ser
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeVar
 
 EXIT_INCOMPLETE = 1
 """``bind`` did not bind every pod (each outcome is reported)."""
@@ -233,3 +233,25 @@ def expect_controller(references: object, key: str) -> str | None:
         if reference.get("controller") is True:
             return expect_str(reference.get(key), f"metadata.ownerReferences[{index}].{key}")
     return None
+
+
+class _Sourced(Protocol):
+    @property
+    def source(self) -> str: ...
+
+
+S = TypeVar("S", bound=_Sourced)
+
+
+def unique_objects(objects: Iterable[S], key: Callable[[S], str], kind: str) -> dict[str, S]:
+    """The objects of one kind by ``key`` (name, or ``namespace/name``), sorted; a second object
+    of the same key is refused naming the file of each, as two objects of one name cannot both
+    exist in a cluster."""
+    found: dict[str, S] = {}
+    for item in objects:
+        name = key(item)
+        if name in found:
+            raise InputError(f"duplicate {kind} (first defined in {found[name].source})", file=item.source,
+                             obj=f"{kind} {name}")
+        found[name] = item
+    return dict(sorted(found.items()))

@@ -36,6 +36,7 @@ EXPECTED_SELECTOR = "a label selector such as 'app=web,tier in (a,b),!canary'"
 _TOKEN = re.compile(r"\s*(==|!=|=|!|\(|\)|,|>|<|[^\s=!(),<>]+)")
 _KEY = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SYMBOL_OPERATORS = {"=": IN, "==": IN, "!=": NOT_IN, ">": GT, "<": LT}
 _WORD_OPERATORS = {"in": IN, "notin": NOT_IN}
 
@@ -44,6 +45,12 @@ def is_qualified_name(key: str) -> bool:
     """A Kubernetes qualified name (a label key): an optional DNS prefix and ``/``, then a name of
     at most 63 characters."""
     return bool(_KEY.fullmatch(key)) and len(key.rsplit("/", 1)[-1]) <= 63
+
+
+def is_dns_label(name: str) -> bool:
+    """An RFC 1123 DNS label (ValidateDNS1123Label): lower-case alphanumerics and '-', starting and
+    ending alphanumeric, at most 63 characters."""
+    return len(name) <= 63 and bool(_DNS_LABEL.fullmatch(name))
 
 
 def parse_selector(text: str) -> tuple[Requirement, ...]:

@@ -22,6 +22,7 @@ from kubeplace.kube.errors import (
     expect_name,
     expect_str,
     expect_string_map,
+    unique_objects,
 )
 from kubeplace.kube.objects import (
     BETA_STORAGE_CLASS,
@@ -57,6 +58,10 @@ STORAGE_KINDS = (CLAIM, VOLUME, STORAGE_CLASS, CSI_NODE, CSI_DRIVER, STORAGE_CAP
 """(API group, kind) of the storage objects a snapshot reads."""
 
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", READ_WRITE_ONCE_POD)
+VOLUME_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "glusterfs", "flocker", "nfs", "rbd",
+                  "quobyte", "cephfs", "iscsi", "cinder", "fc", "flexVolume", "azureFile", "vsphereVolume",
+                  "photonPersistentDisk", "portworxVolume", "azureDisk", "scaleIO", "local", "storageos", "csi")
+"""A PersistentVolume's volume sources, in the order the API server checks them: exactly one is set."""
 INLINE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
 """Inline volume sources the kube-scheduler's VolumeRestrictions checks for disk conflicts."""
 
@@ -95,6 +100,9 @@ def parse_claim(obj: Mapping[str, Any], source: str = "") -> PersistentVolumeCla
     annotations = expect_string_map(metadata.get("annotations"), "metadata.annotations")
     resources = expect_mapping(spec.get("resources"), "spec.resources")
     requests = expect_mapping(resources.get("requests"), "spec.resources.requests")
+    if requests.get("storage") is None:
+        raise InputError("missing storage request", field="spec.resources.requests.storage",
+                         expected="the size the claim asks for, e.g. 10Gi (the API server requires it)")
     return PersistentVolumeClaim(
         namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
         name=expect_name(metadata),
@@ -123,6 +131,7 @@ def parse_volume(obj: Mapping[str, Any], source: str = "") -> PersistentVolume:
     affinity = expect_mapping(spec.get("nodeAffinity"), "spec.nodeAffinity")
     required = affinity.get("required")
     csi = expect_mapping(spec.get("csi"), "spec.csi")
+    _one_source(spec)
     if spec.get("local") is not None and required is None:
         raise InputError("a local volume has no node affinity", field="spec.nodeAffinity.required",
                          expected="the node selector terms of the node that holds the volume "
@@ -224,25 +233,14 @@ def build_storage(kinds: Mapping[tuple[str, str], Sequence[Sourced]], label: Any
                 raise error.located(file=where, obj=label(obj)) from None
 
     return Storage(
-        claims=_unique(each(CLAIM, parse_claim), lambda c: c.key, "PersistentVolumeClaim"),
-        volumes=_unique(each(VOLUME, parse_volume), lambda v: v.name, "PersistentVolume"),
-        classes=_unique(each(STORAGE_CLASS, parse_storage_class), lambda c: c.name, "StorageClass"),
-        csi_nodes=_unique(each(CSI_NODE, parse_csi_node), lambda c: c.name, "CSINode"),
-        csi_drivers=_unique(each(CSI_DRIVER, parse_csi_driver), lambda d: d.name, "CSIDriver"),
+        claims=unique_objects(each(CLAIM, parse_claim), lambda c: c.key, "PersistentVolumeClaim"),
+        volumes=unique_objects(each(VOLUME, parse_volume), lambda v: v.name, "PersistentVolume"),
+        classes=unique_objects(each(STORAGE_CLASS, parse_storage_class), lambda c: c.name, "StorageClass"),
+        csi_nodes=unique_objects(each(CSI_NODE, parse_csi_node), lambda c: c.name, "CSINode"),
+        csi_drivers=unique_objects(each(CSI_DRIVER, parse_csi_driver), lambda d: d.name, "CSIDriver"),
         capacities=tuple(sorted(each(STORAGE_CAPACITY, parse_storage_capacity), key=lambda c: (c.namespace, c.name))),
         attachments=tuple(sorted(each(VOLUME_ATTACHMENT, parse_volume_attachment), key=lambda a: a.name)),
     )
-
-
-def _unique(items: Iterable[Any], key: Any, kind: str) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for item in items:
-        name = key(item)
-        if name in found:
-            raise InputError(f"duplicate {kind} (first defined in {found[name].source})", file=item.source,
-                             obj=f"{kind} {name}")
-        found[name] = item
-    return dict(sorted(found.items()))
 
 
 def _parts(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
@@ -259,7 +257,21 @@ def _bytes(raw: object, field: str) -> int:
         raise InputError(error.problem, field=field, expected=error.expected) from None
 
 
+def _one_source(spec: Mapping[str, Any]) -> None:
+    """A PersistentVolume names exactly one volume source (ValidatePersistentVolumeSpec)."""
+    sources = [name for name in VOLUME_SOURCES if spec.get(name) is not None]
+    if not sources:
+        raise InputError("no volume source", field="spec", expected=f"exactly one of {', '.join(VOLUME_SOURCES)}")
+    if len(sources) > 1:
+        raise InputError(f"may not specify more than 1 volume type ({sources[0]} is set too)",
+                         field=f"spec.{sources[1]}", expected="exactly one volume source")
+
+
 def _access_modes(raw: object) -> tuple[str, ...]:
+    """``spec.accessModes``: a claim and a volume name at least one."""
+    if not raw:
+        raise InputError("at least 1 access mode is required", field="spec.accessModes",
+                         expected=", ".join(ACCESS_MODES))
     modes = []
     for index, mode in enumerate(expect_list(raw, "spec.accessModes")):
         text = expect_str(mode, f"spec.accessModes[{index}]")

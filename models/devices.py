@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from kubeplace.kube.device_cel import CelError, matches
 from kubeplace.kube.dra import (
     ALL,
+    RESERVED_FOR_MAX,
     Allocation,
     AttributeValue,
     Device,
@@ -37,6 +38,8 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 STALE_EXTENDED_CLAIM = "cannot schedule extended resource claim"
 """The kube-scheduler's Filter reasons (dynamicresources.go)."""
+IN_USE = "resourceclaim in use"
+"""PreFilter's reason for an allocated claim that cannot be reserved for the pod (CanBeReserved)."""
 MAX_STEPS = 20_000
 """Devices tried per allocation before giving up (the kube-scheduler gives up after a timeout)."""
 MAX_RESULTS = 32
@@ -70,8 +73,8 @@ def resolve(pod: Pod, devices: Devices) -> PodDeviceClaims:
     if extended and any(c.extended and c.owner_uid == pod.uid and c.namespace == pod.namespace
                         for c in devices.claims.values()):
         return PodDeviceClaims(STALE_EXTENDED_CLAIM)
-    allocated: list[ResourceClaim] = []
-    to_allocate: list[ResourceClaim] = []
+    allocated: dict[str, ResourceClaim] = {}
+    to_allocate: dict[str, ResourceClaim] = {}
     for entry in pod.resource_claims:
         check_owner = not entry.claim
         if entry.claim:
@@ -90,14 +93,16 @@ def resolve(pod: Pod, devices: Devices) -> PodDeviceClaims:
         if check_owner and claim.owner_uid != pod.uid:
             return PodDeviceClaims(f"ResourceClaim {claim.key} was not created for Pod {pod.key} (Pod is not owner)")
         if claim.allocation is not None:
-            allocated.append(claim)
+            if pod.uid not in claim.reserved_for and len(claim.reserved_for) >= RESERVED_FOR_MAX:
+                return PodDeviceClaims(IN_USE)
+            allocated[claim.key] = claim
             continue
         for request in claim.requests:
             for option in request.alternatives or (request,):
                 if option.device_class not in devices.classes:
                     return PodDeviceClaims(f"request {option.name}: device class {option.device_class} does not exist")
-        to_allocate.append(claim)
-    return PodDeviceClaims("", tuple(allocated), tuple(to_allocate), extended)
+        to_allocate[claim.key] = claim  # two entries naming one claim: its devices are allocated once
+    return PodDeviceClaims("", tuple(allocated.values()), tuple(to_allocate.values()), extended)
 
 
 def usable_on(claim: ResourceClaim, node: Node) -> bool:

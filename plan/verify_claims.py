@@ -6,7 +6,7 @@ evaluated by the CEL library through ``kube.device_cel``, as parsing is shared).
 claims must exist and be its own (a template's generated claim owned by the pod); an allocated
 claim's node selector must admit the node; every claim that is not allocated yet must get an
 allocation in the plan, once across the plan (an allocated claim may be listed with its own
-allocation: the pod is then added to its reservedFor), which:
+allocation: the pod is then added to its reservedFor, at most 256 consumers in all), which:
 
 - names devices that exist, are available on the node and are not tainted;
 - gives each request exactly its count of devices (``All``: every matching device available on
@@ -32,6 +32,7 @@ from kubeplace.kube.device_cel import CelError, matches
 from kubeplace.kube.dra import (
     ALL,
     EXTENDED_CLAIM,
+    RESERVED_FOR_MAX,
     ClaimAllocation,
     Device,
     DeviceId,
@@ -55,14 +56,20 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
     nodes = {n.name: n for n in snapshot.nodes}
     findings: list[Finding] = []
     given: Counter[str] = Counter()
+    joining: Counter[str] = Counter()
     held: Counter[DeviceId] = Counter(r.device for c in devices.claims.values() if c.allocation
                                       for r in c.allocation.results)
     for namespace, name, node_name in placements:
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:
             continue
-        chosen = {a.claim: a for a in (allocations or {}).get((namespace, name), ())}
-        details = list(_pod(pod, node, devices, chosen, allocations is not None)) if pod.resource_claims else []
+        listed = (allocations or {}).get((namespace, name), ())
+        chosen = {a.claim: a for a in listed}
+        details = [f"claim {c} is listed {n} times for the pod" for c, n in Counter(a.claim for a in listed).items()
+                   if n > 1]
+        details += list(_pod(pod, node, devices, chosen, allocations is not None)) if pod.resource_claims else []
+        joining.update(c.key for c in _claims(pod, devices)
+                       if c.allocation is not None and pod.uid not in c.reserved_for)
         if allocations is not None:
             details += _extended(pod, node, devices, chosen.pop(EXTENDED_CLAIM, None), held)
         findings += [(namespace, name, node_name, DYNAMIC_RESOURCES, detail) for detail in details]
@@ -72,6 +79,11 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
                 continue  # a reservation of an allocated claim (checked in _pod)
             given[f"{namespace}/{allocation.claim}"] += 1
             held.update(r.device for r in allocation.allocation.results)
+    for claim_key, times in sorted(joining.items()):
+        reserved = len(devices.claims[claim_key].reserved_for)
+        if reserved + times > RESERVED_FOR_MAX:
+            findings.append(("", claim_key, "", DYNAMIC_RESOURCES, f"claim {claim_key} reserved for {reserved} "
+                             f"consumers gets {times} more, over the API server's {RESERVED_FOR_MAX}"))
     for claim, times in sorted(given.items()):
         if times > 1:
             findings.append(("", claim, "", DYNAMIC_RESOURCES, f"claim {claim} allocated {times} times by the plan"))
@@ -135,15 +147,29 @@ def _claim_of(pod: Pod, entry_name: str, claim_name: str, template: str,
     return claim, ""
 
 
+def _claims(pod: Pod, devices: Devices) -> list[ResourceClaim]:
+    """The pod's claims that exist and are its own, each once (two entries may name one claim)."""
+    found = {}
+    for entry in pod.resource_claims:
+        claim, _ = _claim_of(pod, entry.name, entry.claim, entry.template, devices)
+        if claim is not None:
+            found[claim.key] = claim
+    return list(found.values())
+
+
 def _pod(pod: Pod, node: Node, devices: Devices, chosen: Mapping[str, ClaimAllocation],
          check_devices: bool) -> Iterator[str]:
+    seen = set()
     for entry in pod.resource_claims:
         claim, problem = _claim_of(pod, entry.name, entry.claim, entry.template, devices)
         if problem:
             yield problem
-        if claim is None:
+        if claim is None or claim.key in seen:
             continue
+        seen.add(claim.key)
         if claim.allocation is not None:
+            if pod.uid not in claim.reserved_for and len(claim.reserved_for) >= RESERVED_FOR_MAX:
+                yield f"resourceclaim {claim.name} in use: reserved for {len(claim.reserved_for)} consumers"
             if not _admits(claim.allocation.node_selector, node):
                 yield f"resourceclaim {claim.name} not available on the node"
             if claim.name in chosen and set(chosen[claim.name].allocation.results) != set(claim.allocation.results):

@@ -6,7 +6,10 @@ the pod's); a claim already allocated restricts the pod to the nodes its allocat
 admits ("resourceclaim not available on the node"); the claims to allocate must be allocatable on
 the node against the devices other claims hold ("cannot allocate all claims"). A claim several
 pending pods share and nobody has allocated yet is allocated with the first of them in queue
-order; the others wait, as they do while the kube-scheduler's allocation is in flight.
+order; the others wait, as they do while the kube-scheduler's allocation is in flight. An allocated
+claim is reserved for at most 256 consumers (ResourceClaimReservedForMaxSize): a pod it is full for
+waits ("resourceclaim in use"), and of the pending pods joining it only as many as it has places
+left, in queue order, may be placed.
 
 Across the batch, device consumption is capacity, so that the solver packs it:
 
@@ -36,6 +39,7 @@ import numpy as np
 from kubeplace.kube.dra import (
     ALL,
     IMPLICIT_EXTENDED_PREFIX,
+    RESERVED_FOR_MAX,
     Allocation,
     ClaimAllocation,
     RequestMapping,
@@ -44,6 +48,7 @@ from kubeplace.kube.dra import (
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.devices import (
     CANNOT_ALLOCATE,
+    IN_USE,
     NOT_AVAILABLE,
     Allocator,
     PodDeviceClaims,
@@ -287,6 +292,7 @@ def build(_args: None, ctx: RunContext) -> DynamicResources:
     pending = [p for p in snapshot.pending if not p.unmodelled and (p.resource_claims or mapped_resources(p, devices))]
     claims = {p.key: resolve(p, devices) for p in pending}
     owner: dict[str, str] = {}
+    consumers: dict[str, int] = {}
     waits: dict[str, str] = {}
     for pod in queue_order(pending):
         pod_claims = claims[pod.key]
@@ -295,6 +301,13 @@ def build(_args: None, ctx: RunContext) -> DynamicResources:
         shared = [c for c in pod_claims.to_allocate if owner.setdefault(c.key, pod.key) != pod.key]
         if shared:
             waits[pod.key] = f"resource claim {shared[0].key} is in the process of being allocated"
+            continue
+        joining = [c for c in pod_claims.allocated if pod.uid not in c.reserved_for]
+        if any(consumers.get(c.key, len(c.reserved_for)) >= RESERVED_FOR_MAX for c in joining):
+            waits[pod.key] = IN_USE  # the earlier pods in queue order take the claim's last consumer places
+            continue
+        for claim in joining:
+            consumers[claim.key] = consumers.get(claim.key, len(claim.reserved_for)) + 1
     bound_extended: dict[str, dict[str, int]] = {}
     for pod in snapshot.bound:
         for resource in mapped_resources(pod, devices):

@@ -7,20 +7,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
 from tests.builders import node, pod
-from tests.device_builders import DRIVER, claiming, device_class, gpu_slice, request, resource_claim
+from tests.device_builders import DRIVER, claiming, device_class, gpu_slice, request, resource_claim, sub_request
 
 
-def cluster(tmp_path: Path, *extra: Any, selectors: tuple[str, ...] = ()) -> Path:
+def cluster(tmp_path: Path, *extra: Any, selectors: tuple[str, ...] = (), claim: Any = None,
+            slice_: Any = None, trainer: Any = None) -> Path:
     file = tmp_path / "cluster.yaml"
     file.write_text(yaml.safe_dump_all([
-        node("n1").cpu("4").memory("4Gi").manifest(), device_class(), gpu_slice("n1", 2),
-        resource_claim("train", requests=[request(count=2, selectors=selectors)]),
-        claiming(pod("trainer").cpu("1"), claim="train").manifest(), *extra]))
+        node("n1").cpu("4").memory("4Gi").manifest(), device_class(), slice_ or gpu_slice("n1", 2),
+        claim or resource_claim("train", requests=[request(count=2, selectors=selectors)]),
+        trainer or claiming(pod("trainer").cpu("1"), claim="train").manifest(), *extra]))
     return file
 
 
@@ -45,3 +47,38 @@ def test_a_malformed_cel_selector_is_one_line_and_exit_2(tmp_path: Path) -> None
     assert len(lines) == 1 and lines[0].startswith(
         f"error: {file}: ResourceClaim default/train: spec.devices.requests[0].exactly.selectors[0].cel.expression: "
         "CEL compile error: ")
+
+
+TWO_ENTRIES = claiming(pod("trainer").cpu("1"), claim="train").spec("resourceClaims", [
+    {"name": "gpu", "resourceClaimName": "train"}, {"name": "gpu", "resourceClaimName": "train"}]).manifest()
+
+
+@pytest.mark.parametrize(("bad", "where"), [
+    ({"claim": resource_claim("train", requests=[request(count=1), request(count=1)])},
+     "ResourceClaim default/train: spec.devices.requests[1].name: duplicate request name 'gpu'"),
+    ({"claim": resource_claim("train", requests=[{**request(), "firstAvailable": [sub_request("a")]}])},
+     "ResourceClaim default/train: spec.devices.requests[0]: both exactly and firstAvailable are set"),
+    ({"claim": resource_claim("train", requests=[request(first_available=[sub_request(f"s{i}") for i in range(9)])])},
+     "ResourceClaim default/train: spec.devices.requests[0].firstAvailable: 9 subrequests"),
+    ({"slice_": {**gpu_slice("n1", 2), "spec": {**gpu_slice("n1", 2)["spec"], "allNodes": True}}},
+     "ResourceSlice n1-gpus: spec: nodeName and allNodes are all set"),
+    ({"trainer": TWO_ENTRIES}, "Pod default/trainer: spec.resourceClaims[1].name: duplicate resourceClaims entry"),
+])  # fmt: skip
+def test_dra_objects_the_api_server_refuses_are_one_line_and_exit_2(tmp_path: Path, bad: dict[str, Any],
+                                                                    where: str) -> None:
+    file = cluster(tmp_path, **bad)
+    result = CliRunner().invoke(main, ["plan", str(file), "-o", "json"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: {file}: {where}")
+
+
+def test_a_v1beta1_claim_is_planned_as_the_v1_claim_it_converts_to(tmp_path: Path) -> None:
+    old = {**resource_claim("train", requests=[{"name": "gpu", "deviceClassName": "gpu", "count": 2}]),
+           "apiVersion": "resource.k8s.io/v1beta1"}
+    (tmp_path / "v1").mkdir()
+    runs = [CliRunner().invoke(main, ["plan", str(file), "-o", "json"])
+            for file in (cluster(tmp_path / "v1"), cluster(tmp_path, claim=old))]
+    assert [r.exit_code for r in runs] == [0, 0]
+    first, second = (json.loads(r.stdout)["placements"][0]["claims"] for r in runs)
+    assert second == first and len(first[0]["allocation"]["devices"]["results"]) == 2

@@ -24,8 +24,20 @@ from hypothesis import strategies as st
 
 from kubeplace.cli.main import main
 from tests.builders import namespace, node, pod
+from tests.device_builders import (
+    claim_template,
+    claiming,
+    device,
+    device_class,
+    gpu_slice,
+    request,
+    resource_claim,
+    resource_slice,
+    sub_request,
+)
 from tests.kube.fake_apiserver import FakeApiServer, serving
 from tests.kube.test_kube_client import write_kubeconfig
+from tests.volume_builders import claim, mounting, storage_class, volume
 
 Path_ = tuple[str | int, ...]
 
@@ -47,6 +59,30 @@ SNAPSHOT: list[dict[str, Any]] = [
     .annotation("kubeplace.io/gang-min-member", "1").manifest(),
     pod("db").cpu("2").memory("2Gi").on("n2").priority(10).manifest(),
 ]
+
+NVLINK = {"matchAttribute": "gpu.example.com/nvlink", "requests": ["gpu"]}
+STORAGE_AND_DEVICES: list[dict[str, Any]] = [
+    *(node(n).cpu("8").memory("16Gi").label("topology.kubernetes.io/zone", "a").manifest() for n in ("n1", "n2")),
+    device_class(), gpu_slice("n1", 4, nvlink=["a", "a", "b", "b"]), gpu_slice("n2", 2),
+    resource_slice("shared", [device("part-0", consumes={"mem": {"memory": "20Gi"}}),
+                              device("part-1", consumes={"mem": {"memory": "20Gi"}})],
+                   pool="shared", all_nodes=True, counters={"mem": {"memory": "30Gi"}}),
+    resource_claim("train", requests=[request(count=2)], constraints=[NVLINK]),
+    {**resource_claim("old", requests=[{"name": "gpu", "deviceClassName": "gpu", "count": 1}]),
+     "apiVersion": "resource.k8s.io/v1beta1"},
+    resource_claim("alt", requests=[request("gpu", first_available=[sub_request("big", count=2),
+                                                                       sub_request("small")])]),
+    resource_claim("done", allocated=("n1", [("gpu", "gpu-3")]), reserved_for=["uid-x"]),
+    claim_template("one"), resource_claim("gen", owner_uid="uid-default-gen"),
+    *(claiming(pod(name).cpu("1"), claim=claimed).manifest()
+      for name, claimed in (("trainer", "train"), ("legacy", "old"), ("either", "alt"), ("joiner", "done"))),
+    claiming(pod("gen").cpu("1"), template="one", generated="gen").manifest(),
+    storage_class("local", wait=True), storage_class("gp3", provisioner="ebs.csi.aws.com"),
+    volume("pv-1", node="n1"), volume("pv-2", zone="a", claim_ref=("default", "bound")),
+    claim("data"), claim("scratch", storage_class="gp3"), claim("bound", volume="pv-2"),
+    mounting(pod("db").cpu("1"), "data", "scratch").manifest(), mounting(pod("reader").cpu("1"), "bound").manifest(),
+]
+"""Resource claims, devices and volumes: their fields mutated, the DRA and volume rules are fuzzed."""
 
 CONFIG: dict[str, Any] = {
     "apiVersion": "kubeplace.io/v1alpha1", "kind": "PlacementConfiguration",
@@ -187,6 +223,15 @@ def test_plan_never_ends_in_a_traceback(workdir: Path, data: bytes) -> None:
 
 
 @FUZZ
+@given(data=mutated(STORAGE_AND_DEVICES))
+def test_plan_with_claims_and_volumes_never_ends_in_a_traceback(workdir: Path, data: bytes) -> None:
+    """No plan the verifier refuses (exit 3) either: what the API server refuses is refused."""
+    snapshot = workdir / "storage.yaml"
+    snapshot.write_bytes(data)
+    check(["plan", str(snapshot), "-o", "json", "--time-limit", "1", "--workers", "1"])
+
+
+@FUZZ
 @given(data=mutated(CONFIG))
 def test_config_check_never_ends_in_a_traceback(workdir: Path, data: bytes) -> None:
     config = workdir / "config.yaml"
@@ -215,9 +260,99 @@ def test_bind_plan_never_ends_in_a_traceback(workdir: Path, kubeconfig: Path, da
 def test_the_unmutated_inputs_are_valid(workdir: Path, kubeconfig: Path) -> None:
     """The fuzz starts from inputs that pass, so each mutation is what it tests."""
     for name, base in (("cluster.yaml", yaml.safe_dump_all(SNAPSHOT)), ("config.yaml", yaml.safe_dump(CONFIG)),
-                       ("plan.yaml", yaml.safe_dump(PLAN))):
+                       ("plan.yaml", yaml.safe_dump(PLAN)), ("storage.yaml", yaml.safe_dump_all(STORAGE_AND_DEVICES))):
         (workdir / name).write_text(base)
+    result = CliRunner().invoke(main, ["plan", str(workdir / "storage.yaml"), "-o", "json", "--time-limit", "5"])
+    assert result.exit_code == 0, result.stderr
+    assert not json.loads(result.stdout)["unplaced"], result.stdout
     check(["plan", str(workdir / "cluster.yaml"), "--config", str(workdir / "config.yaml"), "--time-limit", "1"],
           (0,))
     check(["config-check", str(workdir / "config.yaml")], (0,))
     check(["bind", "--kubeconfig", str(kubeconfig), "--plan", str(workdir / "plan.yaml"), "-y"], (0,))
+
+
+NAMES = st.sampled_from(["gpu", "gpu", "a", "b", "GPU", "", "x_y", "a" * 64])
+SLICE_FIELDS = {"nodeName": "n1", "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+    {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}, "allNodes": True, "perDeviceNodeSelection": True}
+
+
+def dns_label(name: str) -> bool:
+    return 0 < len(name) <= 63 and name.replace("-", "").isalnum() and name == name.lower() and name[0] != "-"
+
+
+@st.composite
+def claim_shapes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool]:
+    """A claim, a slice and a pod with names, request shapes and slice node fields drawn around the
+    API server's limits, and whether the API server accepts them (its rules, written plainly)."""
+    names = draw(st.lists(NAMES, min_size=1, max_size=3))
+    requests, valid = [], len(set(names)) == len(names) and all(map(dns_label, names))
+    for name in names:
+        exactly, alternatives = draw(st.booleans()), draw(st.integers(0, 10))
+        entry: dict[str, Any] = {"name": name}
+        if exactly:
+            entry["exactly"] = {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}
+        if alternatives:
+            entry["firstAvailable"] = [sub_request(f"s{i}") for i in range(alternatives)]
+        valid &= exactly != bool(alternatives) and alternatives <= 8
+        requests.append(entry)
+    fields = draw(st.lists(st.sampled_from(sorted(SLICE_FIELDS)), unique=True, max_size=2))
+    devices = [device(n) for n in draw(st.lists(st.sampled_from(["gpu-0", "gpu-1"]), min_size=1, max_size=2))]
+    valid &= len(fields) == 1 and len({d["name"] for d in devices}) == len(devices)
+    gpus = resource_slice("s", devices, pool="p")
+    gpus["spec"].update({f: SLICE_FIELDS[f] for f in fields})
+    entries = draw(st.lists(st.sampled_from(["gpu", "gpu", "other"]), min_size=1, max_size=2))
+    valid &= len(set(entries)) == len(entries)
+    user = pod("p").cpu("1").spec("resourceClaims", [{"name": e, "resourceClaimName": "c"} for e in entries])
+    objects = [node("n1").cpu("4").memory("4Gi").manifest(), device_class(), gpus,
+               resource_claim("c", requests=requests), user.manifest()]
+    return objects, valid
+
+
+@settings(FUZZ, max_examples=120)
+@given(shape=claim_shapes())
+def test_dra_objects_are_refused_exactly_when_the_api_server_refuses_them(workdir: Path,
+                                                                          shape: tuple[list[Any], bool]) -> None:
+    objects, valid = shape
+    snapshot = workdir / "claims.yaml"
+    snapshot.write_text(yaml.safe_dump_all(objects))
+    result = CliRunner().invoke(main, ["plan", str(snapshot), "-o", "json", "--time-limit", "1", "--workers", "1"],
+                                catch_exceptions=False)
+    assert result.exit_code == (0 if valid else 2), (result.stdout[-1000:], result.stderr)
+    if not valid:
+        assert result.stderr.startswith(f"error: {snapshot}: ") and result.stderr.count("\n") == 1
+
+
+SOURCES = {"nfs": {"server": "nfs.example", "path": "/v"}, "csi": {"driver": "d", "volumeHandle": "h"},
+           "hostPath": {"path": "/v"}}
+
+
+@st.composite
+def volume_shapes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool]:
+    """A claim with or without its storage request and access modes, and a volume with zero to
+    three sources, and whether the API server accepts them."""
+    data, pv = claim("data", storage_class="slow"), volume("pv-1", storage_class="slow")
+    del pv["spec"]["nfs"]
+    if not draw(st.booleans()):
+        del data["spec"]["resources"]["requests"]["storage"]
+    data["spec"]["accessModes"] = draw(st.sampled_from([[], ["ReadWriteOnce"], ["ReadWriteMany", "ReadOnlyMany"]]))
+    sources = draw(st.lists(st.sampled_from(sorted(SOURCES)), unique=True, max_size=3))
+    pv["spec"].update({s: SOURCES[s] for s in sources})
+    valid = "storage" in data["spec"]["resources"]["requests"] and bool(data["spec"]["accessModes"]) \
+        and len(sources) == 1
+    objects = [node("n1").cpu("4").memory("4Gi").manifest(), storage_class("slow"), pv, data,
+               mounting(pod("db").cpu("1"), "data").manifest()]
+    return objects, valid
+
+
+@settings(FUZZ, max_examples=40)
+@given(shape=volume_shapes())
+def test_volumes_are_refused_exactly_when_the_api_server_refuses_them(workdir: Path,
+                                                                      shape: tuple[list[Any], bool]) -> None:
+    objects, valid = shape
+    snapshot = workdir / "volumes.yaml"
+    snapshot.write_text(yaml.safe_dump_all(objects))
+    result = CliRunner().invoke(main, ["plan", str(snapshot), "-o", "json", "--time-limit", "1", "--workers", "1"],
+                                catch_exceptions=False)
+    assert result.exit_code == (0 if valid else 2), (result.stdout[-1000:], result.stderr)
+    if not valid:
+        assert result.stderr.startswith(f"error: {snapshot}: ") and result.stderr.count("\n") == 1

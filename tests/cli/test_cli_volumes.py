@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -72,3 +73,31 @@ def test_bind_dry_run_sends_the_volume_writes_as_dry_runs_too(tmp_path: Path) ->
                       ("PUT", "/api/v1/namespaces/default/persistentvolumeclaims/scratch", ["All"]),
                       ("POST", "/api/v1/namespaces/default/pods/db/binding", ["All"])]
     assert "claimRef" not in api.objects["/api/v1/persistentvolumes/pv-1"]["spec"]  # nothing persisted
+
+
+@pytest.mark.parametrize(("bad", "where"), [
+    ({**claim("data"), "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local"}},
+     "PersistentVolumeClaim default/data: spec.resources.requests.storage: missing storage request"),
+    (claim("data", modes=()), "PersistentVolumeClaim default/data: spec.accessModes: at least 1 access mode"),
+    ({**volume("pv-2"), "spec": {**volume("pv-2")["spec"], "hostPath": {"path": "/x"}}},
+     "PersistentVolume pv-2: spec.nfs: may not specify more than 1 volume type (hostPath is set too)"),
+])  # fmt: skip
+def test_a_claim_or_volume_the_api_server_refuses_is_one_line_and_exit_2(tmp_path: Path, bad: dict[str, Any],
+                                                                         where: str) -> None:
+    """The bad object replaces the good one of its name (or is added)."""
+    file = cluster(tmp_path)
+    objects = [o for o in yaml.safe_load_all(file.read_text()) if o["metadata"]["name"] != bad["metadata"]["name"]]
+    file.write_text(yaml.safe_dump_all([*objects, bad]))
+    result = CliRunner().invoke(main, ["plan", str(file)])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: {file}: {where}")
+
+
+def test_a_duplicate_claim_is_refused_naming_both_files(tmp_path: Path) -> None:
+    again = tmp_path / "again.yaml"
+    again.write_text(yaml.safe_dump(claim("data")))
+    result = CliRunner().invoke(main, ["plan", str(cluster(tmp_path)), str(again)])
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: {again}: PersistentVolumeClaim default/data: duplicate PersistentVolumeClaim "
+                             f"(first defined in {tmp_path / 'cluster.yaml'})\n")

@@ -3,6 +3,8 @@ allocated or not, pods' claims; bad input refused in one line naming file, objec
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kubeplace.kube.device_cel import CelError, matches
@@ -93,3 +95,96 @@ def test_an_extended_resource_name_the_api_server_refuses_is_bad_input(name: str
 def test_a_domain_prefixed_extended_resource_name_is_read() -> None:
     assert snapshot_of(device_class(extended="nvidia.com/gpu")).devices.classes["gpu"].extended_resource == \
         "nvidia.com/gpu"
+
+
+def refused(*objects: Any) -> str:
+    with pytest.raises(InputError) as error:
+        snapshot_of(node("n1"), device_class(), *objects)
+    text = str(error.value)
+    assert "\n" not in text
+    return text
+
+
+def with_spec(manifest: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {**manifest, "spec": {**manifest["spec"], **spec}}
+
+
+MANY = [sub_request(f"s{i}") for i in range(9)]
+
+
+@pytest.mark.parametrize(("bad", "problem"), [
+    (resource_claim("c", requests=[request("gpu"), request("gpu")]),
+     "ResourceClaim default/c: spec.devices.requests[1].name: duplicate request name 'gpu'"),
+    (resource_claim("c", requests=[request("GPU")]),
+     "ResourceClaim default/c: spec.devices.requests[0].name: 'GPU' is not a DNS label"),
+    (resource_claim("c", requests=[{**request(), "firstAvailable": [sub_request("a")]}]),
+     "ResourceClaim default/c: spec.devices.requests[0]: both exactly and firstAvailable are set"),
+    (resource_claim("c", requests=[request(first_available=MANY)]),
+     "ResourceClaim default/c: spec.devices.requests[0].firstAvailable: 9 subrequests, more than the API server "
+     "allows (expected at most 8)"),
+    (resource_claim("c", requests=[request(first_available=[sub_request("a"), sub_request("a")])]),
+     "ResourceClaim default/c: spec.devices.requests[0].firstAvailable[1].name: duplicate subrequest name 'a'"),
+    (resource_claim("c", requests=[request(f"r{i}") for i in range(33)]),
+     "ResourceClaim default/c: spec.devices.requests: 33 requests, more than the API server allows"),
+    (claim_template("t", requests=[request("gpu"), request("gpu")]),
+     "ResourceClaimTemplate default/t: spec.spec.devices.requests[1].name: duplicate request name 'gpu'"),
+    (resource_claim("c", allocated=("n1", [("gpu", "gpu-0")]), reserved_for=[f"u{i}" for i in range(257)]),
+     "ResourceClaim default/c: status.reservedFor: 257 consumers, more than the API server allows"),
+    (resource_claim("c", allocated=("n1", [("gpu", "gpu-0")]), reserved_for=["u", "u"]),
+     "ResourceClaim default/c: status.reservedFor[1].uid: duplicate consumer uid 'u'"),
+    (with_spec(gpu_slice("n1", 1), allNodes=True),
+     "ResourceSlice n1-gpus: spec: nodeName and allNodes are all set (expected exactly one of nodeName, "
+     "nodeSelector, allNodes, perDeviceNodeSelection)"),
+    (resource_slice("s", [device("d")], pool="p"), "ResourceSlice s: spec: none of them is set"),
+    (resource_slice("s", [device("d"), device("d")], node="n1"),
+     "ResourceSlice s: spec.devices[1].name: duplicate device name 'd'"),
+    (claiming(pod("p"), claim="c").spec("resourceClaims", [{"name": "a", "resourceClaimName": "c"},
+                                                            {"name": "a", "resourceClaimName": "d"}]).manifest(),
+     "Pod default/p: spec.resourceClaims[1].name: duplicate resourceClaims entry name 'a'"),
+    (claiming(pod("p"), claim="c").spec("resourceClaims", [{"resourceClaimName": "c"}]).manifest(),
+     "Pod default/p: spec.resourceClaims[0].name: missing resourceClaims entry name"),
+])  # fmt: skip
+def test_what_the_api_server_refuses_is_refused_with_file_object_and_field(bad: Any, problem: str) -> None:
+    assert refused(bad).startswith(f"builders: {problem}")
+
+
+@pytest.mark.parametrize("twice", [device_class(), gpu_slice("n1", 1), resource_claim("c"), claim_template("t")])
+def test_two_dra_objects_of_one_name_are_refused(twice: dict[str, Any]) -> None:
+    kind, name = twice["kind"], twice["metadata"]["name"]
+    label = f"default/{name}" if "namespace" in twice["metadata"] else name
+    objects = [twice, twice] if kind != "DeviceClass" else [twice]
+    assert refused(*objects) == f"builders: {kind} {label}: duplicate {kind} (first defined in builders)"
+
+
+def v1beta1(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {**manifest, "apiVersion": "resource.k8s.io/v1beta1"}
+
+
+def test_v1beta1_objects_are_read_as_the_api_server_converts_them() -> None:
+    """v1beta1 holds a request's class, selectors, mode and count at its top level and a device's
+    attributes under ``basic``: read as the v1 objects they convert to, never as empty ones."""
+    v1 = [gpu_slice("n1", 2), resource_claim("c", requests=[request(count=2, selectors=['device.driver != ""']),
+                                                            request("alt", first_available=[sub_request("a")])]),
+          claim_template("t")]
+    flat_requests = [{"name": "gpu", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2,
+                      "selectors": [{"cel": {"expression": 'device.driver != ""'}}]},
+                     {"name": "alt", "firstAvailable": [sub_request("a")]}]
+    old_slice = with_spec(v1[0], devices=[{"name": d["name"], "basic": {k: v for k, v in d.items() if k != "name"}}
+                                          for d in v1[0]["spec"]["devices"]])
+    old_claim = with_spec(v1[1], devices={"requests": flat_requests})
+    old_template = {**v1[2], "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu"}]}}}}
+    assert snapshot_of(node("n1"), device_class(), *map(v1beta1, (old_slice, old_claim, old_template))).devices == \
+        snapshot_of(node("n1"), device_class(), *v1).devices
+    v1beta2 = {**v1[1], "apiVersion": "resource.k8s.io/v1beta2"}
+    assert snapshot_of(node("n1"), device_class(), v1beta2).devices.claims == \
+        snapshot_of(node("n1"), device_class(), v1[1]).devices.claims
+
+
+def test_a_v1beta1_request_with_both_shapes_and_other_versions_are_refused() -> None:
+    both = resource_claim("c", requests=[{"name": "gpu", "deviceClassName": "gpu",
+                                          "firstAvailable": [sub_request("a")]}])
+    assert refused(v1beta1(both)).startswith(
+        "builders: ResourceClaim default/c: spec.devices.requests[0]: both exactly and firstAvailable are set")
+    alpha = {**resource_claim("c"), "apiVersion": "resource.k8s.io/v1alpha3"}
+    assert refused(alpha) == ("builders: ResourceClaim default/c: apiVersion: resource.k8s.io/v1alpha3 ResourceClaim "
+                              "is not read (expected resource.k8s.io/v1 (or v1beta2, v1beta1))")

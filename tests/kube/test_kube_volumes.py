@@ -31,6 +31,10 @@ from tests.volume_builders import (
 GI = 1 << 30
 
 
+def without(spec: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k != key}
+
+
 def test_claims_volumes_and_classes_are_read() -> None:
     snapshot = snapshot_of(
         node("n1").cpu("4"),
@@ -78,11 +82,12 @@ def test_claims_volumes_and_classes_are_read() -> None:
 def test_defaults_as_the_api_server_sets_them() -> None:
     bare_class = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "s"},
                   "provisioner": "x"}
-    bare_claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"}}
+    bare_claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"},
+                  "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Ki"}}}}
     storage = snapshot_of(node("n1"), bare_class, bare_claim).storage
     assert storage.classes["s"].binding_mode == "Immediate"
     made = storage.claim("default", "c")
-    assert made is not None and (made.volume_mode, made.request, made.phase) == ("Filesystem", 0, "Pending")
+    assert made is not None and (made.volume_mode, made.request, made.phase) == ("Filesystem", 1024, "Pending")
 
 
 def test_live_snapshot_reads_storage_as_files_do(tmp_path: Path) -> None:
@@ -111,8 +116,18 @@ def test_live_snapshot_reads_storage_as_files_do(tmp_path: Path) -> None:
     ({**storage_class("s"), "provisioner": ""}, "StorageClass s: provisioner: missing provisioner"),
     (volume("v", terms=[{"matchExpressions": [{"key": "zone", "operator": "Near"}]}]),
      "PersistentVolume v: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].operator: unknown"),
-    ({**volume("v"), "spec": {**volume("v")["spec"], "local": {"path": "/mnt/v"}}},
+    ({**volume("v"), "spec": {**without(volume("v")["spec"], "nfs"), "local": {"path": "/mnt/v"}}},
      "PersistentVolume v: spec.nodeAffinity.required: a local volume has no node affinity"),
+    ({**volume("v"), "spec": {**volume("v")["spec"], "csi": {"driver": "d", "volumeHandle": "h"}}},
+     "PersistentVolume v: spec.csi: may not specify more than 1 volume type (nfs is set too)"),
+    ({**volume("v"), "spec": without(volume("v")["spec"], "nfs")}, "PersistentVolume v: spec: no volume source"),
+    ({**volume("v"), "spec": without(volume("v")["spec"], "accessModes")},
+     "PersistentVolume v: spec.accessModes: at least 1 access mode is required"),
+    ({**claim("c"), "spec": without(claim("c")["spec"], "resources")},
+     "PersistentVolumeClaim default/c: spec.resources.requests.storage: missing storage request"),
+    ({**claim("c"), "spec": {**claim("c")["spec"], "resources": {"requests": {"cpu": "1"}}}},
+     "PersistentVolumeClaim default/c: spec.resources.requests.storage: missing storage request"),
+    (claim("c", modes=()), "PersistentVolumeClaim default/c: spec.accessModes: at least 1 access mode is required"),
     (csi_node("n1", ("d", -1)), "CSINode n1: spec.drivers[0].allocatable.count: -1 is not a count"),
     (mounting(pod("p"), "").manifest(), "Pod default/p: spec.volumes[0].persistentVolumeClaim.claimName: missing"),
 ])  # fmt: skip

@@ -265,3 +265,46 @@ def test_a_preemption_plan_allocates_its_preemptors_claims() -> None:
     assert planned.violations == ()
     assert [(p.name, [c.claim for c in p.claims]) for p in planned.plan.placements] == [("high", ["c"])]
     assert [v.name for v in planned.plan.preemptions] == ["low"]
+
+
+def test_a_claim_reserved_for_the_most_consumers_is_in_use_for_other_pods() -> None:
+    """ResourceClaimReservedForMaxSize is 256: a claim reserved for 256 pods takes no other
+    (its own consumers still use it); of the pods joining a claim with one place left only the
+    first in queue order is placed, so the plan never writes a 257th reservation."""
+    full = [f"uid-{i}" for i in range(255)]
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 2),
+                           resource_claim("full", allocated=("n1", [("gpu", "gpu-0")]),
+                                          reserved_for=[*full, "uid-other"]),
+                           claiming(pod("late").cpu("1"), claim="full"),
+                           resource_claim("nearly", allocated=("n1", [("gpu", "gpu-1")]), reserved_for=full),
+                           claiming(pod("first").cpu("1").created("2024-01-01T00:00:00Z"), claim="nearly"),
+                           claiming(pod("second").cpu("1").created("2024-01-02T00:00:00Z"), claim="nearly"))
+    made = plan(snapshot)
+    assert where(made) == {"first": "n1"}
+    assert why(made) == {"late": "0/1 nodes are available: resourceclaim in use.",
+                         "second": "0/1 nodes are available: resourceclaim in use."}
+    own = snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 1),
+                      resource_claim("full", allocated=("n1", [("gpu", "gpu-0")]),
+                                     reserved_for=[*full, "uid-default-mine"]),
+                      claiming(pod("mine").cpu("1"), claim="full"))
+    assert where(plan(own)) == {"mine": "n1"}
+
+
+def test_a_claim_a_pod_lists_twice_is_allocated_once() -> None:
+    """Two entries of spec.resourceClaims naming one claim: its devices are allocated once."""
+    twice = pod("p").cpu("1").spec("resourceClaims", [{"name": "a", "resourceClaimName": "train"},
+                                                       {"name": "b", "resourceClaimName": "train"}])
+    made = plan(snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 2),
+                            resource_claim("train", requests=[request(count=2)]), twice))
+    assert where(made) == {"p": "n1"}
+    assert [c.claim for c in allocations(made)["p"]] == ["train"] and devices_of(made) == {"p": ["gpu-0", "gpu-1"]}
+
+
+def test_a_claim_two_containers_use_is_allocated_once() -> None:
+    builder = claiming(pod("p").cpu("1"), claim="train")
+    manifest = builder.manifest()
+    manifest["spec"]["containers"] = [{"name": name, "image": "x", "resources": {"claims": [{"name": "gpu"}]}}
+                                      for name in ("a", "b")]
+    made = plan(snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 2),
+                            resource_claim("train", requests=[request(count=2)]), manifest))
+    assert devices_of(made) == {"p": ["gpu-0", "gpu-1"]}

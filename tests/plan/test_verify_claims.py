@@ -106,3 +106,19 @@ def test_claims_that_are_not_there_yet() -> None:
     snapshot = snapshot_of(node("n1").cpu("8"), device_class(), claiming(pod("p").cpu("1"), template="t"))
     assert details(snapshot, Placement("default", "p", "n1")) == [
         'pod "default/p": ResourceClaim not created yet']
+
+
+def test_a_claim_listed_twice_for_a_pod_and_reservations_past_the_limit_are_refused() -> None:
+    twice = Placement("default", "p0", "n1", "uid-default-p0",
+                      claims=(ClaimAllocation("c0", on("n1", "gpu-0")), ClaimAllocation("c0", on("n1", "gpu-1"))))
+    assert "claim c0 is listed 2 times for the pod" in details(cluster(), twice)
+    almost = [f"uid-{i}" for i in range(255)]
+    snapshot = cluster(resource_claim("shared", allocated=("n1", [("gpu", "gpu-3")]), reserved_for=almost),
+                       claiming(pod("a").cpu("1"), claim="shared"), claiming(pod("b").cpu("1"), claim="shared"),
+                       resource_claim("full", allocated=("n1", [("gpu", "gpu-2")]), reserved_for=[*almost, "x"]),
+                       claiming(pod("c").cpu("1"), claim="full"))
+    found = details(snapshot, place("a", "n1", "shared", on("n1", "gpu-3")),
+                    place("b", "n1", "shared", on("n1", "gpu-3")), place("c", "n1", "full", on("n1", "gpu-2")))
+    assert "claim default/shared reserved for 255 consumers gets 2 more, over the API server's 256" in found
+    assert "resourceclaim full in use: reserved for 256 consumers" in found
+    assert details(snapshot, place("a", "n1", "shared", on("n1", "gpu-3"))) == []
