@@ -519,7 +519,10 @@ def _tolerations(raw: object) -> tuple[Toleration, ...]:
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """Host ports of app containers and sidecars (init containers that keep running)."""
+    """Host ports of app containers and sidecars (init containers that keep running). A
+    ``hostNetwork`` pod's container ports are host ports: the API server defaults a missing
+    ``hostPort`` to the ``containerPort`` (``defaultHostNetworkPorts``)."""
+    host_network = _bool(spec.get("hostNetwork"), "spec.hostNetwork")
     containers = [
         (f"spec.containers[{index}]", container)
         for index, container in enumerate(expect_list(spec.get("containers"), "spec.containers"))
@@ -534,6 +537,8 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
         for index, raw_port in enumerate(expect_list(container.get("ports"), f"{field}.ports")):
             port = expect_mapping(raw_port, f"{field}.ports[{index}]")
             host_port = port.get("hostPort")
+            if host_network and (host_port is None or host_port == 0):
+                host_port = _container_port(port, f"{field}.ports[{index}].containerPort")
             if host_port is None or host_port == 0:
                 continue
             if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 < host_port < 65536:
@@ -546,6 +551,14 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
             host_ip = expect_str(port.get("hostIP"), f"{field}.ports[{index}].hostIP")
             found.append(HostPort(port=host_port, protocol=protocol, ip=host_ip))
     return tuple(found)
+
+
+def _container_port(port: Mapping[str, Any], field: str) -> int:
+    """``containerPort``, which the API server requires (1-65535)."""
+    number = port.get("containerPort")
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
+        raise InputError(f"invalid containerPort {number!r}", field=field, expected="1-65535")
+    return number
 
 
 def spec_rules(spec: Mapping[str, Any]) -> frozenset[SpecRule]:

@@ -343,3 +343,14 @@ def test_malformed_pod_groups_are_input_errors(change: dict[str, Any], message: 
     with pytest.raises(InputError) as caught:
         build_snapshot([(group, "f.yaml")])
     assert str(caught.value).startswith(f"f.yaml: {message}")
+
+
+def test_host_network_container_ports_are_host_ports_as_the_api_server_defaults_them() -> None:
+    ports = [{"containerPort": 9100}, {"containerPort": 53, "protocol": "UDP", "hostPort": 5353}]
+    containers = [{"name": "e", "image": "x", "ports": ports}]
+    built = pod("p").spec("hostNetwork", True).spec("containers", containers).build()
+    assert built.host_ports == (HostPort(9100), HostPort(5353, "UDP"))
+    assert pod("p").spec("containers", containers).build().host_ports == (HostPort(5353, "UDP"),)
+    bad = [{"name": "e", "image": "x", "ports": [{"containerPort": 0}]}]
+    with pytest.raises(InputError, match=r"spec.containers\[0\].ports\[0\].containerPort.*invalid containerPort 0"):
+        pod("p").spec("hostNetwork", True).spec("containers", bad).build()
