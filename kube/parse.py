@@ -33,9 +33,6 @@ from kubeplace.kube.kueue import gated_stand_ins, parse_workloads
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
 from kubeplace.kube.objects import (
-    NO_EXECUTE,
-    NO_SCHEDULE,
-    PREFER_NO_SCHEDULE,
     GangKey,
     HostPort,
     Node,
@@ -43,8 +40,6 @@ from kubeplace.kube.objects import (
     PodGroup,
     Snapshot,
     SpecRule,
-    Taint,
-    Toleration,
 )
 from kubeplace.kube.pod_affinity import (
     POD_AFFINITY,
@@ -56,6 +51,7 @@ from kubeplace.kube.pod_affinity import (
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import extended_requests, is_sidecar, pod_requests
 from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
+from kubeplace.kube.taints import parse_taints, parse_tolerations
 from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
 from kubeplace.kube.workloads import CONTROLLER_KINDS, parse_controller
 
@@ -88,7 +84,6 @@ known, so a kind it lacks (``Pods``) is a typo to refuse rather than an object t
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER = "PreemptLowerPriority", "Never"
 PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
-TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
 
 
 def object_label(obj: RawObject) -> str:
@@ -112,7 +107,7 @@ def parse_node(obj: RawObject, source: str = "") -> Node:
             name=expect_name(metadata),
             uid=expect_str(metadata.get("uid"), "metadata.uid"),
             labels=expect_string_map(metadata.get("labels"), "metadata.labels"),
-            taints=_taints(spec.get("taints")),
+            taints=parse_taints(spec.get("taints"), "spec.taints"),
             unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable"),
             allocatable=_allocatable(status.get("allocatable")),
             source=source,
@@ -144,7 +139,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
             requests=pod_requests(obj),
             node_selector=expect_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             required_terms=required_node_affinity(spec),
-            tolerations=_tolerations(spec.get("tolerations")),
+            tolerations=parse_tolerations(spec.get("tolerations"), "spec.tolerations"),
             host_ports=_host_ports(spec),
             anti_affinity=required_terms(spec, labels, POD_ANTI_AFFINITY),
             affinity=required_terms(spec, labels, POD_AFFINITY),
@@ -421,25 +416,6 @@ def _bool(raw: object, field: str) -> bool:
     return raw
 
 
-def _taints(raw: object) -> tuple[Taint, ...]:
-    taints = []
-    for index, item in enumerate(expect_list(raw, "spec.taints")):
-        field = f"spec.taints[{index}]"
-        taint = expect_mapping(item, field)
-        key = expect_str(taint.get("key"), f"{field}.key")
-        if not key:
-            raise InputError("missing key", field=f"{field}.key", expected="a taint key")
-        effect = expect_str(taint.get("effect"), f"{field}.effect")
-        if effect not in TAINT_EFFECTS:
-            problem = f"unsupported effect {effect!r}" if effect else "missing effect"
-            raise InputError(problem, field=f"{field}.effect", expected=_EXPECTED_EFFECTS)
-        taints.append(Taint(key=key, value=expect_str(taint.get("value"), f"{field}.value"), effect=effect))
-    return tuple(taints)
-
-
-_EXPECTED_EFFECTS = ", ".join(TAINT_EFFECTS)
-
-
 def _allocatable(raw: object) -> dict[str, int]:
     amounts = {}
     for resource, value in sorted(expect_mapping(raw, "status.allocatable").items()):
@@ -491,31 +467,6 @@ def _timestamp(raw: object, field: str) -> str:
             raw = raw.astimezone(datetime.UTC).replace(tzinfo=None)
         return raw.strftime("%Y-%m-%dT%H:%M:%SZ")
     return expect_str(raw, field)
-
-
-def _tolerations(raw: object) -> tuple[Toleration, ...]:
-    found = []
-    for index, item in enumerate(expect_list(raw, "spec.tolerations")):
-        field = f"spec.tolerations[{index}]"
-        toleration = expect_mapping(item, field)
-        operator = expect_str(toleration.get("operator"), f"{field}.operator") or "Equal"
-        if operator not in ("Equal", "Exists"):
-            raise InputError(f"unknown operator {operator!r}", field=f"{field}.operator", expected="Equal or Exists")
-        key = expect_str(toleration.get("key"), f"{field}.key")
-        if not key and operator != "Exists":
-            raise InputError("an empty key needs operator Exists", field=f"{field}.operator", expected="Exists")
-        value = expect_str(toleration.get("value"), f"{field}.value")
-        if value and operator == "Exists":
-            raise InputError(
-                f"value must be empty when operator is 'Exists', got {value!r}", field=f"{field}.value"
-            )
-        effect = expect_str(toleration.get("effect"), f"{field}.effect")
-        if effect and effect not in TAINT_EFFECTS:
-            raise InputError(
-                f"unsupported effect {effect!r}", field=f"{field}.effect", expected=f"{_EXPECTED_EFFECTS} or none"
-            )
-        found.append(Toleration(key=key, operator=operator, value=value, effect=effect))
-    return tuple(found)
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
