@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kubeplace.kube.disruption import parse_disruption_budget
@@ -50,6 +50,7 @@ from kubeplace.kube.pod_affinity import (
 )
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import extended_requests, is_sidecar, pod_requests
+from kubeplace.kube.runtime_classes import RUNTIME_CLASS, RuntimeClass, admitted, parse_runtime_classes
 from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
 from kubeplace.kube.taints import parse_taints, parse_tolerations
 from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
@@ -67,12 +68,12 @@ NODE, POD, NAMESPACE = (CORE, "Node"), (CORE, "Pod"), (CORE, "Namespace")
 PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
-READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, DISRUPTION_BUDGET, *POD_GROUPS, *STORAGE_KINDS,
-                        *DRA_KINDS, *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
+READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, RUNTIME_CLASS, DISRUPTION_BUDGET, *POD_GROUPS,
+                        *STORAGE_KINDS, *DRA_KINDS, *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
                         *CONTROLLER_KINDS})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
-(RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
+(VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
 CORE_KINDS = frozenset({
     "Pod", "PodTemplate", "ReplicationController", "Service", "Endpoints", "Node", "Binding", "Event",
     "LimitRange", "ResourceQuota", "Namespace", "Secret", "ServiceAccount", "PersistentVolume",
@@ -168,6 +169,18 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
         raise error.located(file=source, obj=object_label(obj)) from None
 
 
+def _admitted_pod(obj: RawObject, source: str, priority_classes: Mapping[str, PriorityClass],
+                  runtime_classes: Mapping[str, RuntimeClass]) -> Pod:
+    """The pod as the API server would store it: its RuntimeClass merged (``kube.runtime_classes``);
+    one whose RuntimeClass is missing is left to the default scheduler with that reason."""
+    try:
+        merged, missing = admitted(obj, runtime_classes)
+    except InputError as error:
+        raise error.located(file=source, obj=object_label(obj)) from None
+    pod = parse_pod(merged, source, priority_classes)
+    return replace(pod, unmodelled=(missing,)) if missing else pod
+
+
 def parse_namespace_labels(obj: RawObject, source: str = "") -> tuple[str, Mapping[str, str]]:
     """A Namespace object -> (name, labels)."""
     try:
@@ -261,7 +274,9 @@ def build_snapshot(
     builtin = {name: PriorityClass(value) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
     priority_classes = {**builtin, **_priority_classes(kinds.get(PRIORITY_CLASS, []))}
     nodes = _unique_nodes([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
-    pods = _unique_pods([*pods, *(parse_pod(obj, where, priority_classes) for obj, where in kinds.get(POD, []))])
+    runtime_classes = parse_runtime_classes(kinds.get(RUNTIME_CLASS, []), object_label)
+    pods = _unique_pods([*pods, *(_admitted_pod(obj, where, priority_classes, runtime_classes)
+                                  for obj, where in kinds.get(POD, []))])
     node_names = {node.name for node in nodes}
     pending = [
         pod
