@@ -50,7 +50,7 @@ from kubeplace.kube.pod_affinity import (
 )
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import extended_requests, is_sidecar, pod_requests
-from kubeplace.kube.runtime_classes import RUNTIME_CLASS, RuntimeClass, admitted, parse_runtime_classes
+from kubeplace.kube.runtime_classes import RUNTIME_CLASS, RuntimeClass, admitted, is_stored, parse_runtime_classes
 from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
 from kubeplace.kube.taints import parse_taints, parse_tolerations
 from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
@@ -135,8 +135,8 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
             annotations=expect_string_map(metadata.get("annotations"), "metadata.annotations"),
             node_name=expect_str(spec.get("nodeName"), "spec.nodeName"),
             scheduler_name=expect_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER,
-            priority=_priority(spec, priority_classes or {}),
-            preemption_policy=_preemption_policy(spec, priority_classes or {}),
+            priority=_priority(spec, priority_classes or {}, is_stored(obj)),
+            preemption_policy=_preemption_policy(spec, priority_classes or {}, is_stored(obj)),
             requests=pod_requests(obj),
             node_selector=expect_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             required_terms=required_node_affinity(spec),
@@ -271,7 +271,7 @@ def build_snapshot(
     """
     requirements = parse_selector(selector) if selector else ()
     kinds, skipped = _by_kind(flatten(objects))
-    builtin = {name: PriorityClass(value) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
+    builtin = {name: PriorityClass(value, name=name) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
     priority_classes = {**builtin, **_priority_classes(kinds.get(PRIORITY_CLASS, []))}
     nodes = _unique_nodes([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
     runtime_classes = parse_runtime_classes(kinds.get(RUNTIME_CLASS, []), object_label)
@@ -401,16 +401,31 @@ def _unique_pods(pods: Iterable[Pod]) -> list[Pod]:
 class PriorityClass:
     value: int
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    name: str = ""
+
+
+DEFAULT_PRIORITY_CLASS = ""
+"""Where :func:`_priority_classes` files the ``globalDefault`` class too: what priority admission
+resolves an empty ``priorityClassName`` to."""
 
 
 def _priority_classes(objects: Iterable[Sourced]) -> dict[str, PriorityClass]:
-    """PriorityClass name -> its value (an int32 as in the API) and preemption policy."""
+    """PriorityClass name -> its value (an int32 as in the API) and preemption policy; the one
+    ``globalDefault`` class also under DEFAULT_PRIORITY_CLASS (a second one is refused, as
+    priority admission refuses it)."""
     classes: dict[str, PriorityClass] = {}
     for obj, where in objects:
         try:
             name = expect_name(expect_mapping(obj.get("metadata"), "metadata"))
             policy = _policy(obj.get("preemptionPolicy"), "preemptionPolicy")
-            classes[name] = PriorityClass(expect_int(obj.get("value"), "value"), policy or PREEMPT_LOWER_PRIORITY)
+            found = PriorityClass(expect_int(obj.get("value"), "value"), policy or PREEMPT_LOWER_PRIORITY, name)
+            if _bool(obj.get("globalDefault"), "globalDefault"):
+                default = classes.get(DEFAULT_PRIORITY_CLASS)
+                if default is not None:
+                    raise InputError(f"PriorityClass {default.name} is already marked as default. "
+                                     "Only one default can exist", field="globalDefault")
+                classes[DEFAULT_PRIORITY_CLASS] = found
+            classes[name] = found
         except InputError as error:
             raise error.located(file=where, obj=object_label(obj)) from None
     return classes
@@ -441,21 +456,33 @@ def _allocatable(raw: object) -> dict[str, int]:
     return amounts
 
 
-def _priority(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass]) -> int:
+def _priority(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass], stored: bool) -> int:
+    """``spec.priority``, else its PriorityClass's value (the globalDefault one without a name). A
+    pod the API server has not stored yet with a priority its class contradicts is refused, as
+    priority admission refuses it."""
+    found = priority_classes.get(expect_str(spec.get("priorityClassName"), "spec.priorityClassName"))
     raw = spec.get("priority")
     if raw is None:
-        class_name = expect_str(spec.get("priorityClassName"), "spec.priorityClassName")
-        found = priority_classes.get(class_name)
         return found.value if found is not None else 0
-    return expect_int(raw, "spec.priority")
+    priority = expect_int(raw, "spec.priority")
+    if found is not None and priority != found.value and not stored:
+        raise InputError(f"the integer value of priority ({priority}) must not be provided in pod spec; priority "
+                         f"admission controller computed {found.value} from the given PriorityClass name",
+                         field="spec.priority")
+    return priority
 
 
-def _preemption_policy(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass]) -> str:
-    """``spec.preemptionPolicy``, else the PriorityClass's (admission copies it to the pod)."""
+def _preemption_policy(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass], stored: bool) -> str:
+    """``spec.preemptionPolicy``, else the PriorityClass's (admission copies it to the pod; it
+    refuses a pod not stored yet that sets another)."""
     policy = _policy(spec.get("preemptionPolicy"), "spec.preemptionPolicy")
+    found = priority_classes.get(expect_str(spec.get("priorityClassName"), "spec.priorityClassName"))
+    if policy and found is not None and policy != found.preemption_policy and not stored:
+        raise InputError(f"the string value of PreemptionPolicy ({policy}) must not be provided in pod spec; "
+                         f"priority admission controller computed {found.preemption_policy} from the given "
+                         "PriorityClass name", field="spec.preemptionPolicy")
     if policy:
         return policy
-    found = priority_classes.get(expect_str(spec.get("priorityClassName"), "spec.priorityClassName"))
     return found.preemption_policy if found is not None else PREEMPT_LOWER_PRIORITY
 
 

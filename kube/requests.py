@@ -52,11 +52,24 @@ def parse_resource_list(raw: object, field: str) -> Resources:
 
 
 def resource_requests(resources: object, field: str) -> Resources:
-    """Requests of a ``resources`` block, a limit standing in for a missing request."""
+    """Requests of a ``resources`` block, a limit standing in for a missing request. A resource
+    that cannot be overcommitted (extended resources, hugepages) with a request other than its
+    limit is refused, as ``ValidateResourceRequirements`` refuses it."""
     block = expect_mapping(resources, field)
-    requests = parse_resource_list(block.get("limits"), f"{field}.limits")
-    requests.update(parse_resource_list(block.get("requests"), f"{field}.requests"))
-    return requests
+    limits = parse_resource_list(block.get("limits"), f"{field}.limits")
+    own = parse_resource_list(block.get("requests"), f"{field}.requests")
+    for resource, amount in own.items():
+        if resource in limits and amount != limits[resource] and not is_overcommittable(resource):
+            raw = expect_mapping(block.get("limits"), f"{field}.limits")
+            raise InputError(f"must be equal to {resource} limit of {raw[resource]}", field=f"{field}.requests",
+                             expected="a request equal to the limit for a resource that cannot be overcommitted")
+    return {**limits, **own}
+
+
+def is_overcommittable(resource: str) -> bool:
+    """``IsOvercommitAllowed``: a native resource (no domain, or a kubernetes.io one), not hugepages."""
+    native = "/" not in resource or "kubernetes.io/" in resource
+    return native and not resource.startswith(HUGEPAGES_PREFIX)
 
 
 def container_requests(container: Mapping[str, Any], field: str) -> Resources:
