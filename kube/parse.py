@@ -32,6 +32,7 @@ from kubeplace.kube.kueue import KIND as KUEUE_KIND
 from kubeplace.kube.kueue import gated_stand_ins, parse_workloads
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
+from kubeplace.kube.nominated import nominated_elsewhere
 from kubeplace.kube.objects import (
     GangKey,
     HostPort,
@@ -286,6 +287,7 @@ def build_snapshot(
         and matches(requirements, pod.labels)
     ]
     bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
+    nominated = nominated_elsewhere(pods, pending, node_names)
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
     groups, reserved = _gangs(kinds, pods, pending, bound, nodes)
     node_metrics, pod_metrics = metrics_objects(item for kind in METRICS_KINDS for item in kinds.get(kind, []))
@@ -305,6 +307,7 @@ def build_snapshot(
         source=source,
         storage=build_storage(kinds, object_label),
         devices=build_devices(kinds, object_label),
+        nominated=tuple(nominated),
         node_metrics=node_metrics,
         pod_metrics=pod_metrics,
     )

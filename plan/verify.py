@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubeplace.kube.dra import ClaimAllocation, Devices
+from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import (
     CPU,
     MEMORY,
@@ -106,6 +107,7 @@ def verify(
     for node_name, pods in checker.placed.items():
         node, here = checker.nodes[node_name], checker.bound_on(node_name)
         violations.extend(_capacity(node, pods, here, snapshot.devices))
+        violations.extend(_nominated_room(node, pods, here, snapshot.nominated))
         violations.extend(_load(node, pods, loads.get(node_name), settings))
         violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
     violations.extend(_gang_topology(snapshot, placements))
@@ -469,6 +471,30 @@ def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], devices: 
             f"bound pods {_amount(resource, used.get(resource, 0))}, "
             f"placed {_amount(resource, added[resource])} by {', '.join(p.key for p in users)})",
         )
+
+
+def _nominated_room(node: Node, placed: Sequence[Pod], bound: Sequence[Pod],
+                    nominated: Sequence[Pod]) -> Iterator[Violation]:
+    """NodeResourcesFit as the kube-scheduler runs it for each placed pod: with the pods nominated
+    to the node of its priority or more added (``kube.nominated``), all the node's pods fit."""
+    if not any(p.nominated_node == node.name for p in nominated):
+        return
+    total: dict[str, int] = {}
+    for other in [*(b for b in bound if b.node_name == node.name and not b.finished), *placed]:
+        for resource, amount in _requests(other).items():
+            total[resource] = total.get(resource, 0) + amount
+    for pod in sorted(placed, key=lambda p: p.priority):  # the lowest priority leaves the most room
+        held = held_room(nominated, pod.priority).get(node.name, {})
+        short = [r for r, amount in sorted(_requests(pod).items()) if amount > 0 and held.get(r, 0) > 0
+                 and total.get(r, 0) + held[r] > node.allocatable.get(r, 0)]
+        if short:
+            r = short[0]
+            waiting = ", ".join(p.key for p in nominated
+                                if p.nominated_node == node.name and p.priority >= pod.priority)
+            yield Violation(pod.namespace, pod.name, node.name, "NodeResourcesFit",
+                            f"Insufficient {r}: the room of {waiting} (nominated, priority >= {pod.priority}) is held: "
+                            f"{_amount(r, total[r] + held[r] - node.allocatable.get(r, 0))} short")
+            return
 
 
 def _amount(resource: str, value: int) -> str:

@@ -12,7 +12,9 @@ profile's plugins and weights (``emulate_scores``); the best wins, ties at rando
 A pod that fits nowhere waits; passes over the waiting pods repeat while one places anything
 (the queueing hints would requeue them when a pod they wait for arrives).
 
-Not modelled: nominated pods and preemption, ImageLocality, GPU devices, gangs (the default
+Pods nominated to a node hold its room against pods of lower or equal priority (NodeResourcesFit
+with them added, ``kube.nominated``; not yet their host ports nor their pod affinity).
+Not modelled: preemption, ImageLocality, GPU devices, gangs (the default
 profile schedules gang members one by one). The default spread constraints are those of the pods
 given: pass the snapshot as the profile fills them in (``PluginSet.defaulted``, as ``plan`` does).
 
@@ -174,10 +176,12 @@ class _Search:
         return self.static_masks[key]
 
     def _fits(self, pod: Pod) -> BoolArray:
+        """NodeResourcesFit with the pods nominated to each node of the pod's priority or more added."""
         c = self.cluster
         need = c.requests(pod)
         asked = need > 0
-        fits: BoolArray = np.all(c.used[:, asked] + need[asked] <= c.allocatable[:, asked], axis=1)
+        used = c.used + c.held(pod.priority)
+        fits: BoolArray = np.all(used[:, asked] + need[asked] <= c.allocatable[:, asked], axis=1)
         return fits
 
     def _ports(self, pod: Pod) -> BoolArray:
