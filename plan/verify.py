@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubeplace.kube.dra import ClaimAllocation, Devices
-from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import (
     CPU,
     MEMORY,
@@ -341,7 +340,8 @@ class _Checker:
             return [*problems, ("NodeName", "no such node in the snapshot")]
         problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks)
         here = self.placed.setdefault(node_name, [])
-        problems += (("NodePorts", d) for d in _port_conflicts(pod, node, self.bound_on(node_name), here))
+        holding = [p for p in self.snapshot.nominated if p.nominated_node == node_name and p.priority >= pod.priority]
+        problems += (("NodePorts", d) for d in _port_conflicts(pod, node, self.bound_on(node_name), [*here, *holding]))
         here.append(pod)
         return problems
 
@@ -420,6 +420,7 @@ def _gpu_model(pod: Pod, node: Node, settings: VerifySettings) -> Iterator[tuple
 
 
 def _port_conflicts(pod: Pod, node: Node, bound: Sequence[Pod], placed_here: Sequence[Pod]) -> Iterator[str]:
+    """``placed_here``: the pods placed there before it, and those nominated there of its priority or more."""
     others = [other for other in bound if other.node_name == node.name and not other.finished]
     for other in [*others, *placed_here]:
         for mine in pod.host_ports:
@@ -484,7 +485,11 @@ def _nominated_room(node: Node, placed: Sequence[Pod], bound: Sequence[Pod],
         for resource, amount in _requests(other).items():
             total[resource] = total.get(resource, 0) + amount
     for pod in sorted(placed, key=lambda p: p.priority):  # the lowest priority leaves the most room
-        held = held_room(nominated, pod.priority).get(node.name, {})
+        held: dict[str, int] = {}
+        for waiting_pod in nominated:
+            if waiting_pod.nominated_node == node.name and waiting_pod.priority >= pod.priority:
+                for resource, amount in _requests(waiting_pod).items():
+                    held[resource] = held.get(resource, 0) + amount
         short = [r for r, amount in sorted(_requests(pod).items()) if amount > 0 and held.get(r, 0) > 0
                  and total.get(r, 0) + held[r] > node.allocatable.get(r, 0)]
         if short:

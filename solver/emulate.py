@@ -13,7 +13,7 @@ A pod that fits nowhere waits; passes over the waiting pods repeat while one pla
 (the queueing hints would requeue them when a pod they wait for arrives).
 
 Pods nominated to a node hold its room against pods of lower or equal priority (NodeResourcesFit
-with them added, ``kube.nominated``; not yet their host ports nor their pod affinity).
+and NodePorts with them added, ``kube.nominated``; not yet their inter-pod rules).
 Not modelled: preemption, ImageLocality, GPU devices, gangs (the default
 profile schedules gang members one by one). The default spread constraints are those of the pods
 given: pass the snapshot as the profile fills them in (``PluginSet.defaulted``, as ``plan`` does).
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.objects import HostPort, Node, Pod, Snapshot
 from kubeplace.kube.pod_affinity import merge_label_keys, selects
 from kubeplace.models.aggregate import queue_rank
 from kubeplace.models.framework import FilterPlugin, RunContext
@@ -185,10 +185,15 @@ class _Search:
         return fits
 
     def _ports(self, pod: Pod) -> BoolArray:
+        """NodePorts, the ports of the pods nominated to the node of the pod's priority or more added."""
         if not pod.host_ports:
             return np.ones(self.cluster.n, dtype=np.bool_)
-        return np.array([not any(node_ports.conflict(w, u) for w in pod.host_ports for u in used)
-                         for used in self.cluster.ports], dtype=np.bool_)
+        held: list[list[HostPort]] = [[] for _ in range(self.cluster.n)]
+        for other in self.cluster.nominated:
+            if other.priority >= pod.priority and other.nominated_node in self.cluster.index:
+                held[self.cluster.index[other.nominated_node]] += other.host_ports
+        return np.array([not any(node_ports.conflict(w, u) for w in pod.host_ports for u in [*used, *also])
+                         for used, also in zip(self.cluster.ports, held, strict=True)], dtype=np.bool_)
 
     def _spread(self, pod: Pod) -> BoolArray:
         """PodTopologySpread's filter for the pod's DoNotSchedule constraints."""

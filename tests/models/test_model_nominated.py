@@ -68,3 +68,16 @@ def test_the_verifier_refuses_a_lower_pod_in_the_held_room() -> None:
 @pytest.mark.parametrize(("priority", "placements"), [(10, ()), (1000, (("default", "p", "n1"),))])
 def test_the_emulated_kube_scheduler_keeps_the_room_too(priority: int, placements: tuple[object, ...]) -> None:
     assert emulate(cluster(pod("p").cpu("1").priority(priority))).placements == placements
+
+
+def test_the_host_ports_of_a_nominated_pod_are_held_too() -> None:
+    def snap(priority: int) -> Snapshot:
+        return snapshot_of(node("n1").cpu("8").memory("8Gi"), node("n2").cpu("8").memory("8Gi"),
+                           pod("preemptor").cpu("1").host_port(9100).priority(100).scheduler("default-scheduler")
+                           .status("nominatedNodeName", "n1"),
+                           pod("p").cpu("1").host_port(9100).priority(priority))
+
+    assert placed(snap(10), "cpsat") == {"p": "n2"}
+    assert emulate(snap(10)).placements == (("default", "p", "n2"),)
+    assert [v.rule for v in verify(snap(10), [("default", "p", "n1")])] == ["NodePorts"]
+    assert verify(snap(1000), [("default", "p", "n1")]) == []
