@@ -536,3 +536,6 @@ class Snapshot:
     """Services, ReplicationControllers, ReplicaSets and StatefulSets (the default spread selector)."""
     devices: Devices = field(default_factory=lambda: Devices())
     """DeviceClasses, ResourceSlices' devices, ResourceClaims and templates (``kube.dra``)."""
+    nominated: tuple[Pod, ...] = ()
+    """Pods outside ``pending`` waiting for the node they are nominated to (``kube.nominated``):
+    they hold its room against pods of lower or equal priority."""

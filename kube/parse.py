@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kubeplace.kube.disruption import parse_disruption_budget
@@ -32,10 +32,8 @@ from kubeplace.kube.kueue import KIND as KUEUE_KIND
 from kubeplace.kube.kueue import gated_stand_ins, parse_workloads
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
+from kubeplace.kube.nominated import nominated_elsewhere
 from kubeplace.kube.objects import (
-    NO_EXECUTE,
-    NO_SCHEDULE,
-    PREFER_NO_SCHEDULE,
     GangKey,
     HostPort,
     Node,
@@ -43,8 +41,6 @@ from kubeplace.kube.objects import (
     PodGroup,
     Snapshot,
     SpecRule,
-    Taint,
-    Toleration,
 )
 from kubeplace.kube.pod_affinity import (
     POD_AFFINITY,
@@ -55,7 +51,9 @@ from kubeplace.kube.pod_affinity import (
 )
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import extended_requests, is_sidecar, pod_requests
+from kubeplace.kube.runtime_classes import RUNTIME_CLASS, RuntimeClass, admitted, is_stored, parse_runtime_classes
 from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
+from kubeplace.kube.taints import parse_taints, parse_tolerations
 from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
 from kubeplace.kube.workloads import CONTROLLER_KINDS, parse_controller
 
@@ -71,12 +69,12 @@ NODE, POD, NAMESPACE = (CORE, "Node"), (CORE, "Pod"), (CORE, "Namespace")
 PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
 DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
-READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, DISRUPTION_BUDGET, *POD_GROUPS, *STORAGE_KINDS,
-                        *DRA_KINDS, *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
+READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, RUNTIME_CLASS, DISRUPTION_BUDGET, *POD_GROUPS,
+                        *STORAGE_KINDS, *DRA_KINDS, *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
                         *CONTROLLER_KINDS})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
-(RuntimeClass, VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
+(VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
 CORE_KINDS = frozenset({
     "Pod", "PodTemplate", "ReplicationController", "Service", "Endpoints", "Node", "Binding", "Event",
     "LimitRange", "ResourceQuota", "Namespace", "Secret", "ServiceAccount", "PersistentVolume",
@@ -88,7 +86,6 @@ known, so a kind it lacks (``Pods``) is a typo to refuse rather than an object t
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER = "PreemptLowerPriority", "Never"
 PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
-TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
 
 
 def object_label(obj: RawObject) -> str:
@@ -112,7 +109,7 @@ def parse_node(obj: RawObject, source: str = "") -> Node:
             name=expect_name(metadata),
             uid=expect_str(metadata.get("uid"), "metadata.uid"),
             labels=expect_string_map(metadata.get("labels"), "metadata.labels"),
-            taints=_taints(spec.get("taints")),
+            taints=parse_taints(spec.get("taints"), "spec.taints"),
             unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable"),
             allocatable=_allocatable(status.get("allocatable")),
             source=source,
@@ -139,12 +136,12 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
             annotations=expect_string_map(metadata.get("annotations"), "metadata.annotations"),
             node_name=expect_str(spec.get("nodeName"), "spec.nodeName"),
             scheduler_name=expect_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER,
-            priority=_priority(spec, priority_classes or {}),
-            preemption_policy=_preemption_policy(spec, priority_classes or {}),
+            priority=_priority(spec, priority_classes or {}, is_stored(obj)),
+            preemption_policy=_preemption_policy(spec, priority_classes or {}, is_stored(obj)),
             requests=pod_requests(obj),
             node_selector=expect_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             required_terms=required_node_affinity(spec),
-            tolerations=_tolerations(spec.get("tolerations")),
+            tolerations=parse_tolerations(spec.get("tolerations"), "spec.tolerations"),
             host_ports=_host_ports(spec),
             anti_affinity=required_terms(spec, labels, POD_ANTI_AFFINITY),
             affinity=required_terms(spec, labels, POD_AFFINITY),
@@ -171,6 +168,18 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
         )
     except InputError as error:
         raise error.located(file=source, obj=object_label(obj)) from None
+
+
+def _admitted_pod(obj: RawObject, source: str, priority_classes: Mapping[str, PriorityClass],
+                  runtime_classes: Mapping[str, RuntimeClass]) -> Pod:
+    """The pod as the API server would store it: its RuntimeClass merged (``kube.runtime_classes``);
+    one whose RuntimeClass is missing is left to the default scheduler with that reason."""
+    try:
+        merged, missing = admitted(obj, runtime_classes)
+    except InputError as error:
+        raise error.located(file=source, obj=object_label(obj)) from None
+    pod = parse_pod(merged, source, priority_classes)
+    return replace(pod, unmodelled=(missing,)) if missing else pod
 
 
 def parse_namespace_labels(obj: RawObject, source: str = "") -> tuple[str, Mapping[str, str]]:
@@ -263,10 +272,12 @@ def build_snapshot(
     """
     requirements = parse_selector(selector) if selector else ()
     kinds, skipped = _by_kind(flatten(objects))
-    builtin = {name: PriorityClass(value) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
+    builtin = {name: PriorityClass(value, name=name) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
     priority_classes = {**builtin, **_priority_classes(kinds.get(PRIORITY_CLASS, []))}
     nodes = _unique_nodes([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
-    pods = _unique_pods([*pods, *(parse_pod(obj, where, priority_classes) for obj, where in kinds.get(POD, []))])
+    runtime_classes = parse_runtime_classes(kinds.get(RUNTIME_CLASS, []), object_label)
+    pods = _unique_pods([*pods, *(_admitted_pod(obj, where, priority_classes, runtime_classes)
+                                  for obj, where in kinds.get(POD, []))])
     node_names = {node.name for node in nodes}
     pending = [
         pod
@@ -276,6 +287,7 @@ def build_snapshot(
         and matches(requirements, pod.labels)
     ]
     bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
+    nominated = nominated_elsewhere(pods, pending, node_names)
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
     groups, reserved = _gangs(kinds, pods, pending, bound, nodes)
     node_metrics, pod_metrics = metrics_objects(item for kind in METRICS_KINDS for item in kinds.get(kind, []))
@@ -295,6 +307,7 @@ def build_snapshot(
         source=source,
         storage=build_storage(kinds, object_label),
         devices=build_devices(kinds, object_label),
+        nominated=tuple(nominated),
         node_metrics=node_metrics,
         pod_metrics=pod_metrics,
     )
@@ -410,16 +423,31 @@ def _unique_pods(pods: Iterable[Pod]) -> list[Pod]:
 class PriorityClass:
     value: int
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    name: str = ""
+
+
+DEFAULT_PRIORITY_CLASS = ""
+"""Where :func:`_priority_classes` files the ``globalDefault`` class too: what priority admission
+resolves an empty ``priorityClassName`` to."""
 
 
 def _priority_classes(objects: Iterable[Sourced]) -> dict[str, PriorityClass]:
-    """PriorityClass name -> its value (an int32 as in the API) and preemption policy."""
+    """PriorityClass name -> its value (an int32 as in the API) and preemption policy; the one
+    ``globalDefault`` class also under DEFAULT_PRIORITY_CLASS (a second one is refused, as
+    priority admission refuses it)."""
     classes: dict[str, PriorityClass] = {}
     for obj, where in objects:
         try:
             name = expect_name(expect_mapping(obj.get("metadata"), "metadata"))
             policy = _policy(obj.get("preemptionPolicy"), "preemptionPolicy")
-            classes[name] = PriorityClass(expect_int(obj.get("value"), "value"), policy or PREEMPT_LOWER_PRIORITY)
+            found = PriorityClass(expect_int(obj.get("value"), "value"), policy or PREEMPT_LOWER_PRIORITY, name)
+            if _bool(obj.get("globalDefault"), "globalDefault"):
+                default = classes.get(DEFAULT_PRIORITY_CLASS)
+                if default is not None:
+                    raise InputError(f"PriorityClass {default.name} is already marked as default. "
+                                     "Only one default can exist", field="globalDefault")
+                classes[DEFAULT_PRIORITY_CLASS] = found
+            classes[name] = found
         except InputError as error:
             raise error.located(file=where, obj=object_label(obj)) from None
     return classes
@@ -440,25 +468,6 @@ def _bool(raw: object, field: str) -> bool:
     return raw
 
 
-def _taints(raw: object) -> tuple[Taint, ...]:
-    taints = []
-    for index, item in enumerate(expect_list(raw, "spec.taints")):
-        field = f"spec.taints[{index}]"
-        taint = expect_mapping(item, field)
-        key = expect_str(taint.get("key"), f"{field}.key")
-        if not key:
-            raise InputError("missing key", field=f"{field}.key", expected="a taint key")
-        effect = expect_str(taint.get("effect"), f"{field}.effect")
-        if effect not in TAINT_EFFECTS:
-            problem = f"unsupported effect {effect!r}" if effect else "missing effect"
-            raise InputError(problem, field=f"{field}.effect", expected=_EXPECTED_EFFECTS)
-        taints.append(Taint(key=key, value=expect_str(taint.get("value"), f"{field}.value"), effect=effect))
-    return tuple(taints)
-
-
-_EXPECTED_EFFECTS = ", ".join(TAINT_EFFECTS)
-
-
 def _allocatable(raw: object) -> dict[str, int]:
     amounts = {}
     for resource, value in sorted(expect_mapping(raw, "status.allocatable").items()):
@@ -469,21 +478,33 @@ def _allocatable(raw: object) -> dict[str, int]:
     return amounts
 
 
-def _priority(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass]) -> int:
+def _priority(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass], stored: bool) -> int:
+    """``spec.priority``, else its PriorityClass's value (the globalDefault one without a name). A
+    pod the API server has not stored yet with a priority its class contradicts is refused, as
+    priority admission refuses it."""
+    found = priority_classes.get(expect_str(spec.get("priorityClassName"), "spec.priorityClassName"))
     raw = spec.get("priority")
     if raw is None:
-        class_name = expect_str(spec.get("priorityClassName"), "spec.priorityClassName")
-        found = priority_classes.get(class_name)
         return found.value if found is not None else 0
-    return expect_int(raw, "spec.priority")
+    priority = expect_int(raw, "spec.priority")
+    if found is not None and priority != found.value and not stored:
+        raise InputError(f"the integer value of priority ({priority}) must not be provided in pod spec; priority "
+                         f"admission controller computed {found.value} from the given PriorityClass name",
+                         field="spec.priority")
+    return priority
 
 
-def _preemption_policy(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass]) -> str:
-    """``spec.preemptionPolicy``, else the PriorityClass's (admission copies it to the pod)."""
+def _preemption_policy(spec: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass], stored: bool) -> str:
+    """``spec.preemptionPolicy``, else the PriorityClass's (admission copies it to the pod; it
+    refuses a pod not stored yet that sets another)."""
     policy = _policy(spec.get("preemptionPolicy"), "spec.preemptionPolicy")
+    found = priority_classes.get(expect_str(spec.get("priorityClassName"), "spec.priorityClassName"))
+    if policy and found is not None and policy != found.preemption_policy and not stored:
+        raise InputError(f"the string value of PreemptionPolicy ({policy}) must not be provided in pod spec; "
+                         f"priority admission controller computed {found.preemption_policy} from the given "
+                         "PriorityClass name", field="spec.preemptionPolicy")
     if policy:
         return policy
-    found = priority_classes.get(expect_str(spec.get("priorityClassName"), "spec.priorityClassName"))
     return found.preemption_policy if found is not None else PREEMPT_LOWER_PRIORITY
 
 
@@ -512,33 +533,11 @@ def _timestamp(raw: object, field: str) -> str:
     return expect_str(raw, field)
 
 
-def _tolerations(raw: object) -> tuple[Toleration, ...]:
-    found = []
-    for index, item in enumerate(expect_list(raw, "spec.tolerations")):
-        field = f"spec.tolerations[{index}]"
-        toleration = expect_mapping(item, field)
-        operator = expect_str(toleration.get("operator"), f"{field}.operator") or "Equal"
-        if operator not in ("Equal", "Exists"):
-            raise InputError(f"unknown operator {operator!r}", field=f"{field}.operator", expected="Equal or Exists")
-        key = expect_str(toleration.get("key"), f"{field}.key")
-        if not key and operator != "Exists":
-            raise InputError("an empty key needs operator Exists", field=f"{field}.operator", expected="Exists")
-        value = expect_str(toleration.get("value"), f"{field}.value")
-        if value and operator == "Exists":
-            raise InputError(
-                f"value must be empty when operator is 'Exists', got {value!r}", field=f"{field}.value"
-            )
-        effect = expect_str(toleration.get("effect"), f"{field}.effect")
-        if effect and effect not in TAINT_EFFECTS:
-            raise InputError(
-                f"unsupported effect {effect!r}", field=f"{field}.effect", expected=f"{_EXPECTED_EFFECTS} or none"
-            )
-        found.append(Toleration(key=key, operator=operator, value=value, effect=effect))
-    return tuple(found)
-
-
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """Host ports of app containers and sidecars (init containers that keep running)."""
+    """Host ports of app containers and sidecars (init containers that keep running). A
+    ``hostNetwork`` pod's container ports are host ports: the API server defaults a missing
+    ``hostPort`` to the ``containerPort`` (``defaultHostNetworkPorts``)."""
+    host_network = _bool(spec.get("hostNetwork"), "spec.hostNetwork")
     containers = [
         (f"spec.containers[{index}]", container)
         for index, container in enumerate(expect_list(spec.get("containers"), "spec.containers"))
@@ -553,6 +552,8 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
         for index, raw_port in enumerate(expect_list(container.get("ports"), f"{field}.ports")):
             port = expect_mapping(raw_port, f"{field}.ports[{index}]")
             host_port = port.get("hostPort")
+            if host_network and (host_port is None or host_port == 0):
+                host_port = _container_port(port, f"{field}.ports[{index}].containerPort")
             if host_port is None or host_port == 0:
                 continue
             if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 < host_port < 65536:
@@ -565,6 +566,14 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
             host_ip = expect_str(port.get("hostIP"), f"{field}.ports[{index}].hostIP")
             found.append(HostPort(port=host_port, protocol=protocol, ip=host_ip))
     return tuple(found)
+
+
+def _container_port(port: Mapping[str, Any], field: str) -> int:
+    """``containerPort``, which the API server requires (1-65535)."""
+    number = port.get("containerPort")
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
+        raise InputError(f"invalid containerPort {number!r}", field=field, expected="1-65535")
+    return number
 
 
 def spec_rules(spec: Mapping[str, Any]) -> frozenset[SpecRule]:

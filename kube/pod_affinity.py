@@ -27,7 +27,7 @@ from kubeplace.kube.objects import (
     Requirement,
     SpreadConstraint,
 )
-from kubeplace.kube.selectors import label_selector, matches
+from kubeplace.kube.selectors import is_qualified_name, label_selector, matches
 
 POD_AFFINITY = "podAffinity"
 POD_ANTI_AFFINITY = "podAntiAffinity"
@@ -106,6 +106,10 @@ def _term(raw: object, field: str, labels: Mapping[str, str], weight: int) -> Po
     topology_key = expect_str(term.get("topologyKey"), f"{field}.topologyKey")
     if not topology_key:
         raise InputError("empty topologyKey", field=f"{field}.topologyKey", expected="a node label key")
+    if not is_qualified_name(topology_key):  # ValidateLabelName, as for a pod affinity term
+        raise InputError(f"invalid topologyKey {topology_key!r}: not a label key", field=f"{field}.topologyKey",
+                         expected="a qualified name: an optional DNS prefix and '/', then at most 63 of "
+                                  "[A-Za-z0-9-_.] starting and ending alphanumeric")
     selector = label_selector(term.get("labelSelector"), f"{field}.labelSelector")
     match_keys = _keys(term.get("matchLabelKeys"), f"{field}.matchLabelKeys", selector)
     mismatch_keys = _keys(term.get("mismatchLabelKeys"), f"{field}.mismatchLabelKeys", selector)

@@ -5,6 +5,7 @@ Mirrors ``PodRequests`` in k8s.io/component-helpers/resource/helpers.go::
     request = max(sum(app containers) + sum(sidecars),
                   max over ordinary init container i of (init_i + sidecars declared before i))
     pod-level spec.resources.requests replace that for cpu, memory and hugepages-*
+    (defaulted as the API server does: from the containers' requests, else from pod-level limits)
     request += spec.overhead
 
 plus the API server's defaulting (a limit without a request is also the request), which pod
@@ -14,7 +15,7 @@ files written by hand may lack. Every resource is counted, extended ones include
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kubeplace.kube.dra import ContainerRequests, is_extended_resource
@@ -29,9 +30,14 @@ CONTAINER_RESTART_POLICIES = (SIDECAR_RESTART_POLICY, "OnFailure", "Never")
 """What the API server accepts for a container's own ``restartPolicy`` (spelled exactly)."""
 
 
+HUGEPAGES_PREFIX = "hugepages-"
+OVERCOMMITTABLE_POD_LEVEL = ("cpu", "memory")
+"""The pod-level resources whose request defaults to the containers' (``IsOvercommitAllowed``)."""
+
+
 def is_pod_level_resource(resource: str) -> bool:
     """Resources that pod-level ``spec.resources`` may set (PodLevelResources)."""
-    return resource in ("cpu", "memory") or resource.startswith("hugepages-")
+    return resource in OVERCOMMITTABLE_POD_LEVEL or resource.startswith(HUGEPAGES_PREFIX)
 
 
 def parse_resource_list(raw: object, field: str) -> Resources:
@@ -46,15 +52,37 @@ def parse_resource_list(raw: object, field: str) -> Resources:
 
 
 def resource_requests(resources: object, field: str) -> Resources:
-    """Requests of a ``resources`` block, a limit standing in for a missing request."""
+    """Requests of a ``resources`` block, a limit standing in for a missing request. A resource
+    that cannot be overcommitted (extended resources, hugepages) with a request other than its
+    limit is refused, as ``ValidateResourceRequirements`` refuses it."""
     block = expect_mapping(resources, field)
-    requests = parse_resource_list(block.get("limits"), f"{field}.limits")
-    requests.update(parse_resource_list(block.get("requests"), f"{field}.requests"))
-    return requests
+    limits = parse_resource_list(block.get("limits"), f"{field}.limits")
+    own = parse_resource_list(block.get("requests"), f"{field}.requests")
+    for resource, amount in own.items():
+        if resource in limits and amount != limits[resource] and not is_overcommittable(resource):
+            raw = expect_mapping(block.get("limits"), f"{field}.limits")
+            raise InputError(f"must be equal to {resource} limit of {raw[resource]}", field=f"{field}.requests",
+                             expected="a request equal to the limit for a resource that cannot be overcommitted")
+    return {**limits, **own}
+
+
+def is_overcommittable(resource: str) -> bool:
+    """``IsOvercommitAllowed``: a native resource (no domain, or a kubernetes.io one), not hugepages."""
+    native = "/" not in resource or "kubernetes.io/" in resource
+    return native and not resource.startswith(HUGEPAGES_PREFIX)
 
 
 def container_requests(container: Mapping[str, Any], field: str) -> Resources:
     return resource_requests(container.get("resources"), f"{field}.resources")
+
+
+def container_limits_of(container: Mapping[str, Any], field: str) -> Resources:
+    resources = expect_mapping(container.get("resources"), f"{field}.resources")
+    return parse_resource_list(resources.get("limits"), f"{field}.resources.limits")
+
+
+ContainerAmounts = Callable[[Mapping[str, Any], str], Resources]
+"""A container's requests or limits, read from its manifest (and the field path naming it)."""
 
 
 def is_sidecar(init_container: Mapping[str, Any]) -> bool:
@@ -68,12 +96,8 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     malformed spec or quantity; the caller adds the file and object.
     """
     spec = expect_mapping(pod.get("spec"), "spec")
-    requests = _sum(
-        container_requests(expect_mapping(container, f"spec.containers[{index}]"), f"spec.containers[{index}]")
-        for index, container in enumerate(expect_list(spec.get("containers"), "spec.containers"))
-    )
-    requests = _max(requests, _init_containers_requests(spec, requests))
-    requests.update(_pod_level_requests(spec))
+    requests = _aggregate(spec, container_requests)
+    requests.update(_pod_level_requests(spec, requests))
     requests = _sum([requests, parse_resource_list(spec.get("overhead"), "spec.overhead")])
     requests["pods"] = 1
     return {resource: _representable(resource, amount) for resource, amount in sorted(requests.items())
@@ -107,8 +131,19 @@ def _representable(resource: str, amount: int) -> int:
         raise InputError(f"effective request: {error.problem}", field="spec", expected=error.expected) from None
 
 
-def _init_containers_requests(spec: Mapping[str, Any], app_requests: Resources) -> Resources:
-    """Adds the sidecars to ``app_requests`` in place and returns the init-phase peak."""
+def _aggregate(spec: Mapping[str, Any], of_container: ContainerAmounts) -> Resources:
+    """The containers' requests (or limits) as ``AggregateContainerRequests`` adds them up: the
+    app containers and sidecars, or the peak of an init container and the sidecars before it."""
+    amounts = _sum(
+        of_container(expect_mapping(container, f"spec.containers[{index}]"), f"spec.containers[{index}]")
+        for index, container in enumerate(expect_list(spec.get("containers"), "spec.containers"))
+    )
+    return _max(amounts, _init_containers_amounts(spec, amounts, of_container))
+
+
+def _init_containers_amounts(spec: Mapping[str, Any], app_amounts: Resources,
+                             of_container: ContainerAmounts) -> Resources:
+    """Adds the sidecars to ``app_amounts`` in place and returns the init-phase peak."""
     sidecars_so_far: Resources = {}
     init_peak: Resources = {}
     init_containers = expect_list(spec.get("initContainers"), "spec.initContainers")
@@ -116,10 +151,10 @@ def _init_containers_requests(spec: Mapping[str, Any], app_requests: Resources) 
         field = f"spec.initContainers[{index}]"
         container = expect_mapping(raw, field)
         _check_restart_policy(container, field)
-        own = container_requests(container, field)
+        own = of_container(container, field)
         if is_sidecar(container):
             for resource, amount in own.items():
-                app_requests[resource] = app_requests.get(resource, 0) + amount
+                app_amounts[resource] = app_amounts.get(resource, 0) + amount
             sidecars_so_far = _sum([sidecars_so_far, own])
             while_running = dict(sidecars_so_far)
         else:
@@ -136,12 +171,30 @@ def _check_restart_policy(container: Mapping[str, Any], field: str) -> None:
                          expected=", ".join(CONTAINER_RESTART_POLICIES))
 
 
-def _pod_level_requests(spec: Mapping[str, Any]) -> Resources:
-    """Pod-level requests (limits standing in), restricted to the resources allowed there."""
+def _pod_level_requests(spec: Mapping[str, Any], containers: Resources) -> Resources:
+    """Pod-level requests as the API server defaults them (``defaultHugePagePodLimits`` then
+    ``defaultPodRequests`` in pkg/apis/core/v1/defaults.go), restricted to the resources allowed
+    there: with pod-level limits, a missing cpu or memory request is the containers' aggregate
+    request when they ask for it, else the pod-level limit; a missing hugepages request is the
+    pod-level limit, which itself defaults to the containers' aggregate hugepages limit."""
     if spec.get("resources") is None:
         return {}
-    pod_level = resource_requests(spec.get("resources"), "spec.resources")
-    return {resource: amount for resource, amount in pod_level.items() if is_pod_level_resource(resource)}
+    block = expect_mapping(spec.get("resources"), "spec.resources")
+    requests = parse_resource_list(block.get("requests"), "spec.resources.requests")
+    limits = parse_resource_list(block.get("limits"), "spec.resources.limits")
+    if limits or requests:
+        container_limits = _aggregate(spec, container_limits_of)
+        for resource, amount in container_limits.items():
+            if resource.startswith(HUGEPAGES_PREFIX) and resource not in requests:
+                limits.setdefault(resource, amount)
+    if limits:
+        for resource, amount in containers.items():
+            if resource in OVERCOMMITTABLE_POD_LEVEL:
+                requests.setdefault(resource, amount)
+        for resource, amount in limits.items():
+            if is_pod_level_resource(resource):
+                requests.setdefault(resource, amount)
+    return {resource: amount for resource, amount in requests.items() if is_pod_level_resource(resource)}
 
 
 def _sum(lists: Iterable[Resources]) -> Resources:

@@ -71,10 +71,15 @@ Sourced = tuple[Mapping[str, Any], str]
 def pod_volumes(spec: Mapping[str, Any], pod_name: str) -> tuple[PodVolume, ...]:
     """The pod's claim-backed volumes, validated as the API server does."""
     found = []
+    names: set[str] = set()
     for index, raw in enumerate(expect_list(spec.get("volumes"), "spec.volumes")):
         where = f"spec.volumes[{index}]"
         volume = expect_mapping(raw, where)
         name = expect_str(volume.get("name"), f"{where}.name")
+        if name in names:
+            raise InputError(f"Duplicate value: {name!r}", field=f"{where}.name",
+                             expected="a volume name unique in the pod")
+        names.add(name)
         if "persistentVolumeClaim" in volume:
             source = expect_mapping(volume.get("persistentVolumeClaim"), f"{where}.persistentVolumeClaim")
             claim = expect_str(source.get("claimName"), f"{where}.persistentVolumeClaim.claimName")

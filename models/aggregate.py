@@ -17,6 +17,7 @@ import numpy as np
 from kubeplace.kube.gangs import is_admitted
 from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.metrics import measured_load
+from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.devices import dra_devices
 from kubeplace.models.framework import ExtraResources, FilterPlugin, PluginSet
@@ -265,6 +266,10 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
              for c in plugins.constraints for r in c.constraints(view)]
     limit = _limit(capacity, resources, [r for r in rules if isinstance(r, Headroom)])
     eligible = _eligibility(tables, demand, (capacity if limit is None else limit) - used)
+    measured = measured_array(snapshot, used, resources)
+    if snapshot.nominated:
+        used = _hold_nominated_room(snapshot.nominated, class_pods, nodes, resources, eligible, demand,
+                                    (capacity if limit is None else limit), used)
     for c in np.nonzero(gpu_count > 0)[0]:
         eligible[c] &= device_fit(devices.free, GpuNeed(int(gpu_count[c]), int(gpu_milli[c])))
     for rule in rules:
@@ -297,7 +302,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         workload=_workload(snapshot.bound, modelled, needs, resources, conv),
         queue_rank=queue_rank(snapshot.pending),
         gpu=conv,
-        measured=measured_array(snapshot, used, resources),
+        measured=measured,
         limit=limit,
     )
     return Aggregation(problem, class_pods, tables, left, tuple(nodes))
@@ -352,6 +357,36 @@ def _eligibility(tables: Sequence[FilterTable], demand: IntArray, free: IntArray
             row &= table.class_mask(c)
         eligible[c] = row
     return eligible
+
+
+def _hold_nominated_room(nominated: Sequence[Pod], class_pods: Sequence[Pod], nodes: Sequence[Node],
+                         resources: tuple[str, ...], eligible: BoolArray, demand: IntArray, limit: IntArray,
+                         used: IntArray) -> IntArray:
+    """``used`` with the room nominated pods hold (``kube.nominated``) added, and ``eligible``
+    narrowed in place to match. A class may go to a node only if it fits beside the pods nominated
+    there with its priority or more; the capacity constraint is one per node, so each node holds
+    the room its lowest-priority eligible class must leave: every class placed there then leaves
+    at least the room it must (a higher one may not use the room of a lower nominated pod on a
+    node where a class of lower priority could go, a sound simplification)."""
+    index = {node.name: i for i, node in enumerate(nodes)}
+    by_priority: dict[int, IntArray] = {}
+    for priority in sorted({pod.priority for pod in class_pods}):
+        rows = np.zeros((len(nodes), len(resources)), dtype=np.int64)
+        for name, held in held_room(nominated, priority).items():
+            if name in index:
+                rows[index[name]] = [clamp_request(held.get(r, 0)) for r in resources]
+        by_priority[priority] = rows
+    for c, pod in enumerate(class_pods):
+        eligible[c] &= fits(limit - used - by_priority[pod.priority], demand[c])
+    held_here = np.zeros_like(used)
+    for i in range(len(nodes)):
+        here = np.flatnonzero(eligible[:, i])
+        if len(here):
+            held_here[i] = by_priority[min(class_pods[int(c)].priority for c in here)][i]
+    used = np.minimum(used + held_here, FULL)
+    for c in range(len(class_pods)):
+        eligible[c] &= fits(limit - used, demand[c])
+    return used
 
 
 def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuNeed], resources: Sequence[str],

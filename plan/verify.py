@@ -106,6 +106,7 @@ def verify(
     for node_name, pods in checker.placed.items():
         node, here = checker.nodes[node_name], checker.bound_on(node_name)
         violations.extend(_capacity(node, pods, here, snapshot.devices))
+        violations.extend(_nominated_room(node, pods, here, snapshot.nominated))
         violations.extend(_load(node, pods, loads.get(node_name), settings))
         violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
     violations.extend(_gang_topology(snapshot, placements))
@@ -340,7 +341,8 @@ class _Checker:
             return [*problems, ("NodeName", "no such node in the snapshot")]
         problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks)
         here = self.placed.setdefault(node_name, [])
-        problems += (("NodePorts", d) for d in _port_conflicts(pod, node, self.bound_on(node_name), here))
+        holding = [p for p in self.snapshot.nominated if p.nominated_node == node_name and p.priority >= pod.priority]
+        problems += (("NodePorts", d) for d in _port_conflicts(pod, node, self.bound_on(node_name), [*here, *holding]))
         here.append(pod)
         return problems
 
@@ -419,6 +421,7 @@ def _gpu_model(pod: Pod, node: Node, settings: VerifySettings) -> Iterator[tuple
 
 
 def _port_conflicts(pod: Pod, node: Node, bound: Sequence[Pod], placed_here: Sequence[Pod]) -> Iterator[str]:
+    """``placed_here``: the pods placed there before it, and those nominated there of its priority or more."""
     others = [other for other in bound if other.node_name == node.name and not other.finished]
     for other in [*others, *placed_here]:
         for mine in pod.host_ports:
@@ -470,6 +473,34 @@ def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], devices: 
             f"bound pods {_amount(resource, used.get(resource, 0))}, "
             f"placed {_amount(resource, added[resource])} by {', '.join(p.key for p in users)})",
         )
+
+
+def _nominated_room(node: Node, placed: Sequence[Pod], bound: Sequence[Pod],
+                    nominated: Sequence[Pod]) -> Iterator[Violation]:
+    """NodeResourcesFit as the kube-scheduler runs it for each placed pod: with the pods nominated
+    to the node of its priority or more added (``kube.nominated``), all the node's pods fit."""
+    if not any(p.nominated_node == node.name for p in nominated):
+        return
+    total: dict[str, int] = {}
+    for other in [*(b for b in bound if b.node_name == node.name and not b.finished), *placed]:
+        for resource, amount in _requests(other).items():
+            total[resource] = total.get(resource, 0) + amount
+    for pod in sorted(placed, key=lambda p: p.priority):  # the lowest priority leaves the most room
+        held: dict[str, int] = {}
+        for waiting_pod in nominated:
+            if waiting_pod.nominated_node == node.name and waiting_pod.priority >= pod.priority:
+                for resource, amount in _requests(waiting_pod).items():
+                    held[resource] = held.get(resource, 0) + amount
+        short = [r for r, amount in sorted(_requests(pod).items()) if amount > 0 and held.get(r, 0) > 0
+                 and total.get(r, 0) + held[r] > node.allocatable.get(r, 0)]
+        if short:
+            r = short[0]
+            waiting = ", ".join(p.key for p in nominated
+                                if p.nominated_node == node.name and p.priority >= pod.priority)
+            yield Violation(pod.namespace, pod.name, node.name, "NodeResourcesFit",
+                            f"Insufficient {r}: the room of {waiting} (nominated, priority >= {pod.priority}) is held: "
+                            f"{_amount(r, total[r] + held[r] - node.allocatable.get(r, 0))} short")
+            return
 
 
 def _amount(resource: str, value: int) -> str:

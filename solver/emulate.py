@@ -12,7 +12,9 @@ profile's plugins and weights (``emulate_scores``); the best wins, ties at rando
 A pod that fits nowhere waits; passes over the waiting pods repeat while one places anything
 (the queueing hints would requeue them when a pod they wait for arrives).
 
-Not modelled: nominated pods and preemption, ImageLocality, GPU devices, gangs (the default
+Pods nominated to a node hold its room against pods of lower or equal priority (NodeResourcesFit
+and NodePorts with them added, ``kube.nominated``; not yet their inter-pod rules).
+Not modelled: preemption, ImageLocality, GPU devices, gangs (the default
 profile schedules gang members one by one). The default spread constraints are those of the pods
 given: pass the snapshot as the profile fills them in (``PluginSet.defaulted``, as ``plan`` does).
 
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.objects import HostPort, Node, Pod, Snapshot
 from kubeplace.kube.pod_affinity import merge_label_keys, selects
 from kubeplace.models.aggregate import queue_rank
 from kubeplace.models.framework import FilterPlugin, RunContext
@@ -174,17 +176,24 @@ class _Search:
         return self.static_masks[key]
 
     def _fits(self, pod: Pod) -> BoolArray:
+        """NodeResourcesFit with the pods nominated to each node of the pod's priority or more added."""
         c = self.cluster
         need = c.requests(pod)
         asked = need > 0
-        fits: BoolArray = np.all(c.used[:, asked] + need[asked] <= c.allocatable[:, asked], axis=1)
+        used = c.used + c.held(pod.priority)
+        fits: BoolArray = np.all(used[:, asked] + need[asked] <= c.allocatable[:, asked], axis=1)
         return fits
 
     def _ports(self, pod: Pod) -> BoolArray:
+        """NodePorts, the ports of the pods nominated to the node of the pod's priority or more added."""
         if not pod.host_ports:
             return np.ones(self.cluster.n, dtype=np.bool_)
-        return np.array([not any(node_ports.conflict(w, u) for w in pod.host_ports for u in used)
-                         for used in self.cluster.ports], dtype=np.bool_)
+        held: list[list[HostPort]] = [[] for _ in range(self.cluster.n)]
+        for other in self.cluster.nominated:
+            if other.priority >= pod.priority and other.nominated_node in self.cluster.index:
+                held[self.cluster.index[other.nominated_node]] += other.host_ports
+        return np.array([not any(node_ports.conflict(w, u) for w in pod.host_ports for u in [*used, *also])
+                         for used, also in zip(self.cluster.ports, held, strict=True)], dtype=np.bool_)
 
     def _spread(self, pod: Pod) -> BoolArray:
         """PodTopologySpread's filter for the pod's DoNotSchedule constraints."""

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import (
     CPU,
     HONOR,
@@ -118,7 +119,9 @@ class Cluster:
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
         self.namespace_labels = snapshot.namespace_labels
         names = {r for node in self.nodes for r in node.allocatable}
-        names |= {r for pod in (*pods, *snapshot.bound) for r in pod.requests}
+        names |= {r for pod in (*pods, *snapshot.bound, *snapshot.nominated) for r in pod.requests}
+        self.nominated = snapshot.nominated
+        self._held: dict[int, IntArray] = {}
         self.resources = tuple(sorted(names))
         self.allocatable = np.array([[node.allocatable.get(r, 0) for r in self.resources] for node in self.nodes],
                                     dtype=np.int64).reshape(self.n, len(self.resources))
@@ -143,6 +146,16 @@ class Cluster:
 
     def requests(self, pod: Pod) -> IntArray:
         return np.array([pod.requests.get(r, 0) for r in self.resources], dtype=np.int64)
+
+    def held(self, priority: int) -> IntArray:
+        """(N, R) the requests of the pods nominated to each node with ``priority`` or more."""
+        if priority not in self._held:
+            rows = np.zeros_like(self.allocatable)
+            for name, room in held_room(self.nominated, priority).items():
+                if name in self.index:
+                    rows[self.index[name]] = [room.get(r, 0) for r in self.resources]
+            self._held[priority] = rows
+        return self._held[priority]
 
     def non_zero_requests(self, pod: Pod) -> IntArray:
         """CPU and memory as the scores count them: a pod without a request counts the

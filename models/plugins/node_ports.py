@@ -1,6 +1,7 @@
 """NodePorts: a host port (protocol, port, IP) is used at most once per node.
 
-As a filter it removes nodes whose bound pods already hold a conflicting port; as a
+As a filter it removes nodes whose bound pods already hold a conflicting port (or a pod nominated
+there of the pod's priority or more); as a
 constraint it keeps pending pods from sharing one. Two ports conflict when protocol and
 port are equal and the IPs are equal or either is the wildcard.
 """
@@ -34,21 +35,29 @@ def conflict(a: HostPort, b: HostPort) -> bool:
 @dataclass(frozen=True)
 class NodePorts:
     used_by_node: Mapping[str, frozenset[HostPort]] = field(default_factory=dict)
+    held_by_node: Mapping[str, frozenset[tuple[int, HostPort]]] = field(default_factory=dict)
+    """(priority, port) of the pods nominated to each node (``kube.nominated``): held against
+    pods of that priority or lower."""
     name: str = NAME
     reason: str = "node(s) didn't have free ports for the requested pod ports"
 
     def pod_key(self, pod: Pod) -> Hashable:
-        return tuple(sorted({normalise(p) for p in pod.host_ports}, key=lambda p: (p.protocol, p.port, p.ip)))
+        ports = tuple(sorted({normalise(p) for p in pod.host_ports}, key=lambda p: (p.protocol, p.port, p.ip)))
+        return (ports, pod.priority) if ports and self.held_by_node else ports
 
     def node_key(self, node: Node) -> Hashable:
-        return self.used_by_node.get(node.name, frozenset())
+        return self.used_by_node.get(node.name, frozenset()), self.held_by_node.get(node.name, frozenset())
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         wanted = pod.host_ports
         if not wanted:
             return np.ones(len(nodes), dtype=np.bool_)
-        return np.array([not any(conflict(w, u) for w in wanted for u in self.used_by_node.get(n.name, ()))
+        return np.array([not any(conflict(w, u) for w in wanted for u in self._taken(n.name, pod.priority))
                          for n in nodes], dtype=np.bool_)
+
+    def _taken(self, node: str, priority: int) -> list[HostPort]:
+        held = [port for at, port in self.held_by_node.get(node, ()) if at >= priority]
+        return [*self.used_by_node.get(node, ()), *held]
 
     def constraints(self, view: ClassView) -> Sequence[Rule]:
         """One cap per port that two pending classes could both take on a node."""
@@ -73,4 +82,7 @@ def build(_args: None, ctx: RunContext) -> NodePorts:
     for pod in ctx.snapshot.bound:
         if pod.host_ports:  # (a node without any: no entry, the same as an empty one)
             used[pod.node_name].update(normalise(p) for p in pod.host_ports)
-    return NodePorts({k: frozenset(v) for k, v in used.items()})
+    held: dict[str, set[tuple[int, HostPort]]] = defaultdict(set)
+    for pod in ctx.snapshot.nominated:
+        held[pod.nominated_node].update((pod.priority, normalise(p)) for p in pod.host_ports)
+    return NodePorts({k: frozenset(v) for k, v in used.items()}, {k: frozenset(v) for k, v in held.items() if v})

@@ -57,7 +57,24 @@ SNAPSHOT: list[dict[str, Any]] = [
                                                      "resources": {"requests": {"cpu": "100m"}}}])
     .spec("overhead", {"cpu": "10m"}).label("kubeplace.io/gang", "pair")
     .annotation("kubeplace.io/gang-min-member", "1").manifest(),
-    pod("db").cpu("2").memory("2Gi").on("n2").priority(10).manifest(),
+    {**(db := pod("db").cpu("2").memory("2Gi").on("n2").priority(10).manifest()),
+     "metadata": {**db["metadata"], "resourceVersion": "42"}},  # stored: its priority is not admission's to check
+    # read as the API server stores them: RuntimeClass, hostNetwork ports, pod-level resources, a
+    # nominated pod's held room, a globalDefault class, volumes, extended requests, topology keys
+    {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"}, "handler": "kata",
+     "overhead": {"podFixed": {"cpu": "100m", "memory": "64Mi"}},
+     "scheduling": {"nodeSelector": {"zone": "b"}, "tolerations": [{"key": "kata", "operator": "Exists"}]}},
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "normal"}, "value": 5,
+     "globalDefault": True},
+    pod("vm").cpu("250m").spec("runtimeClassName", "kata").spec("resources", {"limits": {"cpu": "1", "memory": "1Gi"}})
+    .spec("volumes", [{"name": "data", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}]).manifest(),
+    pod("exporter").spec("hostNetwork", True).spec("containers", [
+        {"name": "e", "image": "x", "ports": [{"containerPort": 9100}],
+         "resources": {"requests": {"cpu": "100m", "example.com/dev": "1"}, "limits": {"example.com/dev": "1"}}}])
+    .spec("affinity", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}).manifest(),
+    pod("preemptor").cpu("1").spec("priorityClassName", "high").scheduler("default-scheduler")
+    .status("nominatedNodeName", "n2").manifest(),
 ]
 
 NVLINK = {"matchAttribute": "gpu.example.com/nvlink", "requests": ["gpu"]}

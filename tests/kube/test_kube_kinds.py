@@ -20,7 +20,7 @@ def obj(api_version: str, kind: str, name: str, **extra: Any) -> dict[str, Any]:
 
 
 REAL_CLUSTER_EXTRAS = [  # what `kubectl get` of a real cluster holds beside nodes and pods
-    obj("node.k8s.io/v1", "RuntimeClass", "nvidia", handler="nvidia"),
+    obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "w"),  # RuntimeClasses are read
     obj("v1", "PodTemplate", "t"),
     obj("v1", "ConfigMap", "c"),
     obj("storage.k8s.io/v1", "VolumeAttributesClass", "vac", driverName="ebs.csi.aws.com"),

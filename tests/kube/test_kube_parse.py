@@ -371,3 +371,53 @@ def test_a_kai_min_member_that_is_not_an_int32_of_at_least_1_is_refused(value: A
 def test_a_kai_min_member_left_out_is_1(spec: dict[str, Any], min_member: int) -> None:
     group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "g"}, "spec": spec}
     assert build_snapshot([(group, "f.yaml")]).pod_groups[0].min_member == min_member
+
+
+def test_host_network_container_ports_are_host_ports_as_the_api_server_defaults_them() -> None:
+    ports = [{"containerPort": 9100}, {"containerPort": 53, "protocol": "UDP", "hostPort": 5353}]
+    containers = [{"name": "e", "image": "x", "ports": ports}]
+    built = pod("p").spec("hostNetwork", True).spec("containers", containers).build()
+    assert built.host_ports == (HostPort(9100), HostPort(5353, "UDP"))
+    assert pod("p").spec("containers", containers).build().host_ports == (HostPort(5353, "UDP"),)
+    bad = [{"name": "e", "image": "x", "ports": [{"containerPort": 0}]}]
+    with pytest.raises(InputError, match=r"spec.containers\[0\].ports\[0\].containerPort.*invalid containerPort 0"):
+        pod("p").spec("hostNetwork", True).spec("containers", bad).build()
+
+
+def priority_class(name: str, value: int, default: bool = False) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, **({"globalDefault": True} if default else {})}
+
+
+def test_the_global_default_priority_class_gives_a_pod_without_one_its_value() -> None:
+    snapshot = build_snapshot([(priority_class("normal", 100, default=True), "c.yaml"),
+                               (pod("p").manifest(), "p.yaml")], scheduler_name="kubeplace")
+    assert snapshot.pending[0].priority == 100
+
+
+LIMITED_GPU = {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "2"},
+                                                        "limits": {"nvidia.com/gpu": "1"}}}
+AFFINITY_BAD_KEY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "zone name"}]}}
+
+
+@pytest.mark.parametrize(("objects", "message"), [
+    ([priority_class("a", 1, default=True), priority_class("b", 2, default=True)],
+     "c.yaml: PriorityClass b: globalDefault: PriorityClass a is already marked as default. "
+     "Only one default can exist"),
+    ([priority_class("high", 1000), pod("p").spec("priorityClassName", "high").priority(5).manifest()],
+     r"c.yaml: Pod default/p: spec.priority: the integer value of priority \(5\) must not be provided in pod spec; "
+     r"priority admission controller computed 1000 from the given PriorityClass name"),
+    ([pod("p").spec("volumes", [{"name": "data", "emptyDir": {}}, {"name": "data", "emptyDir": {}}]).manifest()],
+     r"c.yaml: Pod default/p: spec.volumes\[1\].name: Duplicate value: 'data'"),
+    ([pod("p").spec("containers", [LIMITED_GPU]).manifest()],
+     r"c.yaml: Pod default/p: spec.containers\[0\].resources.requests: must be equal to nvidia.com/gpu limit of 1"),
+    ([pod("p").spec("affinity", AFFINITY_BAD_KEY).manifest()],
+     r"c.yaml: Pod default/p: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution\[0\]"
+     r".topologyKey: invalid topologyKey 'zone name': not a label key"),
+], ids=["two-global-defaults", "priority-against-class", "duplicate-volume", "extended-request-not-limit",
+        "topology-key"])  # fmt: skip
+def test_what_the_api_server_refuses_is_refused_in_one_line(objects: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(InputError, match=message) as refused:
+        build_snapshot([(obj, "c.yaml") for obj in objects])
+    assert "\n" not in str(refused.value)

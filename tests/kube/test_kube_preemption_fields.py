@@ -24,9 +24,9 @@ def budget(name: str = "web", allowed: Any = 1, selector: Any = None, **status: 
 def test_preemption_policy_from_the_pod_then_its_priority_class() -> None:
     klass = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "batch"},
              "value": 7, "preemptionPolicy": "Never"}
-    snapshot = snapshot_of(node("n1").cpu(1), klass, pod("a").spec("priorityClassName", "batch"),
-                           pod("b").spec("priorityClassName", "batch").spec("preemptionPolicy", "PreemptLowerPriority"),
-                           pod("c"))
+    stored = pod("b").spec("priorityClassName", "batch").spec("preemptionPolicy", "PreemptLowerPriority").manifest()
+    stored["metadata"]["resourceVersion"] = "3"  # as stored: the pod's own, whatever the class says now
+    snapshot = snapshot_of(node("n1").cpu(1), klass, pod("a").spec("priorityClassName", "batch"), stored, pod("c"))
     policies = {p.name: (p.priority, p.preemption_policy) for p in snapshot.pending}
     assert policies == {"a": (7, "Never"), "b": (7, "PreemptLowerPriority"), "c": (0, "PreemptLowerPriority")}
 

@@ -77,9 +77,23 @@ def test_pod_level_resources_replace_cpu_and_memory_only() -> None:
     assert pod_requests(spec) == {"cpu": 4100, "memory": 8 * Gi, "nvidia.com/gpu": 2, "pods": 1}
 
 
-def test_pod_level_limits_stand_in_for_requests() -> None:
-    spec = manifest([container("1")], resources={"limits": {"cpu": "3"}})
-    assert pod_requests(spec)["cpu"] == 3000
+def test_pod_level_limits_stand_in_for_requests_the_containers_do_not_make() -> None:
+    spec = manifest([container()], resources={"limits": {"cpu": "3", "memory": "1Gi"}})
+    assert pod_requests(spec) == {"cpu": 3000, "memory": Gi, "pods": 1}
+
+
+def test_pod_level_requests_default_to_the_containers_before_the_pod_level_limits() -> None:
+    """defaultPodRequests: a resource the containers request takes their aggregate, not the limit."""
+    spec = manifest([container("1"), container("500m")], init=[container("2")],
+                    resources={"limits": {"cpu": "3", "memory": "1Gi"}})
+    assert pod_requests(spec) == {"cpu": 2000, "memory": Gi, "pods": 1}
+
+
+def test_pod_level_hugepages_request_defaults_to_the_containers_limits() -> None:
+    huge = container()
+    huge["resources"] = {"limits": {"hugepages-2Mi": "4Mi"}}
+    spec = manifest([huge], resources={"requests": {"cpu": "1"}})
+    assert pod_requests(spec) == {"cpu": 1000, "hugepages-2Mi": 4 * Mi, "pods": 1}
 
 
 def test_limits_without_requests_are_the_requests() -> None:
