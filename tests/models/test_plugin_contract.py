@@ -63,7 +63,8 @@ def test_a_plugin_says_what_it_cannot_model_and_the_pod_is_left_to_the_default_s
     assert [p.name for p in plan.placements] == ["plain"]
     (left,) = plan.unplaced
     assert left.name == "odd" and left.reasons == ("left to the default scheduler: special hardware",)
-    bad = [*plan.placements, type(plan.placements[0])("default", "odd", "n", "uid-odd")]
+    odd_uid = next(p.uid for p in snap.pending if p.name == "odd")
+    bad = [*plan.placements, type(plan.placements[0])("default", "odd", "n", odd_uid)]
     assert [v.rule for v in verify_plan(snap, bad, config, profile)] == ["Unmodelled"]  # nor may a plan file bind it
 
 
