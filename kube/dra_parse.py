@@ -2,10 +2,11 @@
 ResourceClaimTemplate) and a pod's ``spec.resourceClaims`` into the typed objects of ``kube.dra``.
 
 Parsed as the API server validates and defaults them (a request's allocationMode defaults to
-ExactCount with count 1); CEL selectors are compiled here, so a malformed one is refused with
-its file, object and field. Of each pool only the slices of its newest generation are kept, as
-the allocator uses them. A claim naming a DeviceClass that does not exist is read as it is: its pod
-waits, in the kube-scheduler's words (a claim of a DeviceClass deleted meanwhile is real state).
+ExactCount with count 1); CEL selectors are compiled here, so a malformed one, or one over the
+API server's length or cost limit (``kube.cel_limits``), is refused with its file, object and
+field. Of each pool only the slices of its newest generation are kept, as the allocator uses them.
+A claim naming a DeviceClass that does not exist is read as it is: its pod waits, in the
+kube-scheduler's words (a claim of a DeviceClass deleted meanwhile is real state).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kubeplace.kube.device_cel import CelError, compiled, version
+from kubeplace.kube.device_cel import CelError, CelLimit, compiled, version
 from kubeplace.kube.dra import (
     ALL,
     EXACT_COUNT,
@@ -88,6 +89,9 @@ def _selectors(raw: object, field: str) -> tuple[str, ...]:
             raise InputError("missing CEL expression", field=where, expected="a CEL expression")
         try:
             compiled(expression)
+        except CelLimit as error:  # the API server's own words, as for any field over a limit
+            raise InputError(str(error), field=where,
+                             expected="a CEL expression within the API server's limits") from None
         except CelError as error:
             raise InputError(f"CEL compile error: {error}", field=where, expected="a valid CEL expression") from None
         out.append(expression)

@@ -6,7 +6,10 @@ the pod's); a claim already allocated restricts the pod to the nodes its allocat
 admits ("resourceclaim not available on the node"); the claims to allocate must be allocatable on
 the node against the devices other claims hold ("cannot allocate all claims"). A claim several
 pending pods share and nobody has allocated yet is allocated with the first of them in queue
-order; the others wait, as they do while the kube-scheduler's allocation is in flight.
+order; the others wait, as they do while the kube-scheduler's allocation is in flight. A selector
+failing at run time on some device (division by zero, no such key, ...) rejects the pods whose
+claims use it, with the error as their reason ("claim default/c: selector #0: CEL runtime error:
+division by zero"); the other pods are placed.
 
 Across the batch, device consumption is capacity, so that the solver packs it:
 
@@ -38,6 +41,7 @@ from kubeplace.kube.dra import (
     IMPLICIT_EXTENDED_PREFIX,
     Allocation,
     ClaimAllocation,
+    DeviceRequest,
     RequestMapping,
     ResourceClaim,
 )
@@ -122,7 +126,25 @@ class DynamicResources:
         return tuple(f"dynamic resource claims: {what}" for what in found)
 
     def rejection(self, pod: Pod) -> str:
-        return self._claims(pod).rejection or self.waits.get(pod.key, "")
+        return self._claims(pod).rejection or self.waits.get(pod.key, "") or self.selector_error(pod)
+
+    def selector_error(self, pod: Pod) -> str:
+        """The first CEL runtime error of the selectors of the pod's claims to allocate (of its
+        extended resources' classes too): the kube-scheduler aborts the pod's scheduling with
+        it, so the pod is not placed, and it is the reason; other pods are not affected."""
+        claims = self._claims(pod)
+        devices = self.allocator.devices
+        for claim in claims.to_allocate:
+            for request in claim.requests:
+                for option in request.alternatives or (request,):
+                    if found := self.allocator.selector_error(option, claim):
+                        return found
+        for resource in claims.extended:
+            device_class = devices.class_for(resource)
+            if device_class is not None and (found := self.allocator.selector_error(
+                    DeviceRequest("", device_class.name))):
+                return found
+        return ""
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         if not self._claims(pod).any:

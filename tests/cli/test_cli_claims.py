@@ -45,3 +45,43 @@ def test_a_malformed_cel_selector_is_one_line_and_exit_2(tmp_path: Path) -> None
     assert len(lines) == 1 and lines[0].startswith(
         f"error: {file}: ResourceClaim default/train: spec.devices.requests[0].exactly.selectors[0].cel.expression: "
         "CEL compile error: ")
+
+
+def test_a_claim_failing_at_run_time_is_its_pods_reason_and_the_others_are_planned(tmp_path: Path) -> None:
+    """Division by zero, a failing quantity(): no traceback, nothing of the CEL library on stderr;
+    the poisoned pods are unplaced with the kube-scheduler's words, the others placed."""
+    index = f'device.attributes["{DRIVER}"].index'
+    file = cluster(tmp_path, resource_claim("poisoned", requests=[request(selectors=[f"{index} / 0 == 1"])]),
+                   claiming(pod("victim").cpu("1"), claim="poisoned").manifest(),
+                   resource_claim("odd", requests=[request(selectors=['quantity("lots") == quantity("1")'])]),
+                   claiming(pod("odd").cpu("1"), claim="odd").manifest(), pod("plain").cpu("1").manifest())
+    result = CliRunner().invoke(main, ["plan", str(file), "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    out = json.loads(result.stdout)
+    assert sorted(p["name"] for p in out["placements"]) == ["plain", "trainer"]
+    reasons = {u["name"]: u["reasons"] for u in out["unplaced"]}
+    assert reasons["victim"] == ["0/1 nodes are available: claim default/poisoned: selector #0: "
+                                 "CEL runtime error: division by zero."]
+    assert reasons["odd"] == ["0/1 nodes are available: claim default/odd: selector #0: "
+                              "CEL runtime error: quantity('lots'): invalid quantity 'lots'."]
+
+
+def test_a_selector_over_the_api_servers_length_limit_is_refused_before_it_is_compiled(tmp_path: Path) -> None:
+    """40 KB crashed the CEL library (SIGSEGV): the length is checked first, in the API server's words."""
+    file = cluster(tmp_path, selectors=("+".join(["1"] * 20000) + " > 0",))
+    result = CliRunner().invoke(main, ["plan", str(file)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"error: {file}: ResourceClaim default/train: spec.devices.requests[0].exactly.selectors[0].cel.expression: "
+        "Too long: may not be more than 10240 bytes (expected a CEL expression within the API server's limits)")
+
+
+def test_a_short_selector_too_costly_to_evaluate_is_refused(tmp_path: Path) -> None:
+    items = "[" + ",".join(str(i) for i in range(100)) + "]"
+    nested = f"{items}.all(a, {items}.all(b, {items}.all(c, a + b + c >= 0)))"
+    result = CliRunner().invoke(main, ["plan", str(cluster(tmp_path, selectors=(nested,)))])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith(
+        "cel.expression: Forbidden: too complex, exceeds cost limit "
+        "(expected a CEL expression within the API server's limits)")
