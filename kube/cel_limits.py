@@ -195,11 +195,12 @@ class _Parser:
         return left
 
     def unary(self) -> Node:
-        if self.peek() in ("!", "-"):
+        run = 0
+        while self.peek() in ("!", "-"):
             self.take()
-            operand = self.unary()
-            return Node(operand.cost + 1, SCALAR, operand.depth)  # a run of them is one level
-        return self.member()
+            run += 1
+        operand = self.member()
+        return Node(operand.cost + run, SCALAR, operand.depth) if run else operand  # a run is one level
 
     def member(self) -> Node:
         node = self.primary()

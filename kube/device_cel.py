@@ -148,6 +148,17 @@ def device_variable(device: Device, expression: str) -> dict[str, object]:
 
 _FUNCTION_FAILED = re.compile(r"Python function call failed: \w+: (.*?)\. Check function arguments", re.DOTALL)
 _INDEX = re.compile(r"index out of bounds: (-?\d+)")
+_OVERFLOW = re.compile(r"overflow in '(\w+)' on (-?\d+) and (-?\d+)")
+
+
+def _unsigned(text: str) -> bool:
+    """Whether the library's overflow was of uints: it says so for conversions; of arithmetic it
+    gives the operands (an operand beyond int64, or a subtraction of naturals going below 0)."""
+    found = _OVERFLOW.search(text)
+    if found is None:
+        return "unsigned" in text
+    a, b = int(found[2]), int(found[3])
+    return max(a, b) > 2**63 - 1 or (found[1] == "sub" and 0 <= a < b)
 
 
 def runtime_words(error: BaseException) -> str:
@@ -159,7 +170,7 @@ def runtime_words(error: BaseException) -> str:
     if isinstance(error, ZeroDivisionError):
         return "modulus by zero" if text.startswith("modulo") else "division by zero"
     if isinstance(error, OverflowError):
-        return "unsigned integer overflow" if "unsigned" in text else "integer overflow"
+        return "unsigned integer overflow" if _unsigned(text) else "integer overflow"
     if isinstance(error, KeyError):
         return f"no such key: {error.args[0] if error.args else ''}"
     if isinstance(error, IndexError):
