@@ -308,6 +308,7 @@ class Scheduler:
             report.unplaced.append(object_key(raw))
             self.queue.unschedulable(unit, why)
             self.decide(pod=object_key(raw), outcome="invalid", why=why)
+            self.recorder.pod_event(ev.unparsed_pod(raw), ev.FAILED_SCHEDULING, why, ev.WARNING)
             wanted.discard(unit)
         present = {unit_of(p) for p in snapshot.pending}
         for unit in wanted - present:
