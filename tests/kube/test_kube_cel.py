@@ -5,6 +5,8 @@ a result or a CelError (a crash would end the test run)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -103,6 +105,20 @@ def test_a_runtime_error_is_in_cel_gos_words_and_nothing_reaches_stderr(
         matches(expression, GPU)
     assert str(raised.value) == f"CEL runtime error: {words}"
     assert capfd.readouterr().err == ""
+
+
+def test_a_failing_function_leaves_stderr_empty_where_logging_is_not_configured() -> None:
+    """The library logs a failing function as a warning of the ``cel`` logger, which Python
+    writes to stderr when nothing configured logging (as in ``kubeplace plan``)."""
+    script = ("from kubeplace.kube.device_cel import CelError, matches\n"
+              "from kubeplace.kube.dra import Device, DeviceId\n"
+              "try:\n"
+              "    matches('quantity(\"lots\") == quantity(\"1\")', Device(DeviceId('d', 'p', 'g')))\n"
+              "except CelError as error:\n"
+              "    print(error)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout == "CEL runtime error: quantity('lots'): invalid quantity 'lots'\n"
+    assert done.stderr == ""
 
 
 # ---------------------------------------------------------------------- fuzz
