@@ -7,9 +7,10 @@ admits ("resourceclaim not available on the node"); the claims to allocate must 
 the node against the devices other claims hold ("cannot allocate all claims"). A claim several
 pending pods share and nobody has allocated yet is allocated with the first of them in queue
 order; the others wait, as they do while the kube-scheduler's allocation is in flight. A selector
-failing at run time on some device (division by zero, no such key, ...) rejects the pods whose
-claims use it, with the error as their reason ("claim default/c: selector #0: CEL runtime error:
-division by zero"); the other pods are placed.
+failing at run time on some device (division by zero, no such key, ...) is a Filter error for the
+pods whose claims use it: they are not placed, the error is their reason ('running
+"DynamicResources" filter plugin: claim default/c: selector #0: CEL runtime error: division by
+zero'), and the other pods are placed.
 
 Across the batch, device consumption is capacity, so that the solver packs it:
 
@@ -126,12 +127,20 @@ class DynamicResources:
         return tuple(f"dynamic resource claims: {what}" for what in found)
 
     def rejection(self, pod: Pod) -> str:
-        return self._claims(pod).rejection or self.waits.get(pod.key, "") or self.selector_error(pod)
+        return self._claims(pod).rejection or self.waits.get(pod.key, "")
 
-    def selector_error(self, pod: Pod) -> str:
+    def filter_error(self, pod: Pod) -> str:
         """The first CEL runtime error of the selectors of the pod's claims to allocate (of its
-        extended resources' classes too): the kube-scheduler aborts the pod's scheduling with
-        it, so the pod is not placed, and it is the reason; other pods are not affected."""
+        extended resources' classes too), as the kube-scheduler reports the Filter error it
+        aborts the pod's scheduling with; other pods are not affected."""
+        found = "" if self.rejection(pod) else self._selector_error(pod)
+        return f'running "{NAME}" filter plugin: {found}' if found else ""
+
+    def _blocked(self, pod: Pod) -> str:
+        """Why no node admits the pod whatever the node (a PreFilter rejection, a Filter error)."""
+        return self.rejection(pod) or self.filter_error(pod)
+
+    def _selector_error(self, pod: Pod) -> str:
         claims = self._claims(pod)
         devices = self.allocator.devices
         for claim in claims.to_allocate:
@@ -153,8 +162,8 @@ class DynamicResources:
 
     def node_reasons(self, pod: Pod, nodes: Sequence[Node]) -> list[tuple[str, ...]]:
         claims = self._claims(pod)
-        if self.rejection(pod):
-            return [(self.rejection(pod),) for _ in nodes]
+        if blocked := self._blocked(pod):
+            return [(blocked,) for _ in nodes]
         out: list[tuple[str, ...]] = []
         for node in nodes:
             if not all(usable_on(c, node) for c in claims.allocated):
@@ -185,7 +194,7 @@ class DynamicResources:
         request counts its smallest alternative when all are of one class; All is not counted
         here: its pods are kept apart by the per-class rule and the final choice). Extended
         resources served by DRA are requested as they are."""
-        if self.rejection(pod):
+        if self._blocked(pod):
             return {}
         out: dict[str, int] = {}
         for claim in self._claims(pod).to_allocate:
@@ -223,7 +232,7 @@ class DynamicResources:
 
     def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
         needing = [c for c, pod in enumerate(view.class_pods)
-                   if (self._claims(pod).to_allocate or self._claims(pod).extended) and not self.rejection(pod)]
+                   if (self._claims(pod).to_allocate or self._claims(pod).extended) and not self._blocked(pod)]
         caps: list[GroupCap | Gang] = []
         for c in needing:
             pod = view.class_pods[c]

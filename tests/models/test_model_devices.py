@@ -16,6 +16,7 @@ from kubeplace.plan.plan import Plan
 from tests.builders import node, pod, snapshot_of
 from tests.device_builders import (
     DRIVER,
+    FILTER_ERROR,
     claim_template,
     claiming,
     device,
@@ -249,8 +250,8 @@ def test_a_selector_failing_at_run_time_is_its_pods_reason_in_the_allocators_wor
                            resource_claim("c", requests=[request(selectors=[
                                'device.attributes["other.io"].model == "x"'])]),
                            claiming(pod("p").cpu("1"), claim="c"))
-    assert why(plan(snapshot))["p"] == ("0/1 nodes are available: claim default/c: selector #0: "
-                                        "CEL runtime error: no such key: model.")
+    assert why(plan(snapshot))["p"] == (f"{FILTER_ERROR}claim default/c: selector #0: "
+                                        "CEL runtime error: no such key: model")
 
 
 def test_one_poisoned_claim_leaves_its_pod_unplaced_and_every_other_pod_placed() -> None:
@@ -267,8 +268,8 @@ def test_one_poisoned_claim_leaves_its_pod_unplaced_and_every_other_pod_placed()
     made = plan(snapshot)
     assert sorted(where(made)) == ["q", "r", "s"]
     assert why(made) == {
-        "p": "0/2 nodes are available: claim default/zero: selector #0: CEL runtime error: division by zero.",
-        "o": "0/2 nodes are available: claim default/big: selector #0: CEL runtime error: integer overflow."}
+        "p": f"{FILTER_ERROR}claim default/zero: selector #0: CEL runtime error: division by zero",
+        "o": f"{FILTER_ERROR}claim default/big: selector #0: CEL runtime error: integer overflow"}
     assert len(devices_of(made)["q"]) == 2
 
 
@@ -281,8 +282,8 @@ def test_a_selector_failing_on_one_node_only_keeps_its_pod_off_every_node() -> N
                            resource_claim("c", requests=[request(selectors=[
                                f'device.attributes["{DRIVER}"].model == "A100"'])]),
                            claiming(pod("p").cpu("1"), claim="c"))
-    assert why(plan(snapshot))["p"] == ("0/2 nodes are available: claim default/c: selector #0: "
-                                        "CEL runtime error: no such key: model.")
+    assert why(plan(snapshot))["p"] == (f"{FILTER_ERROR}claim default/c: selector #0: "
+                                        "CEL runtime error: no such key: model")
 
 
 def test_a_class_selector_failing_at_run_time_names_the_class() -> None:
@@ -291,7 +292,7 @@ def test_a_class_selector_failing_at_run_time_names_the_class() -> None:
                            claiming(pod("p").cpu("1"), claim="c"), pod("r").cpu("1"))
     made = plan(snapshot)
     assert where(made) == {"r": "n1"}
-    assert why(made)["p"] == "0/1 nodes are available: class gpu: selector #0: CEL runtime error: no such key: model."
+    assert why(made)["p"] == f"{FILTER_ERROR}class gpu: selector #0: CEL runtime error: no such key: model"
 
 
 def test_a_preemption_plan_allocates_its_preemptors_claims() -> None:

@@ -11,7 +11,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import Store
 from kubeplace.serve.loop import Scheduler, ServeSettings
 from tests.builders import node, pod
-from tests.device_builders import DRIVER, claiming, device_class, gpu_slice, request, resource_claim
+from tests.device_builders import DRIVER, FILTER_ERROR, claiming, device_class, gpu_slice, request, resource_claim
 from tests.kube.test_kube_claim_binder import FakeClaims
 from tests.serve.fakes import Clock, FakeCluster
 
@@ -109,8 +109,8 @@ def test_a_claim_failing_at_run_time_is_its_pods_event_and_every_other_pod_is_bo
     assert sorted(report.bound) == ["default/p", "default/plain"] and report.unplaced == ["default/victim"]
     (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "victim"]
     assert event["reason"] == "FailedScheduling" and event["type"] == "Warning"
-    assert event["message"] == ("0/1 nodes are available: claim default/poisoned: selector #0: "
-                                "CEL runtime error: division by zero.")
+    assert event["message"] == (f"{FILTER_ERROR}claim default/poisoned: selector #0: "
+                                "CEL runtime error: division by zero")
     store.replace("pods", [*store.items("pods"), pod("later").cpu("1").manifest()])
     s.resync_queue()
     later = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
