@@ -207,6 +207,9 @@ class _Parser:
         while self.peek() in (".", "?.", "[", "?["):
             if self.take() in (".", "?."):
                 name = self.take()
+                if self.peek() == "{":  # a qualified message name's literal: refused when run
+                    node = self.literal("{", "}", pairs=True)
+                    continue
                 node = self.call(name, node) if self.peek() == "(" else _node(
                     node.cost + 1, node.shape.fields.get(name) or node.shape.elem or SCALAR, node)
             else:
@@ -282,7 +285,11 @@ class _Parser:
     def comprehension(self, name: str, target: Node) -> Node:
         variable = self.take()
         self.take(",")
-        self.scopes.append({variable: target.shape.member})
+        scope = {variable: target.shape.member}
+        if name != "map" and self.kind() == "ident" and self.peek(1) == ",":  # all(k, v, ...): key and value
+            scope = {variable: join(target.shape.key, SCALAR), self.take(): target.shape.member}
+            self.take(",")
+        self.scopes.append(scope)
         parts = [self.expr()]
         while self.peek() == ",":
             self.take(",")

@@ -68,6 +68,7 @@ def test_nesting_beyond_the_parsers_limit_is_a_compile_error(expression: str) ->
     ".all(e, true)))))",  # ran for minutes
     f"{ATTRS}.all(a, {ATTRS}.all(b, {ATTRS}.all(c, a == b && b == c)))",  # 32 attributes each, at most
     "[[0]]" + ".map(x, x + x)" * 24 + "[0].all(y, y == 0)",  # a list doubling 24 times
+    f'{{"a": {numbers(500)}}}.all(k, v, v.all(x, {numbers(500)}.all(y, x == y)))',  # the value variable
 ])
 def test_an_expression_over_the_cost_limit_is_refused_before_it_runs(expression: str) -> None:
     started = time.monotonic()
@@ -143,6 +144,8 @@ def _grow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         st.builds(lambda ab: f"{ab[0]}[{ab[1]}]", pair),
         st.builds(lambda ab, m: f"{ab[0]}.{m}(x, {ab[1]})", pair,
                   st.sampled_from(["all", "exists", "exists_one", "map", "filter"])),
+        st.builds(lambda ab, m: f"{ab[0]}.{m}(k, x, {ab[1]})", pair, st.sampled_from(["all", "exists"])),
+        st.builds(lambda abc: f"{abc[0]}.map(x, {abc[1]}, {abc[2]})", st.tuples(inner, inner, inner)),
         st.builds(lambda a, f: f"{f}({a})", inner, st.sampled_from(
             ["size", "int", "uint", "double", "string", "bool", "has", "quantity", "semver", "dyn", "nope"])),
         st.builds(lambda ab, f: f"{ab[0]}.{f}({ab[1]})", pair, st.sampled_from(
