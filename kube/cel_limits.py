@@ -60,6 +60,8 @@ class Shape:
     elem: Shape | None = None
     key: Shape | None = None
     fields: Mapping[str, Shape] = field(default_factory=dict)
+    is_map: bool = False
+    """Certainly a map (not a list): iterating it gives its keys."""
 
     @property
     def flat(self) -> int:
@@ -69,8 +71,9 @@ class Shape:
 
     @property
     def member(self) -> Shape:
-        """What an iteration variable over it holds (an element, or a key)."""
-        return join(self.elem, self.key)
+        """What an iteration variable over it holds: a map's key, a list's element (either when
+        it may be both)."""
+        return join(self.key, None) if self.is_map else join(self.elem, self.key)
 
 
 SCALAR = Shape()
@@ -83,14 +86,19 @@ def join(a: Shape | None, b: Shape | None) -> Shape:
     fields = {k: join(a.fields.get(k), b.fields.get(k)) for k in {*a.fields, *b.fields}}
     elem = join(a.elem, b.elem) if a.elem or b.elem else None
     key = join(a.key, b.key) if a.key or b.key else None
-    return Shape(max(a.size, b.size), elem, key, fields)
+    return Shape(max(a.size, b.size), elem, key, fields, a.is_map and b.is_map)
 
 
 _VALUE = Shape(_MAX_VALUE, SCALAR)  # a string of 64 characters, or a version (a list of 3)
-_DOMAINS = Shape(_MAX_ENTRIES, Shape(_MAX_ENTRIES, _VALUE, Shape(_MAX_ID)), Shape(_MAX_DOMAIN))
-DEVICE = Shape(4, fields={"driver": Shape(_MAX_DOMAIN), "allowMultipleAllocations": SCALAR,
-                          "attributes": _DOMAINS, "capacity": _DOMAINS})
-"""The ``device`` variable at its largest."""
+
+
+def device_shape(literals: int) -> Shape:
+    """The ``device`` variable at its largest, for an expression with that many string literals
+    (``kube.device_cel`` gives the attribute and capacity maps an empty domain for each)."""
+    domains = Shape(_MAX_ENTRIES + literals, Shape(_MAX_ENTRIES, _VALUE, Shape(_MAX_ID), is_map=True),
+                    Shape(_MAX_DOMAIN), is_map=True)
+    return Shape(4, fields={"driver": Shape(_MAX_DOMAIN), "allowMultipleAllocations": SCALAR,
+                            "attributes": domains, "capacity": domains})
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,8 @@ class _Parser:
         self.tokens = [*_tokens(expression), ("end", "")]
         self.at = 0
         self.nesting = 0
-        self.scopes: list[dict[str, Shape]] = [{"device": DEVICE}]
+        literals = sum(kind == "string" for kind, _ in self.tokens)
+        self.scopes: list[dict[str, Shape]] = [{"device": device_shape(literals)}]
 
     def peek(self, offset: int = 0) -> str:
         return self.tokens[min(self.at + offset, len(self.tokens) - 1)][1]
@@ -264,7 +273,7 @@ class _Parser:
         self.nesting -= 1
         elem = _join_all(n.shape for n in items) if items else None
         key = _join_all(n.shape for n in keys) if keys else None
-        return _node(1 + sum(n.cost for n in (*items, *keys)), Shape(max(1, len(items)), elem, key),
+        return _node(1 + sum(n.cost for n in (*items, *keys)), Shape(max(1, len(items)), elem, key, is_map=pairs),
                      *items, *keys)
 
     def call(self, name: str, target: Node | None) -> Node:
@@ -287,7 +296,7 @@ class _Parser:
         self.take(",")
         scope = {variable: target.shape.member}
         if name != "map" and self.kind() == "ident" and self.peek(1) == ",":  # all(k, v, ...): key and value
-            scope = {variable: join(target.shape.key, SCALAR), self.take(): target.shape.member}
+            scope = {variable: join(target.shape.key, SCALAR), self.take(): join(target.shape.elem, None)}
             self.take(",")
         self.scopes.append(scope)
         parts = [self.expr()]

@@ -69,6 +69,7 @@ def test_nesting_beyond_the_parsers_limit_is_a_compile_error(expression: str) ->
     f"{ATTRS}.all(a, {ATTRS}.all(b, {ATTRS}.all(c, a == b && b == c)))",  # 32 attributes each, at most
     "[[0]]" + ".map(x, x + x)" * 24 + "[0].all(y, y == 0)",  # a list doubling 24 times
     f'{{"a": {numbers(500)}}}.all(k, v, v.all(x, {numbers(500)}.all(y, x == y)))',  # the value variable
+    "device.attributes.all(d, device.attributes.all(e, d == e))" + ' || "x"' * 1000,  # a domain per literal
 ])
 def test_an_expression_over_the_cost_limit_is_refused_before_it_runs(expression: str) -> None:
     started = time.monotonic()
