@@ -5,8 +5,9 @@ Parsed as the API server validates and defaults them (a request's allocationMode
 ExactCount with count 1): request, subrequest, device and pod claim entry names are unique DNS
 labels, a request is ``exactly`` or ``firstAvailable`` (at most 8 alternatives), a claim has at most
 32 requests and 256 consumers, a slice sets exactly one of its node fields; CEL selectors are
-compiled here, so a malformed one is refused with its file, object and field. ``v1beta2`` objects
-have v1's shape; ``v1beta1`` ones are converted as the API server converts them (``as_v1``).
+compiled here, so a malformed one, or one over the API server's length or cost limit
+(``kube.cel_limits``), is refused with its file, object and field. ``v1beta2`` objects have v1's
+shape; ``v1beta1`` ones are converted as the API server converts them (``as_v1``).
 Of each pool only the slices of its newest generation are kept, as the allocator uses them. A
 claim naming a DeviceClass that does not exist is read as it is: its pod waits, in the
 kube-scheduler's words (a claim of a DeviceClass deleted meanwhile is real state).
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeplace.kube.device_cel import CelError, compiled, version
+from kubeplace.kube.device_cel import CelError, CelLimit, compiled, version
 from kubeplace.kube.dra import (
     ALL,
     EXACT_COUNT,
@@ -125,6 +126,9 @@ def _selectors(raw: object, field: str) -> tuple[str, ...]:
             raise InputError("missing CEL expression", field=where, expected="a CEL expression")
         try:
             compiled(expression)
+        except CelLimit as error:  # the API server's own words, as for any field over a limit
+            raise InputError(str(error), field=where,
+                             expected="a CEL expression within the API server's limits") from None
         except CelError as error:
             raise InputError(f"CEL compile error: {error}", field=where, expected="a valid CEL expression") from None
         out.append(expression)

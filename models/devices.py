@@ -173,12 +173,29 @@ def _consumption(device: Device | None) -> Iterable[tuple[CounterKey, int]]:
             yield (device.id.driver, device.id.pool, use.counter_set, counter), amount
 
 
+class _SelectorError(CelError):
+    """A selector's runtime error, worded as the structured allocator words it: "class gpu:
+    selector #0: CEL runtime error: ..." or "claim default/c: selector #0: ..."."""
+
+    def __init__(self, device_class: str, index: int, error: str, of_class: bool,
+                 claim: ResourceClaim | None) -> None:
+        self.device_class, self.index, self.error, self.of_class = device_class, index, error, of_class
+        super().__init__(self.naming(claim))
+
+    def naming(self, claim: ResourceClaim | None) -> str:
+        """The message, naming ``claim`` when the selector is the claim's own."""
+        if self.of_class:
+            return f"class {self.device_class}: selector #{self.index}: {self.error}"
+        return self.error if claim is None else f"claim {claim.key}: selector #{self.index}: {self.error}"
+
+
 class Allocator:
     """Allocates claims on nodes against the snapshot's devices; CEL results are cached."""
 
     def __init__(self, devices: Devices) -> None:
         self.devices = devices
-        self._matches: dict[tuple[str, DeviceId], bool] = {}
+        self._matches: dict[tuple[str, DeviceId], bool | CelError] = {}
+        self._errors: dict[tuple[str, tuple[str, ...]], _SelectorError | None] = {}
         self._local: dict[str, list[Device]] = {}
         self._shared = [d for d in devices.devices.values() if not d.node]
         for device in devices.devices.values():
@@ -188,11 +205,37 @@ class Allocator:
                         for (driver, pool), sets in devices.counters.items()
                         for name, counters in sets.items() for counter, amount in counters.items()}
 
-    def candidates(self, request: DeviceRequest, node: Node) -> list[Device]:
+    def candidates(self, request: DeviceRequest, node: Node, claim: ResourceClaim | None = None) -> list[Device]:
         """Devices on the node that the request's class and selectors admit (CelError on a
-        runtime error, as the allocator stops there)."""
-        expressions = (*self.devices.classes[request.device_class].selectors, *request.selectors)
-        return [d for d in self.on_node(node) if not d.tainted and all(self._match(e, d) for e in expressions)]
+        runtime error, as the allocator stops there, naming the class or ``claim``)."""
+        return [d for d in self.on_node(node) if not d.tainted and self._admits(request, d, claim)]
+
+    def selector_error(self, request: DeviceRequest, claim: ResourceClaim | None = None) -> str:
+        """The first CEL runtime error of the request's selectors (its class's, then its own) on
+        any device of the snapshot, in the kube-scheduler's words ("" when none): a selector
+        that fails anywhere makes its pods unschedulable, as it aborts their scheduling."""
+        key = (request.device_class, request.selectors)
+        if key not in self._errors:
+            self._errors[key] = None
+            try:
+                for device in self.devices.devices.values():
+                    if not device.tainted:
+                        self._admits(request, device, None)
+            except _SelectorError as error:
+                self._errors[key] = error
+        found = self._errors[key]
+        return "" if found is None else found.naming(claim)
+
+    def _admits(self, request: DeviceRequest, device: Device, claim: ResourceClaim | None) -> bool:
+        device_class = self.devices.classes[request.device_class]
+        for of_class, selectors in ((True, device_class.selectors), (False, request.selectors)):
+            for index, expression in enumerate(selectors):
+                try:
+                    if not self._match(expression, device):
+                        return False
+                except CelError as error:
+                    raise _SelectorError(device_class.name, index, str(error), of_class, claim) from None
+        return True
 
     def on_node(self, node: Node) -> list[Device]:
         """The devices available on the node, in the snapshot's order."""
@@ -201,8 +244,14 @@ class Allocator:
     def _match(self, expression: str, device: Device) -> bool:
         key = (expression, device.id)
         if key not in self._matches:
-            self._matches[key] = matches(expression, device)
-        return self._matches[key]
+            try:
+                self._matches[key] = matches(expression, device)
+            except CelError as error:
+                self._matches[key] = error
+        found = self._matches[key]
+        if isinstance(found, CelError):
+            raise found
+        return found
 
     def allocate(self, claims: Sequence[ResourceClaim], node: Node, usage: Usage) -> list[Allocation] | None:
         """An allocation per claim on ``node`` given what ``usage`` holds, or None. CelError when a
@@ -233,7 +282,7 @@ class _Search:
 
     def _cands(self, c: int, request: DeviceRequest) -> list[Device]:
         if (c, request.name) not in self.cache:
-            self.cache[(c, request.name)] = self.allocator.candidates(request, self.node)
+            self.cache[(c, request.name)] = self.allocator.candidates(request, self.node, self.claims[c])
         return self.cache[(c, request.name)]
 
     def _slot(self, index: int) -> bool:

@@ -211,6 +211,17 @@ class Rejects(Protocol):
 
 
 @runtime_checkable
+class FilterError(Protocol):
+    """Optional on a filter: an Error status (not Unschedulable) of its Filter for the pod. The
+    kube-scheduler aborts the pod's scheduling with it, so the filter admits no node, and the
+    message is the whole reason ('running "DynamicResources" filter plugin: ...'), after any
+    PreFilter rejection."""
+
+    def filter_error(self, pod: Pod) -> str:
+        ...
+
+
+@runtime_checkable
 class NodeReasons(Protocol):
     """Optional on a filter whose nodes fail for different reasons: per node, the reasons it
     fails (empty where it passes), as the kube-scheduler's Filter status lists them."""

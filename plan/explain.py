@@ -23,7 +23,7 @@ import numpy as np
 
 from kubeplace.models.aggregate import Aggregation, FilterTable
 from kubeplace.models.devices import CANNOT_ALLOCATE
-from kubeplace.models.framework import ExtraResources, NodeReasons, Rejects
+from kubeplace.models.framework import ExtraResources, FilterError, NodeReasons, Rejects
 from kubeplace.models.gpu import GpuNeed, device_fit
 from kubeplace.models.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
@@ -69,6 +69,9 @@ def explain(agg: Aggregation, c: int, after: After) -> str:
     rejection = _rejection(agg, c)
     if rejection:
         return f"0/{n} nodes are available: {rejection}."
+    error = _filter_error(agg, c)
+    if error:
+        return error
     reasons: Counter[str] = Counter()
     open_nodes = np.ones(n, dtype=np.bool_)
     for stage in _stages(agg, c, after):
@@ -94,6 +97,16 @@ def _rejection(agg: Aggregation, c: int) -> str:
     for name in _in_order(list(plugins)):
         plugin = plugins[name]
         if isinstance(plugin, Rejects) and (message := plugin.rejection(agg.class_pods[c])):
+            return message
+    return ""
+
+
+def _filter_error(agg: Aggregation, c: int) -> str:
+    """The first Filter error of the class's pod, in the kube-scheduler's order ("" if none)."""
+    plugins = {t.plugin.name: t.plugin for t in agg.filters}
+    for name in _in_order(list(plugins)):
+        plugin = plugins[name]
+        if isinstance(plugin, FilterError) and (message := plugin.filter_error(agg.class_pods[c])):
             return message
     return ""
 

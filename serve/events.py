@@ -62,6 +62,13 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def unparsed_pod(raw: Mapping[str, Any]) -> Pod:
+    """A pod that does not parse, as much of it as an Event about it names (namespace, name, uid)."""
+    meta = raw.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return Pod(str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or ""))
+
+
 class EventRecorder:
     def __init__(self, client: EventClient, component: str = "kubeplace", instance: str = "", *,
                  repeat_after: float = 60.0, clock: Callable[[], float] = time.monotonic,

@@ -168,13 +168,6 @@ class Decided:
     unplaced: dict[Unit, list[Unplaced]] = field(default_factory=dict)
 
 
-def _named_pod(raw: Mapping[str, object]) -> Pod:
-    """The pod a raw object that did not parse names (enough to address an Event to it)."""
-    meta = raw.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    return Pod(str(meta.get("namespace") or "default"), str(meta.get("name", "")), str(meta.get("uid") or ""))
-
-
 def _finished(binding: Future[CycleReport] | None) -> None:
     """Waits for a cycle's bindings (its errors are logged where they happen)."""
     if binding is not None:
@@ -315,7 +308,7 @@ class Scheduler:
             report.unplaced.append(object_key(raw))
             self.queue.unschedulable(unit, why)
             self.decide(pod=object_key(raw), outcome="invalid", why=why)
-            self.recorder.pod_event(_named_pod(raw), ev.FAILED_SCHEDULING, why, ev.WARNING)
+            self.recorder.pod_event(ev.unparsed_pod(raw), ev.FAILED_SCHEDULING, why, ev.WARNING)
             wanted.discard(unit)
         present = {unit_of(p) for p in snapshot.pending}
         for unit in wanted - present:

@@ -18,6 +18,8 @@ from tests.builders import PodBuilder
 Manifest = dict[str, Any]
 DRIVER = "gpu.example.com"
 API = "resource.k8s.io/v1"
+FILTER_ERROR = 'running "DynamicResources" filter plugin: '
+"""How the kube-scheduler begins the reason of a pod whose claim's selector fails at run time."""
 
 
 def device_class(name: str = "gpu", *selectors: str, extended: str = "") -> Manifest:

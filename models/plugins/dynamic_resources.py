@@ -10,6 +10,11 @@ order; the others wait, as they do while the kube-scheduler's allocation is in f
 claim is reserved for at most 256 consumers (ResourceClaimReservedForMaxSize): a pod it is full for
 waits ("resourceclaim in use"), and of the pending pods joining it only as many as it has places
 left, in queue order, may be placed.
+A selector
+failing at run time on some device (division by zero, no such key, ...) is a Filter error for the
+pods whose claims use it: they are not placed, the error is their reason ('running
+"DynamicResources" filter plugin: claim default/c: selector #0: CEL runtime error: division by
+zero'), and the other pods are placed.
 
 Across the batch, device consumption is capacity, so that the solver packs it:
 
@@ -42,6 +47,7 @@ from kubeplace.kube.dra import (
     RESERVED_FOR_MAX,
     Allocation,
     ClaimAllocation,
+    DeviceRequest,
     RequestMapping,
     ResourceClaim,
 )
@@ -129,6 +135,32 @@ class DynamicResources:
     def rejection(self, pod: Pod) -> str:
         return self._claims(pod).rejection or self.waits.get(pod.key, "")
 
+    def filter_error(self, pod: Pod) -> str:
+        """The first CEL runtime error of the selectors of the pod's claims to allocate (of its
+        extended resources' classes too), as the kube-scheduler reports the Filter error it
+        aborts the pod's scheduling with; other pods are not affected."""
+        found = "" if self.rejection(pod) else self._selector_error(pod)
+        return f'running "{NAME}" filter plugin: {found}' if found else ""
+
+    def _blocked(self, pod: Pod) -> str:
+        """Why no node admits the pod whatever the node (a PreFilter rejection, a Filter error)."""
+        return self.rejection(pod) or self.filter_error(pod)
+
+    def _selector_error(self, pod: Pod) -> str:
+        claims = self._claims(pod)
+        devices = self.allocator.devices
+        for claim in claims.to_allocate:
+            for request in claim.requests:
+                for option in request.alternatives or (request,):
+                    if found := self.allocator.selector_error(option, claim):
+                        return found
+        for resource in claims.extended:
+            device_class = devices.class_for(resource)
+            if device_class is not None and (found := self.allocator.selector_error(
+                    DeviceRequest("", device_class.name))):
+                return found
+        return ""
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         if not self._claims(pod).any:
             return np.ones(len(nodes), dtype=np.bool_)
@@ -136,8 +168,8 @@ class DynamicResources:
 
     def node_reasons(self, pod: Pod, nodes: Sequence[Node]) -> list[tuple[str, ...]]:
         claims = self._claims(pod)
-        if self.rejection(pod):
-            return [(self.rejection(pod),) for _ in nodes]
+        if blocked := self._blocked(pod):
+            return [(blocked,) for _ in nodes]
         out: list[tuple[str, ...]] = []
         for node in nodes:
             if not all(usable_on(c, node) for c in claims.allocated):
@@ -168,7 +200,7 @@ class DynamicResources:
         request counts its smallest alternative when all are of one class; All is not counted
         here: its pods are kept apart by the per-class rule and the final choice). Extended
         resources served by DRA are requested as they are."""
-        if self.rejection(pod):
+        if self._blocked(pod):
             return {}
         out: dict[str, int] = {}
         for claim in self._claims(pod).to_allocate:
@@ -206,7 +238,7 @@ class DynamicResources:
 
     def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
         needing = [c for c, pod in enumerate(view.class_pods)
-                   if (self._claims(pod).to_allocate or self._claims(pod).extended) and not self.rejection(pod)]
+                   if (self._claims(pod).to_allocate or self._claims(pod).extended) and not self._blocked(pod)]
         caps: list[GroupCap | Gang] = []
         for c in needing:
             pod = view.class_pods[c]

@@ -13,7 +13,16 @@ from click.testing import CliRunner
 
 from kubeplace.cli.main import main
 from tests.builders import node, pod
-from tests.device_builders import DRIVER, claiming, device_class, gpu_slice, request, resource_claim, sub_request
+from tests.device_builders import (
+    DRIVER,
+    FILTER_ERROR,
+    claiming,
+    device_class,
+    gpu_slice,
+    request,
+    resource_claim,
+    sub_request,
+)
 
 
 def cluster(tmp_path: Path, *extra: Any, selectors: tuple[str, ...] = (), claim: Any = None,
@@ -82,3 +91,43 @@ def test_a_v1beta1_claim_is_planned_as_the_v1_claim_it_converts_to(tmp_path: Pat
     assert [r.exit_code for r in runs] == [0, 0]
     first, second = (json.loads(r.stdout)["placements"][0]["claims"] for r in runs)
     assert second == first and len(first[0]["allocation"]["devices"]["results"]) == 2
+
+
+def test_a_claim_failing_at_run_time_is_its_pods_reason_and_the_others_are_planned(tmp_path: Path) -> None:
+    """Division by zero, a failing quantity(): no traceback, nothing of the CEL library on stderr;
+    the poisoned pods are unplaced with the kube-scheduler's words, the others placed."""
+    index = f'device.attributes["{DRIVER}"].index'
+    file = cluster(tmp_path, resource_claim("poisoned", requests=[request(selectors=[f"{index} / 0 == 1"])]),
+                   claiming(pod("victim").cpu("1"), claim="poisoned").manifest(),
+                   resource_claim("odd", requests=[request(selectors=['quantity("lots") == quantity("1")'])]),
+                   claiming(pod("odd").cpu("1"), claim="odd").manifest(), pod("plain").cpu("1").manifest())
+    result = CliRunner().invoke(main, ["plan", str(file), "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    out = json.loads(result.stdout)
+    assert sorted(p["name"] for p in out["placements"]) == ["plain", "trainer"]
+    reasons = {u["name"]: u["reasons"] for u in out["unplaced"]}
+    assert reasons["victim"] == [f"{FILTER_ERROR}claim default/poisoned: selector #0: "
+                                 "CEL runtime error: division by zero"]
+    assert reasons["odd"] == [f"{FILTER_ERROR}claim default/odd: selector #0: "
+                              "CEL runtime error: quantity('lots'): invalid quantity 'lots'"]
+
+
+def test_a_selector_over_the_api_servers_length_limit_is_refused_before_it_is_compiled(tmp_path: Path) -> None:
+    """40 KB crashed the CEL library (SIGSEGV): the length is checked first, in the API server's words."""
+    file = cluster(tmp_path, selectors=("+".join(["1"] * 20000) + " > 0",))
+    result = CliRunner().invoke(main, ["plan", str(file)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"error: {file}: ResourceClaim default/train: spec.devices.requests[0].exactly.selectors[0].cel.expression: "
+        "Too long: may not be more than 10240 bytes (expected a CEL expression within the API server's limits)")
+
+
+def test_a_short_selector_too_costly_to_evaluate_is_refused(tmp_path: Path) -> None:
+    items = "[" + ",".join(str(i) for i in range(100)) + "]"
+    nested = f"{items}.all(a, {items}.all(b, {items}.all(c, a + b + c >= 0)))"
+    result = CliRunner().invoke(main, ["plan", str(cluster(tmp_path, selectors=(nested,)))])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith(
+        "cel.expression: Forbidden: too complex, exceeds cost limit "
+        "(expected a CEL expression within the API server's limits)")

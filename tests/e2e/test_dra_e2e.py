@@ -321,3 +321,44 @@ def test_extended_resources_served_by_dra_side_by_side_with_the_kube_scheduler(
         devices = [d for ds in allocated_devices(custom, namespace).values() for d in ds]
         assert len(devices) == len(set(devices))
         print(f"extended resources: kube-scheduler bound {sorted(by_scheduler)}, kubeplace {sorted(by_kubeplace)}")
+
+
+def test_serve_binds_the_healthy_pods_while_one_claims_selector_fails_at_run_time(
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    """A ResourceClaim whose selector divides by zero (the API server accepts it: the error is
+    only at run time): `kubeplace serve` binds the pods of healthy claims and a pod without
+    claims, and the pod of the broken claim gets a FailedScheduling Event with the
+    kube-scheduler's words instead of the cycle failing for everyone."""
+    from tests.device_builders import FILTER_ERROR
+
+    from .test_serve_e2e import events, running, service
+
+    core, custom = client.CoreV1Api(admin_api), client.CustomObjectsApi(admin_api)
+    driver = driver_of(namespace, "z")
+    with kwok_nodes(core, namespace, {"a": {"cpu": "8", "memory": "16Gi"}}) as nodes, \
+            published(custom, driver, nodes, 2) as device_class:
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates",
+                                               claim_template(namespace, "one-gpu", device_class))
+        poisoned = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim",
+                    "metadata": {"name": "poisoned", "namespace": namespace},
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                        "deviceClassName": device_class,
+                        "selectors": [{"cel": {"expression": f'device.attributes["{driver}"].index / 0 == 1'}}]}}]}}}
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", poisoned)
+        victim = gpu_pod("victim", namespace)
+        victim["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "poisoned"}]
+        healthy = ["train-0", "train-1"]
+        create_pods(core, namespace, [victim, *(gpu_pod(n, namespace) for n in healthy),
+                                      pod_manifest("plain", namespace, cpu="100m")])
+        cp.wait_for(lambda: all(generated(core, namespace, healthy).values()), 30, "claims generated")
+        s = service(str(control_plane.admin_kubeconfig), namespace, "solo")
+        with running(s):
+            cp.wait_for(lambda: all(pod_nodes(core, namespace)[n] for n in [*healthy, "plain"]), 30,
+                        "the healthy pods bound")
+            cp.wait_for(lambda: "victim" in events(core, namespace, "FailedScheduling"), 30,
+                        "a FailedScheduling event for the victim")
+        assert pod_nodes(core, namespace)["victim"] == ""
+        assert events(core, namespace, "FailedScheduling")["victim"] == (
+            f"{FILTER_ERROR}claim {namespace}/poisoned: selector #0: CEL runtime error: division by zero")
+        assert "allocation" not in (claims_of(custom, namespace)["poisoned"].get("status") or {})

@@ -16,6 +16,7 @@ from kubeplace.plan.plan import Plan
 from tests.builders import node, pod, snapshot_of
 from tests.device_builders import (
     DRIVER,
+    FILTER_ERROR,
     claim_template,
     claiming,
     device,
@@ -244,12 +245,54 @@ def test_network_devices_are_given_once_across_nodes() -> None:
     assert len(made.unplaced) == 1
 
 
-def test_a_selector_failing_at_run_time_fails_the_node_with_its_error() -> None:
+def test_a_selector_failing_at_run_time_is_its_pods_reason_in_the_allocators_words() -> None:
     snapshot = snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 1),
                            resource_claim("c", requests=[request(selectors=[
                                'device.attributes["other.io"].model == "x"'])]),
                            claiming(pod("p").cpu("1"), claim="c"))
-    assert why(plan(snapshot))["p"].startswith("0/1 nodes are available: 1 CEL runtime error: ")
+    assert why(plan(snapshot))["p"] == (f"{FILTER_ERROR}claim default/c: selector #0: "
+                                        "CEL runtime error: no such key: model")
+
+
+def test_one_poisoned_claim_leaves_its_pod_unplaced_and_every_other_pod_placed() -> None:
+    """Division by zero, overflow: the pod of that claim is not placed (with the reason), the pods
+    with healthy claims and the pods without claims are."""
+    index = f'device.attributes["{DRIVER}"].index'
+    snapshot = snapshot_of(node("n1").cpu("8"), node("n2").cpu("8"), device_class(), gpu_slice("n1", 2),
+                           gpu_slice("n2", 2),
+                           resource_claim("zero", requests=[request(selectors=[f"{index} / 0 == 1"])]),
+                           resource_claim("big", requests=[request(selectors=[f"{index} + 9223372036854775807 > 0"])]),
+                           resource_claim("fine", requests=[request(count=2)]),
+                           claiming(pod("p").cpu("1"), claim="zero"), claiming(pod("o").cpu("1"), claim="big"),
+                           claiming(pod("q").cpu("1"), claim="fine"), pod("r").cpu("1"), pod("s").cpu("1"))
+    made = plan(snapshot)
+    assert sorted(where(made)) == ["q", "r", "s"]
+    assert why(made) == {
+        "p": f"{FILTER_ERROR}claim default/zero: selector #0: CEL runtime error: division by zero",
+        "o": f"{FILTER_ERROR}claim default/big: selector #0: CEL runtime error: integer overflow"}
+    assert len(devices_of(made)["q"]) == 2
+
+
+def test_a_selector_failing_on_one_node_only_keeps_its_pod_off_every_node() -> None:
+    """As the kube-scheduler: an error anywhere aborts the pod's scheduling, even where another
+    node's devices would pass (it would hide the broken selector)."""
+    snapshot = snapshot_of(node("n1").cpu("8"), node("n2").cpu("8"), device_class(),
+                           resource_slice("n1-gpus", [device("gpu-0", attributes={"model": "A100"})], node="n1"),
+                           resource_slice("n2-gpus", [device("gpu-0")], node="n2"),
+                           resource_claim("c", requests=[request(selectors=[
+                               f'device.attributes["{DRIVER}"].model == "A100"'])]),
+                           claiming(pod("p").cpu("1"), claim="c"))
+    assert why(plan(snapshot))["p"] == (f"{FILTER_ERROR}claim default/c: selector #0: "
+                                        "CEL runtime error: no such key: model")
+
+
+def test_a_class_selector_failing_at_run_time_names_the_class() -> None:
+    snapshot = snapshot_of(node("n1").cpu("8"), device_class("gpu", "device.attributes[\"x.io\"].model == 1"),
+                           gpu_slice("n1", 1), resource_claim("c", requests=[request()]),
+                           claiming(pod("p").cpu("1"), claim="c"), pod("r").cpu("1"))
+    made = plan(snapshot)
+    assert where(made) == {"r": "n1"}
+    assert why(made)["p"] == f"{FILTER_ERROR}class gpu: selector #0: CEL runtime error: no such key: model"
 
 
 def test_a_preemption_plan_allocates_its_preemptors_claims() -> None:

@@ -11,7 +11,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import Store
 from kubeplace.serve.loop import Scheduler, ServeSettings
 from tests.builders import node, pod
-from tests.device_builders import claiming, device_class, gpu_slice, resource_claim
+from tests.device_builders import DRIVER, FILTER_ERROR, claiming, device_class, gpu_slice, request, resource_claim
 from tests.kube.test_kube_claim_binder import FakeClaims
 from tests.serve.fakes import Clock, FakeCluster
 
@@ -93,3 +93,25 @@ def test_an_extended_resource_served_by_dra_is_created_allocated_and_kept_in_the
     assert [(name, list(status)) for name, status in cluster.pod_statuses] == [
         ("default/p", ["extendedResourceClaimStatus"])]
     assert [c["metadata"]["name"] for c in store.items(CLAIMS)] == [claim["metadata"]["name"]]
+
+
+def test_a_claim_failing_at_run_time_is_its_pods_event_and_every_other_pod_is_bound() -> None:
+    """One ResourceClaim whose selector divides by zero: its pod gets a FailedScheduling Event with
+    the kube-scheduler's words and waits; the pod of a healthy claim and a pod without claims are
+    bound in the same cycle, and again in the next cycles while the broken claim stays."""
+    index = f'device.attributes["{DRIVER}"].index'
+    cluster = Cluster(resource_claim("poisoned", requests=[request(selectors=[f"{index} / 0 == 1"])]),
+                      resource_claim("fine"))
+    s, store = scheduler(cluster, node("n1").cpu("4"), device_class(), gpu_slice("n1", 2),
+                         claiming(pod("victim").cpu("1"), claim="poisoned"), claiming(pod("p").cpu("1"), claim="fine"),
+                         pod("plain").cpu("1"))
+    report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    assert sorted(report.bound) == ["default/p", "default/plain"] and report.unplaced == ["default/victim"]
+    (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "victim"]
+    assert event["reason"] == "FailedScheduling" and event["type"] == "Warning"
+    assert event["message"] == (f"{FILTER_ERROR}claim default/poisoned: selector #0: "
+                                "CEL runtime error: division by zero")
+    store.replace("pods", [*store.items("pods"), pod("later").cpu("1").manifest()])
+    s.resync_queue()
+    later = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    assert "default/later" in later.bound

@@ -217,6 +217,9 @@ def test_an_invalid_pod_is_reported_and_the_others_placed() -> None:
     s, cluster = scheduler(node("a").cpu("8").memory("8Gi"), bad, pod("good").cpu("1"))
     report = next_cycle(s)
     assert bound(cluster) == {"good": "a"} and report.unplaced == ["default/bad"]
+    (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "bad"]
+    assert event["reason"] == "FailedScheduling" and event["type"] == "Warning"
+    assert "kubeplace.io/gang-min-member" in event["message"]
 
 
 def test_pending_pods_of_other_schedulers_and_namespaces_are_ignored() -> None:
