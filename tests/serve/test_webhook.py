@@ -66,7 +66,8 @@ def test_shares_are_percentages(text: str, share: int) -> None:
     assert parse_share(text) == share
 
 
-@pytest.mark.parametrize("text", ["30", "30 percent", "101%", "-5%", "1.234%", "", "%", "3O%", "1e1%"])
+@pytest.mark.parametrize("text", ["30", "30 percent", "101%", "-5%", "1.234%", "", "%", "3O%", "1e1%",
+                                  "\u0663\u0660%", "\uff13\uff10%", "3\u0660%", "1.\u0665%", "30%\u2003"])
 def test_malformed_shares_are_refused_with_the_expected_form(text: str) -> None:
     with pytest.raises(ShareError, match="expected a percentage from 0% to 100%"):
         parse_share(text)
