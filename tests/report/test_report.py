@@ -104,3 +104,29 @@ def test_an_unwritable_report_path_is_one_line_and_exit_2(tmp_path: Path) -> Non
     assert out.exit_code == 2
     assert out.output.strip().splitlines()[-1].startswith(f"error: cannot write the report {tmp_path}/missing")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_path_that_is_an_input_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text((DEMO / "cluster.yaml").read_text())
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: kubeplace.io/v1alpha1\nkind: PlacementConfiguration\n")
+    (tmp_path / "link.html").symlink_to(cluster)
+    (tmp_path / "hard.html").hardlink_to(cluster)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    cases = [(["plan", str(cluster)], cluster, f"the input {cluster}"),
+             (["plan", str(cluster)], tmp_path / "sub" / ".." / "cluster.yaml", "the input"),
+             (["plan", str(cluster)], tmp_path / "link.html", "the input"),
+             (["plan", str(cluster)], tmp_path / "hard.html", "the input"),
+             (["plan", str(tmp_path)], tmp_path / "new.json", f"a snapshot file of SOURCE {tmp_path}"),
+             (["plan", str(cluster), "--config", str(config)], config, f"the input {config}"),
+             (["rebalance", str(cluster)], cluster, f"the input {cluster}")]
+    for args, report, why in cases:
+        out = CliRunner().invoke(main, [*args, "--report", str(report)])
+        assert out.exit_code == 2, (args, report, out.output)
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: --report: ")
+        assert why in out.stderr and "writing the report would overwrite it" in out.stderr
+        assert out.stdout == ""  # refused before planning: no plan printed either
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    fine = CliRunner().invoke(main, ["plan", str(cluster), "--report", str(tmp_path / "report.html")])
+    assert fine.exit_code == 0 and (tmp_path / "report.html").read_text().startswith("<!doctype html>")
