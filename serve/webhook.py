@@ -216,6 +216,12 @@ def _why(error: BaseException | None) -> str:
     return f"{type(error).__name__}: {error}" if error is not None else "unknown"
 
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+"""An opening bracket steps one level in (+1), a closing one out (-1 as a signed byte)."""
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[{]}")
+
+
 def json_depth(data: bytes) -> int:
     """How deeply arrays and objects nest in the JSON text ``data`` (brackets inside strings do
     not count), without recursion, in a few passes in C over the text."""
@@ -223,11 +229,6 @@ def json_depth(data: bytes) -> int:
     if not steps:
         return 0
     return int(np.frombuffer(steps, dtype=np.int8).astype(np.int32).cumsum().max())
-
-
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[{]}")
 
 
 class _TLSServer(ThreadingHTTPServer):
@@ -253,7 +254,12 @@ class _TLSServer(ThreadingHTTPServer):
                 "client": _client(client_address), "maxConnections": self.limits.max_connections}})
             self.shutdown_request(request)
             return
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started (socketserver closes the request): free its place
+            with self.open_lock:
+                self.open.discard(request)
+            raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:

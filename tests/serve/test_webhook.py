@@ -362,9 +362,13 @@ def test_bodies_that_are_too_large_too_deep_or_not_json_are_refused_with_4xx(
         started = time.monotonic()
         status, _ = post(server, certs, b"{", {"Content-Length": "100"})  # the rest never comes
         assert status == 408 and time.monotonic() - started < 2
+        status, body = post(server, certs, b'{"request": 5}')  # the review fails: admitted unchanged
+        assert status == 200 and json.loads(body)["response"]["allowed"] is True
         pod = raw_pod("p", share="100%")
         assert post(server, certs, json.dumps(review(pod)).encode())[0] == 200
     entries = json_log()
+    (failed,) = [e for e in entries if e["msg"] == "review failed; pod admitted unchanged"]
+    assert failed["why"].startswith("AssertionError") and "error" not in failed  # no traceback in the line
     assert {e["code"] for e in entries if e["msg"] == "request refused"} == {400, 408, 413}
 
 
