@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_namespace, expect_str
 from kubeplace.kube.objects import CPU, MEMORY, NodeMetrics, Pod, PodMetrics, Snapshot
 from kubeplace.kube.quantity import QuantityError, resource_amount
 
@@ -111,7 +111,7 @@ def parse_pod_metrics(obj: RawObject, source: str = "") -> PodMetrics:
             container = expect_mapping(raw, f"containers[{index}]")
             for resource, amount in _usage(container.get("usage"), f"containers[{index}].usage").items():
                 total[resource] = total.get(resource, 0) + amount
-        return PodMetrics(expect_str(meta.get("namespace"), "metadata.namespace") or "default", name, total,
+        return PodMetrics(expect_namespace(meta), name, total,
                           parse_time(obj.get("timestamp"), "timestamp"), source)
     except InputError as error:
         raise error.located(file=source, obj=_label(obj)) from None
