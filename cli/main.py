@@ -21,6 +21,7 @@ from kubeplace.cli.options import (
     Source,
     cluster_options,
     load_config,
+    refuse_input_as_report,
     report_option,
     solver_options,
     solver_settings,
@@ -80,6 +81,7 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     from kubeplace.plan.pipeline import make_plan
     from kubeplace.plan.preempt import make_preemption_plan
 
+    refuse_input_as_report(report_path, source, config_path, kubeconfig)
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
     src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector, metrics_max_age)

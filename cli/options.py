@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
@@ -198,6 +198,33 @@ def report_option(f: F) -> F:
                         metavar="FILE.html",
                         help="Also write a self-contained HTML report: utilisation per node pool before and "
                              "after, GPU devices, unplaced pods or moves, the solver's progress.")(f)
+
+
+def refuse_input_as_report(report: Path | None, sources: Sequence[Path], *others: str | Path | None) -> None:
+    """Refuses (exit 2, one line, before anything is read or written) a ``--report FILE`` that is
+    one of the command's inputs: a SOURCE file, a snapshot file a SOURCE directory holds or would
+    hold (``.yaml``, ``.yml``, ``.json`` anywhere under it), or ``others`` (--config,
+    --kubeconfig). Paths are compared resolved (symlinks, ``..``) and as files (hard links)."""
+    if report is None:
+        return
+    from kubeplace.kube.files import SNAPSHOT_SUFFIXES
+
+    target = report.resolve()
+    for given in [*sources, *(Path(o) for o in others if o)]:
+        path = given.resolve()
+        inside = (given in sources and path.is_dir() and target.is_relative_to(path)
+                  and target.suffix.lower() in SNAPSHOT_SUFFIXES)
+        if target == path or inside or _same_file(target, path):
+            what = f"a snapshot file of SOURCE {given}" if inside else f"the input {given}"
+            raise InputError(f"{report} is {what}: writing the report would overwrite it", field="--report",
+                             expected="another file for the report")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:  # one of them does not exist: not the same file
+        return False
 
 
 def load_config(config_path: Path | None) -> Configuration:

@@ -23,6 +23,7 @@ from kubeplace.cli.options import (
     exit_with,
     load_config,
     note_skipped,
+    refuse_input_as_report,
     report_option,
     solver_options,
     solver_settings,
@@ -92,6 +93,7 @@ def _run(a: dict[str, Any]) -> None:
     from kubeplace.rebalance.solve import Settings, rebalance
     from kubeplace.rebalance.state import load_file_state, load_live_state
 
+    refuse_input_as_report(a["report_path"], a["source"], a["config_path"], a["kubeconfig"])
     config = load_config(a["config_path"])
     prof = config.profile(a["scheduler_name"])
     if a["profile"]:

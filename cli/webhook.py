@@ -48,7 +48,8 @@ def webhook_command(kubeconfig: str | None, context: str | None, tls_cert_file: 
 
     The share is the pod annotation scheduler.alpha.kubernetes.io/use-new-scheduler ("30%"), else
     the same annotation on its namespace, else --default-share; all pods of a gang or of a workload
-    revision go to the same side (deploy/webhook.yaml registers it).
+    revision go to the same side (deploy/webhook.yaml registers it). A client gets 5 s for its TLS
+    handshake and is closed after 10 s of silence; at most 64 connections are open at once.
     """
     from kubeplace.kube.canary import ShareError, Split, parse_share
     from kubeplace.kube.client import connect

@@ -30,7 +30,9 @@ ANNOTATION = "scheduler.alpha.kubernetes.io/use-new-scheduler"
 BASIS = 10_000
 """A share is counted in hundredths of a percent: 30% is 3,000 of 10,000."""
 REVISION_LABELS = ("controller-revision-hash", "pod-template-hash")
-_SHARE = re.compile(r"\s*(\d{1,3})(?:\.(\d{1,2}))?\s*%\s*")
+_SHARE = re.compile(r"\s*([0-9]{1,3})(?:\.([0-9]{1,2}))?\s*%\s*", re.ASCII)
+"""ASCII digits and spaces only: ``re``'s ``\\d`` also reads other scripts' digits (Arabic-Indic
+"\u0663\u0660%" would be 30%), which no percentage the API server takes contains."""
 EXPECTED = 'a percentage from 0% to 100% with at most two decimals, e.g. "30%"'
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_mapping, expect_str
+from kubeplace.kube.errors import InputError, expect_mapping, expect_namespace, expect_str
 from kubeplace.kube.objects import DisruptionBudget, Pod
 from kubeplace.kube.selectors import label_selector, matches
 
@@ -33,7 +33,7 @@ def parse_disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
                          expected="at most one of them, as the API server validates it")
     selector = label_selector(spec.get("selector"), "spec.selector")
     disrupted = frozenset(str(k) for k in expect_mapping(status.get("disruptedPods"), "status.disruptedPods"))
-    return DisruptionBudget(expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+    return DisruptionBudget(expect_namespace(metadata),
                             expect_str(metadata.get("name"), "metadata.name"), selector, allowed, disrupted)
 
 

@@ -46,6 +46,7 @@ from kubeplace.kube.errors import (
     expect_list,
     expect_mapping,
     expect_name,
+    expect_namespace,
     expect_str,
     expect_string_map,
     unique_objects,
@@ -224,7 +225,7 @@ def parse_resource_claim(obj: Mapping[str, Any], source: str = "") -> ResourceCl
     allocation = None if raw is None else parse_allocation(raw, "status.allocation")
     reserved = _reserved_for(status.get("reservedFor"))
     return ResourceClaim(
-        namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+        namespace=expect_namespace(metadata),
         name=expect_name(metadata),
         uid=expect_str(metadata.get("uid"), "metadata.uid"),
         resource_version=expect_str(metadata.get("resourceVersion"), "metadata.resourceVersion"),
@@ -313,7 +314,7 @@ def parse_claim_template(obj: Mapping[str, Any], source: str = "") -> ResourceCl
     metadata = expect_mapping(obj.get("metadata"), "metadata")
     spec = expect_mapping(expect_mapping(obj.get("spec"), "spec").get("spec"), "spec.spec")
     requests, constraints = _claim_spec(spec, "spec.spec")
-    return ResourceClaim(expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+    return ResourceClaim(expect_namespace(metadata),
                          expect_name(metadata), requests=requests, constraints=constraints, source=source)
 
 

@@ -7,6 +7,8 @@ the object and the field; cluster problems name the HTTP status and what the ser
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -217,12 +219,54 @@ def expect_string_map(value: object, field: str) -> dict[str, str]:
     return {str(key): expect_str(item, f"{field}.{key}") for key, item in expect_mapping(value, field).items()}
 
 
-def expect_name(metadata: Mapping[str, Any]) -> str:
-    """An object's ``metadata.name``, which every object must have."""
+DNS1123_LABEL_MAX = 63
+DNS1123_SUBDOMAIN_MAX = 253
+_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = _DNS1123_LABEL + "(\\." + _DNS1123_LABEL + ")*"
+_LABEL_RULE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+               "start and end with an alphanumeric character (e.g. 'my-name' or '123-abc', regex used for "
+               f"validation is '{_DNS1123_LABEL}')")
+_SUBDOMAIN_RULE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                   "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                   f"validation is '{_DNS1123_SUBDOMAIN}')")
+
+
+def dns1123_problems(value: str, label: bool = False) -> list[str]:
+    """Why ``value`` is not a DNS-1123 subdomain (or, with ``label``, label), in the API server's
+    words (apimachinery ``IsDNS1123Subdomain``, ``IsDNS1123Label``); empty when it is one."""
+    limit = DNS1123_LABEL_MAX if label else DNS1123_SUBDOMAIN_MAX
+    problems = [f"must be no more than {limit} characters"] if len(value) > limit else []
+    if label and not re.fullmatch(_DNS1123_LABEL, value):
+        problems.append("must not contain dots" if re.fullmatch(_DNS1123_SUBDOMAIN, value) else _LABEL_RULE)
+    elif not label and not re.fullmatch(_DNS1123_SUBDOMAIN, value):
+        problems.append(_SUBDOMAIN_RULE)
+    return problems
+
+
+def expect_dns1123(value: str, field: str, label: bool = False) -> str:
+    """``value`` when it is a name the API server takes (a DNS-1123 subdomain: the names of pods,
+    nodes and most objects; with ``label``, a DNS-1123 label: namespaces); else InputError with
+    the API server's message. Names from files only can fail: the API server refused the others."""
+    problems = dns1123_problems(value, label)
+    if problems:
+        shown = json.dumps(value, ensure_ascii=False)
+        raise InputError("; ".join(f"Invalid value: {shown}: {problem}" for problem in problems), field=field)
+    return value
+
+
+def expect_name(metadata: Mapping[str, Any], label: bool = False) -> str:
+    """An object's ``metadata.name``, which every object must have, a DNS-1123 subdomain (with
+    ``label``, a DNS-1123 label: a Namespace's)."""
     name = expect_str(metadata.get("name"), "metadata.name")
     if not name:
         raise InputError("missing name", field="metadata.name")
-    return name
+    return expect_dns1123(name, "metadata.name", label)
+
+
+def expect_namespace(metadata: Mapping[str, Any]) -> str:
+    """A namespaced object's ``metadata.namespace`` (``default`` when missing), a DNS-1123 label."""
+    namespace = expect_str(metadata.get("namespace"), "metadata.namespace")
+    return expect_dns1123(namespace, "metadata.namespace", label=True) if namespace else "default"
 
 
 def expect_controller(references: object, key: str) -> str | None:

@@ -32,7 +32,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_mapping, expect_name, expect_str
+from kubeplace.kube.errors import (
+    INT32_MAX,
+    InputError,
+    expect_int,
+    expect_mapping,
+    expect_name,
+    expect_namespace,
+)
 from kubeplace.kube.objects import PODS, GangKey, Node, Pod, PodGroup, SpecRule
 from kubeplace.kube.requests import pod_requests
 
@@ -88,7 +95,7 @@ def parse_owners(kinds: Mapping[tuple[str, str], list[tuple[Mapping[str, Any], s
         for obj, where in kinds.get(kind, []):
             try:
                 meta = expect_mapping(obj.get("metadata"), "metadata")
-                namespace = expect_str(meta.get("namespace"), "metadata.namespace") or "default"
+                namespace = expect_namespace(meta)
                 spec = expect_mapping(obj.get("spec"), "spec")
                 owner = _job(spec) if kind == JOB_KIND else _leader_worker_set(spec)
                 owners[(kind, namespace, expect_name(meta))] = owner

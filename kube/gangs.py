@@ -41,7 +41,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from kubeplace.kube.errors import INT32_MAX, InputError, expect_int, expect_list, expect_mapping, expect_str
+from kubeplace.kube.errors import (
+    INT32_MAX,
+    InputError,
+    expect_int,
+    expect_list,
+    expect_mapping,
+    expect_namespace,
+    expect_str,
+)
 from kubeplace.kube.followers import APIS as FOLLOWER_APIS
 from kubeplace.kube.followers import leader_gang
 from kubeplace.kube.kueue import API as KUEUE_API
@@ -93,7 +101,7 @@ def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:
     try:
         if not isinstance(meta.get("name"), str) or not meta["name"]:
             raise InputError("missing name", field="metadata.name")
-        namespace = expect_str(meta.get("namespace"), "metadata.namespace") or "default"
+        namespace = expect_namespace(meta)
         if version not in READ_VERSIONS.get(group, ()):
             known = ", ".join(f"{group}/{v}" for v in READ_VERSIONS.get(group, ()))
             why = f"PodGroup {namespace}/{meta['name']} is {obj['apiVersion']}"

@@ -24,6 +24,7 @@ from kubeplace.kube.errors import (
     expect_list,
     expect_mapping,
     expect_name,
+    expect_namespace,
     expect_str,
 )
 from kubeplace.kube.objects import Node, Pod
@@ -45,7 +46,7 @@ def parse_workloads(objects: Iterable[tuple[Mapping[str, Any], str]],
     for obj, where in objects:
         try:
             meta = expect_mapping(obj.get("metadata"), "metadata")
-            namespace = expect_str(meta.get("namespace"), "metadata.namespace") or "default"
+            namespace = expect_namespace(meta)
             name = expect_name(meta)
             admission = expect_mapping(expect_mapping(obj.get("status"), "status").get("admission"),
                                        "status.admission")

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_namespace, expect_str
 from kubeplace.kube.objects import CPU, MEMORY, NodeMetrics, Pod, PodMetrics, Snapshot
 from kubeplace.kube.quantity import QuantityError, resource_amount
 
@@ -111,7 +111,7 @@ def parse_pod_metrics(obj: RawObject, source: str = "") -> PodMetrics:
             container = expect_mapping(raw, f"containers[{index}]")
             for resource, amount in _usage(container.get("usage"), f"containers[{index}].usage").items():
                 total[resource] = total.get(resource, 0) + amount
-        return PodMetrics(expect_str(meta.get("namespace"), "metadata.namespace") or "default", name, total,
+        return PodMetrics(expect_namespace(meta), name, total,
                           parse_time(obj.get("timestamp"), "timestamp"), source)
     except InputError as error:
         raise error.located(file=source, obj=_label(obj)) from None
@@ -127,6 +127,8 @@ class MetricsNote:
     oldest: float = 0.0
     unavailable: str = ""
     """Why the metrics API could not be read ("" when it could, or for files)."""
+    future: int = 0
+    """How many of the stale ones are dated after now."""
 
     def line(self) -> str:
         if self.unavailable:
@@ -134,24 +136,27 @@ class MetricsNote:
         if not (self.stale_nodes or self.stale_pods):
             return ""
         when = datetime.datetime.fromtimestamp(self.oldest, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        future = f", {self.future} of them dated in the future" if self.future else ""
         return (f"ignored the metrics of {self.stale_nodes} node(s) and {self.stale_pods} pod(s) older than "
-                f"{self.max_age:g}s (oldest {when}); their load falls back to requests (--metrics-max-age 0 "
-                f"keeps them)")
+                f"{self.max_age:g}s or dated in the future (oldest {when}{future}); their load falls back to "
+                f"requests (--metrics-max-age 0 keeps them)")
 
 
 def fresh_metrics(snapshot: Snapshot, max_age: float, now: float) -> Snapshot:
     """``snapshot`` without the metrics older than ``max_age`` seconds at ``now`` (0: no limit),
-    with one line in its ``notes`` saying what was dropped."""
+    with one line in its ``notes`` saying what was dropped. Metrics dated after ``now`` are dropped
+    too: a scrape cannot be later than now, so the clock that stamped them is wrong, and by age
+    alone they would count as fresh until long after (one dated 9999-12-31 forever)."""
     if max_age <= 0:
         return snapshot
-    nodes = {k: m for k, m in snapshot.node_metrics.items() if now - m.timestamp <= max_age}
-    pods = {k: m for k, m in snapshot.pod_metrics.items() if now - m.timestamp <= max_age}
+    nodes = {k: m for k, m in snapshot.node_metrics.items() if 0 <= now - m.timestamp <= max_age}
+    pods = {k: m for k, m in snapshot.pod_metrics.items() if 0 <= now - m.timestamp <= max_age}
     stale = [m.timestamp for k, m in snapshot.node_metrics.items() if k not in nodes]
     stale += [m.timestamp for k, m in snapshot.pod_metrics.items() if k not in pods]
     if not stale:
         return snapshot
     note = MetricsNote(len(snapshot.node_metrics) - len(nodes), len(snapshot.pod_metrics) - len(pods), max_age,
-                       min(stale))
+                       min(stale), future=sum(1 for t in stale if t > now))
     return replace(snapshot, node_metrics=nodes, pod_metrics=pods, notes=(*snapshot.notes, note.line()))
 
 

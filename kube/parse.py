@@ -18,10 +18,12 @@ from kubeplace.kube.dra_parse import DRA_KINDS, build_devices, pod_claims
 from kubeplace.kube.errors import (
     InputError,
     expect_controller,
+    expect_dns1123,
     expect_int,
     expect_list,
     expect_mapping,
     expect_name,
+    expect_namespace,
     expect_str,
     expect_string_map,
 )
@@ -129,12 +131,12 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
         labels = expect_string_map(metadata.get("labels"), "metadata.labels")
         resource_claims, generated_claims = pod_claims(spec, status)
         return Pod(
-            namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+            namespace=expect_namespace(metadata),
             name=expect_name(metadata),
             uid=expect_str(metadata.get("uid"), "metadata.uid"),
             labels=labels,
             annotations=expect_string_map(metadata.get("annotations"), "metadata.annotations"),
-            node_name=expect_str(spec.get("nodeName"), "spec.nodeName"),
+            node_name=_node_name(spec),
             scheduler_name=expect_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER,
             priority=_priority(spec, priority_classes or {}, is_stored(obj)),
             preemption_policy=_preemption_policy(spec, priority_classes or {}, is_stored(obj)),
@@ -182,11 +184,17 @@ def _admitted_pod(obj: RawObject, source: str, priority_classes: Mapping[str, Pr
     return replace(pod, unmodelled=(missing,)) if missing else pod
 
 
+def _node_name(spec: RawObject) -> str:
+    """``spec.nodeName``: none yet, or a node's name (a DNS-1123 subdomain, as the API server checks it)."""
+    name = expect_str(spec.get("nodeName"), "spec.nodeName")
+    return expect_dns1123(name, "spec.nodeName") if name else ""
+
+
 def parse_namespace_labels(obj: RawObject, source: str = "") -> tuple[str, Mapping[str, str]]:
     """A Namespace object -> (name, labels)."""
     try:
         metadata = expect_mapping(obj.get("metadata"), "metadata")
-        return expect_name(metadata), expect_string_map(metadata.get("labels"), "metadata.labels")
+        return expect_name(metadata, label=True), expect_string_map(metadata.get("labels"), "metadata.labels")
     except InputError as error:
         raise error.located(file=source, obj=object_label(obj)) from None
 

@@ -20,6 +20,7 @@ from kubeplace.kube.errors import (
     expect_list,
     expect_mapping,
     expect_name,
+    expect_namespace,
     expect_str,
     expect_string_map,
     unique_objects,
@@ -109,7 +110,7 @@ def parse_claim(obj: Mapping[str, Any], source: str = "") -> PersistentVolumeCla
         raise InputError("missing storage request", field="spec.resources.requests.storage",
                          expected="the size the claim asks for, e.g. 10Gi (the API server requires it)")
     return PersistentVolumeClaim(
-        namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+        namespace=expect_namespace(metadata),
         name=expect_name(metadata),
         uid=expect_str(metadata.get("uid"), "metadata.uid"),
         resource_version=expect_str(metadata.get("resourceVersion"), "metadata.resourceVersion"),
@@ -209,7 +210,7 @@ def parse_storage_capacity(obj: Mapping[str, Any], source: str = "") -> StorageC
     metadata = expect_mapping(obj.get("metadata"), "metadata")
     capacity, maximum = obj.get("capacity"), obj.get("maximumVolumeSize")
     return StorageCapacity(
-        namespace=expect_str(metadata.get("namespace"), "metadata.namespace") or "default",
+        namespace=expect_namespace(metadata),
         name=expect_name(metadata),
         storage_class=expect_str(obj.get("storageClassName"), "storageClassName"),
         node_topology=label_selector(obj.get("nodeTopology"), "nodeTopology"),

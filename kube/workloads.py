@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_mapping, expect_name, expect_str
+from kubeplace.kube.errors import InputError, expect_mapping, expect_name, expect_namespace, expect_str
 from kubeplace.kube.objects import Controller, Pod, Requirement
 from kubeplace.kube.selectors import label_selector, matches
 
@@ -30,7 +30,7 @@ def parse_controller(obj: Mapping[str, Any]) -> Controller:
     kind = expect_str(obj.get("kind"), "kind")
     metadata = expect_mapping(obj.get("metadata"), "metadata")
     spec = expect_mapping(obj.get("spec"), "spec")
-    namespace = expect_str(metadata.get("namespace"), "metadata.namespace") or "default"
+    namespace = expect_namespace(metadata)
     name = expect_name(metadata)
     if kind in (SERVICE, REPLICATION_CONTROLLER):
         raw = spec.get("selector")

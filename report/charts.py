@@ -2,25 +2,36 @@
 
 Figures are made with :class:`matplotlib.figure.Figure` directly (no pyplot, no GUI backend, no
 global state); text stays text in the SVG (``svg.fonttype: none``), so the file stays small and the
-browser draws it. At scale the charts aggregate: up to PER_NODE_LIMIT nodes one bar per node,
+browser draws it. Text is plain text: names, reasons and annotations come from the input, so
+mathtext and TeX are off (``"$^$"`` is three characters, not a formula that fails to parse) and
+control characters are escaped (:func:`plain`); matplotlib's warnings (a glyph missing from the
+font) and log lines are silenced while a chart is made, so nothing reaches stderr.
+
+At scale the charts aggregate: up to PER_NODE_LIMIT nodes one bar per node,
 beyond that one distribution per node pool (a box from the 25th to the 75th percentile, whiskers
 at the 5th and 95th, the median and the mean), and the GPU device map as one image per pool.
 """
 
 from __future__ import annotations
 
+import functools
 import io
-from collections.abc import Sequence
-from typing import Any
+import logging
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
 
 import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 from matplotlib.typing import RcKeyType
 
+from kubeplace.cli.render import printable
 from kubeplace.models.problem import IntArray
 from kubeplace.report.load import ClusterLoad, FloatArray
 from kubeplace.solver.run import Event
@@ -32,11 +43,48 @@ DEVICE_COLOURS = LinearSegmentedColormap.from_list("device", ["#eef1f4", "#f5b04
 """A free device is pale, a fragment (partly used) amber to blue, a full device dark blue."""
 WIDTH = 9.0
 RC: dict[RcKeyType, Any] = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
-                            "axes.spines.right": False, "font.family": ["DejaVu Sans", "sans-serif"]}
+                            "axes.spines.right": False, "font.family": ["DejaVu Sans", "sans-serif"],
+                            "text.usetex": False, "text.parse_math": False}
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def plain(text: str) -> str:
+    """Text from the input as a chart shows it: control characters and bidi overrides escaped
+    (``p\\x1b[2J``) as on the terminal, line by line; ``$`` stays itself (mathtext is off in RC)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """matplotlib's settings (RC), with its warnings and log lines kept off stderr (the one
+    global state touched: the ``matplotlib`` logger's level, restored after)."""
+    logger = logging.getLogger("matplotlib")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings(), mpl.rc_context(RC):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _chart(make: Callable[P, R]) -> Callable[P, R]:
+    """A public chart function, made in :func:`_quiet`."""
+
+    @functools.wraps(make)
+    def quietly(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _quiet():
+            return make(*args, **kwargs)
+
+    return quietly
 
 
 def svg(fig: Figure) -> str:
     """The figure as SVG text without its XML prologue (ready to inline in HTML)."""
+    for artist in fig.findobj(Text):  # titles, legends, annotations (tick labels are given plain)
+        artist.set_text(plain(artist.get_text()))
     out = io.StringIO()
     with mpl.rc_context(RC):
         fig.savefig(out, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -56,6 +104,7 @@ def percent_axis(ax: Axes, top: float) -> None:
     ax.set_axisbelow(True)
 
 
+@_chart
 def utilisation_chart(load: ClusterLoad, r: int) -> str:
     """Requested / allocatable of resource ``r`` on each node, before and after."""
     if load.capacity.shape[0] <= PER_NODE_LIMIT:
@@ -73,7 +122,7 @@ def _per_node(load: ClusterLoad, r: int) -> Figure:
         y = np.arange(len(order))
         ax.barh(y - 0.2, before, height=0.38, color=BEFORE, label="before")
         ax.barh(y + 0.2, after, height=0.38, color=AFTER, label="after")
-        ax.set_yticks(y, [f"{load.nodes[i]}  [{load.pools[i]}]" for i in order])
+        ax.set_yticks(y, [plain(f"{load.nodes[i]}  [{load.pools[i]}]") for i in order])
         ax.invert_yaxis()
         percent_axis(ax, float(np.nanmax(np.concatenate([before, after, [0.0]]))))
         ax.set_xlabel(f"{load.resources[r]} requested / allocatable")
@@ -94,7 +143,7 @@ def _per_pool(load: ClusterLoad, r: int) -> Figure:
                 values = load.utilisation(r, after)[rows]
                 top = max(top, float(np.percentile(values, 95)))
                 _box(ax, values, k + offset, colour)
-        ax.set_yticks(np.arange(len(pools)), [f"{p}\n{(members == p).sum()} nodes" for p in pools])
+        ax.set_yticks(np.arange(len(pools)), [f"{plain(p)}\n{(members == p).sum()} nodes" for p in pools])
         ax.set_ylim(len(pools) - 0.5, -0.5)
         percent_axis(ax, top)
         ax.set_xlabel(f"{load.resources[r]} requested / allocatable per node (box: 25-75%, whiskers: 5-95%, "
@@ -116,6 +165,7 @@ def _box(ax: Axes, values: FloatArray, y: float, colour: str) -> None:
         box.set_edgecolor(colour)
 
 
+@_chart
 def device_chart(load: ClusterLoad) -> str | None:
     """Each GPU device's used share, before and after, one image row per GPU node and one
     column per device, per pool; None when no node has devices."""
@@ -139,7 +189,7 @@ def device_chart(load: ClusterLoad) -> str | None:
                 ax.set_title(f"{pool}: {when}", fontsize=9, loc="left")
                 ax.set_xticks(range(width))
                 if len(rows) <= PER_NODE_LIMIT:
-                    ax.set_yticks(range(len(rows)), [load.nodes[i] for i in rows] if column == 0 else [])
+                    ax.set_yticks(range(len(rows)), [plain(load.nodes[i]) for i in rows] if column == 0 else [])
                 else:
                     ax.set_yticks([])
                     ax.set_ylabel(f"{len(rows)} nodes" if column == 0 else "")
@@ -158,6 +208,7 @@ def _device_rows(load: ClusterLoad, rows: IntArray) -> IntArray:
     return rows[np.lexsort((np.array([load.nodes[i] for i in rows]), -used))]
 
 
+@_chart
 def reasons_chart(counts: Sequence[tuple[str, int]]) -> str | None:
     """Pods not placed, per reason (a pod counts under every reason its message gives)."""
     if not counts:
@@ -167,7 +218,7 @@ def reasons_chart(counts: Sequence[tuple[str, int]]) -> str | None:
         ax = fig.add_subplot()
         y = np.arange(len(counts))
         ax.barh(y, [c for _, c in counts], color=BOUND)
-        ax.set_yticks(y, [_short(reason) for reason, _ in counts])
+        ax.set_yticks(y, [_short(plain(reason)) for reason, _ in counts])
         ax.invert_yaxis()
         ax.set_xlabel("pods not placed whose message gives the reason")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -189,6 +240,7 @@ def _drawable(events: Sequence[Event]) -> bool:
     return all(e.placed_weight < DRAWABLE_WEIGHT and (e.bound or 0) < DRAWABLE_WEIGHT for e in events)
 
 
+@_chart
 def progress_chart(events: Sequence[Event]) -> str | None:
     """The incumbent over time, with the bound where the solver has one: a plan's placed weight
     and objective, a rebalance's objective and moves."""

@@ -39,7 +39,9 @@ figure { margin: 8px 0 20px; } figure svg { max-width: 100%; height: auto; }
 
 
 def esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """Text from the input as HTML text: control characters and bidi overrides escaped as in the
+    charts (``charts.plain``), then HTML's own characters."""
+    return html.escape(charts.plain(str(value)), quote=True)
 
 
 def table(head: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[int] = ()) -> str:

@@ -13,15 +13,26 @@ refused with the reason (or, with ``--on-malformed ignore``, skipped for the nex
 HTTPS only (``ssl`` over ``http.server``), with the certificate and key reloaded when their files
 change (a rotated Secret is picked up without a restart). ``/readyz`` and ``/healthz`` answer 200
 once serving; ``/metrics`` has the pods routed per scheduler.
+
+One client cannot freeze it (:class:`ConnectionLimits`): the accepting thread only accepts; each
+connection gets a thread that does its own TLS handshake within a deadline, then reads with a
+timeout (an idle or stalled connection is closed); beyond a cap on open connections a new one is
+closed at once. A body over the size limit gets 413, one that is not JSON or nested too deep 400,
+one that does not arrive in time 408.
+Every log line is one JSON object: a dropped connection is one line saying why, never a traceback.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
+import re
+import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -30,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from kubeplace.kube.canary import ShareError, Split
@@ -40,6 +52,9 @@ NAMESPACE_TTL = 10.0
 """Seconds a namespace's annotations are cached."""
 MAX_BODY = 8 << 20
 """The largest AdmissionReview read (the API server's own limit on an object is 3 MiB)."""
+MAX_JSON_DEPTH = 100
+"""The deepest nesting of arrays and objects read in a body: a pod is about 15 deep; far deeper
+is not a pod and would exhaust the parser's recursion."""
 
 NamespaceReader = Callable[[str], Mapping[str, str]]
 
@@ -116,9 +131,9 @@ class Webhook:
         try:
             assert isinstance(request, dict)
             return self._review(uid, request)
-        except Exception:  # never crash and never block: admit unchanged
+        except Exception as error:  # never crash and never block: admit unchanged
             self.metrics.errors.inc()
-            log.exception("review failed; pod admitted unchanged", extra={"fields": {"uid": uid}})
+            log.error("review failed; pod admitted unchanged", extra={"fields": {"uid": uid, "why": _why(error)}})
             return _answer(uid, True)
 
     def _review(self, uid: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -181,24 +196,151 @@ class CertReloader:
         return True
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one client may hold of the server. The API server calls a webhook with a timeout of
+    at most 30 s (10 s by default) and reuses its connections; these bound the rest."""
+
+    handshake_seconds: float = 5.0
+    """A TLS handshake not finished by then drops the connection."""
+    read_seconds: float = 10.0
+    """A connection silent this long (idle between requests, or stalled in one) is closed; a
+    request body must arrive within this time in all."""
+    max_connections: int = 64
+    """Connections open at once (handshaking or served); one more is closed at once."""
+    max_body: int = MAX_BODY
+    max_depth: int = MAX_JSON_DEPTH
+
+
+def _why(error: BaseException | None) -> str:
+    return f"{type(error).__name__}: {error}" if error is not None else "unknown"
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+"""An opening bracket steps one level in (+1), a closing one out (-1 as a signed byte)."""
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[{]}")
+
+
+def json_depth(data: bytes) -> int:
+    """How deeply arrays and objects nest in the JSON text ``data`` (brackets inside strings do
+    not count), without recursion, in a few passes in C over the text."""
+    steps = _JSON_STRING.sub(b"", data).translate(_BRACKET_STEPS, _NOT_BRACKETS)
+    if not steps:
+        return 0
+    return int(np.frombuffer(steps, dtype=np.int8).astype(np.int32).cumsum().max())
+
+
+class _TLSServer(ThreadingHTTPServer):
+    """Accepts on plain TCP and hands each connection to a thread of its own, which does the TLS
+    handshake itself (``do_handshake_on_connect=False``) within the limits."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], context: ssl.SSLContext,
+                 limits: ConnectionLimits) -> None:
+        super().__init__(address, handler)
+        self.context, self.limits = context, limits
+        self.open: set[socket.socket] = set()
+        self.open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.open_lock:
+            full = len(self.open) >= self.limits.max_connections
+            if not full:
+                self.open.add(request)
+        if full:
+            log.warning("connection refused: too many open", extra={"fields": {
+                "client": _client(client_address), "maxConnections": self.limits.max_connections}})
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started (socketserver closes the request): free its place
+            with self.open_lock:
+                self.open.discard(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.open_lock:
+                self.open.discard(request)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(self.limits.handshake_seconds)
+        with self.context.wrap_socket(request, server_side=True, do_handshake_on_connect=False) as tls:
+            with self.open_lock:  # the TLS socket now owns the connection: close that one on shutdown
+                self.open.discard(request)
+                self.open.add(tls)
+            try:
+                tls.do_handshake()
+                tls.settimeout(self.limits.read_seconds)
+                super().finish_request(tls, client_address)
+                _linger(tls)
+            finally:
+                with self.open_lock:
+                    self.open.discard(tls)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line for a connection that failed (handshake, timeout, reset), not the
+        traceback socketserver would print on stderr."""
+        error = sys.exc_info()[1]
+        log.info("connection dropped", extra={"fields": {"client": _client(client_address), "why": _why(error)}})
+
+    def close_open(self) -> None:
+        """Ends every open connection (their threads then finish)."""
+        with self.open_lock:
+            connections = list(self.open)
+        for connection in connections:
+            with contextlib.suppress(OSError):  # already closed by its thread
+                connection.shutdown(socket.SHUT_RDWR)
+
+
+LINGER_SECONDS = 0.5
+"""How long a closing connection's unread input is drained (as Go's net/http does)."""
+
+
+def _linger(connection: socket.socket) -> None:
+    """Closes the sending side, then reads what the client still sends for a moment: closing a
+    socket with unread input (the rest of a refused body) resets the connection, and the client
+    may lose the answer already sent."""
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + LINGER_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            connection.settimeout(left)
+            if not connection.recv(1 << 16):
+                break
+
+
+def _client(address: Any) -> str:
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
+
+
 class WebhookServer:
     """The HTTPS server around a :class:`Webhook`."""
 
     def __init__(self, webhook: Webhook, cert: Path, key: Path, port: int, address: str = "0.0.0.0",
-                 reload_seconds: float = 30.0) -> None:
+                 reload_seconds: float = 30.0, limits: ConnectionLimits | None = None) -> None:
         self.webhook = webhook
+        self.limits = limits or ConnectionLimits()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         self.certs = CertReloader(context, cert, key)
-        self.httpd = ThreadingHTTPServer((address, port), _handler(webhook))
-        self.httpd.daemon_threads = True
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.httpd = _TLSServer((address, port), _handler(webhook, self.limits), context, self.limits)
         self.stop_event = threading.Event()
         self.reload_seconds = reload_seconds
 
     @property
     def port(self) -> int:
         return int(self.httpd.server_address[1])
+
+    @property
+    def open_connections(self) -> int:
+        with self.httpd.open_lock:
+            return len(self.httpd.open)
 
     def start(self) -> None:
         """Serves from daemon threads until :meth:`shutdown`; reloads the certificate every
@@ -214,9 +356,18 @@ class WebhookServer:
         self.stop_event.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.httpd.close_open()
 
 
-def _handler(webhook: Webhook) -> type[BaseHTTPRequestHandler]:
+class BadBody(ValueError):
+    """A request body that is not an AdmissionReview to read: ``code`` is the HTTP answer."""
+
+    def __init__(self, code: int, why: str) -> None:
+        super().__init__(why)
+        self.code = code
+
+
+def _handler(webhook: Webhook, limits: ConnectionLimits) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -224,6 +375,8 @@ def _handler(webhook: Webhook) -> type[BaseHTTPRequestHandler]:
             self.send_response(code)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(body)
 
@@ -238,21 +391,63 @@ def _handler(webhook: Webhook) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             started = time.monotonic()
             if self.path.split("?")[0] != MUTATE_PATH:
+                self.close_connection = True  # its body was not read
                 self._send(404, b"not found", "text/plain")
                 return
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(min(length, MAX_BODY))) if 0 < length <= MAX_BODY else None
-            except (ValueError, OSError):
-                body = None
-            if body is None:
-                self._send(400, b'{"error": "expected an AdmissionReview"}')
+                body = json.loads(self._body())
+            except BadBody as error:
+                self._refuse(error.code, str(error))
+                return
+            except TimeoutError as error:
+                self.close_connection = True
+                self._refuse(408, f"request body not received in time ({_why(error)})")
+                return
+            except (ValueError, RecursionError) as error:
+                self._refuse(400, f"not JSON: {_why(error)}")
                 return
             answer = webhook.review(body)
             self._send(200, json.dumps(answer).encode())
             webhook.metrics.seconds.observe(time.monotonic() - started)
 
+        def _body(self) -> bytes:
+            """The request's body, read within ``limits.read_seconds`` in all; BadBody when it
+            cannot be an AdmissionReview (the connection is then closed: its rest is unread)."""
+            raw = self.headers.get("Content-Length")
+            if self.headers.get("Transfer-Encoding") or raw is None or not raw.isascii() or not raw.isdigit():
+                self.close_connection = True
+                raise BadBody(400, "expected an AdmissionReview with a Content-Length")
+            length = int(raw)
+            if length > limits.max_body:
+                self.close_connection = True
+                raise BadBody(413, f"a body of {length} bytes is over the limit of {limits.max_body}")
+            data = self._read(length)
+            if json_depth(data) > limits.max_depth:
+                raise BadBody(400, f"JSON nested deeper than {limits.max_depth} levels")
+            return data
+
+        def _read(self, length: int) -> bytes:
+            deadline = time.monotonic() + limits.read_seconds
+            chunks: list[bytes] = []
+            while length > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"request body not received within {limits.read_seconds:g}s")
+                self.connection.settimeout(left)
+                chunk = self.rfile.read1(min(length, 1 << 16))
+                if not chunk:
+                    raise ConnectionError("connection closed in the request body")
+                chunks.append(chunk)
+                length -= len(chunk)
+            self.connection.settimeout(limits.read_seconds)
+            return b"".join(chunks)
+
+        def _refuse(self, code: int, why: str) -> None:
+            log.info("request refused", extra={"fields": {"client": _client(self.client_address), "code": code,
+                                                          "why": why}})
+            self._send(code, json.dumps({"error": why}).encode())
+
         def log_message(self, format: str, *args: Any) -> None:
-            log.debug(format % args)
+            log.debug(format % args, extra={"fields": {"client": _client(self.client_address)}})
 
     return Handler

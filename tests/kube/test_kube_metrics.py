@@ -93,6 +93,18 @@ def test_fresh_metrics_keep_what_is_young_enough() -> None:
     assert fresh_metrics(snap, 0, NOW_EPOCH) == snap
 
 
+def test_metrics_dated_in_the_future_are_stale_not_fresh_forever() -> None:
+    snap = snapshot_of(*NODES, node_metrics("n1", "1", timestamp="2025-06-01T11:58:00Z"),
+                       node_metrics("n2", "1", timestamp="9999-12-31T23:59:59Z"),
+                       pod_metrics("web", "1", timestamp="2025-06-01T12:00:01Z"))
+    fresh = fresh_metrics(snap, 300, NOW_EPOCH)
+    assert list(fresh.node_metrics) == ["n1"] and not fresh.pod_metrics
+    (line,) = fresh.notes
+    assert "1 node(s) and 1 pod(s) older than 300s or dated in the future" in line
+    assert "2 of them dated in the future" in line
+    assert fresh_metrics(snap, 0, NOW_EPOCH) == snap  # no limit: kept as they are
+
+
 def test_measured_load_adds_the_requests_of_pods_the_metrics_cannot_include_yet() -> None:
     snap = snapshot_of(*NODES, node_metrics("n1", "2", "2Gi"), node_metrics("n2", "1", "1Gi"),
                        pod("measured").cpu("1").memory("1Gi").on("n1").created("2025-06-01T10:00:00Z"),

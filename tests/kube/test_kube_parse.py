@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
+from kubeplace.cli.main import main
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import HostPort, Requirement, SelectorTerm, Snapshot, SpecRule, Taint, Toleration
 from kubeplace.kube.parse import PriorityClass, build_snapshot, parse_namespace_labels, parse_node, parse_pod
@@ -252,6 +256,73 @@ def test_each_rule_is_judged_by_the_plugin_that_owns_it() -> None:
 def test_namespace_labels() -> None:
     manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"t": "a"}}}
     assert parse_namespace_labels(manifest) == ("team-a", {"t": "a"})
+
+
+SUBDOMAIN_RULE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+LABEL_RULE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+              "and end with an alphanumeric character (e.g. 'my-name' or '123-abc', regex used for validation is "
+              "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("Web-1", f'Invalid value: "Web-1": {SUBDOMAIN_RULE}'),
+     ("web_1", f'Invalid value: "web_1": {SUBDOMAIN_RULE}'),
+     ("-web", f'Invalid value: "-web": {SUBDOMAIN_RULE}'),
+     ("web.", f'Invalid value: "web.": {SUBDOMAIN_RULE}'),
+     ("web\u202egnp", f'Invalid value: "web\u202egnp": {SUBDOMAIN_RULE}'),  # a bidi override
+     ("web\n", f'Invalid value: "web\\n": {SUBDOMAIN_RULE}'),
+     ("a" * 254, f'Invalid value: "{"a" * 254}": must be no more than 253 characters'),
+     ("A" * 254, f'Invalid value: "{"A" * 254}": must be no more than 253 characters; '
+                 f'Invalid value: "{"A" * 254}": {SUBDOMAIN_RULE}')],
+)
+def test_pod_and_node_names_are_dns_subdomains_as_the_api_server_checks(name: str, message: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_pod(pod(name).manifest(), "f.yaml")
+    assert str(caught.value) == f"f.yaml: Pod default/{name}: metadata.name: {message}"
+    with pytest.raises(InputError) as caught:
+        parse_node(node(name).manifest(), "f.yaml")
+    assert str(caught.value) == f"f.yaml: Node {name}: metadata.name: {message}"
+
+
+def test_names_the_api_server_takes_are_read() -> None:
+    assert parse_pod(pod("a" * 253).manifest()).name == "a" * 253
+    assert parse_pod(pod("web-1.shop.example-2", ns="t" * 63).manifest()).namespace == "t" * 63
+    assert parse_node(node("ip-10-0-0-1.ec2.internal").manifest()).name == "ip-10-0-0-1.ec2.internal"
+    assert parse_pod(pod("p").on("ip-10-0-0-1.ec2.internal").manifest()).node_name == "ip-10-0-0-1.ec2.internal"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "message"),
+    [("team.a", 'Invalid value: "team.a": must not contain dots'),
+     ("Team", f'Invalid value: "Team": {LABEL_RULE}'),
+     ("t" * 64, f'Invalid value: "{"t" * 64}": must be no more than 63 characters')],
+)
+def test_namespaces_are_dns_labels_as_the_api_server_checks(namespace: str, message: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_pod(pod("p", ns=namespace).manifest(), "f.yaml")
+    assert str(caught.value) == f"f.yaml: Pod {namespace}/p: metadata.namespace: {message}"
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    with pytest.raises(InputError) as caught:
+        parse_namespace_labels(manifest, "f.yaml")
+    assert str(caught.value) == f"f.yaml: Namespace {namespace}: metadata.name: {message}"
+
+
+def test_a_pods_node_name_is_a_dns_subdomain() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_pod(pod("p").on("Node_1").manifest(), "f.yaml")
+    assert str(caught.value) == f'f.yaml: Pod default/p: spec.nodeName: Invalid value: "Node_1": {SUBDOMAIN_RULE}'
+
+
+def test_an_invalid_name_in_a_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    snap = tmp_path / "c.yaml"
+    snap.write_text(yaml.safe_dump_all([node("n1").cpu("2").manifest(), pod("p\u202e$^$").cpu("1").manifest()]))
+    out = CliRunner().invoke(main, ["plan", str(snap)])
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr == (f"error: {snap}: Pod default/p\\u202e$^$: metadata.name: Invalid value: "
+                          f'"p\\u202e$^$": {SUBDOMAIN_RULE}\n')
 
 
 def _node_affinity(terms: list[Any]) -> dict[str, Any]:

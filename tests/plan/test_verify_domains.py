@@ -69,13 +69,13 @@ def anti(builder: PodBuilder, *terms: dict[str, Any]) -> PodBuilder:
     return affinity(builder, anti=terms)
 
 
-NAMESPACES = (namespace("subteam1.team1").label("team", "team1"), namespace("subteam2.team1").label("team", "team1"),
-              namespace("subteam1.team2").label("team", "team2"), namespace("NS1"))
+NAMESPACES = (namespace("subteam1-team1").label("team", "team1"), namespace("subteam2-team1").label("team", "team1"),
+              namespace("subteam1-team2").label("team", "team2"), namespace("ns-1"))
 NODE1 = n("node1", region="r1", zone="z11")
 SCAN = term("service", "region", "In", "securityscan", "value2")
 TEAM1 = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["team1"]}]}
-CHINA_INDIA = (n("nodeA", region="China"), n("nodeB", region="China", az="az1"), n("nodeC", region="India"))
-R1_Z1_Z2 = (n("nodeA", region="r1", zone="z1"), n("nodeB", region="r1", zone="z2"))
+CHINA_INDIA = (n("nodea", region="China"), n("nodeb", region="China", az="az1"), n("nodec", region="India"))
+R1_Z1_Z2 = (n("nodea", region="r1", zone="z1"), n("nodeb", region="r1", zone="z2"))
 
 AFFINITY_CASES = [
     ("1 affinity In matches the existing pod",
@@ -86,72 +86,72 @@ AFFINITY_CASES = [
       affinity(pod("p"), {**SCAN, "namespaces": ["DiffNameSpace"]})],
      {"node1": AFF}),
     ("3a namespaceSelector selects the existing pod's namespace",
-     [*NAMESPACES, NODE1, labelled(pod("e", "subteam1.team1"), service="securityscan").on("node1"),
+     [*NAMESPACES, NODE1, labelled(pod("e", "subteam1-team1"), service="securityscan").on("node1"),
       affinity(pod("p"), {**SCAN, "namespaceSelector": TEAM1})],
      {"node1": OK}),
     ("3b namespaceSelector does not select it",
-     [*NAMESPACES, NODE1, labelled(pod("e", "subteam1.team2"), service="securityscan").on("node1"),
+     [*NAMESPACES, NODE1, labelled(pod("e", "subteam1-team2"), service="securityscan").on("node1"),
       affinity(pod("p"), {**SCAN, "namespaceSelector": TEAM1})],
      {"node1": AFF}),
     ("4a anti-affinity with namespaceSelector {} reaches every namespace",
-     [*NAMESPACES, NODE1, labelled(pod("e", "subteam2.team1"), service="securityscan").on("node1"),
-      anti(pod("p", "subteam1.team1"), {**term("service", "zone", "In", "securityscan"), "namespaceSelector": {}})],
+     [*NAMESPACES, NODE1, labelled(pod("e", "subteam2-team1"), service="securityscan").on("node1"),
+      anti(pod("p", "subteam1-team1"), {**term("service", "zone", "In", "securityscan"), "namespaceSelector": {}})],
      {"node1": ANTI}),
     ("4b anti-affinity namespaceSelector does not select the existing pod's namespace",
-     [*NAMESPACES, NODE1, labelled(pod("e", "subteam1.team2"), service="securityscan").on("node1"),
-      anti(pod("p", "subteam1.team1"), {**term("service", "zone", "In", "securityscan"), "namespaceSelector": TEAM1})],
+     [*NAMESPACES, NODE1, labelled(pod("e", "subteam1-team2"), service="securityscan").on("node1"),
+      anti(pod("p", "subteam1-team1"), {**term("service", "zone", "In", "securityscan"), "namespaceSelector": TEAM1})],
      {"node1": OK}),
     ("5 affinity on region: same region passes, another fails",
-     [*CHINA_INDIA, labelled(pod("e"), foo="bar").on("nodeA"), affinity(pod("p"), term("foo", "region", "In", "bar"))],
-     {"nodeA": OK, "nodeB": OK, "nodeC": AFF}),
+     [*CHINA_INDIA, labelled(pod("e"), foo="bar").on("nodea"), affinity(pod("p"), term("foo", "region", "In", "bar"))],
+     {"nodea": OK, "nodeb": OK, "nodec": AFF}),
     ("6 first pod of a self-affine collection passes anywhere",
-     [n("nodeA", zone="az1"), n("nodeB", zone="az2"), labelled(pod("e"), foo="bar").on("nodeA"),
+     [n("nodea", zone="az1"), n("nodeb", zone="az2"), labelled(pod("e"), foo="bar").on("nodea"),
       affinity(labelled(pod("p"), foo="bar", service="securityscan"), term("foo", "zone", "In", "bar"),
                term("service", "zone", "In", "securityscan"))],
-     {"nodeA": OK, "nodeB": OK}),
+     {"nodea": OK, "nodeb": OK}),
     ("7 first pod only on nodes with the topology keys",
-     [n("nodeA", zoneLabel="az1"), n("nodeB", zoneLabel="az2"), labelled(pod("e"), foo="bar").on("nodeA"),
+     [n("nodea", zoneLabel="az1"), n("nodeb", zoneLabel="az2"), labelled(pod("e"), foo="bar").on("nodea"),
       affinity(labelled(pod("p"), foo="bar", service="securityscan"), term("foo", "zone", "In", "bar"),
                term("service", "zone", "In", "securityscan"))],
-     {"nodeA": AFF, "nodeB": AFF}),
+     {"nodea": AFF, "nodeb": AFF}),
     ("8 anti-affinity covers the whole region",
-     [n("nodeA", region="r1"), n("nodeB", region="r1"), labelled(pod("e"), foo="abc").on("nodeA"),
+     [n("nodea", region="r1"), n("nodeb", region="r1"), labelled(pod("e"), foo="abc").on("nodea"),
       anti(pod("p"), term("foo", "region", "In", "abc"))],
-     {"nodeA": ANTI, "nodeB": ANTI}),
+     {"nodea": ANTI, "nodeb": ANTI}),
     ("9 any anti-affinity term suffices",
-     [n("nodeA", region="r1", zone="z1"), n("nodeB", region="r1", zone="z2"),
-      labelled(pod("e"), foo="abc", service="securityscan").on("nodeA"),
+     [n("nodea", region="r1", zone="z1"), n("nodeb", region="r1", zone="z2"),
+      labelled(pod("e"), foo="abc", service="securityscan").on("nodea"),
       anti(pod("p"), term("foo", "region", "In", "abc"), term("service", "zone", "In", "securityscan"))],
-     {"nodeA": ANTI, "nodeB": ANTI}),
+     {"nodea": ANTI, "nodeb": ANTI}),
     ("10 an existing term whose key no node has forbids nothing",
-     [n("nodeA", region="r1", zone="z1"), n("nodeB", region="r1", zone="z1"),
-      anti(pod("e"), term("foo", "invalid-node-label", "Exists")).on("nodeA"), labelled(pod("p"), foo="")],
-     {"nodeA": OK, "nodeB": OK}),
+     [n("nodea", region="r1", zone="z1"), n("nodeb", region="r1", zone="z1"),
+      anti(pod("e"), term("foo", "invalid-node-label", "Exists")).on("nodea"), labelled(pod("p"), foo="")],
+     {"nodea": OK, "nodeb": OK}),
     ("11 existing pod's term counts only with its key",
-     [*R1_Z1_Z2, anti(pod("e"), term("foo", "invalid-node-label", "Exists"), term("bar", "zone", "Exists")).on("nodeA"),
+     [*R1_Z1_Z2, anti(pod("e"), term("foo", "invalid-node-label", "Exists"), term("bar", "zone", "Exists")).on("nodea"),
       labelled(pod("p"), foo="", bar="")],
-     {"nodeA": EXISTING, "nodeB": OK}),
+     {"nodea": EXISTING, "nodeb": OK}),
     ("12 incoming anti-affinity terms over two pods",
-     [*R1_Z1_Z2, labelled(pod("e1"), foo="").on("nodeA"), labelled(pod("e2"), bar="").on("nodeB"),
+     [*R1_Z1_Z2, labelled(pod("e1"), foo="").on("nodea"), labelled(pod("e2"), bar="").on("nodeb"),
       anti(pod("p"), term("foo", "zone", "Exists"), term("bar", "region", "Exists"))],
-     {"nodeA": ANTI, "nodeB": ANTI}),
+     {"nodea": ANTI, "nodeb": ANTI}),
     ("13 affinity terms must be met by one pod",
-     [*R1_Z1_Z2, labelled(pod("e1"), foo="").on("nodeA"), labelled(pod("e2"), bar="").on("nodeB"),
+     [*R1_Z1_Z2, labelled(pod("e1"), foo="").on("nodea"), labelled(pod("e2"), bar="").on("nodeb"),
       affinity(pod("p"), term("foo", "region", "Exists"), term("bar", "zone", "Exists"))],
-     {"nodeA": AFF, "nodeB": AFF}),
+     {"nodea": AFF, "nodeb": AFF}),
     ("14 one pod matching all terms supports the domain",
-     [n("nodeA", region="r1", zone="z1"), n("nodeB", region="r1", zone="z1"),
-      labelled(pod("e"), foo="", bar="").on("nodeA"),
+     [n("nodea", region="r1", zone="z1"), n("nodeb", region="r1", zone="z1"),
+      labelled(pod("e"), foo="", bar="").on("nodea"),
       affinity(pod("p"), term("foo", "region", "Exists"), term("bar", "zone", "Exists"))],
-     {"nodeA": OK, "nodeB": OK}),
+     {"nodea": OK, "nodeb": OK}),
     ("15 existing pods' terms stay in their own namespace",
-     [*NAMESPACES, *CHINA_INDIA, labelled(pod("e1", "NS1"), foo="bar").on("nodeA"),
-      anti(pod("e2", "NS2"), term("foo", "region", "In", "123")).on("nodeC"),
-      anti(labelled(pod("p", "NS1"), foo="123"), term("foo", "region", "In", "bar"))],
-     {"nodeA": ANTI, "nodeB": ANTI, "nodeC": OK}),
+     [*NAMESPACES, *CHINA_INDIA, labelled(pod("e1", "ns-1"), foo="bar").on("nodea"),
+      anti(pod("e2", "ns-2"), term("foo", "region", "In", "123")).on("nodec"),
+      anti(labelled(pod("p", "ns-1"), foo="123"), term("foo", "region", "In", "bar"))],
+     {"nodea": ANTI, "nodeb": ANTI, "nodec": OK}),
     ("16 a null-selector affinity term matches nothing, not even the pod",
-     [*R1_Z1_Z2, labelled(pod("e"), foo="").on("nodeA"), affinity(labelled(pod("p"), foo=""), {"topologyKey": "zone"})],
-     {"nodeA": AFF, "nodeB": AFF}),
+     [*R1_Z1_Z2, labelled(pod("e"), foo="").on("nodea"), affinity(labelled(pod("p"), foo=""), {"topologyKey": "zone"})],
+     {"nodea": AFF, "nodeb": AFF}),
 ]
 
 
@@ -182,7 +182,7 @@ def on(spec: str, ns: str = "default", **labels: str) -> list[PodBuilder]:
     out = []
     for part in spec.split():
         for i in range(int(part[1:])):
-            name = f"e-{part[0]}{i}-{'-'.join(labels.values())}"
+            name = "-".join([f"e-{part[0]}{i}", *filter(None, labels.values())])  # a name the API server takes
             out.append(labelled(pod(name, ns), **(labels or {"foo": ""})).on(f"node-{part[0]}"))
     return out
 

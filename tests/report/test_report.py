@@ -3,9 +3,12 @@ that needs nothing from anywhere else (the browser tests open it for real)."""
 
 from __future__ import annotations
 
+import json
 import re
+import warnings
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
@@ -16,7 +19,7 @@ from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Unplaced
 from kubeplace.rebalance.solve import Move
 from kubeplace.report.build import Placed, plan_report, pods_after, reason_counts, reason_phrases, rebalance_report
-from kubeplace.report.charts import PER_NODE_LIMIT, progress_chart, utilisation_chart
+from kubeplace.report.charts import PER_NODE_LIMIT, progress_chart, reasons_chart, utilisation_chart
 from kubeplace.report.html import device_table, render
 from kubeplace.report.load import MAX_POOLS, cluster_load, pool_of, pools_of
 from kubeplace.solver.run import Event
@@ -113,3 +116,59 @@ def test_an_unwritable_report_path_is_one_line_and_exit_2(tmp_path: Path) -> Non
     assert out.exit_code == 2
     assert out.output.strip().splitlines()[-1].startswith(f"error: cannot write the report {tmp_path}/missing")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_path_that_is_an_input_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text((DEMO / "cluster.yaml").read_text())
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: kubeplace.io/v1alpha1\nkind: PlacementConfiguration\n")
+    (tmp_path / "link.html").symlink_to(cluster)
+    (tmp_path / "hard.html").hardlink_to(cluster)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    cases = [(["plan", str(cluster)], cluster, f"the input {cluster}"),
+             (["plan", str(cluster)], tmp_path / "sub" / ".." / "cluster.yaml", "the input"),
+             (["plan", str(cluster)], tmp_path / "link.html", "the input"),
+             (["plan", str(cluster)], tmp_path / "hard.html", "the input"),
+             (["plan", str(tmp_path)], tmp_path / "new.json", f"a snapshot file of SOURCE {tmp_path}"),
+             (["plan", str(cluster), "--config", str(config)], config, f"the input {config}"),
+             (["rebalance", str(cluster)], cluster, f"the input {cluster}")]
+    for args, report, why in cases:
+        out = CliRunner().invoke(main, [*args, "--report", str(report)])
+        assert out.exit_code == 2, (args, report, out.output)
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: --report: ")
+        assert why in out.stderr and "writing the report would overwrite it" in out.stderr
+        assert out.stdout == ""  # refused before planning: no plan printed either
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    fine = CliRunner().invoke(main, ["plan", str(cluster), "--report", str(tmp_path / "report.html")])
+    assert fine.exit_code == 0 and (tmp_path / "report.html").read_text().startswith("<!doctype html>")
+
+
+def test_report_text_is_plain_text_and_nothing_reaches_stderr(tmp_path: Path,
+                                                              capfd: pytest.CaptureFixture[str]) -> None:
+    """A gang named "$^$" (mathtext that does not parse) and one named with control bytes and a
+    character the font lacks: the report is written, the names drawn as they are (escaped), and
+    stderr has the report's line only (no matplotlib warning, no traceback)."""
+    snap = tmp_path / "cluster.yaml"
+    pending = [{"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"p{k}", "namespace": "default",
+                             "annotations": {"scheduling.k8s.io/group-name": group}},
+                "spec": {"schedulerName": "kubeplace",
+                         "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "2"}}}]}}
+               for k, group in enumerate(["$^$", "g\x01\x1b[2J\u202e\U0001f600", "$\\frac{1}{0}$"])]
+    node_doc = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}
+    snap.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node_doc, *pending]}))
+    report = tmp_path / "r.html"
+    out = CliRunner().invoke(main, ["plan", str(snap), "--report", str(report), "-o", "json"])
+    assert out.exit_code == 0, out.output
+    assert out.stderr.splitlines() == [f"report: {report}"]
+    text = report.read_text()
+    assert "default/$^$" in text and "default/g\\x01\\x1b[2J\\u202e" in text  # a table cell
+    assert "default/g\\x01\\x1b[NJ\\u202e" in text  # the reasons chart (its numbers as N)
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]", text)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        chart = reasons_chart([("$^$ \x07 \U0001f600", 1), ("$x$", 2)])
+    assert chart is not None and "$^$ \\x07" in chart and "$x$" in chart
+    assert seen == [] and capfd.readouterr().err == ""
