@@ -57,8 +57,10 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
     findings: list[Finding] = []
     given: Counter[str] = Counter()
     joining: Counter[str] = Counter()
-    held: Counter[DeviceId] = Counter(r.device for c in devices.claims.values() if c.allocation
-                                      for r in c.allocation.results)
+    # An allocation listing a device twice holds it once (the API server accepts such a list; the
+    # kube-scheduler's allocated devices are a set).
+    held: Counter[DeviceId] = Counter(device for c in devices.claims.values() if c.allocation
+                                      for device in {r.device for r in c.allocation.results})
     for namespace, name, node_name in placements:
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:

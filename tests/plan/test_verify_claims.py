@@ -122,3 +122,11 @@ def test_a_claim_listed_twice_for_a_pod_and_reservations_past_the_limit_are_refu
     assert "claim default/shared reserved for 255 consumers gets 2 more, over the API server's 256" in found
     assert "resourceclaim full in use: reserved for 256 consumers" in found
     assert details(snapshot, place("a", "n1", "shared", on("n1", "gpu-3"))) == []
+
+
+def test_an_existing_allocation_listing_a_device_twice_holds_it_once() -> None:
+    """The API server accepts such a results list (atomic, no uniqueness); the kube-scheduler's
+    allocated devices are a set. Found by the claims fuzz: the verifier refused every plan joining it."""
+    twice = resource_claim("done", allocated=("n1", [("gpu", "gpu-3"), ("gpu", "gpu-3")]), reserved_for=["uid-x"])
+    snapshot = cluster(twice, pod("x").cpu("1").on("n1"), claiming(pod("joiner").cpu("1"), claim="done"))
+    assert details(snapshot, place("joiner", "n1", "done", None), place("p0", "n1", "c0", on("n1", "gpu-0"))) == []
