@@ -58,12 +58,12 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
     """Every hard rule, GPU devices and the volumes chosen included, for a plan about to be bound.
     ``plugins``: the profile's plugins instantiated for this snapshot, when the caller has them
     (they are built again otherwise)."""
-    triples = [(p.namespace, p.name, p.node) for p in placements]
+    counted = [(p.namespace, p.name, p.node, p.count) for p in placements]
     settings = verify_settings(config, profile)
     plugins = plugins or instantiate(config, profile, snapshot)
     volumes = {(p.namespace, p.name): p.volumes for p in placements}
     claims = {(p.namespace, p.name): p.claims for p in placements}
-    violations = verify(plugins.mark_unmodelled(snapshot, bound=False), triples, settings, plugin_checks(plugins),
+    violations = verify(plugins.mark_unmodelled(snapshot, bound=False), counted, settings, plugin_checks(plugins),
                         volumes, claims)
-    return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements],
+    return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus, p.count) for p in placements],
                                        settings)
