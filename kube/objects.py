@@ -535,8 +535,9 @@ class Snapshot:
     disruption_budgets: tuple[DisruptionBudget, ...] = ()
     """PodDisruptionBudgets (files, or the cluster when read for preemption or rebalancing)."""
     reserved: tuple[Pod, ...] = ()
-    """Stand-ins for followers that do not exist yet (``kube.followers``): planned with their
-    leader, in its gang, never bound."""
+    """Stand-ins for followers that do not exist yet (``kube.followers``, one object per leader
+    counting its followers, ``Pod.copies``) and for pods Kueue still gates (``kube.kueue``):
+    planned with their leader, in its gang, never bound."""
     controllers: tuple[Controller, ...] = ()
     """Services, ReplicationControllers, ReplicaSets and StatefulSets (the default spread selector)."""
     devices: Devices = field(default_factory=lambda: Devices())

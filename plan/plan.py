@@ -148,7 +148,8 @@ class Plan:
     preemptions: tuple[Preemption, ...] = ()
     reservations: tuple[Placement, ...] = ()
     """Room held for followers that do not exist yet (stand-ins, ``kube.followers``), in their
-    leader's domain: never bound, listed so that the plan says why a leader went where it did."""
+    leader's domain: never bound, listed so that the plan says why a leader went where it did.
+    One entry per stand-in and node, with how many followers the node holds (``count``)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = self._to_dict()
