@@ -129,7 +129,8 @@ def test_parallelism_is_capped_by_completions_and_a_leader_without_its_job_is_pl
 def test_an_lws_leader_holds_room_for_its_workers_shaped_by_the_worker_template(backend: str) -> None:
     plan, snap = plan_of(*racks(big="5"), leader_worker_set("infer", 4, worker_cpu="3"), lws_leader("infer", 0, 4),
                          backend=backend)
-    assert [(p.name, p.labels[f"{LWS}worker-index"], p.copies) for p in snap.reserved] == [("infer-0.followers", "1", 3)]
+    assert [(p.name, p.labels[f"{LWS}worker-index"], p.copies) for p in snap.reserved] == [
+        ("infer-0.followers", "1", 3)]
     assert rack_of(plan, "infer-0") == "r4" and racks_held(plan) == {"r4": 3}
 
 
