@@ -11,19 +11,21 @@ way. Placed one at a time, a leader may take a domain its followers do not fit i
 
 So, for a pending leader whose Job (``batch/v1``, pod label ``batch.kubernetes.io/job-name``) or
 LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``, label ``leaderworkerset.sigs.k8s.io/name``) is in
-the snapshot, kubeplace plans the followers too, as stand-ins (``Pod.reserved_for``): the Job's
-parallelism (at most its completions) less one, or the group's size less one, each shaped by the
-Job's pod template or the LeaderWorkerSet's worker template, with the leader's labels (so other
-leaders' anti-affinity sees them). The leader and its stand-ins form one gang in one domain of
-the exclusive key (:class:`PodGroup` origin ``batch`` / ``leaderworkerset.x-k8s.io``): the leader
-goes only where its whole job fits. Stand-ins are never bound; the plan lists them as
-reservations. A leader whose Job or LeaderWorkerSet is not in the snapshot is planned alone.
+the snapshot, kubeplace plans the followers too, as one stand-in object (``Pod.reserved_for``)
+that counts them (``Pod.copies``): the Job's parallelism (at most its completions) less one, or the
+group's size less one, shaped by the Job's pod template or the LeaderWorkerSet's worker template,
+with the leader's labels (so other leaders' anti-affinity sees them). One object, not one per
+follower: the model counts it in its class, the plan reserves it as counts per node, so memory
+and time grow with the leaders, never with their jobs' sizes. The leader and its followers form
+one gang in one domain of the exclusive key (:class:`PodGroup` origin ``batch`` /
+``leaderworkerset.x-k8s.io``): the leader goes only where its whole job fits. Stand-ins are never
+bound; the plan lists them as reservations, one per node with how many followers it holds there.
+A leader whose Job or LeaderWorkerSet is not in the snapshot is planned alone.
 
 A size is checked before any stand-in is made: a job or group with more pods than the largest
 domain of its exclusive key has pod slots (``allocatable.pods`` summed over its nodes) could never
 run there, so its leader is never placed and says why (a ``parallelism: 2147483647`` or a size of
-2^31-1 must not make kubeplace build two billion stand-ins). Stand-ins are thus bounded by what the
-snapshot's nodes can hold.
+2^31-1 must not be planned at all). Counts are thus bounded by what the snapshot's nodes can hold.
 """
 
 from __future__ import annotations
@@ -131,9 +133,10 @@ def _template_requests(raw: object, field: str) -> Mapping[str, int]:
 
 def stand_ins(pending: Iterable[Pod], existing: Iterable[Pod], owners: Mapping[tuple[tuple[str, str], str, str], Owner],
               nodes: Sequence[Node]) -> tuple[list[Pod], list[PodGroup]]:
-    """The stand-in followers of every pending leader whose owner is known, and one gang per
-    such leader (the leader and its stand-ins, all in one domain of the exclusive key); a leader
-    whose job no domain could ever hold gets a gang that says so, and no stand-ins."""
+    """The stand-in for the followers of every pending leader whose owner is known (one object
+    each, counting them), and one gang per such leader (the leader and its followers, all in one
+    domain of the exclusive key); a leader whose job no domain could ever hold gets a gang that
+    says so, and no stand-in."""
     members: dict[GangKey, int] = {}
     for pod in existing:
         key = leader_gang(pod)
@@ -156,7 +159,7 @@ def stand_ins(pending: Iterable[Pod], existing: Iterable[Pod], owners: Mapping[t
             slots[topology] = largest_domain_slots(nodes, topology)
         refused = _too_large(kind, key, owner.size, missing + 1, topology, slots[topology])
         if not refused:
-            followers += [_stand_in(leader, kind, index, owner) for index in range(1, missing + 1)]
+            followers.append(_stand_in(leader, kind, missing, owner))
         groups.append(PodGroup(key.namespace, key.name, missing + 1, created=leader.creation, origin=ORIGINS[kind],
                                topology_key=topology, unreadable=refused))
     return followers, groups
@@ -181,13 +184,20 @@ def _too_large(kind: tuple[str, str], key: GangKey, size: int, needed: int, topo
             f"can ever hold ({slots} pods)")
 
 
-def _stand_in(leader: Pod, kind: tuple[str, str], index: int, owner: Owner) -> Pod:
-    """Follower ``index`` as its controller would create it, before it exists: the leader's labels
-    (its own index), the template's requests, no inter-pod affinity (JobSet injects that on
-    leaders only; a worker's is the leader's, in the leader's domain)."""
-    marks = {COMPLETION_INDEX: str(index)} if kind == JOB_KIND else {LWS_WORKER_INDEX: str(index)}
+def stand_in_name(leader: str) -> str:
+    """The name of the stand-in for the followers of the leader pod named ``leader``."""
+    return f"{leader}.followers"
+
+
+def _stand_in(leader: Pod, kind: tuple[str, str], copies: int, owner: Owner) -> Pod:
+    """The ``copies`` followers as their controller would create them, before they exist, as one
+    object: the leader's labels (the first follower's index), the template's requests, no
+    inter-pod affinity (JobSet injects that on leaders only; a worker's is the leader's, in the
+    leader's domain)."""
+    marks = {COMPLETION_INDEX: "1"} if kind == JOB_KIND else {LWS_WORKER_INDEX: "1"}
     labels = {**leader.labels, **{k: v for k, v in marks.items() if k in leader.labels or kind == LWS_KIND}}
     annotations = {**leader.annotations, **{k: v for k, v in marks.items() if k in leader.annotations}}
-    return replace(leader, name=f"{leader.name}.follower-{index}", uid="", labels=labels, annotations=annotations,
+    return replace(leader, name=stand_in_name(leader.name), uid="", labels=labels, annotations=annotations,
                    requests=dict(owner.requests), affinity=(), anti_affinity=(), host_ports=leader.host_ports,
-                   spec_rules=leader.spec_rules - _AFFINITY_RULES, volumes=(), reserved_for=leader.key)
+                   spec_rules=leader.spec_rules - _AFFINITY_RULES, volumes=(), reserved_for=leader.key,
+                   copies=copies)

@@ -214,6 +214,11 @@ class Pod:
     reserved_for: str = ""
     """Set only on a stand-in for a pod that does not exist yet (a follower created once its leader
     is scheduled): the leader's ``namespace/name``. Stand-ins are planned, never bound."""
+    copies: int = 1
+    """How many identical pods this object stands for: 1, but for a leader's stand-in followers,
+    which are one object however many they are (``kube.followers``): memory and time grow with
+    the leaders, not with their jobs' sizes. The model counts it ``copies`` times in its class,
+    the plan reserves it as counts per node."""
     source: str = field(default="", compare=False)
     """Where it was read from, for messages; not part of equality (files and API agree)."""
 
@@ -530,8 +535,9 @@ class Snapshot:
     disruption_budgets: tuple[DisruptionBudget, ...] = ()
     """PodDisruptionBudgets (files, or the cluster when read for preemption or rebalancing)."""
     reserved: tuple[Pod, ...] = ()
-    """Stand-ins for followers that do not exist yet (``kube.followers``): planned with their
-    leader, in its gang, never bound."""
+    """Stand-ins for followers that do not exist yet (``kube.followers``, one object per leader
+    counting its followers, ``Pod.copies``) and for pods Kueue still gates (``kube.kueue``):
+    planned with their leader, in its gang, never bound."""
     controllers: tuple[Controller, ...] = ()
     """Services, ReplicationControllers, ReplicaSets and StatefulSets (the default spread selector)."""
     devices: Devices = field(default_factory=lambda: Devices())

@@ -219,6 +219,12 @@ def _group(keys: Sequence[Hashable]) -> tuple[IntArray, list[int]]:
     return idx, first
 
 
+def _alone(pod: Pod) -> str:
+    """Keeps an object standing for several pods (``Pod.copies``) alone in its class: a class is
+    then either pods of one each or one such object, whose count is its copies."""
+    return pod.key if pod.copies != 1 else ""
+
+
 def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequence[Node]) -> FilterTable:
     node_group, node_reps = _group([plugin.node_key(n) for n in nodes])
     pod_key_of_class, pod_reps = _group([plugin.pod_key(p) for p in class_pods])
@@ -246,7 +252,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
 
     keyed = [(_demand_vector(p, resources, x), (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
               tuple(f.pod_key(p) for f in plugins.filters),
-              tuple(c.pod_key(p) for c in plugins.constraints))
+              tuple(c.pod_key(p) for c in plugins.constraints), _alone(p))
              for p, need, x in zip(modelled, needs, extra, strict=True)]
     class_of_pod, first = _group(keyed)
     members = [list[int]() for _ in first]
@@ -255,7 +261,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         members[int(c)].append(pending_index[id(modelled[pos])])
     class_pods = tuple(modelled[i] for i in first)
     demand = np.array([keyed[i][0] for i in first], dtype=np.int64).reshape(len(first), len(resources))
-    count = np.array([len(m) for m in members], dtype=np.int64)
+    count = np.array([sum(pending[m].copies for m in ms) for ms in members], dtype=np.int64)
     priority = weight_tiers(class_pods)
 
     gpu_count = np.array([keyed[i][1][0] for i in first], dtype=np.int64)
@@ -395,9 +401,11 @@ def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuN
     against what the cluster runs, not only against the batch being placed)."""
     shapes: dict[Shape, int] = {}
     running = (_RUNNING_SHAPES(pod, tuple(resources), conv) for pod in bound)
-    for key in [*(k for k in running if k is not None),
-                *(_shape(pod, need, resources) for pod, need in zip(pending, needs, strict=True))]:
+    for key in (k for k in running if k is not None):
         shapes[key] = shapes.get(key, 0) + 1
+    for pod, need in zip(pending, needs, strict=True):
+        key = _shape(pod, need, resources)
+        shapes[key] = shapes.get(key, 0) + pod.copies
     keys = list(shapes)
     demand = np.array([k[0] for k in keys], dtype=np.int64).reshape(len(keys), len(resources))
     return Workload(demand, np.array([k[1] for k in keys], dtype=np.int64),

@@ -291,7 +291,9 @@ class Problem:
     count: IntArray  # (K,) pods in the class
     weight: IntArray  # (K,) objective weight of placing one pod (from priority), >= 1
     eligible: BoolArray  # (K, N) every filter passed and one pod fits the free capacity
-    members: tuple[tuple[int, ...], ...]  # per class: indices into Snapshot.pending
+    members: tuple[tuple[int, ...], ...]
+    """Per class: indices into Snapshot.pending; one object standing for several pods
+    (``Pod.copies``) is alone in its class, so ``count`` exceeds ``len(members[c])`` only there."""
     group_caps: tuple[GroupCap, ...] = ()
     gangs: tuple[Gang, ...] = ()
     exclusions: tuple[Exclusion, ...] = ()

@@ -60,14 +60,14 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
     and that what binding it writes is the placed pods' own (``plan.verify_owned``).
     ``plugins``: the profile's plugins instantiated for this snapshot, when the caller has them
     (they are built again otherwise)."""
-    triples = [(p.namespace, p.name, p.node) for p in placements]
+    counted = [(p.namespace, p.name, p.node, p.count) for p in placements]
     settings = verify_settings(config, profile)
     plugins = plugins or instantiate(config, profile, snapshot)
     volumes = {(p.namespace, p.name): p.volumes for p in placements}
     claims = {(p.namespace, p.name): p.claims for p in placements}
     violations = [Violation(*finding) for finding in verify_owned(
         snapshot, placements, settings.check_claims, VOLUME_BINDING in settings.volume_rules)]
-    violations += verify(plugins.mark_unmodelled(snapshot, bound=False), triples, settings, plugin_checks(plugins),
+    violations += verify(plugins.mark_unmodelled(snapshot, bound=False), counted, settings, plugin_checks(plugins),
                          volumes, claims)
-    return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus) for p in placements],
+    return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus, p.count) for p in placements],
                                        settings)

@@ -24,7 +24,7 @@ def gang_statuses(snapshot: Snapshot, agg: Aggregation, placed_per_class: IntArr
         group = groups.get(gang.key)
         placed = int(placed_per_class[classes].sum())
         ok = placed > 0 and placed >= gang.still_needed
-        reason = "" if ok else _why(gang, len(members), group.created if group else "",
+        reason = "" if ok else _why(gang, int(p.count[classes].sum()), group.created if group else "",
                                     gang_timeout(group), now)
         out.append(GangStatus(gang.key.namespace, gang.key.name, gang.min_member, members, gang.running,
                               placed if ok else 0, ok, reason))

@@ -123,7 +123,7 @@ def replay_order(snapshot: Snapshot, placements: tuple[Placement, ...]) -> tuple
     2.F), as the independent verifier finds it: bind in this order, and the inter-pod rules hold
     at every step."""
     order = replay(snapshot, [(p.namespace, p.name, p.node) for p in placements]).order
-    rank = {(namespace, name): k for k, (namespace, name, _) in enumerate(order)}
+    rank = {(placed[0], placed[1]): k for k, placed in enumerate(order)}
     return tuple(sorted(placements, key=lambda p: rank.get((p.namespace, p.name), len(rank))))
 
 
@@ -146,9 +146,10 @@ def _emulation(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet,
 
 
 def pods_per_node(agg: Aggregation, a: Assignment,
-                  pending: tuple[Pod, ...]) -> list[tuple[Pod, str, tuple[int, ...]]]:
+                  pending: tuple[Pod, ...]) -> list[tuple[Pod, str, tuple[int, ...], int]]:
     """Class counts to pods: members of a class take its nodes in order, and GPU pods
-    their devices."""
+    their devices; each with how many of its copies go there (1, but for an object standing for
+    several pods, ``Pod.copies``: then all the devices of its copies there)."""
     p = agg.problem
     taken = np.zeros(p.n_classes, dtype=np.int64)
     devices = _devices_by_pair(a)
@@ -156,10 +157,13 @@ def pods_per_node(agg: Aggregation, a: Assignment,
     order = np.lexsort((a.node, a.cls))
     for k in order:
         c, i, n = int(a.cls[k]), int(a.node[k]), int(a.counts[k])
+        if int(p.count[c]) > len(p.members[c]):  # one object, its copies counted per node
+            out.append((pending[p.members[c][0]], p.node_names[i], tuple(sorted(devices.get((c, i), []))), n))
+            continue
         members = p.members[c][taken[c]: taken[c] + n]
         per_pod = _split_devices(devices.get((c, i), []), n, int(p.gpu_count[c]) if p.has_devices else 0)
         for member, devs in zip(members, per_pod, strict=True):
-            out.append((pending[member], p.node_names[i], devs))
+            out.append((pending[member], p.node_names[i], devs, 1))
         taken[c] += n
     return out
 
@@ -212,14 +216,14 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
     p = agg.problem
     a = report.assignment
     bound_pairs = pods_per_node(agg, a, snapshot.pending)
-    claims, not_allocated = claim_allocations(plugins, [(pod, node) for pod, node, _ in bound_pairs], snapshot)
-    dropped = [(pod, node) for pod, node, _ in bound_pairs if pod.key in not_allocated]
-    bound_pairs = [(pod, node, devs) for pod, node, devs in bound_pairs if pod.key not in not_allocated]
-    volumes = volume_choices(plugins, [(pod, node) for pod, node, _ in bound_pairs], snapshot)
+    claims, not_allocated = claim_allocations(plugins, [(pod, node) for pod, node, _, _ in bound_pairs], snapshot)
+    dropped = [(pod, node) for pod, node, _, _ in bound_pairs if pod.key in not_allocated]
+    bound_pairs = [pair for pair in bound_pairs if pair[0].key not in not_allocated]
+    volumes = volume_choices(plugins, [(pod, node) for pod, node, _, _ in bound_pairs], snapshot)
     placed = tuple((pod, Placement(pod.namespace, pod.name, node, pod.uid,
                                    _plugin_devices(devs, claims.get(pod.key, ())), volumes.get(pod.key, ()),
-                                   claims.get(pod.key, ())))
-                   for pod, node, devs in bound_pairs)
+                                   claims.get(pod.key, ()), count))
+                   for pod, node, devs, count in bound_pairs)
     placements = tuple(placement for pod, placement in placed if not pod.reserved_for)
     reservations = tuple(placement for pod, placement in placed if pod.reserved_for)
     after = After.of(p, a)

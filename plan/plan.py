@@ -36,6 +36,9 @@ class Placement:
     """For each unbound WaitForFirstConsumer claim, the volume it binds to or provisioning."""
     claims: tuple[ClaimAllocation, ...] = ()
     """For each resource claim to allocate, its devices (written before the pod is bound)."""
+    count: int = 1
+    """How many pods of it go to ``node``: 1, but for a reservation (stand-in followers, one
+    object however many, ``Pod.copies``): how many of them the node holds (``gpus``: all theirs)."""
 
 
 @dataclass(frozen=True)
@@ -145,12 +148,13 @@ class Plan:
     preemptions: tuple[Preemption, ...] = ()
     reservations: tuple[Placement, ...] = ()
     """Room held for followers that do not exist yet (stand-ins, ``kube.followers``), in their
-    leader's domain: never bound, listed so that the plan says why a leader went where it did."""
+    leader's domain: never bound, listed so that the plan says why a leader went where it did.
+    One entry per stand-in and node, with how many followers the node holds (``count``)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = self._to_dict()
         if self.reservations:
-            out["reservations"] = [_placement_dict(p) for p in self.reservations]
+            out["reservations"] = [{**_placement_dict(p), "count": p.count} for p in self.reservations]
         if self.summary.preemption is not None:
             out["preemptions"] = [{"namespace": v.namespace, "name": v.name, "node": v.node, "priority": v.priority,
                                    "for": list(v.for_pods), "uid": v.uid} for v in self.preemptions]

@@ -114,12 +114,12 @@ def _planned(snapshot: Snapshot, config: Configuration, profile: Profile, pp: Pr
     pending = pp.pending_part(a)
     pending = replace(pending, devices=_devices_after(pp, after, pending, config))
     pairs = pods_per_node(pp.agg, pending, pp.pods)
-    claims, not_allocated = claim_allocations(plain.plugins, [(pod, node) for pod, node, _ in pairs], snapshot)
+    claims, not_allocated = claim_allocations(plain.plugins, [(pod, node) for pod, node, _, _ in pairs], snapshot)
     dropped = [Unplaced(pod.namespace, pod.name, (f"node {node}: {not_allocated[pod.key]}",))
-               for pod, node, _ in pairs if pod.key in not_allocated]
-    pairs = [(pod, node, devs) for pod, node, devs in pairs if pod.key not in not_allocated]
+               for pod, node, _, _ in pairs if pod.key in not_allocated]
+    pairs = [pair for pair in pairs if pair[0].key not in not_allocated]
     placements = tuple(Placement(pod.namespace, pod.name, node, pod.uid, devs, claims=claims.get(pod.key, ()))
-                       for pod, node, devs in pairs)
+                       for pod, node, devs, _ in pairs)
     victims = _attributed(pp, chosen, placements)
     placed_per_class = a.placed_per_class(p.n_classes)
     gangs = gang_statuses(snapshot, pp.agg, placed_per_class)
@@ -159,12 +159,13 @@ def verify_preempting(snapshot: Snapshot, placements: Sequence[Placement], victi
                                            config.gpu.share_resources)
 
 
-def _plain_weight(snapshot: Snapshot, plain: Planned, pairs: Sequence[tuple[Pod, str, tuple[int, ...]]]) -> int:
+def _plain_weight(snapshot: Snapshot, plain: Planned,
+                  pairs: Sequence[tuple[Pod, str, tuple[int, ...], int]]) -> int:
     """The placed weight of these placements as the plan without preemption weighs pods (the
     preemption problem's tiers also count the victims' priorities)."""
     p = plain.aggregation.problem
     weight = {snapshot.pending[m].key: p.exact_weight[c] for c in range(p.n_classes) for m in p.members[c]}
-    return sum(weight.get(pod.key, 0) for pod, _, _ in pairs)
+    return sum(weight.get(pod.key, 0) for pod, _, _, _ in pairs)
 
 
 def _victims(pp: PreemptionProblem, a: Assignment) -> list[Preemption]:

@@ -30,7 +30,7 @@ from kubeplace.kube.objects import (
     Snapshot,
 )
 from kubeplace.plan.verify_claims import verify_claims
-from kubeplace.plan.verify_domains import node_term_matches, replay, tolerates
+from kubeplace.plan.verify_domains import Counted, node_term_matches, replay, tolerates
 from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
@@ -85,22 +85,25 @@ class Violation:
 
 def verify(
     snapshot: Snapshot,
-    placements: Sequence[tuple[str, str, str]],
+    counted: Sequence[Counted],
     settings: VerifySettings = VerifySettings(),
     extra_checks: Sequence[ExtraCheck] = (),
     volume_choices: Mapping[tuple[str, str], Sequence[ClaimChoice]] | None = None,
     claim_allocations: Mapping[tuple[str, str], Sequence[ClaimAllocation]] | None = None,
 ) -> list[Violation]:
-    """All the reasons why ``placements`` ((namespace, name, node_name) triples) must not be
-    bound; an empty list means the plan is valid. ``volume_choices`` (the volumes the plan binds
-    the pods' unbound claims to) are checked when given, else that such volumes exist; so are
-    ``claim_allocations`` (the devices the plan allocates to the pods' resource claims)."""
+    """All the reasons why ``counted`` ((namespace, name, node_name) triples, or with a count
+    for stand-ins, :data:`Counted`) must not be bound; an empty list means the plan is valid.
+    ``volume_choices`` (the volumes the plan binds the pods' unbound claims to) are checked when
+    given, else that such volumes exist; so are ``claim_allocations`` (the devices the plan
+    allocates to the pods' resource claims)."""
     checker = _Checker(snapshot, settings, extra_checks)
     violations: list[Violation] = []
-    for namespace, name, node_name in placements:
+    placements = [(c[0], c[1], c[2]) for c in counted]
+    counts = [c[3] if len(c) == 4 else 1 for c in counted]
+    for (namespace, name, node_name), count in zip(placements, counts, strict=True):
         violations.extend(
             Violation(namespace, name, node_name, rule, detail)
-            for rule, detail in checker.place(namespace, name, node_name)
+            for rule, detail in checker.place(namespace, name, node_name, count)
         )
     loads = _measured_loads(snapshot, checker.bound_on)
     for node_name, pods in checker.placed.items():
@@ -111,14 +114,14 @@ def verify(
         violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(_unreadable_gangs(snapshot, placements))
-    violations.extend(_followers_reserved(snapshot, placements))
+    violations.extend(_followers_reserved(snapshot, placements, checker.copies))
     violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
                                                                        settings.volume_rules))
     if settings.check_claims:
         violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
     if _domain_rules(snapshot):
         violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
-                          for v in replay(snapshot, placements).violations)
+                          for v in replay(snapshot, counted).violations)
     return violations
 
 
@@ -175,7 +178,7 @@ def _ratio(load: Mapping[str, int], node: Node, resource: str) -> float:
     return load.get(resource, 0) / allocatable if allocatable > 0 else _INFINITE
 
 
-def _load(node: Node, placed: Sequence[Pod], load: Mapping[str, int] | None,
+def _load(node: Node, placed: Sequence[tuple[Pod, int]], load: Mapping[str, int] | None,
           settings: VerifySettings) -> Iterator[Violation]:
     """LoadAware: no new pod (but a DaemonSet's) on a node measured above a threshold."""
     if load is None:
@@ -183,14 +186,14 @@ def _load(node: Node, placed: Sequence[Pod], load: Mapping[str, int] | None,
     for resource, threshold in settings.load_thresholds:
         ratio = _ratio(load, node, resource)
         if ratio > threshold:
-            for pod in placed:
+            for pod, _ in placed:
                 if pod.owner_kind != "DaemonSet":
                     yield Violation(pod.namespace, pod.name, node.name, "LoadAware",
                                     f"node {resource} load {ratio:.2f} above threshold {threshold:.2f}")
             return
 
 
-def _headroom(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], load: Mapping[str, int] | None,
+def _headroom(node: Node, placed: Sequence[tuple[Pod, int]], bound: Sequence[Pod], load: Mapping[str, int] | None,
               settings: VerifySettings) -> Iterator[Violation]:
     """Overcommit: requests on a node up to ``headroom`` of allocatable, or all of it on a node
     with the overcommit label whose measured load is below the threshold for cpu and memory."""
@@ -202,14 +205,14 @@ def _headroom(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], load: Map
                                     for r in (CPU, MEMORY))
     share = 1.0 if labelled and cool else settings.headroom
     for resource in settings.headroom_resources:
-        added = sum(max(pod.requests.get(resource, 0), 0) for pod in placed)
+        added = sum(max(pod.requests.get(resource, 0), 0) * count for pod, count in placed)
         if added <= 0:
             continue
         allocatable = node.allocatable.get(resource, 0)
         limit = min(int(allocatable * share), allocatable)  # rounded down: both are >= 0
         used = sum(max(p.requests.get(resource, 0), 0) for p in bound if p.node_name == node.name and not p.finished)
         if used + added > limit:
-            first = next(p for p in placed if p.requests.get(resource, 0) > 0)
+            first = next(p for p, _ in placed if p.requests.get(resource, 0) > 0)
             yield Violation(first.namespace, first.name, node.name, "Overcommit",
                             f"{resource} requests {_amount(resource, used + added)} above {share:g} of allocatable "
                             f"{_amount(resource, allocatable)} (headroom {_amount(resource, limit)})")
@@ -245,9 +248,11 @@ def _gang_name(pod: Pod) -> str:
     return ""
 
 
-def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
+def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
+                        copies: Mapping[tuple[str, str], int]) -> Iterator[Violation]:
     """A pending leader whose followers do not exist yet is placed only with room held for all of
-    them (their stand-ins placed in the same plan), and a stand-in only with its leader."""
+    them (their stand-in placed in the same plan, every one of its copies), and a stand-in only
+    with its leader."""
     placed = {f"{namespace}/{name}" for namespace, name, _ in placements}
     nodes = {(namespace, name): node for namespace, name, node in placements}
     pending = {pod.key for pod in snapshot.pending}
@@ -260,6 +265,11 @@ def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str,
             missing = pod.key if leader else pod.reserved_for
             yield Violation(ns, name, nodes.get((ns, name), ""), "Coscheduling",
                             f"leader and its follower's reservation go together: {missing} is not placed")
+        elif here and copies.get((pod.namespace, pod.name), 0) != pod.copies:
+            ns, name = pod.reserved_for.split("/", 1)
+            yield Violation(ns, name, nodes.get((ns, name), ""), "Coscheduling",
+                            f"room held for {copies.get((pod.namespace, pod.name), 0)} of its {pod.copies} "
+                            f"followers ({pod.key}), not all of them")
 
 
 def _unreadable_gangs(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
@@ -316,8 +326,9 @@ class _Checker:
         self.snapshot, self.settings, self.extra_checks = snapshot, settings, extra_checks
         self.pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
         self.nodes = {node.name: node for node in snapshot.nodes}
-        self.seen: set[tuple[str, str]] = set()
-        self.placed: dict[str, list[Pod]] = {}  # node name -> pods placed there, in plan order
+        self.copies: dict[tuple[str, str], int] = {}  # pod -> how many of it the plan places
+        self.placed: dict[str, list[tuple[Pod, int]]] = {}  # node name -> pods placed there (and
+        # how many of each), in plan order
         self._bound: dict[str, list[Pod]] = {}  # node name -> the snapshot's pods bound there
         for pod in snapshot.bound:
             self._bound.setdefault(pod.node_name, []).append(pod)
@@ -327,23 +338,29 @@ class _Checker:
         pods on a cluster of B bound pods costs P + B, not P x B)."""
         return self._bound.get(node_name, ())
 
-    def place(self, namespace: str, name: str, node_name: str) -> list[tuple[str, str]]:
-        """(rule, detail) for each problem of this one placement."""
+    def place(self, namespace: str, name: str, node_name: str, count: int = 1) -> list[tuple[str, str]]:
+        """(rule, detail) for each problem of this one placement (``count`` copies of an object
+        standing for several pods, ``Pod.copies``: a placement per node it takes some on)."""
         pod = self.pending.get((namespace, name))
         if pod is None:
             return [("Pending", "not one of the snapshot's pending pods")]
-        if (namespace, name) in self.seen:
+        so_far = self.copies.get((namespace, name), 0)
+        if so_far and pod.copies == 1:
             return [("Pending", "placed more than once")]
-        self.seen.add((namespace, name))
+        if count < 1 or so_far + count > pod.copies:
+            return [("Pending", f"count {count}: {so_far + count} placed of its {pod.copies} copies")]
+        self.copies[(namespace, name)] = so_far + count
         problems = list(_pod_state(pod))
         node = self.nodes.get(node_name)
         if node is None:
             return [*problems, ("NodeName", "no such node in the snapshot")]
         problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks)
         here = self.placed.setdefault(node_name, [])
-        holding = [p for p in self.snapshot.nominated if p.nominated_node == node_name and p.priority >= pod.priority]
-        problems += (("NodePorts", d) for d in _port_conflicts(pod, node, self.bound_on(node_name), [*here, *holding]))
-        here.append(pod)
+        holding = [(p, 1) for p in self.snapshot.nominated
+                   if p.nominated_node == node_name and p.priority >= pod.priority]
+        problems += (("NodePorts", d) for d in _port_conflicts(pod, count, node, self.bound_on(node_name),
+                                                                 [*here, *holding]))
+        here.append((pod, count))
         return problems
 
 
@@ -420,10 +437,12 @@ def _gpu_model(pod: Pod, node: Node, settings: VerifySettings) -> Iterator[tuple
         yield "GPUModel", f"needs GPU model {' or '.join(sorted(models))}, node has {have or 'none'}"
 
 
-def _port_conflicts(pod: Pod, node: Node, bound: Sequence[Pod], placed_here: Sequence[Pod]) -> Iterator[str]:
-    """``placed_here``: the pods placed there before it, and those nominated there of its priority or more."""
+def _port_conflicts(pod: Pod, count: int, node: Node, bound: Sequence[Pod],
+                    placed_here: Sequence[tuple[Pod, int]]) -> Iterator[str]:
+    """Host ports the pod's already taken on the node: by the pods placed there before it, those
+    nominated there of its priority or more, and another of its own copies."""
     others = [other for other in bound if other.node_name == node.name and not other.finished]
-    for other in [*others, *placed_here]:
+    for other in [*others, *(p for p, _ in placed_here), *([pod] if count > 1 else [])]:
         for mine in pod.host_ports:
             for theirs in other.host_ports:
                 if _ports_conflict(mine, theirs):
@@ -442,7 +461,8 @@ def _requests(pod: Pod) -> dict[str, int]:
     return requests
 
 
-def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], devices: Devices) -> Iterator[Violation]:
+def _capacity(node: Node, placed: Sequence[tuple[Pod, int]], bound: Sequence[Pod],
+              devices: Devices) -> Iterator[Violation]:
     """NodeResourcesFit. An extended resource a DeviceClass serves, on a node without any of it
     from a device plugin, is DRA's (its devices are checked by ``verify_claims``)."""
     used: dict[str, int] = {}
@@ -451,9 +471,9 @@ def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], devices: 
             for resource, amount in _requests(other).items():
                 used[resource] = used.get(resource, 0) + amount
     added: dict[str, int] = {}
-    for pod in placed:
+    for pod, count in placed:  # count: copies of an object standing for several pods (Pod.copies)
         for resource, amount in _requests(pod).items():
-            added[resource] = added.get(resource, 0) + amount
+            added[resource] = added.get(resource, 0) + amount * count
     for resource in sorted(added):
         allocatable = node.allocatable.get(resource, 0)
         if devices.serves(resource, node.allocatable):
@@ -461,7 +481,7 @@ def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], devices: 
         free = allocatable - used.get(resource, 0)
         if added[resource] <= 0 or added[resource] <= free:
             continue
-        users = [pod for pod in placed if _requests(pod).get(resource, 0) > 0]
+        users = [pod for pod, _ in placed if _requests(pod).get(resource, 0) > 0]
         first = users[0]
         yield Violation(
             first.namespace,
@@ -475,17 +495,17 @@ def _capacity(node: Node, placed: Sequence[Pod], bound: Sequence[Pod], devices: 
         )
 
 
-def _nominated_room(node: Node, placed: Sequence[Pod], bound: Sequence[Pod],
+def _nominated_room(node: Node, placed: Sequence[tuple[Pod, int]], bound: Sequence[Pod],
                     nominated: Sequence[Pod]) -> Iterator[Violation]:
     """NodeResourcesFit as the kube-scheduler runs it for each placed pod: with the pods nominated
     to the node of its priority or more added (``kube.nominated``), all the node's pods fit."""
     if not any(p.nominated_node == node.name for p in nominated):
         return
     total: dict[str, int] = {}
-    for other in [*(b for b in bound if b.node_name == node.name and not b.finished), *placed]:
+    for other, count in [*((b, 1) for b in bound if b.node_name == node.name and not b.finished), *placed]:
         for resource, amount in _requests(other).items():
-            total[resource] = total.get(resource, 0) + amount
-    for pod in sorted(placed, key=lambda p: p.priority):  # the lowest priority leaves the most room
+            total[resource] = total.get(resource, 0) + amount * count
+    for pod in sorted((p for p, _ in placed), key=lambda p: p.priority):  # the lowest priority leaves the most room
         held: dict[str, int] = {}
         for waiting_pod in nominated:
             if waiting_pod.nominated_node == node.name and waiting_pod.priority >= pod.priority:

@@ -45,7 +45,10 @@ SPREAD_MISSING_LABEL = "node(s) didn't match pod topology spread constraints (mi
 
 Placement = tuple[str, str, str]
 """(namespace, name, node name)"""
-_Item = tuple[Pod, Node, Placement]
+Counted = Placement | tuple[str, str, str, int]
+"""A placement with, for an object standing for several pods (``Pod.copies``: a leader's
+stand-in followers), how many of them go to the node; 1 when left out."""
+_Item = tuple[Pod, Node, Counted]
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.ParseInt accepts in base 10
 
 
@@ -65,34 +68,37 @@ class DomainViolation:
 @dataclass(frozen=True)
 class Replay:
     violations: tuple[DomainViolation, ...]
-    order: tuple[Placement, ...]
+    order: tuple[Counted, ...]
     """Every placement: first those that replay, in the order they passed (bind in this order),
     then those that fail, then those the replay skips (unknown pod or node, duplicates)."""
 
 
-def replay(snapshot: Snapshot, placements: Sequence[Placement]) -> Replay:
-    """Replay ``placements`` in an order of their own and report the pods that fail."""
+def replay(snapshot: Snapshot, placements: Sequence[Counted]) -> Replay:
+    """Replay ``placements`` in an order of their own and report the pods that fail (the copies
+    of an object standing for several pods as one step per node, checked and counted together)."""
     state = _State(snapshot)
     pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
     valid: list[_Item] = []
-    skipped: list[Placement] = []
-    seen: set[tuple[str, str]] = set()
+    skipped: list[Counted] = []
+    seen: set[tuple[str, ...]] = set()
     for placement in placements:
-        pod, node = pending.get(placement[:2]), state.nodes.get(placement[2])
-        if pod is None or node is None or placement[:2] in seen:
+        pod, node = pending.get((placement[0], placement[1])), state.nodes.get(placement[2])
+        once = placement[:2] if pod is None or pod.copies == 1 else placement[:3]
+        if pod is None or node is None or once in seen:
             skipped.append(placement)
         else:
-            seen.add(placement[:2])
+            seen.add(once)
             valid.append((pod, node, placement))
     remaining = _replay_order(state, valid)
-    order: list[Placement] = []
-    failures: dict[Placement, _Failure] = {}
+    order: list[Counted] = []
+    failures: dict[Counted, _Failure] = {}
     while remaining:
         failed = []
         for pod, node, placement in remaining:
-            failure = state.check(pod, node)
+            count = placement[3] if len(placement) == 4 else 1
+            failure = state.check(pod, node, count)
             if failure is None:
-                state.commit(pod, node)
+                state.commit(pod, node, count)
                 order.append(placement)
             else:
                 failures[placement] = failure
@@ -100,7 +106,7 @@ def replay(snapshot: Snapshot, placements: Sequence[Placement]) -> Replay:
         if len(failed) == len(remaining):
             break
         remaining = failed
-    violations = tuple(DomainViolation(*p, *failures[p]) for _, _, p in remaining)
+    violations = tuple(DomainViolation(*p[:3], *failures[p]) for _, _, p in remaining)
     return Replay(violations, (*order, *(p for _, _, p in remaining), *skipped))
 
 
@@ -217,11 +223,11 @@ class _Matched:
             self.memo[cls] = all(t.matches(namespace, labels) for t in self.terms)
         return self.memo[cls]
 
-    def add(self, node: Node) -> None:
+    def add(self, node: Node, count: int = 1) -> None:
         for term in self.terms:
             value = node.labels.get(term.key)
             if value is not None:
-                self.pairs[(term.key, value)] = self.pairs.get((term.key, value), 0) + 1
+                self.pairs[(term.key, value)] = self.pairs.get((term.key, value), 0) + count
 
 
 @dataclass
@@ -267,12 +273,12 @@ class _Spread:
                 self.selector, labels)
         return self.memo[cls]
 
-    def add(self, node_name: str) -> None:
+    def add(self, node_name: str, count: int = 1) -> None:
         value = self.domain_of.get(node_name)
         if value is None:
             return
         before = self.counts[value]
-        self.counts[value] = before + 1
+        self.counts[value] = before + count
         if before == self.minimum:
             self.at_minimum -= 1
             if self.at_minimum == 0:
@@ -302,7 +308,7 @@ class _State:
         self.namespace_labels = snapshot.namespace_labels
         self.classes: list[tuple[str, Mapping[str, str]]] = []
         self.class_ids: dict[tuple[str, frozenset[tuple[str, str]]], int] = {}
-        self.placed_on: dict[int, list[tuple[str, bool]]] = {}  # class -> (node, terminating) per pod
+        self.placed_on: dict[int, list[tuple[str, bool, int]]] = {}  # class -> (node, terminating, how many)
         self.matched: dict[tuple[_OwnTerm, ...], _Matched] = {}
         self.forbidden: dict[tuple[str, PodAffinityTerm], _Forbidden] = {}
         self.spreads: dict[tuple[object, ...], _Spread] = {}
@@ -337,34 +343,36 @@ class _State:
             self.counters_of[cls] = cached
         return cached[2], cached[3]
 
-    def commit(self, pod: Pod, node: Node) -> None:
+    def commit(self, pod: Pod, node: Node, count: int = 1) -> None:
+        """``count`` copies of ``pod`` on ``node`` (more than 1 only for ``Pod.copies``)."""
         cls = self.class_of(pod)
-        self.placed_on.setdefault(cls, []).append((node.name, pod.deleting))
+        self.placed_on.setdefault(cls, []).append((node.name, pod.deleting, count))
         matched_by, spreads = self.counters(cls)
         for matched in matched_by:
-            matched.add(node)
+            matched.add(node, count)
         for spread in spreads:
             if not pod.deleting:
-                spread.add(node.name)
+                spread.add(node.name, count)
         for term in pod.anti_affinity:
             forbidden = self.forbidden.setdefault((pod.namespace, term), _Forbidden(term, pod.namespace))
             value = node.labels.get(term.topology_key)
             if value is not None:
                 forbidden.values.setdefault(value, pod.key)
 
-    def check(self, pod: Pod, node: Node) -> _Failure | None:
-        """The first failing check, in the kube-scheduler's filter order."""
-        return self._spread_failure(pod, node) or self._affinity_failure(pod, node)
+    def check(self, pod: Pod, node: Node, count: int = 1) -> _Failure | None:
+        """The first failing check, in the kube-scheduler's filter order (for the last of
+        ``count`` copies going there together)."""
+        return self._spread_failure(pod, node, count) or self._affinity_failure(pod, node)
 
     # PodTopologySpread
-    def _spread_failure(self, pod: Pod, node: Node) -> _Failure | None:
+    def _spread_failure(self, pod: Pod, node: Node, copies: int = 1) -> _Failure | None:
         for c in self.hard_spreads(pod):
             value = node.labels.get(c.key)
             if value is None:
                 return SPREAD_RULE, SPREAD_MISSING_LABEL, f"{SPREAD_MISSING_LABEL}: node has no label {c.key}"
             floor = c.state.floor(c.min_domains)
             count = c.state.counts.get(value, 0)
-            skew = count + int(selector_matches(c.selector, pod.labels)) - floor
+            skew = count + copies * int(selector_matches(c.selector, pod.labels)) - floor
             if skew > c.max_skew:
                 return SPREAD_RULE, SPREAD_MISMATCH, (
                     f"{SPREAD_MISMATCH}: {c.key}={value} would have skew {skew} > maxSkew {c.max_skew} "
@@ -402,9 +410,9 @@ class _State:
         spread = _Spread(pod.namespace, selector, eligible)
         for cls, where in self.placed_on.items():
             if spread.counts_class(cls, self):
-                for node_name, terminating in where:
+                for node_name, terminating, count in where:
                     if not terminating:
-                        spread.add(node_name)
+                        spread.add(node_name, count)
         return spread
 
     # InterPodAffinity
@@ -454,8 +462,8 @@ class _State:
             matched = _Matched(terms)
             for cls, where in self.placed_on.items():
                 if matched.selects(cls, self):
-                    for node_name, _ in where:
-                        matched.add(self.nodes[node_name])
+                    for node_name, _, count in where:
+                        matched.add(self.nodes[node_name], count)
             self.matched[terms] = matched
         return self.matched[terms]
 

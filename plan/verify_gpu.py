@@ -40,7 +40,12 @@ def gpu_demand(requests: Mapping[str, int], settings: VerifySettings) -> tuple[i
     return of_gpus // 100, (FULL if of_gpus else 0)
 
 
-def verify_devices(snapshot: Snapshot, placements: Sequence[tuple[str, str, str, tuple[int, ...]]],
+Devices = tuple[str, str, str, tuple[int, ...]] | tuple[str, str, str, tuple[int, ...], int]
+"""(namespace, name, node, GPU devices), with how many copies go there for an object standing for
+several pods (``Pod.copies``: then the devices of them all, dealt out as the plan deals them)."""
+
+
+def verify_devices(snapshot: Snapshot, placements: Sequence[Devices],
                    settings: VerifySettings = DEFAULT_SETTINGS) -> list[Violation]:
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     nodes = {n.name: n for n in snapshot.nodes}
@@ -50,7 +55,9 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[tuple[str, str, str,
     devices_of: dict[str, int] = {}
     load: dict[str, dict[int, int]] = {}  # only the nodes the plan places on, each worked out once
     out = []
-    for namespace, name, node_name, devices in placements:
+    for entry in placements:
+        namespace, name, node_name, devices = entry[0], entry[1], entry[2], entry[3]
+        copies = entry[4] if len(entry) == 5 else 1
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:
             continue  # the main verifier reports these
@@ -59,9 +66,18 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[tuple[str, str, str,
         if node_name not in load:
             devices_of[node_name] = device_count(node, settings)
             load[node_name] = _bound_load(node, devices_of[node_name], bound.get(node_name, []), settings)
-        for problem in _place(gpu_demand(pod.requests, settings), devices, devices_of[node_name], load[node_name]):
-            out.append(Violation(namespace, name, node_name, RULE, problem))
+        for share in _dealt(devices, copies):
+            for problem in _place(gpu_demand(pod.requests, settings), share, devices_of[node_name], load[node_name]):
+                out.append(Violation(namespace, name, node_name, RULE, problem))
     return out
+
+
+def _dealt(devices: tuple[int, ...], copies: int) -> list[tuple[int, ...]]:
+    """The devices of ``copies`` pods, copy j taking the sorted entries j, j + copies, ..."""
+    if copies == 1:
+        return [devices]
+    ordered = sorted(devices)
+    return [tuple(ordered[j::copies]) for j in range(copies)]
 
 
 def device_count(node: Node, settings: VerifySettings) -> int:

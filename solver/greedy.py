@@ -95,14 +95,21 @@ def greedy(problem: Problem, policy: str = BEST_FIT, order: list[int] | None = N
 def queue_runs(problem: Problem) -> list[tuple[int, int]]:
     """The pending pods in scheduling-queue order as (class, pods) runs of one class."""
     rank = problem.queue_rank
-    pods = sorted((int(rank[m]) if len(rank) else m, c) for c, ms in enumerate(problem.members) for m in ms)
+    pods = sorted((int(rank[m]) if len(rank) else m, c, _copies(problem, c, ms))
+                  for c, ms in enumerate(problem.members) for m in ms)
     runs: list[tuple[int, int]] = []
-    for _, c in pods:
+    for _, c, n in pods:
         if runs and runs[-1][0] == c:
-            runs[-1] = (c, runs[-1][1] + 1)
+            runs[-1] = (c, runs[-1][1] + n)
         else:
-            runs.append((c, 1))
+            runs.append((c, n))
     return runs
+
+
+def _copies(problem: Problem, c: int, members: tuple[int, ...]) -> int:
+    """How many pods one member of class ``c`` stands for: its class's count when it is alone in
+    it (an object with ``Pod.copies``), else 1."""
+    return int(problem.count[c]) if len(members) == 1 else 1
 
 
 def greedy_in_queue(problem: Problem, policy: str = FGD, exact: bool | None = None) -> Assignment:

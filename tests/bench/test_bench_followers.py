@@ -43,7 +43,7 @@ def _plan(scenario: Scenario, pods: list[Manifest], backend: str) -> tuple[Plan,
     assert verify_plan(snapshot, planned.plan.placements, config, config.profiles[0]) == []
     assert verify_plan(with_stand_ins(snapshot), (*planned.plan.placements, *planned.plan.reservations), config,
                        config.profiles[0]) == []
-    return planned.plan, len(snapshot.reserved)
+    return planned.plan, sum(p.copies for p in snapshot.reserved)
 
 
 @pytest.mark.parametrize("backend", ["cpsat", "highs"])
@@ -60,10 +60,11 @@ def test_jobset_leaders_go_where_their_whole_job_fits(backend: str) -> None:
     job_fits = {g.leader: rack_size[rack[where[g.leader]]] >= 1 + len(g.pods) for g in scenario.followers}
     assert all(job_fits.values()), job_fits  # (without the room held, the 4-pod jobs took 2-node racks)
     assert stand_ins == sum(len(f.pods) for f in scenario.followers)
-    assert len(plan.reservations) == stand_ins
+    assert sum(r.count for r in plan.reservations) == stand_ins
     for group in scenario.followers:  # the room held is in the leader's rack, whole
-        held = [r.node for r in plan.reservations if r.name.startswith(f"{group.leader}.follower-")]
-        assert len(held) == len(group.pods) and {rack[n] for n in held} == {rack[where[group.leader]]}
+        held = [r for r in plan.reservations if r.name == f"{group.leader}.followers"]
+        assert sum(r.count for r in held) == len(group.pods)
+        assert {rack[r.node] for r in held} == {rack[where[group.leader]]}
     assert len({rack[n] for n in where.values()}) == len(where)  # one job per rack
 
     # The second wave: leaders bound, followers created pinned to their leader's rack.

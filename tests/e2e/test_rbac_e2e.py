@@ -147,7 +147,7 @@ def test_plan_holds_room_for_a_jobset_leaders_followers_with_only_this_rbac(
         assert_exit(planned, 0)
         doc = yaml.safe_load(planned.stdout)
         assert [(p["name"], p["node"]) for p in doc["placements"]] == [("train-0", node)]
-        assert [(r["name"], r["node"]) for r in doc["reservations"]] == [("train-0.follower-1", node)]
+        assert [(r["name"], r["node"], r["count"]) for r in doc["reservations"]] == [("train-0.followers", node, 1)]
 
 
 #: (allowed?, SubjectAccessReview resource attributes); "NS" is replaced by the test's namespace.

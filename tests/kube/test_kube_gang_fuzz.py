@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.pipeline import make_plan, with_stand_ins
 from kubeplace.plan.verify import verify
 from tests.builders import BUILDER_SOURCE, node, pod, snapshot_of
 
@@ -105,6 +105,10 @@ def _leaders(draw: Any) -> list[Any]:
     return [job, jobset, lws, lws_leader]
 
 
+EXCLUSIVE_JOBSET = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+EXCLUSIVE_LWS = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+
+
 def _slots(snap: Snapshot) -> int:
     return sum(n.allocatable.get("pods", 0) for n in snap.nodes)
 
@@ -117,7 +121,11 @@ def test_gang_source_fields_end_in_a_verified_plan_or_an_input_error(objects: li
     except InputError as error:
         assert "\n" not in str(error) and str(error).startswith(f"{BUILDER_SOURCE}: ")
         return
-    assert len(snap.reserved) <= _slots(snap)
+    leaders = sum(1 for p in snap.pending if p.annotations.get(EXCLUSIVE_JOBSET) or p.annotations.get(EXCLUSIVE_LWS))
+    assert len(snap.reserved) <= leaders  # one stand-in object per leader, however many followers
+    assert sum(p.copies for p in snap.reserved) <= _slots(snap)
     plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=1, workers=1)).plan
     assert plan.summary.verified
     assert verify(snap, [(p.namespace, p.name, p.node) for p in plan.placements]) == []
+    everything = [(p.namespace, p.name, p.node, p.count) for p in (*plan.placements, *plan.reservations)]
+    assert verify(with_stand_ins(snap), everything) == []

@@ -222,8 +222,8 @@ def test_plans_and_greedy_answers_pass_the_verifier(snap: Snapshot) -> None:
     agg = result.aggregation  # type: ignore[attr-defined]
     for policy in POLICIES:
         a = greedy(agg.problem, policy)
-        placements = [Placement(p.namespace, p.name, n, p.uid, gpus)
-                      for p, n, gpus in pods_per_node(agg, a, snap.pending)]
+        placements = [Placement(p.namespace, p.name, n, p.uid, gpus, count=count)
+                      for p, n, gpus, count in pods_per_node(agg, a, snap.pending)]
         assert verify_plan(snap, placements, Configuration(), Profile()) == [], policy
 
 

@@ -79,9 +79,17 @@ def plan_of(*objects: Any, backend: str = "cpsat") -> tuple[Plan, Snapshot]:
     plan = make_plan(snap, Configuration(), Profile(), SolverSettings(backend=backend, time_limit=5, workers=1)).plan
     assert plan.summary.verified
     assert verify(snap, [(p.namespace, p.name, p.node) for p in plan.placements]) == []
-    everything = [(p.namespace, p.name, p.node) for p in (*plan.placements, *plan.reservations)]
+    everything = [(p.namespace, p.name, p.node, p.count) for p in (*plan.placements, *plan.reservations)]
     assert verify(with_stand_ins(snap), everything) == []
     return plan, snap
+
+
+def racks_held(plan: Plan) -> dict[str, int]:
+    """Followers reserved per rack."""
+    held: dict[str, int] = {}
+    for r in plan.reservations:
+        held[r.node.rsplit("-", 1)[0]] = held.get(r.node.rsplit("-", 1)[0], 0) + r.count
+    return held
 
 
 def rack_of(plan: Plan, name: str) -> str:
@@ -91,11 +99,12 @@ def rack_of(plan: Plan, name: str) -> str:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_jobset_leader_goes_to_a_rack_its_whole_job_fits_in(backend: str) -> None:
     plan, snap = plan_of(*racks(big="5"), job("train", 4), jobset_leader("train"), backend=backend)
-    assert [p.name for p in snap.reserved] == [f"train-0-abcde.follower-{i}" for i in (1, 2, 3)]
-    assert [p.requests["cpu"] for p in snap.reserved] == [3000] * 3
+    assert [(p.name, p.copies, p.requests["cpu"]) for p in snap.reserved] == [("train-0-abcde.followers", 3, 3000)]
     assert rack_of(plan, "train-0-abcde") == "r4"
-    assert sorted(rack_of(plan, r.name) for r in plan.reservations) == ["r4"] * 3
-    assert plan.to_dict()["reservations"][0]["name"] == "train-0-abcde.follower-1"
+    assert racks_held(plan) == {"r4": 3}
+    held = plan.to_dict()["reservations"]
+    assert [(r["name"], r["count"]) for r in held] == [("train-0-abcde.followers", 1)] * 3
+    assert len({r["node"] for r in held}) == 3
     (gang,) = plan.gangs
     assert (gang.name, gang.min_member, gang.placed) == ("train", 4, True)
 
@@ -111,7 +120,7 @@ def test_a_leader_whose_job_fits_nowhere_waits(backend: str) -> None:
 
 def test_parallelism_is_capped_by_completions_and_a_leader_without_its_job_is_planned_alone() -> None:
     snap = snapshot_of(*racks(), job("train", 4, completions=2), jobset_leader("train"))
-    assert len(snap.reserved) == 1
+    assert [p.copies for p in snap.reserved] == [1]
     plan, snap = plan_of(*racks(), jobset_leader("train"))
     assert snap.reserved == () and [p.name for p in plan.placements] == ["train-0-abcde"]
 
@@ -120,9 +129,9 @@ def test_parallelism_is_capped_by_completions_and_a_leader_without_its_job_is_pl
 def test_an_lws_leader_holds_room_for_its_workers_shaped_by_the_worker_template(backend: str) -> None:
     plan, snap = plan_of(*racks(big="5"), leader_worker_set("infer", 4, worker_cpu="3"), lws_leader("infer", 0, 4),
                          backend=backend)
-    assert [(p.name, p.labels[f"{LWS}worker-index"]) for p in snap.reserved] == [
-        (f"infer-0.follower-{i}", str(i)) for i in (1, 2, 3)]
-    assert rack_of(plan, "infer-0") == "r4" and len(plan.reservations) == 3
+    assert [(p.name, p.labels[f"{LWS}worker-index"], p.copies) for p in snap.reserved] == [
+        ("infer-0.followers", "1", 3)]
+    assert rack_of(plan, "infer-0") == "r4" and racks_held(plan) == {"r4": 3}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -130,14 +139,14 @@ def test_two_jobs_never_share_a_rack_nor_its_reserved_room(backend: str) -> None
     """Two 2-pod jobs and racks r2 (2 nodes) and r4 (4 nodes): one job per rack, whichever."""
     plan, _ = plan_of(*racks(), job("a", 2), job("b", 2), jobset_leader("a"), jobset_leader("b"), backend=backend)
     assert {rack_of(plan, "a-0-abcde"), rack_of(plan, "b-0-abcde")} == {"r2", "r4"}
-    assert rack_of(plan, "a-0-abcde.follower-1") == rack_of(plan, "a-0-abcde")
+    assert rack_of(plan, "a-0-abcde.followers") == rack_of(plan, "a-0-abcde")
 
 
 def test_the_verifier_refuses_a_leader_placed_without_its_reserved_room() -> None:
     snap = with_stand_ins(snapshot_of(*racks(), job("train", 2), jobset_leader("train")))
     (violation,) = verify(snap, [("default", "train-0-abcde", "r4-0")])
-    assert violation.rule == "Coscheduling" and "train-0-abcde.follower-1 is not placed" in violation.detail
-    (violation,) = verify(snap, [("default", "train-0-abcde", "r4-0"), ("default", "train-0-abcde.follower-1", "r2-0")])
+    assert violation.rule == "Coscheduling" and "train-0-abcde.followers is not placed" in violation.detail
+    (violation,) = verify(snap, [("default", "train-0-abcde", "r4-0"), ("default", "train-0-abcde.followers", "r2-0")])
     assert violation.rule == "GangTopology"
 
 
@@ -194,7 +203,8 @@ def test_a_job_or_group_larger_than_any_domain_gets_a_reason_and_no_stand_ins(ki
 
 def test_a_job_as_large_as_its_largest_domain_still_gets_its_stand_ins() -> None:
     small = [node(f"r-{i}").cpu("8").memory("8Gi").pods(2).label(RACK, "r") for i in range(2)]
-    assert len(snapshot_of(*small, job("train", 4, cpu="1"), jobset_leader("train", cpu="1")).reserved) == 3
+    assert [p.copies for p in snapshot_of(*small, job("train", 4, cpu="1"), jobset_leader("train", cpu="1")).reserved] \
+        == [3]
     plan, _ = plan_of(*small, job("train", 5, cpu="1"), jobset_leader("train", cpu="1"))
     assert plan.placements == () and "(4 pods)" in plan.unplaced[0].reasons[0]
 
@@ -203,3 +213,46 @@ def test_the_verifier_refuses_a_leader_whose_job_no_domain_could_hold() -> None:
     snap = with_stand_ins(snapshot_of(*racks(), job("train", HUGE), jobset_leader("train")))
     (violation,) = verify(snap, [("default", "train-0-abcde", "r4-0")])
     assert violation.rule == "Coscheduling" and "more than the largest one can ever hold" in violation.detail
+
+
+def test_a_job_as_large_as_a_big_domain_plans_in_memory_and_time_of_its_leader_alone() -> None:
+    """One stand-in object counting the followers, not one pod each: 21,999 followers cost what
+    the leader alone costs, give or take a few MB (one pod per follower took 215 MB and 47 s)."""
+    big = [node(f"big-{i}").cpu("16").memory("64Gi").pods(110).label(RACK, "big") for i in range(200)]
+    nodes = [*big, *(node(f"small-{i}").cpu("16").memory("64Gi").pods(110).label(RACK, "small") for i in range(2))]
+    leader = jobset_leader("train", cpu="100m")
+    slots = 200 * 110
+
+    def traced(*objects: Any) -> tuple[Plan, Snapshot, int, float]:
+        tracemalloc.start()
+        started = time.perf_counter()
+        snap = snapshot_of(*objects)
+        plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=20, workers=1)).plan
+        seconds, (_, peak) = time.perf_counter() - started, tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return plan, snap, peak, seconds
+
+    traced(*nodes, leader)  # imports and first-use caches, out of both measures
+    _, _, alone, _ = traced(*nodes, leader)
+    plan, snap, peak, seconds = traced(*nodes, job("train", slots, cpu="100m"), leader)
+    assert [(p.name, p.copies) for p in snap.reserved] == [("train-0-abcde.followers", slots - 1)]
+    assert peak < alone + (6 << 20), (peak, alone)
+    assert seconds < 30
+    assert plan.summary.verified and [p.node.rsplit("-", 1)[0] for p in plan.placements] == ["big"]
+    assert racks_held(plan) == {"big": slots - 1} and len(plan.reservations) == 200
+    everything = [(p.namespace, p.name, p.node, p.count) for p in (*plan.placements, *plan.reservations)]
+    assert verify(with_stand_ins(snap), everything) == []
+
+
+def test_the_verifier_counts_the_copies_of_a_reservation() -> None:
+    """Room for a job's three followers: all three held, each node's share within its capacity."""
+    snap = with_stand_ins(snapshot_of(*racks(), job("train", 4), jobset_leader("train")))
+    leader = ("default", "train-0-abcde", "r4-0")
+    held = [("default", "train-0-abcde.followers", f"r4-{i}", 1) for i in (1, 2, 3)]
+    assert verify(snap, [leader, *held]) == []
+    (short,) = verify(snap, [leader, *held[:2]])
+    assert short.rule == "Coscheduling" and "room held for 2 of its 3 followers" in short.detail
+    (crowded,) = verify(snap, [leader, ("default", "train-0-abcde.followers", "r4-1", 3)])
+    assert crowded.rule == "NodeResourcesFit" and "Insufficient cpu: needs 5000m more" in crowded.detail
+    (extra,) = verify(snap, [leader, *held, ("default", "train-0-abcde.followers", "r4-1", 1)])
+    assert extra.rule == "Pending" and "4 placed of its 3 copies" in extra.detail

@@ -146,3 +146,15 @@ def test_a_share_of_several_devices_gets_them_all() -> None:
     problem = problem_of(snap)
     a = greedy(problem, "fgd")
     assert sorted(a.devices.device.tolist()) == [0, 1] and a.devices.counts.tolist() == [1, 1]
+
+
+def test_queue_order_runs_every_copy_of_a_stand_in() -> None:
+    """A JobSet leader's three followers are one stand-in object: the queue runs its class
+    three times, so the queue-order greedy places the whole gang (leader and followers)."""
+    from tests.models.test_model_followers import job, jobset_leader, racks
+
+    snap = snapshot_of(*racks(big="5"), job("train", 4), jobset_leader("train"))
+    problem = problem_of(snap)
+    assert sum(n for _, n in queue_runs(problem)) == int(problem.count.sum()) == 4
+    in_queue = greedy_in_queue(problem, "fgd")
+    assert int(np.sum(in_queue.counts)) == 4

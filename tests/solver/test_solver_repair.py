@@ -44,7 +44,7 @@ def gangs_placed(problem: Problem, a: Assignment) -> list[str]:
 
 def assert_valid(snap: Snapshot, agg: Aggregation, a: Assignment) -> None:
     pods = pods_per_node(agg, a, snap.pending)
-    assert verify(snap, [(p.namespace, p.name, node) for p, node, _ in pods]) == []
+    assert verify(snap, [(p.namespace, p.name, node, count) for p, node, _, count in pods]) == []
 
 
 def test_repair_places_the_gang_the_greedy_left_out() -> None:
