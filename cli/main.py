@@ -27,7 +27,6 @@ from kubeplace.cli.options import (
 from kubeplace.cli.render import dump, print_plan, printable, progress, recorder, stdout_console, summary_text
 from kubeplace.kube.errors import EXIT_INCOMPLETE, EXIT_INPUT, PlanVerificationFailed
 
-
 #: The entry-point group through which another distribution adds ``kubeplace`` commands.
 COMMANDS_GROUP = "kubeplace.commands"
 #: Commands the documentation names that another distribution adds, and which one: typed
