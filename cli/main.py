@@ -6,12 +6,11 @@ stderr and exit code 2; nothing is written to the cluster in that case.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import functools
+import importlib.metadata
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
 
 import click
 
@@ -27,28 +26,50 @@ from kubeplace.cli.options import (
     solver_settings,
 )
 from kubeplace.cli.render import dump, print_plan, printable, progress, recorder, stdout_console, summary_text
-from kubeplace.kube.errors import EXIT_INCOMPLETE, PlanVerificationFailed
+from kubeplace.kube.errors import EXIT_INCOMPLETE, EXIT_INPUT, PlanVerificationFailed
+
+#: The entry-point group through which another distribution adds ``kubeplace`` commands.
+COMMANDS_GROUP = "kubeplace.commands"
+#: Commands the documentation names that another distribution adds, and which one: typed
+#: without it installed, they say so in one line instead of "No such command".
+ADDED_BY: Mapping[str, str] = {"bench": "kubeplace-bench", "openb": "kubeplace-bench"}
+
+
+@functools.cache
+def added_commands() -> dict[str, importlib.metadata.EntryPoint]:
+    """The commands installed distributions add (entry points in :data:`COMMANDS_GROUP`), by name."""
+    return {entry.name: entry for entry in importlib.metadata.entry_points(group=COMMANDS_GROUP)}
+
+
+def _not_installed(name: str, distribution: str) -> click.Command:
+    def explain() -> None:
+        click.echo(f"error: kubeplace {name} comes with {distribution}, which is not installed; from a kubeplace "
+                   "checkout: pip install -e ./bench", err=True)
+        sys.exit(EXIT_INPUT)
+
+    return click.Command(name, callback=explain, add_help_option=False, hidden=True,
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 class MainGroup(KubeplaceGroup):
-    """The top-level group: the benchmark groups are imported only when invoked.
-
-    They live in the separate package ``kubeplace_bench``, which the scheduler's runtime never
-    imports; an installation without it (the scheduler's image) has no ``bench``/``openb``.
-    """
-
-    LAZY: ClassVar[dict[str, str]] = {"bench": "bench", "openb": "openb"}
+    """The top-level group: its own commands, and those other distributions add (the benchmarks'
+    ``bench``/``openb``), which are looked up and imported only when invoked or listed, so that
+    the scheduler's runtime never imports them."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        lazy = list(self.LAZY) if importlib.util.find_spec("kubeplace_bench") else []
-        return sorted([*super().list_commands(ctx), *lazy])
+        return sorted({*super().list_commands(ctx), *added_commands()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.LAZY and importlib.util.find_spec("kubeplace_bench"):
-            commands = importlib.import_module("kubeplace_bench.commands")
-            command: click.Command = getattr(commands, self.LAZY[cmd_name])
+        own = super().get_command(ctx, cmd_name)
+        if own is not None:
+            return own
+        entry = added_commands().get(cmd_name)
+        if entry is not None:
+            command = entry.load()
+            if not isinstance(command, click.Command):
+                raise click.ClickException(f"the entry point {entry.value} ({COMMANDS_GROUP}) is not a click command")
             return command
-        return super().get_command(ctx, cmd_name)
+        return _not_installed(cmd_name, ADDED_BY[cmd_name]) if cmd_name in ADDED_BY else None
 
 
 @click.group(cls=MainGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -27,6 +27,11 @@ class ConfigError(KubeplaceError):
         super().__init__(": ".join(p for p in (source, path, problem) if p))
 
 
+BACKEND_NAMES: tuple[str, ...] = ("cpsat", "milp", "highs", "cbc")
+"""The exact backends a configuration may name; kubeplace.solver.backends implements each (its
+registry has exactly these names, which tests/solver/test_backends.py checks)."""
+
+
 @dataclass(frozen=True)
 class SolverSettings:
     """How long and how the solver searches (``solver`` in the file; CLI flags override it)."""

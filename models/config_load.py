@@ -25,11 +25,17 @@ from kubeplace.kube.errors import INT32_MAX
 from kubeplace.kube.files import read_document
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models import config_v1alpha1 as v1
-from kubeplace.models.config import PLACEMENT_WEIGHTS, ConfigError, Configuration, Profile, SolverSettings
+from kubeplace.models.config import (
+    BACKEND_NAMES,
+    PLACEMENT_WEIGHTS,
+    ConfigError,
+    Configuration,
+    Profile,
+    SolverSettings,
+)
 from kubeplace.models.framework import Objective, PluginError, PluginFactory, Registry, RunContext, build_plugins
 from kubeplace.models.gpu import GpuConventions
 from kubeplace.models.plugins import in_tree_registry
-from kubeplace.solver.backends import BACKENDS
 
 MAX_WORKERS = 256
 """More solver threads than this is a mistake, not a machine (CP-SAT and HiGHS take any number)."""
@@ -89,8 +95,8 @@ def external_solver(s: SolverSettings) -> v1.Solver:
 def solver_problems(s: SolverSettings) -> list[tuple[str, str]]:
     """(internal field, what is wrong with it) for every invalid solver setting."""
     out = []
-    if s.backend not in BACKENDS:
-        out.append(("backend", f"expected one of {', '.join(BACKENDS)}, got {s.backend!r}"))
+    if s.backend not in BACKEND_NAMES:
+        out.append(("backend", f"expected one of {', '.join(BACKEND_NAMES)}, got {s.backend!r}"))
     if not (math.isfinite(s.time_limit) and s.time_limit > 0):
         out.append(("time_limit", f"expected a finite number of seconds > 0, got {s.time_limit}"))
     if not 1 <= s.workers <= MAX_WORKERS:

@@ -1,10 +1,11 @@
-"""The product's module structure: no import cycle among its modules, and no private name
-(``_x``) used outside the module that defines it.
+"""The product's module structure: its packages import only downwards through the layers (the
+layer contracts), no import cycle among its modules, and no private name (``_x``) used outside
+the module that defines it.
 
 Every import counts, at module level, inside functions and under ``if TYPE_CHECKING:``: an
 import moved into a function or behind TYPE_CHECKING hides a cycle, it does not remove it.
-Run as a script (``python tests/test_structure.py``) it prints the cycles, the private names
-and the module count.
+Run as a script (``python tests/test_structure.py``) it prints the layer violations, the
+cycles, the private names and the module count.
 """
 
 from __future__ import annotations
@@ -17,6 +18,22 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report")
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("kube",),                # Kubernetes objects, parsed and validated
+    ("models",),              # the aggregated model and its plugins (models/plugins)
+    ("plugins",),             # kubeplace.plugins: the plugins' public API, over models
+    ("solver",),              # greedy and the exact backends
+    ("plan",),                # plan, preemption, the independent verifier
+    ("rebalance",),           # moves (serve steers by its utilisation targets)
+    ("serve", "report"),      # the scheduler loop; the HTML report
+    ("cli",),
+)
+"""The layer contracts, lowest first: a package imports its own modules and those of lower
+layers, never a package of its layer or above (``plugins`` is the module kubeplace.plugins)."""
+
+SOLVER_LIBRARIES = ("ortools", "pulp", "highspy")
+"""Imported by kubeplace.solver only: the model and its plugins stay solver-agnostic."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +170,65 @@ def private_uses(modules: dict[str, Module]) -> list[str]:
     return sorted(out)
 
 
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of a product module's package (``kubeplace.models.x`` -> 1); None for
+    the package ``kubeplace`` itself and its import machinery, which sit under every layer."""
+    part = module.split(".")[1] if module.count(".") else ""
+    return next((i for i, layer in enumerate(LAYERS) if part in layer), None)
+
+
+def layer_violations(modules: dict[str, Module]) -> list[str]:
+    """``path:line: a imports b`` for every import that goes sideways or up the layers."""
+    out = []
+    for name, module in modules.items():
+        mine = layer_of(name)
+        for target, _, line in imports(module, modules):
+            theirs = layer_of(target)
+            same_package = name.split(".")[:2] == target.split(".")[:2]
+            if mine is not None and theirs is not None and theirs >= mine and not same_package:
+                where = module.path.relative_to(CHECKOUT) if module.path.is_relative_to(CHECKOUT) else module.path
+                out.append(f"{where}:{line}: {name} imports {target}")
+    return sorted(set(out))
+
+
+def solver_library_imports(modules: dict[str, Module]) -> list[str]:
+    """``path:line: library`` for every import of a solver library outside kubeplace.solver."""
+    out = []
+    for name, module in modules.items():
+        if name.startswith("kubeplace.solver"):
+            continue
+        for node in ast.walk(ast.parse(module.path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            out += [f"{module.path.relative_to(CHECKOUT)}:{node.lineno}: {n}" for n in names
+                    if n.split(".")[0] in SOLVER_LIBRARIES]
+    return sorted(out)
+
+
+def test_every_product_package_has_a_layer() -> None:
+    assert sorted(p for layer in LAYERS for p in layer if p != "plugins") == sorted(PRODUCT)
+    assert {layer_of(m) for m in product_modules()} == {None, *range(len(LAYERS))}
+
+
+def test_packages_import_only_down_the_layers() -> None:
+    found = layer_violations(product_modules())
+    assert found == [], "\n".join(found)
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
+    upward = tmp_path / "upward.py"
+    upward.write_text("def f() -> None:\n    from kubeplace.solver.backends import BACKENDS\n")
+    modules = {**product_modules(), "kubeplace.models.upward": Module("kubeplace.models.upward", upward, False)}
+    assert [v.split(": ", 1)[1] for v in layer_violations(modules)] == [
+        "kubeplace.models.upward imports kubeplace.solver.backends"]
+
+
+def test_only_the_solver_imports_a_solver_library_so_plugins_never_do() -> None:
+    assert solver_library_imports(product_modules()) == []
+    modules = product_modules()
+    assert any(name.startswith("kubeplace.models.plugins.") for name in modules)
+
+
 def test_no_import_cycle_among_product_modules() -> None:
     found = cycles(import_graph(product_modules()))
     assert found == [], "\n".join(" <-> ".join(c) for c in found)
@@ -172,6 +248,10 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
 
 if __name__ == "__main__":
     mods = product_modules()
+    violations = layer_violations(mods)
+    print(f"layer violations: {len(violations)}")
+    for v in violations:
+        print("  " + v)
     found = cycles(import_graph(mods))
     print(f"product modules: {len(mods)}")
     print(f"import cycles (strongly connected components): {len(found)}")

@@ -1,4 +1,4 @@
-"""The arithmetic of ``kubeplace bench throughput`` (bench/throughput_measure.py) and its workloads."""
+"""The arithmetic of ``kubeplace bench throughput`` (bench/kubeplace_bench/throughput_measure.py) and its workloads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""README's "Run it in a cluster", on the e2e suite's real API server: ``helm install`` of the chart
+"""docs/cluster.md's "Running in a cluster", on the e2e suite's real API server: ``helm install`` of the chart
 from the repository, then ``kubectl kubeplace plan --report plan.html`` as the plugin executable
 (and through kubectl itself where kubectl is installed)."""
 
@@ -34,7 +34,7 @@ def _plugin() -> list[str]:
 
 @pytest.fixture
 def installed(control_plane: cp.ControlPlane, namespace: str) -> Iterator[Path]:
-    """``helm install`` as README says it (into the test's namespace), uninstalled afterwards."""
+    """``helm install`` as docs/cluster.md says it (into the test's namespace), uninstalled afterwards."""
     helm = locate_helm()
     kubeconfig = control_plane.admin_kubeconfig
     run = [str(helm), "--kubeconfig", str(kubeconfig)]

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,8 @@ def site_packages(prefix: Path) -> Path:
 def test_the_image_copies_no_tests_nor_benchmarks(stages: list[Stage]) -> None:
     copied = {source.rstrip("/") for sources, _ in stages[0].copies for source in sources}
     assert not copied & {"tests", "bench", "kubeplace_bench", "fixtures", "examples", "."}
+    mapped = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    assert copied == {"pyproject.toml", "README.md", "LICENSE", "kubeplace", *mapped.values()}  # the product, whole
     assert stages[-1].copies_from == ["/opt/kubeplace /opt/kubeplace"]
 
 

@@ -5,7 +5,7 @@ The brute force shares nothing with the model: it enumerates each subset of the 
 (a pod, or a running gang whole) and each node (or none) for each pending pod, keeps the
 combinations the rules allow (capacity; a pod never counts on room freed by a victim it may not
 preempt itself; every eviction is for a placed pod of higher priority on the victim's node) and
-ranks them by the order stated in the README: pods placed net of pods evicted, priority by
+ranks them by the order stated in docs/rules.md (Preemption): pods placed net of pods evicted, priority by
 priority from the highest, then the highest victim priority, then PodDisruptionBudget violations,
 then the victims weighted 1 + their priority's rank.
 """

@@ -11,7 +11,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The kubeplace checkout this package is in (bench/kubeplace_bench/ -> the checkout); the
+#: benchmarks that start a control plane use its .ci/, tools/ and deploy/ (see checkout_file).
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / ".ci" / "build-controlplane"
 KUBE_TOOL_GO_MOD = REPO_ROOT / "tools" / "controlplane" / "kubernetes" / "go.mod"
 
@@ -45,6 +47,17 @@ class ControlPlaneUnavailable(ControlPlaneError):
 # --------------------------------------------------------------------------- binaries
 
 
+def checkout_file(*parts: str) -> Path:
+    """``REPO_ROOT/parts``, which exists only when kubeplace-bench runs from a kubeplace checkout
+    (an editable install of bench/); ControlPlaneUnavailable saying so otherwise."""
+    path = REPO_ROOT.joinpath(*parts)
+    if not path.exists():
+        raise ControlPlaneUnavailable(
+            f"{'/'.join(parts)} is not here ({path}): this benchmark runs from a kubeplace checkout, "
+            "with kubeplace-bench installed from it (pip install -e ./bench)")
+    return path
+
+
 def pinned_kube_version() -> str:
     """The k8s.io/kubernetes version the tool module pins, e.g. ``v1.36.3``."""
     match = re.search(r"^(?:require)?\s*k8s\.io/kubernetes (v\S+)", KUBE_TOOL_GO_MOD.read_text(), re.MULTILINE)
@@ -58,6 +71,7 @@ def locate_binaries(timeout: float = BUILD_TIMEOUT_S) -> Path:
     override = os.environ.get(BIN_DIR_ENV)
     if override:
         return _check_bin_dir(Path(override))
+    checkout_file(".ci", "build-controlplane")
     go = os.environ.get("GO", "go")
     if shutil.which(go) is None:
         raise ControlPlaneUnavailable(f"the Go toolchain ({go!r}) is not on PATH, so the control plane can't be built")

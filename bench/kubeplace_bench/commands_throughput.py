@@ -86,6 +86,7 @@ def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | 
                             duration=duration, churn_rate=churn_rate, openb_dir=openb_dir, synthetic=synthetic_gpu)
              for name in chosen]
     try:
+        binaries.checkout_file("deploy", "rbac.yaml")  # the rights kubeplace serve runs with
         bin_dir = binaries.locate_binaries() if build else binaries.cached_binaries()
     except binaries.ControlPlaneError as e:
         _fail(str(e))

@@ -1,4 +1,4 @@
-"""``kubeplace bench cluster`` scenarios for the rules of issue 12: topology spread, inter-pod
+"""``kubeplace bench cluster`` scenarios for the inter-pod rules: topology spread, inter-pod
 (anti-)affinity and exclusive topology, with pods shaped as the charts and controllers make them.
 
 Each scenario is built so that one pod at a time strands a domain: the kube-scheduler, scoring
