@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
+from kubeplace.kube.followers import JOB_NAME, JOBSET_EXCLUSIVE, LWS_EXCLUSIVE, LWS_GROUP_INDEX, LWS_NAME
+from kubeplace.kube.gangs import (
+    KAI_ANNOTATION,
+    MEMBER_LABELS,
+    PLAIN_LABEL,
+    PLAIN_MIN_MEMBER,
+    VOLCANO_ANNOTATION,
+)
+from kubeplace.kube.kueue import KUEUE_WORKLOAD
 from kubeplace.kube.objects import MIRROR_ANNOTATION
 from kubeplace.plan.verify_preempt import verify_preemptions
 from tests.builders import PodBuilder, node, pod, snapshot_of
@@ -84,9 +92,45 @@ def test_a_gang_is_evicted_whole() -> None:
                    victims={"a": ("p",), "b": ("p",)}) == []
 
 
+ZONE = "topology.kubernetes.io/zone"
+GANG_MARKS = {
+    "scheduler-plugins": lambda b: b.label(MEMBER_LABELS[0], "job"),
+    "scheduler-plugins (sigs)": lambda b: b.label(MEMBER_LABELS[1], "job"),
+    "volcano": lambda b: b.annotation(VOLCANO_ANNOTATION, "job"),
+    "kai": lambda b: b.annotation(KAI_ANNOTATION, "job"),
+    "workload-api": lambda b: b.spec("schedulingGroup", {"podGroupName": "job"}),
+    "kueue": lambda b: b.annotation(KUEUE_WORKLOAD, "job"),
+    "jobset": lambda b: b.annotation(JOBSET_EXCLUSIVE, ZONE).label(JOB_NAME, "job"),
+    "leaderworkerset": lambda b: b.annotation(LWS_EXCLUSIVE, ZONE).label(LWS_NAME, "lws").label(LWS_GROUP_INDEX, "0"),
+}
+"""How a pod joins a gang, per source ``kube.gangs.gang_of`` reads (all of them)."""
+
+
+@pytest.mark.parametrize("source", sorted(GANG_MARKS))
+def test_a_gang_of_every_source_is_evicted_whole(source: str) -> None:
+    """The regression: the verifier's own copy of the gang rule knew neither KAI's annotation, nor
+    the Workload API's ``spec.schedulingGroup``, nor Kueue, JobSet or LeaderWorkerSet, and let a
+    plan evict such a gang in part."""
+    mark = GANG_MARKS[source]
+    a, b = mark(running("a", cpu=4)), mark(running("b", "n2", 1))
+    found = details(*BASE, a, b, pod("p").cpu(4).priority(10), placed={"p": "n1"}, victims={"a": ("p",)})
+    assert any("member(s) default/b kept" in d for d in found), found
+    assert details(*BASE, a, b, pod("p").cpu(4).priority(10), placed={"p": "n1"},
+                   victims={"a": ("p",), "b": ("p",)}) == []
+
+
 def test_a_gang_with_a_never_member_may_not_preempt() -> None:
     g0 = pod("g0").cpu(4).priority(10).label(PLAIN_LABEL, "g").annotation(PLAIN_MIN_MEMBER, "2")
     g1 = pod("g1").cpu(1).priority(10).label(PLAIN_LABEL, "g").annotation(PLAIN_MIN_MEMBER, "2")
+    found = details(*BASE, running("v1", cpu=4), g0, g1.spec("preemptionPolicy", "Never"),
+                    placed={"g0": "n1", "g1": "n2"}, victims={"v1": ("g0",)})
+    assert any("may not preempt" in d for d in found), found
+
+
+@pytest.mark.parametrize("source", sorted(GANG_MARKS))
+def test_a_never_member_of_a_gang_of_every_source_keeps_it_from_preempting(source: str) -> None:
+    mark = GANG_MARKS[source]
+    g0, g1 = mark(pod("g0").cpu(4).priority(10)), mark(pod("g1").cpu(1).priority(10))
     found = details(*BASE, running("v1", cpu=4), g0, g1.spec("preemptionPolicy", "Never"),
                     placed={"g0": "n1", "g1": "n2"}, victims={"v1": ("g0",)})
     assert any("may not preempt" in d for d in found), found
@@ -111,4 +155,6 @@ def test_it_shares_no_code_with_the_model() -> None:
 
     tree = ast.parse(Path(verify_preempt.__file__).read_text())
     imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert {m for m in imported if m.startswith("kubeplace")} == {"kubeplace.kube.objects", "kubeplace.plan.verify"}
+    product = {m for m in imported if m.startswith("kubeplace")}
+    assert {m for m in product if not m.startswith("kubeplace.kube.")} == {"kubeplace.plan.verify"}
+    assert "kubeplace.kube.gangs" in product  # the one gang rule of the product, not a copy of it
