@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kubeplace.kube.followers import JOB_NAME, JOBSET_EXCLUSIVE, LWS_EXCLUSIVE, LWS_GROUP_INDEX, LWS_NAME
-from kubeplace.kube.gangs import (
-    KAI_ANNOTATION,
-    MEMBER_LABELS,
-    PLAIN_LABEL,
-    PLAIN_MIN_MEMBER,
-    VOLCANO_ANNOTATION,
-)
-from kubeplace.kube.kueue import KUEUE_WORKLOAD
+from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
 from kubeplace.kube.objects import MIRROR_ANNOTATION
 from kubeplace.plan.verify_preempt import verify_preemptions
-from tests.builders import PodBuilder, node, pod, snapshot_of
+from tests.builders import GANG_SOURCES, PodBuilder, node, pod, snapshot_of
 
 
 def running(name: str, node_name: str = "n1", cpu: int = 2, priority: int = 1) -> PodBuilder:
@@ -92,27 +84,13 @@ def test_a_gang_is_evicted_whole() -> None:
                    victims={"a": ("p",), "b": ("p",)}) == []
 
 
-ZONE = "topology.kubernetes.io/zone"
-GANG_MARKS = {
-    "scheduler-plugins": lambda b: b.label(MEMBER_LABELS[0], "job"),
-    "scheduler-plugins (sigs)": lambda b: b.label(MEMBER_LABELS[1], "job"),
-    "volcano": lambda b: b.annotation(VOLCANO_ANNOTATION, "job"),
-    "kai": lambda b: b.annotation(KAI_ANNOTATION, "job"),
-    "workload-api": lambda b: b.spec("schedulingGroup", {"podGroupName": "job"}),
-    "kueue": lambda b: b.annotation(KUEUE_WORKLOAD, "job"),
-    "jobset": lambda b: b.annotation(JOBSET_EXCLUSIVE, ZONE).label(JOB_NAME, "job"),
-    "leaderworkerset": lambda b: b.annotation(LWS_EXCLUSIVE, ZONE).label(LWS_NAME, "lws").label(LWS_GROUP_INDEX, "0"),
-}
-"""How a pod joins a gang, per source ``kube.gangs.gang_of`` reads (all of them)."""
-
-
-@pytest.mark.parametrize("source", sorted(GANG_MARKS))
+@pytest.mark.parametrize("source", sorted(GANG_SOURCES))
 def test_a_gang_of_every_source_is_evicted_whole(source: str) -> None:
     """The regression: the verifier's own copy of the gang rule knew neither KAI's annotation, nor
     the Workload API's ``spec.schedulingGroup``, nor Kueue, JobSet or LeaderWorkerSet, and let a
     plan evict such a gang in part."""
-    mark = GANG_MARKS[source]
-    a, b = mark(running("a", cpu=4)), mark(running("b", "n2", 1))
+    mark = GANG_SOURCES[source]
+    a, b = mark(running("a", cpu=4), "job"), mark(running("b", "n2", 1), "job")
     found = details(*BASE, a, b, pod("p").cpu(4).priority(10), placed={"p": "n1"}, victims={"a": ("p",)})
     assert any("member(s) default/b kept" in d for d in found), found
     assert details(*BASE, a, b, pod("p").cpu(4).priority(10), placed={"p": "n1"},
@@ -127,10 +105,10 @@ def test_a_gang_with_a_never_member_may_not_preempt() -> None:
     assert any("may not preempt" in d for d in found), found
 
 
-@pytest.mark.parametrize("source", sorted(GANG_MARKS))
+@pytest.mark.parametrize("source", sorted(GANG_SOURCES))
 def test_a_never_member_of_a_gang_of_every_source_keeps_it_from_preempting(source: str) -> None:
-    mark = GANG_MARKS[source]
-    g0, g1 = mark(pod("g0").cpu(4).priority(10)), mark(pod("g1").cpu(1).priority(10))
+    mark = GANG_SOURCES[source]
+    g0, g1 = mark(pod("g0").cpu(4).priority(10), "g"), mark(pod("g1").cpu(1).priority(10), "g")
     found = details(*BASE, running("v1", cpu=4), g0, g1.spec("preemptionPolicy", "Never"),
                     placed={"g0": "n1", "g1": "n2"}, victims={"v1": ("g0",)})
     assert any("may not preempt" in d for d in found), found
