@@ -23,6 +23,7 @@ from typing import Any
 
 from kubeplace.kube.errors import INT32_MAX
 from kubeplace.kube.files import read_document
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models import config_v1alpha1 as v1
 from kubeplace.models.config import (
@@ -34,7 +35,6 @@ from kubeplace.models.config import (
     SolverSettings,
 )
 from kubeplace.models.framework import Objective, PluginError, PluginFactory, Registry, RunContext, build_plugins
-from kubeplace.models.gpu import GpuConventions
 from kubeplace.models.plugins import in_tree_registry
 
 MAX_WORKERS = 256
@@ -75,8 +75,13 @@ def parse_configuration(doc: object, source: str = "", base_dir: Path | None = N
     for i, factory in users:
         _check_contract(factory, profiles, f"userPlugins[{i}]", source)
     solver = validated_solver(_solver(external.solver), SOLVER_FIELDS, source)
-    gpu = GpuConventions(external.gpu.deviceResource, external.gpu.percentPerDevice, external.gpu.percentOfGpus)
-    return Configuration(profiles, solver, gpu, registry, source)
+    return Configuration(profiles, solver, _gpu(external.gpu), registry, source)
+
+
+def _gpu(external: v1.GPU) -> GpuConventions:
+    """The file's ``gpu`` section as the internal conventions every consumer reads."""
+    return GpuConventions(device_resource=external.deviceResource, percent_per_device=external.percentPerDevice,
+                          percent_of_gpus=external.percentOfGpus)
 
 
 # --- solver settings: one validation for the file and for the command line ----------------

@@ -22,9 +22,9 @@ from typing import Any
 
 from kubeplace.kube.errors import expect_list, expect_mapping
 from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS
 from kubeplace.kube.objects import MIRROR_ANNOTATION, SOURCE_ANNOTATION, SYSTEM_CRITICAL_PRIORITY, Pod, SpecRule
 from kubeplace.kube.selectors import matches, parse_selector
-from kubeplace.models.gpu import DEFAULT_CONVENTIONS
 
 EVICT_ANNOTATION = "kubeplace.io/evict"
 SYSTEM_CRITICAL = SYSTEM_CRITICAL_PRIORITY
