@@ -16,11 +16,12 @@ from kubeplace.kube.claim_binder import allocate_claims
 from kubeplace.kube.client import connect
 from kubeplace.kube.errors import InputError, KubeplaceError, PlanVerificationFailed
 from kubeplace.kube.files import read_document
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.kube.volume_binder import PodVolumes, bind_with_volumes
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.models.gpu import GpuConventions, device_notes
+from kubeplace.models.gpu import device_notes
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement, placements_from_dict
 from kubeplace.plan.verify import Violation

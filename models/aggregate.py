@@ -15,22 +15,14 @@ from functools import cached_property
 import numpy as np
 
 from kubeplace.kube.gangs import is_admitted
+from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
 from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.devices import dra_devices
 from kubeplace.models.framework import ExtraResources, FilterPlugin, PluginSet
-from kubeplace.models.gpu import (
-    DEFAULT_CONVENTIONS,
-    MAX_DEVICES,
-    DeviceTable,
-    GpuConventions,
-    GpuNeed,
-    GpuRequestError,
-    device_fit,
-    gpu_need,
-)
+from kubeplace.models.gpu import MAX_DEVICES, DeviceTable, GpuNeed, GpuRequestError, device_fit, gpu_need
 from kubeplace.models.problem import (
     FULL,
     Attraction,

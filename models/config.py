@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubeplace.kube.errors import KubeplaceError
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.framework import Objective, PluginSet, Registry, RunContext, build_plugins
-from kubeplace.models.gpu import GpuConventions
 from kubeplace.models.plugins import DEFAULT_PLUGINS, OBJECTIVE_SCORES, in_tree_registry
 
 PLACEMENT_WEIGHTS = ("pods", "gpu")

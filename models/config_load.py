@@ -21,9 +21,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kubeplace.kube.dra import is_extended_resource
 from kubeplace.kube.errors import INT32_MAX
 from kubeplace.kube.files import read_document
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.selectors import is_qualified_name
 from kubeplace.models import config_v1alpha1 as v1
 from kubeplace.models.config import (
     BACKEND_NAMES,
@@ -34,7 +37,6 @@ from kubeplace.models.config import (
     SolverSettings,
 )
 from kubeplace.models.framework import Objective, PluginError, PluginFactory, Registry, RunContext, build_plugins
-from kubeplace.models.gpu import GpuConventions
 from kubeplace.models.plugins import in_tree_registry
 
 MAX_WORKERS = 256
@@ -75,8 +77,26 @@ def parse_configuration(doc: object, source: str = "", base_dir: Path | None = N
     for i, factory in users:
         _check_contract(factory, profiles, f"userPlugins[{i}]", source)
     solver = validated_solver(_solver(external.solver), SOLVER_FIELDS, source)
-    gpu = GpuConventions(external.gpu.deviceResource, external.gpu.percentPerDevice, external.gpu.percentOfGpus)
-    return Configuration(profiles, solver, gpu, registry, source)
+    return Configuration(profiles, solver, _gpu(external.gpu, source), registry, source)
+
+
+def _gpu(external: v1.GPU, source: str) -> GpuConventions:
+    """The file's ``gpu`` section as the internal conventions every consumer reads. Each name must
+    be an extended resource (what a device plugin advertises: kubelet-counted, whole units), and
+    have one role: a name read both as devices and as a percent would count a pod's GPUs twice."""
+    named = [("gpu.deviceResource", external.deviceResource),
+             *((f"gpu.percentPerDevice[{i}]", r) for i, r in enumerate(external.percentPerDevice)),
+             *((f"gpu.percentOfGpus[{i}]", r) for i, r in enumerate(external.percentOfGpus))]
+    first: dict[str, str] = {}
+    for path, name in named:
+        if not (is_extended_resource(name) and is_qualified_name(f"requests.{name}")):
+            raise ConfigError(source, path, "expected an extended resource name (a domain-prefixed name outside "
+                              f"kubernetes.io, e.g. example.com/gpu), got {name!r}")
+        if name in first:
+            raise ConfigError(source, path, f"{name!r} is already {first[name]} (each resource has one GPU role)")
+        first[name] = path
+    return GpuConventions(device_resource=external.deviceResource, percent_per_device=external.percentPerDevice,
+                          percent_of_gpus=external.percentOfGpus)
 
 
 # --- solver settings: one validation for the file and for the command line ----------------

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NewType
 
-from kubeplace.models.gpu import HAMI_CORES, HAMI_MEMORY, KOORD_CORE, KOORD_MEMORY
+from kubeplace.kube.gpu_conventions import HAMI_CORES, HAMI_MEMORY, KOORD_CORE, KOORD_MEMORY
+from kubeplace.kube.objects import GPU as GPU_RESOURCE
 
 API_VERSION = "kubeplace.io/v1alpha1"
 KIND = "PlacementConfiguration"
@@ -46,9 +47,12 @@ class Solver:
 
 @dataclass(frozen=True)
 class GPU:
-    """Which resource names carry GPU requests (see models/gpu.py for the conventions)."""
+    """Which resource names carry GPU requests: the file's spelling of
+    :class:`kubeplace.kube.gpu_conventions.GpuConventions` (``deviceResource`` is its
+    ``device_resource``, ``percentPerDevice`` its ``percent_per_device``, ``percentOfGpus`` its
+    ``percent_of_gpus``)."""
 
-    deviceResource: str = "nvidia.com/gpu"
+    deviceResource: str = GPU_RESOURCE
     percentPerDevice: tuple[str, ...] = (HAMI_CORES, HAMI_MEMORY)
     percentOfGpus: tuple[str, ...] = (KOORD_CORE, KOORD_MEMORY)
 

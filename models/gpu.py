@@ -9,6 +9,8 @@ GPU). It is read from the request conventions of the GPU-sharing stacks in use:
 - Koordinator: ``koordinator.sh/gpu-core`` / ``koordinator.sh/gpu-memory-ratio`` (percent;
   a multiple of 100 means that many whole GPUs) -> (1, 10 * percent) or (percent / 100, 1000).
 
+Which resource names those are is configurable: :class:`kubeplace.kube.gpu_conventions.GpuConventions`.
+
 The larger of the core and memory shares is the share. Devices already in use are read
 from Koordinator's ``scheduling.koordinator.sh/device-allocated`` annotation on bound
 pods; bound pods without it are packed first-fit, in the order listed.
@@ -29,42 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, KOORD_CORE, KOORD_MEMORY, GpuConventions
 from kubeplace.kube.memo import IdentityMemo
-from kubeplace.kube.objects import GPU, Node, Pod
+from kubeplace.kube.objects import Node, Pod
 
 WHOLE = 1000
 MAX_DEVICES = 1024
 """Devices per node the model holds at most; a node advertising more is taken as this wide."""
 DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
-KOORD_CORE = "koordinator.sh/gpu-core"
-KOORD_MEMORY = "koordinator.sh/gpu-memory-ratio"
-HAMI_CORES = "nvidia.com/gpucores"
-HAMI_MEMORY = "nvidia.com/gpumem-percentage"
-
-
-@dataclass(frozen=True)
-class GpuConventions:
-    """Which resource names carry GPU needs (configurable per cluster)."""
-
-    device_resource: str = GPU
-    percent_with_count: tuple[str, ...] = (HAMI_CORES, HAMI_MEMORY)
-    """Percent of each of ``device_resource`` devices (HAMi)."""
-    percent_alone: tuple[str, ...] = (KOORD_CORE, KOORD_MEMORY)
-    """Percent of GPUs without a device count (Koordinator); >= 100 means whole GPUs."""
-
-    @property
-    def share_resources(self) -> tuple[str, ...]:
-        return self.percent_with_count + self.percent_alone
-
-    @property
-    def count_label(self) -> str:
-        """GPU Feature Discovery's node label counting the physical devices behind ``device_resource``."""
-        return f"{self.device_resource}.count"
-
-    @property
-    def replicas_label(self) -> str:
-        """GPU Feature Discovery's label for time-slicing: each device handed out this many times."""
-        return f"{self.device_resource}.replicas"
 
 
 @dataclass(frozen=True)
@@ -77,24 +51,21 @@ class GpuRequestError(ValueError):
     pass
 
 
-DEFAULT_CONVENTIONS = GpuConventions()
-
-
 def gpu_need(requests: Mapping[str, int], conv: GpuConventions = DEFAULT_CONVENTIONS) -> GpuNeed:
     count = int(requests.get(conv.device_resource, 0))
-    with_count = max((int(requests.get(r, 0)) for r in conv.percent_with_count), default=0)
-    alone = max((int(requests.get(r, 0)) for r in conv.percent_alone), default=0)
+    per_device = max((int(requests.get(r, 0)) for r in conv.percent_per_device), default=0)
+    of_gpus = max((int(requests.get(r, 0)) for r in conv.percent_of_gpus), default=0)
     if count > 0:
-        if with_count <= 0 or with_count >= 100:
+        if per_device <= 0 or per_device >= 100:
             return GpuNeed(count, WHOLE)
-        return GpuNeed(count, with_count * 10)
-    if alone <= 0:
+        return GpuNeed(count, per_device * 10)
+    if of_gpus <= 0:
         return GpuNeed()
-    if alone < 100:
-        return GpuNeed(1, alone * 10)
-    if alone % 100:
-        raise GpuRequestError(f"a GPU share over 100% must be whole GPUs (a multiple of 100), got {alone}")
-    return GpuNeed(alone // 100, WHOLE)
+    if of_gpus < 100:
+        return GpuNeed(1, of_gpus * 10)
+    if of_gpus % 100:
+        raise GpuRequestError(f"a GPU share over 100% must be whole GPUs (a multiple of 100), got {of_gpus}")
+    return GpuNeed(of_gpus // 100, WHOLE)
 
 
 def devices_of(node: Node, conv: GpuConventions = DEFAULT_CONVENTIONS) -> int:

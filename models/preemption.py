@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import (
     MIRROR_ANNOTATION,
     SOURCE_ANNOTATION,
@@ -39,7 +40,6 @@ from kubeplace.kube.objects import (
     Snapshot,
 )
 from kubeplace.kube.parse import PREEMPT_NEVER
-from kubeplace.models.gpu import GpuConventions
 
 NO_POWER = -(1 << 40)
 """The power of a pod that may not preempt: below every priority (an int32)."""

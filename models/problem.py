@@ -22,8 +22,8 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
 from kubeplace.kube.objects import GangKey
-from kubeplace.models.gpu import DEFAULT_CONVENTIONS, GpuConventions
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]

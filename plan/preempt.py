@@ -156,7 +156,7 @@ def verify_preempting(snapshot: Snapshot, placements: Sequence[Placement], victi
     violations = verify_plan(after, placements, config, profile)
     return violations + verify_preemptions(snapshot, [(x.namespace, x.name, x.node) for x in placements],
                                            [(v.namespace, v.name, v.node, v.for_pods) for v in victims],
-                                           config.gpu.share_resources)
+                                           config.gpu)
 
 
 def _plain_weight(snapshot: Snapshot, plain: Planned,

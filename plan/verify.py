@@ -4,9 +4,10 @@ Every proposed placement is re-checked, pod by pod, against each hard constraint
 ``placement-rules.md`` and against the snapshot's free capacity. The rules are written
 out plainly here and on purpose share no code with ``models/`` or ``solver/`` (which
 compute eligibility vectorised): a bug in one is caught by the other. Only
-``kube.objects`` and ``plan.verify_domains`` (the rules that depend on other pods' places,
-inter-pod affinity and topology spread, replayed pod by pod) may be imported. A plan with any
-:class:`Violation` must be refused.
+``kube`` (the objects, ``kube.gangs.gang_of``, settings such as ``kube.gpu_conventions``) and
+``plan.verify_domains`` (the rules that depend on other pods' places, inter-pod affinity and
+topology spread, replayed pod by pod) may be imported. A plan with any :class:`Violation` must be
+refused.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from kubeplace.kube.dra import ClaimAllocation, Devices
 from kubeplace.kube.gangs import gang_of, named_pod_group
+from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
 from kubeplace.kube.objects import (
     CPU,
     MEMORY,
@@ -57,11 +59,8 @@ class VerifySettings:
     """Which of the volume plugins' rules to check (those the profile enables)."""
     check_claims: bool = True
     """Check the pods' resource claims (DynamicResources enabled)."""
-    gpu_device_resource: str = "nvidia.com/gpu"
-    """Counts devices (and, with HAMi, vGPU slots); the node label ``<it>.count`` counts the
-    physical devices behind the slots, ``<it>.replicas`` > 1 says every slot is a time slice."""
-    gpu_percent_per_device: tuple[str, ...] = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
-    gpu_percent_of_gpus: tuple[str, ...] = ("koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio")
+    gpu: GpuConventions = DEFAULT_CONVENTIONS
+    """Which resource names carry GPU requests (the configuration's, as the model reads them)."""
     load_thresholds: tuple[tuple[str, float], ...] = ()
     """LoadAware: (resource, share of allocatable) above which a node's measured load keeps new
     pods (but DaemonSet pods) out; empty: not checked."""

@@ -30,9 +30,9 @@ DEFAULT_SETTINGS = VerifySettings()
 
 def gpu_demand(requests: Mapping[str, int], settings: VerifySettings) -> tuple[int, int]:
     """(devices, milli per device) a pod needs; (0, 0) for none."""
-    devices = requests.get(settings.gpu_device_resource, 0)
-    per_device = max([requests.get(r, 0) for r in settings.gpu_percent_per_device] + [0])
-    of_gpus = max([requests.get(r, 0) for r in settings.gpu_percent_of_gpus] + [0])
+    devices = requests.get(settings.gpu.device_resource, 0)
+    per_device = max([requests.get(r, 0) for r in settings.gpu.percent_per_device] + [0])
+    of_gpus = max([requests.get(r, 0) for r in settings.gpu.percent_of_gpus] + [0])
     if devices:
         return devices, (per_device * 10 if 0 < per_device < 100 else FULL)
     if 0 < of_gpus < 100:
@@ -61,7 +61,7 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[Devices],
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:
             continue  # the main verifier reports these
-        if snapshot.devices.serves(settings.gpu_device_resource, node.allocatable):
+        if snapshot.devices.serves(settings.gpu.device_resource, node.allocatable):
             continue  # served by DRA there: its devices are the claim's (verify_claims)
         if node_name not in load:
             devices_of[node_name] = device_count(node, settings)
@@ -81,10 +81,9 @@ def _dealt(devices: tuple[int, ...], copies: int) -> list[tuple[int, ...]]:
 
 
 def device_count(node: Node, settings: VerifySettings) -> int:
-    resource = settings.gpu_device_resource
-    slots = node.allocatable.get(resource, 0)
-    physical = node.labels.get(f"{resource}.count", "")
-    replicas = node.labels.get(f"{resource}.replicas", "1")
+    slots = node.allocatable.get(settings.gpu.device_resource, 0)
+    physical = node.labels.get(settings.gpu.count_label, "")
+    replicas = node.labels.get(settings.gpu.replicas_label, "1")
     time_sliced = not (replicas.isascii() and replicas.isdigit()) or int(replicas) > 1
     if physical.isascii() and physical.isdigit() and not time_sliced:
         return min(slots, int(physical))

@@ -2,8 +2,9 @@
 
 The placements themselves are checked by :func:`plan.verify.verify` against the cluster with
 the victims removed; this module checks the victims, rule by rule, written out plainly and
-sharing no code with ``models/`` (only ``kube`` is imported: ``kube.objects``, and
-``kube.gangs.gang_of``, the one answer to which gang a pod is in, whatever its source):
+sharing no code with ``models/`` (only ``kube`` is imported: ``kube.objects``,
+``kube.gangs.gang_of``, the one answer to which gang a pod is in, whatever its source, and
+``kube.gpu_conventions``, the configured GPU resource names):
 
 - a victim is a running pod on the node the plan says, not terminating, not a mirror or static
   pod, not a DaemonSet pod, and every running member of its gang is a victim too;
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
 from kubeplace.kube.objects import PODS, GangKey, Pod, Snapshot
 from kubeplace.plan.verify import Violation
 
@@ -38,8 +40,9 @@ Evicted = tuple[str, str, str, tuple[str, ...]]
 
 
 def verify_preemptions(snapshot: Snapshot, placements: Sequence[Placed], victims: Sequence[Evicted],
-                       share_resources: Sequence[str] = ()) -> list[Violation]:
-    checker = _Preemptions(snapshot, placements, victims, tuple(share_resources))
+                       gpu: GpuConventions = DEFAULT_CONVENTIONS) -> list[Violation]:
+    """``gpu``: the configured GPU conventions (a pod with a GPU share request may not preempt)."""
+    checker = _Preemptions(snapshot, placements, victims, gpu.share_resources)
     return [*checker.victims(), *checker.levels()]
 
 

@@ -115,8 +115,7 @@ def build_layout(state: ClusterState, rules: Rules, config: Configuration, profi
     movable: list[Pod] = []
     excluded: list[tuple[Pod, str]] = []
     for pod in snap.bound:
-        reason = exclusion(pod, state.facts.get(pod.key, PodFacts()), rules, node_names,
-                           config.gpu.share_resources)
+        reason = exclusion(pod, state.facts.get(pod.key, PodFacts()), rules, node_names, config.gpu)
         if reason:
             excluded.append((pod, reason))
         else:

@@ -22,9 +22,9 @@ from typing import Any
 
 from kubeplace.kube.errors import expect_list, expect_mapping
 from kubeplace.kube.gangs import gang_of
+from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
 from kubeplace.kube.objects import MIRROR_ANNOTATION, SOURCE_ANNOTATION, SYSTEM_CRITICAL_PRIORITY, Pod, SpecRule
 from kubeplace.kube.selectors import matches, parse_selector
-from kubeplace.models.gpu import DEFAULT_CONVENTIONS
 
 EVICT_ANNOTATION = "kubeplace.io/evict"
 SYSTEM_CRITICAL = SYSTEM_CRITICAL_PRIORITY
@@ -105,9 +105,9 @@ class Rules:
 
 
 def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str] | None = None,
-              gpu_share_resources: tuple[str, ...] = DEFAULT_CONVENTIONS.share_resources) -> str:
-    """Why ``pod`` must stay where it is; "" when it may move. ``gpu_share_resources`` name
-    the GPU share requests (the configured GPU conventions)."""
+              gpu: GpuConventions = DEFAULT_CONVENTIONS) -> str:
+    """Why ``pod`` must stay where it is; "" when it may move. ``gpu``: the configured GPU
+    conventions (a pod with a GPU share request stays)."""
     if facts.mirror:
         return MIRROR
     if facts.static:
@@ -141,7 +141,7 @@ def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str
         return f"placement rule not modelled when moving pods ({', '.join(inter_pod)})"
     if pod.resource_claims:
         return RESOURCE_CLAIMS
-    if any(pod.requests.get(r, 0) for r in gpu_share_resources):
+    if any(pod.requests.get(r, 0) for r in gpu.share_resources):
         return GPU_SHARE
     if gang_of(pod) is not None:
         return GANG

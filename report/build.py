@@ -8,8 +8,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Pod, Snapshot
-from kubeplace.models.gpu import DEVICE_ALLOCATED, GpuConventions, device_notes
+from kubeplace.models.gpu import DEVICE_ALLOCATED, device_notes
 from kubeplace.plan.plan import Plan, Unplaced
 from kubeplace.rebalance.solve import Move
 from kubeplace.report.load import ClusterLoad, cluster_load

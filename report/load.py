@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Node, Pod
-from kubeplace.models.gpu import WHOLE, DeviceTable, GpuConventions
+from kubeplace.models.gpu import WHOLE, DeviceTable
 from kubeplace.plan.pipeline import SUMMARY_RESOURCES
 
 FloatArray = npt.NDArray[np.float64]

@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubeplace.kube.binder import Binding, Outcome, bind_all
 from kubeplace.kube.client import Cluster, connect
 from kubeplace.kube.live import load_live_snapshot
+from kubeplace.kube.objects import GPU
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
@@ -42,7 +43,7 @@ from kubeplace.plan.pipeline import make_plan
 from kubeplace.serve.app import LeaseSettings, Service
 from kubeplace.serve.loop import ServeSettings
 from kubeplace_bench.cluster_preempt import preemption_measure
-from kubeplace_bench.cluster_scenarios import GPU, Scenario
+from kubeplace_bench.cluster_scenarios import Scenario
 from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, api_client, node_settled, wait_for
 
 DEFAULT_SCHEDULER = "default-scheduler"

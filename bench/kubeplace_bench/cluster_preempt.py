@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from kubeplace_bench.cluster_scenarios import GPU, Manifest, Scenario, node, pod
+from kubeplace.kube.objects import GPU
+from kubeplace_bench.cluster_scenarios import Manifest, Scenario, node, pod
 
 PRIORITY_CLASSES = (("bench-p100", 100), ("bench-p300", 300), ("bench-p500", 500), ("bench-p1000", 1000),
                     ("bench-p5000", 5000))

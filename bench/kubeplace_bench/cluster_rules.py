@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kubeplace.kube.objects import GPU
 from kubeplace_bench.cluster_scenarios import Expected, Followers, Manifest, Scenario, node, pod
 
 ZONE = "topology.kubernetes.io/zone"
@@ -24,7 +25,7 @@ RACK = "cloud.provider.com/topology-rack"
 """The rack label (as in Kueue's topology-aware scheduling examples); the exclusive topology key."""
 ZONES = ("zone-a", "zone-b", "zone-c")
 POOL = "pool"
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 
 # Deployment replicas, as Helm charts label them
 NAME, INSTANCE, TEMPLATE_HASH = "app.kubernetes.io/name", "app.kubernetes.io/instance", "pod-template-hash"

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from kubeplace.kube.objects import GPU
 from kubeplace_bench.controlplane import KWOK_TOLERATION, fake_node_manifest
 from kubeplace_bench.gpusim import WHOLE, NodeSpec, PodSpec
 
 Manifest = dict[str, Any]
 
-GPU = "nvidia.com/gpu"
 TENANT = "tenant"
 MODEL_LABEL = "nvidia.com/gpu.product"
 IMAGE = "registry.local/bench:1"

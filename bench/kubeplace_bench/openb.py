@@ -41,6 +41,8 @@ from typing import Any
 import yaml
 
 from kubeplace.kube.errors import InputError
+from kubeplace.kube.gpu_conventions import KOORD_CORE, KOORD_MEMORY
+from kubeplace.kube.objects import GPU
 from kubeplace_bench.gpusim import WHOLE, NodeSpec, PodSpec
 
 Manifest = dict[str, Any]
@@ -48,9 +50,6 @@ Manifest = dict[str, Any]
 NAMESPACE = "openb"
 SCHEDULER = "kubeplace"
 MODEL_LABEL = "nvidia.com/gpu.product"
-GPU = "nvidia.com/gpu"
-KOORD_CORE = "koordinator.sh/gpu-core"
-KOORD_MEMORY = "koordinator.sh/gpu-memory-ratio"
 DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 NAME_ANNOTATION = "kubeplace.io/openb-name"
 MAX_PODS = "1000"

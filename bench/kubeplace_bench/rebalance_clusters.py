@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from kubeplace.kube.objects import GPU
+
 Manifest = dict[str, Any]
-GPU = "nvidia.com/gpu"
 MODEL_LABEL = "nvidia.com/gpu.product"
 
 

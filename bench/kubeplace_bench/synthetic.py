@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from kubeplace.kube.objects import GPU
+
 Manifest = dict[str, Any]
 
 GIB = 1 << 30
@@ -88,9 +90,9 @@ def node_manifests(spec: SyntheticSpec, rng: np.random.Generator) -> Iterator[Ma
         taints = []
         allocatable = {"cpu": str(cpu), "memory": f"{mem}Gi", "pods": "110"}
         if gpus:
-            allocatable["nvidia.com/gpu"] = str(gpus)
+            allocatable[GPU] = str(gpus)
             labels["nvidia.com/gpu.product"] = "A100" if gpus == 8 else "T4"
-            taints.append({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
+            taints.append({"key": GPU, "value": "present", "effect": "NoSchedule"})
         if i % 50 == 7:
             labels["tenant"] = "team-a"
         if spec.rules == "mix":
@@ -115,9 +117,9 @@ def pod_manifests(spec: SyntheticSpec, rng: np.random.Generator) -> Iterator[Man
                                     "containers": [{"name": "main", "image": "registry.local/app:1",
                                                     "resources": {"requests": requests}}]}
         if gpus:
-            requests["nvidia.com/gpu"] = str(gpus)
-            pod_spec["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": str(gpus)}
-            pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+            requests[GPU] = str(gpus)
+            pod_spec["containers"][0]["resources"]["limits"] = {GPU: str(gpus)}
+            pod_spec["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
         elif zone_pick[j] < len(ZONES):
             pod_spec["nodeSelector"] = {"topology.kubernetes.io/zone": ZONES[int(zone_pick[j])]}
         if bound[j]:

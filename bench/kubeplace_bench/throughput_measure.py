@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeplace.models.gpu import DEVICE_ALLOCATED, KOORD_CORE
+from kubeplace.kube.gpu_conventions import KOORD_CORE
+from kubeplace.models.gpu import DEVICE_ALLOCATED
 
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))
 

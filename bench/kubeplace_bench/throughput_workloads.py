@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from kubeplace.kube.gpu_conventions import KOORD_CORE, KOORD_MEMORY
 from kubeplace.kube.objects import GPU
-from kubeplace.models.gpu import KOORD_CORE, KOORD_MEMORY
 from kubeplace_bench.cluster_scenarios import (
     OPENB_ENV,
     OPENB_NODES,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kubeplace.kube.objects import GPU
 from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, RunContext
 from kubeplace.models.problem import Problem
 
@@ -23,7 +24,7 @@ class ResourceWeight:
 @dataclass(frozen=True)
 class BalanceArgs:
     resources: tuple[ResourceWeight, ...] = field(default_factory=lambda: (
-        ResourceWeight("cpu"), ResourceWeight("memory"), ResourceWeight("nvidia.com/gpu")))
+        ResourceWeight("cpu"), ResourceWeight("memory"), ResourceWeight(GPU)))
 
     def validate(self) -> list[str]:
         return [f"resources[{i}].weight: expected an integer >= 0, got {r.weight}"

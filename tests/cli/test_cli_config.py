@@ -52,6 +52,44 @@ def test_bad_solver_settings_are_refused_by_config_check_and_plan(tmp_path: Path
     assert message in err and str(config) in err
 
 
+BAD_GPU = {
+    "native device resource": ("gpu: {deviceResource: cpu}\n",
+                               "gpu.deviceResource: expected an extended resource name (a domain-prefixed name "
+                               "outside kubernetes.io, e.g. example.com/gpu), got 'cpu'"),
+    "empty device resource": ("gpu: {deviceResource: ''}\n", "gpu.deviceResource: expected an extended resource"),
+    "kubernetes.io percent": ("gpu: {percentOfGpus: [kubernetes.io/gpu-share]}\n",
+                              "gpu.percentOfGpus[0]: expected an extended resource name"),
+    "quota name": ("gpu: {percentPerDevice: [requests.example.com/cores]}\n",
+                   "gpu.percentPerDevice[0]: expected an extended resource name"),
+    "device resource as a percent": ("gpu: {percentPerDevice: [nvidia.com/gpu]}\n",
+                                     "gpu.percentPerDevice[0]: 'nvidia.com/gpu' is already gpu.deviceResource "
+                                     "(each resource has one GPU role)"),
+    "one percent in both roles": ("gpu: {percentOfGpus: [example.com/share, example.com/share]}\n",
+                                  "gpu.percentOfGpus[1]: 'example.com/share' is already gpu.percentOfGpus[0]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_GPU))
+@pytest.mark.parametrize("command", ["config-check", "plan"])
+def test_bad_gpu_conventions_are_refused_by_config_check_and_plan(tmp_path: Path, case: str, command: str) -> None:
+    """A name the kubelet does not count as an extended resource, or read in two GPU roles, would
+    make every GPU need wrong (``deviceResource: cpu`` took each core for a GPU)."""
+    body, message = BAD_GPU[case]
+    config = tmp_path / "config.yaml"
+    config.write_text(HEADER + body)
+    args = [command, str(config)] if command == "config-check" else [command, str(DEMO), "--config", str(config)]
+    code, out, err = run(*args)
+    one_line_exit_2(code, out, err)
+    assert message in err and str(config) in err
+
+
+def test_a_dra_class_name_is_a_gpu_device_resource(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(HEADER + "gpu: {deviceResource: deviceclass.resource.kubernetes.io/gpu}\n")
+    code, _, err = run("config-check", str(config))
+    assert code == 0, err
+
+
 BAD_FLAGS = {
     "unknown backend": (["--backend", "gurobi"], "--backend: expected one of cpsat, milp, highs, cbc, got 'gurobi'"),
     "nan time limit": (["--time-limit", "nan"], "--time-limit: expected a finite number of seconds > 0, got nan"),

@@ -23,10 +23,11 @@ from kubernetes.client.exceptions import ApiException
 
 from kubeplace.cli.main import main
 from kubeplace.kube.client import connect
+from kubeplace.kube.gpu_conventions import KOORD_CORE
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.config_load import load_configuration
-from kubeplace.models.gpu import DEVICE_ALLOCATED, KOORD_CORE, allocated_devices
+from kubeplace.models.gpu import DEVICE_ALLOCATED, allocated_devices
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement
 

@@ -9,17 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Pod
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
-from kubeplace.models.gpu import (
-    DEVICE_ALLOCATED,
-    DeviceTable,
-    GpuConventions,
-    GpuNeed,
-    GpuRequestError,
-    device_annotation,
-    gpu_need,
-)
+from kubeplace.models.gpu import DEVICE_ALLOCATED, DeviceTable, GpuNeed, GpuRequestError, device_annotation, gpu_need
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
 from kubeplace.plan.verify_gpu import verify_devices

@@ -359,6 +359,7 @@ def _imports(module: object) -> set[str]:
 
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
     (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.gangs",
+                     "kubeplace.kube.gpu_conventions",
                      "kubeplace.plan.verify_volumes", "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims"}),
     (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains"}),
     (verify_domains, {"kubeplace.kube.objects"}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import MIRROR_ANNOTATION
 from kubeplace.plan.verify_preempt import verify_preemptions
 from tests.builders import GANG_SOURCES, PodBuilder, node, pod, snapshot_of
@@ -19,7 +20,8 @@ def details(*objects: object, placed: dict[str, str], victims: dict[str, tuple[s
     where = {p.name: p.node_name for p in snapshot.bound}
     found = verify_preemptions(snapshot, [("default", n, node) for n, node in placed.items()],
                                [("default", v, where.get(v, "n1"), tuple(f"default/{p}" for p in f))
-                                for v, f in victims.items()], ("nvidia.com/gpucores",))
+                                for v, f in victims.items()],
+                               GpuConventions(percent_per_device=("nvidia.com/gpucores",)))
     return [v.detail for v in found]
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from kubeplace.kube.errors import InputError
+from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import parse_pod
 from kubeplace.models.config import Configuration, Profile, instantiate
@@ -89,6 +90,18 @@ def test_unmodelled_rules_and_gpu_shares_stay() -> None:
     claimed = running()
     claimed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
     assert _reason(claimed) == mv.RESOURCE_CLAIMS  # its devices are allocated for its node
+
+
+def test_a_share_of_the_configured_gpu_conventions_stays() -> None:
+    """The rebalancer reads the configured conventions, not the default names."""
+    manifest = running()
+    manifest["spec"]["containers"][0]["resources"] = {"requests": {"example.com/share": "50"},
+                                                      "limits": {"example.com/share": "50"}}
+    plugins = instantiate(Configuration(), Profile(), Snapshot((), (), ()))
+    (bound,) = plugins.mark_unmodelled(Snapshot((), (), (parse_pod(manifest),))).bound
+    gpu = GpuConventions(percent_of_gpus=("example.com/share",))
+    assert exclusion(bound, facts_of(manifest), Rules(), frozenset({"n1"}), gpu) == mv.GPU_SHARE
+    assert exclusion(bound, facts_of(manifest), Rules(), frozenset({"n1"})) == ""
 
 
 def test_a_malformed_selector_is_an_input_error() -> None:

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from kubeplace.cli.main import main
 from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, KOORD_CORE
 from kubeplace.models.config import Configuration
-from kubeplace.models.gpu import DEFAULT_CONVENTIONS, KOORD_CORE
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Unplaced
 from kubeplace.rebalance.solve import Move

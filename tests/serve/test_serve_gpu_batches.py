@@ -83,7 +83,8 @@ def test_a_binding_not_yet_seen_holds_the_devices_it_took(monkeypatch: pytest.Mo
     # "r" holds 30% of device 1; "first" (40%) goes to the fuller device, 1. Until the watch shows
     # first's annotation, a first-fit guess would put it on device 0 and leave device 1 room
     # for "second" (70%): 140% of a device. The assumption carries the devices the binding took.
-    from kubeplace.models.gpu import DEVICE_ALLOCATED, KOORD_CORE, KOORD_MEMORY, allocated_devices
+    from kubeplace.kube.gpu_conventions import KOORD_CORE, KOORD_MEMORY
+    from kubeplace.models.gpu import DEVICE_ALLOCATED, allocated_devices
     from tests.serve.fakes import FakeCluster
     from tests.serve.test_serve_loop import next_cycle, scheduler
 
