@@ -328,18 +328,21 @@ def claim_shapes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool]:
     return objects, valid
 
 
-@settings(FUZZ, max_examples=120)
-@given(shape=claim_shapes())
-def test_dra_objects_are_refused_exactly_when_the_api_server_refuses_them(workdir: Path,
-                                                                          shape: tuple[list[Any], bool]) -> None:
-    objects, valid = shape
-    snapshot = workdir / "claims.yaml"
+def refused_exactly_when_invalid(snapshot: Path, objects: list[Any], valid: bool) -> None:
+    """``plan`` of ``objects`` exits 0 when the API server accepts them, else 2 with one line."""
     snapshot.write_text(yaml.safe_dump_all(objects))
     result = CliRunner().invoke(main, ["plan", str(snapshot), "-o", "json", "--time-limit", "1", "--workers", "1"],
                                 catch_exceptions=False)
     assert result.exit_code == (0 if valid else 2), (result.stdout[-1000:], result.stderr)
     if not valid:
         assert result.stderr.startswith(f"error: {snapshot}: ") and result.stderr.count("\n") == 1
+
+
+@settings(FUZZ, max_examples=120)
+@given(shape=claim_shapes())
+def test_dra_objects_are_refused_exactly_when_the_api_server_refuses_them(workdir: Path,
+                                                                          shape: tuple[list[Any], bool]) -> None:
+    refused_exactly_when_invalid(workdir / "claims.yaml", *shape)
 
 
 SOURCES = {"nfs": {"server": "nfs.example", "path": "/v"}, "csi": {"driver": "d", "volumeHandle": "h"},
@@ -368,11 +371,4 @@ def volume_shapes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool]:
 @given(shape=volume_shapes())
 def test_volumes_are_refused_exactly_when_the_api_server_refuses_them(workdir: Path,
                                                                       shape: tuple[list[Any], bool]) -> None:
-    objects, valid = shape
-    snapshot = workdir / "volumes.yaml"
-    snapshot.write_text(yaml.safe_dump_all(objects))
-    result = CliRunner().invoke(main, ["plan", str(snapshot), "-o", "json", "--time-limit", "1", "--workers", "1"],
-                                catch_exceptions=False)
-    assert result.exit_code == (0 if valid else 2), (result.stdout[-1000:], result.stderr)
-    if not valid:
-        assert result.stderr.startswith(f"error: {snapshot}: ") and result.stderr.count("\n") == 1
+    refused_exactly_when_invalid(workdir / "volumes.yaml", *shape)
