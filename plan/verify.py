@@ -5,21 +5,23 @@ Every proposed placement is re-checked, pod by pod, against each hard constraint
 out plainly here and on purpose share no code with ``models/`` or ``solver/`` (which
 compute eligibility vectorised): a bug in one is caught by the other. Only
 ``kube.objects`` and ``plan.verify_domains`` (the rules that depend on other pods' places,
-inter-pod affinity and topology spread, replayed pod by pod) may be imported. A plan with any
-:class:`Violation` must be refused.
+inter-pod affinity and topology spread, replayed pod by pod) may be imported, and the rules'
+own verifier checks (``models/plugins/<rule>/verify.py``, which import only ``kubeplace.kube``),
+run through their descriptors (:class:`RuleCheck`). A plan with any :class:`Violation` must be
+refused.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from kubeplace.kube.dra import ClaimAllocation, Devices
 from kubeplace.kube.objects import (
     CPU,
     MEMORY,
-    NO_EXECUTE,
     NO_SCHEDULE,
     PODS,
     ClaimChoice,
@@ -29,8 +31,11 @@ from kubeplace.kube.objects import (
     Pod,
     Snapshot,
 )
+from kubeplace.models.plugins import RULES
+from kubeplace.models.plugins.taint_toleration.verify import tolerates
+from kubeplace.models.rules import Verifier
 from kubeplace.plan.verify_claims import verify_claims
-from kubeplace.plan.verify_domains import Counted, node_term_matches, replay, tolerates
+from kubeplace.plan.verify_domains import Counted, node_term_matches, replay
 from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
@@ -40,7 +45,30 @@ _EVERY_ADDRESS = ("", "0.0.0.0")
 
 
 @dataclass(frozen=True)
+class RuleCheck:
+    """An enabled rule's verifier check, with the args the profile gives the rule."""
+
+    name: str
+    verifier: Verifier
+    args: Any = None
+
+
+def rule_checks(names: Collection[str] | None = None, args: Mapping[str, Any] | None = None) -> tuple[RuleCheck, ...]:
+    """The verifier checks of the in-tree rules in ``names`` (default: every rule), in registry
+    order, each with its args from ``args`` or else the rule's default args."""
+    given = args or {}
+    out = []
+    for r in RULES:
+        if r.verify is not None and (names is None or r.name in names):
+            default = r.factory.args_type() if r.factory.args_type is not None else None
+            out.append(RuleCheck(r.name, r.verify, given.get(r.name) or default))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class VerifySettings:
+    rules: tuple[RuleCheck, ...] = field(default_factory=rule_checks)
+    """The rules whose own verifier checks run (those the profile enables)."""
     tenant_node_label: str = "tenant"
     tenant_pod_label: str = "tenant"
     tenant_namespace_label: str = "tenant"
@@ -117,6 +145,11 @@ def verify(
     violations.extend(_followers_reserved(snapshot, placements, checker.copies))
     violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
                                                                        settings.volume_rules))
+    for rule in settings.rules:
+        if rule.verifier.plan is not None:
+            violations.extend(Violation(namespace, name, node_name, rule.name, detail)
+                              for namespace, name, node_name, detail in rule.verifier.plan(snapshot, placements,
+                                                                                            rule.args))
     if settings.check_claims:
         violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
     if _domain_rules(snapshot):
@@ -360,6 +393,11 @@ class _Checker:
                    if p.nominated_node == node_name and p.priority >= pod.priority]
         problems += (("NodePorts", d) for d in _port_conflicts(pod, count, node, self.bound_on(node_name),
                                                                  [*here, *holding]))
+        if any(rule.verifier.node is not None for rule in self.settings.rules):
+            there = [*(p for p in self.bound_on(node_name) if p.node_name == node_name and not p.finished),
+                     *(p for p, _ in here), *(p for p, _ in holding)]
+            problems += ((rule.name, detail) for rule in self.settings.rules if rule.verifier.node is not None
+                         for detail in rule.verifier.node(pod, count, node, there))
         here.append((pod, count))
         return problems
 
@@ -380,6 +418,9 @@ def _pod_state(pod: Pod) -> Iterator[tuple[str, str]]:
 def _pair_rules(
     pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings, extra_checks: Sequence[ExtraCheck]
 ) -> Iterator[tuple[str, str]]:
+    for rule in settings.rules:
+        if rule.verifier.pair is not None:
+            yield from ((rule.name, detail) for detail in rule.verifier.pair(pod, node, snapshot, rule.args))
     if node.unschedulable and not tolerates(pod, UNSCHEDULABLE_TAINT_KEY, "", NO_SCHEDULE):
         yield "NodeUnschedulable", "node is unschedulable (cordoned)"
     for key, value in pod.node_selector.items():
@@ -389,10 +430,6 @@ def _pair_rules(
         node_term_matches(term.match_expressions, term.match_fields, node) for term in pod.required_terms
     ):
         yield "NodeAffinity", "no required node affinity term matches the node"
-    for taint in node.taints:
-        hard = taint.effect in (NO_SCHEDULE, NO_EXECUTE)
-        if hard and not tolerates(pod, taint.key, taint.value, taint.effect):
-            yield "TaintToleration", f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
     if settings.check_tenant:
         yield from _tenant(pod, node, snapshot, settings)
     if settings.check_gpu_model:

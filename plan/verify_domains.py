@@ -22,9 +22,10 @@ Semantics (k8s.io/kubernetes v1.36 ``pkg/scheduler/framework/plugins``):
   matching, not terminating pods of the pod's namespace on eligible nodes per domain, the
   minimum (0 when fewer than minDomains domains), skew = count + self-match - minimum.
 
-Written apart from the model on purpose: only ``kube.objects`` is imported; selectors,
-namespace scopes, the spread matchLabelKeys merge, eligibility and domains are re-implemented
-here. The node-affinity and toleration helpers are shared with ``plan/verify.py``.
+Written apart from the model on purpose: only ``kube.objects`` and the rules' verifier checks
+(``models/plugins/<rule>/verify.py``: the toleration helper) are imported; selectors, namespace
+scopes, the spread matchLabelKeys merge, eligibility and domains are re-implemented here. The
+node-affinity helpers are shared with ``plan/verify.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kubeplace.kube.objects import NO_EXECUTE, NO_SCHEDULE, Node, Pod, PodAffinityTerm, Requirement, Snapshot
+from kubeplace.models.plugins.taint_toleration.verify import tolerates
 
 AFFINITY_RULE = "InterPodAffinity"
 SPREAD_RULE = "PodTopologySpread"
@@ -159,24 +161,6 @@ def node_affinity_matches(pod: Pod, node: Node) -> bool:
     return pod.required_terms is None or any(
         node_term_matches(term.match_expressions, term.match_fields, node) for term in pod.required_terms
     )
-
-
-def tolerates(pod: Pod, key: str, value: str, effect: str) -> bool:
-    """toleration.go ToleratesTaint, for any of the pod's tolerations."""
-    for toleration in pod.tolerations:
-        if toleration.effect and toleration.effect != effect:
-            continue
-        if not toleration.key:
-            if toleration.operator == "Exists":
-                return True
-            continue
-        if toleration.key != key:
-            continue
-        if toleration.operator == "Exists":
-            return True
-        if toleration.operator in ("Equal", "") and toleration.value == value:
-            return True
-    return False
 
 
 def _tolerates_hard_taints(pod: Pod, node: Node) -> bool:

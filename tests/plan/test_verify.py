@@ -359,15 +359,21 @@ def _imports(module: object) -> set[str]:
 
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
     (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.plan.verify_volumes",
-                     "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims"}),
+                     "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims",
+                     "kubeplace.models.plugins", "kubeplace.models.rules",
+                     "kubeplace.models.plugins.taint_toleration.verify"}),
     (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains"}),
-    (verify_domains, {"kubeplace.kube.objects"}),
+    (verify_domains, {"kubeplace.kube.objects", "kubeplace.models.plugins.taint_toleration.verify"}),
     (verify_claims_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.device_cel",
                             "kubeplace.plan.verify_domains"}),
 ])  # fmt: skip
 def test_verifier_is_independent_of_models_and_solver(module: object, kubeplace_imports: set[str]) -> None:
+    """The checks import only kube objects and the rules' own verifier checks (which import only
+    kubeplace.kube: tests/test_structure.py); the registry and the rule descriptors only to find
+    the enabled rules' checks."""
     imported = _imports(module)
-    assert {name.split(".")[0] for name in imported} <= {"__future__", "collections", "dataclasses", "re", "kubeplace"}
+    assert {name.split(".")[0] for name in imported} <= {"__future__", "collections", "dataclasses", "re", "typing",
+                                                         "kubeplace"}
     assert {name for name in imported if name.startswith("kubeplace")} == kubeplace_imports
 
 
