@@ -22,7 +22,6 @@ from kubeplace.kube.dra import ClaimAllocation, Devices
 from kubeplace.kube.objects import (
     CPU,
     MEMORY,
-    NO_SCHEDULE,
     PODS,
     ClaimChoice,
     GangKey,
@@ -32,7 +31,6 @@ from kubeplace.kube.objects import (
     Snapshot,
 )
 from kubeplace.models.plugins import RULES
-from kubeplace.models.plugins.taint_toleration.verify import tolerates
 from kubeplace.models.rules import Verifier
 from kubeplace.plan.verify_claims import verify_claims
 from kubeplace.plan.verify_domains import Counted, node_term_matches, replay
@@ -40,7 +38,6 @@ from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
-UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 _EVERY_ADDRESS = ("", "0.0.0.0")
 
 
@@ -421,8 +418,6 @@ def _pair_rules(
     for rule in settings.rules:
         if rule.verifier.pair is not None:
             yield from ((rule.name, detail) for detail in rule.verifier.pair(pod, node, snapshot, rule.args))
-    if node.unschedulable and not tolerates(pod, UNSCHEDULABLE_TAINT_KEY, "", NO_SCHEDULE):
-        yield "NodeUnschedulable", "node is unschedulable (cordoned)"
     for key, value in pod.node_selector.items():
         if node.labels.get(key) != value:
             yield "NodeAffinity", f"nodeSelector {key}={value}: node has {key}={node.labels.get(key)}"

@@ -229,16 +229,21 @@ def test_only_the_solver_imports_a_solver_library_so_plugins_never_do() -> None:
     assert any(name.startswith("kubeplace.models.plugins.") for name in modules)
 
 
+def _rule_verifier(name: str) -> bool:
+    return name.startswith("kubeplace.models.plugins.") and name.endswith(".verify")
+
+
 def rule_verifier_imports(modules: dict[str, Module]) -> list[str]:
     """``path:line: target`` for every product import of a rule's verifier check
-    (``models/plugins/<rule>/verify.py``) outside ``kubeplace.kube``: the check is independent of
-    the model it verifies."""
+    (``models/plugins/<rule>/verify.py``) outside ``kubeplace.kube`` and the other rules' checks:
+    the check is independent of the model it verifies."""
     out = []
     for name, module in modules.items():
-        if name.startswith("kubeplace.models.plugins.") and name.endswith(".verify"):
+        if _rule_verifier(name):
             where = module.path.relative_to(CHECKOUT) if module.path.is_relative_to(CHECKOUT) else module.path
             out += [f"{where}:{line}: {target}"
-                    for target, _, line in imports(module, modules) if not target.startswith("kubeplace.kube")]
+                    for target, _, line in imports(module, modules)
+                    if not target.startswith("kubeplace.kube") and not _rule_verifier(target)]
     return sorted(out)
 
 

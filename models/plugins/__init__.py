@@ -35,7 +35,7 @@ _VOLUMES, _DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py")
                                       for m in ("verify_volumes", "verify_domains", "verify_claims", "verify"))
 
 RULES: tuple[InTreeRule, ...] = (
-    rule(node_unschedulable.NAME, FILTER, None, node_unschedulable.build, verify=_PLAN, filter_order=1),
+    node_unschedulable.RULE,
     rule(node_affinity.NAME, (FILTER, CONSTRAINT, SCORE), preferences.NodeAffinityArgs,
          preferences.build_node_affinity, verify=_PLAN, filter_order=4),
     taint_toleration.RULE,

@@ -360,8 +360,7 @@ def _imports(module: object) -> set[str]:
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
     (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.plan.verify_volumes",
                      "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims",
-                     "kubeplace.models.plugins", "kubeplace.models.rules",
-                     "kubeplace.models.plugins.taint_toleration.verify"}),
+                     "kubeplace.models.plugins", "kubeplace.models.rules"}),
     (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains"}),
     (verify_domains, {"kubeplace.kube.objects", "kubeplace.models.plugins.taint_toleration.verify"}),
     (verify_claims_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.device_cel",

@@ -26,7 +26,8 @@ def test_the_filter_and_the_verifier_check_agree(tolerations: tuple[Toleration, 
 
 
 def test_a_plan_on_an_untolerated_taint_is_refused_by_the_rules_check() -> None:
-    snapshot = Snapshot(nodes=(Node("n1", taints=(Taint("gpu", "a100", NO_SCHEDULE),), allocatable={"cpu": 1000, "pods": 10}),),
+    tainted = Node("n1", taints=(Taint("gpu", "a100", NO_SCHEDULE),), allocatable={"cpu": 1000, "pods": 10})
+    snapshot = Snapshot(nodes=(tainted,),
                         pending=(Pod("default", "p", requests={"cpu": 100}),), bound=())
     [violation] = verify_plan(snapshot, [("default", "p", "n1")])
     assert (violation.rule, violation.detail) == ("TaintToleration", "untolerated taint gpu=a100:NoSchedule")
