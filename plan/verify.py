@@ -33,7 +33,7 @@ from kubeplace.kube.objects import (
 from kubeplace.models.plugins import RULES
 from kubeplace.models.rules import Verifier
 from kubeplace.plan.verify_claims import verify_claims
-from kubeplace.plan.verify_domains import Counted, node_term_matches, replay
+from kubeplace.plan.verify_domains import Counted, replay
 from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
@@ -418,13 +418,6 @@ def _pair_rules(
     for rule in settings.rules:
         if rule.verifier.pair is not None:
             yield from ((rule.name, detail) for detail in rule.verifier.pair(pod, node, snapshot, rule.args))
-    for key, value in pod.node_selector.items():
-        if node.labels.get(key) != value:
-            yield "NodeAffinity", f"nodeSelector {key}={value}: node has {key}={node.labels.get(key)}"
-    if pod.required_terms is not None and not any(
-        node_term_matches(term.match_expressions, term.match_fields, node) for term in pod.required_terms
-    ):
-        yield "NodeAffinity", "no required node affinity term matches the node"
     if settings.check_tenant:
         yield from _tenant(pod, node, snapshot, settings)
     if settings.check_gpu_model:

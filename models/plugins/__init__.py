@@ -36,8 +36,7 @@ _VOLUMES, _DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py")
 
 RULES: tuple[InTreeRule, ...] = (
     node_unschedulable.RULE,
-    rule(node_affinity.NAME, (FILTER, CONSTRAINT, SCORE), preferences.NodeAffinityArgs,
-         preferences.build_node_affinity, verify=_PLAN, filter_order=4),
+    node_affinity.RULE,
     taint_toleration.RULE,
     rule(node_ports.NAME, (FILTER, CONSTRAINT), None, node_ports.build, verify=_PLAN, filter_order=5),
     rule(volume_restrictions.NAME, FILTER, None, volume_restrictions.build, verify=_VOLUMES, filter_order=7),

@@ -1,5 +1,5 @@
-"""The score parts of NodeAffinity, InterPodAffinity and PodTopologySpread, and the helpers every
-rule's score part shares (TaintToleration's is in its folder).
+"""The score parts of InterPodAffinity and PodTopologySpread, and the helpers every rule's score
+part shares (NodeAffinity's and TaintToleration's are in their folders).
 
 Each is a constraint part (it keys the classes by what it reads and returns the
 ``Problem.preferences`` over classes and domains) and a score part (a ``PreferenceTerm`` with
@@ -27,26 +27,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.kube.objects import HONOR, Node, Pod, PreferredNodeTerm
+from kubeplace.kube.objects import HONOR, Node, Pod
 from kubeplace.models.domains import Matcher, SpreadId, TermId, canonical, label_domains, n_domains
-from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm, RunContext
-from kubeplace.models.plugins import node_affinity
-from kubeplace.models.preferences import DEFAULT, MINMAX, points_per_pod
+from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm
+from kubeplace.models.preferences import MINMAX, points_per_pod
 from kubeplace.models.problem import DomainPreference, IntArray, NodePreference, Problem, Rule
 
 
 def check_weight(weight: int) -> list[str]:
     return [] if 0 <= weight <= 100 else [f"weight: expected an integer from 0 to 100, got {weight}"]
-
-
-@dataclass(frozen=True)
-class NodeAffinityArgs:
-    """``weight``: the plugin's score weight in this profile (0: no preference term)."""
-
-    weight: int = 2
-
-    def validate(self) -> list[str]:
-        return check_weight(self.weight)
 
 
 @dataclass(frozen=True)
@@ -85,31 +74,6 @@ def node_preference(raw_by_key: Mapping[Hashable, IntArray], groups: Mapping[Has
         return []
     rows = {c: raw_by_key[key] for key, members in groups.items() for c in members}
     return [NodePreference("", tuple(classes), np.stack([rows[c] for c in classes]).astype(np.int64), normalise)]
-
-
-@dataclass(frozen=True)
-class NodeAffinityScore:
-    weight: int
-    name: str = node_affinity.NAME
-
-    def pod_key(self, pod: Pod) -> Hashable:
-        return pod.preferred_node_terms
-
-    def constraints(self, view: ClassView) -> Sequence[Rule]:
-        groups = class_groups([p.preferred_node_terms for p in view.class_pods])
-        raw = {key: preferred_weights(key, view.nodes) for key in groups if key}  # type: ignore[arg-type]
-        return node_preference(raw, {k: v for k, v in groups.items() if k}, DEFAULT)
-
-    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
-        return preference_terms(self.name, self.weight, problem)
-
-
-def preferred_weights(terms: Sequence[PreferredNodeTerm], nodes: Sequence[Node]) -> IntArray:
-    """NodeAffinity's raw score: the weights of the preferred terms each node matches."""
-    raw = np.zeros(len(nodes), dtype=np.int64)
-    for preferred in terms:
-        raw += preferred.weight * node_affinity.term_mask(preferred.term, nodes)
-    return raw
 
 
 Weighted = tuple[TermId, int]
@@ -245,10 +209,4 @@ def soft_spread_ids(pod: Pod) -> tuple[SpreadId, ...]:
     return tuple(SpreadId(pod.namespace, canonical(c.selector), c.topology_key, c.max_skew, 1, keys,
                           affinity if c.node_affinity_policy == HONOR else None,
                           pod.tolerations if c.node_taints_policy == HONOR else None) for c in soft)
-
-
-def build_node_affinity(args: NodeAffinityArgs, ctx: RunContext) -> tuple[node_affinity.NodeAffinity,
-                                                                          NodeAffinityScore]:
-    """NodeAffinity: the filter (nodeSelector, required terms) and the preferred terms' score."""
-    return node_affinity.build(None, ctx), NodeAffinityScore(args.weight)
 

@@ -361,10 +361,12 @@ def _imports(module: object) -> set[str]:
     (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.plan.verify_volumes",
                      "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims",
                      "kubeplace.models.plugins", "kubeplace.models.rules"}),
-    (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains"}),
-    (verify_domains, {"kubeplace.kube.objects", "kubeplace.models.plugins.taint_toleration.verify"}),
+    (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains",
+                             "kubeplace.models.plugins.node_affinity.verify"}),
+    (verify_domains, {"kubeplace.kube.objects", "kubeplace.models.plugins.taint_toleration.verify",
+                      "kubeplace.models.plugins.node_affinity.verify"}),
     (verify_claims_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.device_cel",
-                            "kubeplace.plan.verify_domains"}),
+                            "kubeplace.models.plugins.node_affinity.verify"}),
 ])  # fmt: skip
 def test_verifier_is_independent_of_models_and_solver(module: object, kubeplace_imports: set[str]) -> None:
     """The checks import only kube objects and the rules' own verifier checks (which import only

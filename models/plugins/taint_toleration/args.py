@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kubeplace.models.plugins.preferences import check_weight
+
 
 @dataclass(frozen=True)
 class TaintTolerationArgs:
     weight: int = 3
 
     def validate(self) -> list[str]:
-        return [] if 0 <= self.weight <= 100 else [f"weight: expected an integer from 0 to 100, got {self.weight}"]
+        return check_weight(self.weight)
