@@ -71,6 +71,10 @@ class InTreeRule:
     """Its position among the kube-scheduler's default filters (apis/config/v1
     default_plugins.go; ``plan.explain.SCHEDULER_FILTERS``); None for a kubeplace rule, which
     counts after them in the profile's order."""
+    verified_always: bool = False
+    """The verifier checks it even where the profile disables the plugin: the node-level rules a
+    bound pod must keep whatever the profile (the kubelet's admission refuses a pod against its
+    node affinity, host ports or NoExecute taints; a cordon is the cluster owner's)."""
     default: bool = True
     """Enabled in every profile (``DEFAULT_PLUGINS``); the objectives' scores are not."""
 

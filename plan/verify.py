@@ -25,7 +25,6 @@ from kubeplace.kube.objects import (
     PODS,
     ClaimChoice,
     GangKey,
-    HostPort,
     Node,
     Pod,
     Snapshot,
@@ -38,7 +37,6 @@ from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
-_EVERY_ADDRESS = ("", "0.0.0.0")
 
 
 @dataclass(frozen=True)
@@ -51,12 +49,13 @@ class RuleCheck:
 
 
 def rule_checks(names: Collection[str] | None = None, args: Mapping[str, Any] | None = None) -> tuple[RuleCheck, ...]:
-    """The verifier checks of the in-tree rules in ``names`` (default: every rule), in registry
-    order, each with its args from ``args`` or else the rule's default args."""
+    """The verifier checks of the in-tree rules in ``names`` (default: every rule) and of those
+    verified always, in registry order, each with its args from ``args`` or else the rule's
+    default args."""
     given = args or {}
     out = []
     for r in RULES:
-        if r.verify is not None and (names is None or r.name in names):
+        if r.verify is not None and (names is None or r.name in names or r.verified_always):
             default = r.factory.args_type() if r.factory.args_type is not None else None
             out.append(RuleCheck(r.name, r.verify, given.get(r.name) or default))
     return tuple(out)
@@ -386,13 +385,9 @@ class _Checker:
             return [*problems, ("NodeName", "no such node in the snapshot")]
         problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks)
         here = self.placed.setdefault(node_name, [])
-        holding = [(p, 1) for p in self.snapshot.nominated
-                   if p.nominated_node == node_name and p.priority >= pod.priority]
-        problems += (("NodePorts", d) for d in _port_conflicts(pod, count, node, self.bound_on(node_name),
-                                                                 [*here, *holding]))
+        holding = [p for p in self.snapshot.nominated if p.nominated_node == node_name and p.priority >= pod.priority]
         if any(rule.verifier.node is not None for rule in self.settings.rules):
-            there = [*(p for p in self.bound_on(node_name) if p.node_name == node_name and not p.finished),
-                     *(p for p, _ in here), *(p for p, _ in holding)]
+            there = [*(p for p in self.bound_on(node_name) if not p.finished), *(p for p, _ in here), *holding]
             problems += ((rule.name, detail) for rule in self.settings.rules if rule.verifier.node is not None
                          for detail in rule.verifier.node(pod, count, node, there))
         here.append((pod, count))
@@ -460,24 +455,6 @@ def _gpu_model(pod: Pod, node: Node, settings: VerifySettings) -> Iterator[tuple
     have = node.labels.get(settings.gpu_model_node_label)
     if have not in models:
         yield "GPUModel", f"needs GPU model {' or '.join(sorted(models))}, node has {have or 'none'}"
-
-
-def _port_conflicts(pod: Pod, count: int, node: Node, bound: Sequence[Pod],
-                    placed_here: Sequence[tuple[Pod, int]]) -> Iterator[str]:
-    """Host ports the pod's already taken on the node: by the pods placed there before it, those
-    nominated there of its priority or more, and another of its own copies."""
-    others = [other for other in bound if other.node_name == node.name and not other.finished]
-    for other in [*others, *(p for p, _ in placed_here), *([pod] if count > 1 else [])]:
-        for mine in pod.host_ports:
-            for theirs in other.host_ports:
-                if _ports_conflict(mine, theirs):
-                    yield f"host port {mine.protocol or 'TCP'}/{mine.port} already used by {other.key}"
-
-
-def _ports_conflict(a: HostPort, b: HostPort) -> bool:
-    if a.port != b.port or (a.protocol or "TCP") != (b.protocol or "TCP"):
-        return False
-    return a.ip == b.ip or a.ip in _EVERY_ADDRESS or b.ip in _EVERY_ADDRESS
 
 
 def _requests(pod: Pod) -> dict[str, int]:

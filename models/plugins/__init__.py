@@ -38,7 +38,7 @@ RULES: tuple[InTreeRule, ...] = (
     node_unschedulable.RULE,
     node_affinity.RULE,
     taint_toleration.RULE,
-    rule(node_ports.NAME, (FILTER, CONSTRAINT), None, node_ports.build, verify=_PLAN, filter_order=5),
+    node_ports.RULE,
     rule(volume_restrictions.NAME, FILTER, None, volume_restrictions.build, verify=_VOLUMES, filter_order=7),
     rule(node_volume_limits.NAME, (FILTER, CONSTRAINT), None, node_volume_limits.build, verify=_VOLUMES,
          filter_order=8),

@@ -77,5 +77,6 @@ def test_the_filter_order_is_the_kube_schedulers_derived_from_the_rules() -> Non
 
 def test_the_verifier_runs_the_enabled_rules_with_the_profiles_args() -> None:
     checks = rule_checks({"NodePorts", "Tenant", "BinPack"})
-    assert [c.name for c in checks] == ["NodePorts", "Tenant"]
+    assert [c.name for c in checks] == ["NodeUnschedulable", "NodeAffinity", "TaintToleration", "NodePorts", "Tenant"]
+    assert {c.name for c in rule_checks(set())} == {r.name for r in RULES if r.verified_always}
     assert [c.name for c in rule_checks()] == [r.name for r in RULES if r.verify is not None]

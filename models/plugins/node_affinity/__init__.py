@@ -11,7 +11,7 @@ from kubeplace.models.plugins.node_affinity.score import build_node_affinity, pr
 from kubeplace.models.rules import Verifier, rule
 
 RULE = rule(NAME, (FILTER, CONSTRAINT, SCORE), NodeAffinityArgs, build_node_affinity,
-            verify=Verifier(pair=verify.check_pair), filter_order=4)
+            verify=Verifier(pair=verify.check_pair), filter_order=4, verified_always=True)
 
 __all__ = ["NAME", "RULE", "NodeAffinity", "NodeAffinityArgs", "build", "preferred_weights", "requirement_mask",
            "term_mask"]

@@ -11,6 +11,6 @@ from kubeplace.models.plugins.taint_toleration.score import build_taint_tolerati
 from kubeplace.models.rules import Verifier, rule
 
 RULE = rule(NAME, (FILTER, CONSTRAINT, SCORE), TaintTolerationArgs, build_taint_toleration,
-            verify=Verifier(pair=verify.check_pair), filter_order=3)
+            verify=Verifier(pair=verify.check_pair), filter_order=3, verified_always=True)
 
 __all__ = ["NAME", "RULE", "TaintToleration", "TaintTolerationArgs", "build", "hard_taints", "tolerates"]
