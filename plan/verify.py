@@ -65,17 +65,6 @@ def rule_checks(names: Collection[str] | None = None, args: Mapping[str, Any] | 
 class VerifySettings:
     rules: tuple[RuleCheck, ...] = field(default_factory=rule_checks)
     """The rules whose own verifier checks run (those the profile enables)."""
-    tenant_node_label: str = "tenant"
-    tenant_pod_label: str = "tenant"
-    tenant_namespace_label: str = "tenant"
-    namespace_is_tenant: bool = False
-    trust_pod_tenant: bool = False
-    """The pod's own tenant label/annotation counts, only in a namespace without a tenant."""
-    untenanted_nodes: str = "shared"  # or "closed": untenanted nodes take only untenanted pods
-    gpu_model_node_label: str = "nvidia.com/gpu.product"
-    gpu_model_pod_annotation: str = "kubeplace.io/gpu-model"
-    check_tenant: bool = True
-    check_gpu_model: bool = True
     volume_rules: frozenset[str] = VOLUME_RULES
     """Which of the volume plugins' rules to check (those the profile enables)."""
     check_claims: bool = True
@@ -413,10 +402,6 @@ def _pair_rules(
     for rule in settings.rules:
         if rule.verifier.pair is not None:
             yield from ((rule.name, detail) for detail in rule.verifier.pair(pod, node, snapshot, rule.args))
-    if settings.check_tenant:
-        yield from _tenant(pod, node, snapshot, settings)
-    if settings.check_gpu_model:
-        yield from _gpu_model(pod, node, settings)
     for check in extra_checks:
         try:
             reason = check(pod, node)
@@ -425,36 +410,6 @@ def _pair_rules(
             reason = f"check {name} raised {type(error).__name__}: {error}"
         if reason is not None:
             yield "ExtraCheck", reason
-
-
-def _tenant(pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings) -> Iterator[tuple[str, str]]:
-    """The namespace is the tenant boundary: its label, else (namespace_is_tenant) its name;
-    the pod's own label or annotation only where the namespace names no tenant and the
-    configuration trusts it."""
-    namespace_tenant = snapshot.namespace_labels.get(pod.namespace, {}).get(settings.tenant_namespace_label)
-    if namespace_tenant:
-        pod_tenant = namespace_tenant
-    elif settings.namespace_is_tenant:
-        pod_tenant = pod.namespace
-    elif settings.trust_pod_tenant:
-        pod_tenant = pod.labels.get(settings.tenant_pod_label) or pod.annotations.get(settings.tenant_pod_label) or ""
-    else:
-        pod_tenant = ""
-    node_tenant = node.labels.get(settings.tenant_node_label, "")
-    if node_tenant and node_tenant != pod_tenant:
-        yield "Tenant", f"node belongs to tenant {node_tenant!r}, pod to {pod_tenant or 'no tenant'!r}"
-    elif not node_tenant and pod_tenant and settings.untenanted_nodes != "shared":
-        yield "Tenant", f"untenanted node is closed to tenant {pod_tenant!r}"
-
-
-def _gpu_model(pod: Pod, node: Node, settings: VerifySettings) -> Iterator[tuple[str, str]]:
-    wanted = pod.annotations.get(settings.gpu_model_pod_annotation, "")
-    models = {model.strip() for model in wanted.split("|") if model.strip()}
-    if not models:
-        return  # no annotation, or an empty one: any node
-    have = node.labels.get(settings.gpu_model_node_label)
-    if have not in models:
-        yield "GPUModel", f"needs GPU model {' or '.join(sorted(models))}, node has {have or 'none'}"
 
 
 def _requests(pod: Pod) -> dict[str, int]:

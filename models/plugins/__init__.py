@@ -23,12 +23,12 @@ from kubeplace.models.plugins import (
     overcommit,
     preferences,
     taint_toleration,
+    tenant,
     topology_spread,
     volume_binding,
     volume_restrictions,
     volume_zone,
 )
-from kubeplace.models.plugins import tenant as tenant_plugin
 from kubeplace.models.rules import InTreeRule, Verifier, rule
 
 _VOLUMES, _DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py")
@@ -50,8 +50,8 @@ RULES: tuple[InTreeRule, ...] = (
          inter_pod_affinity.build, verify=_DOMAINS, filter_order=12),
     rule(dynamic_resources.NAME, (FILTER, CONSTRAINT), None, dynamic_resources.build, verify=_CLAIMS,
          filter_order=13),
-    rule(tenant_plugin.NAME, FILTER, tenant_plugin.TenantArgs, tenant_plugin.build, verify=_PLAN),
-    rule(gpu_model.NAME, FILTER, gpu_model.GPUModelArgs, gpu_model.build, verify=_PLAN),
+    tenant.RULE,
+    gpu_model.RULE,
     rule(gang.NAME, CONSTRAINT, None, gang.build, verify=_PLAN),
     rule(gang.PREFERENCE_NAME, SCORE, None, gang.build_preference),
     rule(load_aware.NAME, (FILTER, SCORE), load_aware.LoadAwareArgs, load_aware.build, verify=_PLAN),
