@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.framework import FilterPlugin, PluginSet
-from kubeplace.models.plugins import RULES, load_aware, overcommit
+from kubeplace.models.plugins import RULES
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import VerifySettings, Violation, rule_checks, verify
 from kubeplace.plan.verify_claims import DYNAMIC_RESOURCES
@@ -24,16 +24,11 @@ PairCheck = Callable[[Pod, Node], str | None]
 
 def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
     names = profile.plugin_names(config.registry)
-    la = profile.plugin_args.get(load_aware.NAME) or load_aware.LoadAwareArgs()
-    oc = profile.plugin_args.get(overcommit.NAME) or overcommit.OvercommitArgs()
     return VerifySettings(
         rules=rule_checks(names, profile.plugin_args),
         volume_rules=VOLUME_RULES & frozenset(names), check_claims=DYNAMIC_RESOURCES in names,
         gpu_device_resource=config.gpu.device_resource, gpu_percent_per_device=config.gpu.percent_with_count,
         gpu_percent_of_gpus=config.gpu.percent_alone,
-        load_thresholds=tuple(la.thresholds.items()) if load_aware.NAME in names else (),
-        headroom=oc.headroom if overcommit.NAME in names else 1.0, headroom_resources=tuple(oc.resources),
-        overcommit_node_label=oc.nodeLabel, overcommit_load_threshold=oc.loadThreshold,
     )
 
 

@@ -13,7 +13,6 @@ refused.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,6 @@ from typing import Any
 from kubeplace.kube.dra import ClaimAllocation, Devices
 from kubeplace.kube.objects import (
     CPU,
-    MEMORY,
     PODS,
     ClaimChoice,
     GangKey,
@@ -74,14 +72,6 @@ class VerifySettings:
     physical devices behind the slots, ``<it>.replicas`` > 1 says every slot is a time slice."""
     gpu_percent_per_device: tuple[str, ...] = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
     gpu_percent_of_gpus: tuple[str, ...] = ("koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio")
-    load_thresholds: tuple[tuple[str, float], ...] = ()
-    """LoadAware: (resource, share of allocatable) above which a node's measured load keeps new
-    pods (but DaemonSet pods) out; empty: not checked."""
-    headroom: float = 1.0
-    """Overcommit: requests on an ordinary node up to this share of allocatable (1: not checked)."""
-    headroom_resources: tuple[str, ...] = (CPU, MEMORY)
-    overcommit_node_label: str = "overcommit=true"
-    overcommit_load_threshold: float = 0.7
 
 
 @dataclass(frozen=True)
@@ -118,23 +108,20 @@ def verify(
             Violation(namespace, name, node_name, rule, detail)
             for rule, detail in checker.place(namespace, name, node_name, count)
         )
-    loads = _measured_loads(snapshot, checker.bound_on)
     for node_name, pods in checker.placed.items():
         node, here = checker.nodes[node_name], checker.bound_on(node_name)
         violations.extend(_capacity(node, pods, here, snapshot.devices))
         violations.extend(_nominated_room(node, pods, here, snapshot.nominated))
-        violations.extend(_load(node, pods, loads.get(node_name), settings))
-        violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
+    for rule in settings.rules:
+        if rule.verifier.plan is not None:
+            violations.extend(Violation(namespace, name, node_name, rule.name, detail)
+                              for namespace, name, node_name, detail in rule.verifier.plan(snapshot, checker.placed,
+                                                                                            rule.args))
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(_unreadable_gangs(snapshot, placements))
     violations.extend(_followers_reserved(snapshot, placements, checker.copies))
     violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
                                                                        settings.volume_rules))
-    for rule in settings.rules:
-        if rule.verifier.plan is not None:
-            violations.extend(Violation(namespace, name, node_name, rule.name, detail)
-                              for namespace, name, node_name, detail in rule.verifier.plan(snapshot, placements,
-                                                                                            rule.args))
     if settings.check_claims:
         violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
     if _domain_rules(snapshot):
@@ -150,90 +137,6 @@ def _domain_rules(snapshot: Snapshot) -> bool:
     every placement passes every check of the replay."""
     return (any(pod.affinity or pod.anti_affinity or any(c.hard for c in pod.spread) for pod in snapshot.pending)
             or any(pod.anti_affinity for pod in snapshot.bound))
-
-
-_UTC_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?Z")
-_INFINITE = float("inf")
-
-
-def _time(text: str) -> float | None:
-    """Seconds since the epoch of a UTC RFC 3339 time (``2025-01-02T03:04:05Z``, as the API writes
-    creation times), by the proleptic Gregorian calendar; None for anything else."""
-    found = _UTC_TIME.fullmatch(text)
-    if found is None:
-        return None
-    year, month, day, hour, minute, second = map(int, found.groups())
-    year -= month <= 2  # days from civil: years start in March, so leap days come last
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    days = era * 146097 + day_of_era - 719468
-    return float(days * 86400 + hour * 3600 + minute * 60 + second)
-
-
-def _measured_loads(snapshot: Snapshot, bound_on: Callable[[str], Sequence[Pod]]) -> dict[str, dict[str, int]]:
-    """Per node with metrics: its measured usage plus the requests of the pods running there that
-    the metrics cannot include (no PodMetrics while pods are measured, or created after the node
-    was measured)."""
-    loads: dict[str, dict[str, int]] = {}
-    for name, metrics in snapshot.node_metrics.items():
-        load = {CPU: max(metrics.usage.get(CPU, 0), 0), MEMORY: max(metrics.usage.get(MEMORY, 0), 0)}
-        for pod in bound_on(name):
-            if pod.node_name != name or pod.finished:
-                continue
-            created = _time(pod.creation)
-            missing = bool(snapshot.pod_metrics) and pod.key not in snapshot.pod_metrics
-            if missing or (created is not None and created > metrics.timestamp):
-                for resource in (CPU, MEMORY):
-                    load[resource] += max(pod.requests.get(resource, 0), 0)
-        loads[name] = load
-    return loads
-
-
-def _ratio(load: Mapping[str, int], node: Node, resource: str) -> float:
-    allocatable = node.allocatable.get(resource, 0)
-    return load.get(resource, 0) / allocatable if allocatable > 0 else _INFINITE
-
-
-def _load(node: Node, placed: Sequence[tuple[Pod, int]], load: Mapping[str, int] | None,
-          settings: VerifySettings) -> Iterator[Violation]:
-    """LoadAware: no new pod (but a DaemonSet's) on a node measured above a threshold."""
-    if load is None:
-        return
-    for resource, threshold in settings.load_thresholds:
-        ratio = _ratio(load, node, resource)
-        if ratio > threshold:
-            for pod, _ in placed:
-                if pod.owner_kind != "DaemonSet":
-                    yield Violation(pod.namespace, pod.name, node.name, "LoadAware",
-                                    f"node {resource} load {ratio:.2f} above threshold {threshold:.2f}")
-            return
-
-
-def _headroom(node: Node, placed: Sequence[tuple[Pod, int]], bound: Sequence[Pod], load: Mapping[str, int] | None,
-              settings: VerifySettings) -> Iterator[Violation]:
-    """Overcommit: requests on a node up to ``headroom`` of allocatable, or all of it on a node
-    with the overcommit label whose measured load is below the threshold for cpu and memory."""
-    if settings.headroom >= 1.0:
-        return
-    key, sep, value = settings.overcommit_node_label.partition("=")
-    labelled = key in node.labels and (not sep or node.labels[key] == value)
-    cool = load is not None and all(_ratio(load, node, r) < settings.overcommit_load_threshold
-                                    for r in (CPU, MEMORY))
-    share = 1.0 if labelled and cool else settings.headroom
-    for resource in settings.headroom_resources:
-        added = sum(max(pod.requests.get(resource, 0), 0) * count for pod, count in placed)
-        if added <= 0:
-            continue
-        allocatable = node.allocatable.get(resource, 0)
-        limit = min(int(allocatable * share), allocatable)  # rounded down: both are >= 0
-        used = sum(max(p.requests.get(resource, 0), 0) for p in bound if p.node_name == node.name and not p.finished)
-        if used + added > limit:
-            first = next(p for p, _ in placed if p.requests.get(resource, 0) > 0)
-            yield Violation(first.namespace, first.name, node.name, "Overcommit",
-                            f"{resource} requests {_amount(resource, used + added)} above {share:g} of allocatable "
-                            f"{_amount(resource, allocatable)} (headroom {_amount(resource, limit)})")
 
 
 _GANG_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io", "kubeplace.io/gang")
