@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,8 +26,9 @@ from kubeplace.cli.options import (
     solver_options,
     solver_settings,
 )
-from kubeplace.cli.render import dump, print_plan, printable, progress, recorder, stdout_console, summary_text
+from kubeplace.cli.render import dump, print_plan, progress, recorder, stdout_console, summary_text
 from kubeplace.kube.errors import EXIT_INCOMPLETE, EXIT_INPUT, PlanVerificationFailed
+from kubeplace.kube.text import printable
 
 #: The entry-point group through which another distribution adds ``kubeplace`` commands.
 COMMANDS_GROUP = "kubeplace.commands"
@@ -37,8 +39,18 @@ ADDED_BY: Mapping[str, str] = {"bench": "kubeplace-bench", "openb": "kubeplace-b
 
 @functools.cache
 def added_commands() -> dict[str, importlib.metadata.EntryPoint]:
-    """The commands installed distributions add (entry points in :data:`COMMANDS_GROUP`), by name."""
-    return {entry.name: entry for entry in importlib.metadata.entry_points(group=COMMANDS_GROUP)}
+    """The commands installed distributions add (entry points in :data:`COMMANDS_GROUP`), by name;
+    only those whose module can be found here (a distribution's metadata can be visible without
+    its code, e.g. an environment's site-packages added to another one's path)."""
+    return {entry.name: entry for entry in importlib.metadata.entry_points(group=COMMANDS_GROUP)
+            if _findable(entry.module)}
+
+
+def _findable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module.partition(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _not_installed(name: str, distribution: str) -> click.Command:

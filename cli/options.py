@@ -12,10 +12,10 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
-from kubeplace.cli.render import printable
 from kubeplace.kube.errors import EXIT_INPUT, InputError, KubeplaceError
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE
 from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.text import printable
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.models.config_load import MAX_WORKERS, load_configuration, override_solver
 from kubeplace.solver.backends import BACKENDS

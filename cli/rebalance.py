@@ -28,8 +28,9 @@ from kubeplace.cli.options import (
     solver_options,
     solver_settings,
 )
-from kubeplace.cli.render import dump, printable, progress, recorder, say, stdout_console, table
+from kubeplace.cli.render import dump, progress, recorder, say, stdout_console, table
 from kubeplace.kube.errors import EXIT_INCOMPLETE, INT32_MAX, KubeplaceError
+from kubeplace.kube.text import printable
 from kubeplace.models.framework import Objective
 
 

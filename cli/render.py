@@ -17,6 +17,7 @@ from rich.style import StyleType
 from rich.table import Table
 from rich.text import Text
 
+from kubeplace.kube.text import printable
 from kubeplace.plan.plan import Plan
 from kubeplace.solver.run import Event, OnEvent
 
@@ -32,15 +33,6 @@ def dump(data: Any, output: str) -> str:
     if output == "json":
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
     return yaml.safe_dump(data, sort_keys=False)
-
-
-def printable(text: str) -> str:
-    """``text`` with every character a terminal would act on (ESC and the other control
-    characters, bidi overrides, line breaks) written as its escape: a pod named
-    ``"p\x1b[2J"`` is shown as ``p\x1b[2J`` instead of clearing the screen."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def say(console: Console, text: str) -> None:

@@ -6,7 +6,8 @@ namespace, else a configured default. The choice is a stable hash of the pod's *
 all pods of one gang, and all pods of one workload revision (the controller that owns them, with
 its revision hash), go to the same scheduler, and a re-created pod keeps its side:
 
-- a gang member: its gang (``kube.gangs.gang_of``: PodGroup label, Volcano annotation, kubeplace label);
+- a gang member: its gang (``kube.gangs.gang_of``, every source it reads: the PodGroup its labels,
+  annotations or ``spec.schedulingGroup`` name, the kubeplace label, JobSet, LeaderWorkerSet, Kueue);
 - else a controlled pod: its controller's kind, name and uid, and the pod's ``controller-revision-hash``
   or ``pod-template-hash`` label (a new revision is a new draw, as a canary rollout expects);
 - else the pod's own namespace and name (or ``generateName`` when the API has not named it yet).
@@ -69,13 +70,23 @@ def _strings(raw: object) -> dict[str, str]:
     return {str(k): v for k, v in raw.items() if isinstance(v, str)} if isinstance(raw, Mapping) else {}
 
 
+def _scheduling_group(pod: Mapping[str, Any]) -> str:
+    """``spec.schedulingGroup.podGroupName`` (the Workload API gang), "" when absent or malformed (the
+    API server refuses a malformed one; the webhook only picks a side)."""
+    spec = pod.get("spec")
+    group = spec.get("schedulingGroup") if isinstance(spec, Mapping) else None
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
 def group_key(pod: Mapping[str, Any], namespace: str) -> str:
     """The key whose hash decides the pod's side (see the module docstring)."""
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     assert isinstance(meta, Mapping)
     labels, annotations = _strings(meta.get("labels")), _strings(meta.get("annotations"))
     name = str(meta.get("name") or meta.get("generateName") or "")
-    gang = gang_of(Pod(namespace=namespace, name=name, labels=labels, annotations=annotations))
+    gang = gang_of(Pod(namespace=namespace, name=name, labels=labels, annotations=annotations,
+                       scheduling_group=_scheduling_group(pod)))
     if gang is not None:
         return f"gang/{gang}"
     owners = meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []

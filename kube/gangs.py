@@ -213,8 +213,10 @@ def _topology_key(annotations: Mapping[str, Any], preferred: bool = False) -> st
     return value.strip()
 
 
-def _named_group(pod: Pod) -> tuple[str, str]:
-    """(API group, PodGroup name) the pod names; ("", "") when it names none."""
+def named_pod_group(pod: Pod) -> tuple[str, str]:
+    """(API group, name) of the PodGroup object the pod names, as its scheduler reads it (a
+    scheduler-plugins member label, the Workload API's ``spec.schedulingGroup``, Volcano's or
+    KAI's annotation); ("", "") when it names none. Its name is then :func:`gang_of`'s."""
     for label, group in zip(MEMBER_LABELS, SCHEDULER_PLUGINS_GROUPS, strict=True):
         if pod.labels.get(label):
             return group, pod.labels[label]
@@ -227,14 +229,18 @@ def _named_group(pod: Pod) -> tuple[str, str]:
 
 
 def gang_of(pod: Pod) -> GangKey | None:
-    """The pod's gang, or None when it belongs to none: the PodGroup it names, its CRD-free
-    group, else its Job's or group's when it is a JobSet or LeaderWorkerSet pod with exclusive
-    topology (``kube.followers``). Once per pod object (every cycle asks it of every pod)."""
+    """The pod's gang, or None when it belongs to none: the PodGroup it names
+    (:func:`named_pod_group`), else its CRD-free group, else its Job's or group's when it is a
+    JobSet or LeaderWorkerSet pod with exclusive topology (``kube.followers``), else its Kueue
+    Workload's. The one answer to "which gang?" for the model, the solver, ``serve``, the
+    rebalancer and the independent verifiers alike (a pod's marks alone decide it: a gang whose
+    PodGroup is missing is still its gang, and :func:`blocked_reason` says why it waits).
+    Once per pod object (every cycle asks it of every pod)."""
     return _GANGS(pod)
 
 
 def _gang(pod: Pod) -> GangKey | None:
-    name = _named_group(pod)[1] or pod.labels.get(PLAIN_LABEL, "")
+    name = named_pod_group(pod)[1] or pod.labels.get(PLAIN_LABEL, "")
     if name:
         return GangKey(pod.namespace, name)
     leader = leader_gang(pod)
@@ -271,7 +277,7 @@ def blocked_reason(pod: Pod, groups: Mapping[GangKey, PodGroup]) -> str:
     """Why the pod's gang cannot be placed at all: the PodGroup it names is not in the snapshot,
     or kubeplace cannot read it; "" when it can be planned. A missing Workload API PodGroup is
     reported in the kube-scheduler's words (GangScheduling's PreEnqueue)."""
-    group, name = _named_group(pod)
+    group, name = named_pod_group(pod)
     if not group:
         return ""
     found = groups.get(GangKey(pod.namespace, name))

@@ -1,7 +1,7 @@
 """Exact values of the goals for an assignment, independent of any linearisation.
 
 These numbers are what plans report and what decides whether a solver's answer
-improves on the incumbent.
+improves on the incumbent; ``models.terms`` sums them into the objective, term by term.
 """
 
 from __future__ import annotations
@@ -11,17 +11,6 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.fragmentation import cluster_fragmentation
-from kubeplace.models.framework import (
-    FragmentationTerm,
-    GangDomainsTerm,
-    LoadBalanceTerm,
-    NodesUsedTerm,
-    ObjectiveTerm,
-    PreferenceTerm,
-)
-from kubeplace.models.gpu import WHOLE
-from kubeplace.models.preferences import POINTS_PER_UNIT, preference_points
 from kubeplace.models.problem import Assignment, Attraction, Problem
 
 FloatArray = npt.NDArray[np.float64]
@@ -89,31 +78,6 @@ def gang_domains(problem: Problem, a: Assignment) -> int:
         if gang.preferred is not None:
             total += len(np.unique(gang.preferred[a.node[np.isin(a.cls, np.asarray(gang.classes))]]))
     return total
-
-
-def objective_value(problem: Problem, a: Assignment, terms: Sequence[ObjectiveTerm]) -> float:
-    """The second goal as the plan reports it (lower is better)."""
-    total = 0.0
-    for t in terms:
-        if isinstance(t, LoadBalanceTerm):
-            total += t.weight * balance(problem, a, t.resource, t.measured)
-        elif isinstance(t, NodesUsedTerm):
-            total += t.weight * nodes_used(problem, a)
-        elif isinstance(t, GangDomainsTerm):
-            total += t.weight * gang_domains(problem, a)
-        elif isinstance(t, FragmentationTerm):
-            total += t.weight * cluster_fragmentation(problem, a, by_devices=True)[0] / WHOLE
-        elif isinstance(t, PreferenceTerm):
-            total += t.weight * preference_points(problem, a, t.plugin) / POINTS_PER_UNIT
-    return total
-
-
-def better(problem: Problem, a: Assignment, b: Assignment, terms: Sequence[ObjectiveTerm]) -> bool:
-    """True when a beats b lexicographically (placed weight, then objective)."""
-    wa, wb = placed_weight(problem, a), placed_weight(problem, b)
-    if wa != wb:
-        return wa > wb
-    return objective_value(problem, a, terms) < objective_value(problem, b, terms) - 1e-9
 
 
 def rule_violations(problem: Problem, a: Assignment) -> list[str]:

@@ -6,7 +6,7 @@ neighbourhood's nodes. Goals are lexicographic and solved in stages:
 1. ``placement_model``: maximise the priority-weighted number of pods placed (with several
    weight stages, ``Problem.weight_stage``: one stage's, the stages above it kept as floor rows).
 2. ``objective_model``: keep stage 1's value as a constraint and minimise the score
-   plugins' terms, linearised by ``models.linear_terms`` (the squared deviation of a
+   plugins' terms, linearised as ``models.terms`` says (the squared deviation of a
    node's utilisation from the mean bounded below by its tangents at a few breakpoints:
    exact at the breakpoints, linear, integer coefficients, the same in CP-SAT and in a
    MILP, and the same in the move model of ``rebalance``).
@@ -21,14 +21,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.evaluate import measured_shift
 from kubeplace.models.formulation_gpu import DeviceVars, PairModel, device_hint, device_rows, device_use
-from kubeplace.models.formulation_prefs import preference_rows
-from kubeplace.models.formulation_rules import RuleRows, rule_rows
-from kubeplace.models.framework import GangDomainsTerm, LoadBalanceTerm, NodesUsedTerm, ObjectiveTerm, PreferenceTerm
+from kubeplace.models.formulation_rules import Hint, RuleRows, rule_rows
+from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
-from kubeplace.models.linear_terms import SCALE, BalanceCut, balance_cut, used_flag
 from kubeplace.models.problem import Assignment, DeviceUse, Gang, IntArray, Problem, exact_sum
+from kubeplace.models.terms import linearise
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -98,6 +96,13 @@ class _Builder:
     @property
     def fixed(self) -> Assignment:
         return self.hood.fixed
+
+    @property
+    def nodes(self) -> IntArray:
+        return self.hood.nodes
+
+    def add_goal(self, cols: IntArray, coefs: IntArray) -> None:
+        self.lb.add_objective(cols, coefs)
 
     @staticmethod
     def start(problem: Problem, hood: Neighbourhood) -> _Builder:
@@ -275,18 +280,6 @@ def placement_model(problem: Problem, hood: Neighbourhood, hint: Assignment | No
 # --- stage 2 ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Aux:
-    """An auxiliary variable (node in use, gang domain used) and what sets it in a hint;
-    a balance term's variables are a BalanceCut, which values itself."""
-
-    kind: str
-    var: int
-    node: int = -1
-    gang: int = -1
-    domain: int = -1
-
-
 def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[ObjectiveTerm],
                     floors: Sequence[int], mu: FloatArray, hint: Assignment | None = None,
                     extension: Extension | None = None) -> Formulation:
@@ -296,85 +289,16 @@ def objective_model(problem: Problem, hood: Neighbourhood, terms: Sequence[Objec
     if extension is not None:
         extension.rows(b)
     b.floor_rows(floors)
-    aux: list[_Aux | BalanceCut] = []
-    for term in terms:
-        if isinstance(term, LoadBalanceTerm):
-            aux += _balance_rows(b, term, mu)
-        elif isinstance(term, NodesUsedTerm):
-            aux += _nodes_used_rows(b, term)
-        elif isinstance(term, GangDomainsTerm):
-            aux += _gang_domains_rows(b, term)
-        elif isinstance(term, PreferenceTerm):
-            b.rules.hints += preference_rows(b, term)
+    term_hints = linearise(b, terms, mu)
     values = _values_from(b, hint)
-    full = None if values is None else _complete_hint(b, values, aux, hint, extension)
+    full = None if values is None else _complete_hint(b, values, term_hints, hint, extension)
     return Formulation(b.lb.build(maximize=False, hint=full), problem, b.pair_cls, b.pair_node, b.devices)
 
 
-def _balance_rows(b: _Builder, term: LoadBalanceTerm, mu: FloatArray) -> list[BalanceCut]:
-    p = b.problem
-    r = p.resource_index(term.resource)
-    if r is None:
-        return []
-    out = []
-    base = p.base(term.measured)
-    mean = float(mu[r] + (measured_shift(p)[r] if term.measured else 0.0))
-    for i in b.hood.nodes:
-        sel = np.nonzero(b.pair_node == i)[0]
-        cut = balance_cut(b.lb, b.y[sel], p.demand[b.pair_cls[sel], r], b.y_ub[sel], int(base[i, r]),
-                          int(p.capacity[i, r]), term.resource, term.weight, mean)
-        if cut is not None:
-            b.lb.add_objective(np.array([cut.cost]), np.array([1]))
-            out.append(cut)
-    return out
-
-
-def _nodes_used_rows(b: _Builder, term: NodesUsedTerm) -> list[_Aux]:
-    p = b.problem
-    pods = p.resource_index("pods")
-    out = []
-    for i in b.hood.nodes:
-        if pods is not None and p.used[i, pods] > 0:
-            continue  # already in use whatever we do
-        sel = np.nonzero(b.pair_node == i)[0]
-        if len(sel) == 0:
-            continue
-        o = used_flag(b.lb, b.y[sel], b.y_ub[sel])
-        b.lb.add_objective(np.array([o]), np.array([SCALE * term.weight]))
-        out.append(_Aux("used", o, int(i)))
-    return out
-
-
-def _gang_domains_rows(b: _Builder, term: GangDomainsTerm) -> list[_Aux]:
-    """Per gang with a preferred key and per domain its members may use here: a binary,
-    set if any member goes there, costing ``weight`` (in the balance term's SCALE). Domains
-    its members fixed outside the neighbourhood already use cost nothing more."""
-    out = []
-    fixed = b.hood.fixed
-    for g, gang in enumerate(b.problem.gangs):
-        if gang.preferred is None:
-            continue
-        classes = np.asarray(gang.classes, dtype=np.int64)
-        held = np.unique(gang.preferred[fixed.node[np.isin(fixed.cls, classes)]])
-        member = np.isin(b.pair_cls, classes)
-        pair_domain = gang.preferred[b.pair_node[member]]
-        cols = b.y[member]
-        size = int(b.problem.count[classes].sum())
-        for d in np.setdiff1d(np.unique(pair_domain), held).tolist():
-            sel = pair_domain == d
-            (u,) = b.lb.add_vars(np.array([0]), np.array([1]))
-            b.lb.add_row(np.concatenate([cols[sel], [u]]), np.concatenate([np.ones(int(sel.sum()), np.int64),
-                                                                           [-size]]), -INF, 0)
-            b.lb.add_objective(np.array([u]), np.array([SCALE * term.weight]))
-            out.append(_Aux("domain", int(u), gang=g, domain=int(d)))
-    return out
-
-
-def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux | BalanceCut],
+def _complete_hint(b: _Builder, y_values: IntArray, term_hints: Sequence[Hint],
                    hint: Assignment | None, extension: Extension | None = None) -> IntArray:
     """A value for every variable (y from the assignment, auxiliaries computed), so the
     backend receives a complete, feasible hint."""
-    p = b.problem
     values = np.zeros(b.lb.n_vars, dtype=np.int64)
     values[b.y] = y_values
     if hint is not None:
@@ -389,17 +313,8 @@ def _complete_hint(b: _Builder, y_values: IntArray, aux: Sequence[_Aux | Balance
         values[var] = 1 if y_values[in_domain].sum() > 0 else 0
     for rule_hint in b.rules.hints:
         rule_hint(values)
-    for a in aux:
-        if isinstance(a, BalanceCut):
-            a.hint(values)
-            continue
-        if a.kind == "domain":
-            gang = p.gangs[a.gang]
-            assert gang.preferred is not None
-            there = np.isin(b.pair_cls, np.asarray(gang.classes)) & (gang.preferred[b.pair_node] == a.domain)
-            values[a.var] = 1 if y_values[there].sum() > 0 else 0
-            continue
-        values[a.var] = 1 if y_values[b.pair_node == a.node].sum() > 0 else 0
+    for term_hint in term_hints:
+        term_hint(values)
     if extension is not None:
         extension.complete(b, values)
     return values

@@ -1,7 +1,8 @@
-"""The score plugins' preferences as linear goals (stage 2), for every backend.
+"""The score plugins' preferences as linear goals (stage 2), for every backend and both models
+(placement and moves: ``linear_terms.TermModel``).
 
 One point (``models.preferences``) is ``POINT`` in the linear goal, so the goal counts the
-same as :func:`models.evaluate.objective_value`.
+same as :func:`models.terms.objective_value`.
 
 - ``NodePreference``: a coefficient per pair, ``weight * POINT * cost[c, i]`` (the points a pod
   loses on node i against its class's best node): exact.
@@ -19,10 +20,10 @@ import math
 
 import numpy as np
 
-from kubeplace.models.formulation_rules import Hint, RuleBuilder, side
+from kubeplace.models.formulation_rules import Hint, side
 from kubeplace.models.framework import PreferenceTerm
 from kubeplace.models.linear import INF
-from kubeplace.models.linear_terms import SCALE
+from kubeplace.models.linear_terms import SCALE, TermModel
 from kubeplace.models.preferences import POINTS_PER_UNIT, node_cost, pairs
 from kubeplace.models.problem import DomainPreference, IntArray, NodePreference
 
@@ -30,7 +31,7 @@ POINT = SCALE // POINTS_PER_UNIT
 MAX_CHORDS = 32
 
 
-def preference_rows(b: RuleBuilder, term: PreferenceTerm) -> list[Hint]:
+def preference_rows(b: TermModel, term: PreferenceTerm) -> list[Hint]:
     """Adds the goal of ``term`` (its plugin's preferences at its weight); the hints of its auxiliaries."""
     hints: list[Hint] = []
     p = b.problem
@@ -43,12 +44,12 @@ def preference_rows(b: RuleBuilder, term: PreferenceTerm) -> list[Hint]:
             row[list(pref.classes)] = np.arange(len(pref.classes))
             sel = np.nonzero(row[b.pair_cls] >= 0)[0]
             cost = node_cost(p, pref)[row[b.pair_cls[sel]], b.pair_node[sel]]
-            b.lb.add_objective(b.y[sel], unit * cost)
+            b.add_goal(b.y[sel], unit * cost)
         elif pref.self_counted:
             hints += _pair_rows(b, pref, unit * pref.points)
         else:
             sel = np.nonzero(np.isin(b.pair_cls, np.asarray(pref.carriers)) & (pref.domain[b.pair_node] >= 0))[0]
-            b.lb.add_objective(b.y[sel], unit * pref.points * pref.bound[pref.domain[b.pair_node[sel]]])
+            b.add_goal(b.y[sel], unit * pref.points * pref.bound[pref.domain[b.pair_node[sel]]])
     return hints
 
 
@@ -58,7 +59,7 @@ def grid(lo: int, hi: int) -> list[int]:
     return sorted({*range(lo, hi, step), hi})
 
 
-def _pair_rows(b: RuleBuilder, pref: DomainPreference, coef: int) -> list[Hint]:
+def _pair_rows(b: TermModel, pref: DomainPreference, coef: int) -> list[Hint]:
     s = side(b, pref.carriers, pref.domain, len(pref.bound))
     present = s.present()
     if len(present) == 0:
@@ -68,7 +69,7 @@ def _pair_rows(b: RuleBuilder, pref: DomainPreference, coef: int) -> list[Hint]:
     hi = lo + np.minimum(s.ub[present], max(remaining, 0))
     top = pairs(hi, pref.bound[present])  # s_d never needs more than f at the largest count
     aux = b.lb.add_vars(np.zeros(len(present), dtype=np.int64), top)
-    b.lb.add_objective(aux, np.full(len(present), coef, dtype=np.int64))
+    b.add_goal(aux, np.full(len(present), coef, dtype=np.int64))
     chords: list[tuple[int, int, IntArray]] = []  # (aux, domain, (steps, 3) rows of step, rise, offset)
     for k_d, (var, d) in enumerate(zip(aux.tolist(), present.tolist(), strict=True)):
         points = grid(int(lo[k_d]), int(hi[k_d]))

@@ -9,8 +9,8 @@ plugin is called only at the points it declares. Three extension points:
   which part of a pod (``pod_key``) and of a node (``node_key``) it reads; kubeplace
   evaluates it once per distinct pod key against the distinct node keys, so pods and
   nodes that look the same to every plugin are handled as one class.
-- **Score** plugins add objective terms (typed terms below, linearised by the model
-  builder and evaluated by the greedy heuristics the same way); they see the problem being
+- **Score** plugins add objective terms (typed terms below; ``models.terms`` says what each
+  type means: its exact value, which the greedy heuristics rank by, and its linear form); they see the problem being
   solved, so a term may depend on it (the gangs' preferred topology domains).
 - **Constraint** plugins add rules over groups of pods (``models.problem.Rule``: caps per
   node or topology domain, gangs, and the inter-pod rules ``Exclusion``, ``Attraction``,
@@ -136,7 +136,6 @@ class PreferenceTerm:
 
 
 ObjectiveTerm = LoadBalanceTerm | NodesUsedTerm | FragmentationTerm | GangDomainsTerm | PreferenceTerm
-LINEAR_TERMS = (LoadBalanceTerm, NodesUsedTerm, GangDomainsTerm, PreferenceTerm)
 
 
 @runtime_checkable

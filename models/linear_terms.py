@@ -2,22 +2,27 @@
 
 The placement model (``models.formulation``) and the move model (``rebalance.model``) both
 write their goals through these functions, so a term means the same in both, at the same scale:
-a unit of the exact objective (``models.evaluate``) is ``SCALE`` in the linear goal.
+a unit of the exact objective (``models.terms.objective_value``) is ``SCALE`` in the linear goal.
 
 - ``LoadBalanceTerm``: per node, a load variable ``L = sum_j ceil(d_j / g) x_j`` (in grains of
   the resource, see :func:`grain`) and a cost ``s`` bounded below by the tangents of
   ``w (u - mu)^2`` at breakpoints of u on a grid of ``BREAKPOINT_STEP`` (and at mu and the ends
   of the node's range): exact at the breakpoints, linear, integer coefficients.
 - ``NodesUsedTerm``: per node not in use already, a binary set when anything goes there.
+
+Each model shows itself to the linearisations as a :class:`TermModel` (its columns as pairs of
+the problem's classes and nodes); ``models.terms`` holds the table from term type to them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
+from kubeplace.models.formulation_rules import RuleBuilder
 from kubeplace.models.linear import INF, LinearBuilder
 from kubeplace.models.problem import FULL, IntArray, exact_sum
 
@@ -25,6 +30,20 @@ SCALE = 10_000
 """A unit of the exact objective in the linear goal: (u - mu)^2 is counted in 1/SCALE."""
 BREAKPOINT_STEP = 0.05
 MEBIBYTE = 1 << 20
+
+
+class TermModel(RuleBuilder, Protocol):
+    """What a term's linearisation reads and writes of the model being built: its columns as
+    (problem class, node) pairs with their ``y`` variables and bounds, the placements fixed
+    outside it, the nodes whose columns may change, and where its goal goes (the placement model
+    minimises it; the move model keeps it apart, to bound it by a row in its second stage)."""
+
+    @property
+    def nodes(self) -> IntArray: ...
+
+    def add_goal(self, cols: IntArray, coefs: IntArray) -> None:
+        """Adds ``coefs`` times the variables ``cols`` to the goal, in 1/SCALE of the exact objective."""
+        ...
 
 
 def grain(resource: str) -> int:

@@ -21,6 +21,7 @@ from kubeplace.models.framework import ObjectiveTerm, PluginSet
 from kubeplace.models.plugins.dynamic_resources import DynamicResources
 from kubeplace.models.plugins.volume_binding import VolumeBinding
 from kubeplace.models.problem import Assignment, Problem
+from kubeplace.models.terms import objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
@@ -112,7 +113,7 @@ def _emulation_kept(problem: Problem, report: SolveReport, steps: Sequence[tuple
     if weight <= report.placed_weight:
         return None
     return replace(report, assignment=raw, status="feasible", placed_weight=weight,
-                   pods_placed=evaluate.pods_placed(raw), objective=evaluate.objective_value(problem, raw, terms),
+                   pods_placed=evaluate.pods_placed(raw), objective=objective_value(problem, raw, terms),
                    bound=None,  # the model's bound is its stricter rules', not the kube-scheduler's
                    steps=(*report.steps, "kube-scheduler emulation kept: it places more pods than the model's "
                                          "fixed-floor spread allows"))
@@ -247,7 +248,7 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
         pods_left_to_default_scheduler=len(agg.left),
         placed_weight=report.placed_weight,
         objective=round(report.objective, 6),
-        objective_before=round(evaluate.objective_value(p, empty, terms), 6),
+        objective_before=round(objective_value(p, empty, terms), 6),
         bound=report.bound,
         gap=None if report.gap is None else round(report.gap, 6),
         status=report.status,

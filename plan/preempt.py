@@ -17,7 +17,6 @@ from dataclasses import replace
 import numpy as np
 
 from kubeplace.kube.objects import Pod, Snapshot
-from kubeplace.models import evaluate
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.devices import dra_devices
 from kubeplace.models.gpu import WHOLE, DeviceTable
@@ -25,6 +24,7 @@ from kubeplace.models.preempt_problem import PreemptionProblem, preemption_probl
 from kubeplace.models.preempt_rows import ORDER
 from kubeplace.models.preemption import NO_POWER, candidates, not_preempting
 from kubeplace.models.problem import Assignment, DeviceUse, IntArray, summed_rows
+from kubeplace.models.terms import objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
@@ -133,7 +133,7 @@ def _planned(snapshot: Snapshot, config: Configuration, profile: Profile, pp: Pr
         pods_placed=len(placements), pods_unplaced=len(unplaced),
         pods_left_to_default_scheduler=len(pp.agg.left), placed_weight=_plain_weight(snapshot, plain, pairs),
         objective=round(report.objective, 6),
-        objective_before=round(evaluate.objective_value(p, pp.all_kept(), terms), 6),
+        objective_before=round(objective_value(p, pp.all_kept(), terms), 6),
         bound=None, gap=None, status=report.status, seconds=round(plain.plan.summary.seconds + report.seconds, 3),
         backend=report.backend, utilisation=utilisation(pp.agg, a, pp.all_kept()),
         preemption=PreemptionSummary(ORDER, len(victims), len(preemptors), highest, values.violations, values.cost,

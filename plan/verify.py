@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubeplace.kube.dra import ClaimAllocation, Devices
+from kubeplace.kube.gangs import gang_of, named_pod_group
 from kubeplace.kube.objects import (
     CPU,
     PODS,
@@ -139,34 +140,6 @@ def _domain_rules(snapshot: Snapshot) -> bool:
             or any(pod.anti_affinity for pod in snapshot.bound))
 
 
-_GANG_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io", "kubeplace.io/gang")
-_GANG_ANNOTATIONS = ("scheduling.k8s.io/group-name", "pod-group-name")  # Volcano's, KAI's
-
-
-def _object_gang(pod: Pod) -> str:
-    """The PodGroup object the pod names, as its scheduler reads it: a scheduler-plugins member
-    label, the Workload API's ``spec.schedulingGroup``, or Volcano's or KAI's annotation."""
-    for label in _GANG_LABELS[:2]:
-        if pod.labels.get(label):
-            return pod.labels[label]
-    return pod.scheduling_group or next((pod.annotations[a] for a in _GANG_ANNOTATIONS if pod.annotations.get(a)), "")
-
-
-_JOBSET_EXCLUSIVE, _JOB_NAME = "alpha.jobset.sigs.k8s.io/exclusive-topology", "batch.kubernetes.io/job-name"
-_LWS = "leaderworkerset.sigs.k8s.io/"
-
-
-def _gang_name(pod: Pod) -> str:
-    """The pod's gang: the PodGroup it names, else the CRD-free label's, else its Job's (JobSet) or
-    group's (LeaderWorkerSet) under exclusive topology."""
-    name = _object_gang(pod) or pod.labels.get(_GANG_LABELS[2], "")
-    if name:
-        return name
-    if pod.annotations.get(_JOBSET_EXCLUSIVE):
-        return pod.labels.get(_JOB_NAME, "")
-    if pod.annotations.get(f"{_LWS}exclusive-topology") and f"{_LWS}group-index" in pod.labels:
-        return f"{pod.labels.get(f'{_LWS}name', '')}-{pod.labels[f'{_LWS}group-index']}"
-    return ""
 
 
 def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
@@ -200,11 +173,11 @@ def _unreadable_gangs(snapshot: Snapshot, placements: Sequence[tuple[str, str, s
     pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
     for namespace, name, node_name in placements:
         pod = pending.get((namespace, name))
-        named = _object_gang(pod) if pod is not None else ""
-        gang = named or (_gang_name(pod) if pod is not None else "")
-        if not gang:
+        gang = gang_of(pod) if pod is not None else None
+        if pod is None or gang is None:
             continue
-        group = groups.get(GangKey(namespace, gang))
+        named = named_pod_group(pod)[1]
+        group = groups.get(gang)
         if (group is None and named) or (group is not None and group.unreadable):
             why = group.unreadable if group is not None else f"its PodGroup {namespace}/{named} is not in the snapshot"
             yield Violation(namespace, name, node_name, "Coscheduling", why)
@@ -221,12 +194,12 @@ def _gang_topology(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]
     nodes = {node.name: node for node in snapshot.nodes}
     first: dict[GangKey, str] = {}
     for pod in snapshot.bound:
-        gang = GangKey(pod.namespace, _gang_name(pod))
-        if gang in keys and pod.node_name in nodes:
+        gang = gang_of(pod)
+        if gang is not None and gang in keys and pod.node_name in nodes:
             first.setdefault(gang, nodes[pod.node_name].labels.get(keys[gang], ""))
     for namespace, name, node_name in placements:
         member, node = pending.get((namespace, name)), nodes.get(node_name)
-        if node is None or member is None or (placed := GangKey(namespace, _gang_name(member))) not in keys:
+        if node is None or member is None or (placed := gang_of(member)) not in keys:
             continue
         key = keys[placed]
         value = node.labels.get(key)

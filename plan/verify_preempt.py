@@ -2,7 +2,8 @@
 
 The placements themselves are checked by :func:`plan.verify.verify` against the cluster with
 the victims removed; this module checks the victims, rule by rule, written out plainly and
-sharing no code with ``models/`` (only ``kube.objects`` is imported):
+sharing no code with ``models/`` (only ``kube`` is imported: ``kube.objects``, and
+``kube.gangs.gang_of``, the one answer to which gang a pod is in, whatever its source):
 
 - a victim is a running pod on the node the plan says, not terminating, not a mirror or static
   pod, not a DaemonSet pod, and every running member of its gang is a victim too;
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import PODS, GangKey, Pod, Snapshot
 from kubeplace.plan.verify import Violation
 
@@ -27,9 +29,6 @@ NEVER = "Never"
 CRITICAL = 2_000_000_000
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 SOURCE_ANNOTATION = "kubernetes.io/config.source"
-_GANG_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
-_VOLCANO = "scheduling.k8s.io/group-name"
-_PLAIN = "kubeplace.io/gang"
 NO_POWER = float("-inf")
 
 Placed = tuple[str, str, str]
@@ -44,14 +43,6 @@ def verify_preemptions(snapshot: Snapshot, placements: Sequence[Placed], victims
     return [*checker.victims(), *checker.levels()]
 
 
-def _gang(pod: Pod) -> GangKey | None:
-    for label in _GANG_LABELS:
-        if pod.labels.get(label):
-            return GangKey(pod.namespace, pod.labels[label])
-    name = pod.annotations.get(_VOLCANO) or pod.labels.get(_PLAIN, "")
-    return GangKey(pod.namespace, name) if name else None
-
-
 class _Preemptions:
     def __init__(self, snapshot: Snapshot, placements: Sequence[Placed], victims: Sequence[Evicted],
                  share_resources: tuple[str, ...]) -> None:
@@ -62,17 +53,17 @@ class _Preemptions:
         self.victims_list = list(victims)
         self.evicted = {f"{ns}/{name}" for ns, name, _, _ in victims}
         self.share_resources = share_resources
-        never = {_gang(p) for p in snapshot.pending if p.preemption_policy == NEVER}
+        never = {gang_of(p) for p in snapshot.pending if p.preemption_policy == NEVER}
         self.never_gangs = never - {None}
         self.gang_members: dict[GangKey, list[Pod]] = {}
         for pod in self.running.values():
-            gang = _gang(pod)
+            gang = gang_of(pod)
             if gang is not None:
                 self.gang_members.setdefault(gang, []).append(pod)
 
     def power(self, pod: Pod) -> float:
         """The priority below which ``pod`` may evict; -inf when it may not preempt."""
-        if pod.preemption_policy == NEVER or _gang(pod) in self.never_gangs:
+        if pod.preemption_policy == NEVER or gang_of(pod) in self.never_gangs:
             return NO_POWER
         if any(pod.requests.get(r, 0) for r in self.share_resources):
             return NO_POWER
@@ -82,7 +73,7 @@ class _Preemptions:
         return pod.priority
 
     def unit_priority(self, pod: Pod) -> int:
-        gang = _gang(pod)
+        gang = gang_of(pod)
         if gang is None:
             return pod.priority
         return max(p.priority for p in self.gang_members.get(gang, [pod]))
@@ -105,7 +96,7 @@ class _Preemptions:
                 yield bad("the victim is a mirror or static pod")
             if pod.owner_kind == "DaemonSet":
                 yield bad("the victim is a DaemonSet pod")
-            gang = _gang(pod)
+            gang = gang_of(pod)
             nodes = {node}
             if gang is not None:
                 members = self.gang_members.get(gang, [])

@@ -8,7 +8,7 @@ per-namespace and per-PDB budgets are sums over classes. ``x0[c, i]`` counts the
 on node i now.
 
 The layout also carries the objective: the profile's, as its score plugins give its terms for
-this problem, evaluated exactly by ``models.evaluate`` on :meth:`Layout.assignment` (the plan
+this problem, evaluated exactly by ``models.terms`` on :meth:`Layout.assignment` (the plan
 and the rebalance measure a cluster the same way).
 """
 
@@ -21,13 +21,13 @@ import numpy as np
 
 from kubeplace.kube.disruption import selects
 from kubeplace.kube.objects import Pod, Snapshot
-from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate, measured_array
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.formulation_gpu import device_use
 from kubeplace.models.framework import LoadBalanceTerm, Objective, ObjectiveTerm, PluginSet
 from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem, total_requests
+from kubeplace.models.terms import objective_value
 from kubeplace.rebalance.movable import PodFacts, Rules, exclusion
 from kubeplace.rebalance.state import ClusterState
 
@@ -94,7 +94,7 @@ class Layout:
 
     def value(self, y: IntArray) -> float:
         """The exact objective (lower is better) with the movable classes placed as ``y``."""
-        return evaluate.objective_value(self.problem, self.assignment(y), self.terms)
+        return objective_value(self.problem, self.assignment(y), self.terms)
 
     def balance_terms(self) -> list[tuple[int, int, bool]]:
         """(resource index, weight, measured) of the balance terms whose resource is modelled."""

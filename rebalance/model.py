@@ -10,13 +10,16 @@ Rows: capacity per node and resource (room left by the pods that stay; whole-GPU
 wholly free devices), host-port caps, and the budgets: moves in total, away from each node, per
 namespace and per PodDisruptionBudget (``status.disruptionsAllowed``).
 
-Goal: the profile's objective terms (``Layout.terms``, from its score plugins), written by
-``models.linear_terms`` exactly as the placement model writes them: a balance term is
+Goal: the profile's objective terms (``Layout.terms``, from its score plugins), each written by
+the linearisation ``models.terms`` gives its type, the very one the placement model uses, over
+the y and t variables as (class, node) pairs of the problem: a balance term is
 sum_i w_r (u_ir - mu_r)^2 with mu_r the current mean utilisation, bounded below by tangent cuts;
-a nodes-used term counts the nodes in use. Terms without a linear form (GPU fragmentation) and
-gang domains (gang members never move) add no rows; ``rebalance.solve`` evaluates every answer
-exactly. The goal is traded against the number of moves either lexicographically (best goal,
-then fewest moves for it) or with a ``move_cost`` per move in the objective's units.
+a nodes-used term counts the nodes in use; a preference term the score points the pods lose
+(NodeAffinity, TaintToleration, InterPodAffinity, PodTopologySpread). Terms without a linear
+form (GPU fragmentation) add no rows, and gang domains none here (gang members never move);
+``rebalance.solve`` evaluates every answer exactly. The goal is traded against the number of
+moves either lexicographically (best goal, then fewest moves for it) or with a ``move_cost`` per
+move in the objective's units.
 """
 
 from __future__ import annotations
@@ -27,11 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.evaluate import measured_shift
-from kubeplace.models.framework import LoadBalanceTerm, NodesUsedTerm
+from kubeplace.models.formulation_gpu import DeviceVars
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
-from kubeplace.models.linear_terms import SCALE, balance_cut, used_flag
-from kubeplace.models.problem import IntArray, fits
+from kubeplace.models.problem import Assignment, IntArray, Problem, fits
+from kubeplace.models.terms import linearise
 from kubeplace.rebalance.layout import Layout
 
 MAX_TARGETS = 24
@@ -195,56 +197,42 @@ def _budget_rows(model: MoveModel, budgets: Budgets) -> None:
                 lb.add_row(model.m[sel], ones[sel], -INF, layout.pdb_allowed[j])
 
 
-def objective_goal(model: MoveModel, mu: npt.NDArray[np.float64]) -> list[tuple[int, int]]:
-    """Adds the rows of the layout's linear terms; returns the goal as (variable, coefficient),
-    in units of 1/SCALE of the exact objective. ``mu``: (R,) the mean utilisation now."""
-    goal: list[tuple[int, int]] = []
-    for term in model.layout.terms:
-        if isinstance(term, LoadBalanceTerm):
-            goal += _balance_goal(model, term, mu)
-        elif isinstance(term, NodesUsedTerm):
-            goal += _nodes_used_goal(model, term)
-    return goal
+@dataclass
+class _TermColumns:
+    """The move model as the terms' linearisations see it (``models.linear_terms.TermModel``): its
+    y and then t variables as pairs of the problem's classes and nodes, every node, nothing fixed,
+    and the goal kept apart from the model (stage 2 bounds it by a row), one coefficient per variable."""
+
+    problem: Problem
+    lb: LinearBuilder
+    pair_cls: IntArray
+    pair_node: IntArray
+    y: IntArray
+    y_ub: IntArray
+    nodes: IntArray
+    fixed: Assignment = field(default_factory=Assignment.empty)
+    devices: DeviceVars | None = None
+    goal: dict[int, int] = field(default_factory=dict)
+
+    def add_goal(self, cols: IntArray, coefs: IntArray) -> None:
+        for v, c in zip(np.asarray(cols).tolist(), np.asarray(coefs).tolist(), strict=True):
+            self.goal[int(v)] = self.goal.get(int(v), 0) + int(c)
 
 
-def _node_columns(model: MoveModel, i: int) -> tuple[IntArray, IntArray, IntArray]:
-    """The y and t variables of node i: (variables, their class in the problem, their upper bound)."""
+def _term_columns(model: MoveModel) -> _TermColumns:
     layout = model.layout
-    sel = np.nonzero(model.pair_node == i)[0]
-    tsel = np.nonzero(model.t_node == i)[0]
-    cols = np.concatenate([model.y[sel], model.t[tsel]]).astype(np.int64)
-    classes = np.concatenate([layout.agg_class[model.pair_cls[sel]], model.t_cls[tsel]]).astype(np.int64)
-    ub = np.concatenate([layout.x0.sum(axis=1)[model.pair_cls[sel]],
-                         layout.target_count[model.t_cls[tsel]]]).astype(np.int64)
-    return cols, classes, ub
+    return _TermColumns(
+        layout.problem, model.lb,
+        np.concatenate([layout.agg_class[model.pair_cls], model.t_cls]).astype(np.int64),
+        np.concatenate([model.pair_node, model.t_node]).astype(np.int64),
+        np.concatenate([model.y, model.t]).astype(np.int64),
+        np.concatenate([layout.x0.sum(axis=1)[model.pair_cls], layout.target_count[model.t_cls]]).astype(np.int64),
+        np.arange(layout.problem.n_nodes, dtype=np.int64))
 
 
-def _balance_goal(model: MoveModel, term: LoadBalanceTerm, mu: npt.NDArray[np.float64]) -> list[tuple[int, int]]:
-    p = model.layout.problem
-    r = p.resource_index(term.resource)
-    if r is None:
-        return []
-    goal = []
-    base = p.base(term.measured)
-    mean = float(mu[r] + (measured_shift(p)[r] if term.measured else 0.0))
-    for i in range(p.n_nodes):
-        cols, classes, ub = _node_columns(model, i)
-        cut = balance_cut(model.lb, cols, p.demand[classes, r], ub, int(base[i, r]), int(p.capacity[i, r]),
-                          term.resource, term.weight, mean)
-        if cut is not None:
-            goal.append((cut.cost, 1))
-    return goal
-
-
-def _nodes_used_goal(model: MoveModel, term: NodesUsedTerm) -> list[tuple[int, int]]:
-    """Nodes whose staying pods keep them busy cost the same whatever moves: no variable."""
-    p = model.layout.problem
-    pods = p.resource_index("pods")
-    goal = []
-    for i in range(p.n_nodes):
-        if pods is not None and p.used[i, pods] > 0:
-            continue
-        cols, _, ub = _node_columns(model, i)
-        if len(cols):
-            goal.append((used_flag(model.lb, cols, ub), SCALE * term.weight))
-    return goal
+def objective_goal(model: MoveModel, mu: npt.NDArray[np.float64]) -> list[tuple[int, int]]:
+    """Adds the rows of the layout's terms with a linear form; returns the goal as (variable,
+    coefficient), in units of 1/SCALE of the exact objective. ``mu``: (R,) the mean utilisation now."""
+    columns = _term_columns(model)
+    linearise(columns, model.layout.terms, mu)
+    return [(v, c) for v, c in columns.goal.items() if c != 0]

@@ -1,7 +1,7 @@
 """Solving the move-aware model and turning its answer into pod moves.
 
 The objective is the profile's (its score plugins' terms, ``Layout.terms``), measured exactly by
-``models.evaluate`` as ``plan`` measures it. A greedy answer for each kind of term the objective
+``models.terms`` as ``plan`` measures it. A greedy answer for each kind of term the objective
 has (balance, nodes used, GPU fragmentation) is the first incumbent, the best of them by the
 exact objective. Then, when the objective has a linear form, stage 1 minimises it (with
 ``move_cost`` per move when given) and stage 2 keeps stage 1's goal and minimises the number of
@@ -153,7 +153,7 @@ def _exact(model: MoveModel, goal: list[tuple[int, int]], first_y: IntArray, set
     layout = model.layout
     time_limit = settings.solver.time_limit
     moves = [(int(v), 1) for v in model.m]
-    hint = _complete_hint(model, goal, first_y)
+    hint = complete_hint(model, goal, first_y)
     weighted = settings.move_cost is not None
     cost = round((settings.move_cost or 0) * SCALE)
     first = goal + [(v, cost) for v, _ in moves] if weighted else goal
@@ -176,7 +176,7 @@ def _exact(model: MoveModel, goal: list[tuple[int, int]], first_y: IntArray, set
     return y, status
 
 
-def _complete_hint(model: MoveModel, goal: list[tuple[int, int]], y: IntArray | None = None) -> IntArray:
+def complete_hint(model: MoveModel, goal: list[tuple[int, int]], y: IntArray | None = None) -> IntArray:
     """The current placement (y = x0, nothing moved), with every auxiliary variable (loads,
     tangent-cut values, node-in-use flags) at the least value its rows allow, in row order:
     a row sets its highest-numbered auxiliary once the others in it are known."""

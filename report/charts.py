@@ -31,7 +31,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 from matplotlib.typing import RcKeyType
 
-from kubeplace.cli.render import printable
+from kubeplace.kube.text import printable
 from kubeplace.models.problem import IntArray
 from kubeplace.report.load import ClusterLoad, FloatArray
 from kubeplace.solver.run import Event

@@ -18,8 +18,9 @@ import numpy as np
 from kubeplace.models import evaluate
 from kubeplace.models.formulation import Neighbourhood
 from kubeplace.models.problem import Assignment, IntArray, Problem
+from kubeplace.models.terms import has_linear_form
 from kubeplace.solver.backends.base import Backend
-from kubeplace.solver.run import Run, has_linear_terms, stage_one, stage_two
+from kubeplace.solver.run import Run, stage_one, stage_two
 
 PLACE_PAIRS = 1_500
 PLACE_SECONDS = 2.0
@@ -35,11 +36,11 @@ def improve(run: Run, backend: Backend) -> None:
     rounds = 0
     while run.left() > MIN_SECONDS:
         unplaced = bool(_unplaced(run.problem, run.incumbent).any())
-        if not unplaced and not has_linear_terms(run.terms):
+        if not unplaced and not has_linear_form(run.terms):
             break  # nothing left that the exact model can improve
         if run.settings.stop_when_placed and (not unplaced or run.placed_all()):
             break  # nothing more can be placed; the objective is not worth the wait
-        if unplaced and (rounds % 4 != 3 or not has_linear_terms(run.terms)):
+        if unplaced and (rounds % 4 != 3 or not has_linear_form(run.terms)):
             stage = _focus_stage(run.problem, run.incumbent, rounds)
             nodes = hungry_nodes(run.problem, run.incumbent, rng, pairs, rounds, stage)
             stage_one(run, backend, _hood(run.incumbent, nodes), _share(run, PLACE_SECONDS), stage)

@@ -22,10 +22,10 @@ from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.preempt_problem import PreemptionProblem
 from kubeplace.models.preempt_rows import Stage, VictimRows, VictimValues, victim_values
 from kubeplace.models.problem import Assignment
+from kubeplace.models.terms import has_linear_form, objective_value
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.bound import stage_room_gone
 from kubeplace.solver.preempt_greedy import greedy_preemption
-from kubeplace.solver.run import has_linear_terms
 
 SHARES = {Stage.PLACE: 0.35, Stage.HIGHEST: 0.15, Stage.BUDGETS: 0.1, Stage.VICTIMS: 0.15, Stage.TERMS: 0.25}
 """Part of the time limit each exact stage may take (what a stage leaves goes to the next)."""
@@ -56,7 +56,7 @@ def key_of(pp: PreemptionProblem, a: Assignment, terms: Sequence[ObjectiveTerm])
     """The stated order, lower is better: more placed weight, then the victims' goals, then the
     profile's objective."""
     v = victim_values(pp, a)
-    return (-evaluate.placed_weight(pp.problem, a), *v.key, evaluate.objective_value(pp.problem, a, terms))
+    return (-evaluate.placed_weight(pp.problem, a), *v.key, objective_value(pp.problem, a, terms))
 
 
 def feasible(pp: PreemptionProblem, a: Assignment) -> bool:
@@ -91,7 +91,7 @@ def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverS
     for stage, weight_stage in _steps(pp):
         if not proven:
             break
-        if stage == Stage.TERMS and not has_linear_terms(terms):
+        if stage == Stage.TERMS and not has_linear_form(terms):
             continue
         if weight_stage and stage_room_gone(pp.problem, evaluate.stage_weights(pp.problem, incumbent)[:weight_stage]):
             continue  # nothing of this weight stage fits beside what the stages above keep: 0 is its optimum
@@ -114,7 +114,7 @@ def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverS
     values = victim_values(pp, incumbent)
     status = "optimal" if proven else ("feasible" if len(steps) > 1 else "greedy")
     return PreemptionReport(incumbent, values, evaluate.placed_weight(pp.problem, incumbent),
-                            evaluate.objective_value(pp.problem, incumbent, terms), status,
+                            objective_value(pp.problem, incumbent, terms), status,
                             time.monotonic() - started, backend.name, tuple(steps))
 
 

@@ -3,7 +3,7 @@
 ``solver.solve`` (the whole model) and ``solver.lns`` (neighbourhoods of it) both improve the
 incumbent of a :class:`Run` through :func:`stage_one` (place more) and :func:`stage_two` (a
 better objective); an answer replaces the incumbent only when the exact evaluation of
-``models.evaluate`` says it is better.
+``models.terms`` says it is better.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.formulation import Neighbourhood, objective_model, placement_model
-from kubeplace.models.framework import LINEAR_TERMS, ObjectiveTerm
+from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.problem import Assignment, Problem
+from kubeplace.models.terms import better, has_linear_form, objective_value
 from kubeplace.solver.backends.base import Backend, BackendResult
 
 
@@ -71,7 +72,7 @@ class Run:
     def offer(self, candidate: Assignment, step: str) -> bool:
         """Keeps ``candidate`` if it beats the incumbent (exact evaluation) and keeps the
         inter-pod rules (a ruin that removed a spread's pods may leave a domain over its skew)."""
-        if not evaluate.better(self.problem, candidate, self.incumbent, self.terms):
+        if not better(self.problem, candidate, self.incumbent, self.terms):
             return False
         if self.problem.has_domain_rules and evaluate.rule_violations(self.problem, candidate):
             return False
@@ -84,7 +85,7 @@ class Run:
         if self.on_event:
             p, a = self.problem, self.incumbent
             self.on_event(Event(step, evaluate.pods_placed(a), evaluate.placed_weight(p, a),
-                                evaluate.objective_value(p, a, self.terms), self.bound,
+                                objective_value(p, a, self.terms), self.bound,
                                 time.monotonic() - self.started))
 
     def slice(self, share: float) -> SolverSettings:
@@ -105,7 +106,7 @@ def stage_one(run: Run, backend: Backend, hood: Neighbourhood, share: float, sta
 
 
 def stage_two(run: Run, backend: Backend, hood: Neighbourhood, share: float) -> BackendResult | None:
-    if not has_linear_terms(run.terms):
+    if not has_linear_form(run.terms):
         return None
     mu = evaluate.mean_utilisation(run.problem, run.incumbent)
     floors = evaluate.stage_weights(run.problem, run.incumbent)
@@ -115,6 +116,3 @@ def stage_two(run: Run, backend: Backend, hood: Neighbourhood, share: float) -> 
         run.offer(hood.fixed.merge(form.assignment(result.values)), "objective")
     return result
 
-
-def has_linear_terms(terms: Sequence[ObjectiveTerm]) -> bool:
-    return any(isinstance(t, LINEAR_TERMS) for t in terms)

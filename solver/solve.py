@@ -8,7 +8,7 @@
    (objective).
    Large problems: large-neighbourhood search (``solver.lns``) around the incumbent.
 The answer is never worse than the greedy one: a backend result replaces the
-incumbent only when it is better by the exact evaluation of ``models.evaluate``.
+incumbent only when it is better by the exact evaluation of ``models.terms``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import numpy as np
 from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.formulation import Neighbourhood
-from kubeplace.models.framework import LoadBalanceTerm, ObjectiveTerm
+from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.problem import Assignment, IntArray, Problem
+from kubeplace.models.terms import better, objective_value, separable
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import Backend, Status
 from kubeplace.solver.bound import placed_weight_bound, stage_room_gone
@@ -74,8 +75,7 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSett
     the objective separates over them (the balance term does not: its mean is the whole
     cluster's). ``seeds`` are placements made elsewhere (the kube-scheduler emulation) that
     compete with the greedy ones, whole or part by part."""
-    separable = not any(isinstance(t, LoadBalanceTerm) for t in terms)
-    parts = [(c, n) for c, n in components(problem) if len(n)] if separable else []
+    parts = [(c, n) for c, n in components(problem) if len(n)] if separable(terms) else []
     if len(parts) <= 1:
         return _solve_one(problem, terms, settings, on_event, seeds)
     started = time.monotonic()
@@ -95,14 +95,14 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSett
         merged = merged.merge(lift(rep.assignment, classes, nodes))
     whole_greedy, _ = _best_greedy(problem, terms, replace(settings, time_limit=1.0), seeds, with_guided=False)
     steps = tuple(f"part {k + 1}/{len(parts)}: {', '.join(r.steps)}" for k, (r, _, _) in enumerate(reports))
-    if evaluate.better(problem, whole_greedy, merged, terms):
+    if better(problem, whole_greedy, merged, terms):
         merged, steps = whole_greedy, (*steps, "greedy on the whole problem kept")
     bounds = [r.bound for r, _, _ in reports]
     bound = None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
     status = "optimal" if all(r.status == "optimal" for r, _, _ in reports) else (
         "greedy" if all(r.status == "greedy" for r, _, _ in reports) else "feasible")
     report = SolveReport(merged, status, evaluate.placed_weight(problem, merged), evaluate.pods_placed(merged),
-                         evaluate.objective_value(problem, merged, terms), bound, time.monotonic() - started,
+                         objective_value(problem, merged, terms), bound, time.monotonic() - started,
                          reports[0][0].backend, steps)
     if on_event:
         on_event(Event("parts", report.pods_placed, report.placed_weight, report.objective, bound, report.seconds))
@@ -159,7 +159,7 @@ def _report(run: Run, backend: str, started: float) -> SolveReport:
     problem, a = run.problem, run.incumbent
     status = "optimal" if run.proved else ("feasible" if len(run.steps) > 1 else "greedy")
     return SolveReport(a, status, evaluate.placed_weight(problem, a), evaluate.pods_placed(a),
-                       evaluate.objective_value(problem, a, run.terms), run.bound,
+                       objective_value(problem, a, run.terms), run.bound,
                        time.monotonic() - started, backend, tuple(run.steps))
 
 
@@ -189,7 +189,7 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Sol
         candidates = [(a, n) for a, n in candidates if not evaluate.rule_violations(problem, a)]
     best, name = candidates[0] if candidates else (Assignment.empty(), "none keeps the rules")
     for candidate, policy in candidates[1:]:
-        if evaluate.better(problem, candidate, best, terms):
+        if better(problem, candidate, best, terms):
             best, name = candidate, policy
     if pack:
         best, name = _packed(problem, candidates, best, name)

@@ -12,9 +12,12 @@ parse of that manifest, so tests exercise the same path as files and the API::
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from kubeplace.kube.followers import JOB_NAME, JOBSET_EXCLUSIVE, LWS_EXCLUSIVE, LWS_GROUP_INDEX, LWS_NAME
+from kubeplace.kube.gangs import KAI_ANNOTATION, MEMBER_LABELS, PLAIN_LABEL, VOLCANO_ANNOTATION
+from kubeplace.kube.kueue import KUEUE_WORKLOAD
 from kubeplace.kube.objects import GPU, Node, Pod, Snapshot
 from kubeplace.kube.parse import build_snapshot, parse_namespace_labels, parse_node, parse_pod
 
@@ -267,3 +270,20 @@ def _manifests(
     builders: Iterable[NodeBuilder | PodBuilder | NamespaceBuilder | Manifest],
 ) -> list[tuple[Manifest, str]]:
     return [(item if isinstance(item, dict) else item.manifest(), BUILDER_SOURCE) for item in builders]
+
+
+_TOPOLOGY = "topology.kubernetes.io/zone"
+GANG_SOURCES: dict[str, Callable[[PodBuilder, str], PodBuilder]] = {
+    "scheduler-plugins": lambda b, name: b.label(MEMBER_LABELS[0], name),
+    "scheduler-plugins (sigs)": lambda b, name: b.label(MEMBER_LABELS[1], name),
+    "volcano": lambda b, name: b.annotation(VOLCANO_ANNOTATION, name),
+    "kai": lambda b, name: b.annotation(KAI_ANNOTATION, name),
+    "workload-api": lambda b, name: b.spec("schedulingGroup", {"podGroupName": name}),
+    "kubeplace": lambda b, name: b.label(PLAIN_LABEL, name),
+    "kueue": lambda b, name: b.annotation(KUEUE_WORKLOAD, name),
+    "jobset": lambda b, name: b.annotation(JOBSET_EXCLUSIVE, _TOPOLOGY).label(JOB_NAME, name),
+    "leaderworkerset": lambda b, name: b.annotation(LWS_EXCLUSIVE, _TOPOLOGY).label(LWS_NAME, name)
+    .label(LWS_GROUP_INDEX, "0"),
+}
+"""How a pod joins the gang ``name`` (``name-0`` for a LeaderWorkerSet group), per source
+``kube.gangs.gang_of`` reads: ``GANG_SOURCES["kai"](pod("w0"), "job")``."""

@@ -31,6 +31,7 @@ from kubeplace.models.formulation import Neighbourhood, objective_model, placeme
 from kubeplace.models.framework import FILTER, Objective, PluginFactory, RunContext
 from kubeplace.models.plugins import in_tree_registry
 from kubeplace.models.problem import Assignment, BoolArray, Problem
+from kubeplace.models.terms import better, objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.solver.backends import get_backend
@@ -152,7 +153,7 @@ def best_greedy(problem: Problem, terms: Sequence[Any]) -> Assignment:
     candidates = [greedy(problem, policy) for policy in POLICIES]
     best = candidates[0]
     for c in candidates[1:]:
-        if evaluate.better(problem, c, best, terms):
+        if better(problem, c, best, terms):
             best = c
     return best
 
@@ -174,7 +175,7 @@ def test_plans_are_valid_and_never_worse_than_greedy(cluster: Cluster) -> None:
             g_weight = evaluate.placed_weight(problem, g)
             assert result.report.placed_weight >= g_weight, (backend, policy)
             if result.report.placed_weight == g_weight:
-                g_objective = evaluate.objective_value(problem, g, terms)
+                g_objective = objective_value(problem, g, terms)
                 assert result.report.objective <= g_objective + 1e-9, (backend, policy)
         if result.report.bound is not None:
             assert result.report.placed_weight <= result.report.bound, backend
@@ -390,7 +391,7 @@ def test_inter_pod_rules_verified_agreed_and_never_worse(cluster: Cluster) -> No
                 assert evaluate.rule_violations(problem, g) == [], policy
                 assert result.report.placed_weight >= evaluate.placed_weight(problem, g), (backend, policy)
                 if result.report.placed_weight == evaluate.placed_weight(problem, g):
-                    worst = evaluate.objective_value(problem, g, result.terms) + 1e-6
+                    worst = objective_value(problem, g, result.terms) + 1e-6
                     assert result.report.objective <= worst, (backend, pairs, policy)
             plans[(backend, pairs)] = result
     reference = plans[("cpsat", 2_000)]

@@ -16,8 +16,8 @@ from typing import Any
 
 from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import build_snapshot
-from kubeplace.models import evaluate
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.models.terms import objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
@@ -76,7 +76,7 @@ def run_scale(spec: SyntheticSpec, backend: str, time_limit: float, on_event: On
     emulation_violations = verify(snapshot, list(emulated.placements))
     s = planned.plan.summary
     problem, terms = planned.aggregation.problem, planned.terms
-    first = min(evaluate.objective_value(problem, greedy(problem, policy), terms) for policy in (BEST_FIT, SPREAD))
+    first = min(objective_value(problem, greedy(problem, policy), terms) for policy in (BEST_FIT, SPREAD))
     return ScaleResult(len(snapshot.nodes), len(snapshot.pending), backend, round(loaded - started, 2),
                        round(planned_at - loaded, 2), round(verified - planned_at, 2), s.pods_placed, s.bound,
                        s.status, round(s.objective, 3), round(first, 3), problem.n_classes, len(emulated.placements),

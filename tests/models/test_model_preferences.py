@@ -24,6 +24,7 @@ from kubeplace.models.plugins.taint_toleration import TaintTolerationArgs
 from kubeplace.models.plugins.topology_spread import DefaultConstraint, PodTopologySpreadArgs
 from kubeplace.models.preferences import node_scores
 from kubeplace.models.problem import Assignment, NodePreference
+from kubeplace.models.terms import objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.plan.plan import Placement
@@ -182,7 +183,7 @@ def test_plans_are_never_worse_than_the_greedy_on_the_preferences(make: Any) -> 
     for policy in POLICIES:
         candidate = greedy(problem, policy)
         if evaluate.placed_weight(problem, candidate) == evaluate.placed_weight(problem, chosen):
-            assert evaluate.objective_value(problem, chosen, prefs) <= evaluate.objective_value(
+            assert objective_value(problem, chosen, prefs) <= objective_value(
                 problem, candidate, prefs) + 1e-9
 
 
@@ -250,7 +251,7 @@ def test_the_linear_goal_moves_pods_off_a_hint_that_ignores_the_preferences(back
     assert result.values is not None
     answer = form.assignment(result.values)
     best = 15.0 if make is frontend else 0.0  # six replicas in three zones: three pairs of 50 points, weight 2
-    assert evaluate.objective_value(problem, answer, prefs) == best < evaluate.objective_value(problem, hint, prefs)
+    assert objective_value(problem, answer, prefs) == best < objective_value(problem, hint, prefs)
     # the linear goal counts the preferences exactly as the exact evaluation does, hint and answer alike
     assert form.model.evaluate(result.values) == round(best * SCALE)
-    assert form.model.evaluate(form.model.hint) == round(evaluate.objective_value(problem, hint, prefs) * SCALE)
+    assert form.model.evaluate(form.model.hint) == round(objective_value(problem, hint, prefs) * SCALE)

@@ -364,8 +364,8 @@ def _imports(module: object) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
-    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.plan.verify_volumes",
-                     "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims",
+    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.gangs",
+                     "kubeplace.plan.verify_volumes", "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims",
                      "kubeplace.models.plugins", "kubeplace.models.rules"}),
     (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains",
                              "kubeplace.models.plugins.node_affinity.verify"}),

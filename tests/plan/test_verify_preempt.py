@@ -7,7 +7,7 @@ import pytest
 from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
 from kubeplace.kube.objects import MIRROR_ANNOTATION
 from kubeplace.plan.verify_preempt import verify_preemptions
-from tests.builders import PodBuilder, node, pod, snapshot_of
+from tests.builders import GANG_SOURCES, PodBuilder, node, pod, snapshot_of
 
 
 def running(name: str, node_name: str = "n1", cpu: int = 2, priority: int = 1) -> PodBuilder:
@@ -84,9 +84,31 @@ def test_a_gang_is_evicted_whole() -> None:
                    victims={"a": ("p",), "b": ("p",)}) == []
 
 
+@pytest.mark.parametrize("source", sorted(GANG_SOURCES))
+def test_a_gang_of_every_source_is_evicted_whole(source: str) -> None:
+    """The regression: the verifier's own copy of the gang rule knew neither KAI's annotation, nor
+    the Workload API's ``spec.schedulingGroup``, nor Kueue, JobSet or LeaderWorkerSet, and let a
+    plan evict such a gang in part."""
+    mark = GANG_SOURCES[source]
+    a, b = mark(running("a", cpu=4), "job"), mark(running("b", "n2", 1), "job")
+    found = details(*BASE, a, b, pod("p").cpu(4).priority(10), placed={"p": "n1"}, victims={"a": ("p",)})
+    assert any("member(s) default/b kept" in d for d in found), found
+    assert details(*BASE, a, b, pod("p").cpu(4).priority(10), placed={"p": "n1"},
+                   victims={"a": ("p",), "b": ("p",)}) == []
+
+
 def test_a_gang_with_a_never_member_may_not_preempt() -> None:
     g0 = pod("g0").cpu(4).priority(10).label(PLAIN_LABEL, "g").annotation(PLAIN_MIN_MEMBER, "2")
     g1 = pod("g1").cpu(1).priority(10).label(PLAIN_LABEL, "g").annotation(PLAIN_MIN_MEMBER, "2")
+    found = details(*BASE, running("v1", cpu=4), g0, g1.spec("preemptionPolicy", "Never"),
+                    placed={"g0": "n1", "g1": "n2"}, victims={"v1": ("g0",)})
+    assert any("may not preempt" in d for d in found), found
+
+
+@pytest.mark.parametrize("source", sorted(GANG_SOURCES))
+def test_a_never_member_of_a_gang_of_every_source_keeps_it_from_preempting(source: str) -> None:
+    mark = GANG_SOURCES[source]
+    g0, g1 = mark(pod("g0").cpu(4).priority(10), "g"), mark(pod("g1").cpu(1).priority(10), "g")
     found = details(*BASE, running("v1", cpu=4), g0, g1.spec("preemptionPolicy", "Never"),
                     placed={"g0": "n1", "g1": "n2"}, victims={"v1": ("g0",)})
     assert any("may not preempt" in d for d in found), found
@@ -111,4 +133,6 @@ def test_it_shares_no_code_with_the_model() -> None:
 
     tree = ast.parse(Path(verify_preempt.__file__).read_text())
     imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert {m for m in imported if m.startswith("kubeplace")} == {"kubeplace.kube.objects", "kubeplace.plan.verify"}
+    product = {m for m in imported if m.startswith("kubeplace")}
+    assert {m for m in product if not m.startswith("kubeplace.kube.")} == {"kubeplace.plan.verify"}
+    assert "kubeplace.kube.gangs" in product  # the one gang rule of the product, not a copy of it

@@ -4,6 +4,7 @@ by the same evaluator as ``plan`` (``models.evaluate``), whatever the objective 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,15 @@ from click.testing import CliRunner
 
 from kubeplace.cli.main import main
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, Objective
+from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm, Objective, PreferenceTerm
 from kubeplace.models.linear import LinearBuilder
 from kubeplace.models.linear_terms import SCALE, balance_cut
+from kubeplace.models.preferences import POINTS_PER_UNIT
+from kubeplace.models.terms import objective_value
 from kubeplace.rebalance.layout import build_layout
+from kubeplace.rebalance.model import Budgets, build_moves, objective_goal
 from kubeplace.rebalance.movable import Rules
-from kubeplace.rebalance.solve import Settings, rebalance
+from kubeplace.rebalance.solve import Settings, complete_hint, rebalance
 from kubeplace.rebalance.state import state_of
 from kubeplace_bench.rebalance_clusters import node, pod
 
@@ -115,3 +119,78 @@ def test_one_balance_linearisation_exact_at_its_breakpoints() -> None:
         assert values[cut.cost] <= exact + 2
         if round(u / 0.05, 6).is_integer():
             assert values[cut.cost] == pytest.approx(exact, abs=2)
+
+
+def prefers(host: str) -> dict[str, Any]:
+    """A preferred node affinity for the node named ``host`` (weight 100)."""
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}]}}]}}
+
+
+def crossed() -> list[dict[str, Any]]:
+    """Two like nodes, each running the pod that prefers the other: swapping them keeps the balance
+    as it is and wins both pods their preferred node (NodeAffinity's score)."""
+    return [node("a", 4000, 16384), node("b", 4000, 16384),
+            pod("wants-b", "web", 500, 256, node_name="a", owner=("ReplicaSet", "rb"), affinity=prefers("b")),
+            pod("wants-a", "web", 500, 256, node_name="b", owner=("ReplicaSet", "ra"), affinity=prefers("a"))]
+
+
+@pytest.mark.parametrize("backend", ["cpsat", "highs"])
+def test_rebalance_optimises_the_preferences_of_the_profile(backend: str) -> None:
+    """The default profile's preference terms are in the move model's goal, as in ``plan``'s: the
+    exact stage swaps the pods (before, the goal held the balance only, and nothing moved)."""
+    state = state_of([(o, "test") for o in crossed()])
+    config = Configuration()
+    layout = build_layout(state, Rules(), config, config.profile(None))
+    assert {type(t) for t in layout.terms} == {LoadBalanceTerm, PreferenceTerm}
+    plan = rebalance(layout, Settings(solver=SolverSettings(backend=backend, time_limit=5.0, workers=1)))
+    assert sorted((m.name, m.source, m.target) for m in plan.moves) == [("wants-a", "b", "a"), ("wants-b", "a", "b")]
+    balance_only = tuple(t for t in layout.terms if isinstance(t, LoadBalanceTerm))
+    assert plan.objective_before == pytest.approx(layout.value(layout.x0))
+    assert plan.objective_after == pytest.approx(evaluate_terms(layout, balance_only))
+    assert plan.objective_before - plan.objective_after == pytest.approx(2 * 2 * 100 / POINTS_PER_UNIT)
+
+
+def evaluate_terms(layout: Any, terms: tuple[Any, ...]) -> float:
+    """The exact value of ``terms`` for the layout as it runs now."""
+    return objective_value(layout.problem, layout.assignment(layout.x0), terms)
+
+
+def spread_out() -> list[dict[str, Any]]:
+    """Four replicas with a ScheduleAnyway spread over hostnames and a preferred anti-affinity
+    among themselves (a self-counted preference each), three on a, one on b, and a pod preferring c."""
+    spread = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+               "labelSelector": {"matchLabels": {"app": "r"}}}]
+    anti = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                           "labelSelector": {"matchLabels": {"app": "r"}}}}]}}
+    replicas = [pod(f"r{i}", "web", 500, 256, node_name="a" if i < 3 else "b", labels={"app": "r"},
+                    owner=("ReplicaSet", "r"), affinity=anti) for i in range(4)]
+    for r in replicas:
+        r["spec"]["topologySpreadConstraints"] = spread
+    return [node("a", 4000, 16384), node("b", 4000, 16384), node("c", 4000, 16384), *replicas,
+            pod("wants-c", "web", 500, 256, node_name="a", owner=("ReplicaSet", "c"), affinity=prefers("c"))]
+
+
+def test_the_move_models_preference_goal_is_the_exact_preference_value() -> None:
+    """At the current placement and at another one, the move model's goal of the preference terms
+    (node preferences and self-counted domain preferences) counts SCALE per unit of the exact value."""
+    state = state_of([(o, "test") for o in spread_out()])
+    config = Configuration()
+    full = build_layout(state, Rules(), config, config.profile(None))
+    prefs = tuple(t for t in full.terms if isinstance(t, PreferenceTerm))
+    assert len(prefs) >= 2
+    layout = replace(full, terms=prefs)
+    model = build_moves(layout, Budgets())
+    mu = np.zeros(len(layout.problem.resources))
+    goal = objective_goal(model, mu)
+    everywhere = layout.x0.copy()
+    everywhere[:, :] = 0
+    for c in range(layout.n_classes):  # every pod of the class on the class's first candidate node
+        first = int(model.pair_node[model.pair_cls == c][-1])
+        everywhere[c, first] = layout.x0[c].sum()
+    for y in (layout.x0, everywhere):
+        values = complete_hint(model, goal, y)
+        linear = sum(c * int(values[v]) for v, c in goal)
+        assert linear == round(SCALE * layout.value(y)), y

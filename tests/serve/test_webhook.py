@@ -70,6 +70,23 @@ def webhook(namespaces: dict[str, dict[str, str]] | None = None, **split: Any) -
     return Webhook(Split(NEW, OLD, **split), NamespaceCache(lambda name: known.get(name, {})))
 
 
+def test_every_gang_source_sends_its_pods_to_one_side() -> None:
+    """The regression: the webhook built its pod from labels and annotations alone, so the members
+    of a Workload API gang (``spec.schedulingGroup``) were each their own group, split between the
+    two schedulers; every source ``kube.gangs.gang_of`` reads now keeps a gang on one side."""
+    workload_api = [raw_pod(f"w{i}") for i in range(8)]
+    for pod in workload_api:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+    kai = [raw_pod(f"k{i}") for i in range(8)]
+    for pod in kai:
+        pod["metadata"]["annotations"]["pod-group-name"] = "train"
+    assert {group_key(p, "default") for p in workload_api} == {"gang/default/train"}
+    assert {group_key(p, "default") for p in kai} == {"gang/default/train"}
+    odd = raw_pod("odd")
+    odd["spec"]["schedulingGroup"] = {"podGroupName": 7}  # malformed: the API server refuses it, not the webhook
+    assert group_key(odd, "default") == "pod/default/odd"
+
+
 @pytest.mark.parametrize(("text", "share"), [("30%", 3000), ("0%", 0), ("100%", BASIS), (" 12.5 %", 1250),
                                              ("99.99%", 9999)])
 def test_shares_are_percentages(text: str, share: int) -> None:
