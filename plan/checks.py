@@ -1,7 +1,8 @@
-"""What the verifier needs from a configuration and profile: the tenant, GPU-model and GPU
-request settings, a single-pair check for each plugin the verifier does not know (user
-plugins), and the pods' rules that the profile's plugins cannot model (a plan must not place
-those pods)."""
+"""What the verifier needs from a configuration and profile: the enabled rules' own verifier
+checks with their args (Tenant's, GPUModel's, ...), the GPU request settings, a single-pair
+check through its filter for each user plugin (an in-tree rule always has a verifier of its
+own: tests/models/test_rules.py), and the pods' rules that the profile's plugins cannot model
+(a plan must not place those pods)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from collections.abc import Callable, Sequence
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.framework import FilterPlugin, PluginSet
-from kubeplace.models.plugins import gpu_model, in_tree_registry, load_aware, overcommit
-from kubeplace.models.plugins import tenant as tenant_plugin
+from kubeplace.models.plugins import RULES
 from kubeplace.plan.plan import Placement
-from kubeplace.plan.verify import VerifySettings, Violation, verify
+from kubeplace.plan.verify import VerifySettings, Violation, rule_checks, verify
 from kubeplace.plan.verify_claims import DYNAMIC_RESOURCES
 from kubeplace.plan.verify_gpu import verify_devices
 from kubeplace.plan.verify_owned import verify_owned
@@ -24,26 +24,25 @@ PairCheck = Callable[[Pod, Node], str | None]
 
 def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
     names = profile.plugin_names(config.registry)
-    t = profile.plugin_args.get(tenant_plugin.NAME) or tenant_plugin.TenantArgs()
-    g = profile.plugin_args.get(gpu_model.NAME) or gpu_model.GPUModelArgs()
-    la = profile.plugin_args.get(load_aware.NAME) or load_aware.LoadAwareArgs()
-    oc = profile.plugin_args.get(overcommit.NAME) or overcommit.OvercommitArgs()
     return VerifySettings(
-        tenant_node_label=t.nodeLabel, tenant_pod_label=t.podLabel, tenant_namespace_label=t.namespaceLabel,
-        namespace_is_tenant=t.namespaceIsTenant, trust_pod_tenant=t.trustPodTenant, untenanted_nodes=t.untenantedNodes,
-        gpu_model_node_label=g.nodeLabel, gpu_model_pod_annotation=g.podAnnotation,
-        check_tenant=tenant_plugin.NAME in names, check_gpu_model=gpu_model.NAME in names,
+        rules=rule_checks(names, profile.plugin_args),
         volume_rules=VOLUME_RULES & frozenset(names), check_claims=DYNAMIC_RESOURCES in names,
+<<<<<<< HEAD
         gpu=config.gpu,
         load_thresholds=tuple(la.thresholds.items()) if load_aware.NAME in names else (),
         headroom=oc.headroom if overcommit.NAME in names else 1.0, headroom_resources=tuple(oc.resources),
         overcommit_node_label=oc.nodeLabel, overcommit_load_threshold=oc.loadThreshold,
+=======
+        gpu_device_resource=config.gpu.device_resource, gpu_percent_per_device=config.gpu.percent_with_count,
+        gpu_percent_of_gpus=config.gpu.percent_alone,
+>>>>>>> i25-rules
     )
 
 
 def plugin_checks(plugins: PluginSet) -> Sequence[PairCheck]:
-    """User filter plugins checked pair by pair (the verifier re-implements the in-tree ones)."""
-    in_tree = set(in_tree_registry())
+    """User filter plugins checked pair by pair through their filter (every in-tree rule has its
+    own verifier check, ``RuleCheck``)."""
+    in_tree = {r.name for r in RULES}
     return [_pair_check(f) for f in plugins.filters if f.name not in in_tree]
 
 

@@ -25,17 +25,21 @@ from kubeplace.models.aggregate import Aggregation, FilterTable
 from kubeplace.models.devices import CANNOT_ALLOCATE
 from kubeplace.models.framework import ExtraResources, FilterError, NodeReasons, Rejects
 from kubeplace.models.gpu import GpuNeed, device_fit
+from kubeplace.models.plugins import RULES
 from kubeplace.models.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 from kubeplace.plan.explain_rules import batch_failures, cap_left
 
-SCHEDULER_FILTERS = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-                     "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
-                     "PodTopologySpread", "InterPodAffinity", "DynamicResources")
-"""The default profile's filters in its order (apis/config/v1 default_plugins.go)."""
+NODE_NAME, FIT = "NodeName", "NodeResourcesFit"
+BUILT_IN_FILTERS = {2: NODE_NAME, 6: FIT}
+"""The kube-scheduler's default filters kubeplace has no rule for (the node name and the free
+capacity are the model's own), at their places in its filter order."""
+SCHEDULER_FILTERS = tuple(name for _, name in sorted(
+    [*((r.filter_order, r.name) for r in RULES if r.filter_order is not None), *BUILT_IN_FILTERS.items()]))
+"""The default profile's filters in its order (apis/config/v1 default_plugins.go): each rule
+says its place (``InTreeRule.filter_order``)."""
 SAME_AS: dict[str, str] = {}
 """kubeplace's plugins that stand for (part of) a kube-scheduler filter."""
-FIT = "NodeResourcesFit"
 DEVICES = "Insufficient GPU devices"
 GANG_DOMAIN = "node(s) outside the gang's topology domain"
 LEFT_OUT = "node(s) had room but the plan left the pod out (gang rule or the time limit)"

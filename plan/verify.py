@@ -4,61 +4,78 @@ Every proposed placement is re-checked, pod by pod, against each hard constraint
 ``placement-rules.md`` and against the snapshot's free capacity. The rules are written
 out plainly here and on purpose share no code with ``models/`` or ``solver/`` (which
 compute eligibility vectorised): a bug in one is caught by the other. Only
+<<<<<<< HEAD
 ``kube`` (the objects, ``kube.gangs.gang_of``, settings such as ``kube.gpu_conventions``) and
 ``plan.verify_domains`` (the rules that depend on other pods' places, inter-pod affinity and
 topology spread, replayed pod by pod) may be imported. A plan with any :class:`Violation` must be
+=======
+``kube.objects`` and ``plan.verify_domains`` (the rules that depend on other pods' places,
+inter-pod affinity and topology spread, replayed pod by pod) may be imported, and the rules'
+own verifier checks (``models/plugins/<rule>/verify.py``, which import only ``kubeplace.kube``),
+run through their descriptors (:class:`RuleCheck`). A plan with any :class:`Violation` must be
+>>>>>>> i25-rules
 refused.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from kubeplace.kube.dra import ClaimAllocation, Devices
 from kubeplace.kube.gangs import gang_of, named_pod_group
 from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
 from kubeplace.kube.objects import (
     CPU,
-    MEMORY,
-    NO_EXECUTE,
-    NO_SCHEDULE,
     PODS,
     ClaimChoice,
     GangKey,
-    HostPort,
     Node,
     Pod,
     Snapshot,
 )
+from kubeplace.models.plugins import RULES
+from kubeplace.models.rules import Verifier
 from kubeplace.plan.verify_claims import verify_claims
-from kubeplace.plan.verify_domains import Counted, node_term_matches, replay, tolerates
+from kubeplace.plan.verify_domains import Counted, replay
 from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
-UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
-_EVERY_ADDRESS = ("", "0.0.0.0")
+
+
+@dataclass(frozen=True)
+class RuleCheck:
+    """An enabled rule's verifier check, with the args the profile gives the rule."""
+
+    name: str
+    verifier: Verifier
+    args: Any = None
+
+
+def rule_checks(names: Collection[str] | None = None, args: Mapping[str, Any] | None = None) -> tuple[RuleCheck, ...]:
+    """The verifier checks of the in-tree rules in ``names`` (default: every rule) and of those
+    verified always, in registry order, each with its args from ``args`` or else the rule's
+    default args."""
+    given = args or {}
+    out = []
+    for r in RULES:
+        if r.verify is not None and (names is None or r.name in names or r.verified_always):
+            default = r.factory.args_type() if r.factory.args_type is not None else None
+            out.append(RuleCheck(r.name, r.verify, given.get(r.name) or default))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class VerifySettings:
-    tenant_node_label: str = "tenant"
-    tenant_pod_label: str = "tenant"
-    tenant_namespace_label: str = "tenant"
-    namespace_is_tenant: bool = False
-    trust_pod_tenant: bool = False
-    """The pod's own tenant label/annotation counts, only in a namespace without a tenant."""
-    untenanted_nodes: str = "shared"  # or "closed": untenanted nodes take only untenanted pods
-    gpu_model_node_label: str = "nvidia.com/gpu.product"
-    gpu_model_pod_annotation: str = "kubeplace.io/gpu-model"
-    check_tenant: bool = True
-    check_gpu_model: bool = True
+    rules: tuple[RuleCheck, ...] = field(default_factory=rule_checks)
+    """The rules whose own verifier checks run (those the profile enables)."""
     volume_rules: frozenset[str] = VOLUME_RULES
     """Which of the volume plugins' rules to check (those the profile enables)."""
     check_claims: bool = True
     """Check the pods' resource claims (DynamicResources enabled)."""
+<<<<<<< HEAD
     gpu: GpuConventions = DEFAULT_CONVENTIONS
     """Which resource names carry GPU requests (the configuration's, as the model reads them)."""
     load_thresholds: tuple[tuple[str, float], ...] = ()
@@ -69,6 +86,13 @@ class VerifySettings:
     headroom_resources: tuple[str, ...] = (CPU, MEMORY)
     overcommit_node_label: str = "overcommit=true"
     overcommit_load_threshold: float = 0.7
+=======
+    gpu_device_resource: str = "nvidia.com/gpu"
+    """Counts devices (and, with HAMi, vGPU slots); the node label ``<it>.count`` counts the
+    physical devices behind the slots, ``<it>.replicas`` > 1 says every slot is a time slice."""
+    gpu_percent_per_device: tuple[str, ...] = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
+    gpu_percent_of_gpus: tuple[str, ...] = ("koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio")
+>>>>>>> i25-rules
 
 
 @dataclass(frozen=True)
@@ -105,13 +129,15 @@ def verify(
             Violation(namespace, name, node_name, rule, detail)
             for rule, detail in checker.place(namespace, name, node_name, count)
         )
-    loads = _measured_loads(snapshot, checker.bound_on)
     for node_name, pods in checker.placed.items():
         node, here = checker.nodes[node_name], checker.bound_on(node_name)
         violations.extend(_capacity(node, pods, here, snapshot.devices))
         violations.extend(_nominated_room(node, pods, here, snapshot.nominated))
-        violations.extend(_load(node, pods, loads.get(node_name), settings))
-        violations.extend(_headroom(node, pods, here, loads.get(node_name), settings))
+    for rule in settings.rules:
+        if rule.verifier.plan is not None:
+            violations.extend(Violation(namespace, name, node_name, rule.name, detail)
+                              for namespace, name, node_name, detail in rule.verifier.plan(snapshot, checker.placed,
+                                                                                            rule.args))
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(_unreadable_gangs(snapshot, placements))
     violations.extend(_followers_reserved(snapshot, placements, checker.copies))
@@ -134,88 +160,6 @@ def _domain_rules(snapshot: Snapshot) -> bool:
             or any(pod.anti_affinity for pod in snapshot.bound))
 
 
-_UTC_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?Z")
-_INFINITE = float("inf")
-
-
-def _time(text: str) -> float | None:
-    """Seconds since the epoch of a UTC RFC 3339 time (``2025-01-02T03:04:05Z``, as the API writes
-    creation times), by the proleptic Gregorian calendar; None for anything else."""
-    found = _UTC_TIME.fullmatch(text)
-    if found is None:
-        return None
-    year, month, day, hour, minute, second = map(int, found.groups())
-    year -= month <= 2  # days from civil: years start in March, so leap days come last
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    days = era * 146097 + day_of_era - 719468
-    return float(days * 86400 + hour * 3600 + minute * 60 + second)
-
-
-def _measured_loads(snapshot: Snapshot, bound_on: Callable[[str], Sequence[Pod]]) -> dict[str, dict[str, int]]:
-    """Per node with metrics: its measured usage plus the requests of the pods running there that
-    the metrics cannot include (no PodMetrics while pods are measured, or created after the node
-    was measured)."""
-    loads: dict[str, dict[str, int]] = {}
-    for name, metrics in snapshot.node_metrics.items():
-        load = {CPU: max(metrics.usage.get(CPU, 0), 0), MEMORY: max(metrics.usage.get(MEMORY, 0), 0)}
-        for pod in bound_on(name):
-            if pod.node_name != name or pod.finished:
-                continue
-            created = _time(pod.creation)
-            missing = bool(snapshot.pod_metrics) and pod.key not in snapshot.pod_metrics
-            if missing or (created is not None and created > metrics.timestamp):
-                for resource in (CPU, MEMORY):
-                    load[resource] += max(pod.requests.get(resource, 0), 0)
-        loads[name] = load
-    return loads
-
-
-def _ratio(load: Mapping[str, int], node: Node, resource: str) -> float:
-    allocatable = node.allocatable.get(resource, 0)
-    return load.get(resource, 0) / allocatable if allocatable > 0 else _INFINITE
-
-
-def _load(node: Node, placed: Sequence[tuple[Pod, int]], load: Mapping[str, int] | None,
-          settings: VerifySettings) -> Iterator[Violation]:
-    """LoadAware: no new pod (but a DaemonSet's) on a node measured above a threshold."""
-    if load is None:
-        return
-    for resource, threshold in settings.load_thresholds:
-        ratio = _ratio(load, node, resource)
-        if ratio > threshold:
-            for pod, _ in placed:
-                if pod.owner_kind != "DaemonSet":
-                    yield Violation(pod.namespace, pod.name, node.name, "LoadAware",
-                                    f"node {resource} load {ratio:.2f} above threshold {threshold:.2f}")
-            return
-
-
-def _headroom(node: Node, placed: Sequence[tuple[Pod, int]], bound: Sequence[Pod], load: Mapping[str, int] | None,
-              settings: VerifySettings) -> Iterator[Violation]:
-    """Overcommit: requests on a node up to ``headroom`` of allocatable, or all of it on a node
-    with the overcommit label whose measured load is below the threshold for cpu and memory."""
-    if settings.headroom >= 1.0:
-        return
-    key, sep, value = settings.overcommit_node_label.partition("=")
-    labelled = key in node.labels and (not sep or node.labels[key] == value)
-    cool = load is not None and all(_ratio(load, node, r) < settings.overcommit_load_threshold
-                                    for r in (CPU, MEMORY))
-    share = 1.0 if labelled and cool else settings.headroom
-    for resource in settings.headroom_resources:
-        added = sum(max(pod.requests.get(resource, 0), 0) * count for pod, count in placed)
-        if added <= 0:
-            continue
-        allocatable = node.allocatable.get(resource, 0)
-        limit = min(int(allocatable * share), allocatable)  # rounded down: both are >= 0
-        used = sum(max(p.requests.get(resource, 0), 0) for p in bound if p.node_name == node.name and not p.finished)
-        if used + added > limit:
-            first = next(p for p, _ in placed if p.requests.get(resource, 0) > 0)
-            yield Violation(first.namespace, first.name, node.name, "Overcommit",
-                            f"{resource} requests {_amount(resource, used + added)} above {share:g} of allocatable "
-                            f"{_amount(resource, allocatable)} (headroom {_amount(resource, limit)})")
 
 
 def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
@@ -326,10 +270,11 @@ class _Checker:
             return [*problems, ("NodeName", "no such node in the snapshot")]
         problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks)
         here = self.placed.setdefault(node_name, [])
-        holding = [(p, 1) for p in self.snapshot.nominated
-                   if p.nominated_node == node_name and p.priority >= pod.priority]
-        problems += (("NodePorts", d) for d in _port_conflicts(pod, count, node, self.bound_on(node_name),
-                                                                 [*here, *holding]))
+        holding = [p for p in self.snapshot.nominated if p.nominated_node == node_name and p.priority >= pod.priority]
+        if any(rule.verifier.node is not None for rule in self.settings.rules):
+            there = [*(p for p in self.bound_on(node_name) if not p.finished), *(p for p, _ in here), *holding]
+            problems += ((rule.name, detail) for rule in self.settings.rules if rule.verifier.node is not None
+                         for detail in rule.verifier.node(pod, count, node, there))
         here.append((pod, count))
         return problems
 
@@ -350,23 +295,9 @@ def _pod_state(pod: Pod) -> Iterator[tuple[str, str]]:
 def _pair_rules(
     pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings, extra_checks: Sequence[ExtraCheck]
 ) -> Iterator[tuple[str, str]]:
-    if node.unschedulable and not tolerates(pod, UNSCHEDULABLE_TAINT_KEY, "", NO_SCHEDULE):
-        yield "NodeUnschedulable", "node is unschedulable (cordoned)"
-    for key, value in pod.node_selector.items():
-        if node.labels.get(key) != value:
-            yield "NodeAffinity", f"nodeSelector {key}={value}: node has {key}={node.labels.get(key)}"
-    if pod.required_terms is not None and not any(
-        node_term_matches(term.match_expressions, term.match_fields, node) for term in pod.required_terms
-    ):
-        yield "NodeAffinity", "no required node affinity term matches the node"
-    for taint in node.taints:
-        hard = taint.effect in (NO_SCHEDULE, NO_EXECUTE)
-        if hard and not tolerates(pod, taint.key, taint.value, taint.effect):
-            yield "TaintToleration", f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
-    if settings.check_tenant:
-        yield from _tenant(pod, node, snapshot, settings)
-    if settings.check_gpu_model:
-        yield from _gpu_model(pod, node, settings)
+    for rule in settings.rules:
+        if rule.verifier.pair is not None:
+            yield from ((rule.name, detail) for detail in rule.verifier.pair(pod, node, snapshot, rule.args))
     for check in extra_checks:
         try:
             reason = check(pod, node)
@@ -375,54 +306,6 @@ def _pair_rules(
             reason = f"check {name} raised {type(error).__name__}: {error}"
         if reason is not None:
             yield "ExtraCheck", reason
-
-
-def _tenant(pod: Pod, node: Node, snapshot: Snapshot, settings: VerifySettings) -> Iterator[tuple[str, str]]:
-    """The namespace is the tenant boundary: its label, else (namespace_is_tenant) its name;
-    the pod's own label or annotation only where the namespace names no tenant and the
-    configuration trusts it."""
-    namespace_tenant = snapshot.namespace_labels.get(pod.namespace, {}).get(settings.tenant_namespace_label)
-    if namespace_tenant:
-        pod_tenant = namespace_tenant
-    elif settings.namespace_is_tenant:
-        pod_tenant = pod.namespace
-    elif settings.trust_pod_tenant:
-        pod_tenant = pod.labels.get(settings.tenant_pod_label) or pod.annotations.get(settings.tenant_pod_label) or ""
-    else:
-        pod_tenant = ""
-    node_tenant = node.labels.get(settings.tenant_node_label, "")
-    if node_tenant and node_tenant != pod_tenant:
-        yield "Tenant", f"node belongs to tenant {node_tenant!r}, pod to {pod_tenant or 'no tenant'!r}"
-    elif not node_tenant and pod_tenant and settings.untenanted_nodes != "shared":
-        yield "Tenant", f"untenanted node is closed to tenant {pod_tenant!r}"
-
-
-def _gpu_model(pod: Pod, node: Node, settings: VerifySettings) -> Iterator[tuple[str, str]]:
-    wanted = pod.annotations.get(settings.gpu_model_pod_annotation, "")
-    models = {model.strip() for model in wanted.split("|") if model.strip()}
-    if not models:
-        return  # no annotation, or an empty one: any node
-    have = node.labels.get(settings.gpu_model_node_label)
-    if have not in models:
-        yield "GPUModel", f"needs GPU model {' or '.join(sorted(models))}, node has {have or 'none'}"
-
-
-def _port_conflicts(pod: Pod, count: int, node: Node, bound: Sequence[Pod],
-                    placed_here: Sequence[tuple[Pod, int]]) -> Iterator[str]:
-    """Host ports the pod's already taken on the node: by the pods placed there before it, those
-    nominated there of its priority or more, and another of its own copies."""
-    others = [other for other in bound if other.node_name == node.name and not other.finished]
-    for other in [*others, *(p for p, _ in placed_here), *([pod] if count > 1 else [])]:
-        for mine in pod.host_ports:
-            for theirs in other.host_ports:
-                if _ports_conflict(mine, theirs):
-                    yield f"host port {mine.protocol or 'TCP'}/{mine.port} already used by {other.key}"
-
-
-def _ports_conflict(a: HostPort, b: HostPort) -> bool:
-    if a.port != b.port or (a.protocol or "TCP") != (b.protocol or "TCP"):
-        return False
-    return a.ip == b.ip or a.ip in _EVERY_ADDRESS or b.ip in _EVERY_ADDRESS
 
 
 def _requests(pod: Pod) -> dict[str, int]:

@@ -42,7 +42,7 @@ from kubeplace.kube.dra import (
     ResourceClaim,
 )
 from kubeplace.kube.objects import Node, Pod, SelectorTerm, Snapshot
-from kubeplace.plan.verify_domains import node_term_matches
+from kubeplace.models.plugins.node_affinity.verify import node_term_matches
 
 DYNAMIC_RESOURCES = "DynamicResources"
 Finding = tuple[str, str, str, str, str]

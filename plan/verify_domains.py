@@ -22,18 +22,20 @@ Semantics (k8s.io/kubernetes v1.36 ``pkg/scheduler/framework/plugins``):
   matching, not terminating pods of the pod's namespace on eligible nodes per domain, the
   minimum (0 when fewer than minDomains domains), skew = count + self-match - minimum.
 
-Written apart from the model on purpose: only ``kube.objects`` is imported; selectors,
-namespace scopes, the spread matchLabelKeys merge, eligibility and domains are re-implemented
-here. The node-affinity and toleration helpers are shared with ``plan/verify.py``.
+Written apart from the model on purpose: only ``kube.objects`` and the rules' verifier checks
+(``models/plugins/<rule>/verify.py``: the toleration and node-affinity helpers) are imported;
+selectors, namespace scopes, the spread matchLabelKeys merge, eligibility and domains are
+re-implemented here.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kubeplace.kube.objects import NO_EXECUTE, NO_SCHEDULE, Node, Pod, PodAffinityTerm, Requirement, Snapshot
+from kubeplace.models.plugins.node_affinity.verify import node_affinity_matches, requirement_holds
+from kubeplace.models.plugins.taint_toleration.verify import tolerates
 
 AFFINITY_RULE = "InterPodAffinity"
 SPREAD_RULE = "PodTopologySpread"
@@ -49,7 +51,6 @@ Counted = Placement | tuple[str, str, str, int]
 """A placement with, for an object standing for several pods (``Pod.copies``: a leader's
 stand-in followers), how many of them go to the node; 1 when left out."""
 _Item = tuple[Pod, Node, Counted]
-_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.ParseInt accepts in base 10
 
 
 @dataclass(frozen=True)
@@ -110,73 +111,11 @@ def replay(snapshot: Snapshot, placements: Sequence[Counted]) -> Replay:
     return Replay(violations, (*order, *(p for _, _, p in remaining), *skipped))
 
 
-# -- label and node matching (also used by plan/verify.py) --------------------------------
-
-def requirement_holds(requirement: Requirement, value: str | None) -> bool:
-    """One requirement against one label value (None: the label is missing)."""
-    operator, values = requirement.operator, requirement.values
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt"):
-        if value is None or len(values) != 1:
-            return False
-        if not _INTEGER.fullmatch(value) or not _INTEGER.fullmatch(values[0]):
-            return False
-        return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
-    return False  # unknown operator: never matches
-
+# -- label matching (also used by plan/verify_volumes.py) ---------------------------------
 
 def selector_matches(selector: Sequence[Requirement] | None, labels: Mapping[str, str]) -> bool:
     """A label selector: None (null) matches nothing, an empty one everything."""
     return selector is not None and all(requirement_holds(r, labels.get(r.key)) for r in selector)
-
-
-def node_term_matches(expressions: Sequence[Requirement], fields: Sequence[Requirement], node: Node) -> bool:
-    """A node selector term; an empty one matches nothing."""
-    if not expressions and not fields:
-        return False
-    for requirement in expressions:
-        if not requirement_holds(requirement, node.labels.get(requirement.key)):
-            return False
-    for requirement in fields:
-        if requirement.key != "metadata.name" or requirement.operator not in ("In", "NotIn"):
-            return False
-        if not requirement_holds(requirement, node.name):
-            return False
-    return True
-
-
-def node_affinity_matches(pod: Pod, node: Node) -> bool:
-    """``GetRequiredNodeAffinity(pod).Match(node)``: nodeSelector and required terms."""
-    if any(node.labels.get(key) != value for key, value in pod.node_selector.items()):
-        return False
-    return pod.required_terms is None or any(
-        node_term_matches(term.match_expressions, term.match_fields, node) for term in pod.required_terms
-    )
-
-
-def tolerates(pod: Pod, key: str, value: str, effect: str) -> bool:
-    """toleration.go ToleratesTaint, for any of the pod's tolerations."""
-    for toleration in pod.tolerations:
-        if toleration.effect and toleration.effect != effect:
-            continue
-        if not toleration.key:
-            if toleration.operator == "Exists":
-                return True
-            continue
-        if toleration.key != key:
-            continue
-        if toleration.operator == "Exists":
-            return True
-        if toleration.operator in ("Equal", "") and toleration.value == value:
-            return True
-    return False
 
 
 def _tolerates_hard_taints(pod: Pod, node: Node) -> bool:

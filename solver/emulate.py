@@ -29,14 +29,15 @@ import math
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
-from kubeplace.kube.objects import HostPort, Node, Pod, Snapshot
+from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.kube.pod_affinity import merge_label_keys, selects
 from kubeplace.models.aggregate import queue_rank
 from kubeplace.models.framework import FilterPlugin, RunContext
-from kubeplace.models.plugins import node_affinity, node_ports, node_unschedulable, taint_toleration
+from kubeplace.models.plugins import RULES, node_affinity, node_unschedulable, taint_toleration
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 from kubeplace.solver.emulate_scores import choose
 from kubeplace.solver.emulate_state import Cluster, LabelClass, affinity_selects, spread_counted, spread_eligible
@@ -45,6 +46,8 @@ from kubeplace.solver.state import PlacementState
 
 MIN_FEASIBLE_NODES = 100
 MIN_FEASIBLE_PERCENTAGE = 5
+STATEFUL_RULES = tuple(r.emulate for r in RULES if r.emulate is not None)
+"""The rules whose answer depends on the pods already placed, checked per pod (NodePorts)."""
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 
@@ -156,7 +159,7 @@ class _Search:
         self.static_masks: dict[Hashable, BoolArray] = {}
 
     def feasible(self, pod: Pod) -> IntArray:
-        mask = self._static(pod) & self._fits(pod) & self._ports(pod)
+        mask = self._static(pod) & self._fits(pod) & self._stateful(pod)
         if mask.any():
             mask &= self._spread(pod) & self._affinity(pod)
         n = self.cluster.n
@@ -184,16 +187,21 @@ class _Search:
         fits: BoolArray = np.all(used[:, asked] + need[asked] <= c.allocatable[:, asked], axis=1)
         return fits
 
-    def _ports(self, pod: Pod) -> BoolArray:
-        """NodePorts, the ports of the pods nominated to the node of the pod's priority or more added."""
-        if not pod.host_ports:
-            return np.ones(self.cluster.n, dtype=np.bool_)
-        held: list[list[HostPort]] = [[] for _ in range(self.cluster.n)]
-        for other in self.cluster.nominated:
-            if other.priority >= pod.priority and other.nominated_node in self.cluster.index:
-                held[self.cluster.index[other.nominated_node]] += other.host_ports
-        return np.array([not any(node_ports.conflict(w, u) for w in pod.host_ports for u in [*used, *also])
-                         for used, also in zip(self.cluster.ports, held, strict=True)], dtype=np.bool_)
+    def _stateful(self, pod: Pod) -> BoolArray:
+        """The stateful rules' own checks (NodePorts), on the pods of each node with those nominated
+        to it of the pod's priority or more added."""
+        c = self.cluster
+        mask = np.ones(c.n, dtype=np.bool_)
+        if not STATEFUL_RULES:
+            return mask
+        held: list[list[Pod]] = [[] for _ in range(c.n)]
+        for other in c.nominated:
+            if other.priority >= pod.priority and other.nominated_node in c.index:
+                held[c.index[other.nominated_node]].append(other)
+        here = _NodePods(c.pods_on, held)
+        for check in STATEFUL_RULES:
+            mask &= check(pod, here)
+        return mask
 
     def _spread(self, pod: Pod) -> BoolArray:
         """PodTopologySpread's filter for the pod's DoNotSchedule constraints."""
@@ -242,6 +250,27 @@ class _Search:
             if carriers.reaches(cls, c):
                 ok &= c.in_domain(carriers.term.topology_key, carriers.per_node) == 0
         return ok
+
+
+class _NodePods(Sequence[Sequence[Pod]]):
+    """Per node, its pods and those nominated to it, joined only for the nodes a check reads."""
+
+    def __init__(self, on: Sequence[Sequence[Pod]], held: Sequence[Sequence[Pod]]) -> None:
+        self.on, self.held = on, held
+
+    def __len__(self) -> int:
+        return len(self.on)
+
+    @overload
+    def __getitem__(self, i: int) -> Sequence[Pod]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Sequence[Pod]]: ...
+
+    def __getitem__(self, i: int | slice) -> Sequence[Pod] | Sequence[Sequence[Pod]]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(len(self))[i]]
+        return [*self.on[i], *self.held[i]]
 
 
 def _class(pod: Pod) -> LabelClass:

@@ -1,5 +1,6 @@
-"""The cluster as the kube-scheduler emulation sees it between two pods: free capacity, host
-ports, and the pods on each node indexed for the rules that count them.
+"""The cluster as the kube-scheduler emulation sees it between two pods: free capacity, the pods on
+each node (for the stateful rules' own checks, NodePorts'), and those pods indexed for the rules
+that count them.
 
 Pods are grouped into label classes (namespace, labels, terminating); a :class:`PodCounter` is
 the number of pods per node whose class a predicate selects (the pods an affinity term or a
@@ -21,7 +22,6 @@ from kubeplace.kube.objects import (
     CPU,
     HONOR,
     MEMORY,
-    HostPort,
     Pod,
     PodAffinityTerm,
     Requirement,
@@ -129,7 +129,8 @@ class Cluster:
         self.cpu_memory = np.array([self.resources.index(CPU) if CPU in self.resources else -1,
                                     self.resources.index(MEMORY) if MEMORY in self.resources else -1])
         self.non_zero_used = np.zeros((self.n, 2), dtype=np.int64)
-        self.ports: list[list[HostPort]] = [[] for _ in self.nodes]
+        self.pods_on: list[list[Pod]] = [[] for _ in self.nodes]
+        """The pods on each node (bound, then placed), for the stateful rules' checks."""
         self.domains: dict[str, tuple[IntArray, int]] = {}
         self.classes: list[LabelClass] = []
         self.class_ids: dict[tuple[str, frozenset[tuple[str, str]], bool], int] = {}
@@ -217,7 +218,7 @@ class Cluster:
     def commit(self, pod: Pod, i: int) -> None:
         self.used[i] += self.requests(pod)
         self.non_zero_used[i] += self.non_zero_requests(pod)
-        self.ports[i].extend(pod.host_ports)
+        self.pods_on[i].append(pod)
         cls = self.class_of(pod)
         self.class_nodes[cls][i] = self.class_nodes[cls].get(i, 0) + 1
         for counter in self.counters.values():

@@ -6,11 +6,13 @@ themselves (wheel, sdist, editable) are tests/install/test_distributions.py."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 import textwrap
 import tomllib
 from pathlib import Path
+from unittest import mock
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report")
@@ -38,13 +40,20 @@ def test_the_checkout_holds_no_symbolic_link() -> None:
     assert [line.split("\t")[1] for line in staged.stdout.splitlines() if line.startswith("120000")] == []
 
 
-def test_pyproject_maps_every_product_folder_and_lists_every_package() -> None:
+def test_pyproject_maps_every_product_folder_and_setup_derives_every_package() -> None:
     setuptools = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert setuptools["package-dir"] == {f"kubeplace.{folder}": folder for folder in PRODUCT}
+    assert "packages" not in setuptools  # derived by setup.py: a new subpackage needs no line
     packages = {"kubeplace"} | {
         ".".join(["kubeplace", *init.parent.relative_to(CHECKOUT).parts])
         for folder in PRODUCT for init in (CHECKOUT / folder).rglob("__init__.py")}
-    assert sorted(setuptools["packages"]) == sorted(packages)  # a package left out is missing from the wheel
+    spec = importlib.util.spec_from_file_location("kubeplace_setup", CHECKOUT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    setup_py = importlib.util.module_from_spec(spec)
+    with mock.patch("setuptools.setup"):  # read its list, build nothing
+        spec.loader.exec_module(setup_py)
+    assert setup_py.packages() == sorted(packages)  # a package left out is missing from the wheel
+    assert {"kubeplace.models.plugins.node_ports", "kubeplace.solver.backends"} <= packages
 
 
 def test_every_product_folder_is_a_subpackage_of_kubeplace() -> None:

@@ -229,6 +229,38 @@ def test_only_the_solver_imports_a_solver_library_so_plugins_never_do() -> None:
     assert any(name.startswith("kubeplace.models.plugins.") for name in modules)
 
 
+def _rule_verifier(name: str) -> bool:
+    return name.startswith("kubeplace.models.plugins.") and name.endswith(".verify")
+
+
+def rule_verifier_imports(modules: dict[str, Module]) -> list[str]:
+    """``path:line: target`` for every product import of a rule's verifier check
+    (``models/plugins/<rule>/verify.py``) outside ``kubeplace.kube`` and the other rules' checks:
+    the check is independent of the model it verifies."""
+    out = []
+    for name, module in modules.items():
+        if _rule_verifier(name):
+            where = module.path.relative_to(CHECKOUT) if module.path.is_relative_to(CHECKOUT) else module.path
+            out += [f"{where}:{line}: {target}"
+                    for target, _, line in imports(module, modules)
+                    if not target.startswith("kubeplace.kube") and not _rule_verifier(target)]
+    return sorted(out)
+
+
+def test_a_rules_verifier_imports_only_kube() -> None:
+    modules = product_modules()
+    assert any(name.endswith(".verify") for name in modules if name.startswith("kubeplace.models.plugins."))
+    assert rule_verifier_imports(modules) == []
+
+
+def test_the_verifier_import_check_sees_a_model_import(tmp_path: Path) -> None:
+    check = tmp_path / "verify.py"
+    check.write_text("from kubeplace.models.problem import Rule\n")
+    name = "kubeplace.models.plugins.sample.verify"
+    modules = {**product_modules(), name: Module(name, check, False)}
+    assert [v.split(": ", 1)[1] for v in rule_verifier_imports(modules)] == ["kubeplace.models.problem"]
+
+
 def test_no_import_cycle_among_product_modules() -> None:
     found = cycles(import_graph(product_modules()))
     assert found == [], "\n".join(" <-> ".join(c) for c in found)

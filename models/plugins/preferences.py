@@ -1,4 +1,5 @@
-"""The score parts of NodeAffinity, TaintToleration, InterPodAffinity and PodTopologySpread.
+"""The score parts of InterPodAffinity and PodTopologySpread, and the helpers every rule's score
+part shares (NodeAffinity's and TaintToleration's are in their folders).
 
 Each is a constraint part (it keys the classes by what it reads and returns the
 ``Problem.preferences`` over classes and domains) and a score part (a ``PreferenceTerm`` with
@@ -26,34 +27,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.kube.objects import HONOR, PREFER_NO_SCHEDULE, Node, Pod, PreferredNodeTerm, Taint, Toleration
+from kubeplace.kube.objects import HONOR, Node, Pod
 from kubeplace.models.domains import Matcher, SpreadId, TermId, canonical, label_domains, n_domains
-from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm, RunContext
-from kubeplace.models.plugins import node_affinity, taint_toleration
-from kubeplace.models.preferences import DEFAULT, MINMAX, REVERSE, points_per_pod
+from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm
+from kubeplace.models.preferences import MINMAX, points_per_pod
 from kubeplace.models.problem import DomainPreference, IntArray, NodePreference, Problem, Rule
 
 
-def _check_weight(weight: int) -> list[str]:
+def check_weight(weight: int) -> list[str]:
     return [] if 0 <= weight <= 100 else [f"weight: expected an integer from 0 to 100, got {weight}"]
-
-
-@dataclass(frozen=True)
-class NodeAffinityArgs:
-    """``weight``: the plugin's score weight in this profile (0: no preference term)."""
-
-    weight: int = 2
-
-    def validate(self) -> list[str]:
-        return _check_weight(self.weight)
-
-
-@dataclass(frozen=True)
-class TaintTolerationArgs:
-    weight: int = 3
-
-    def validate(self) -> list[str]:
-        return _check_weight(self.weight)
 
 
 @dataclass(frozen=True)
@@ -65,26 +47,26 @@ class InterPodAffinityArgs:
     ignorePreferredTermsOfExistingPods: bool = False
 
     def validate(self) -> list[str]:
-        bad = _check_weight(self.weight)
+        bad = check_weight(self.weight)
         if not 0 <= self.hardPodAffinityWeight <= 100:
             bad.append(f"hardPodAffinityWeight: expected an integer from 0 to 100, got {self.hardPodAffinityWeight}")
         return bad
 
 
-def _terms(plugin: str, weight: int, problem: Problem) -> Sequence[ObjectiveTerm]:
+def preference_terms(plugin: str, weight: int, problem: Problem) -> Sequence[ObjectiveTerm]:
     if weight <= 0 or not any(p.plugin == plugin for p in problem.preferences):
         return ()
     return (PreferenceTerm(plugin, weight),)
 
 
-def _groups(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
+def class_groups(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
     out: dict[Hashable, list[int]] = {}
     for c, key in enumerate(keys):
         out.setdefault(key, []).append(c)
     return out
 
 
-def _node_preference(raw_by_key: Mapping[Hashable, IntArray], groups: Mapping[Hashable, list[int]],
+def node_preference(raw_by_key: Mapping[Hashable, IntArray], groups: Mapping[Hashable, list[int]],
                      normalise: str) -> list[Rule]:
     """One NodePreference over every class whose raw score is not the same on every node."""
     classes = [c for key, members in groups.items() if np.ptp(raw_by_key[key]) > 0 for c in members]
@@ -92,67 +74,6 @@ def _node_preference(raw_by_key: Mapping[Hashable, IntArray], groups: Mapping[Ha
         return []
     rows = {c: raw_by_key[key] for key, members in groups.items() for c in members}
     return [NodePreference("", tuple(classes), np.stack([rows[c] for c in classes]).astype(np.int64), normalise)]
-
-
-@dataclass(frozen=True)
-class NodeAffinityScore:
-    weight: int
-    name: str = node_affinity.NAME
-
-    def pod_key(self, pod: Pod) -> Hashable:
-        return pod.preferred_node_terms
-
-    def constraints(self, view: ClassView) -> Sequence[Rule]:
-        groups = _groups([p.preferred_node_terms for p in view.class_pods])
-        raw = {key: preferred_weights(key, view.nodes) for key in groups if key}  # type: ignore[arg-type]
-        return _node_preference(raw, {k: v for k, v in groups.items() if k}, DEFAULT)
-
-    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
-        return _terms(self.name, self.weight, problem)
-
-
-def preferred_weights(terms: Sequence[PreferredNodeTerm], nodes: Sequence[Node]) -> IntArray:
-    """NodeAffinity's raw score: the weights of the preferred terms each node matches."""
-    raw = np.zeros(len(nodes), dtype=np.int64)
-    for preferred in terms:
-        raw += preferred.weight * node_affinity.term_mask(preferred.term, nodes)
-    return raw
-
-
-def soft_tolerations(pod: Pod) -> tuple[Toleration, ...]:
-    """The tolerations TaintToleration's score reads (``getAllTolerationPreferNoSchedule``)."""
-    return tuple(t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE))
-
-
-def untolerated_soft_taints(tolerations: Sequence[Toleration], nodes: Sequence[Node]) -> IntArray:
-    """TaintToleration's raw score: the node's PreferNoSchedule taints not tolerated."""
-    memo: dict[tuple[Taint, ...], int] = {}
-
-    def count(taints: tuple[Taint, ...]) -> int:
-        if taints not in memo:
-            memo[taints] = sum(1 for taint in taints if taint.effect == PREFER_NO_SCHEDULE
-                               and not any(taint_toleration.tolerates(t, taint) for t in tolerations))
-        return memo[taints]
-    return np.array([count(n.taints) for n in nodes], dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class TaintTolerationScore:
-    weight: int
-    name: str = taint_toleration.NAME
-
-    def pod_key(self, pod: Pod) -> Hashable:
-        return soft_tolerations(pod)
-
-    def constraints(self, view: ClassView) -> Sequence[Rule]:
-        if not any(t.effect == PREFER_NO_SCHEDULE for n in view.nodes for t in n.taints):
-            return []
-        groups = _groups([soft_tolerations(p) for p in view.class_pods])
-        raw = {key: untolerated_soft_taints(key, view.nodes) for key in groups}  # type: ignore[arg-type]
-        return _node_preference(raw, groups, REVERSE)
-
-    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
-        return _terms(self.name, self.weight, problem)
 
 
 Weighted = tuple[TermId, int]
@@ -225,9 +146,9 @@ class InterPodAffinityScore:
 
     def constraints(self, view: ClassView) -> Sequence[Rule]:
         pods = view.class_pods
-        groups = _groups([self.pod_key(p) for p in pods])
+        groups = class_groups([self.pod_key(p) for p in pods])
         raw = {key: self.raw(pods[members[0]], view.nodes) for key, members in groups.items()}
-        rules = _node_preference(raw, groups, MINMAX)
+        rules = node_preference(raw, groups, MINMAX)
         for term in self.live_anti:
             carriers = tuple(c for c, p in enumerate(pods) if any(t == term and w < 0 for t, w in own_weighted(p)))
             counted = tuple(c for c, p in enumerate(pods) if term in self.selecting(p)[1])
@@ -241,10 +162,10 @@ class InterPodAffinityScore:
         return rules
 
     def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
-        return _terms(self.name, self.weight, problem)
+        return preference_terms(self.name, self.weight, problem)
 
 
-def scoring_terms(pod: Pod, hard_weight: int, with_preferred: bool) -> list[tuple[TermId, int]]:
+def scoringpreference_terms(pod: Pod, hard_weight: int, with_preferred: bool) -> list[tuple[TermId, int]]:
     """A running pod's terms that score incoming pods, with their signed weights."""
     found = [(TermId.of(t, pod.namespace), hard_weight) for t in pod.affinity if hard_weight]
     if with_preferred:
@@ -265,7 +186,7 @@ def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Se
         if node is None:
             continue
         if pod.affinity or pod.preferred_affinity or pod.preferred_anti_affinity:
-            for weighted in scoring_terms(pod, args.hardPodAffinityWeight,
+            for weighted in scoringpreference_terms(pod, args.hardPodAffinityWeight,
                                           not args.ignorePreferredTermsOfExistingPods):
                 existing.setdefault(weighted, DomainCounts()).add(node, weighted[0].topology_key)
         if own:
@@ -289,14 +210,3 @@ def soft_spread_ids(pod: Pod) -> tuple[SpreadId, ...]:
                           affinity if c.node_affinity_policy == HONOR else None,
                           pod.tolerations if c.node_taints_policy == HONOR else None) for c in soft)
 
-
-def build_node_affinity(args: NodeAffinityArgs, ctx: RunContext) -> tuple[node_affinity.NodeAffinity,
-                                                                          NodeAffinityScore]:
-    """NodeAffinity: the filter (nodeSelector, required terms) and the preferred terms' score."""
-    return node_affinity.build(None, ctx), NodeAffinityScore(args.weight)
-
-
-def build_taint_toleration(args: TaintTolerationArgs, ctx: RunContext) -> tuple[taint_toleration.TaintToleration,
-                                                                                TaintTolerationScore]:
-    """TaintToleration: the filter (NoSchedule, NoExecute) and the PreferNoSchedule score."""
-    return taint_toleration.build(None, ctx), TaintTolerationScore(args.weight)

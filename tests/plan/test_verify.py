@@ -24,11 +24,12 @@ from kubeplace.kube.objects import (
     Taint,
     Toleration,
 )
+from kubeplace.models.plugins.tenant import TenantArgs
 from kubeplace.plan import verify as verify_module
 from kubeplace.plan import verify_claims as verify_claims_module
 from kubeplace.plan import verify_domains
 from kubeplace.plan import verify_volumes as verify_volumes_module
-from kubeplace.plan.verify import VerifySettings, Violation, verify
+from kubeplace.plan.verify import VerifySettings, Violation, rule_checks, verify
 
 GiB = 1024**3
 
@@ -54,6 +55,11 @@ def term(*expressions: Requirement, fields: Sequence[Requirement] = ()) -> Selec
 
 def tol(key: str, value: str = "", effect: str = "", operator: str = "Equal") -> Toleration:
     return Toleration(key=key, operator=operator, value=value, effect=effect)
+
+
+def tenant(**args: Any) -> VerifySettings:
+    """The default settings with these Tenant args."""
+    return VerifySettings(rules=rule_checks(args={"Tenant": TenantArgs(**args)}))
 
 
 @dataclass
@@ -207,7 +213,7 @@ CASES = [
         "tenant node, same tenant by trusted pod label",
         [pod(labels={"tenant": "a"})],
         nodes=[node(labels={"tenant": "a"})],
-        settings=VerifySettings(trust_pod_tenant=True),
+        settings=tenant(trustPodTenant=True),
     ),
     Case(
         "tenant node, pod label not trusted",
@@ -220,7 +226,7 @@ CASES = [
         [pod(annotations={"tenant": "b"})],
         nodes=[node(labels={"tenant": "a"})],
         expected=["Tenant"],
-        settings=VerifySettings(trust_pod_tenant=True),
+        settings=tenant(trustPodTenant=True),
     ),
     Case(
         "pod label never overrides its namespace's tenant",
@@ -228,7 +234,7 @@ CASES = [
         nodes=[node(labels={"tenant": "b"})],
         namespace_labels={"team": {"tenant": "a"}},
         expected=["Tenant"],
-        settings=VerifySettings(trust_pod_tenant=True),
+        settings=tenant(trustPodTenant=True),
     ),
     Case("tenant node, untenanted pod", [pod()], nodes=[node(labels={"tenant": "a"})], expected=["Tenant"]),
     Case(
@@ -241,28 +247,28 @@ CASES = [
         "namespace is tenant",
         [pod(ns="a")],
         nodes=[node(labels={"tenant": "a"})],
-        settings=VerifySettings(namespace_is_tenant=True),
+        settings=tenant(namespaceIsTenant=True),
     ),
     Case("shared untenanted node", [pod(labels={"tenant": "a"})]),
     Case(
         "closed untenanted node",
         [pod(labels={"tenant": "a"})],
         expected=["Tenant"],
-        settings=VerifySettings(untenanted_nodes="closed", trust_pod_tenant=True),
+        settings=tenant(untenantedNodes="closed", trustPodTenant=True),
     ),
     Case(
         "closed untenanted node, untrusted pod label",
         [pod(labels={"tenant": "a"})],
-        settings=VerifySettings(untenanted_nodes="closed"),
+        settings=tenant(untenantedNodes="closed"),
     ),
     Case(
-        "closed untenanted node, untenanted pod", [pod()], settings=VerifySettings(untenanted_nodes="closed")
+        "closed untenanted node, untenanted pod", [pod()], settings=tenant(untenantedNodes="closed")
     ),
     Case(
         "tenant check off",
         [pod()],
         nodes=[node(labels={"tenant": "a"})],
-        settings=VerifySettings(check_tenant=False),
+        settings=VerifySettings(rules=tuple(c for c in rule_checks() if c.name != "Tenant")),
     ),
     # GPUModel
     Case(
@@ -360,15 +366,22 @@ def _imports(module: object) -> set[str]:
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
     (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.gangs",
                      "kubeplace.kube.gpu_conventions",
-                     "kubeplace.plan.verify_volumes", "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims"}),
-    (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains"}),
-    (verify_domains, {"kubeplace.kube.objects"}),
+                     "kubeplace.plan.verify_volumes", "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims",
+                     "kubeplace.models.plugins", "kubeplace.models.rules"}),
+    (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains",
+                             "kubeplace.models.plugins.node_affinity.verify"}),
+    (verify_domains, {"kubeplace.kube.objects", "kubeplace.models.plugins.taint_toleration.verify",
+                      "kubeplace.models.plugins.node_affinity.verify"}),
     (verify_claims_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.device_cel",
-                            "kubeplace.plan.verify_domains"}),
+                            "kubeplace.models.plugins.node_affinity.verify"}),
 ])  # fmt: skip
 def test_verifier_is_independent_of_models_and_solver(module: object, kubeplace_imports: set[str]) -> None:
+    """The checks import only kube objects and the rules' own verifier checks (which import only
+    kubeplace.kube: tests/test_structure.py); the registry and the rule descriptors only to find
+    the enabled rules' checks."""
     imported = _imports(module)
-    assert {name.split(".")[0] for name in imported} <= {"__future__", "collections", "dataclasses", "re", "kubeplace"}
+    assert {name.split(".")[0] for name in imported} <= {"__future__", "collections", "dataclasses", "re", "typing",
+                                                         "kubeplace"}
     assert {name for name in imported if name.startswith("kubeplace")} == kubeplace_imports
 
 

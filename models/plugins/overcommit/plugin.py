@@ -23,7 +23,7 @@ import numpy as np
 from kubeplace.kube.metrics import MEASURED, measured_load
 from kubeplace.kube.objects import CPU, MEMORY, Node, Pod
 from kubeplace.models.framework import ClassView, RunContext
-from kubeplace.models.plugins.load_aware import load_ratio
+from kubeplace.models.plugins.load_aware.plugin import load_ratio
 from kubeplace.models.problem import Gang, GroupCap, Headroom
 
 NAME = "Overcommit"

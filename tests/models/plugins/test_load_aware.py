@@ -1,5 +1,6 @@
-"""LoadAware (filter and score on measured load) and Overcommit (headroom by node label and
-load): every plan is checked by the independent verifier, which checks the same rules itself."""
+"""models/plugins/load_aware/ (filter and score on measured load) and Overcommit (headroom by node
+label and load, whose checks read LoadAware's measured load): every plan is checked by the
+independent verifier, which checks the same rules itself."""
 
 from __future__ import annotations
 
@@ -211,7 +212,7 @@ def test_rebalance_moves_pods_off_a_hot_node(tmp_path: Path) -> None:
 
 
 def test_the_load_aware_example_keeps_the_hot_node_empty_and_fills_the_overcommit_node() -> None:
-    example = Path(__file__).parents[2] / "examples" / "load-aware"
+    example = Path(__file__).parents[3] / "examples" / "load-aware"
     result = CliRunner().invoke(main, ["plan", str(example / "cluster"), "--config", str(example / "config.yaml"),
                                        "-o", "json", *FAST])
     assert result.exit_code == 0, result.output

@@ -3,7 +3,9 @@
 As a filter it removes nodes whose bound pods already hold a conflicting port (or a pod nominated
 there of the pod's priority or more); as a
 constraint it keeps pending pods from sharing one. Two ports conflict when protocol and
-port are equal and the IPs are equal or either is the wildcard.
+port are equal and the IPs are equal or either is the wildcard: ``0.0.0.0`` or no IP, as the
+kube-scheduler's HostPortInfo reads them (``DefaultBindAllHostIP``); ``::`` is one address like any
+other, it does not stand for every IPv6 one.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ WILDCARD = ""
 
 
 def normalise(port: HostPort) -> HostPort:
-    ip = WILDCARD if port.ip in ("", "0.0.0.0", "::") else port.ip
+    ip = WILDCARD if port.ip in ("", "0.0.0.0") else port.ip
     return HostPort(port.port, port.protocol or "TCP", ip)
 
 

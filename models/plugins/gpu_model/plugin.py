@@ -11,15 +11,10 @@ import numpy as np
 
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.framework import RunContext
+from kubeplace.models.plugins.gpu_model.args import GPUModelArgs
 from kubeplace.models.problem import BoolArray
 
 NAME = "GPUModel"
-
-
-@dataclass(frozen=True)
-class GPUModelArgs:
-    nodeLabel: str = "nvidia.com/gpu.product"
-    podAnnotation: str = "kubeplace.io/gpu-model"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Tenants: the namespace is the boundary; a pod's own tenant label counts only where trusted."""
+"""models/plugins/tenant/: the namespace is the boundary; a pod's own tenant label counts only where
+trusted. The filter and the independent verifier check agree."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ from typing import Any
 
 import pytest
 
+from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models.config import ConfigError, Configuration, SolverSettings
 from kubeplace.models.config_load import parse_configuration
+from kubeplace.models.framework import RunContext
+from kubeplace.models.plugins import tenant
+from kubeplace.models.plugins.tenant import TenantArgs, verify
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Plan
@@ -61,3 +66,17 @@ def test_a_trusted_pod_label_names_the_tenant_in_an_untenanted_namespace() -> No
 def test_trusting_pod_tenants_beside_namespace_is_tenant_is_refused() -> None:
     with pytest.raises(ConfigError, match="trustPodTenant: has no effect with namespaceIsTenant"):
         config(trustPodTenant=True, namespaceIsTenant=True)
+
+
+TENANT_NODES = [Node("shared"), Node("a", labels={"tenant": "a"}), Node("b", labels={"tenant": "b"})]
+TENANT_PODS = [Pod("plain", "p"), Pod("team-a", "p"), Pod("plain", "p", labels={"tenant": "a"}),
+               Pod("team-a", "p", annotations={"tenant": "b"}), Pod("a", "p")]
+
+
+@pytest.mark.parametrize("args", [TenantArgs(), TenantArgs(trustPodTenant=True), TenantArgs(namespaceIsTenant=True),
+                                  TenantArgs(untenantedNodes="closed", trustPodTenant=True)])
+@pytest.mark.parametrize("one", TENANT_PODS, ids=lambda p: f"{p.namespace}-{dict(p.labels)}-{dict(p.annotations)}")
+def test_the_filter_and_the_verifier_check_agree(args: TenantArgs, one: Pod) -> None:
+    snapshot = Snapshot(tuple(TENANT_NODES), (one,), (), namespace_labels={"team-a": {"tenant": "a"}})
+    admitted = tenant.build(args, RunContext(snapshot)).filter(one, TENANT_NODES).tolist()
+    assert admitted == [not list(verify.check_pair(one, n, snapshot, args)) for n in TENANT_NODES]

@@ -19,30 +19,10 @@ import numpy as np
 
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.framework import RunContext
+from kubeplace.models.plugins.tenant.args import SHARED, TenantArgs
 from kubeplace.models.problem import BoolArray
 
 NAME = "Tenant"
-SHARED = "shared"
-CLOSED = "closed"
-
-
-@dataclass(frozen=True)
-class TenantArgs:
-    nodeLabel: str = "tenant"
-    podLabel: str = "tenant"
-    namespaceLabel: str = "tenant"
-    namespaceIsTenant: bool = False
-    trustPodTenant: bool = False
-    untenantedNodes: str = SHARED
-
-    def validate(self) -> list[str]:
-        problems = []
-        if self.untenantedNodes not in (SHARED, CLOSED):
-            problems.append(f"untenantedNodes: expected '{SHARED}' or '{CLOSED}', got '{self.untenantedNodes}'")
-        if self.trustPodTenant and self.namespaceIsTenant:
-            problems.append("trustPodTenant: has no effect with namespaceIsTenant (every namespace is a tenant, "
-                            "and a pod's tenant never overrides its namespace's); set one of them")
-        return problems
 
 
 def tenant_of(pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]], args: TenantArgs) -> str:

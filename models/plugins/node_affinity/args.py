@@ -1,0 +1,17 @@
+"""NodeAffinity's args: the score weight of the profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubeplace.models.plugins.preferences import check_weight
+
+
+@dataclass(frozen=True)
+class NodeAffinityArgs:
+    """``weight``: the plugin's score weight in this profile (0: no preference term)."""
+
+    weight: int = 2
+
+    def validate(self) -> list[str]:
+        return check_weight(self.weight)
