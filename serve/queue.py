@@ -158,6 +158,19 @@ class SchedulingQueue:
                     wake = min(wake, give_up)
                 self._cond.wait(min(1.0, max(0.001, wake - self.clock())))
 
+    def next_due(self, window: float, size: int, quiet: float | None = None) -> float | None:
+        """When :meth:`pop_batch` with these arguments would next hand over a batch if nothing
+        else arrived (a backoff ending counts); None when the queue is empty. ``kubeplace
+        simulate`` jumps its simulated clock there instead of waiting."""
+        with self._cond:
+            times = [w.retry_at for w in self._waiting.values()]
+            if self._active:
+                close = min(self._active.values()) + window
+                if quiet is not None:
+                    close = min(close, self._arrived + quiet)
+                times.append(self.clock() if len(self._active) >= size else close)
+            return min(times, default=None)
+
     def wake(self) -> None:
         """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""
         with self._cond:
