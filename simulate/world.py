@@ -3,8 +3,9 @@ and the watch would, a simulated clock, and the client the scheduler under test 
 
 A binding sets the pod's ``nodeName`` in the store at once (the watch shows it at the same
 simulated instant) and schedules its departure ``duration`` later. A preempted pod is deleted,
-as the API server does, and comes back at once as a new pending pod with the same name (its
-controller recreates it) that runs its whole duration again once placed.
+as the API server does, and comes back at once as a new pending pod (its controller recreates
+it: the same spec under the name ``<name>-r<N>``, N counting the restarts) that runs its whole
+duration again once placed; the trace pod's record follows it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kubeplace.kube.objects import CPU, MEMORY, Node, Pod
 from kubeplace.models.gpu import WHOLE, devices_of, gpu_need
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, Store, object_key, with_node_name
 from kubeplace.simulate.cluster import Cluster
-from kubeplace.simulate.trace import Arrival, RawObject, Trace
+from kubeplace.simulate.trace import RawObject, Trace, timestamp
 
 Listener = Callable[[str, str, RawObject | None, RawObject | None], None]
 ARRIVE, LEAVE = 0, 1
@@ -90,6 +91,8 @@ class World:
         self.preemptions = 0
         self.bindings = 0
         self._arrivals = {a.key: a for a in trace.arrivals}
+        self._origin: dict[str, str] = {}
+        """Store key of a pod -> its trace pod's key (they differ for a recreated victim)."""
         self._lock = threading.RLock()
         self._events: list[tuple[float, int, int, str, int]] = []
         self._serial = itertools.count()
@@ -115,7 +118,13 @@ class World:
 
     def next_event(self) -> float | None:
         with self._lock:
+            while self._events and self._events[0][1] == LEAVE and self._cancelled(*self._events[0][3:]):
+                heapq.heappop(self._events)
             return self._events[0][0] if self._events else None
+
+    def _cancelled(self, key: str, incarnation: int) -> bool:
+        record = self.records[self._origin[key]]
+        return record.incarnation != incarnation or record.end is not None
 
     def happen(self, until: float) -> int:
         """Applies every event up to ``until`` (the clock is there already); returns how many."""
@@ -127,7 +136,7 @@ class World:
                 _, kind, _, key, incarnation = heapq.heappop(self._events)
             done += 1
             if kind == ARRIVE:
-                self._arrive(self._arrivals[key].pod, key)
+                self._arrive(key)
             else:
                 self._leave(key, incarnation)
 
@@ -135,8 +144,9 @@ class World:
         for listener in self.listeners:
             listener("pods", event, old, new)
 
-    def _arrive(self, manifest: RawObject, key: str) -> None:
+    def _arrive(self, key: str) -> None:
         arrival = self._arrivals[key]
+        manifest = arrival.pod
         with self._lock:
             record = self.records.get(key)
             if record is None:
@@ -147,11 +157,15 @@ class World:
             else:
                 record.incarnation += 1
             raw = copy.deepcopy(manifest)
+            if record.incarnation:
+                raw["metadata"]["name"] = f"{raw['metadata']['name']}-r{record.incarnation}"
+            self._origin[object_key(raw)] = key
             raw["spec"] = {**raw.get("spec", {}), "schedulerName": self.scheduler_name}
+            raw["metadata"]["creationTimestamp"] = timestamp(self.clock.now)
             raw["metadata"]["uid"] = f"sim-{key.replace('/', '-')}-{record.incarnation}"
             raw["metadata"]["resourceVersion"] = str(next(self._serial))
             self.store.apply("pods", ADDED, raw)
-            pod = self.store.typed("pods", key)
+            pod = self.store.typed("pods", object_key(raw))
             if isinstance(pod, Pod):
                 record.gpu_milli = usage_of(pod).gpu
                 self.totals.pending_pods += 1
@@ -160,10 +174,9 @@ class World:
 
     def _leave(self, key: str, incarnation: int) -> None:
         with self._lock:
-            record = self.records[key]
-            if record.incarnation != incarnation or record.end is not None:
+            if self._cancelled(key, incarnation):
                 return  # preempted since: that departure was cancelled
-            record.end = self.clock.now
+            self.records[self._origin[key]].end = self.clock.now
             old = self._remove(key, running=True)
         if old is not None:
             self._notify(DELETED, old, None)
@@ -176,7 +189,7 @@ class World:
                 self.totals.used = _add(self.totals.used, usage_of(pod), -1)
             else:
                 self.totals.pending_pods -= 1
-                self.totals.pending_gpu -= self.records[key].gpu_milli
+                self.totals.pending_gpu -= self.records[self._origin[key]].gpu_milli
         return old
 
     # ------------------------------------------------------------------ what schedulers write
@@ -194,7 +207,7 @@ class World:
                                "resourceVersion": str(next(self._serial))}
             new["status"] = {**(old.get("status") or {}), "phase": "Running"}
             self.store.apply("pods", MODIFIED, new)
-            record = self.records[key]
+            record = self.records[self._origin[key]]
             record.start = self.clock.now if record.start is None else record.start
             record.node = node
             self.bindings += 1
@@ -216,11 +229,12 @@ class World:
             running = bool((raw.get("spec") or {}).get("nodeName"))
             old = self._remove(key, running)
             self.preemptions += 1
-            if key in self.records:
-                self.records[key].preempted += 1
+            origin = self._origin.get(key)
+            if origin is not None:
+                self.records[origin].preempted += 1
         self._notify(DELETED, old, None)
-        if key in self._arrivals:
-            self._arrive(self._arrivals[key].pod, key)
+        if origin is not None:
+            self._arrive(origin)
 
     def nominate(self, key: str, status: Mapping[str, Any]) -> None:
         with self._lock:
