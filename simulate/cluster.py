@@ -43,8 +43,9 @@ class NodeEdits:
 def read_cluster(paths: Sequence[Path]) -> Cluster:
     """Nodes and bound pods of the snapshot files; refused without a node."""
     objects = load_objects(list(paths))
-    nodes = tuple(o for o, _ in objects if o.get("kind") == "Node")
-    running = tuple(o for o, _ in objects if o.get("kind") == "Pod" and (o.get("spec") or {}).get("nodeName"))
+    nodes = tuple(dict(o) for o, _ in objects if o.get("kind") == "Node")
+    running = tuple(dict(o) for o, _ in objects
+                    if o.get("kind") == "Pod" and (o.get("spec") or {}).get("nodeName"))
     source = ", ".join(map(str, paths))
     if not nodes:
         raise InputError("no nodes in the cluster", file=source, expected="Node objects")
@@ -90,7 +91,7 @@ def edit_nodes(cluster: Cluster, edits: NodeEdits) -> Cluster:
 
 def _copies(template: RawObject, pool: str, count: int, existing: Sequence[RawObject]) -> list[RawObject]:
     names = {n["metadata"]["name"] for n in existing}
-    out = []
+    out: list[RawObject] = []
     k = 0
     while len(out) < count:
         name = f"{pool}-added-{k}".lower().replace("_", "-")

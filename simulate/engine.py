@@ -37,7 +37,7 @@ def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until
     world = World(cluster, trace, setup.serve.scheduler_name)
     sim = make_scheduler(scheduler, world, setup)
     samples: list[Sample] = [sample(0.0, world.totals)]
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     interrupted = False
     limit = math.inf if until is None else until
     settle = 3 * setup.serve.max_backoff + setup.serve.batch_window
@@ -71,7 +71,7 @@ def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until
     end = world.clock.now if until is None or interrupted else max(world.clock.now, until)
     records = tuple(world.records.values())
     summary = summarise(sim.name, samples, records, end, world.preemptions, sim.refused, sim.cycles,
-                        time.monotonic() - started, interrupted)
+                        time.monotonic() - started, time.process_time() - cpu, interrupted)
     return Result(summary, tuple(samples), records)
 
 

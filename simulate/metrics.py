@@ -84,6 +84,8 @@ class Summary:
     """Placements the independent verifier refused (never bound)."""
     cycles: int
     wall_seconds: float
+    cpu_seconds: float
+    """This process's CPU time for the replay (the floor's measure on a shared machine)."""
     interrupted: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -124,7 +126,8 @@ def gang_waits(records: Sequence[PodRecord]) -> list[float]:
 
 
 def summarise(scheduler: str, samples: Sequence[Sample], records: Sequence[PodRecord], end: float,
-              preemptions: int, refused: int, cycles: int, wall_seconds: float, interrupted: bool) -> Summary:
+              preemptions: int, refused: int, cycles: int, wall_seconds: float, cpu_seconds: float,
+              interrupted: bool) -> Summary:
     started = [r for r in records if r.start is not None]
     delays = [r.start - r.arrival for r in started if r.start is not None]
     by_priority: dict[str, list[float]] = defaultdict(list)
@@ -140,4 +143,4 @@ def summarise(scheduler: str, samples: Sequence[Sample], records: Sequence[PodRe
         max((s.pending_pods for s in samples), default=0), last.pending_pods, last.pending_gpus,
         Delays.of(delays), {k: Delays.of(v) for k, v in sorted(by_priority.items(), key=lambda kv: -int(kv[0]))},
         {k: Delays.of(v) for k, v in sorted(by_size.items())}, Delays.of(gang_waits(records)),
-        preemptions, refused, cycles, wall_seconds, interrupted)
+        preemptions, refused, cycles, wall_seconds, cpu_seconds, interrupted)

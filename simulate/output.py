@@ -16,7 +16,7 @@ from kubeplace.report import charts, html
 from kubeplace.simulate.engine import Result
 
 COLUMNS = ("CASE", "SCHEDULER", "PODS", "STARTED", "GPU ALLOC", "CPU ALLOC", "MEM ALLOC", "PEAK PENDING",
-           "DELAY P50", "DELAY P90", "DELAY P99", "GANG WAIT P90", "PREEMPTED", "REFUSED", "CYCLES", "WALL S")
+           "DELAY P50", "DELAY P90", "DELAY P99", "GANG WAIT P90", "PREEMPTED", "REFUSED", "CYCLES", "WALL S", "CPU S")
 """The comparison table's columns (allocation: time-weighted mean over the simulation)."""
 
 
@@ -34,7 +34,7 @@ def row(case: Case) -> list[str]:
     return [case.label, s.scheduler, str(s.pods), str(s.started), f"{a['gpu']:.1%}", f"{a['cpu']:.1%}",
             f"{a['memory']:.1%}", str(s.peak_pending_pods), f"{s.delay.p50:.1f}", f"{s.delay.p90:.1f}",
             f"{s.delay.p99:.1f}", f"{s.gang_wait.p90:.1f}" if s.gang_wait.pods else "-", str(s.preemptions),
-            str(s.refused), str(s.cycles), f"{s.wall_seconds:.1f}"]
+            str(s.refused), str(s.cycles), f"{s.wall_seconds:.1f}", f"{s.cpu_seconds:.1f}"]
 
 
 def as_json(cases: Sequence[Case], samples: bool = True) -> list[dict[str, Any]]:

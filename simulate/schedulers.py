@@ -44,9 +44,11 @@ MAX_CYCLES_AT_ONCE = 10_000
 
 class SimScheduler(Protocol):
     name: str
-    refused: int
-    """Placements the independent verifier refused (never bound)."""
     cycles: int
+
+    @property
+    def refused(self) -> int:
+        """Placements the independent verifier refused (never bound)."""
 
     def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None: ...
 

@@ -20,7 +20,7 @@ import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ class CaseSpec:
     scheduler: str
     config: Path | None = None
     seed: int = 0
-    edits: NodeEdits = NodeEdits()
+    edits: NodeEdits = field(default_factory=NodeEdits)
     until: float | None = None
     label: str = ""
 

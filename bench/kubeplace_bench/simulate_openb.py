@@ -1,7 +1,7 @@
 """The openb trace as a simulation: its nodes as the cluster, its pods arriving at their
 ``creation_time`` and running ``deletion_time - creation_time`` seconds once started (a pod
 without a deletion time runs to the end; the 5-column files without times arrive one per second
-in file order). The data stays where it is (``$KUBEPLACE_OPENB_DIR`` or ``../shared/data/openb``).
+in file order). The data stays where it is (``$KUBEPLACE_OPENB_DIR`` or the shared data directory).
 
     kubeplace bench openb-simulate [--pods openb_pod_list_default.csv] [--scheduler NAME ...]
     kubeplace openb trace --pods CSV -o trace.yaml     (the Kubernetes-native trace of ``simulate``)
@@ -9,12 +9,13 @@ in file order). The data stays where it is (``$KUBEPLACE_OPENB_DIR`` or ``../sha
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from kubeplace.kube.errors import InputError
 from kubeplace.simulate.cluster import Cluster
 from kubeplace.simulate.trace import Arrival, Trace
+from kubeplace_bench.cluster_scenarios import OPENB_ENV, default_openb_dir
 from kubeplace_bench.openb import (
     NAMESPACE,
     kube_name,
@@ -30,13 +31,11 @@ DEFAULT_PODS = "openb_pod_list_default.csv"
 
 
 def openb_dir() -> Path:
-    here = os.environ.get("KUBEPLACE_OPENB_DIR")
-    if here:
-        return Path(here)
-    for candidate in (Path("../shared/data/openb"), Path("/work/shared/data/openb")):
-        if candidate.is_dir():
-            return candidate
-    return Path("../shared/data/openb")
+    """Where the trace is (``cluster_scenarios.default_openb_dir``); an InputError when nowhere."""
+    found = default_openb_dir()
+    if found is None:
+        raise InputError(f"no openb trace found (set {OPENB_ENV})", field="--pods")
+    return found
 
 
 def openb_cluster(nodes_csv: Path) -> Cluster:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kubeplace.simulate.engine import simulate
+from kubeplace.simulate.engine import Result, simulate
 from kubeplace.simulate.schedulers import SCHEDULERS
 from tests.simulate.sim_builders import SETUP, cluster, node, trace
 
@@ -14,8 +14,8 @@ QUIET = SETUP.serve.batch_quiet
 """kubeplace's batch closes when no unit arrived for this long: its pods start that much later."""
 
 
-def starts(result: object) -> dict[str, float | None]:
-    return {r.key.split("/")[1]: r.start for r in result.pods}  # type: ignore[attr-defined]
+def starts(result: Result) -> dict[str, float | None]:
+    return {r.key.split("/")[1]: r.start for r in result.pods}
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)

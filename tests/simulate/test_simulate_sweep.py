@@ -6,6 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kubeplace.simulate.generate import DEFAULT_SHAPES, generate
+from kubeplace.simulate.metrics import Sample, Summary
+from kubeplace.simulate.output import Case
 from kubeplace.simulate.sweep import read_sweep, run_cases
 from tests.simulate.sim_builders import node, write
 
@@ -33,9 +35,11 @@ def test_processes_give_the_results_of_one_process(tmp_path: Path) -> None:
     parallel = run_cases(specs, workers=2)
     assert all(c is not None for c in serial + parallel)
 
-    def comparable(cases: list) -> list:  # type: ignore[type-arg]
-        return [(c.label, replace(c.result.summary, wall_seconds=0.0), c.result.samples) for c in cases]
+    def comparable(cases: list[Case | None]) -> list[tuple[str, Summary, tuple[Sample, ...]]]:
+        return [(c.label, replace(c.result.summary, wall_seconds=0.0, cpu_seconds=0.0), c.result.samples) for c in cases
+                if c is not None]
 
     assert comparable(serial) == comparable(parallel)
-    assert [c.result.summary.scheduler for c in serial] == ["kubeplace", "kubeplace", "fgd", "fgd"]
-    assert all(c.result.summary.refused == 0 and c.result.summary.never_started == 0 for c in serial)
+    assert [c.result.summary.scheduler for c in serial if c is not None] == ["kubeplace", "kubeplace", "fgd", "fgd"]
+    assert all(c.result.summary.refused == 0 and c.result.summary.never_started == 0 for c in serial
+               if c is not None)
