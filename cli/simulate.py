@@ -12,16 +12,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from kubeplace.cli.options import FiniteFloatRange, KubeplaceGroup, int_list
 from kubeplace.cli.render import dump, say, stdout_console, table
 from kubeplace.kube.errors import InputError
-from kubeplace.simulate.cluster import POOL_LABEL, NodeEdits
-from kubeplace.simulate.output import COLUMNS, Case, as_json, row, write_report
-from kubeplace.simulate.schedulers import KUBEPLACE, SCHEDULERS
-from kubeplace.simulate.sweep import CaseSpec, read_sweep, run_cases
+from kubeplace.simulate.cluster import POOL_LABEL
+from kubeplace.simulate.names import KUBEPLACE, SCHEDULERS
+
+if TYPE_CHECKING:  # (the simulation and its report load when a simulation runs, not for every command)
+    from kubeplace.simulate.engine import Case
 
 _FILE = click.Path(path_type=Path, exists=True, dir_okay=False)
 
@@ -42,6 +44,8 @@ def _pool_count(values: Sequence[str], flag: str, number: type[int] | type[float
 
 
 def _print(cases: Sequence[Case | None], output: str, report: Path | None, title: str) -> None:
+    from kubeplace.simulate.output import COLUMNS, as_json, row, write_report
+
     done = [c for c in cases if c is not None]
     if report is not None and done:
         write_report(report, done, title)
@@ -87,6 +91,9 @@ def simulate_command(ctx: click.Context, cluster_paths: tuple[Path, ...], worklo
     checked by the independent verifier. Prints allocation over time and queueing delay."""
     if ctx.invoked_subcommand is not None:
         return
+    from kubeplace.simulate.cluster import NodeEdits
+    from kubeplace.simulate.sweep import CaseSpec, run_cases
+
     if not cluster_paths or workload is None:
         raise InputError("give --cluster and --workload (or a subcommand: generate, sweep)", field="--cluster")
     edits = NodeEdits(tuple((p, int(c)) for p, c in _pool_count(add, "--add", int)), tuple(remove_pool),
@@ -140,4 +147,6 @@ def generate_command(jobs: int, rate: float, mean_duration: float, shapes: tuple
               help="Write an HTML report with time-series charts here.")
 def sweep_command(sweep_path: Path, workers: int | None, output: str, report_path: Path | None) -> None:
     """Run every case of a sweep file (the product of its axes) and print one comparison table."""
+    from kubeplace.simulate.sweep import read_sweep, run_cases
+
     _print(run_cases(read_sweep(sweep_path), workers), output, report_path, str(sweep_path))

@@ -90,7 +90,7 @@ def plan_placed_by(snapshot: Snapshot, config: Configuration, profile: Profile, 
     started = time.monotonic()
     a = place(planning, agg, plugins)
     report = SolveReport(a, "greedy", evaluate.placed_weight(agg.problem, a), evaluate.pods_placed(a),
-                         evaluate.objective_value(agg.problem, a, terms), None, time.monotonic() - started, name,
+                         objective_value(agg.problem, a, terms), None, time.monotonic() - started, name,
                          (name,))
     return _verified(snapshot, planning, config, profile, agg, report, plugins, terms)
 

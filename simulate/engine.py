@@ -31,6 +31,14 @@ class Result:
     pods: tuple[PodRecord, ...]
 
 
+@dataclass(frozen=True)
+class Case:
+    """One simulation of a sweep (or of the command line): its label and its result."""
+
+    label: str
+    result: Result
+
+
 def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until: float | None = None) -> Result:
     """Replays ``trace`` on ``cluster`` with ``scheduler`` until nothing more can happen (or
     simulated time ``until``)."""

@@ -4,7 +4,6 @@ charts (``report/``: inline SVG, no script, opens offline)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,19 +12,11 @@ from matplotlib.ticker import PercentFormatter
 
 from kubeplace.kube.errors import KubeplaceError
 from kubeplace.report import charts, html
-from kubeplace.simulate.engine import Result
+from kubeplace.simulate.engine import Case
 
 COLUMNS = ("CASE", "SCHEDULER", "PODS", "STARTED", "GPU ALLOC", "CPU ALLOC", "MEM ALLOC", "PEAK PENDING",
            "DELAY P50", "DELAY P90", "DELAY P99", "GANG WAIT P90", "PREEMPTED", "REFUSED", "CYCLES", "WALL S", "CPU S")
 """The comparison table's columns (allocation: time-weighted mean over the simulation)."""
-
-
-@dataclass(frozen=True)
-class Case:
-    """One simulation of a sweep (or of the command line): its label and its result."""
-
-    label: str
-    result: Result
 
 
 def row(case: Case) -> list[str]:

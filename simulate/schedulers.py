@@ -30,14 +30,12 @@ from kubeplace.plan.pipeline import plan_placed_by
 from kubeplace.serve.events import EventRecorder
 from kubeplace.serve.loop import Scheduler, ServeSettings
 from kubeplace.serve.snapshots import Snapshots
+from kubeplace.simulate.names import BEST_FIT, FGD, KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
 from kubeplace.simulate.trace import RawObject
 from kubeplace.simulate.world import SimClient, World
+from kubeplace.solver import greedy
 from kubeplace.solver.emulate import as_candidate, emulate
-from kubeplace.solver.greedy import BEST_FIT, FGD, greedy_in_queue
 
-KUBEPLACE = "kubeplace"
-KUBE_SCHEDULER = "kube-scheduler"
-SCHEDULERS = (KUBEPLACE, KUBE_SCHEDULER, BEST_FIT, FGD)
 MAX_CYCLES_AT_ONCE = 10_000
 """Cycles run at one simulated instant before the simulation gives up on it (a loop guard)."""
 
@@ -116,8 +114,9 @@ def _kube_scheduler(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet) ->
 
 
 PLACERS = {KUBE_SCHEDULER: _kube_scheduler,
-           BEST_FIT: lambda _s, agg, _p: greedy_in_queue(agg.problem, BEST_FIT),
-           FGD: lambda _s, agg, _p: greedy_in_queue(agg.problem, FGD)}
+           BEST_FIT: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.BEST_FIT),
+           FGD: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.FGD)}
+assert set(PLACERS) | {KUBEPLACE} == set(SCHEDULERS)
 
 
 class Baseline:

@@ -29,9 +29,9 @@ from kubeplace.kube.files import read_document
 from kubeplace.models.config_load import load_configuration
 from kubeplace.serve.loop import ServeSettings
 from kubeplace.simulate.cluster import NodeEdits, edit_nodes, read_cluster
-from kubeplace.simulate.engine import simulate
-from kubeplace.simulate.output import Case
-from kubeplace.simulate.schedulers import SCHEDULERS, Setup
+from kubeplace.simulate.engine import Case, simulate
+from kubeplace.simulate.names import SCHEDULERS
+from kubeplace.simulate.schedulers import Setup
 from kubeplace.simulate.trace import API_VERSION, read_trace
 
 KIND = "Sweep"

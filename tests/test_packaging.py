@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report")
+PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report", "simulate")
 
 
 def _imports(path: Path) -> set[str]:

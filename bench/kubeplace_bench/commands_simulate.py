@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 
 from kubeplace.cli.render import dump, say, stdout_console, table
-from kubeplace.simulate.engine import simulate
-from kubeplace.simulate.output import COLUMNS, Case, as_json, row, write_report
-from kubeplace.simulate.schedulers import SCHEDULERS
+from kubeplace.simulate.engine import Case, simulate
+from kubeplace.simulate.names import SCHEDULERS
+from kubeplace.simulate.output import COLUMNS, as_json, row, write_report
 from kubeplace.simulate.sweep import setup_of
 from kubeplace.simulate.trace import trace_document
 from kubeplace_bench.simulate_openb import DEFAULT_NODES, DEFAULT_PODS, openb_cluster, openb_dir, openb_trace

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kubeplace.simulate.engine import Result, simulate
-from kubeplace.simulate.schedulers import SCHEDULERS
+from kubeplace.simulate.names import SCHEDULERS
 from tests.simulate.sim_builders import SETUP, cluster, node, trace
 
 QUIET = SETUP.serve.batch_quiet

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from kubeplace.simulate.engine import Case
 from kubeplace.simulate.generate import DEFAULT_SHAPES, generate
 from kubeplace.simulate.metrics import Sample, Summary
-from kubeplace.simulate.output import Case
 from kubeplace.simulate.sweep import read_sweep, run_cases
 from tests.simulate.sim_builders import node, write
 
