@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.aggregate import Aggregation
+from kubeplace.models.framework import PluginSet
+from kubeplace.models.problem import Assignment
 from kubeplace.simulate.engine import Result, simulate
 from kubeplace.simulate.names import SCHEDULERS
+from kubeplace.simulate.schedulers import PLACERS
+from kubeplace.simulate.world import World
 from tests.simulate.sim_builders import SETUP, cluster, node, trace
 
 QUIET = SETUP.serve.batch_quiet
@@ -66,3 +73,32 @@ def test_kubeplace_preempts_for_a_higher_priority_pod_and_the_victim_comes_back(
     assert result.summary.preemptions == 1 and by_name["low"].preempted == 1
     assert by_name["high"].start is not None and by_name["high"].start < 1000
     assert by_name["low"].end is not None and by_name["low"].end > by_name["high"].start + 1000
+
+
+def test_ctrl_c_ends_the_replay_with_what_it_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    happen = World.happen
+
+    def interrupted_at_50(self: World, until: float) -> int:
+        if until >= 50:
+            raise KeyboardInterrupt
+        return happen(self, until)
+
+    monkeypatch.setattr(World, "happen", interrupted_at_50)
+    result = simulate(cluster(node("n")), trace(
+        *({"arrivalSeconds": 10 * k, "durationSeconds": 5, "template": "one", "name": f"p{k}"} for k in range(10))),
+        "best-fit", SETUP)
+    assert result.summary.interrupted and result.summary.end == 50
+    assert result.summary.started == 5 and result.summary.pods == 5  # p0..p4 arrived, p5 at 50 did not
+
+
+def test_a_placement_the_verifier_refuses_is_never_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    def too_big(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet) -> Assignment:
+        y = np.zeros((agg.problem.n_classes, agg.problem.n_nodes), dtype=np.int64)
+        y[0, 0] = 1  # a 3-cpu pod on the 2-cpu node
+        return Assignment.from_dense(y)
+
+    monkeypatch.setitem(PLACERS, "best-fit", too_big)
+    result = simulate(cluster(node("small", cpu="2")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 5, "template": "three", "name": "a"}), "best-fit", SETUP)
+    assert result.summary.refused == 1 and result.summary.started == 0
+    assert [r.node for r in result.pods] == [""]
