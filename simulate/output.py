@@ -73,8 +73,8 @@ def render(cases: Sequence[Case], title: str) -> str:
                              [(c.label, c.result.summary.scheduler, p, str(d.pods), f"{d.p50:.1f}", f"{d.p90:.1f}",
                                f"{d.p99:.1f}") for c in cases
                               for p, d in c.result.summary.delay_by_priority.items()], numeric=[2, 3, 4, 5, 6])
-    notes = "".join('<p class="note">interrupted: the results cover the simulated time until then.</p>'
-                    for c in cases[:1] if any(x.result.summary.interrupted for x in cases))
+    notes = ('<p class="note">interrupted: the results cover the simulated time until then.</p>'
+             if any(c.result.summary.interrupted for c in cases) else "")
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>kubeplace simulate: '
             f"{html.esc(title)}</title><style>{html.STYLE}</style></head><body><header><h1>kubeplace simulate</h1>"
             f'<p class="source">{html.esc(title)}</p>{notes}</header>'

@@ -141,8 +141,8 @@ class Baseline:
         return self.world.clock.now if self.changed and self.world.totals.pending_pods else None
 
     def run_due(self) -> None:
-        self.changed = False
         snapshot, _ = self.snapshots.take()
+        self.changed = False
         if not snapshot.pending:
             return
         self.cycles += 1

@@ -20,7 +20,7 @@ from typing import Any
 
 from kubeplace.kube.errors import Conflict, NotFound
 from kubeplace.kube.objects import CPU, MEMORY, Node, Pod
-from kubeplace.models.gpu import WHOLE, devices_of, gpu_need
+from kubeplace.models.gpu import WHOLE, GpuNeed, GpuRequestError, devices_of, gpu_need
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, Store, object_key, with_node_name
 from kubeplace.simulate.cluster import Cluster
 from kubeplace.simulate.trace import RawObject, Trace, timestamp
@@ -72,7 +72,10 @@ class Totals:
 
 
 def usage_of(pod: Pod) -> Usage:
-    need = gpu_need(pod.requests)
+    try:
+        need = gpu_need(pod.requests)
+    except GpuRequestError:  # (a pod the scheduler refuses as bad input: it never runs)
+        need = GpuNeed()
     return Usage(pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), need.count * need.milli)
 
 
@@ -87,7 +90,6 @@ class World:
         self.scheduler_name = scheduler_name
         self.listeners: list[Listener] = []
         self.records: dict[str, PodRecord] = {}
-        self.totals = Totals()
         self.preemptions = 0
         self.bindings = 0
         self._arrivals = {a.key: a for a in trace.arrivals}
@@ -245,9 +247,6 @@ class World:
                    "metadata": {**old["metadata"], "resourceVersion": str(next(self._serial))}}
             self.store.apply("pods", MODIFIED, new)
         self._notify(MODIFIED, old, new)
-
-    def running_keys(self) -> list[str]:
-        return [object_key(p) for p in self.store.items("pods") if (p.get("spec") or {}).get("nodeName")]
 
 
 def _meta(key: str) -> RawObject:
