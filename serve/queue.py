@@ -144,12 +144,9 @@ class SchedulingQueue:
                 if stop is not None and stop.is_set():
                     return []
                 if self._active:
-                    close = min(self._active.values()) + window
-                    if quiet is not None:
-                        close = min(close, self._arrived + quiet)
-                    if len(self._active) >= size or self.clock() >= close:
+                    wake = self._batch_due(window, size, quiet)
+                    if self.clock() >= wake:
                         return self._take(size)
-                    wake = close
                 else:
                     wake = min((w.retry_at for w in self._waiting.values()), default=self.clock() + 1.0)
                 if give_up is not None:
@@ -165,11 +162,16 @@ class SchedulingQueue:
         with self._cond:
             times = [w.retry_at for w in self._waiting.values()]
             if self._active:
-                close = min(self._active.values()) + window
-                if quiet is not None:
-                    close = min(close, self._arrived + quiet)
-                times.append(self.clock() if len(self._active) >= size else close)
+                times.append(self._batch_due(window, size, quiet))
             return min(times, default=None)
+
+    def _batch_due(self, window: float, size: int, quiet: float | None) -> float:
+        """When the active units make a batch: now when there are ``size``, else ``window`` after
+        the oldest, or ``quiet`` after the newest if that is sooner (the lock held, units active)."""
+        if len(self._active) >= size:
+            return self.clock()
+        close = min(self._active.values()) + window
+        return close if quiet is None else min(close, self._arrived + quiet)
 
     def wake(self) -> None:
         """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""
