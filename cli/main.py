@@ -188,10 +188,12 @@ def _register() -> None:
     from kubeplace.cli.completion import completion_command
     from kubeplace.cli.rebalance import rebalance_command
     from kubeplace.cli.serve import serve_command
+    from kubeplace.cli.simulate import simulate_command
     from kubeplace.cli.webhook import webhook_certs_command, webhook_command
 
     main.add_command(serve_command)
     main.add_command(rebalance_command)
+    main.add_command(simulate_command)
     main.add_command(webhook_command)
     main.add_command(webhook_certs_command)
     main.add_command(completion_command)

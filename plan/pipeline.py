@@ -6,6 +6,7 @@ re-checked by the independent verifier (``plan/verify.py``) before it is returne
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -72,6 +73,26 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, setti
         if not alternative.violations:
             return alternative
     return planned
+
+
+Placer = Callable[[Snapshot, Aggregation, PluginSet], Assignment]
+"""A placement policy over the aggregated problem of a (defaulted) snapshot."""
+
+
+def plan_placed_by(snapshot: Snapshot, config: Configuration, profile: Profile, place: Placer, name: str) -> Planned:
+    """The plan of ``place``'s placement instead of the solver's (a baseline scheduler's policy, for
+    ``kubeplace simulate``): built and checked by the independent verifier like every plan."""
+    plugins = instantiate(config, profile, with_stand_ins(snapshot))
+    snapshot = plugins.defaulted(snapshot)
+    planning = plugins.defaulted(with_stand_ins(snapshot))
+    agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
+    terms = plugins.terms(agg.problem)
+    started = time.monotonic()
+    a = place(planning, agg, plugins)
+    report = SolveReport(a, "greedy", evaluate.placed_weight(agg.problem, a), evaluate.pods_placed(a),
+                         objective_value(agg.problem, a, terms), None, time.monotonic() - started, name,
+                         (name,))
+    return _verified(snapshot, planning, config, profile, agg, report, plugins, terms)
 
 
 def _verified(snapshot: Snapshot, planning: Snapshot, config: Configuration, profile: Profile, agg: Aggregation,

@@ -144,12 +144,9 @@ class SchedulingQueue:
                 if stop is not None and stop.is_set():
                     return []
                 if self._active:
-                    close = min(self._active.values()) + window
-                    if quiet is not None:
-                        close = min(close, self._arrived + quiet)
-                    if len(self._active) >= size or self.clock() >= close:
+                    wake = self._batch_due(window, size, quiet)
+                    if self.clock() >= wake:
                         return self._take(size)
-                    wake = close
                 else:
                     wake = min((w.retry_at for w in self._waiting.values()), default=self.clock() + 1.0)
                 if give_up is not None:
@@ -157,6 +154,24 @@ class SchedulingQueue:
                         return []  # (a batch still open stays queued for the next call)
                     wake = min(wake, give_up)
                 self._cond.wait(min(1.0, max(0.001, wake - self.clock())))
+
+    def next_due(self, window: float, size: int, quiet: float | None = None) -> float | None:
+        """When :meth:`pop_batch` with these arguments would next hand over a batch if nothing
+        else arrived (a backoff ending counts); None when the queue is empty. ``kubeplace
+        simulate`` jumps its simulated clock there instead of waiting."""
+        with self._cond:
+            times = [w.retry_at for w in self._waiting.values()]
+            if self._active:
+                times.append(self._batch_due(window, size, quiet))
+            return min(times, default=None)
+
+    def _batch_due(self, window: float, size: int, quiet: float | None) -> float:
+        """When the active units make a batch: now when there are ``size``, else ``window`` after
+        the oldest, or ``quiet`` after the newest if that is sooner (the lock held, units active)."""
+        if len(self._active) >= size:
+            return self.clock()
+        close = min(self._active.values()) + window
+        return close if quiet is None else min(close, self._arrived + quiet)
 
     def wake(self) -> None:
         """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from unittest import mock
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report")
+PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report", "simulate")
 
 
 def _imports(path: Path) -> set[str]:

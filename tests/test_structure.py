@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report")
+PRODUCT = ("kube", "models", "solver", "plan", "cli", "serve", "rebalance", "report", "simulate")
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kube",),                # Kubernetes objects, parsed and validated
@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plan",),                # plan, preemption, the independent verifier
     ("rebalance",),           # moves (serve steers by its utilisation targets)
     ("serve", "report"),      # the scheduler loop; the HTML report
+    ("simulate",),            # replays traces with serve's cycle and the baselines
     ("cli",),
 )
 """The layer contracts, lowest first: a package imports its own modules and those of lower

@@ -168,6 +168,25 @@ def read_pods(path: Path) -> list[PodSpec]:
     return out
 
 
+def read_deletions(path: Path) -> dict[str, int]:
+    """Each pod's ``deletion_time`` (seconds, like ``creation_time``) where the file has one; a
+    deletion before the pod's creation is an :class:`InputError`."""
+    rows = _Rows(path, POD_COLUMNS)
+    out: dict[str, int] = {}
+    if "deletion_time" not in rows.header:
+        return out
+    for row in rows:
+        if not _text(row, "deletion_time"):
+            continue
+        deletion = rows.integer(row, "deletion_time")
+        creation = rows.integer(row, "creation_time", default=0)
+        if deletion < creation:
+            raise rows.fail(f"deletion_time {deletion} before creation_time {creation}", "deletion_time",
+                            ">= creation_time")
+        out[row["name"].strip()] = deletion
+    return out
+
+
 # --- names ---------------------------------------------------------------------------------------
 
 

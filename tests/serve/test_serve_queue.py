@@ -150,3 +150,19 @@ def test_a_unit_bound_while_the_cluster_changed_is_not_planned_again() -> None:
     assert queue.unschedulable("ns/unplaced") == 0.0
     assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/unplaced"]
     assert queue.counts() == (0, 0)
+
+
+def test_next_due_is_when_pop_batch_would_hand_over_without_waiting() -> None:
+    clock = Clock(100.0)
+    queue = SchedulingQueue(initial=2, maximum=10, clock=clock)
+    assert queue.next_due(window=1.0, size=10, quiet=0.2) is None
+    queue.add("ns/a")
+    clock.advance(0.1)
+    queue.add("ns/b")
+    assert queue.next_due(window=1.0, size=10, quiet=0.2) == 100.3  # quiet since b came
+    assert queue.next_due(window=1.0, size=2) == 100.1  # full at its size: now
+    clock.now = 100.3
+    assert queue.pop_batch(window=1.0, size=10, timeout=0, quiet=0.2) == ["ns/a", "ns/b"]
+    queue.unschedulable("ns/a")
+    queue.done("ns/b")
+    assert queue.next_due(window=1.0, size=10, quiet=0.2) == 102.3  # a's backoff ends

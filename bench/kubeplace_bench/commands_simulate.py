@@ -1,0 +1,70 @@
+"""``kubeplace bench openb-simulate``: the openb trace replayed in simulated time per scheduler,
+with the wall and CPU time of each replay (the floor: <= 5 minutes per scheduler on one core);
+``kubeplace openb trace``: the openb pod list as ``kubeplace simulate``'s trace file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kubeplace.cli.render import dump, say, stdout_console, table
+from kubeplace.simulate.engine import Case, simulate
+from kubeplace.simulate.names import SCHEDULERS
+from kubeplace.simulate.output import COLUMNS, as_json, row, write_report
+from kubeplace.simulate.sweep import setup_of
+from kubeplace.simulate.trace import trace_document
+from kubeplace_bench.simulate_openb import DEFAULT_NODES, DEFAULT_PODS, openb_cluster, openb_dir, openb_trace
+
+_CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
+
+
+@click.command("openb-simulate")
+@click.option("--nodes", "nodes_csv", type=_CSV, default=None,
+              help=f"openb node list (default: {DEFAULT_NODES} in $KUBEPLACE_OPENB_DIR).")
+@click.option("--pods", "pods_csv", type=_CSV, default=None,
+              help=f"openb pod list with creation and deletion times (default: {DEFAULT_PODS}).")
+@click.option("--scheduler", "schedulers", multiple=True, type=click.Choice(SCHEDULERS),
+              help="Scheduler under test (repeatable; default: all).")
+@click.option("--until", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop at this simulated second.")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None)
+def openb_simulate_command(nodes_csv: Path | None, pods_csv: Path | None, schedulers: tuple[str, ...],
+                           until: float | None, output: str, report_path: Path | None) -> None:
+    """Replay the openb trace (real creation and deletion times) with each scheduler."""
+    nodes_csv = nodes_csv or openb_dir() / DEFAULT_NODES
+    pods_csv = pods_csv or openb_dir() / DEFAULT_PODS
+    cluster, trace = openb_cluster(nodes_csv), openb_trace(pods_csv)
+    console = stdout_console()
+    cases = []
+    for scheduler in schedulers or SCHEDULERS:
+        result = simulate(cluster, trace, scheduler, setup_of(None, 0), until)
+        cases.append(Case(scheduler, result))
+        s = result.summary
+        click.echo(f"{scheduler}: {s.pods} pods over {s.end:.0f} simulated s in {s.wall_seconds:.1f} s wall, "
+                   f"{s.cpu_seconds:.1f} s CPU; {s.cycles} cycles, {s.refused} refused", err=True)
+        if s.interrupted:
+            break
+    if report_path is not None:
+        write_report(report_path, cases, f"{pods_csv.name} on {nodes_csv.name}")
+    if output == "json":
+        console.out(dump(as_json(cases, samples=False), "json"), end="", highlight=False)
+        return
+    rows = table(*COLUMNS)
+    for case in cases:
+        rows.add_row(*row(case))
+    console.print(rows)
+    if any(c.result.summary.interrupted for c in cases):
+        say(console, "interrupted: the results cover the simulated time reached")
+
+
+@click.command("trace")
+@click.option("--pods", "pods_csv", type=_CSV, required=True, help="openb pod list.")
+@click.option("-o", "--output", "output_path", type=click.Path(path_type=Path, dir_okay=False), required=True)
+def openb_trace_command(pods_csv: Path, output_path: Path) -> None:
+    """Write the pod list as a `kubeplace simulate` trace (arrival = creation_time, duration =
+    deletion_time - creation_time)."""
+    trace = openb_trace(pods_csv)
+    output_path.write_text(dump(trace_document(trace.arrivals), "yaml"))
+    click.echo(f"{len(trace.arrivals)} pods -> {output_path}")

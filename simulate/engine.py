@@ -1,0 +1,88 @@
+"""The event-driven replay: simulated time jumps from one instant to the next where something
+happens (a pod arrives or leaves, the scheduler's batch closes or a backoff ends); nothing sleeps.
+
+At each instant the departures are applied first, then the arrivals (each one written to the
+store and told to the scheduler as the watch would), then the scheduler runs what is due; the
+instant ends with one sample of the cluster's allocation and pending work. A scheduling cycle
+takes no simulated time. Ctrl-C ends the replay where it is: the result says ``interrupted``
+and holds everything measured until then.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from kubeplace.simulate.cluster import Cluster
+from kubeplace.simulate.metrics import Sample, Summary, sample, summarise
+from kubeplace.simulate.schedulers import Setup, make_scheduler
+from kubeplace.simulate.trace import Trace
+from kubeplace.simulate.world import PodRecord, World
+
+MAX_INSTANTS = 10_000_000
+"""A loop guard: no trace of kubeplace's scale needs this many distinct instants."""
+
+
+@dataclass(frozen=True)
+class Result:
+    summary: Summary
+    samples: tuple[Sample, ...]
+    pods: tuple[PodRecord, ...]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One simulation of a sweep (or of the command line): its label and its result."""
+
+    label: str
+    result: Result
+
+
+def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until: float | None = None) -> Result:
+    """Replays ``trace`` on ``cluster`` with ``scheduler`` until nothing more can happen (or
+    simulated time ``until``)."""
+    world = World(cluster, trace, setup.serve.scheduler_name)
+    sim = make_scheduler(scheduler, world, setup)
+    samples: list[Sample] = [sample(0.0, world.totals)]
+    started, cpu = time.monotonic(), time.process_time()
+    interrupted = False
+    limit = math.inf if until is None else until
+    settle = 3 * setup.serve.max_backoff + setup.serve.batch_window
+    changed_at, progress = 0.0, (0, 0)
+    try:
+        for _ in range(MAX_INSTANTS):
+            due = sim.due()
+            if due is not None:
+                due = max(due, world.clock.now)
+            event = world.next_event()
+            now = min(t for t in (event, due, math.inf) if t is not None)
+            if now == math.inf or now > limit or (event is None and now - changed_at > settle):
+                break  # (the last: only retries are left, and none has bound anything for a while)
+            world.clock.now = now
+            if world.happen(now):
+                changed_at = now
+            due = sim.due()
+            if due is not None and due <= now:
+                sim.run_due()
+            if (world.bindings, world.preemptions) != progress:
+                changed_at, progress = now, (world.bindings, world.preemptions)
+            here = sample(now, world.totals)
+            if here.at == samples[-1].at:
+                samples[-1] = here
+            elif _differs(here, samples[-1]):
+                samples.append(here)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sim.close()
+    end = world.clock.now if until is None or interrupted else max(world.clock.now, until)
+    records = tuple(world.records.values())
+    summary = summarise(sim.name, samples, records, end, world.preemptions, sim.refused, sim.cycles,
+                        time.monotonic() - started, time.process_time() - cpu, interrupted)
+    return Result(summary, tuple(samples), records)
+
+
+def _differs(a: Sample, b: Sample) -> bool:
+    return (a.cpu, a.memory, a.gpu, a.pending_pods, a.pending_gpus) != (b.cpu, b.memory, b.gpu, b.pending_pods,
+                                                                        b.pending_gpus)

@@ -1,0 +1,166 @@
+"""The schedulers a simulation compares, driven in simulated time.
+
+- ``kubeplace``: the ``serve`` scheduler itself (:class:`serve.loop.Scheduler`: its queue with
+  batch windows and backoff, gangs, preemption, the configuration's profile, the verifier its
+  cycle runs), on the simulation's store and clock; the simulation only calls the queue when a
+  batch is due (:meth:`serve.queue.SchedulingQueue.next_due`) and the cycle with it.
+- ``kube-scheduler``: the kube-scheduler emulation (``solver.emulate``: default profile, one pod
+  at a time in queue order, no preemption, gang members one by one);
+- ``best-fit``, ``fgd``: kubeplace's one-pod-at-a-time greedy policies in queue order
+  (``solver.greedy.greedy_in_queue``).
+
+The baselines try their pending pods whenever the cluster changed (a pod arrived or left): a
+queue with perfect hints, no backoff. Their placements are plans like kubeplace's
+(``plan.pipeline.plan_placed_by``), so every one of them is checked by the independent verifier;
+a refused placement is not bound and counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.aggregate import Aggregation
+from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.models.framework import PluginSet
+from kubeplace.models.gpu import device_notes
+from kubeplace.models.problem import Assignment
+from kubeplace.plan.pipeline import plan_placed_by
+from kubeplace.serve.events import EventRecorder
+from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.snapshots import Snapshots
+from kubeplace.simulate.names import BEST_FIT, FGD, KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
+from kubeplace.simulate.trace import RawObject
+from kubeplace.simulate.world import SimClient, World
+from kubeplace.solver import greedy
+from kubeplace.solver.emulate import as_candidate, emulate
+
+MAX_CYCLES_AT_ONCE = 10_000
+"""Cycles run at one simulated instant before the simulation gives up on it (a loop guard)."""
+
+
+class SimScheduler(Protocol):
+    name: str
+    cycles: int
+
+    @property
+    def refused(self) -> int:
+        """Placements the independent verifier refused (never bound)."""
+
+    def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None: ...
+
+    def due(self) -> float | None:
+        """When it next wants to run (simulated seconds), None when it waits for a change."""
+
+    def run_due(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a scheduler under test is given."""
+
+    config: Configuration
+    profile: Profile
+    solver: SolverSettings
+    serve: ServeSettings
+
+
+class KubeplaceCycle:
+    """``kubeplace serve``'s Scheduler on the simulation's store, client and clock."""
+
+    def __init__(self, world: World, setup: Setup, name: str = KUBEPLACE) -> None:
+        self.name = name
+        self.client = SimClient(world)
+        self.settings = setup.serve
+        self.scheduler = Scheduler(self.client, world.store, setup.config, setup.profile, setup.solver, setup.serve,
+                                   recorder=EventRecorder(self.client, clock=world.clock), clock=world.clock)
+        self.cycles = 0
+        world.listeners.append(self.on_change)
+
+    @property
+    def refused(self) -> int:
+        return int(self.scheduler.metrics.value("kubeplace_binds_failed_total", {"outcome": "refused"}))
+
+    def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None:
+        self.scheduler.on_change(resource, event, old, new)
+
+    def due(self) -> float | None:
+        s = self.settings
+        return self.scheduler.queue.next_due(s.batch_window, s.batch_size, s.batch_quiet)
+
+    def run_due(self) -> None:
+        s = self.settings
+        for _ in range(MAX_CYCLES_AT_ONCE):
+            units = self.scheduler.queue.pop_batch(s.batch_window, s.batch_size, timeout=0, quiet=s.batch_quiet)
+            if not units:
+                return
+            self.cycles += 1
+            self.scheduler.cycle(units)
+
+    def close(self) -> None:
+        self.scheduler.close()
+
+
+def _kube_scheduler(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet) -> Assignment:
+    p = agg.problem
+    pods = [snapshot.pending[m] for members in p.members for m in members]
+    class_of = {snapshot.pending[m].key: c for c, members in enumerate(p.members) for m in members}
+    node_of = {name: i for i, name in enumerate(p.node_names)}
+    emulated = emulate(snapshot, pods, plugins.filters)
+    return as_candidate(p, [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements])
+
+
+PLACERS = {KUBE_SCHEDULER: _kube_scheduler,
+           BEST_FIT: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.BEST_FIT),
+           FGD: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.FGD)}
+assert set(PLACERS) | {KUBEPLACE} == set(SCHEDULERS)
+
+
+class Baseline:
+    """A one-pod-at-a-time policy, tried whenever the cluster changed."""
+
+    def __init__(self, world: World, setup: Setup, name: str) -> None:
+        self.name = name
+        self.world = world
+        self.setup = setup
+        self.place = PLACERS[name]
+        self.client = SimClient(world)
+        self.snapshots = Snapshots(world.store, self.client, world.scheduler_name, None, clock=world.clock)
+        self.changed = False
+        self.refused = 0
+        self.cycles = 0
+        world.listeners.append(self.on_change)
+
+    def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None:
+        self.changed = True
+
+    def due(self) -> float | None:
+        return self.world.clock.now if self.changed and self.world.totals.pending_pods else None
+
+    def run_due(self) -> None:
+        snapshot, _ = self.snapshots.take()
+        self.changed = False
+        if not snapshot.pending:
+            return
+        self.cycles += 1
+        planned = plan_placed_by(snapshot, self.setup.config, self.setup.profile, self.place, self.name)
+        refused = {(v.namespace, v.name) for v in planned.violations}
+        self.refused += len(refused)
+        pods = {pod.key: pod for pod in snapshot.pending}
+        for p in planned.plan.placements:
+            if (p.namespace, p.name) not in refused:
+                key = f"{p.namespace}/{p.name}"
+                self.world.bind(key, p.node, device_notes(p.gpus, pods[key].requests, self.setup.config.gpu))
+        self.changed = False  # its own bindings are no news to it
+
+    def close(self) -> None:
+        return None
+
+
+def make_scheduler(name: str, world: World, setup: Setup) -> SimScheduler:
+    if name == KUBEPLACE:
+        return KubeplaceCycle(world, setup)
+    return Baseline(world, setup, name)

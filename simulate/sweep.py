@@ -1,0 +1,149 @@
+"""Cases and sweeps: a sweep file is the product of its axes, each case one simulation, run in
+local processes (``concurrent.futures``), the results in the sweep's order whatever finished first.
+
+    apiVersion: kubeplace.io/v1alpha1
+    kind: Sweep
+    clusters: [cluster.yaml]          # snapshot files or directories (paths relative to the file)
+    traces: [trace.yaml]              # Kubernetes-native traces (simulate.trace)
+    schedulers: [kubeplace, kube-scheduler, best-fit, fgd]
+    configs: [null, packed.yaml]      # kubeplace configurations (null: the defaults); optional
+    seeds: [0, 1]                     # the solver's and emulations' seed; optional, default [0]
+    until: 86400                      # optional: stop at this simulated second
+
+Every case runs the solver with one worker (time counted in slices, not on the clock), so a
+case gives the same result in any process, alone or beside others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.files import read_document
+from kubeplace.models.config_load import load_configuration
+from kubeplace.serve.loop import ServeSettings
+from kubeplace.simulate.cluster import NodeEdits, edit_nodes, read_cluster
+from kubeplace.simulate.engine import Case, simulate
+from kubeplace.simulate.names import SCHEDULERS
+from kubeplace.simulate.schedulers import Setup
+from kubeplace.simulate.trace import API_VERSION, read_trace
+
+KIND = "Sweep"
+AXES = ("clusters", "traces", "schedulers", "configs", "seeds")
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One simulation, as files and names (picklable: it crosses to a worker process)."""
+
+    cluster: tuple[Path, ...]
+    trace: Path
+    scheduler: str
+    config: Path | None = None
+    seed: int = 0
+    edits: NodeEdits = field(default_factory=NodeEdits)
+    until: float | None = None
+    label: str = ""
+
+
+def setup_of(config_path: Path | None, seed: int) -> Setup:
+    config = load_configuration(config_path)
+    profile = config.profile(None)
+    solver = replace(config.solver, workers=1, seed=seed)
+    return Setup(config, profile, solver, ServeSettings(scheduler_name=profile.scheduler_name, bind_workers=1))
+
+
+def run_case(spec: CaseSpec) -> Case:
+    cluster = edit_nodes(read_cluster(spec.cluster), spec.edits)
+    result = simulate(cluster, read_trace(spec.trace), spec.scheduler, setup_of(spec.config, spec.seed), spec.until)
+    return Case(spec.label or spec.scheduler, result)
+
+
+def check_case(spec: CaseSpec) -> None:
+    """Reads every input of the case (bad input fails before anything runs)."""
+    edit_nodes(read_cluster(spec.cluster), spec.edits)
+    read_trace(spec.trace)
+    setup_of(spec.config, spec.seed)
+
+
+def read_sweep(path: Path) -> list[CaseSpec]:
+    document = read_document(path)
+    source = str(path)
+    if not isinstance(document, Mapping) or document.get("kind") != KIND or document.get("apiVersion") != API_VERSION:
+        raise InputError("not a sweep", file=source, field="kind", expected=f"kind: {KIND}, apiVersion: {API_VERSION}")
+    unknown = sorted(set(document) - {*AXES, "kind", "apiVersion", "until"})
+    if unknown:
+        raise InputError("unknown field", file=source, field=unknown[0], expected=", ".join(AXES))
+    axes: dict[str, list[Any]] = {}
+    for axis, default in zip(AXES, (None, None, None, [None], [0]), strict=True):
+        values = document.get(axis, default)
+        if not isinstance(values, list) or not values:
+            raise InputError("empty or missing axis" if not values else "not a list", file=source, field=axis,
+                             expected="a non-empty list")
+        axes[axis] = values
+    base = path.parent
+
+    def paths(axis: str, value: Any, index: int) -> Path:
+        if not isinstance(value, str) or not value:
+            raise InputError(f"{value!r} is not a path", file=source, field=f"{axis}[{index}]", expected="a file path")
+        return base / value
+
+    for k, name in enumerate(axes["schedulers"]):
+        if name not in SCHEDULERS:
+            raise InputError(f"unknown scheduler {name!r}", file=source, field=f"schedulers[{k}]",
+                             expected=", ".join(SCHEDULERS))
+    for k, seed in enumerate(axes["seeds"]):
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InputError(f"{seed!r} is not an integer", file=source, field=f"seeds[{k}]", expected="an integer")
+    until = document.get("until")
+    if until is not None and (isinstance(until, bool) or not isinstance(until, int | float) or until <= 0):
+        raise InputError(f"{until!r}", file=source, field="until", expected="seconds > 0")
+    clusters = [paths("clusters", v, k) for k, v in enumerate(axes["clusters"])]
+    traces = [paths("traces", v, k) for k, v in enumerate(axes["traces"])]
+    configs = [None if v is None else paths("configs", v, k) for k, v in enumerate(axes["configs"])]
+    out = []
+    for cluster, trace, scheduler, config, seed in itertools.product(clusters, traces, axes["schedulers"], configs,
+                                                                      axes["seeds"]):
+        label = " ".join(part for part in (cluster.stem if len(clusters) > 1 else "",
+                                           trace.stem if len(traces) > 1 else "",
+                                           (config.stem if config else "defaults") if len(configs) > 1 else "",
+                                           f"seed {seed}" if len(axes["seeds"]) > 1 else "") if part)
+        out.append(CaseSpec((cluster,), trace, scheduler, config, seed, until=until, label=label or scheduler))
+    return out
+
+
+def run_cases(specs: Sequence[CaseSpec], workers: int | None = None,
+              on_done: Callable[[int, Case], None] | None = None) -> list[Case | None]:
+    """The cases' results in ``specs`` order; with more than one worker, in that many local
+    processes. A Ctrl-C stops waiting: the cases finished by then are returned, the others None."""
+    for spec in specs:
+        check_case(spec)
+    workers = min(len(specs), workers or os.cpu_count() or 1)
+    results: list[Case | None] = [None] * len(specs)
+    if workers <= 1:
+        for k, spec in enumerate(specs):
+            case = results[k] = run_case(spec)  # (Ctrl-C ends the case with what it has)
+            if on_done is not None:
+                on_done(k, case)
+            if case.result.summary.interrupted:
+                break
+        return results
+    pool = ProcessPoolExecutor(workers)
+    try:
+        futures = {pool.submit(run_case, spec): k for k, spec in enumerate(specs)}
+        for future in as_completed(futures):
+            k = futures[future]
+            case = results[k] = future.result()
+            if on_done is not None:
+                on_done(k, case)
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        return results
+    pool.shutdown()
+    return results

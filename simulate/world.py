@@ -1,0 +1,315 @@
+"""The simulated cluster's state: an informer store that the simulation writes as the API server
+and the watch would, a simulated clock, and the client the scheduler under test writes through.
+
+A binding sets the pod's ``nodeName`` in the store at once (the watch shows it at the same
+simulated instant) and schedules its departure ``duration`` later. A preempted pod is deleted,
+as the API server does, and comes back at once as a new pending pod (its controller recreates
+it: the same spec under the name ``<name>-r<N>``, N counting the restarts) that runs its whole
+duration again once placed; the trace pod's record follows it.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import itertools
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeplace.kube.errors import Conflict, NotFound
+from kubeplace.kube.objects import CPU, MEMORY, Node, Pod
+from kubeplace.models.gpu import WHOLE, GpuNeed, GpuRequestError, devices_of, gpu_need
+from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, Store, object_key, with_node_name
+from kubeplace.simulate.cluster import Cluster
+from kubeplace.simulate.trace import RawObject, Trace, timestamp
+
+Listener = Callable[[str, str, RawObject | None, RawObject | None], None]
+ARRIVE, LEAVE = 0, 1
+"""Event kinds; at the same instant departures go first (their room is free for the arrivals)."""
+
+
+class SimClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class PodRecord:
+    """One pod of the trace over the simulation."""
+
+    key: str
+    arrival: float
+    duration: float | None
+    priority: int
+    gpu_milli: int
+    gang: str = ""
+    start: float | None = None
+    end: float | None = None
+    node: str = ""
+    preempted: int = 0
+    incarnation: int = 0
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu: int = 0
+    memory: int = 0
+    gpu: int = 0
+    """milli-GPUs."""
+
+
+@dataclass
+class Totals:
+    capacity: Usage = field(default_factory=Usage)
+    used: Usage = field(default_factory=Usage)
+    pending_pods: int = 0
+    pending_gpu: int = 0
+
+
+def usage_of(pod: Pod) -> Usage:
+    try:
+        need = gpu_need(pod.requests)
+    except GpuRequestError:  # (a pod the scheduler refuses as bad input: it never runs)
+        need = GpuNeed()
+    return Usage(pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), need.count * need.milli)
+
+
+def _add(a: Usage, b: Usage, sign: int = 1) -> Usage:
+    return Usage(a.cpu + sign * b.cpu, a.memory + sign * b.memory, a.gpu + sign * b.gpu)
+
+
+class World:
+    def __init__(self, cluster: Cluster, trace: Trace, scheduler_name: str) -> None:
+        self.clock = SimClock()
+        self.store = Store()
+        self.scheduler_name = scheduler_name
+        self.listeners: list[Listener] = []
+        self.records: dict[str, PodRecord] = {}
+        self.preemptions = 0
+        self.bindings = 0
+        self._arrivals = {a.key: a for a in trace.arrivals}
+        self._origin: dict[str, str] = {}
+        """Store key of a pod -> its trace pod's key (they differ for a recreated victim)."""
+        self._lock = threading.RLock()
+        self._events: list[tuple[float, int, int, str, int]] = []
+        self._serial = itertools.count()
+        self.store.replace("nodes", [copy.deepcopy(n) for n in cluster.nodes])
+        self.store.replace("pods", [copy.deepcopy(p) for p in cluster.running])
+        capacity = Usage()
+        for _, node in self.store.typed_items("nodes"):
+            if isinstance(node, Node):
+                capacity = _add(capacity, Usage(node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0),
+                                                devices_of(node) * WHOLE))
+        used = Usage()
+        for _, pod in self.store.typed_items("pods"):
+            if isinstance(pod, Pod):
+                used = _add(used, usage_of(pod))
+        self.totals = Totals(capacity, used)
+        for a in trace.arrivals:
+            self._push(a.at, ARRIVE, a.key, 0)
+
+    # ------------------------------------------------------------------ events
+
+    def _push(self, at: float, kind: int, key: str, incarnation: int) -> None:
+        heapq.heappush(self._events, (at, kind, next(self._serial), key, incarnation))
+
+    def next_event(self) -> float | None:
+        with self._lock:
+            while self._events and self._events[0][1] == LEAVE and self._cancelled(*self._events[0][3:]):
+                heapq.heappop(self._events)
+            return self._events[0][0] if self._events else None
+
+    def _cancelled(self, key: str, incarnation: int) -> bool:
+        record = self.records[self._origin[key]]
+        return record.incarnation != incarnation or record.end is not None
+
+    def happen(self, until: float) -> int:
+        """Applies every event up to ``until`` (the clock is there already); returns how many."""
+        done = 0
+        while True:
+            with self._lock:
+                if not self._events or self._events[0][0] > until:
+                    return done
+                _, kind, _, key, incarnation = heapq.heappop(self._events)
+            done += 1
+            if kind == ARRIVE:
+                self._arrive(key)
+            else:
+                self._leave(key, incarnation)
+
+    def _notify(self, event: str, old: RawObject | None, new: RawObject | None) -> None:
+        for listener in self.listeners:
+            listener("pods", event, old, new)
+
+    def _arrive(self, key: str) -> None:
+        arrival = self._arrivals[key]
+        manifest = arrival.pod
+        with self._lock:
+            record = self.records.get(key)
+            if record is None:
+                record = self.records[key] = PodRecord(key, self.clock.now, arrival.duration,
+                                                       int((manifest.get("spec") or {}).get("priority") or 0), 0,
+                                                       ((manifest.get("metadata") or {}).get("labels") or {})
+                                                       .get("kubeplace.io/gang", ""))
+            else:
+                record.incarnation += 1
+            raw = copy.deepcopy(manifest)
+            if record.incarnation:
+                raw["metadata"]["name"] = f"{raw['metadata']['name']}-r{record.incarnation}"
+            self._origin[object_key(raw)] = key
+            raw["spec"] = {**raw.get("spec", {}), "schedulerName": self.scheduler_name}
+            raw["metadata"]["creationTimestamp"] = timestamp(self.clock.now)
+            raw["metadata"]["uid"] = f"sim-{key.replace('/', '-')}-{record.incarnation}"
+            raw["metadata"]["resourceVersion"] = str(next(self._serial))
+            self.store.apply("pods", ADDED, raw)
+            pod = self.store.typed("pods", object_key(raw))
+            if isinstance(pod, Pod):
+                record.gpu_milli = usage_of(pod).gpu
+                self.totals.pending_pods += 1
+                self.totals.pending_gpu += record.gpu_milli
+        self._notify(ADDED, None, raw)
+
+    def _leave(self, key: str, incarnation: int) -> None:
+        with self._lock:
+            if self._cancelled(key, incarnation):
+                return  # preempted since: that departure was cancelled
+            self.records[self._origin[key]].end = self.clock.now
+            old = self._remove(key, running=True)
+        if old is not None:
+            self._notify(DELETED, old, None)
+
+    def _remove(self, key: str, running: bool) -> RawObject | None:
+        pod = self.store.typed("pods", key)
+        old = self.store.apply("pods", DELETED, {"metadata": _meta(key)})
+        if isinstance(pod, Pod):
+            if running:
+                self.totals.used = _add(self.totals.used, usage_of(pod), -1)
+            else:
+                self.totals.pending_pods -= 1
+                self.totals.pending_gpu -= self.records[self._origin[key]].gpu_milli
+        return old
+
+    # ------------------------------------------------------------------ what schedulers write
+
+    def bind(self, key: str, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        with self._lock:
+            old = self.store.get("pods", key)
+            if old is None:
+                raise NotFound(f"pods {key!r} not found", status=404)
+            if (old.get("spec") or {}).get("nodeName"):
+                raise Conflict(f"pod {key} is already assigned to node {old['spec']['nodeName']}", status=409)
+            new = with_node_name(old, node)
+            new["metadata"] = {**old["metadata"], "annotations": {**(old["metadata"].get("annotations") or {}),
+                                                                  **(annotations or {})},
+                               "resourceVersion": str(next(self._serial))}
+            new["status"] = {**(old.get("status") or {}), "phase": "Running"}
+            self.store.apply("pods", MODIFIED, new)
+            record = self.records[self._origin[key]]
+            record.start = self.clock.now if record.start is None else record.start
+            record.node = node
+            self.bindings += 1
+            pod = self.store.typed("pods", key)
+            if isinstance(pod, Pod):
+                self.totals.used = _add(self.totals.used, usage_of(pod))
+                self.totals.pending_pods -= 1
+                self.totals.pending_gpu -= record.gpu_milli
+            if record.duration is not None:
+                self._push(self.clock.now + record.duration, LEAVE, key, record.incarnation)
+        self._notify(MODIFIED, old, new)
+
+    def preempt(self, key: str) -> None:
+        """The victim is deleted and its controller makes it again, pending."""
+        with self._lock:
+            raw = self.store.get("pods", key)
+            if raw is None:
+                raise NotFound(f"pods {key!r} not found", status=404)
+            running = bool((raw.get("spec") or {}).get("nodeName"))
+            old = self._remove(key, running)
+            self.preemptions += 1
+            origin = self._origin.get(key)
+            if origin is not None:
+                self.records[origin].preempted += 1
+        self._notify(DELETED, old, None)
+        if origin is not None:
+            self._arrive(origin)
+
+    def nominate(self, key: str, status: Mapping[str, Any]) -> None:
+        with self._lock:
+            old = self.store.get("pods", key)
+            if old is None:
+                raise NotFound(f"pods {key!r} not found", status=404)
+            new = {**old, "status": {**(old.get("status") or {}), **status},
+                   "metadata": {**old["metadata"], "resourceVersion": str(next(self._serial))}}
+            self.store.apply("pods", MODIFIED, new)
+        self._notify(MODIFIED, old, new)
+
+
+def _meta(key: str) -> RawObject:
+    namespace, name = key.split("/", 1)
+    return {"namespace": namespace, "name": name}
+
+
+class SimClient:
+    """The API the ``serve`` cycle writes through (:class:`serve.loop.ServeClient`), answered by
+    the :class:`World`: bindings, deletions and evictions, pod status; Events are dropped, and
+    there is no PodGroup CRD, volume or claim API (the traces have none)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.events = 0
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False,
+             annotations: Mapping[str, str] | None = None) -> None:
+        if not dry_run:
+            self.world.bind(f"{namespace}/{name}", node, annotations)
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        self.world.preempt(f"{namespace}/{name}")
+
+    def evict(self, namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
+        if not dry_run:
+            self.world.preempt(f"{namespace}/{name}")
+
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any], dry_run: bool = False) -> None:
+        if not dry_run:
+            self.world.nominate(f"{namespace}/{name}", status)
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        self.events += 1
+
+    def patch_object_status(self, group: str, version: str, plural: str, namespace: str, name: str,
+                            status: Mapping[str, Any]) -> None:
+        raise NotFound("404 page not found", status=404)
+
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        return None
+
+    def read_persistent_volume(self, name: str) -> RawObject:
+        raise NotFound(f"persistentvolumes {name!r} not found", status=404)
+
+    def read_persistent_volume_claim(self, namespace: str, name: str) -> RawObject:
+        raise NotFound(f"persistentvolumeclaims {name!r} not found", status=404)
+
+    def update_persistent_volume(self, volume: Mapping[str, Any], dry_run: bool = False) -> RawObject:
+        raise NotFound("persistentvolumes not simulated", status=404)
+
+    def update_persistent_volume_claim(self, claim: Mapping[str, Any], dry_run: bool = False) -> RawObject:
+        raise NotFound("persistentvolumeclaims not simulated", status=404)
+
+    def read_resource_claim(self, namespace: str, name: str) -> RawObject:
+        raise NotFound(f"resourceclaims {name!r} not found", status=404)
+
+    def update_resource_claim(self, claim: Mapping[str, Any], dry_run: bool = False,
+                              status: bool = False) -> RawObject:
+        raise NotFound("resourceclaims not simulated", status=404)
+
+    def create_resource_claim(self, claim: Mapping[str, Any], dry_run: bool = False) -> RawObject:
+        raise NotFound("resourceclaims not simulated", status=404)
+
+    def delete_resource_claim(self, namespace: str, name: str) -> None:
+        raise NotFound(f"resourceclaims {name!r} not found", status=404)

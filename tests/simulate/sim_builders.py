@@ -1,0 +1,47 @@
+"""Small clusters and traces for the simulation tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.serve.loop import ServeSettings
+from kubeplace.simulate.cluster import Cluster
+from kubeplace.simulate.schedulers import Setup
+from kubeplace.simulate.trace import Trace, parse_trace
+
+SETUP = Setup(Configuration(), Profile(), SolverSettings(time_limit=5, workers=1), ServeSettings(bind_workers=1))
+
+
+def node(name: str, cpu: str = "4", memory: str = "16Gi", pool: str = "cpu", gpus: int = 0) -> dict[str, Any]:
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    if gpus:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubeplace.io/pool": pool}},
+            "status": {"allocatable": allocatable, "capacity": dict(allocatable)}}
+
+
+def cluster(*nodes: dict[str, Any]) -> Cluster:
+    return Cluster(tuple(nodes), (), "test")
+
+
+def template(cpu: str, memory: str = "1Gi") -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}
+
+
+def trace_doc(*items: dict[str, Any], templates: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "kubeplace.io/v1alpha1", "kind": "Trace",
+            "templates": templates or {"one": template("1"), "two": template("2"), "three": template("3")},
+            "items": list(items)}
+
+
+def trace(*items: dict[str, Any]) -> Trace:
+    return parse_trace(trace_doc(*items), "test")
+
+
+def write(path: Path, document: Any) -> Path:
+    path.write_text(yaml.safe_dump(document))
+    return path

@@ -1,0 +1,104 @@
+"""The replay in simulated time: arrivals, batches, departures and gangs, per scheduler."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from kubeplace.kube.objects import Snapshot
+from kubeplace.models.aggregate import Aggregation
+from kubeplace.models.framework import PluginSet
+from kubeplace.models.problem import Assignment
+from kubeplace.simulate.engine import Result, simulate
+from kubeplace.simulate.names import SCHEDULERS
+from kubeplace.simulate.schedulers import PLACERS
+from kubeplace.simulate.world import World
+from tests.simulate.sim_builders import SETUP, cluster, node, trace
+
+QUIET = SETUP.serve.batch_quiet
+"""kubeplace's batch closes when no unit arrived for this long: its pods start that much later."""
+
+
+def starts(result: Result) -> dict[str, float | None]:
+    return {r.key.split("/")[1]: r.start for r in result.pods}
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_pod_waits_for_the_room_a_departure_frees(scheduler: str) -> None:
+    # a (2 cpu) runs [0, 100); b (3 cpu) arrives at 5 and fits on the 4-cpu node only once a left.
+    result = simulate(cluster(node("n", cpu="4")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
+        {"arrivalSeconds": 5, "durationSeconds": 50, "template": "three", "name": "b"}), scheduler, SETUP)
+    lag = QUIET if scheduler == "kubeplace" else 0.0
+    assert starts(result) == pytest.approx({"a": 0.0 + lag, "b": 100.0 + 2 * lag})
+    ends = {r.key.split("/")[1]: r.end for r in result.pods}
+    assert ends == pytest.approx({"a": 100.0 + lag, "b": 150.0 + 2 * lag})
+    assert result.summary.end == pytest.approx(150.0 + 2 * lag)
+    assert result.summary.refused == 0 and result.summary.never_started == 0
+
+
+def test_simulated_time_does_not_sleep() -> None:
+    # a day of simulated time with a pod every hour takes a few seconds of wall time at most.
+    items = [{"arrivalSeconds": 3600 * k, "durationSeconds": 1800, "template": "one", "name": f"p{k}"}
+             for k in range(24)]
+    started = time.monotonic()
+    result = simulate(cluster(node("n")), trace(*items), "kubeplace", SETUP)
+    assert time.monotonic() - started < 60
+    assert result.summary.end == pytest.approx(23 * 3600 + QUIET + 1800)
+    assert result.summary.started == 24 and result.summary.delay.p99 == pytest.approx(QUIET)
+
+
+def test_kubeplace_starts_a_gang_whole_once_it_fits() -> None:
+    # the gang of three 1-cpu pods fits only when the 3-cpu pod leaves at 100: none starts before.
+    result = simulate(cluster(node("n", cpu="4")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 100, "template": "three", "name": "big"},
+        {"arrivalSeconds": 10, "durationSeconds": 30, "template": "one", "name": "g", "count": 3,
+         "gang": {"name": "g", "minMember": 3}}), "kubeplace", SETUP)
+    gang = [r for r in result.pods if r.gang == "g"]
+    assert len(gang) == 3
+    assert len({r.start for r in gang}) == 1
+    assert gang[0].start == pytest.approx(100.0 + 2 * QUIET)  # big left at 100 + QUIET; requeued at once
+    assert result.summary.gang_wait.pods == 1
+    assert result.summary.gang_wait.p50 == pytest.approx(gang[0].start - 10.0)
+
+
+def test_kubeplace_preempts_for_a_higher_priority_pod_and_the_victim_comes_back() -> None:
+    result = simulate(cluster(node("n", cpu="4")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 1000, "template": "three", "name": "low", "priority": 0},
+        {"arrivalSeconds": 10, "durationSeconds": 100, "template": "three", "name": "high", "priority": 1000}),
+        "kubeplace", SETUP)
+    by_name = {r.key.split("/")[1]: r for r in result.pods}
+    assert result.summary.preemptions == 1 and by_name["low"].preempted == 1
+    assert by_name["high"].start is not None and by_name["high"].start < 1000
+    assert by_name["low"].end is not None and by_name["low"].end > by_name["high"].start + 1000
+
+
+def test_ctrl_c_ends_the_replay_with_what_it_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    happen = World.happen
+
+    def interrupted_at_50(self: World, until: float) -> int:
+        if until >= 50:
+            raise KeyboardInterrupt
+        return happen(self, until)
+
+    monkeypatch.setattr(World, "happen", interrupted_at_50)
+    result = simulate(cluster(node("n")), trace(
+        *({"arrivalSeconds": 10 * k, "durationSeconds": 5, "template": "one", "name": f"p{k}"} for k in range(10))),
+        "best-fit", SETUP)
+    assert result.summary.interrupted and result.summary.end == 50
+    assert result.summary.started == 5 and result.summary.pods == 5  # p0..p4 arrived, p5 at 50 did not
+
+
+def test_a_placement_the_verifier_refuses_is_never_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    def too_big(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet) -> Assignment:
+        y = np.zeros((agg.problem.n_classes, agg.problem.n_nodes), dtype=np.int64)
+        y[0, 0] = 1  # a 3-cpu pod on the 2-cpu node
+        return Assignment.from_dense(y)
+
+    monkeypatch.setitem(PLACERS, "best-fit", too_big)
+    result = simulate(cluster(node("small", cpu="2")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 5, "template": "three", "name": "a"}), "best-fit", SETUP)
+    assert result.summary.refused == 1 and result.summary.started == 0
+    assert [r.node for r in result.pods] == [""]

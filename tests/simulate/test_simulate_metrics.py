@@ -1,0 +1,41 @@
+"""The measures on cases small enough to compute by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubeplace.simulate.engine import simulate
+from kubeplace.simulate.metrics import Delays, Sample, gang_waits, mean_allocation
+from kubeplace.simulate.world import PodRecord
+from tests.simulate.sim_builders import SETUP, cluster, node, trace
+
+
+def test_allocation_is_a_time_weighted_mean_and_delays_count_the_wait() -> None:
+    # one 4-cpu node: a (2 cpu) runs [0, 100); b (1 cpu) runs [50, 100); c (3 cpu) arrives at 60 and
+    # waits for a and b to leave: it runs [100, 200).
+    result = simulate(cluster(node("n", cpu="4", memory="16Gi")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
+        {"arrivalSeconds": 50, "durationSeconds": 50, "template": "one", "name": "b"},
+        {"arrivalSeconds": 60, "durationSeconds": 100, "template": "three", "name": "c"}), "best-fit", SETUP)
+    s = result.summary
+    assert s.end == 200
+    # cpu: 0.5 for 50 s, 0.75 for 50 s, 0.75 for 100 s -> (25 + 37.5 + 75) / 200
+    assert s.mean_allocation["cpu"] == pytest.approx((0.5 * 50 + 0.75 * 50 + 0.75 * 100) / 200)
+    assert s.mean_allocation["memory"] == pytest.approx((1 / 16 * 50 + 2 / 16 * 50 + 1 / 16 * 100) / 200)  # 1Gi each
+    assert s.final_allocation["cpu"] == 0.0 and s.peak_pending_pods == 1
+    assert s.delay == Delays(3, 0.0, pytest.approx(32.0), pytest.approx(39.2), pytest.approx(40 / 3))
+    assert s.delay_by_size == {"no GPU": s.delay}
+    assert [(x.at, x.pending_pods) for x in result.samples] == [(0, 0), (50, 0), (60, 1), (100, 0), (200, 0)]
+
+
+def test_delay_percentiles_and_gang_wait_by_hand() -> None:
+    assert Delays.of([0, 10, 20, 30]) == Delays(4, 15.0, pytest.approx(27.0), pytest.approx(29.7), 15.0)
+    assert Delays.of([]) == Delays(0, 0.0, 0.0, 0.0, 0.0)
+    records = [PodRecord("d/g-0", 10, None, 0, 0, "g", start=30), PodRecord("d/g-1", 12, None, 0, 0, "g", start=35),
+               PodRecord("d/h-0", 0, None, 0, 0, "h", start=None), PodRecord("d/x", 0, None, 0, 0, start=1)]
+    assert gang_waits(records) == [35 - 12]  # the gang h never started whole: no wait measured
+
+
+def test_mean_allocation_of_a_step_function() -> None:
+    samples = [Sample(0, 0.0, 0.0, 0.0, 0, 0.0), Sample(10, 1.0, 0.5, 0.25, 0, 0.0)]
+    assert mean_allocation(samples, 40) == pytest.approx({"cpu": 30 / 40, "memory": 15 / 40, "gpu": 7.5 / 40})
