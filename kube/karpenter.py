@@ -347,5 +347,6 @@ def check_limits(pools: Iterable[NodePool], claims: Iterable[NodeClaim], nodes: 
         for resource, limit in pool.limits.items():
             have = used.get(pool.name, {}).get(resource, 0)
             if have > limit:
-                raise InputError(f"limit {limit} is below the {have} its nodes already hold", file=pool.source,
-                                 obj=f"NodePool {pool.name}", field=f"spec.limits.{resource}")
+                unit = "m" if resource == "cpu" else ""
+                raise InputError(f"limit {limit}{unit} is below the {have}{unit} its nodes already hold",
+                                 file=pool.source, obj=f"NodePool {pool.name}", field=f"spec.limits.{resource}")

@@ -160,7 +160,7 @@ def test_a_node_pool_limit_below_what_its_nodes_hold_is_refused_and_exit_2(tmp_p
     result = CliRunner().invoke(main, ["plan", str(file)])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines()[-1].endswith(
-        f"{file}: NodePool p: spec.limits.cpu: limit 10000 is below the 12000 its nodes already hold")
+        f"{file}: NodePool p: spec.limits.cpu: limit 10000m is below the 12000m its nodes already hold")
     (claim_read,) = load_snapshot([write_yaml(tmp_path / "ok.yaml", claim)]).node_claims
     assert claim_read.node_pool == "p" and claim_read.capacity == {"cpu": 8000, "memory": 32 * GI}
 
