@@ -133,14 +133,15 @@ def _located_list(raw: object, source: str) -> list[Any]:
 
 
 def _located(parse: Any, item: object, source: str, index: int, prefix: str) -> InstanceType:
+    """The instance type of one entry; its errors name the file, the instance type (by name, or by
+    its place when it has none) and the field."""
     name = item.get("name") if isinstance(item, Mapping) else None
+    label = name if isinstance(name, str) and name else f"{prefix}[{index}]"
     try:
-        found: InstanceType = parse(expect_mapping(item, "item"), source)
+        found: InstanceType = parse(expect_mapping(item, f"{prefix}[{index}]"), source)
         return found
     except InputError as error:
-        where = f"{prefix}[{index}]"
-        raise error.located(file=source, obj=f"instance type {name}" if isinstance(name, str) and name else where,
-                            field_prefix=where if not (isinstance(name, str) and name) else "") from None
+        raise error.located(file=source, obj=f"instance type {label}") from None
 
 
 def parse_kwok_instance_type(raw: Mapping[str, Any], source: str = "") -> InstanceType:

@@ -360,3 +360,13 @@ def test_a_bad_daemon_set_template_names_the_daemon_set_and_its_field(tmp_path: 
     with pytest.raises(InputError) as caught:
         load_snapshot([file])
     assert str(caught.value).startswith(f"{file}: DaemonSet logs: spec.template.spec.containers[0].resources")
+
+
+def test_a_catalogue_entry_without_a_name_is_named_by_its_place(tmp_path: Path) -> None:
+    file = tmp_path / "catalogue.yaml"
+    file.write_text("instanceTypes:\n- {architecture: amd64, offerings: []}\n")
+    with pytest.raises(InputError, match=r"catalogue.yaml: instance type instanceTypes\[0\]: name: Required value"):
+        load_catalogue([file])
+    file.write_text("kind: Pod\n")
+    with pytest.raises(InputError, match=r"catalogue\.yaml: not an instance-type catalogue"):
+        load_catalogue([file])
