@@ -20,7 +20,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kubeplace.kube.capacity import Candidate, candidate_nodes
 from kubeplace.kube.catalogue import parse_catalogue
+from kubeplace.kube.parse import build_snapshot
 from kubeplace.kube.quantity import resource_amount
 
 from . import controlplane as cp
@@ -100,42 +102,68 @@ def karpenter(control_plane: cp.ControlPlane, karpenter_build: Path, karpenter_c
         yield component
 
 
-def test_karpenter_launches_the_cheapest_fitting_node_for_a_pending_pod(
-        control_plane: cp.ControlPlane, admin_api: client.ApiClient, karpenter: cp.Component, namespace: str) -> None:
+@pytest.mark.parametrize("daemon_cpu", ["", "500m"], ids=["no-daemonset", "daemonset-500m"])
+def test_karpenter_launches_the_node_kubeplace_computes_as_the_cheapest_that_fits(
+        control_plane: cp.ControlPlane, admin_api: client.ApiClient, karpenter: cp.Component, namespace: str,
+        daemon_cpu: str) -> None:
+    """A 1500m pod fits the 2-CPU type (1900m allocatable) unless a DaemonSet of 500m runs on the
+    NodePool's nodes; kubeplace's candidate nodes say which type is the cheapest that fits, and
+    Karpenter launches that one, with the allocatable kubeplace computes."""
     custom, core = client.CustomObjectsApi(admin_api), client.CoreV1Api(admin_api)
     pool = f"e2e-{namespace[-6:]}"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": namespace},
+           "spec": {"nodeSelector": {"e2e-pool": pool},
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}}
+    daemon = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": namespace},
+              "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+                  "metadata": {"labels": {"app": "agent"}},
+                  "spec": {"nodeSelector": {"e2e-pool": pool}, "containers": [
+                      {"name": "c", "image": "registry.k8s.io/pause:3.10",
+                       "resources": {"requests": {"cpu": daemon_cpu or "1m"}}}]}}}}
+    node_pool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool},
+                 "spec": {"template": {"metadata": {"labels": {"e2e-pool": pool}}, "spec": {
+                     "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+                     "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}},
+                     "limits": {"cpu": "16"}}}
+    expected = _cheapest_fitting(node_pool, pod, [daemon] if daemon_cpu else [])
+    assert expected.instance_type.name == ("c-8x-amd64-linux" if daemon_cpu else "c-2x-amd64-linux")
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(_delete_launched, custom, core, pool)
         _create_cluster_object(custom, KWOK_GROUP, "kwoknodeclasses", {
             "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}})
-        custom.create_cluster_custom_object(*KARPENTER, "nodepools", {
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool},
-            "spec": {"template": {"metadata": {"labels": {"e2e-pool": pool}}, "spec": {
-                "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
-                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}},
-                "limits": {"cpu": "16"}}})
+        if daemon_cpu:
+            client.AppsV1Api(admin_api).create_namespaced_daemon_set(namespace, daemon)
+        custom.create_cluster_custom_object(*KARPENTER, "nodepools", node_pool)
         cleanup.callback(_delete_quietly, lambda: custom.delete_cluster_custom_object(*KARPENTER, "nodepools", pool))
         with control_plane.start_scheduler():
-            core.create_namespaced_pod(namespace, {
-                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
-                "spec": {"nodeSelector": {"e2e-pool": pool},
-                         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                         "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}})
+            core.create_namespaced_pod(namespace, pod)
             claims = _wait_for_list(lambda: _claims(custom, pool), 120, f"a NodeClaim of NodePool {pool}",
                                     karpenter)
             nodes = _wait_for_list(lambda: core.list_node(label_selector=f"karpenter.sh/nodepool={pool}").items,
                                    120, f"a node of NodePool {pool}", karpenter)
             labels = nodes[0].metadata.labels
-            # 2 CPUs less the kwok provider's 100m kube-reserved host 1500m: the cheaper type wins
-            assert labels["node.kubernetes.io/instance-type"] == "c-2x-amd64-linux"
-            assert labels["topology.kubernetes.io/zone"] == ZONE and labels["karpenter.sh/capacity-type"] == "on-demand"
-            assert labels["e2e-pool"] == pool and len(claims) == 1
-            # the allocatable Karpenter gave its node is the one kubeplace computes for a new node
-            expected = {t.name: t for t in parse_catalogue(CATALOGUE, "catalogue")}["c-2x-amd64-linux"].allocatable()
+            assert labels["node.kubernetes.io/instance-type"] == expected.instance_type.name and len(claims) == 1
+            for key in ("topology.kubernetes.io/zone", "karpenter.sh/capacity-type", "karpenter.sh/nodepool",
+                        "kubernetes.io/arch", "kubernetes.io/os", "e2e-pool"):
+                assert labels[key] == expected.node.labels[key], key
+            # the allocatable Karpenter registered its node with is the instance type's kubeplace computes
             registered = nodes[0].status.allocatable
-            assert {r: resource_amount(r, registered[r]) for r in expected} == expected
+            allocatable = expected.instance_type.allocatable()
+            assert {r: resource_amount(r, registered[r]) for r in allocatable} == allocatable
             cp.wait_for(lambda: core.read_namespaced_pod("web", namespace).spec.node_name == nodes[0].metadata.name,
                         120, "the pod bound to Karpenter's node")
+
+
+def _cheapest_fitting(node_pool: dict[str, Any], pod: dict[str, Any], daemons: list[dict[str, Any]]) -> Candidate:
+    """kubeplace's answer from the same objects: the cheapest candidate whose allocatable, net of
+    overhead and DaemonSet pods, holds the pod's requests."""
+    snapshot = build_snapshot([(obj, "e2e") for obj in (node_pool, pod, *daemons)], scheduler_name="default-scheduler")
+    catalogue = parse_catalogue(CATALOGUE, "catalogue")
+    (wanted,) = snapshot.pending
+    fitting = [c for c in candidate_nodes(snapshot.node_pools, catalogue, snapshot.daemon_pods)
+               if all(c.node.allocatable.get(r, 0) >= amount for r, amount in wanted.requests.items())]
+    return min(fitting, key=lambda c: c.offering.price)
 
 
 def _claims(custom: client.CustomObjectsApi, pool: str) -> list[Any]:
