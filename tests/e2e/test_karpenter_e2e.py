@@ -83,7 +83,8 @@ def karpenter_crds(karpenter_build: Path, admin_api: client.ApiClient) -> None:
 
 def _established(extensions: client.ApiextensionsV1Api, name: str) -> bool:
     status = extensions.read_custom_resource_definition(name).status
-    return any(c.type == "Established" and c.status == "True" for c in (status.conditions or []))
+    conditions = status.conditions if status is not None else None
+    return any(c.type == "Established" and c.status == "True" for c in (conditions or []))
 
 
 @pytest.fixture
@@ -111,17 +112,18 @@ def test_karpenter_launches_the_node_kubeplace_computes_as_the_cheapest_that_fit
     Karpenter launches that one, with the allocatable kubeplace computes."""
     custom, core = client.CustomObjectsApi(admin_api), client.CoreV1Api(admin_api)
     pool = f"e2e-{namespace[-6:]}"
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": namespace},
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": namespace},
            "spec": {"nodeSelector": {"e2e-pool": pool},
                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                     "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}}
-    daemon = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": namespace},
+    daemon: dict[str, Any] = {
+              "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": namespace},
               "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
                   "metadata": {"labels": {"app": "agent"}},
                   "spec": {"nodeSelector": {"e2e-pool": pool}, "containers": [
                       {"name": "c", "image": "registry.k8s.io/pause:3.10",
                        "resources": {"requests": {"cpu": daemon_cpu or "1m"}}}]}}}}
-    node_pool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool},
+    node_pool: dict[str, Any] = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool},
                  "spec": {"template": {"metadata": {"labels": {"e2e-pool": pool}}, "spec": {
                      "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
                      "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}},
@@ -151,8 +153,8 @@ def test_karpenter_launches_the_node_kubeplace_computes_as_the_cheapest_that_fit
             registered = nodes[0].status.allocatable
             allocatable = expected.instance_type.allocatable()
             assert {r: resource_amount(r, registered[r]) for r in allocatable} == allocatable
-            cp.wait_for(lambda: core.read_namespaced_pod("web", namespace).spec.node_name == nodes[0].metadata.name,
-                        120, "the pod bound to Karpenter's node")
+            cp.wait_for(lambda: _node_of(core, namespace, "web") == nodes[0].metadata.name, 120,
+                        "the pod bound to Karpenter's node")
 
 
 def _cheapest_fitting(node_pool: dict[str, Any], pod: dict[str, Any], daemons: list[dict[str, Any]]) -> Candidate:
@@ -166,9 +168,15 @@ def _cheapest_fitting(node_pool: dict[str, Any], pod: dict[str, Any], daemons: l
     return min(fitting, key=lambda c: c.offering.price)
 
 
+def _node_of(core: client.CoreV1Api, namespace: str, name: str) -> str:
+    spec = core.read_namespaced_pod(name, namespace).spec
+    return (spec.node_name or "") if spec is not None else ""
+
+
 def _claims(custom: client.CustomObjectsApi, pool: str) -> list[Any]:
     found = custom.list_cluster_custom_object(*KARPENTER, "nodeclaims", label_selector=f"karpenter.sh/nodepool={pool}")
-    return list(found["items"])
+    items: list[Any] = found["items"]  # type: ignore[index]
+    return items
 
 
 def _wait_for_list(read: Any, timeout: float, what: str, karpenter: cp.Component) -> list[Any]:
@@ -211,6 +219,6 @@ def _delete_launched(custom: client.CustomObjectsApi, core: client.CoreV1Api, po
             *KARPENTER, "nodeclaims", name, {"metadata": {"finalizers": None}}))
         _delete_quietly(lambda name=name: custom.delete_cluster_custom_object(*KARPENTER, "nodeclaims", name))
     for node in core.list_node(label_selector=f"karpenter.sh/nodepool={pool}").items:
-        name = node.metadata.name
+        name = node.metadata.name if node.metadata is not None else ""
         _delete_quietly(lambda name=name: core.patch_node(name, {"metadata": {"finalizers": None}}))
         _delete_quietly(lambda name=name: core.delete_node(name))
