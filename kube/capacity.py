@@ -29,7 +29,6 @@ from kubeplace.kube.karpenter import (
     NODE_POOL,
     NODEPOOL_LABEL,
     OS_LABEL,
-    check_limits,
     parse_node_claim,
     parse_node_pool,
 )
@@ -64,8 +63,10 @@ class Candidate:
 def capacity_objects(kinds: Mapping[tuple[str, str], Sequence[tuple[Mapping[str, Any], str]]], nodes: Sequence[Node],
                      parse_pod: Callable[[Mapping[str, Any], str], Pod], label: Callable[[Mapping[str, Any]], str],
                      ) -> tuple[tuple[NodePool, ...], tuple[NodeClaim, ...], tuple[Pod, ...]]:
-    """A snapshot's NodePools and NodeClaims (a NodePool limit below what its nodes hold is
-    refused) and each DaemonSet's pod: what adding nodes reads. ``parse_pod`` and ``label`` are
+    """A snapshot's NodePools and NodeClaims and each DaemonSet's pod: what adding nodes reads.
+    Limits are not checked against the nodes here (``kube.karpenter.check_limits`` is, by what
+    adds nodes): Karpenter's in-flight launches may overshoot a limit, and a plan that adds no
+    node has no reason to refuse such a cluster. ``parse_pod`` and ``label`` are
     ``kube.parse``'s (which reads these objects through this function)."""
     def located(parse: Callable[[Mapping[str, Any], str], T], obj: Mapping[str, Any], where: str) -> T:
         try:
@@ -77,7 +78,6 @@ def capacity_objects(kinds: Mapping[tuple[str, str], Sequence[tuple[Mapping[str,
                            lambda pool: pool.name, "NodePool")
     claims = unique_objects((located(parse_node_claim, obj, where) for obj, where in kinds.get(NODE_CLAIM, [])),
                             lambda claim: claim.name, "NodeClaim")
-    check_limits(pools.values(), claims.values(), nodes)
     daemons = [located(lambda raw, at: daemon_set_pod(raw, lambda pod: parse_pod(pod, at)), obj, where)
                for obj, where in kinds.get(DAEMON_SET, [])]
     return tuple(pools.values()), tuple(claims.values()), tuple(sorted(daemons, key=lambda pod: pod.key))

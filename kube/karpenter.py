@@ -328,7 +328,8 @@ def _optional_int(raw: object, field: str, low: int, high: int) -> int | None:
 
 
 def check_limits(pools: Iterable[NodePool], claims: Iterable[NodeClaim], nodes: Iterable[Node]) -> None:
-    """Refuse a NodePool whose ``limits`` are below what its nodes already hold: the capacity of
+    """Refuse a NodePool whose ``limits`` are below what its nodes already hold (what provisioning
+    calls before adding nodes; reading a snapshot does not, see ``kube.capacity``): the capacity of
     its NodeClaims (``status.capacity``, what Karpenter counts in ``status.resources``), or the
     allocatable of a node with its label that no NodeClaim of the snapshot launched."""
     claims = list(claims)

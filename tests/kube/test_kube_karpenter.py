@@ -4,6 +4,7 @@ the YAML form of docs/capacity.md), a new node's allocatable and the candidate n
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from kubeplace.kube.catalogue import (
 )
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import load_catalogue, load_snapshot
-from kubeplace.kube.karpenter import parse_node_pool
+from kubeplace.kube.karpenter import check_limits, parse_node_pool
 from kubeplace.kube.objects import NodePoolBudget, Taint
 from kubeplace.kube.terms import Requirement
 from tests.builders import node, pod
@@ -148,7 +149,7 @@ def test_an_invalid_node_pool_is_one_line_naming_file_object_and_field(tmp_path:
     assert message.startswith(f"{file}: NodePool p: {field}: ") and words in message and "\n" not in message
 
 
-def test_a_node_pool_limit_below_what_its_nodes_hold_is_refused_and_exit_2(tmp_path: Path) -> None:
+def test_a_node_pool_limit_below_what_its_nodes_hold_is_refused_for_adding_nodes_only(tmp_path: Path) -> None:
     claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
              "metadata": {"name": "c1", "labels": {"karpenter.sh/nodepool": "p"}},
              "spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
@@ -157,10 +158,15 @@ def test_a_node_pool_limit_below_what_its_nodes_hold_is_refused_and_exit_2(tmp_p
     other = node("n2").cpu("4").label("karpenter.sh/nodepool", "p").manifest()  # launched, its claim not dumped
     file = write_yaml(tmp_path / "c.yaml", node_pool("p", limits={"cpu": "10"}), claim, other,
                       node("n1").cpu("8").label("karpenter.sh/nodepool", "p").manifest(), pod("a").cpu("1").manifest())
-    result = CliRunner().invoke(main, ["plan", str(file)])
-    assert result.exit_code == 2
-    assert result.stderr.strip().splitlines()[-1].endswith(
-        f"{file}: NodePool p: spec.limits.cpu: limit 10000m is below the 12000m its nodes already hold")
+    result = CliRunner().invoke(main, ["plan", str(file), "-o", "json"])
+    assert result.exit_code == 0, result.stderr  # a plan that adds no node does not refuse the cluster
+    snapshot = load_snapshot([file])
+    with pytest.raises(InputError) as caught:
+        check_limits(snapshot.node_pools, snapshot.node_claims, snapshot.nodes)
+    assert str(caught.value) == f"{file}: NodePool p: spec.limits.cpu: limit 10000m is below the 12000m its nodes " \
+                                "already hold"
+    within = [replace(snapshot.node_pools[0], limits={"cpu": 12000, "nodes": 2})]
+    check_limits(within, snapshot.node_claims, snapshot.nodes)
     (claim_read,) = load_snapshot([write_yaml(tmp_path / "ok.yaml", claim)]).node_claims
     assert claim_read.node_pool == "p" and claim_read.capacity == {"cpu": 8000, "memory": 32 * GI}
 
