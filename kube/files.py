@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from kubeplace.kube.catalogue import InstanceType, parse_catalogue
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import Sourced, build_snapshot, flatten, object_label
@@ -93,6 +94,19 @@ def load_objects(paths: Sequence[Path]) -> list[Sourced]:
     that is not a mapping with ``kind`` and ``apiVersion``.
     """
     return list(flatten(document for file in snapshot_files(paths) for document in _read(file)))
+
+
+def load_catalogue(paths: Sequence[Path]) -> tuple[InstanceType, ...]:
+    """The instance types of catalogue files (``kube.catalogue``: Karpenter's kwok provider JSON
+    or the YAML form of docs/capacity.md), sorted by name; a name twice is refused."""
+    found: dict[str, InstanceType] = {}
+    for file in snapshot_files(paths):
+        for instance_type in parse_catalogue(read_document(file), str(file)):
+            if instance_type.name in found:
+                raise InputError(f"duplicate instance type (first defined in {found[instance_type.name].source})",
+                                 file=str(file), obj=f"instance type {instance_type.name}")
+            found[instance_type.name] = instance_type
+    return tuple(found[name] for name in sorted(found))
 
 
 def snapshot_files(paths: Sequence[Path]) -> list[Path]:

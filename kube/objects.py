@@ -509,6 +509,78 @@ class Controller:
     selector: tuple[Requirement, ...] | None
 
 
+# Karpenter's objects (read and checked by kube.karpenter)
+
+@dataclass(frozen=True)
+class NodePoolBudget:
+    """One of ``spec.disruption.budgets``: at most ``nodes`` (a count, or a percentage of the
+    NodePool's nodes, ``10%``) disrupted at once, for ``reasons`` (all when empty), during
+    ``duration`` from each ``schedule`` (cron) time, or always without a schedule."""
+
+    nodes: str = "10%"
+    reasons: tuple[str, ...] = ()
+    schedule: str = ""
+    duration: str = ""
+
+    def allowed(self, total: int) -> int:
+        """How many of ``total`` nodes this budget lets be disrupted at once (a percentage
+        rounds up, as ``GetAllowedDisruptionsByReason`` does with ``GetScaledValueFromIntOrPercent``)."""
+        if self.nodes.endswith("%"):
+            return -(-total * int(self.nodes[:-1]) // 100)
+        return int(self.nodes)
+
+
+@dataclass(frozen=True)
+class NodeClassRef:
+    group: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """``spec.template.metadata.labels``: on every node of the pool."""
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    """Taints the node registers with and that a daemon removes once it is ready; pods need not
+    tolerate them (Karpenter ignores them when packing)."""
+    requirements: tuple[Requirement, ...] = ()
+    """Key normalised (``NORMALIZED_LABELS``); operators of :data:`OPERATORS`."""
+    min_values: Mapping[str, int] = field(default_factory=dict)
+    """``minValues`` by requirement key: how many distinct values the launch must keep open."""
+    limits: Mapping[str, int] = field(default_factory=dict)
+    """Most capacity of all its nodes together per resource (integer units; ``nodes`` a count)."""
+    weight: int = 0
+    """1-100, higher tried first; 0 when unset (tried after every weighted NodePool)."""
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"
+    consolidate_after: str = "0s"
+    budgets: tuple[NodePoolBudget, ...] = (NodePoolBudget(),)
+    node_class_ref: NodeClassRef | None = None
+    expire_after: str = "720h"
+    replicas: int | None = None
+    """Static NodePools keep this many nodes; None for dynamic ones."""
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class NodeClaim:
+    name: str
+    node_pool: str
+    """Its ``karpenter.sh/nodepool`` label; "" for a claim no NodePool owns."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    requirements: tuple[Requirement, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    requests: Mapping[str, int] = field(default_factory=dict)
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    """``status.capacity``: what counts against its NodePool's limits once launched."""
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    node_name: str = ""
+    source: str = field(default="", compare=False)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Everything one planning run sees, taken at one moment."""
@@ -545,3 +617,10 @@ class Snapshot:
     nominated: tuple[Pod, ...] = ()
     """Pods outside ``pending`` waiting for the node they are nominated to (``kube.nominated``):
     they hold its room against pods of lower or equal priority."""
+    node_pools: tuple[NodePool, ...] = ()
+    """Karpenter's NodePools (``kube.karpenter``): the nodes that could be added."""
+    node_claims: tuple[NodeClaim, ...] = ()
+    """Karpenter's NodeClaims: nodes launched or being launched for a NodePool."""
+    daemon_pods: tuple[Pod, ...] = ()
+    """The pod each DaemonSet runs on every node it selects (``kube.capacity.daemon_set_pod``):
+    what a new node loses to DaemonSets before pending pods land."""

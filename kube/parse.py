@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from kubeplace.kube.capacity import DAEMON_SET, capacity_objects
 from kubeplace.kube.disruption import parse_disruption_budget
 from kubeplace.kube.dra_parse import DRA_KINDS, build_devices, pod_claims
 from kubeplace.kube.errors import (
@@ -30,6 +31,7 @@ from kubeplace.kube.errors import (
 from kubeplace.kube.followers import KINDS as FOLLOWER_KINDS
 from kubeplace.kube.followers import leader_gang, parse_owners, stand_ins
 from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, gang_of, kueue_groups, parse_pod_group, plain_groups
+from kubeplace.kube.karpenter import KINDS as KARPENTER_KINDS
 from kubeplace.kube.kueue import KIND as KUEUE_KIND
 from kubeplace.kube.kueue import gated_stand_ins, parse_workloads
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
@@ -73,10 +75,10 @@ DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
 POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
 READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, RUNTIME_CLASS, DISRUPTION_BUDGET, *POD_GROUPS,
                         *STORAGE_KINDS, *DRA_KINDS, *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
-                        *CONTROLLER_KINDS})
+                        *CONTROLLER_KINDS, *KARPENTER_KINDS, DAEMON_SET})
 """(API group, kind) of the objects a snapshot is built from; objects of every other kind are
 skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
-(VolumeAttachment, CRDs of Kueue, Volcano, Karpenter...) that placement does not read."""
+(VolumeAttachment, CRDs of Kueue, Volcano, Karpenter's NodeOverlays...) that placement does not read."""
 CORE_KINDS = frozenset({
     "Pod", "PodTemplate", "ReplicationController", "Service", "Endpoints", "Node", "Binding", "Event",
     "LimitRange", "ResourceQuota", "Namespace", "Secret", "ServiceAccount", "PersistentVolume",
@@ -302,6 +304,8 @@ def build_snapshot(
     budgets = [_located(parse_disruption_budget, obj, where) for obj, where in kinds.get(DISRUPTION_BUDGET, [])]
     controllers = [_located(parse_controller, obj, where)
                    for kind in CONTROLLER_KINDS for obj, where in kinds.get(kind, [])]
+    node_pools, node_claims, daemon_pods = capacity_objects(
+        kinds, nodes, lambda pod, where: parse_pod(pod, where, priority_classes), object_label)
     return Snapshot(
         nodes=tuple(nodes),
         pending=tuple(pending),
@@ -318,7 +322,11 @@ def build_snapshot(
         nominated=tuple(nominated),
         node_metrics=node_metrics,
         pod_metrics=pod_metrics,
+        node_pools=node_pools,
+        node_claims=node_claims,
+        daemon_pods=daemon_pods,
     )
+
 
 
 def _gangs(kinds: Mapping[tuple[str, str], list[Sourced]], pods: Sequence[Pod], pending: list[Pod],

@@ -33,7 +33,7 @@ REAL_CLUSTER_EXTRAS = [  # what `kubectl get` of a real cluster holds beside nod
     obj("scheduling.volcano.sh/v1beta1", "Queue", "q1"),
     obj("scheduling.volcano.sh/v1beta1", "Queue", "q2"),
     obj("topology.volcano.sh/v1alpha1", "HyperNode", "h"),
-    obj("karpenter.sh/v1", "NodePool", "np"),
+    obj("karpenter.sh/v1alpha1", "NodeOverlay", "no"),  # NodePools and NodeClaims are read, overlays are not
     obj("autoscaling.k8s.io/v1", "VerticalPodAutoscaler", "vpa"),
     obj("serving.kserve.io/v1beta1", "InferenceService", "isvc"),
     obj("ray.io/v1", "RayCluster", "ray"),
