@@ -27,15 +27,7 @@ def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
     return VerifySettings(
         rules=rule_checks(names, profile.plugin_args),
         volume_rules=VOLUME_RULES & frozenset(names), check_claims=DYNAMIC_RESOURCES in names,
-<<<<<<< HEAD
         gpu=config.gpu,
-        load_thresholds=tuple(la.thresholds.items()) if load_aware.NAME in names else (),
-        headroom=oc.headroom if overcommit.NAME in names else 1.0, headroom_resources=tuple(oc.resources),
-        overcommit_node_label=oc.nodeLabel, overcommit_load_threshold=oc.loadThreshold,
-=======
-        gpu_device_resource=config.gpu.device_resource, gpu_percent_per_device=config.gpu.percent_with_count,
-        gpu_percent_of_gpus=config.gpu.percent_alone,
->>>>>>> i25-rules
     )
 
 

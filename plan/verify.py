@@ -4,16 +4,11 @@ Every proposed placement is re-checked, pod by pod, against each hard constraint
 ``placement-rules.md`` and against the snapshot's free capacity. The rules are written
 out plainly here and on purpose share no code with ``models/`` or ``solver/`` (which
 compute eligibility vectorised): a bug in one is caught by the other. Only
-<<<<<<< HEAD
 ``kube`` (the objects, ``kube.gangs.gang_of``, settings such as ``kube.gpu_conventions``) and
 ``plan.verify_domains`` (the rules that depend on other pods' places, inter-pod affinity and
-topology spread, replayed pod by pod) may be imported. A plan with any :class:`Violation` must be
-=======
-``kube.objects`` and ``plan.verify_domains`` (the rules that depend on other pods' places,
-inter-pod affinity and topology spread, replayed pod by pod) may be imported, and the rules'
-own verifier checks (``models/plugins/<rule>/verify.py``, which import only ``kubeplace.kube``),
-run through their descriptors (:class:`RuleCheck`). A plan with any :class:`Violation` must be
->>>>>>> i25-rules
+topology spread, replayed pod by pod) may be imported, and the rules' own verifier checks
+(``models/plugins/<rule>/verify.py``, which import only ``kubeplace.kube``), run through their
+descriptors (:class:`RuleCheck`). A plan with any :class:`Violation` must be
 refused.
 """
 
@@ -75,24 +70,8 @@ class VerifySettings:
     """Which of the volume plugins' rules to check (those the profile enables)."""
     check_claims: bool = True
     """Check the pods' resource claims (DynamicResources enabled)."""
-<<<<<<< HEAD
     gpu: GpuConventions = DEFAULT_CONVENTIONS
     """Which resource names carry GPU requests (the configuration's, as the model reads them)."""
-    load_thresholds: tuple[tuple[str, float], ...] = ()
-    """LoadAware: (resource, share of allocatable) above which a node's measured load keeps new
-    pods (but DaemonSet pods) out; empty: not checked."""
-    headroom: float = 1.0
-    """Overcommit: requests on an ordinary node up to this share of allocatable (1: not checked)."""
-    headroom_resources: tuple[str, ...] = (CPU, MEMORY)
-    overcommit_node_label: str = "overcommit=true"
-    overcommit_load_threshold: float = 0.7
-=======
-    gpu_device_resource: str = "nvidia.com/gpu"
-    """Counts devices (and, with HAMi, vGPU slots); the node label ``<it>.count`` counts the
-    physical devices behind the slots, ``<it>.replicas`` > 1 says every slot is a time slice."""
-    gpu_percent_per_device: tuple[str, ...] = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage")
-    gpu_percent_of_gpus: tuple[str, ...] = ("koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio")
->>>>>>> i25-rules
 
 
 @dataclass(frozen=True)

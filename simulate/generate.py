@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubeplace.kube.errors import InputError
+from kubeplace.kube.objects import GPU
 from kubeplace.simulate.trace import API_VERSION, KIND, RawObject
 
 
@@ -48,8 +49,8 @@ def _template(shape: Shape) -> RawObject:
     requests = {"cpu": shape.cpu, "memory": shape.memory}
     resources: RawObject = {"requests": requests}
     if shape.gpus:
-        requests["nvidia.com/gpu"] = str(shape.gpus)
-        resources["limits"] = {"nvidia.com/gpu": str(shape.gpus)}
+        requests[GPU] = str(shape.gpus)
+        resources["limits"] = {GPU: str(shape.gpus)}
     return {"metadata": {"labels": {"app": shape.name}},
             "spec": {"containers": [{"name": "main", "image": "registry.local/job:1", "resources": resources}]}}
 

@@ -31,12 +31,11 @@ from typing import Any
 
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import read_document
-from kubeplace.kube.gangs import PLAIN_MIN_MEMBER
+from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
 
 RawObject = dict[str, Any]
 API_VERSION = "kubeplace.io/v1alpha1"
 KIND = "Trace"
-GANG_LABEL = "kubeplace.io/gang"
 EPOCH = datetime.datetime(2023, 1, 1, tzinfo=datetime.UTC)
 """Simulated time 0 as a wall-clock time (pods' creationTimestamp: the queue's order)."""
 ITEM_FIELDS = frozenset({"arrivalSeconds", "durationSeconds", "template", "pod", "name", "count", "priority",
@@ -194,7 +193,7 @@ def _join_gang(pod: RawObject, gang: Any, fail: Any, where: str) -> None:
     if isinstance(min_member, bool) or not isinstance(min_member, int) or min_member < 1:
         raise fail(where, "gang.minMember", f"{min_member!r}", "a whole number >= 1")
     meta = pod["metadata"]
-    meta["labels"] = {**(meta.get("labels") or {}), GANG_LABEL: gang["name"]}
+    meta["labels"] = {**(meta.get("labels") or {}), PLAIN_LABEL: gang["name"]}
     meta["annotations"] = {**(meta.get("annotations") or {}), PLAIN_MIN_MEMBER: str(min_member)}
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubeplace.kube.errors import Conflict, NotFound
+from kubeplace.kube.gangs import PLAIN_LABEL
 from kubeplace.kube.objects import CPU, MEMORY, Node, Pod
 from kubeplace.models.gpu import WHOLE, GpuNeed, GpuRequestError, devices_of, gpu_need
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, Store, object_key, with_node_name
@@ -155,7 +156,7 @@ class World:
                 record = self.records[key] = PodRecord(key, self.clock.now, arrival.duration,
                                                        int((manifest.get("spec") or {}).get("priority") or 0), 0,
                                                        ((manifest.get("metadata") or {}).get("labels") or {})
-                                                       .get("kubeplace.io/gang", ""))
+                                                       .get(PLAIN_LABEL, ""))
             else:
                 record.incarnation += 1
             raw = copy.deepcopy(manifest)
