@@ -27,7 +27,8 @@ from kubeplace.cli.options import (
     solver_settings,
 )
 from kubeplace.cli.render import dump, print_plan, progress, recorder, stdout_console, summary_text
-from kubeplace.kube.errors import EXIT_INCOMPLETE, EXIT_INPUT, PlanVerificationFailed
+from kubeplace.kube.catalogue import InstanceType
+from kubeplace.kube.errors import EXIT_INCOMPLETE, EXIT_INPUT, InputError, PlanVerificationFailed
 from kubeplace.kube.text import printable
 
 #: The entry-point group through which another distribution adds ``kubeplace`` commands.
@@ -99,31 +100,46 @@ def main() -> None:
 @report_option
 @click.option("--preempt", is_flag=True,
               help="Also evict running pods of lower priority where that places pending pods (dry run: lists them).")
+@click.option("--provision", is_flag=True,
+              help="Also choose the cheapest new nodes the snapshot's Karpenter NodePools may launch for the pods "
+                   "the existing nodes cannot take (needs --catalogue).")
+@click.option("--catalogue", "catalogue_paths", multiple=True, metavar="FILE",
+              type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="Instance-type catalogue (Karpenter's kwok instance_types.json, or the YAML form) for --provision.")
 def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
          all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
          scheduler_name: str | None,
          backend: str | None, time_limit: float | None, workers: int | None, gap: float | None,
-         seed: int | None, output: str, report_path: Path | None, preempt: bool) -> None:
+         seed: int | None, output: str, report_path: Path | None, preempt: bool, provision: bool,
+         catalogue_paths: Sequence[Path]) -> None:
     """Show where every pending pod would go, and why the others cannot go anywhere.
 
     SOURCE is YAML/JSON files or directories of Node and Pod objects (for example what
     `kubectl get nodes,pods -A -o yaml` prints); without SOURCE, the current cluster.
     Never writes anything. With --preempt, the plan also lists the pods to evict (the fewest,
-    of the lowest priority) and the pods each eviction makes room for.
+    of the lowest priority) and the pods each eviction makes room for. With --provision, the new
+    nodes to add (NodePool, instance type, zone, capacity type, price) for the pods the existing
+    nodes cannot take: cheapest first after placing the most pods.
     """
     from kubeplace.plan.pipeline import make_plan
     from kubeplace.plan.preempt import make_preemption_plan
 
     refuse_input_as_report(report_path, source, config_path, kubeconfig)
+    catalogue = provision_catalogue(provision, catalogue_paths, preempt)
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
     src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector, metrics_max_age)
     settings = solver_settings(config, backend, time_limit, workers, gap, seed)
-    snapshot = src.load(profile.scheduler_name, disruption_budgets=preempt)
+    snapshot = src.load(profile.scheduler_name, disruption_budgets=preempt, provision=provision)
     with progress(True, settings.time_limit) as show:
         on_event, events = recorder(show)
-        planner = make_preemption_plan if preempt else make_plan
-        planned = planner(snapshot, config, profile, settings, on_event)
+        if catalogue is not None:
+            from kubeplace.plan.provision import make_provision_plan
+
+            planned = make_provision_plan(snapshot, catalogue, config, profile, settings, on_event)
+        else:
+            planner = make_preemption_plan if preempt else make_plan
+            planned = planner(snapshot, config, profile, settings, on_event)
     if planned.violations:
         raise PlanVerificationFailed(tuple(map(str, planned.violations)))
     print_plan(planned.plan, output, stdout_console())
@@ -134,6 +150,24 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
         report = plan_report(snapshot, planned.plan, summary_text(planned.plan).splitlines(), events, config.gpu)
         write_report(report_path, report)
         click.echo(f"report: {printable(str(report_path))}", err=True)
+
+
+def provision_catalogue(provision: bool, paths: Sequence[Path], preempt: bool) -> tuple[InstanceType, ...] | None:
+    """The instance types of ``--catalogue`` when ``--provision`` is asked for; None without it.
+    Either flag without the other, or with ``--preempt``, is refused in one line."""
+    if not provision:
+        if paths:
+            raise InputError("--catalogue is read only with --provision", field="--catalogue")
+        return None
+    if not paths:
+        raise InputError("--provision needs the instance types new nodes can be launched as", field="--catalogue",
+                         expected="a catalogue file (Karpenter's kwok instance_types.json, or the YAML form)")
+    if preempt:
+        raise InputError("--provision and --preempt cannot be combined: a plan either adds nodes or evicts pods",
+                         field="--preempt")
+    from kubeplace.kube.files import load_catalogue
+
+    return load_catalogue(list(paths))
 
 
 @main.command()

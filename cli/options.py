@@ -110,10 +110,11 @@ class Source:
     def namespaces(self) -> set[str] | None:
         return None if self.all_namespaces or not self.namespace else {self.namespace}
 
-    def load(self, scheduler_name: str, disruption_budgets: bool = False) -> Snapshot:
+    def load(self, scheduler_name: str, disruption_budgets: bool = False, provision: bool = False) -> Snapshot:
         """The snapshot (with the cluster's PodDisruptionBudgets when asked: files hold theirs);
         refused when it has no nodes (nothing could be placed, and an empty file or a wrong path
-        must not look like a cluster with nothing to do)."""
+        must not look like a cluster with nothing to do), unless ``provision`` and it has
+        NodePools (new nodes can be added)."""
         if self.paths:
             from kubeplace.kube.files import load_snapshot
 
@@ -126,7 +127,7 @@ class Source:
             cluster = connect(self.kubeconfig, self.context)
             snapshot = load_live_snapshot(cluster, scheduler_name=scheduler_name, namespaces=self.namespaces(),
                                           selector=self.selector, disruption_budgets=disruption_budgets)
-        if not snapshot.nodes:
+        if not snapshot.nodes and not (provision and snapshot.node_pools):
             from kubeplace.kube.parse import skipped_summary
 
             skipped = skipped_summary(snapshot.skipped_kinds)

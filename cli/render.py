@@ -17,8 +17,9 @@ from rich.style import StyleType
 from rich.table import Table
 from rich.text import Text
 
+from kubeplace.kube.catalogue import PRICE_UNIT
 from kubeplace.kube.text import printable
-from kubeplace.plan.plan import Plan
+from kubeplace.plan.plan import Plan, Provision
 from kubeplace.solver.run import Event, OnEvent
 
 PIPE_WIDTH = 400
@@ -74,6 +75,13 @@ def print_plan(plan: Plan, output: str, console: Console) -> None:
                          *([p.uid] if wide else []))
     if plan.placements:
         console.print(bindings)
+    if plan.provision is not None and plan.provision.nodes:
+        console.print()
+        new = table("NEW NODE", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY TYPE", "PRICE/H", "PODS")
+        for n in plan.provision.nodes:
+            new.add_row(n.name, n.node_pool, n.instance_type, n.zone, n.capacity_type, f"{n.price / PRICE_UNIT:.4f}",
+                        str(len(n.pods)))
+        console.print(new)
     if plan.preemptions:
         console.print()
         victims = table("NAMESPACE", "EVICT", "NODE", "PRIORITY", "FOR", *(["UID"] if wide else []))
@@ -107,6 +115,8 @@ def summary_text(plan: Plan) -> str:
         f"Verified: {s.pods_placed} placement(s) re-checked by the independent verifier, none refused" if s.verified
         else "Verified: NO, the independent verifier refused this plan",
     ]
+    if plan.provision is not None:
+        lines.append(provision_text(plan.provision))
     if s.preemption is not None:
         p = s.preemption
         highest = "none" if p.highest_victim_priority is None else str(p.highest_victim_priority)
@@ -114,6 +124,15 @@ def summary_text(plan: Plan) -> str:
                   f"{highest}, {p.pdb_violations} PodDisruptionBudget violation(s), status {p.status}",
                   "Preemption order: " + " > ".join(p.order)]
     return "\n".join(lines)
+
+
+def provision_text(provision: Provision) -> str:
+    """The new nodes in one line: how many, their cost per hour, the bound, the gap, the greedy's cost."""
+    bound = "n/a" if provision.bound is None else f"{provision.bound / PRICE_UNIT:.4f}"
+    gap = "n/a" if provision.gap is None else f"{provision.gap:.2%}"
+    return (f"Provision: {len(provision.nodes)} new node(s), {provision.cost / PRICE_UNIT:.4f}/h, bound {bound}/h, "
+            f"gap {gap}, status {provision.status}; Karpenter's way (first-fit decreasing, cheapest type per node): "
+            f"{provision.greedy_cost / PRICE_UNIT:.4f}/h")
 
 
 def event_text(e: Event) -> str:

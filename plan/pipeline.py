@@ -57,7 +57,10 @@ class Planned:
 
 
 def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
-              on_event: Callable[[Event], None] | None = None) -> Planned:
+              on_event: Callable[[Event], None] | None = None,
+              intended: Sequence[tuple[str, str]] = ()) -> Planned:
+    """``intended``: (pod key, node name) pairs made elsewhere (the provisioning's nodes), in
+    order: one more candidate for the solver, kept only where the model's rules take it."""
     plugins = instantiate(config, profile, with_stand_ins(snapshot))
     snapshot = plugins.defaulted(snapshot)  # the default spread constraints, for every step below
     planning = plugins.defaulted(with_stand_ins(snapshot))
@@ -65,6 +68,8 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, setti
     terms = plugins.terms(agg.problem)
     steps = _emulation(planning, agg, plugins, settings)
     seeds = [] if steps is None else [(as_candidate(agg.problem, steps), "kube-scheduler emulation")]
+    if intended:
+        seeds.append((as_candidate(agg.problem, _steps_of(planning, agg.problem, intended)), "provisioning"))
     report = solve(agg.problem, terms, settings, on_event, seeds)
     planned = _verified(snapshot, planning, config, profile, agg, report, plugins, terms)
     emulated = None if steps is None else _emulation_kept(agg.problem, report, steps, terms)
@@ -73,6 +78,13 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, setti
         if not alternative.violations:
             return alternative
     return planned
+
+
+def _steps_of(planning: Snapshot, problem: Problem, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, int]]:
+    """(class, node) steps of (pod key, node name) pairs; pairs the problem does not hold are skipped."""
+    class_of = {planning.pending[m].key: c for c, members in enumerate(problem.members) for m in members}
+    node_of = {name: i for i, name in enumerate(problem.node_names)}
+    return [(class_of[pod], node_of[node]) for pod, node in pairs if pod in class_of and node in node_of]
 
 
 Placer = Callable[[Snapshot, Aggregation, PluginSet], Assignment]

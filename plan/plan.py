@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kubeplace.kube.catalogue import PRICE_UNIT
 from kubeplace.kube.dra import EXTENDED_CLAIM, ClaimAllocation
 from kubeplace.kube.dra_parse import (
     allocation_manifest,
@@ -137,6 +138,54 @@ class GangStatus:
 
 
 @dataclass(frozen=True)
+class NewNode:
+    """A node the plan adds (``plan --provision``), as it would register once ready."""
+
+    name: str
+    node_pool: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: int
+    """Billionths of the currency per hour (``kube.catalogue.PRICE_UNIT``)."""
+    pods: tuple[str, ...]
+    """``namespace/name`` of the pods the plan puts on it."""
+
+
+@dataclass(frozen=True)
+class Provision:
+    """The new nodes of a plan, what they cost per hour, and how far from the cheapest."""
+
+    nodes: tuple[NewNode, ...]
+    cost: int
+    """Billionths of the currency per hour, all new nodes together."""
+    bound: int | None
+    """No set of new nodes for the pods the existing nodes left costs less (Farley's LP bound)."""
+    greedy_cost: int
+    """What Karpenter's way (first-fit decreasing, cheapest type per node) pays for the same pods."""
+    status: str
+    rounds: int = 1
+
+    @property
+    def gap(self) -> float | None:
+        if self.bound is None:
+            return None
+        return 0.0 if self.cost <= 0 else max(0.0, (self.cost - self.bound) / self.cost)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provision": [{"node": n.name, "nodePool": n.node_pool, "instanceType": n.instance_type, "zone": n.zone,
+                           "capacityType": n.capacity_type, "pricePerHour": n.price / PRICE_UNIT,
+                           "pods": list(n.pods)} for n in self.nodes],
+            "provisionCostPerHour": self.cost / PRICE_UNIT,
+            "provisionBound": None if self.bound is None else self.bound / PRICE_UNIT,
+            "provisionGap": None if self.gap is None else round(self.gap, 6),
+            "provisionGreedyCostPerHour": self.greedy_cost / PRICE_UNIT,
+            "provisionStatus": self.status,
+        }
+
+
+@dataclass(frozen=True)
 class Plan:
     scheduler_name: str
     placements: tuple[Placement, ...]
@@ -150,9 +199,13 @@ class Plan:
     """Room held for followers that do not exist yet (stand-ins, ``kube.followers``), in their
     leader's domain: never bound, listed so that the plan says why a leader went where it did.
     One entry per stand-in and node, with how many followers the node holds (``count``)."""
+    provision: Provision | None = None
+    """The nodes to add (``plan --provision``); None when the plan adds none by design."""
 
     def to_dict(self) -> dict[str, Any]:
         out = self._to_dict()
+        if self.provision is not None:
+            out.update(self.provision.to_dict())
         if self.reservations:
             out["reservations"] = [{**_placement_dict(p), "count": p.count} for p in self.reservations]
         if self.summary.preemption is not None:

@@ -69,7 +69,8 @@ def class_groups(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
 def node_preference(raw_by_key: Mapping[Hashable, IntArray], groups: Mapping[Hashable, list[int]],
                      normalise: str) -> list[Rule]:
     """One NodePreference over every class whose raw score is not the same on every node."""
-    classes = [c for key, members in groups.items() if np.ptp(raw_by_key[key]) > 0 for c in members]
+    classes = [c for key, members in groups.items() if raw_by_key[key].size and np.ptp(raw_by_key[key]) > 0
+               for c in members]
     if not classes:
         return []
     rows = {c: raw_by_key[key] for key, members in groups.items() for c in members}

@@ -1,0 +1,193 @@
+"""``plan --provision``: the pending pods placed on the existing nodes first, then on the
+cheapest new nodes Karpenter's NodePools may launch, every placement verified.
+
+The objective is lexicographic: (1) pods placed by priority, existing nodes first; (2) the cost
+per hour of the new nodes; (3) the profile's objective. Stage A is the normal plan on the
+existing nodes. The pods it leaves go to the provisioning model (``plan.provision_items``,
+``solver.provision_cg``): Karpenter's greedy first, then column generation and a MIP, with
+Farley's bound. The chosen nodes are materialised as ``<nodePool>-<n>`` with the labels, taints
+and zone they would register with, and the whole batch is planned again on the existing and new
+nodes (the provisioning's placement as a seed), which the independent verifier checks. Pods that
+plan still leaves (a rule the model only approximates for new nodes) go round again (a repair
+round), and new nodes left empty are dropped before the final plan.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from kubeplace.kube.capacity import Candidate, candidate_nodes
+from kubeplace.kube.catalogue import InstanceType
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.karpenter import HOSTNAME_LABEL, check_limits
+from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.models.aggregate import aggregate
+from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
+from kubeplace.models.problem import Assignment
+from kubeplace.plan.explain import After, explain
+from kubeplace.plan.pipeline import Planned, make_plan, with_stand_ins
+from kubeplace.plan.plan import NewNode, Provision
+from kubeplace.plan.provision_items import items_of, offers_of, pool_room, template_node
+from kubeplace.solver.provision import Bin
+from kubeplace.solver.provision_cg import provision
+from kubeplace.solver.run import Event
+
+REPAIR_ROUNDS = 3
+"""Provisioning rounds after the first, for pods the plan on the new nodes still leaves."""
+STAGE_SHARES = (0.25, 0.45, 0.3)
+MIN_SECONDS = 0.5
+"""The least time one plan on the grown cluster is given."""
+"""Parts of the time limit: stage A, the provisioning model, the final plan."""
+
+
+@dataclass(frozen=True)
+class _Added:
+    """New nodes chosen so far: each as a node and the candidate it was bought as."""
+
+    nodes: tuple[Node, ...] = ()
+    bought: tuple[Candidate, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Round:
+    added: _Added
+    intended: tuple[tuple[str, str], ...]
+    bound: float | None
+    """On the cost of new nodes for the pods ``placing`` (None if the answer leaves some out)."""
+    cost: int
+    greedy_cost: int
+    status: str
+    reasons: dict[str, str]
+
+    @property
+    def placing(self) -> set[str]:
+        return {pod for pod, _ in self.intended}
+
+
+def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], config: Configuration,
+                        profile: Profile, settings: SolverSettings,
+                        on_event: Callable[[Event], None] | None = None) -> Planned:
+    """The plan with new nodes (see the module's text); ``Plan.provision`` says which and at what cost."""
+    if not snapshot.node_pools:
+        raise InputError("--provision needs at least one karpenter.sh/v1 NodePool in the snapshot",
+                         file=snapshot.source or "the cluster", obj="NodePool")
+    check_limits(snapshot.node_pools, snapshot.node_claims, snapshot.nodes)
+    started = time.monotonic()
+    budget = settings.time_limit
+    candidates = candidate_nodes(snapshot.node_pools, catalogue, snapshot.daemon_pods)
+    planned = make_plan(snapshot, config, profile, replace(settings, time_limit=budget * STAGE_SHARES[0]), on_event)
+    added, first, reasons, rounds = _Added(), None, {}, 0
+    intended = tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
+    for rounds in range(1, REPAIR_ROUNDS + 2):
+        left = {(u.namespace, u.name) for u in planned.plan.unplaced if not u.left_to_default_scheduler}
+        if not left or not candidates:
+            break
+        seconds = budget * STAGE_SHARES[1] / rounds
+        chosen = _provision_round(snapshot, planned, left, candidates, added, config, profile, seconds)
+        reasons.update(chosen.reasons)
+        first = first or chosen
+        if len(chosen.added.nodes) == len(added.nodes):
+            break
+        added, intended = chosen.added, (*intended, *chosen.intended)
+        planned = _replanned(snapshot, added, config, profile, replace(settings, stop_when_placed=True), budget,
+                             started, intended)
+    if added.nodes:
+        used = {p.node for p in planned.plan.placements}
+        kept = _Added(*zip(*[(n, c) for n, c in zip(added.nodes, added.bought, strict=True) if n.name in used],
+                           strict=True)) if used & {n.name for n in added.nodes} else _Added()
+        if len(kept.nodes) < len(added.nodes):
+            trimmed = _replanned(snapshot, kept, config, profile, settings, budget, started, intended)
+            if not trimmed.violations and trimmed.plan.summary.placed_weight >= planned.plan.summary.placed_weight:
+                planned, added = trimmed, kept
+    return _with_provision(planned, added, first, reasons, rounds)
+
+
+def _replanned(snapshot: Snapshot, added: _Added, config: Configuration, profile: Profile, settings: SolverSettings,
+               budget: float, started: float, intended: Sequence[tuple[str, str]]) -> Planned:
+    seconds = max(MIN_SECONDS, min(budget * STAGE_SHARES[2], budget - (time.monotonic() - started)))
+    grown = replace(snapshot, nodes=(*snapshot.nodes, *added.nodes))
+    return make_plan(grown, config, profile, replace(settings, time_limit=seconds), None, intended)
+
+
+def _provision_round(snapshot: Snapshot, planned: Planned, left: set[tuple[str, str]],
+                     candidates: Sequence[Candidate], added: _Added, config: Configuration, profile: Profile,
+                     seconds: float) -> _Round:
+    """New nodes for the pods ``left`` (the plan so far places the others), on top of ``added``."""
+    nodes = (*snapshot.nodes, *added.nodes)
+    placed = {(p.namespace, p.name): p.node for p in planned.plan.placements}
+    templates = [template_node(c) for c in candidates]
+    pending = tuple(pod for pod in snapshot.pending if (pod.namespace, pod.name) in left)
+    now_bound = tuple(replace(pod, node_name=placed[(pod.namespace, pod.name)]) for pod in snapshot.pending
+                      if (pod.namespace, pod.name) in placed)
+    shaped = replace(snapshot, nodes=(*nodes, *templates), pending=pending, bound=(*snapshot.bound, *now_bound),
+                     reserved=())
+    plugins = instantiate(config, profile, shaped)
+    planning = plugins.defaulted(with_stand_ins(shaped))
+    agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
+    p = agg.problem
+    index = {name: i for i, name in enumerate(p.node_names)}
+    columns = np.array([index[t.name] for t in templates], dtype=np.int64)
+    room = pool_room(snapshot.node_pools, snapshot.node_claims, snapshot.nodes, added.bought)
+    offers = offers_of(candidates, p, columns, snapshot.node_pools, room)
+    item_set = items_of(agg, columns, candidates, offers)
+    result = provision(item_set.items, offers, seconds)
+    after = After.of(p, Assignment.empty())
+    reasons = {planning.pending[m].key: f"no new node can host it: {explain(agg, c, after)}"
+               for c in item_set.unhostable for m in p.members[c]}
+    new_nodes, bought, intended = list(added.nodes), list(added.bought), []
+    taken = np.zeros(p.n_classes, dtype=np.int64)
+    names = {n.name for n in nodes}
+    for b in result.bins:
+        candidate = candidates[b.offer]
+        node = _materialised(candidate, names)
+        names.add(node.name)
+        new_nodes.append(node)
+        bought.append(candidate)
+        intended += _pods_on(b, item_set.cls, p.members, planning.pending, taken, node.name)
+    return _Round(_Added(tuple(new_nodes), tuple(bought)), tuple(intended), result.bound, result.cost,
+                  result.greedy_cost, result.status, reasons)
+
+
+def _pods_on(b: Bin, cls: np.ndarray, members: tuple[tuple[int, ...], ...], pending: tuple[Pod, ...],
+             taken: np.ndarray, node: str) -> list[tuple[str, str]]:
+    out = []
+    for i in np.nonzero(b.counts)[0].tolist():
+        c = int(cls[i])
+        n = int(b.counts[i])
+        out += [(pending[m].key, node) for m in members[c][int(taken[c]): int(taken[c]) + n]]
+        taken[c] += n
+    return out
+
+
+def _materialised(candidate: Candidate, names: set[str]) -> Node:
+    """The candidate as the node ``<nodePool>-<n>`` (the first free n from 1), ready."""
+    n = 1
+    while f"{candidate.node_pool.name}-{n}" in names:
+        n += 1
+    name = f"{candidate.node_pool.name}-{n}"
+    node = template_node(candidate)
+    return replace(node, name=name, labels={**node.labels, HOSTNAME_LABEL: name})
+
+
+def _with_provision(planned: Planned, added: _Added, first: _Round | None, reasons: dict[str, str],
+                    rounds: int) -> Planned:
+    plan = planned.plan
+    pods_on: dict[str, list[str]] = {}
+    for p in plan.placements:
+        pods_on.setdefault(p.node, []).append(f"{p.namespace}/{p.name}")
+    nodes = tuple(NewNode(n.name, c.node_pool.name, c.instance_type.name, c.offering.zone, c.offering.capacity_type,
+                          c.offering.price, tuple(pods_on.get(n.name, ())))
+                  for n, c in zip(added.nodes, added.bought, strict=True))
+    cost = sum(n.price for n in nodes)
+    missed = first is not None and any(f"{u.namespace}/{u.name}" in first.placing for u in plan.unplaced)
+    bound = None if first is None or first.bound is None or missed else min(cost, int(first.bound))
+    greedy_cost = 0 if first is None else first.greedy_cost
+    status = "optimal" if first is None else first.status
+    unplaced = tuple(replace(u, reasons=(*u.reasons, reasons[f"{u.namespace}/{u.name}"]))
+                     if f"{u.namespace}/{u.name}" in reasons else u for u in plan.unplaced)
+    provision_summary = Provision(nodes, cost, bound, greedy_cost, status, rounds)
+    return replace(planned, plan=replace(plan, unplaced=unplaced, provision=provision_summary))

@@ -1,0 +1,442 @@
+"""The exact provisioning model: column generation over node patterns, Farley's bound, a MIP.
+
+The master LP over patterns (a pattern: one node of offer j holding a[i] pods of item i)
+
+    min  sum_p price[j(p)] x_p + sum_i penalty_i u_i
+    s.t. sum_p a_p[i] x_p + u_i >= count_i                 (dual pi_i >= 0)
+         sum_{p of pool P} counted[j(p)] x_p <= room_P       (dual mu_P <= 0, per limited resource)
+
+penalises a pod left out far above any price (pods placed first, then cost). Pricing looks for a
+pattern with sum_i pi_i a[i] above its offer's price (plus the limits' duals) by filling each
+offer greedily in several orders, all offers at once. For any duals, every pattern's value is at
+most a fractional knapsack's (one resource, or all of them weighed by the node's capacity), so
+with theta = max_j (that value / price_j) the scaled duals are feasible for the dual of the full
+LP and LP / theta is a lower bound on every integer answer (Farley's bound; at convergence theta
+is 1 and it is the LP value). The integer answer is a MIP over the generated patterns, started
+from the greedy's nodes, each node then re-bought as the cheapest offer holding it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import highspy
+import numpy as np
+
+from kubeplace.models.fragmentation import FloatArray
+from kubeplace.models.problem import BoolArray, IntArray
+from kubeplace.solver.provision import (
+    UNLIMITED,
+    Bin,
+    Items,
+    Offers,
+    Provisioning,
+    better,
+    cost_of,
+    fit_counts,
+    greedy_bins,
+    placed,
+    rechosen,
+    trimmed,
+)
+
+INF = highspy.kHighsInf
+PRICE_SCALE = 1e-9
+"""Prices enter the LP in currency per hour."""
+TOL = 1e-9
+MIP_GAP = 1e-3
+"""The MIP over the patterns stops this close to its own bound."""
+ENUMERATED_PATTERNS = 5_000
+"""Up to this many maximal patterns in all, every one is a column and the MIP is exact."""
+EXACT_BOUNDS = 200
+"""Offers whose pricing LP is solved exactly, at most, per Farley bound."""
+LP_SHARE = 0.6
+"""Part of the time limit the column generation may use; the MIP has the rest."""
+
+
+def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
+    """The greedy's nodes, then the cheapest set of nodes the exact model finds within
+    ``time_limit`` seconds (never worse than the greedy's), with Farley's bound."""
+    started = time.monotonic()
+    greedy = greedy_bins(items, offers)
+    greedy_cost = cost_of(greedy, offers)
+    if items.n_items == 0 or offers.n_offers == 0 or not greedy:
+        return Provisioning(tuple(greedy), greedy_cost, tuple(greedy), greedy_cost, float(greedy_cost),
+                            "optimal" if not greedy else "greedy")
+    reps = representatives(items, offers)
+    model = _Master(items, offers)
+    for b in greedy:
+        model.add(int(reps[b.offer]), b.counts)
+    for j, a in single_item_patterns(items, offers, reps):
+        model.add(j, a)
+    every = _enumerated(items, offers, np.unique(reps))
+    if every is not None:
+        for j, a in every:
+            model.add(j, a)
+        bound, iterations = None, 0
+    else:
+        bound, iterations = _generate(model, items, offers, reps, started + LP_SHARE * time_limit)
+    chosen = model.integer(len(greedy), started + time_limit)
+    if every is not None and chosen is not None:  # every pattern present: the MIP's bound is the problem's
+        bound = model.mip_bound()
+    best = greedy
+    if chosen is not None:
+        best = better(rechosen(trimmed(chosen, items.count), items, offers), greedy, items, offers)
+    cost = cost_of(best, offers)
+    fewer = int(placed(best, items.n_items) @ items.weight) < int(items.count @ items.weight)
+    status = "greedy" if best is greedy else "feasible"
+    if bound is not None and not fewer and cost <= bound * (1 + 1e-9) + 1:
+        status = "optimal"
+    if fewer:
+        bound = None  # the LP's bound is then on cost and pods left out together, not on cost
+    return Provisioning(tuple(best), cost, tuple(greedy), greedy_cost, bound, status, iterations, len(model.columns))
+
+
+def representatives(items: Items, offers: Offers) -> IntArray:
+    """(J,) for each offer the cheapest offer with the same capacity, eligibility and (when its
+    NodePool has limits) NodePool: the only one pricing needs to consider."""
+    limited = np.asarray((offers.room < UNLIMITED).any(axis=1), dtype=np.bool_)
+    pool_key = np.where(limited[offers.pool], offers.pool, -1)
+    keys = np.concatenate([offers.capacity, items.eligible.T.astype(np.int64), pool_key[:, None]], axis=1)
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    order = np.lexsort((np.arange(offers.n_offers), offers.price, group))
+    first = np.full(int(group.max()) + 1, -1, dtype=np.int64)
+    for j in order[::-1].tolist():
+        first[group[j]] = j
+    return np.asarray(first[group], dtype=np.int64)
+
+
+def single_item_patterns(items: Items, offers: Offers, reps: IntArray) -> list[tuple[int, IntArray]]:
+    """Per item, the node holding as many of its pods as fit on the offer cheapest per pod: the
+    LP is then feasible from the start."""
+    out = []
+    candidates = np.unique(reps)
+    for i in range(items.n_items):
+        mask = items.eligible[i, candidates]
+        if not mask.any():
+            continue
+        js = candidates[mask]
+        fit = np.minimum(np.minimum(fit_counts(offers.capacity[js], items.demand[i]), items.most[i]), items.count[i])
+        ok = fit > 0
+        if not ok.any():
+            continue
+        per_pod = offers.price[js[ok]] / fit[ok]
+        k = int(np.argmin(per_pod))
+        a = np.zeros(items.n_items, dtype=np.int64)
+        a[i] = int(fit[ok][k])
+        out.append((int(js[ok][k]), a))
+    return out
+
+
+class _Master:
+    """The master LP in HiGHS: cover rows (one per item), then limit rows (NodePool, resource)."""
+
+    def __init__(self, items: Items, offers: Offers) -> None:
+        self.items, self.offers = items, offers
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.limit_rows = [(p, r) for p in range(offers.room.shape[0]) for r in range(offers.room.shape[1])
+                           if offers.room[p, r] < UNLIMITED]
+        lower = np.concatenate([items.count.astype(np.float64), np.full(len(self.limit_rows), -INF)])
+        upper = np.concatenate([np.full(items.n_items, INF),
+                                [float(offers.room[p, r]) for p, r in self.limit_rows]]).astype(np.float64)
+        self.h.addRows(len(lower), lower, upper, 0, np.zeros(len(lower), dtype=np.int32),
+                       np.zeros(0, dtype=np.int32), np.zeros(0))
+        self.penalty = _penalties(items, offers)
+        for i in range(items.n_items):
+            self.h.addCol(float(self.penalty[i]), 0.0, INF, 1, np.array([i], dtype=np.int32), np.array([1.0]))
+        self.columns: list[tuple[int, IntArray]] = []
+        self.seen: set[tuple[int, bytes]] = set()
+
+    def add(self, j: int, a: IntArray) -> bool:
+        key = (j, a.tobytes())
+        if key in self.seen or not a.any():
+            return False
+        self.seen.add(key)
+        rows = [int(i) for i in np.nonzero(a)[0]]
+        values = [float(a[i]) for i in rows]
+        pool = int(self.offers.pool[j])
+        for k, (p, r) in enumerate(self.limit_rows):
+            if p == pool and self.offers.counted[j, r] > 0:
+                rows.append(self.items.n_items + k)
+                values.append(float(self.offers.counted[j, r]))
+        self.h.addCol(float(self.offers.price[j]) * PRICE_SCALE, 0.0, INF, len(rows),
+                      np.array(rows, dtype=np.int32), np.array(values, dtype=np.float64))
+        self.columns.append((j, a.copy()))
+        return True
+
+    def solve(self, seconds: float) -> tuple[float, FloatArray, FloatArray] | None:
+        """(LP value, pi per item, mu per limit row), or None when the time ran out."""
+        self.h.setOptionValue("time_limit", max(0.05, seconds))
+        self.h.run()
+        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        dual = np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
+        value = float(self.h.getInfo().objective_function_value)
+        return value, np.maximum(dual[: self.items.n_items], 0.0), np.minimum(dual[self.items.n_items:], 0.0)
+
+    def effective_price(self, mu: FloatArray) -> FloatArray:
+        """(J,) each offer's price plus what one more node costs the limit rows (-mu . counted)."""
+        extra = np.zeros(self.offers.n_offers, dtype=np.float64)
+        for k, (p, r) in enumerate(self.limit_rows):
+            extra -= mu[k] * (self.offers.pool == p) * self.offers.counted[:, r]
+        return np.asarray(self.offers.price * PRICE_SCALE + extra, dtype=np.float64)
+
+    def integer(self, n_hint: int, deadline: float) -> list[Bin] | None:
+        """The MIP over the columns so far, started from the first ``n_hint`` columns (the
+        greedy's nodes, one each); its nodes, or None without a solution in time."""
+        n_items, n = self.items.n_items, len(self.columns)
+        index = np.arange(n_items, n_items + n, dtype=np.int32)
+        self.h.changeColsIntegrality(n, index, np.full(n, highspy.HighsVarType.kInteger))
+        self.h.setOptionValue("time_limit", max(0.1, deadline - time.monotonic()))
+        self.h.setOptionValue("mip_rel_gap", MIP_GAP)
+        hint = np.zeros(n_items + n, dtype=np.float64)
+        for k in range(min(n_hint, n)):
+            hint[n_items + k] += 1.0
+        hint[:n_items] = np.maximum(self.items.count - self._covered(hint[n_items:]), 0)
+        solution = highspy.HighsSolution()
+        solution.col_value = hint.tolist()
+        solution.value_valid = True
+        self.h.setSolution(solution)
+        self.h.run()
+        values = np.asarray(self.h.getSolution().col_value, dtype=np.float64)
+        if len(values) != n_items + n or self.h.getInfo().primal_solution_status != 2:
+            return None
+        copies = np.rint(values[n_items:]).astype(np.int64)
+        return [Bin(j, a) for (j, a), k in zip(self.columns, copies.tolist(), strict=True) for _ in range(k)]
+
+    def mip_bound(self) -> float | None:
+        """The last MIP's dual bound on the cost, in price units (None when it has pods left out)."""
+        value = float(self.h.getInfo().mip_dual_bound)
+        return None if not np.isfinite(value) else max(0.0, value) / PRICE_SCALE
+
+    def _covered(self, x: FloatArray) -> FloatArray:
+        total = np.zeros(self.items.n_items, dtype=np.float64)
+        for (_, a), value in zip(self.columns, x.tolist(), strict=True):
+            total += value * a
+        return total
+
+
+def _penalties(items: Items, offers: Offers) -> FloatArray:
+    """Per item, what leaving one pod out costs in the LP: more than every node of any answer
+    together, times the rank of its weight (pods of higher priority first when limits bind)."""
+    most_cost = float(offers.price.max(initial=1)) * PRICE_SCALE * float(items.count.sum() + 1)
+    ranks = np.searchsorted(np.unique(items.weight), items.weight) + 1
+    return np.asarray(most_cost * ranks, dtype=np.float64)
+
+
+def _generate(model: _Master, items: Items, offers: Offers, reps: IntArray,
+              deadline: float) -> tuple[float | None, int]:
+    """Column generation until no improving pattern is found or the deadline: (the best Farley
+    bound found in price units, iterations)."""
+    candidates = np.unique(reps)
+    most = _most_per_offer(items, offers, candidates)
+    best: float | None = None
+    iterations = 0
+    while time.monotonic() < deadline:
+        solved = model.solve(deadline - time.monotonic())
+        if solved is None:
+            break
+        iterations += 1
+        value, pi, mu = solved
+        price = model.effective_price(mu)[candidates]
+        raw = np.asarray(offers.price[candidates] * PRICE_SCALE, dtype=np.float64)
+        theta, exact_patterns = _theta(items, offers.capacity[candidates], most, pi, price - raw, raw)
+        farley = value / theta / PRICE_SCALE
+        best = farley if best is None else max(best, farley)
+        patterns = _fill_patterns(items, offers.capacity[candidates], most, pi)
+        gain = patterns @ pi - price
+        added = 0
+        for k in np.argsort(-gain)[: max(50, items.n_items)].tolist():
+            if gain[k] > TOL * max(1.0, float(price[k])) and model.add(int(candidates[k]), patterns[k]):
+                added += 1
+        for k, a in exact_patterns:
+            if float(a @ pi) > float(price[k]) * (1 + TOL) and model.add(int(candidates[k]), a):
+                added += 1
+        if added == 0:
+            break
+    return best, iterations
+
+
+def _enumerated(items: Items, offers: Offers, candidates: IntArray) -> list[tuple[int, IntArray]] | None:
+    """Every maximal pattern of every candidate offer (a node no further pod of the items fits
+    on), or None when there are more than ENUMERATED_PATTERNS: small problems are then solved
+    exactly by the MIP."""
+    most = _most_per_offer(items, offers, candidates)
+    out: list[tuple[int, IntArray]] = []
+    for k, j in enumerate(candidates.tolist()):
+        used = [i for i in range(items.n_items) if most[k, i] > 0]
+        found = _maximal(items.demand, offers.capacity[j], most[k], used, ENUMERATED_PATTERNS - len(out))
+        if found is None:
+            return None
+        out += [(j, a) for a in found]
+    return out
+
+
+def _maximal(demand: IntArray, capacity: IntArray, most: IntArray, used: list[int],
+             limit: int) -> list[IntArray] | None:
+    found: list[IntArray] = []
+    pattern = np.zeros(demand.shape[0], dtype=np.int64)
+
+    def visit(k: int, free: IntArray) -> bool:
+        if len(found) > limit:
+            return False
+        if k == len(used):
+            if not any(pattern[i] < most[i] and fit_counts(free[None, :], demand[i])[0] > 0 for i in used):
+                found.append(pattern.copy())
+            return True
+        i = used[k]
+        for n in range(min(int(most[i]), int(fit_counts(free[None, :], demand[i])[0])), -1, -1):
+            pattern[i] = n
+            if not visit(k + 1, free - n * demand[i]):
+                return False
+        pattern[i] = 0
+        return True
+
+    return found if visit(0, capacity.copy()) else None
+
+
+def _most_per_offer(items: Items, offers: Offers, candidates: IntArray) -> IntArray:
+    """(J', I) the most pods of each item one node of each candidate offer could hold alone."""
+    out = np.zeros((len(candidates), items.n_items), dtype=np.int64)
+    for i in range(items.n_items):
+        fit = fit_counts(offers.capacity[candidates], items.demand[i])
+        out[:, i] = np.where(items.eligible[i, candidates], np.minimum(np.minimum(fit, items.most[i]),
+                                                                       items.count[i]), 0)
+    return out
+
+
+def _weighings(capacity: IntArray) -> list[FloatArray]:
+    """(J', R) weights per resource that turn a pod's requests into one size on each node: each
+    resource alone, and all of them relative to the node's capacity."""
+    share = 1.0 / np.maximum(capacity.astype(np.float64), 1.0)
+    out = [share]
+    for r in range(capacity.shape[1]):
+        one = np.zeros_like(share)
+        one[:, r] = share[:, r]
+        out.append(one)
+    return out
+
+
+def _fill_patterns(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray) -> IntArray:
+    """(J', I) per candidate offer the best of greedy fills in decreasing value per size, one
+    per weighing of the resources."""
+    best = np.zeros((capacity.shape[0], items.n_items), dtype=np.int64)
+    best_value = np.zeros(capacity.shape[0], dtype=np.float64)
+    for weights in _weighings(capacity):
+        pattern = _fill(items, capacity, most, pi, weights)
+        value = pattern @ pi
+        better_rows = value > best_value
+        best[better_rows] = pattern[better_rows]
+        best_value = np.maximum(best_value, value)
+    return best
+
+
+def _fill(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray, weights: FloatArray) -> IntArray:
+    size = weights @ items.demand.T.astype(np.float64)  # (J', I)
+    ratio = np.where(most > 0, pi[None, :] / np.maximum(size, 1e-12), -1.0)
+    order = np.argsort(-ratio, axis=1, kind="stable")
+    free = capacity.copy()
+    pattern = np.zeros_like(most)
+    rows = np.arange(capacity.shape[0])
+    for step in range(items.n_items):
+        i = order[:, step]
+        demand = items.demand[i]  # (J', R)
+        per = np.where(demand > 0, np.maximum(free, 0) // np.maximum(demand, 1), UNLIMITED).min(axis=1)
+        n = np.where(pi[i] > 0, np.minimum(per, most[rows, i]), 0)
+        free -= n[:, None] * demand
+        pattern[rows, i] += n
+    return pattern
+
+
+def _knapsack_upper(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray) -> FloatArray:
+    """(J',) an upper bound on the value sum_i pi_i a_i of any pattern of each offer: the least
+    over the weighings of the fractional knapsack with the weighed sizes (a relaxation each)."""
+    best = np.full(capacity.shape[0], np.inf)
+    value = most * pi[None, :]  # (J', I) everything the offer could hold of each item alone
+    for weights in _weighings(capacity):
+        size = weights @ items.demand.T.astype(np.float64)  # (J', I)
+        room = (weights * capacity).sum(axis=1)  # (J',)
+        free_items = size <= 0
+        base = np.where(free_items, value, 0.0).sum(axis=1)
+        ratio = np.where(free_items | (most == 0), -1.0, pi[None, :] / np.maximum(size, 1e-300))
+        order = np.argsort(-ratio, axis=1)
+        sizes = np.take_along_axis(np.where(free_items, 0.0, size * most), order, axis=1)
+        values = np.take_along_axis(np.where(free_items, 0.0, value), order, axis=1)
+        before = np.cumsum(sizes, axis=1) - sizes
+        share = np.clip((room[:, None] - before) / np.maximum(sizes, 1e-300), 0.0, 1.0)
+        best = np.minimum(best, base + (values * share).sum(axis=1))
+    return np.asarray(best, dtype=np.float64)
+
+
+def _theta(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray, extra: FloatArray,
+           price: FloatArray) -> tuple[float, list[tuple[int, IntArray]]]:
+    """max(1, max_j (the most any pattern of offer j is worth - extra_j) / price_j), with each
+    pattern's worth bounded by the LP relaxation of its knapsack: the cheap surrogate bounds for
+    every offer first, then the exact LP for the offers at the top until one stays there. Also
+    the patterns of those LPs, rounded down and filled up: the best columns pricing knows."""
+    ratio = (_knapsack_upper(items, capacity, most, pi) - extra) / np.maximum(price, TOL)
+    exact = np.zeros(len(ratio), dtype=np.bool_)
+    found = []
+    for _ in range(EXACT_BOUNDS):
+        j = int(np.argmax(ratio))
+        if exact[j] or ratio[j] <= 1.0:
+            break
+        value, a = _knapsack_lp(items, capacity[j], most[j], pi)
+        ratio[j] = (value - extra[j]) / max(float(price[j]), TOL)
+        exact[j] = True
+        found.append((j, _completed(items, capacity[j], most[j], pi, a)))
+    return max(1.0, float(ratio.max(initial=0.0))), found
+
+
+def _knapsack_lp(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray) -> tuple[float, FloatArray]:
+    """The LP relaxation of one offer's pricing knapsack: max pi.a, a.demand <= capacity,
+    0 <= a <= most; its value and solution."""
+    a = np.zeros(items.n_items, dtype=np.float64)
+    used = np.nonzero((most > 0) & (pi > 0))[0]
+    if len(used) == 0:
+        return 0.0, a
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    h.addVars(len(used), np.zeros(len(used)), most[used].astype(np.float64))
+    h.changeColsCost(len(used), np.arange(len(used), dtype=np.int32), pi[used])
+    for r in range(capacity.shape[0]):
+        coef = items.demand[used, r].astype(np.float64)
+        nz = np.nonzero(coef > 0)[0]
+        if len(nz):
+            h.addRow(-INF, float(capacity[r]), len(nz), nz.astype(np.int32), coef[nz])
+    h.run()
+    a[used] = np.asarray(h.getSolution().col_value, dtype=np.float64)[: len(used)]
+    return float(h.getInfo().objective_function_value), a
+
+
+def _completed(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray, a: FloatArray) -> IntArray:
+    """``a`` rounded down, then filled up in decreasing value per share of the node."""
+    pattern = np.floor(a + 1e-9).astype(np.int64)
+    free = capacity - pattern @ items.demand
+    size = (items.demand / np.maximum(capacity, 1)).sum(axis=1)
+    for i in np.argsort(-pi / np.maximum(size, 1e-12)).tolist():
+        if pi[i] <= 0 or pattern[i] >= most[i]:
+            continue
+        n = min(int(most[i] - pattern[i]), int(fit_counts(free[None, :], items.demand[i])[0]))
+        if n > 0:
+            pattern[i] += n
+            free -= n * items.demand[i]
+    return pattern
+
+
+def holds_all(bins: list[Bin] | tuple[Bin, ...], items: Items, offers: Offers) -> bool:
+    """Every bin within its offer's capacity, per-node maxima and eligibility (for tests)."""
+    for b in bins:
+        load = b.counts @ items.demand
+        if ((load > offers.capacity[b.offer]) & (load > 0)).any() or (b.counts > items.most).any():
+            return False
+        if not items.eligible[b.counts > 0, b.offer].all():
+            return False
+    return True
+
+
+def eligible_any(items: Items) -> BoolArray:
+    return np.asarray(items.eligible.any(axis=1), dtype=np.bool_)
