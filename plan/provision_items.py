@@ -115,7 +115,7 @@ def items_of(agg: Aggregation, columns: IntArray, candidates: Sequence[Candidate
             rows.append(eligible[c] & (domain_of[c] == d) if d != -1 else eligible[c])
     cls_array = np.array(cls, dtype=np.int64)
     counts = [n for c in range(p.n_classes) if c not in unhostable for _, n in shares[c] if n > 0]
-    items = Items(p.demand[cls_array].reshape(len(cls), -1), np.array(counts, dtype=np.int64),
+    items = Items(p.demand[cls_array].reshape(len(cls), p.demand.shape[1]), np.array(counts, dtype=np.int64),
                   p.weight[cls_array], most[cls_array],
                   np.array(rows, dtype=np.bool_).reshape(len(cls), len(columns)))
     return ItemSet(items, cls_array, np.array(pinned, dtype=np.int64), unhostable)

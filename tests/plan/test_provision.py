@@ -1,0 +1,207 @@
+"""``plan --provision``: the cheapest new nodes for the pods the existing nodes leave, every rule
+kubeplace models applied to them as they would register, every plan verified."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from click.testing import CliRunner
+
+from kubeplace.cli.main import main
+from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType, parse_catalogue
+from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.plan.pipeline import Planned
+from kubeplace.plan.provision import make_provision_plan
+from tests.builders import Manifest, PodBuilder, node, pod, snapshot_of
+
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def offering(zone: str, price: float, capacity_type: str = "on-demand") -> dict[str, Any]:
+    return {"zone": zone, "capacityType": capacity_type, "pricePerHour": price}
+
+
+def instance_type(name: str, cpu: int, memory_gi: int, *offerings: dict[str, Any], **extra: str) -> dict[str, Any]:
+    return {"name": name, "architecture": "amd64", "operatingSystems": ["linux"],
+            "capacity": {"cpu": str(cpu), "memory": f"{memory_gi}Gi", **extra}, "offerings": list(offerings)}
+
+
+def catalogue(*types: dict[str, Any]) -> tuple[InstanceType, ...]:
+    return tuple(parse_catalogue({"instanceTypes": list(types)}, "catalogue.yaml"))
+
+
+def node_pool(name: str = "default", weight: int | None = None, limits: dict[str, Any] | None = None,
+              taints: list[dict[str, str]] | None = None, requirements: list[dict[str, Any]] | None = None
+              ) -> Manifest:
+    spec: dict[str, Any] = {"template": {"spec": {
+        "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+        "requirements": requirements or [], **({"taints": taints} if taints else {})}}}
+    if weight is not None:
+        spec["weight"] = weight
+    if limits:
+        spec["limits"] = limits
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+
+
+def web(name: str, cpu: str = "1500m") -> PodBuilder:
+    return pod(name).cpu(cpu).memory("1Gi").label("app", "web")
+
+
+def provisioned(*objects: Any, types: tuple[InstanceType, ...], seconds: float = 5) -> Planned:
+    snapshot = snapshot_of(*objects)
+    planned = make_provision_plan(snapshot, types, Configuration(), Profile(),
+                                  SolverSettings(time_limit=seconds, workers=1))
+    assert not planned.violations, planned.violations
+    assert planned.plan.summary.verified
+    return planned
+
+
+def nodes_of(planned: Planned) -> dict[str, str]:
+    return {f"{p.namespace}/{p.name}": p.node for p in planned.plan.placements}
+
+
+THREE_ZONES = catalogue(
+    instance_type("small", 2, 8, offering("a", 0.1), offering("b", 0.1), offering("c", 0.12)),
+    instance_type("large", 8, 32, offering("a", 0.35), offering("b", 0.35), offering("c", 0.2, "spot")))
+
+
+def test_the_cheapest_nodes_are_bought_with_the_optimum_proved_on_a_small_case() -> None:
+    """12 web pods spread over three zones (4 a zone, one large node each at best) and 5 batch
+    pods of 3 CPUs: the cheapest answer packs the batch pods beside the web pods of zone c on
+    spot nodes (0.35 + 0.35 + 3 x 0.2 = 1.30 per hour); Karpenter's way pays 1.60."""
+    spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"app": "web"}}}
+    pods = [web(f"web-{i}").spec("topologySpreadConstraints", [spread]) for i in range(12)]
+    pods += [pod(f"batch-{i}").cpu("3").memory("1Gi") for i in range(5)]
+    planned = provisioned(node_pool(), *pods, types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and planned.plan.summary.pods_placed == 17
+    assert provision.cost == int(1.3 * PRICE_UNIT)
+    assert provision.bound == provision.cost and provision.status == "optimal"
+    assert provision.greedy_cost == int(1.6 * PRICE_UNIT)
+    zone_of = {n.name: n.zone for n in provision.nodes}
+    per_zone = Counter(zone_of[node] for key, node in nodes_of(planned).items() if key.startswith("default/web"))
+    assert per_zone == {"a": 4, "b": 4, "c": 4}
+
+
+def test_spread_counts_the_existing_nodes_pods_and_new_zones() -> None:
+    """Zone a already runs 3 web pods on a full node: the 3 pending ones go to new nodes in b
+    and c, never a, though a is as cheap."""
+    spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"app": "web"}}}
+    full = node("old-a").cpu("4500m").memory("8Gi").label(ZONE, "a")
+    running = [web(f"run-{i}").spec("topologySpreadConstraints", [spread]).on("old-a") for i in range(3)]
+    pending = [web(f"web-{i}").spec("topologySpreadConstraints", [spread]) for i in range(3)]
+    planned = provisioned(node_pool(), full, *running, *pending, types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and planned.plan.summary.pods_placed == 3
+    zones = Counter(n.zone for n in provision.nodes for _ in n.pods)
+    assert zones["a"] == 0 and zones["b"] >= 1 and zones["c"] >= 1
+
+
+def test_hostname_anti_affinity_puts_one_pod_on_each_new_node() -> None:
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "web"}}}]}}
+    pods = [web(f"web-{i}", "500m").spec("affinity", anti) for i in range(4)]
+    planned = provisioned(node_pool(), *pods, types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and planned.plan.summary.pods_placed == 4
+    assert len(provision.nodes) == 4 and all(len(n.pods) == 1 for n in provision.nodes)
+    assert {n.instance_type for n in provision.nodes} == {"small"}
+
+
+def test_a_gang_with_a_zone_topology_key_runs_in_one_zone() -> None:
+    gang = [pod(f"w-{i}").cpu("3").memory("1Gi").label("kubeplace.io/gang", "train")
+            .label("kubeplace.io/gang-min-member", "6").annotation("kubeplace.io/gang-topology-key", ZONE)
+            .annotation("kubeplace.io/gang-min-member", "6") for i in range(6)]
+    planned = provisioned(node_pool(), *gang, types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and planned.plan.summary.pods_placed == 6
+    assert {n.zone for n in provision.nodes} == {"c"}  # the spot nodes of c are the cheapest
+
+
+def test_node_pool_limits_cap_the_new_nodes_and_the_rest_says_why() -> None:
+    """A limit of 16 CPUs is two large nodes: 5 pods of 3 CPUs fit (2 a node), the sixth not."""
+    pods = [pod(f"batch-{i}").cpu("3").memory("1Gi") for i in range(6)]
+    types = catalogue(instance_type("large", 8, 32, offering("a", 0.35)))
+    planned = provisioned(node_pool(limits={"cpu": "16"}), *pods, types=types)
+    provision = planned.plan.provision
+    assert provision is not None and len(provision.nodes) == 2
+    assert planned.plan.summary.pods_placed == 4 and len(planned.plan.unplaced) == 2
+    assert sum(int(n.instance_type == "large") * 8 for n in provision.nodes) <= 16
+
+
+def test_taints_of_the_template_apply_to_the_new_nodes() -> None:
+    """The gpu NodePool's nodes carry its taint: only the pod that tolerates it goes there; the
+    other, which no other NodePool can host, is not placed, with the reason."""
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    types = catalogue(instance_type("gpu", 8, 32, offering("a", 2.0), **{"nvidia.com/gpu": "1"}))
+    tolerant = pod("trainer").cpu("1").memory("1Gi").gpu(1).tolerate("dedicated", "gpu", "NoSchedule")
+    intolerant = pod("stray").cpu("1").memory("1Gi").gpu(1)
+    planned = provisioned(node_pool("gpu", taints=[taint]), tolerant, intolerant, types=types)
+    provision = planned.plan.provision
+    assert provision is not None and [n.pods for n in provision.nodes] == [("default/trainer",)]
+    (stray,) = planned.plan.unplaced
+    assert any("no new node can host it" in r and "untolerated taint" in r for r in stray.reasons), stray.reasons
+
+
+def test_the_higher_weight_node_pool_is_used_first_though_dearer() -> None:
+    types = catalogue(instance_type("small", 2, 8, offering("a", 0.1), offering("b", 0.3, "spot")))
+    spot = node_pool("spot", weight=50, requirements=[
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}])
+    on_demand = node_pool("on-demand", requirements=[
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}])
+    planned = provisioned(spot, on_demand, pod("p").cpu("1").memory("1Gi"), types=types)
+    provision = planned.plan.provision
+    assert provision is not None and [(n.node_pool, n.name) for n in provision.nodes] == [("spot", "spot-1")]
+
+
+def test_pods_fitting_the_existing_nodes_buy_nothing() -> None:
+    planned = provisioned(node_pool(), node("n1").cpu("4").memory("8Gi"), pod("p").cpu("1").memory("1Gi"),
+                          types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and provision.nodes == () and provision.cost == 0
+    assert nodes_of(planned) == {"default/p": "n1"}
+
+
+def write(path: Path, *documents: Any) -> Path:
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path
+
+
+def test_the_command_reads_node_pools_without_nodes_and_prints_the_interface(tmp_path: Path) -> None:
+    snapshot = write(tmp_path / "cluster.yaml", node_pool(), *(pod(f"p{i}").cpu("1").memory("1Gi").manifest()
+                                                               for i in range(3)))
+    types = write(tmp_path / "types.yaml", {"instanceTypes": [instance_type("small", 2, 8, offering("a", 0.1))]})
+    result = CliRunner().invoke(main, ["plan", str(snapshot), "--provision", "--catalogue", str(types),
+                                       "-o", "json", "--time-limit", "3"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["provisionCostPerHour"] == 0.2 and doc["provisionBound"] == 0.2 and doc["provisionGap"] == 0.0
+    assert doc["provisionGreedyCostPerHour"] == 0.2
+    assert [(n["node"], n["nodePool"], n["instanceType"], n["zone"], n["capacityType"], n["pricePerHour"])
+            for n in doc["provision"]] == [("default-1", "default", "small", "a", "on-demand", 0.1),
+                                           ("default-2", "default", "small", "a", "on-demand", 0.1)]
+    assert sorted(p for n in doc["provision"] for p in n["pods"]) == ["default/p0", "default/p1", "default/p2"]
+    assert {p["node"] for p in doc["placements"]} == {"default-1", "default-2"}
+    table = CliRunner().invoke(main, ["plan", str(snapshot), "--provision", "--catalogue", str(types),
+                                      "--time-limit", "3"])
+    assert "NEW NODE" in table.stdout and "Provision: 2 new node(s), 0.2000/h" in table.stdout
+
+
+def test_provision_without_a_catalogue_is_one_line_exit_2(tmp_path: Path) -> None:
+    snapshot = write(tmp_path / "cluster.yaml", node_pool(), pod("p").cpu("1").manifest())
+    result = CliRunner().invoke(main, ["plan", str(snapshot), "--provision"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0 and "--catalogue" in result.stderr, result.stderr
+    types = write(tmp_path / "types.yaml", {"instanceTypes": [instance_type("small", 2, 8, offering("a", 0.1))]})
+    alone = CliRunner().invoke(main, ["plan", str(snapshot), "--catalogue", str(types)])
+    assert alone.exit_code == 2 and "--provision" in alone.stderr
+    no_pools = write(tmp_path / "bare.yaml", pod("p").cpu("1").manifest())
+    bare = CliRunner().invoke(main, ["plan", str(no_pools), "--provision", "--catalogue", str(types)])
+    assert bare.exit_code == 2 and bare.stderr.strip().count("\n") == 0, bare.stderr
