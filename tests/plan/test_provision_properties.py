@@ -1,0 +1,95 @@
+"""Property tests of ``plan --provision`` on small random catalogues and batches: every plan is
+verified by the independent verifier, and its new nodes never cost more than Karpenter's way
+(first-fit decreasing, the cheapest type per node) pays for the same pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kubeplace.solver.provision import UNLIMITED, Items, Offers, cost_of, placed
+from kubeplace.solver.provision_cg import holds_all, provision
+from tests.builders import pod
+from tests.plan.test_provision import catalogue, instance_type, node_pool, offering, provisioned
+
+EXAMPLES = settings(max_examples=25, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+ZONES = ("a", "b")
+
+
+@st.composite
+def catalogues(draw: Any) -> list[dict[str, Any]]:
+    types = []
+    for k in range(draw(st.integers(1, 4))):
+        cpu = draw(st.sampled_from([1, 2, 4, 8]))
+        memory = cpu * draw(st.sampled_from([2, 4, 8]))
+        offers = [offering(zone, draw(st.integers(1, 40)) / 100, capacity_type)
+                  for zone in ZONES for capacity_type in ("on-demand", "spot") if draw(st.booleans())]
+        types.append(instance_type(f"t{k}", cpu, memory, *(offers or [offering("a", 0.5)])))
+    return types
+
+
+@st.composite
+def batches(draw: Any) -> list[Any]:
+    pods = []
+    for k in range(draw(st.integers(1, 4))):
+        cpu = draw(st.sampled_from(["250m", "500m", "1", "1500m", "3"]))
+        memory = draw(st.sampled_from(["512Mi", "1Gi", "4Gi"]))
+        spread = draw(st.booleans())
+        for i in range(draw(st.integers(1, 5))):
+            builder = pod(f"s{k}-{i}").cpu(cpu).memory(memory).label("app", f"s{k}")
+            if spread:
+                builder = builder.spec("topologySpreadConstraints", [{
+                    "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": f"s{k}"}}}])
+            pods.append(builder)
+    return pods
+
+
+@EXAMPLES
+@given(catalogues(), batches())
+def test_every_plan_is_verified_and_never_dearer_than_the_greedy(types: list[dict[str, Any]],
+                                                                  pods: list[Any]) -> None:
+    planned = provisioned(node_pool(), *pods, types=catalogue(*types), seconds=2)  # asserts it is verified
+    provision = planned.plan.provision
+    assert provision is not None
+    assert provision.cost <= provision.greedy_cost
+    assert provision.bound is None or provision.bound <= provision.cost
+
+
+@st.composite
+def models(draw: Any) -> tuple[Items, Offers]:
+    n_items, n_offers = draw(st.integers(1, 5)), draw(st.integers(1, 6))
+    demand = np.array([[draw(st.integers(1, 8)) * 250, draw(st.integers(1, 8)) * 512] for _ in range(n_items)],
+                      dtype=np.int64)
+    capacity = np.array([[draw(st.sampled_from([1000, 2000, 4000])), draw(st.sampled_from([2048, 4096, 8192]))]
+                         for _ in range(n_offers)], dtype=np.int64)
+    eligible = np.array([[draw(st.booleans()) for _ in range(n_offers)] for _ in range(n_items)], dtype=np.bool_)
+    items = Items(demand, np.array([draw(st.integers(1, 12)) for _ in range(n_items)], dtype=np.int64),
+                  np.ones(n_items, dtype=np.int64),
+                  np.array([draw(st.sampled_from([1, 3, UNLIMITED])) for _ in range(n_items)], dtype=np.int64),
+                  eligible)
+    limit = draw(st.sampled_from([UNLIMITED, 2, 5]))
+    offers = Offers(capacity, np.array([draw(st.integers(1, 100)) for _ in range(n_offers)], dtype=np.int64) * 10**7,
+                    np.zeros(n_offers, dtype=np.int64), np.ones((n_offers, 1), dtype=np.int64),
+                    np.array([[limit]], dtype=np.int64))
+    return items, offers
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(models())
+def test_the_model_keeps_every_node_within_its_offer_and_beats_the_greedy(model: tuple[Items, Offers]) -> None:
+    items, offers = model
+    result = provision(items, offers, 2.0)
+    assert holds_all(result.bins, items, offers) and holds_all(result.greedy, items, offers)
+    assert (placed(result.bins, items.n_items) <= items.count).all()
+    assert len(result.bins) <= int(offers.room[0, 0])
+    weight, greedy_weight = placed(result.bins, items.n_items) @ items.weight, placed(result.greedy,
+                                                                                      items.n_items) @ items.weight
+    assert weight >= greedy_weight
+    assert weight > greedy_weight or cost_of(result.bins, offers) <= cost_of(result.greedy, offers)
+    if result.bound is not None:
+        assert result.bound <= result.cost + 1
