@@ -138,29 +138,38 @@ def _provision_round(snapshot: Snapshot, planned: Planned, left: set[tuple[str, 
     after = After.of(p, Assignment.empty())
     reasons = {planning.pending[m].key: f"no new node can host it: {explain(agg, c, after)}"
                for c in item_set.unhostable for m in p.members[c]}
-    new_nodes, bought, intended = list(added.nodes), list(added.bought), []
-    taken = np.zeros(p.n_classes, dtype=np.int64)
+    new_nodes, bought = list(added.nodes), list(added.bought)
     names = {n.name for n in nodes}
+    on_node = []
     for b in result.bins:
         candidate = candidates[b.offer]
         node = _materialised(candidate, names)
         names.add(node.name)
         new_nodes.append(node)
         bought.append(candidate)
-        intended += _pods_on(b, item_set.cls, p.members, planning.pending, taken, node.name)
+        on_node.append((b, node.name))
+    intended = _level_order(on_node, item_set.cls, item_set.pinned, p.members, planning.pending)
     return _Round(_Added(tuple(new_nodes), tuple(bought)), tuple(intended), result.bound, result.cost,
                   result.greedy_cost, result.status, reasons)
 
 
-def _pods_on(b: Bin, cls: np.ndarray, members: tuple[tuple[int, ...], ...], pending: tuple[Pod, ...],
-             taken: np.ndarray, node: str) -> list[tuple[str, str]]:
-    out = []
-    for i in np.nonzero(b.counts)[0].tolist():
-        c = int(cls[i])
-        n = int(b.counts[i])
-        out += [(pending[m].key, node) for m in members[c][int(taken[c]): int(taken[c]) + n]]
-        taken[c] += n
-    return out
+def _level_order(on_node: Sequence[tuple[Bin, str]], cls: np.ndarray, pinned: np.ndarray,
+                 members: tuple[tuple[int, ...], ...], pending: tuple[Pod, ...]) -> list[tuple[str, str]]:
+    """(pod key, node) for the pods of the bins, in an order that fills the domains of a class
+    level by level (the k-th pod of every domain before the (k+1)-th of any), as a spread
+    replayed pod by pod needs."""
+    taken = np.zeros(len(members), dtype=np.int64)
+    rank: dict[tuple[int, int], int] = {}
+    ranked = []
+    for b, node in on_node:
+        for i in np.nonzero(b.counts)[0].tolist():
+            c, d, n = int(cls[i]), int(pinned[i]), int(b.counts[i])
+            for m in members[c][int(taken[c]): int(taken[c]) + n]:
+                level = rank.get((c, d), 0)
+                rank[(c, d)] = level + 1
+                ranked.append((level, len(ranked), pending[m].key, node))
+            taken[c] += n
+    return [(pod, node) for _, _, pod, node in sorted(ranked)]
 
 
 def _materialised(candidate: Candidate, names: set[str]) -> Node:

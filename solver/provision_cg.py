@@ -48,6 +48,8 @@ MIP_GAP = 1e-3
 """The MIP over the patterns stops this close to its own bound."""
 ENUMERATED_PATTERNS = 5_000
 """Up to this many maximal patterns in all, every one is a column and the MIP is exact."""
+ENUMERATION_STEPS = 50_000
+"""Partial patterns one offer's enumeration may visit before it gives up."""
 EXACT_BOUNDS = 200
 """Offers whose pricing LP is solved exactly, at most, per Farley bound."""
 LP_SHARE = 0.6
@@ -278,9 +280,11 @@ def _maximal(demand: IntArray, capacity: IntArray, most: IntArray, used: list[in
              limit: int) -> list[IntArray] | None:
     found: list[IntArray] = []
     pattern = np.zeros(demand.shape[0], dtype=np.int64)
+    visits = [0]
 
     def visit(k: int, free: IntArray) -> bool:
-        if len(found) > limit:
+        visits[0] += 1
+        if len(found) > limit or visits[0] > ENUMERATION_STEPS:
             return False
         if k == len(used):
             if not any(pattern[i] < most[i] and fit_counts(free[None, :], demand[i])[0] > 0 for i in used):
