@@ -160,7 +160,7 @@ def _level_order(on_node: Sequence[tuple[Bin, str]], cls: np.ndarray, pinned: np
     replayed pod by pod needs."""
     taken = np.zeros(len(members), dtype=np.int64)
     rank: dict[tuple[int, int], int] = {}
-    ranked = []
+    ranked: list[tuple[int, int, str, str]] = []
     for b, node in on_node:
         for i in np.nonzero(b.counts)[0].tolist():
             c, d, n = int(cls[i]), int(pinned[i]), int(b.counts[i])
