@@ -79,11 +79,15 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
     started = time.monotonic()
     budget = settings.time_limit
     candidates = candidate_nodes(snapshot.node_pools, catalogue, snapshot.daemon_pods)
-    planned = make_plan(snapshot, config, profile, replace(settings, time_limit=budget * STAGE_SHARES[0]), on_event)
+    planned: Planned | None = None
+    if snapshot.nodes:
+        planned = make_plan(snapshot, config, profile, replace(settings, time_limit=budget * STAGE_SHARES[0]),
+                            on_event)
     added, first, reasons, rounds = _Added(), None, {}, 0
-    intended = tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
+    intended = () if planned is None else tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
     for rounds in range(1, REPAIR_ROUNDS + 2):
-        left = {(u.namespace, u.name) for u in planned.plan.unplaced if not u.left_to_default_scheduler}
+        left = ({(pod.namespace, pod.name) for pod in snapshot.pending} if planned is None else
+                {(u.namespace, u.name) for u in planned.plan.unplaced if not u.left_to_default_scheduler})
         if not left or not candidates:
             break
         seconds = budget * STAGE_SHARES[1] / rounds
@@ -95,12 +99,15 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
         added, intended = chosen.added, (*intended, *chosen.intended)
         planned = _replanned(snapshot, added, config, profile, replace(settings, stop_when_placed=True), budget,
                              started, intended)
+    if planned is None:  # no node, and none added
+        planned = make_plan(snapshot, config, profile, replace(settings, time_limit=MIN_SECONDS), on_event)
     if added.nodes:
         used = {p.node for p in planned.plan.placements}
         kept = _Added(*zip(*[(n, c) for n, c in zip(added.nodes, added.bought, strict=True) if n.name in used],
                            strict=True)) if used & {n.name for n in added.nodes} else _Added()
         if len(kept.nodes) < len(added.nodes):
-            trimmed = _replanned(snapshot, kept, config, profile, settings, budget, started, intended)
+            trimmed = _replanned(snapshot, kept, config, profile, replace(settings, stop_when_placed=True), budget,
+                                 started, intended)
             if not trimmed.violations and trimmed.plan.summary.placed_weight >= planned.plan.summary.placed_weight:
                 planned, added = trimmed, kept
     return _with_provision(planned, added, first, reasons, rounds)
@@ -113,12 +120,12 @@ def _replanned(snapshot: Snapshot, added: _Added, config: Configuration, profile
     return make_plan(grown, config, profile, replace(settings, time_limit=seconds), None, intended)
 
 
-def _provision_round(snapshot: Snapshot, planned: Planned, left: set[tuple[str, str]],
+def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tuple[str, str]],
                      candidates: Sequence[Candidate], added: _Added, config: Configuration, profile: Profile,
                      seconds: float) -> _Round:
     """New nodes for the pods ``left`` (the plan so far places the others), on top of ``added``."""
     nodes = (*snapshot.nodes, *added.nodes)
-    placed = {(p.namespace, p.name): p.node for p in planned.plan.placements}
+    placed = {} if planned is None else {(p.namespace, p.name): p.node for p in planned.plan.placements}
     templates = [template_node(c) for c in candidates]
     pending = tuple(pod for pod in snapshot.pending if (pod.namespace, pod.name) in left)
     now_bound = tuple(replace(pod, node_name=placed[(pod.namespace, pod.name)]) for pod in snapshot.pending

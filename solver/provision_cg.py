@@ -48,6 +48,8 @@ MIP_GAP = 1e-3
 """The MIP over the patterns stops this close to its own bound."""
 ENUMERATED_PATTERNS = 5_000
 """Up to this many maximal patterns in all, every one is a column and the MIP is exact."""
+ENUMERATED_PODS = 400
+"""Batches of more pods are not tried for enumeration (their patterns are too many)."""
 ENUMERATION_STEPS = 50_000
 """Partial patterns one offer's enumeration may visit before it gives up."""
 EXACT_BOUNDS = 200
@@ -265,6 +267,8 @@ def _enumerated(items: Items, offers: Offers, candidates: IntArray) -> list[tupl
     """Every maximal pattern of every candidate offer (a node no further pod of the items fits
     on), or None when there are more than ENUMERATED_PATTERNS: small problems are then solved
     exactly by the MIP."""
+    if int(items.count.sum()) > ENUMERATED_PODS:
+        return None
     most = _most_per_offer(items, offers, candidates)
     out: list[tuple[int, IntArray]] = []
     for k, j in enumerate(candidates.tolist()):
