@@ -20,7 +20,7 @@ from kubeplace.kube.dra_parse import (
     requests_manifest,
 )
 from kubeplace.kube.errors import INT32_MAX, InputError
-from kubeplace.kube.objects import ClaimChoice, GangKey
+from kubeplace.kube.objects import ClaimChoice, GangKey, Node
 
 PLAN_KIND = "PlacementPlan"
 PLAN_API_VERSION = "kubeplace.io/v1alpha1"
@@ -165,6 +165,9 @@ class Provision:
     """What Karpenter's way (first-fit decreasing, cheapest type per node) pays for the same pods."""
     status: str
     rounds: int = 1
+    registered: tuple[Node, ...] = field(default=(), compare=False)
+    """The new nodes as they would register once ready (labels, taints, allocatable): what the
+    verifier checked the plan against, and what the report draws."""
 
     @property
     def gap(self) -> float | None:

@@ -205,5 +205,5 @@ def _with_provision(planned: Planned, added: _Added, first: _Round | None, reaso
     status = "optimal" if first is None else first.status
     unplaced = tuple(replace(u, reasons=(*u.reasons, reasons[f"{u.namespace}/{u.name}"]))
                      if f"{u.namespace}/{u.name}" in reasons else u for u in plan.unplaced)
-    provision_summary = Provision(nodes, cost, bound, greedy_cost, status, rounds)
+    provision_summary = Provision(nodes, cost, bound, greedy_cost, status, rounds, added.nodes)
     return replace(planned, plan=replace(plan, unplaced=unplaced, provision=provision_summary))

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from kubeplace.kube.catalogue import PRICE_UNIT
 from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.gpu import DEVICE_ALLOCATED, device_notes
@@ -66,8 +67,13 @@ def plan_report(snapshot: Snapshot, plan: Plan, summary: Sequence[str], events: 
                 conv: GpuConventions) -> Report:
     pending = {(p.namespace, p.name): p for p in snapshot.pending}
     placed = [Placed(pending[(p.namespace, p.name)], p.node, p.gpus) for p in plan.placements]
-    load = cluster_load(snapshot.nodes, snapshot.bound, pods_after(snapshot, (), placed, conv), conv)
-    return Report("plan", plan.source or snapshot.source, tuple(summary), load, plan.unplaced, (), tuple(events))
+    added = () if plan.provision is None else plan.provision.registered
+    notes = () if plan.provision is None else tuple(
+        f"new node {n.name}: NodePool {n.node_pool}, {n.instance_type} in {n.zone} ({n.capacity_type}), "
+        f"{n.price / PRICE_UNIT:.4f}/h, {len(n.pods)} pod(s)" for n in plan.provision.nodes)
+    load = cluster_load((*snapshot.nodes, *added), snapshot.bound, pods_after(snapshot, (), placed, conv), conv)
+    return Report("plan", plan.source or snapshot.source, tuple(summary), load, plan.unplaced, (), tuple(events),
+                  notes)
 
 
 def rebalance_report(snapshot: Snapshot, moves: Sequence[Move], placements: Sequence[tuple[str, str]],

@@ -190,8 +190,11 @@ def test_the_command_reads_node_pools_without_nodes_and_prints_the_interface(tmp
     assert sorted(p for n in doc["provision"] for p in n["pods"]) == ["default/p0", "default/p1", "default/p2"]
     assert {p["node"] for p in doc["placements"]} == {"default-1", "default-2"}
     table = CliRunner().invoke(main, ["plan", str(snapshot), "--provision", "--catalogue", str(types),
-                                      "--time-limit", "3"])
+                                      "--time-limit", "3", "--report", str(tmp_path / "plan.html")])
     assert "NEW NODE" in table.stdout and "Provision: 2 new node(s), 0.2000/h" in table.stdout
+    html = (tmp_path / "plan.html").read_text()
+    assert "new node default-1: NodePool default, small in a (on-demand), 0.1000/h" in html
+    assert "Provision: 2 new node(s)" in html
 
 
 def test_provision_without_a_catalogue_is_one_line_exit_2(tmp_path: Path) -> None:
