@@ -48,6 +48,8 @@ MIP_GAP = 1e-3
 """The MIP over the patterns stops this close to its own bound."""
 ENUMERATED_PATTERNS = 5_000
 """Up to this many maximal patterns in all, every one is a column and the MIP is exact."""
+ENUMERATION_SHARE = 0.2
+"""Part of the time limit the enumeration may take."""
 ENUMERATED_PODS = 400
 """Batches of more pods are not tried for enumeration (their patterns are too many)."""
 ENUMERATION_STEPS = 50_000
@@ -73,7 +75,7 @@ def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
         model.add(int(reps[b.offer]), b.counts)
     for j, a in single_item_patterns(items, offers, reps):
         model.add(j, a)
-    every = _enumerated(items, offers, np.unique(reps))
+    every = _enumerated(items, offers, np.unique(reps), started + ENUMERATION_SHARE * time_limit)
     if every is not None:
         for j, a in every:
             model.add(j, a)
@@ -263,10 +265,11 @@ def _generate(model: _Master, items: Items, offers: Offers, reps: IntArray,
     return best, iterations
 
 
-def _enumerated(items: Items, offers: Offers, candidates: IntArray) -> list[tuple[int, IntArray]] | None:
+def _enumerated(items: Items, offers: Offers, candidates: IntArray,
+                deadline: float) -> list[tuple[int, IntArray]] | None:
     """Every maximal pattern of every candidate offer (a node no further pod of the items fits
     on), or None when there are more than ENUMERATED_PATTERNS: small problems are then solved
-    exactly by the MIP."""
+    exactly by the MIP. None too when the deadline passes first."""
     if int(items.count.sum()) > ENUMERATED_PODS:
         return None
     most = _most_per_offer(items, offers, candidates)
@@ -274,7 +277,7 @@ def _enumerated(items: Items, offers: Offers, candidates: IntArray) -> list[tupl
     for k, j in enumerate(candidates.tolist()):
         used = [i for i in range(items.n_items) if most[k, i] > 0]
         found = _maximal(items.demand, offers.capacity[j], most[k], used, ENUMERATED_PATTERNS - len(out))
-        if found is None:
+        if found is None or time.monotonic() > deadline:
             return None
         out += [(j, a) for a in found]
     return out
