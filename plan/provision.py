@@ -81,8 +81,8 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
     candidates = candidate_nodes(snapshot.node_pools, catalogue, snapshot.daemon_pods)
     planned: Planned | None = None
     if snapshot.nodes:
-        planned = make_plan(snapshot, config, profile, replace(settings, time_limit=budget * STAGE_SHARES[0]),
-                            on_event)
+        stage_a = replace(settings, time_limit=budget * STAGE_SHARES[0], stop_when_placed=True)
+        planned = make_plan(snapshot, config, profile, stage_a, on_event)
     added, first, reasons, rounds = _Added(), None, {}, 0
     intended = () if planned is None else tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
     for rounds in range(1, REPAIR_ROUNDS + 2):
@@ -200,7 +200,10 @@ def _with_provision(planned: Planned, added: _Added, first: _Round | None, reaso
                   for n, c in zip(added.nodes, added.bought, strict=True))
     cost = sum(n.price for n in nodes)
     missed = first is not None and any(f"{u.namespace}/{u.name}" in first.placing for u in plan.unplaced)
-    bound = None if first is None or first.bound is None or missed else min(cost, int(first.bound))
+    if first is None:  # nothing needed new nodes (or nothing could use them): none is the cheapest
+        bound: int | None = cost
+    else:
+        bound = None if first.bound is None or missed else min(cost, int(first.bound))
     greedy_cost = 0 if first is None else first.greedy_cost
     status = "optimal" if first is None else first.status
     unplaced = tuple(replace(u, reasons=(*u.reasons, reasons[f"{u.namespace}/{u.name}"]))

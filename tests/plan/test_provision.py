@@ -165,8 +165,19 @@ def test_pods_fitting_the_existing_nodes_buy_nothing() -> None:
     planned = provisioned(node_pool(), node("n1").cpu("4").memory("8Gi"), pod("p").cpu("1").memory("1Gi"),
                           types=THREE_ZONES)
     provision = planned.plan.provision
-    assert provision is not None and provision.nodes == () and provision.cost == 0
+    assert provision is not None and provision.nodes == () and provision.cost == 0 == provision.bound
     assert nodes_of(planned) == {"default/p": "n1"}
+
+
+def test_existing_nodes_take_what_they_can_first() -> None:
+    """The existing node has room for 2 of the 5 pods; new nodes are bought for the 3 others
+    only (0.20/h: two small nodes, or one large spot node), not for 5 (0.30/h). With the nodes
+    bought, the final plan may balance the pods over old and new nodes (the profile's objective)."""
+    pods = [pod(f"p{i}").cpu("1").memory("1Gi") for i in range(5)]
+    planned = provisioned(node_pool(), node("n1").cpu("2").memory("8Gi"), *pods, types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and planned.plan.summary.pods_placed == 5
+    assert provision.cost == int(0.2 * PRICE_UNIT) == provision.bound
 
 
 def write(path: Path, *documents: Any) -> Path:
