@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 
 from kubeplace.solver.provision import UNLIMITED, Items, Offers, cost_of, placed
 from kubeplace.solver.provision_cg import holds_all, provision
-from tests.builders import pod
+from tests.builders import node, pod
 from tests.plan.test_provision import catalogue, instance_type, node_pool, offering, provisioned
 
-EXAMPLES = settings(max_examples=25, deadline=None, derandomize=True, database=None,
+EXAMPLES = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 ZONES = ("a", "b")
+ZONE = "topology.kubernetes.io/zone"
 
 
 @st.composite
@@ -32,21 +33,37 @@ def catalogues(draw: Any) -> list[dict[str, Any]]:
     return types
 
 
+RULES = ("none", "zone spread", "hostname anti-affinity", "zone gang", "existing node")
+
+
 @st.composite
 def batches(draw: Any) -> list[Any]:
-    pods = []
+    """Groups of like pods, each with one rule of :data:`RULES` (an existing node with room for a
+    few pods of any shape besides)."""
+    objects: list[Any] = []
     for k in range(draw(st.integers(1, 4))):
         cpu = draw(st.sampled_from(["250m", "500m", "1", "1500m", "3"]))
         memory = draw(st.sampled_from(["512Mi", "1Gi", "4Gi"]))
-        spread = draw(st.booleans())
-        for i in range(draw(st.integers(1, 5))):
+        rule = draw(st.sampled_from(RULES))
+        count = draw(st.integers(1, 5))
+        for i in range(count):
             builder = pod(f"s{k}-{i}").cpu(cpu).memory(memory).label("app", f"s{k}")
-            if spread:
+            if rule == "zone spread":
                 builder = builder.spec("topologySpreadConstraints", [{
-                    "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                    "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
                     "labelSelector": {"matchLabels": {"app": f"s{k}"}}}])
-            pods.append(builder)
-    return pods
+            elif rule == "hostname anti-affinity":
+                term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": f"s{k}"}}}
+                builder = builder.spec("affinity", {"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+            elif rule == "zone gang":
+                builder = (builder.label("kubeplace.io/gang", f"g{k}").annotation("kubeplace.io/gang-min-member",
+                                                                                  str(count))
+                           .annotation("kubeplace.io/gang-topology-key", ZONE))
+            objects.append(builder)
+        if rule == "existing node":
+            objects.append(node(f"old-{k}").cpu("2").memory("4Gi").label(ZONE, "a"))
+    return objects
 
 
 @EXAMPLES
