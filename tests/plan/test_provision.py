@@ -219,3 +219,32 @@ def test_provision_without_a_catalogue_is_one_line_exit_2(tmp_path: Path) -> Non
     no_pools = write(tmp_path / "bare.yaml", pod("p").cpu("1").manifest())
     bare = CliRunner().invoke(main, ["plan", str(no_pools), "--provision", "--catalogue", str(types)])
     assert bare.exit_code == 2 and bare.stderr.strip().count("\n") == 0, bare.stderr
+
+
+def test_gpu_pods_get_devices_on_the_cheapest_gpu_nodes() -> None:
+    """Three pods of 4 GPUs: one 8-GPU node and one 4-GPU node (5.5/h) beat three 4-GPU nodes
+    (6.0/h) and two 8-GPU ones (7.0/h); each pod gets its own devices."""
+    types = catalogue(instance_type("g4", 32, 128, offering("a", 2.0), **{"nvidia.com/gpu": "4"}),
+                      instance_type("g8", 64, 256, offering("a", 3.5), **{"nvidia.com/gpu": "8"}))
+    pods = [pod(f"train-{i}").cpu("4").memory("16Gi").gpu(4) for i in range(3)]
+    planned = provisioned(node_pool(), *pods, types=types)
+    provision = planned.plan.provision
+    assert provision is not None and planned.plan.summary.pods_placed == 3
+    assert sorted(n.instance_type for n in provision.nodes) == ["g4", "g8"]
+    assert provision.cost == int(5.5 * PRICE_UNIT) == provision.bound
+    per_node: dict[str, set[int]] = {}
+    for p in planned.plan.placements:
+        assert len(p.gpus) == 4 and not per_node.setdefault(p.node, set()) & set(p.gpus)
+        per_node[p.node] |= set(p.gpus)
+
+
+def test_limits_count_what_the_node_pool_already_holds() -> None:
+    """A limit of 2 nodes, one already there (labelled with the NodePool, no room left): one new
+    node only, the pods it cannot take are left with the reason."""
+    full = node("default-old").cpu("1").memory("1Gi").label("karpenter.sh/nodepool", "default")
+    pods = [pod(f"batch-{i}").cpu("3").memory("1Gi") for i in range(4)]
+    types = catalogue(instance_type("large", 8, 32, offering("a", 0.35)))
+    planned = provisioned(node_pool(limits={"nodes": "2"}), full, *pods, types=types)
+    provision = planned.plan.provision
+    assert provision is not None and [n.name for n in provision.nodes] == ["default-1"]
+    assert planned.plan.summary.pods_placed == 2 and len(planned.plan.unplaced) == 2
