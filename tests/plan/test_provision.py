@@ -248,3 +248,12 @@ def test_limits_count_what_the_node_pool_already_holds() -> None:
     provision = planned.plan.provision
     assert provision is not None and [n.name for n in provision.nodes] == ["default-1"]
     assert planned.plan.summary.pods_placed == 2 and len(planned.plan.unplaced) == 2
+
+
+def test_no_node_and_no_offer_that_fits_leaves_the_pod_with_the_reason() -> None:
+    planned = provisioned(node_pool(), pod("huge").cpu("100").memory("1Gi"), types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and provision.nodes == () and planned.plan.summary.pods_placed == 0
+    (huge,) = planned.plan.unplaced
+    expected = "no new node can host it: 0/6 nodes are available: 6 Insufficient cpu"
+    assert any(r.startswith(expected) for r in huge.reasons), huge.reasons
