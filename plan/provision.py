@@ -38,10 +38,11 @@ from kubeplace.solver.run import Event
 
 REPAIR_ROUNDS = 3
 """Provisioning rounds after the first, for pods the plan on the new nodes still leaves."""
-STAGE_SHARES = (0.25, 0.45, 0.3)
+STAGE_SHARES = (0.25, 0.6, 0.3)
+"""Parts of the time limit: stage A; the provisioning model, of the time left when it starts (45%
+of the whole after stage A, 60% without existing nodes); each plan on the grown cluster, at most."""
 MIN_SECONDS = 0.5
 """The least time one plan on the grown cluster is given."""
-"""Parts of the time limit: stage A, the provisioning model, the final plan."""
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,13 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
         planned = make_plan(snapshot, config, profile, stage_a, on_event)
     added, first, reasons, rounds = _Added(), None, {}, 0
     intended = () if planned is None else tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
-    for rounds in range(1, REPAIR_ROUNDS + 2):
+    for round_number in range(1, REPAIR_ROUNDS + 2):
+        rounds = round_number
         left = ({(pod.namespace, pod.name) for pod in snapshot.pending} if planned is None else
                 {(u.namespace, u.name) for u in planned.plan.unplaced if not u.left_to_default_scheduler})
         if not left or not candidates:
             break
-        seconds = budget * STAGE_SHARES[1] / rounds
+        seconds = max(MIN_SECONDS, (budget - (time.monotonic() - started)) * STAGE_SHARES[1])
         chosen = _provision_round(snapshot, planned, left, candidates, added, config, profile, seconds)
         reasons.update(chosen.reasons)
         first = first or chosen

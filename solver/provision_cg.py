@@ -54,6 +54,8 @@ ENUMERATED_PODS = 400
 """Batches of more pods are not tried for enumeration (their patterns are too many)."""
 ENUMERATION_STEPS = 50_000
 """Partial patterns one offer's enumeration may visit before it gives up."""
+KNAPSACK_SECONDS = 0.05
+"""Time one integer pricing knapsack may take (its bound serves beyond)."""
 EXACT_BOUNDS = 200
 """Offers whose pricing LP is solved exactly, at most, per Farley bound."""
 LP_SHARE = 0.6
@@ -260,6 +262,13 @@ def _generate(model: _Master, items: Items, offers: Offers, reps: IntArray,
         for k, a in exact_patterns:
             if float(a @ pi) > float(price[k]) * (1 + TOL) and model.add(int(candidates[k]), a):
                 added += 1
+        if added == 0:  # the fills found nothing: the integer knapsacks, while time allows
+            theta, exact_patterns = _theta(items, offers.capacity[candidates], most, pi, price - raw, raw, True,
+                                           deadline)
+            best = max(best, value / theta / PRICE_SCALE)
+            for k, a in exact_patterns:
+                if float(a @ pi) > float(price[k]) * (1 + TOL) and model.add(int(candidates[k]), a):
+                    added += 1
         if added == 0:
             break
     return best, iterations
@@ -381,46 +390,59 @@ def _knapsack_upper(items: Items, capacity: IntArray, most: IntArray, pi: FloatA
     return np.asarray(best, dtype=np.float64)
 
 
-def _theta(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray, extra: FloatArray,
-           price: FloatArray) -> tuple[float, list[tuple[int, IntArray]]]:
+def _theta(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray, extra: FloatArray, price: FloatArray,
+           integer: bool = False, deadline: float = np.inf) -> tuple[float, list[tuple[int, IntArray]]]:
     """max(1, max_j (the most any pattern of offer j is worth - extra_j) / price_j), with each
     pattern's worth bounded by the LP relaxation of its knapsack: the cheap surrogate bounds for
-    every offer first, then the exact LP for the offers at the top until one stays there. Also
-    the patterns of those LPs, rounded down and filled up: the best columns pricing knows."""
+    every offer first, then the exact LP (``integer``: the integer knapsack, until ``deadline``)
+    for the offers at the top until one stays there. Also the patterns found there, rounded
+    down and filled up: the best columns pricing knows."""
     ratio = (_knapsack_upper(items, capacity, most, pi) - extra) / np.maximum(price, TOL)
     exact = np.zeros(len(ratio), dtype=np.bool_)
     found = []
-    for _ in range(EXACT_BOUNDS):
+    for _ in range(len(ratio) if integer else EXACT_BOUNDS):
         j = int(np.argmax(ratio))
-        if exact[j] or ratio[j] <= 1.0:
+        if exact[j] or ratio[j] <= 1.0 or time.monotonic() > deadline:
             break
-        value, a = _knapsack_lp(items, capacity[j], most[j], pi)
+        value, a = _knapsack(items, capacity[j], most[j], pi, integer)
         ratio[j] = (value - extra[j]) / max(float(price[j]), TOL)
         exact[j] = True
         found.append((j, _completed(items, capacity[j], most[j], pi, a)))
     return max(1.0, float(ratio.max(initial=0.0))), found
 
 
-def _knapsack_lp(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray) -> tuple[float, FloatArray]:
-    """The LP relaxation of one offer's pricing knapsack: max pi.a, a.demand <= capacity,
-    0 <= a <= most; its value and solution."""
+def _knapsack(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray,
+              integer: bool) -> tuple[float, FloatArray]:
+    """One offer's pricing knapsack, max pi.a, a.demand <= capacity, 0 <= a <= most: its LP
+    relaxation, or ``integer`` the knapsack itself (for at most KNAPSACK_SECONDS); an upper
+    bound on its value (the LP's value, the MIP's dual bound) and the best pattern found."""
     a = np.zeros(items.n_items, dtype=np.float64)
     used = np.nonzero((most > 0) & (pi > 0))[0]
     if len(used) == 0:
         return 0.0, a
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", KNAPSACK_SECONDS)
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
     h.addVars(len(used), np.zeros(len(used)), most[used].astype(np.float64))
     h.changeColsCost(len(used), np.arange(len(used), dtype=np.int32), pi[used])
+    if integer:
+        h.changeColsIntegrality(len(used), np.arange(len(used), dtype=np.int32),
+                                np.full(len(used), highspy.HighsVarType.kInteger))
     for r in range(capacity.shape[0]):
         coef = items.demand[used, r].astype(np.float64)
         nz = np.nonzero(coef > 0)[0]
         if len(nz):
             h.addRow(-INF, float(capacity[r]), len(nz), nz.astype(np.int32), coef[nz])
     h.run()
-    a[used] = np.asarray(h.getSolution().col_value, dtype=np.float64)[: len(used)]
-    return float(h.getInfo().objective_function_value), a
+    info = h.getInfo()
+    upper = float(info.mip_dual_bound if integer else info.objective_function_value)
+    if not np.isfinite(upper) or h.getModelStatus() not in (highspy.HighsModelStatus.kOptimal,
+                                                            highspy.HighsModelStatus.kTimeLimit):
+        return float(most[used] @ pi[used]), a  # every pod it could hold: a bound all the same
+    if info.primal_solution_status == 2:
+        a[used] = np.asarray(h.getSolution().col_value, dtype=np.float64)[: len(used)]
+    return upper, a
 
 
 def _completed(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray, a: FloatArray) -> IntArray:
