@@ -15,7 +15,9 @@ Inter-pod rules across nodes become:
 * required anti-affinity of a class with itself, or a spread, over a key each template holds
   alone (the hostname): at most one pod (``maxSkew`` pods) of the class per new node;
 * NodePool weight: a class's items may use only the offers of the highest-weight NodePools that
-  have an offer able to host it (Karpenter tries NodePools by decreasing weight).
+  have an offer able to host it and room under their limits for one more node (Karpenter tries
+  NodePools by decreasing weight); pods a NodePool's limits leave out go to the next one in the
+  following round.
 """
 
 from __future__ import annotations
@@ -86,7 +88,9 @@ def pool_room(pools: Sequence[NodePool], claims: Sequence[NodeClaim], nodes: Seq
 def items_of(agg: Aggregation, columns: IntArray, candidates: Sequence[Candidate], offers: Offers) -> ItemSet:
     """The classes of ``agg`` as items over the template columns (see the module's text)."""
     p = agg.problem
-    eligible = _by_weight(p.eligible[:, columns], np.array([c.node_pool.weight for c in candidates], dtype=np.int64))
+    allowed = offers.within_room(offers.room)  # a NodePool at its limits launches nothing: the next one does
+    weights = np.array([c.node_pool.weight for c in candidates], dtype=np.int64)
+    eligible = _by_weight(p.eligible[:, columns] & allowed[None, :], weights)
     most = _most_per_node(p, columns)
     unhostable = tuple(c for c in range(p.n_classes) if not eligible[c].any())
     shares: dict[int, list[tuple[int, int]]] = {c: [(-1, int(p.count[c]))] for c in range(p.n_classes)}

@@ -257,3 +257,19 @@ def test_no_node_and_no_offer_that_fits_leaves_the_pod_with_the_reason() -> None
     (huge,) = planned.plan.unplaced
     expected = "no new node can host it: 0/6 nodes are available: 6 Insufficient cpu"
     assert any(r.startswith(expected) for r in huge.reasons), huge.reasons
+
+
+def test_a_node_pool_at_its_limits_hands_over_to_the_next_by_weight() -> None:
+    """The spot NodePool (weight 50) may have one node: the first pod goes there, the two others
+    to the on-demand NodePool, dearer but the next in Karpenter's order."""
+    types = catalogue(instance_type("small", 2, 8, offering("a", 0.3), offering("a", 0.1, "spot")))
+    spot = node_pool("spot", weight=50, limits={"nodes": "1"}, requirements=[
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}])
+    on_demand = node_pool("on-demand", requirements=[
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}])
+    pods = [pod(f"p{i}").cpu("1500m").memory("1Gi") for i in range(3)]
+    planned = provisioned(spot, on_demand, *pods, types=types)
+    provision = planned.plan.provision
+    assert provision is not None and planned.plan.summary.pods_placed == 3
+    assert sorted(n.name for n in provision.nodes) == ["on-demand-1", "on-demand-2", "spot-1"]
+    assert provision.cost == int(0.7 * PRICE_UNIT)
