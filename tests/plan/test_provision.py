@@ -84,6 +84,7 @@ def test_the_cheapest_nodes_are_bought_with_the_optimum_proved_on_a_small_case()
     assert provision.cost == int(1.3 * PRICE_UNIT)
     assert provision.bound == provision.cost and provision.status == "optimal"
     assert provision.greedy_cost == int(1.6 * PRICE_UNIT)
+    assert planned.plan.summary.status == "optimal"  # time was left for the profile's objective (3)
     zone_of = {n.name: n.zone for n in provision.nodes}
     per_zone = Counter(zone_of[node] for key, node in nodes_of(planned).items() if key.startswith("default/web"))
     assert per_zone == {"a": 4, "b": 4, "c": 4}
