@@ -17,6 +17,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.pipeline import Planned
 from kubeplace.plan.provision import make_provision_plan
 from tests.builders import Manifest, PodBuilder, node, pod, snapshot_of
+from tests.volume_builders import claim, mounting, storage_class, volume
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
@@ -274,3 +275,16 @@ def test_a_node_pool_at_its_limits_hands_over_to_the_next_by_weight() -> None:
     assert provision is not None and planned.plan.summary.pods_placed == 3
     assert sorted(n.name for n in provision.nodes) == ["on-demand-1", "on-demand-2", "spot-1"]
     assert provision.cost == int(0.7 * PRICE_UNIT)
+
+
+def test_a_bound_volume_pins_the_new_node_to_its_zone() -> None:
+    """The pod's claim is bound to a volume in zone b (a CSI one any node of b can mount): its new
+    node is bought in b, though c's spot nodes are cheaper."""
+    pv = volume("pv-b", zone="b", storage_class="standard", claim_ref=("default", "data"),
+                csi=("ebs.csi.aws.com", "vol-1"))
+    pvc = claim("data", volume="pv-b", storage_class="standard")
+    worker = mounting(pod("db").cpu("6").memory("8Gi"), "data")
+    planned = provisioned(node_pool(), storage_class("standard", provisioner="ebs.csi.aws.com"), pv, pvc, worker,
+                          types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and [(n.zone, n.pods) for n in provision.nodes] == [("b", ("default/db",))]
