@@ -25,7 +25,7 @@ from kubeplace.kube.catalogue import InstanceType
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.karpenter import HOSTNAME_LABEL, check_limits
 from kubeplace.kube.objects import Node, Pod, Snapshot
-from kubeplace.models.aggregate import aggregate
+from kubeplace.models.aggregate import Aggregation, aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.problem import Assignment
 from kubeplace.plan.explain import After, explain
@@ -168,7 +168,7 @@ def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tupl
     item_set = items_of(agg, columns, candidates, offers)
     result = provision(item_set.items, offers, seconds)
     after = After.of(p, Assignment.empty())
-    reasons = {planning.pending[m].key: f"no new node can host it: {explain(agg, c, after)}"
+    reasons = {planning.pending[m].key: _unhostable_reason(agg, c, columns, candidates, after)
                for c in item_set.unhostable for m in p.members[c]}
     new_nodes, bought = list(added.nodes), list(added.bought)
     names = {n.name for n in nodes}
@@ -183,6 +183,17 @@ def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tupl
     intended = _level_order(on_node, item_set.cls, item_set.pinned, p.members, planning.pending)
     return _Round(_Added(tuple(new_nodes), tuple(bought)), tuple(intended), result.bound, result.cost,
                   result.greedy_cost, result.status, reasons)
+
+
+def _unhostable_reason(agg: Aggregation, c: int, columns: np.ndarray, candidates: Sequence[Candidate],
+                       after: After) -> str:
+    """Why no new node can host class ``c``: the NodePools whose nodes could are at their limits,
+    or the kube-scheduler's message over the existing nodes and the templates."""
+    hosts = np.nonzero(agg.problem.eligible[c, columns])[0]
+    if len(hosts):
+        pools = ", ".join(sorted({candidates[k].node_pool.name for k in hosts.tolist()}))
+        return f"no new node can host it: the NodePools whose nodes could ({pools}) are at their spec.limits"
+    return f"no new node can host it: {explain(agg, c, after)}"
 
 
 def _level_order(on_node: Sequence[tuple[Bin, str]], cls: np.ndarray, pinned: np.ndarray,

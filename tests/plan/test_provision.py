@@ -250,6 +250,8 @@ def test_limits_count_what_the_node_pool_already_holds() -> None:
     provision = planned.plan.provision
     assert provision is not None and [n.name for n in provision.nodes] == ["default-1"]
     assert planned.plan.summary.pods_placed == 2 and len(planned.plan.unplaced) == 2
+    assert all("no new node can host it: the NodePools whose nodes could (default) are at their spec.limits"
+               in u.reasons for u in planned.plan.unplaced), planned.plan.unplaced
 
 
 def test_no_node_and_no_offer_that_fits_leaves_the_pod_with_the_reason() -> None:
