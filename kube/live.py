@@ -15,6 +15,10 @@ from kubeplace.kube.parse import Sourced, build_snapshot
 STORAGE_APIS = tuple(("storage.k8s.io", "v1", plural) for plural in
                      ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"))
 """The storage.k8s.io resources the volume rules read, beside claims and volumes."""
+CAPACITY_APIS = (("karpenter.sh", "v1", "nodepools"), ("karpenter.sh", "v1", "nodeclaims"),
+                 ("apps", "v1", "daemonsets"))
+"""What planning new nodes reads: Karpenter's NodePools and NodeClaims, and the DaemonSets whose
+pods every new node runs."""
 
 
 class ClusterReader(Protocol):
@@ -52,12 +56,14 @@ def load_live_snapshot(
     namespaces: set[str] | None = None,
     selector: str | None = None,
     disruption_budgets: bool = False,
+    capacity: bool = False,
 ) -> Snapshot:
     """The cluster's snapshot. Pods are listed in every namespace, since all of them use node
     capacity; the namespace and label filters pick the pending pods afterwards, as for files.
     Finished pods are left out by the server (``status.phase`` field selector): they neither
     use capacity nor wait for placement. PodDisruptionBudgets are listed when asked for
-    (preemption weighs them; plain placement does not read them)."""
+    (preemption weighs them; plain placement does not read them), and Karpenter's NodePools and
+    NodeClaims with the DaemonSets when ``capacity`` (what adding nodes reads)."""
     source = cluster.description
     finished = "status.phase!=Succeeded,status.phase!=Failed"
     objects: list[Sourced] = [(node, source) for node in cluster.list_nodes()]
@@ -68,7 +74,8 @@ def load_live_snapshot(
     objects += [(controller, source) for controller in cluster.list_controllers()]
     if disruption_budgets:
         objects += [(budget, source) for budget in cluster.list_pod_disruption_budgets()]
-    for group, version, plural in (*STORAGE_APIS, *DRA_APIS, *GANG_APIS):  # a CRD that is not installed lists as []
+    extra = CAPACITY_APIS if capacity else ()
+    for group, version, plural in (*STORAGE_APIS, *DRA_APIS, *GANG_APIS, *extra):  # a CRD not installed lists as []
         objects += [(obj, source) for obj in cluster.list_objects(group, version, plural)]
     metrics, unavailable = live_metrics(cluster)
     snapshot = build_snapshot(
