@@ -8,12 +8,16 @@ The master LP over patterns (a pattern: one node of offer j holding a[i] pods of
 
 penalises a pod left out far above any price (pods placed first, then cost). Pricing looks for a
 pattern with sum_i pi_i a[i] above its offer's price (plus the limits' duals) by filling each
-offer greedily in several orders, all offers at once. For any duals, every pattern's value is at
-most a fractional knapsack's (one resource, or all of them weighed by the node's capacity), so
-with theta = max_j (that value / price_j) the scaled duals are feasible for the dual of the full
-LP and LP / theta is a lower bound on every integer answer (Farley's bound; at convergence theta
-is 1 and it is the LP value). The integer answer is a MIP over the generated patterns, started
-from the greedy's nodes, each node then re-bought as the cheapest offer holding it.
+offer greedily in several orders, all offers at once, and from the LP relaxations of the
+knapsacks of the offers they rank first; when that finds nothing, from their integer knapsacks.
+For any duals, every pattern's value is at most its knapsack's LP relaxation (and a fractional
+knapsack's over one resource, or all of them weighed by the node's capacity), so with
+theta = max_j ((that value + mu . counted_j) / price_j) the duals divided by theta are feasible
+for the dual of the full LP and LP / theta is a lower bound on every integer answer (Farley's
+bound; at convergence theta is 1 and it is the LP value). The integer answer is a MIP over the
+generated patterns, started from the greedy's nodes, each node then re-bought as the cheapest
+offer holding it. Small batches (ENUMERATED_PODS) get every maximal pattern instead: the MIP is
+then exact, and its own bound is the problem's.
 """
 
 from __future__ import annotations
