@@ -290,3 +290,13 @@ def test_a_bound_volume_pins_the_new_node_to_its_zone() -> None:
                           types=THREE_ZONES)
     provision = planned.plan.provision
     assert provision is not None and [(n.zone, n.pods) for n in provision.nodes] == [("b", ("default/db",))]
+
+
+def test_a_limit_below_what_the_node_pool_holds_is_one_line_exit_2(tmp_path: Path) -> None:
+    held = node("default-old").cpu("4").memory("8Gi").label("karpenter.sh/nodepool", "default").manifest()
+    snapshot = write(tmp_path / "cluster.yaml", node_pool(limits={"cpu": "1"}), held, pod("p").cpu("1").manifest())
+    types = write(tmp_path / "types.yaml", {"instanceTypes": [instance_type("small", 2, 8, offering("a", 0.1))]})
+    result = CliRunner().invoke(main, ["plan", str(snapshot), "--provision", "--catalogue", str(types)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().count("\n") == 0
+    assert "NodePool default" in result.stderr and "spec.limits.cpu" in result.stderr, result.stderr
