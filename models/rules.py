@@ -20,11 +20,12 @@ a FILTER or CONSTRAINT rule without one is refused by tests/models/test_rules.py
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.plan_view import PlanView
 from kubeplace.models.framework import CONSTRAINT, FILTER, PluginFactory, RunContext
 from kubeplace.models.problem import BoolArray
 
@@ -35,9 +36,9 @@ rule's default args; None for a rule without args."""
 NodeCheck = Callable[[Pod, int, Node, Sequence[Pod]], Iterable[str]]
 """(pod, copies of it placed at once, node, the pods already there: bound, placed before it in
 the plan, and nominated to the node with its priority or more) -> why the node refuses it."""
-PlanCheck = Callable[[Snapshot, Mapping[str, Sequence[tuple[Pod, int]]], Any], Iterable[tuple[str, str, str, str]]]
-"""(snapshot, per node name the pods the plan places there with how many copies of each, in plan
-order, the rule's args) -> (namespace, name, node, detail) per violation found over the plan."""
+PlanCheck = Callable[[PlanView, Any], Iterable[tuple[str, str, str, str]]]
+"""(the plan, the rule's args) -> (namespace, name, node, detail) per violation found over the
+plan."""
 EmulationCheck = Callable[[Pod, Sequence[Sequence[Pod]]], BoolArray]
 """(pod, per node the pods already there as the kube-scheduler sees them: bound, placed, and
 nominated with the pod's priority or more) -> the nodes the rule admits the pod on."""

@@ -30,6 +30,7 @@ from kubeplace.kube.objects import (
     Pod,
     Snapshot,
 )
+from kubeplace.kube.plan_view import Placed, PlanView
 from kubeplace.models.plugins import RULES
 from kubeplace.models.rules import Verifier
 from kubeplace.plan.verify_claims import verify_claims
@@ -112,11 +113,11 @@ def verify(
         node, here = checker.nodes[node_name], checker.bound_on(node_name)
         violations.extend(_capacity(node, pods, here, snapshot.devices))
         violations.extend(_nominated_room(node, pods, here, snapshot.nominated))
+    view = PlanView(snapshot, tuple(checker.accepted), volume_choices, claim_allocations)
     for rule in settings.rules:
         if rule.verifier.plan is not None:
             violations.extend(Violation(namespace, name, node_name, rule.name, detail)
-                              for namespace, name, node_name, detail in rule.verifier.plan(snapshot, checker.placed,
-                                                                                            rule.args))
+                              for namespace, name, node_name, detail in rule.verifier.plan(view, rule.args))
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(_unreadable_gangs(snapshot, placements))
     violations.extend(_followers_reserved(snapshot, placements, checker.copies))
@@ -220,6 +221,7 @@ class _Checker:
         self.pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
         self.nodes = {node.name: node for node in snapshot.nodes}
         self.copies: dict[tuple[str, str], int] = {}  # pod -> how many of it the plan places
+        self.accepted: list[Placed] = []  # the placements checked, in plan order
         self.placed: dict[str, list[tuple[Pod, int]]] = {}  # node name -> pods placed there (and
         # how many of each), in plan order
         self._bound: dict[str, list[Pod]] = {}  # node name -> the snapshot's pods bound there
@@ -255,6 +257,7 @@ class _Checker:
             problems += ((rule.name, detail) for rule in self.settings.rules if rule.verifier.node is not None
                          for detail in rule.verifier.node(pod, count, node, there))
         here.append((pod, count))
+        self.accepted.append(Placed(pod, node, count))
         return problems
 
 
