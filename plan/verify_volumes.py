@@ -1,5 +1,5 @@
 """Independent verification of the volume rules of a plan: the kube-scheduler's VolumeBinding,
-VolumeRestrictions (ReadWriteOncePod), NodeVolumeLimits and VolumeZone.
+NodeVolumeLimits and VolumeZone.
 
 Written out plainly from the typed objects (``kube.objects``), sharing no code
 with ``models/``: a placed pod's claims must all exist and be usable (bound, or unbound of a
@@ -7,8 +7,8 @@ WaitForFirstConsumer class), a bound claim's volume must admit the node (node af
 zone labels); an unbound one must get a free static volume that matches it and admits the node,
 never one another claim of the plan gets, or be provisioned there (a provisioner, allowed
 topologies, the CSI driver on the node, capacity). With the plan's volume choices, each choice is
-checked; without them, that such volumes exist (a matching). A ReadWriteOncePod claim has one
-user; a node attaches at most its CSINode's count of a driver's volumes.
+checked; without them, that such volumes exist (a matching). A node attaches at most its
+CSINode's count of a driver's volumes.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from kubeplace.kube.objects import (
 from kubeplace.models.plugins.node_affinity.verify import requirement_holds
 from kubeplace.plan.verify_domains import selector_matches
 
-VOLUME_BINDING, VOLUME_RESTRICTIONS = "VolumeBinding", "VolumeRestrictions"
-NODE_VOLUME_LIMITS, VOLUME_ZONE = "NodeVolumeLimits", "VolumeZone"
-VOLUME_RULES = frozenset({VOLUME_BINDING, VOLUME_RESTRICTIONS, NODE_VOLUME_LIMITS, VOLUME_ZONE})
+VOLUME_BINDING, NODE_VOLUME_LIMITS, VOLUME_ZONE = "VolumeBinding", "NodeVolumeLimits", "VolumeZone"
+VOLUME_RULES = frozenset({VOLUME_BINDING, NODE_VOLUME_LIMITS, VOLUME_ZONE})
 _ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
                 "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
                 "topology.kubernetes.io/zone": "topology.kubernetes.io/zone",
@@ -67,7 +66,6 @@ def verify_volumes(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]
     for item in placed:
         findings += (_at(item, rule, detail) for rule, detail in _claims(item, storage))
     findings += _unbound(placed, storage, choices)
-    findings += _read_write_once_pod(placed, snapshot)
     findings += _limits(placed, snapshot)
     return [f for f in findings if f[3] in rules]
 
@@ -233,17 +231,6 @@ def _prebound_to(claim: PersistentVolumeClaim, storage: Storage) -> list[Persist
     """Volumes of another class whose claimRef names the claim (a pre-binding ignores the class)."""
     return [v for v in storage.volumes.values() if v.claim_ref is not None and v.storage_class != claim.storage_class
             and (v.claim_ref.namespace, v.claim_ref.name) == (claim.namespace, claim.name)]
-
-
-def _read_write_once_pod(placed: Sequence[_Placed], snapshot: Snapshot) -> Iterator[Finding]:
-    users = {f"{p.namespace}/{v.claim}": p.key for p in snapshot.bound for v in p.volumes if not v.ephemeral}
-    for item in placed:
-        for name, claim, ephemeral in item.claims:
-            if ephemeral or claim is None or "ReadWriteOncePod" not in claim.access_modes:
-                continue
-            user = users.setdefault(claim.key, item.pod.key)
-            if user != item.pod.key:
-                yield _at(item, VOLUME_RESTRICTIONS, f"ReadWriteOncePod claim {name} is used by pod {user}")
 
 
 def _limits(placed: Sequence[_Placed], snapshot: Snapshot) -> Iterator[Finding]:

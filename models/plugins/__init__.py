@@ -39,7 +39,7 @@ RULES: tuple[InTreeRule, ...] = (
     node_affinity.RULE,
     taint_toleration.RULE,
     node_ports.RULE,
-    rule(volume_restrictions.NAME, FILTER, None, volume_restrictions.build, verify=_VOLUMES, filter_order=7),
+    volume_restrictions.RULE,
     rule(node_volume_limits.NAME, (FILTER, CONSTRAINT), None, node_volume_limits.build, verify=_VOLUMES,
          filter_order=8),
     rule(volume_binding.NAME, (FILTER, CONSTRAINT), None, volume_binding.build, verify=_VOLUMES, filter_order=9),

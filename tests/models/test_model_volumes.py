@@ -6,16 +6,10 @@ for the unbound claims, and without them (that such volumes exist).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
-from kubeplace.kube.objects import ClaimChoice, Snapshot
-from kubeplace.models.config import Configuration, SolverSettings
-from kubeplace.plan.checks import verify_plan, verify_settings
-from kubeplace.plan.pipeline import make_plan
-from kubeplace.plan.plan import Plan
-from kubeplace.plan.verify import verify
+from kubeplace.kube.objects import ClaimChoice
+from kubeplace.models.config import Configuration
 from tests.builders import node, pod, snapshot_of
+from tests.models.plugins.volume_plans import EBS, ZONE, chosen, plan, where, why, zoned
 from tests.volume_builders import (
     claim,
     csi_driver,
@@ -25,37 +19,6 @@ from tests.volume_builders import (
     storage_class,
     volume,
 )
-
-ZONE = "topology.kubernetes.io/zone"
-EBS = "ebs.csi.aws.com"
-
-
-def plan(snapshot: Snapshot, disabled: tuple[str, ...] = ()) -> Plan:
-    config = Configuration()
-    profile = dataclasses.replace(config.profiles[0], disabled=disabled)
-    made = make_plan(snapshot, config, profile, SolverSettings(time_limit=10, workers=1, seed=0)).plan
-    if not disabled:
-        assert verify_plan(snapshot, made.placements, config, profile) == []
-        triples = [(p.namespace, p.name, p.node) for p in made.placements]
-        assert verify(snapshot, triples, verify_settings(config, profile)) == []
-    return made
-
-
-def where(made: Plan) -> dict[str, str]:
-    return {p.name: p.node for p in made.placements}
-
-
-def why(made: Plan) -> dict[str, str]:
-    return {u.name: " / ".join(u.reasons) for u in made.unplaced}
-
-
-def chosen(made: Plan) -> dict[str, tuple[ClaimChoice, ...]]:
-    return {p.name: p.volumes for p in made.placements if p.volumes}
-
-
-def zoned(name: str, zone: str, cpu: str = "4") -> Any:
-    return node(name).cpu(cpu).label(ZONE, zone)
-
 
 # ------------------------------------------------------------------ bound claims
 
@@ -254,23 +217,7 @@ def test_many_pods_with_their_own_claims_share_a_class() -> None:
     assert agg.problem.n_classes == 1 and int(agg.problem.count[0]) == 60
 
 
-# ------------------------------------------------------------------ ReadWriteOncePod, volume limits
-
-
-def test_read_write_once_pod() -> None:
-    rwop = ("ReadWriteOncePod",)
-    made = plan(snapshot_of(
-        zoned("n1", "a"), zoned("n2", "a"), storage_class("gp3", provisioner=EBS),
-        volume("pv-used", storage_class="gp3", claim_ref=("default", "used"), modes=rwop),
-        claim("used", volume="pv-used", storage_class="gp3", modes=rwop), mounting(pod("holder").on("n1"), "used"),
-        mounting(pod("second").cpu("1"), "used"),
-        claim("fresh", storage_class="gp3", modes=rwop),
-        mounting(pod("first").cpu("1").priority(5), "fresh"), mounting(pod("later").cpu("1"), "fresh")))
-    assert where(made) == {"first": where(made)["first"]}
-    conflict = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by "
-                "another pod")
-    assert why(made)["second"] == f"0/2 nodes are available: 2 {conflict}."
-    assert why(made)["later"] == f"0/2 nodes are available: 2 {conflict}."
+# ------------------------------------------------------------------ volume limits
 
 
 def test_attachable_volume_limits_count_what_the_node_has_attached() -> None:

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from kubeplace.kube.objects import ClaimChoice, Snapshot
+from kubeplace.kube.objects import ClaimChoice
 from kubeplace.plan.verify import VerifySettings, verify
-from tests.builders import node, pod, snapshot_of
-from tests.volume_builders import claim, csi_node, mounting, storage_class, volume
-
-ZONE = "topology.kubernetes.io/zone"
-EBS = "ebs.csi.aws.com"
-
-
-def cluster(*objects: Any) -> Snapshot:
-    return snapshot_of(node("n1").cpu("8").label(ZONE, "a"), node("n2").cpu("8").label(ZONE, "b"),
-                       storage_class("local"), storage_class("gp3", provisioner=EBS, zones=("b",)),
-                       storage_class("fast", provisioner=EBS, wait=False), *objects)
-
-
-def rules(snapshot: Snapshot, placements: Sequence[tuple[str, str]],
-          choices: dict[str, tuple[ClaimChoice, ...]] | None = None) -> list[str]:
-    triples = [("default", name, node_name) for name, node_name in placements]
-    given = None if choices is None else {("default", name): c for name, c in choices.items()}
-    return [f"{v.rule}: {v.detail}" for v in verify(snapshot, triples, VerifySettings(), volume_choices=given)]
+from tests.builders import pod
+from tests.models.plugins.volume_plans import EBS, ZONE, cluster, rules
+from tests.volume_builders import claim, csi_node, mounting, volume
 
 
 def test_bound_volume_must_admit_the_node() -> None:
@@ -79,21 +63,6 @@ def test_the_volumes_a_plan_chose_are_checked() -> None:
     assert rules(snapshot, [("r", "n1")], {"r": (ClaimChoice("c", ""),)}) == [
         "VolumeBinding: claim c cannot be provisioned on the node"]
     assert rules(snapshot, [("p", "n1")], {}) == ["VolumeBinding: no volume chosen for unbound claim a"]
-
-
-def test_read_write_once_pod_has_one_user() -> None:
-    rwop = ("ReadWriteOncePod",)
-    snapshot = cluster(claim("d", volume="pv", storage_class="gp3", modes=rwop),
-                       volume("pv", storage_class="gp3", claim_ref=("default", "d"), modes=rwop),
-                       mounting(pod("p").cpu("1"), "d"), mounting(pod("q").cpu("1"), "d"))
-    assert rules(snapshot, [("p", "n1")]) == []
-    assert rules(snapshot, [("p", "n1"), ("q", "n2")]) == [
-        "VolumeRestrictions: ReadWriteOncePod claim d is used by pod default/p"]
-    running = cluster(claim("d", volume="pv", storage_class="gp3", modes=rwop),
-                      volume("pv", storage_class="gp3", claim_ref=("default", "d"), modes=rwop),
-                      mounting(pod("holder").on("n1"), "d"), mounting(pod("p").cpu("1"), "d"))
-    assert rules(running, [("p", "n1")]) == [
-        "VolumeRestrictions: ReadWriteOncePod claim d is used by pod default/holder"]
 
 
 def test_attachable_volume_limits() -> None:
