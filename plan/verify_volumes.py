@@ -1,5 +1,5 @@
-"""Independent verification of the volume rules of a plan: the kube-scheduler's VolumeBinding,
-NodeVolumeLimits and VolumeZone.
+"""Independent verification of the volume rules of a plan: the kube-scheduler's VolumeBinding and
+VolumeZone.
 
 Written out plainly from the typed objects (``kube.objects``), sharing no code
 with ``models/``: a placed pod's claims must all exist and be usable (bound, or unbound of a
@@ -7,8 +7,7 @@ WaitForFirstConsumer class), a bound claim's volume must admit the node (node af
 zone labels); an unbound one must get a free static volume that matches it and admits the node,
 never one another claim of the plan gets, or be provisioned there (a provisioner, allowed
 topologies, the CSI driver on the node, capacity). With the plan's volume choices, each choice is
-checked; without them, that such volumes exist (a matching). A node attaches at most its
-CSINode's count of a driver's volumes.
+checked; without them, that such volumes exist (a matching).
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ from kubeplace.kube.objects import (
 from kubeplace.models.plugins.node_affinity.verify import requirement_holds
 from kubeplace.plan.verify_domains import selector_matches
 
-VOLUME_BINDING, NODE_VOLUME_LIMITS, VOLUME_ZONE = "VolumeBinding", "NodeVolumeLimits", "VolumeZone"
-VOLUME_RULES = frozenset({VOLUME_BINDING, NODE_VOLUME_LIMITS, VOLUME_ZONE})
+VOLUME_BINDING, VOLUME_ZONE = "VolumeBinding", "VolumeZone"
+VOLUME_RULES = frozenset({VOLUME_BINDING, VOLUME_ZONE})
 _ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
                 "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
                 "topology.kubernetes.io/zone": "topology.kubernetes.io/zone",
@@ -66,7 +65,6 @@ def verify_volumes(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]
     for item in placed:
         findings += (_at(item, rule, detail) for rule, detail in _claims(item, storage))
     findings += _unbound(placed, storage, choices)
-    findings += _limits(placed, snapshot)
     return [f for f in findings if f[3] in rules]
 
 
@@ -231,47 +229,6 @@ def _prebound_to(claim: PersistentVolumeClaim, storage: Storage) -> list[Persist
     """Volumes of another class whose claimRef names the claim (a pre-binding ignores the class)."""
     return [v for v in storage.volumes.values() if v.claim_ref is not None and v.storage_class != claim.storage_class
             and (v.claim_ref.namespace, v.claim_ref.name) == (claim.namespace, claim.name)]
-
-
-def _limits(placed: Sequence[_Placed], snapshot: Snapshot) -> Iterator[Finding]:
-    storage = snapshot.storage
-    attached: dict[tuple[str, str], set[str]] = {}
-    for pod in snapshot.bound:
-        for driver, handle in _csi_volumes(pod, storage):
-            attached.setdefault((pod.node_name, driver), set()).add(handle)
-    for attachment in storage.attachments:
-        pv = storage.volumes.get(attachment.volume)
-        if pv is not None and pv.csi_driver and attachment.attacher:
-            attached.setdefault((attachment.node, attachment.attacher), set()).add(pv.csi_handle)
-    added: dict[tuple[str, str], set[str]] = {}
-    for item in placed:
-        csi_node = storage.csi_nodes.get(item.node.name)
-        limits = {d.name: d.allocatable_count for d in (csi_node.drivers if csi_node else ())
-                  if d.allocatable_count is not None}
-        for driver, handle in _csi_volumes(item.pod, storage):
-            key = (item.node.name, driver)
-            if driver not in limits or handle in attached.get(key, set()) | added.get(key, set()):
-                continue
-            added.setdefault(key, set()).add(handle)
-            total = len(attached.get(key, set())) + len(added[key])
-            if total > limits[driver]:
-                yield _at(item, NODE_VOLUME_LIMITS, f"{total} volumes of {driver} on the node, limit {limits[driver]}")
-
-
-def _csi_volumes(pod: Pod, storage: Storage) -> set[tuple[str, str]]:
-    """(driver, handle) of the pod's CSI volumes; an unbound claim's as a new volume of its provisioner."""
-    found = set()
-    for volume in pod.volumes:
-        claim = storage.claim(pod.namespace, volume.claim)
-        if claim is None:
-            continue
-        pv = storage.volumes.get(claim.volume_name) if claim.volume_name else None
-        if pv is not None:
-            if pv.csi_driver and pv.csi_handle:
-                found.add((pv.csi_driver, pv.csi_handle))
-        elif claim.storage_class in storage.classes:
-            found.add((storage.classes[claim.storage_class].provisioner, f"new volume for {claim.key}"))
-    return found
 
 
 def _affinity_admits(terms: tuple[SelectorTerm, ...] | None, labels: Mapping[str, str]) -> bool:

@@ -215,22 +215,3 @@ def test_many_pods_with_their_own_claims_share_a_class() -> None:
     config = Configuration()
     agg = aggregate(snapshot, instantiate(config, config.profiles[0], snapshot))
     assert agg.problem.n_classes == 1 and int(agg.problem.count[0]) == 60
-
-
-# ------------------------------------------------------------------ volume limits
-
-
-def test_attachable_volume_limits_count_what_the_node_has_attached() -> None:
-    made = plan(snapshot_of(
-        zoned("n1", "a", cpu="16"), zoned("n2", "a", cpu="2"), storage_class("gp3", provisioner=EBS),
-        csi_node("n1", (EBS, 3)), csi_node("n2", (EBS, 10)),
-        volume("pv-run", storage_class="gp3", claim_ref=("default", "run"), csi=(EBS, "vol-run")),
-        claim("run", volume="pv-run", storage_class="gp3"), mounting(pod("running").on("n1"), "run"),
-        volume("pv-old", storage_class="gp3", claim_ref=("default", "old"), csi=(EBS, "vol-old")),
-        {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "va"},
-         "spec": {"attacher": EBS, "nodeName": "n1", "source": {"persistentVolumeName": "pv-old"}}},
-        *(claim(f"data-{i}", storage_class="gp3") for i in range(4)),
-        *(mounting(pod(f"web-{i}").cpu("1"), f"data-{i}") for i in range(4))))
-    assert sorted(where(made).values()) == ["n1", "n2", "n2"]  # n1: 3 - (1 running + 1 attachment) = 1 more
-    assert list(why(made).values()) == ["0/2 nodes are available: 1 Insufficient cpu, "
-                                        "1 node(s) exceed max volume count."]

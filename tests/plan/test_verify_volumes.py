@@ -9,8 +9,8 @@ import pytest
 from kubeplace.kube.objects import ClaimChoice
 from kubeplace.plan.verify import VerifySettings, verify
 from tests.builders import pod
-from tests.models.plugins.volume_plans import EBS, ZONE, cluster, rules
-from tests.volume_builders import claim, csi_node, mounting, volume
+from tests.models.plugins.volume_plans import ZONE, cluster, rules
+from tests.volume_builders import claim, mounting, volume
 
 
 def test_bound_volume_must_admit_the_node() -> None:
@@ -63,18 +63,6 @@ def test_the_volumes_a_plan_chose_are_checked() -> None:
     assert rules(snapshot, [("r", "n1")], {"r": (ClaimChoice("c", ""),)}) == [
         "VolumeBinding: claim c cannot be provisioned on the node"]
     assert rules(snapshot, [("p", "n1")], {}) == ["VolumeBinding: no volume chosen for unbound claim a"]
-
-
-def test_attachable_volume_limits() -> None:
-    snapshot = cluster(csi_node("n2", (EBS, 2)),
-                       volume("pv-run", storage_class="gp3", claim_ref=("default", "run"), csi=(EBS, "h-run")),
-                       claim("run", volume="pv-run", storage_class="gp3"), mounting(pod("running").on("n2"), "run"),
-                       claim("a", storage_class="gp3"), claim("b", storage_class="gp3"),
-                       mounting(pod("p").cpu("1"), "a"), mounting(pod("q").cpu("1"), "b"),
-                       mounting(pod("shares").cpu("1"), "run"))
-    assert rules(snapshot, [("p", "n2"), ("shares", "n2")]) == []  # the shared volume is attached already
-    assert rules(snapshot, [("p", "n2"), ("q", "n2")]) == ["NodeVolumeLimits: 3 volumes of ebs.csi.aws.com on the "
-                                                           "node, limit 2"]
 
 
 def test_only_the_profiles_volume_rules_are_checked() -> None:
