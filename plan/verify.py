@@ -35,7 +35,6 @@ from kubeplace.models.plugins import RULES
 from kubeplace.models.rules import Verifier
 from kubeplace.plan.verify_claims import verify_claims
 from kubeplace.plan.verify_domains import Counted, replay
-from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
@@ -67,12 +66,14 @@ def rule_checks(names: Collection[str] | None = None, args: Mapping[str, Any] | 
 class VerifySettings:
     rules: tuple[RuleCheck, ...] = field(default_factory=rule_checks)
     """The rules whose own verifier checks run (those the profile enables)."""
-    volume_rules: frozenset[str] = VOLUME_RULES
-    """Which of the volume plugins' rules to check (those the profile enables)."""
     check_claims: bool = True
     """Check the pods' resource claims (DynamicResources enabled)."""
     gpu: GpuConventions = DEFAULT_CONVENTIONS
     """Which resource names carry GPU requests (the configuration's, as the model reads them)."""
+
+    def checks(self, rule: str) -> bool:
+        """Whether the rule's own verifier check runs."""
+        return any(r.name == rule for r in self.rules)
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,6 @@ def verify(
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(_unreadable_gangs(snapshot, placements))
     violations.extend(_followers_reserved(snapshot, placements, checker.copies))
-    violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
-                                                                       settings.volume_rules))
     if settings.check_claims:
         violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
     if _domain_rules(snapshot):

@@ -31,8 +31,7 @@ from kubeplace.models.plugins import (
 )
 from kubeplace.models.rules import InTreeRule, Verifier, rule
 
-_VOLUMES, _DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py")
-                                      for m in ("verify_volumes", "verify_domains", "verify_claims", "verify"))
+_DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py") for m in ("verify_domains", "verify_claims", "verify"))
 
 RULES: tuple[InTreeRule, ...] = (
     node_unschedulable.RULE,
@@ -41,8 +40,8 @@ RULES: tuple[InTreeRule, ...] = (
     node_ports.RULE,
     volume_restrictions.RULE,
     node_volume_limits.RULE,
-    rule(volume_binding.NAME, (FILTER, CONSTRAINT), None, volume_binding.build, verify=_VOLUMES, filter_order=9),
-    rule(volume_zone.NAME, FILTER, None, volume_zone.build, verify=_VOLUMES, filter_order=10),
+    volume_binding.RULE,
+    volume_zone.RULE,
     rule(topology_spread.NAME, (FILTER, CONSTRAINT, SCORE), topology_spread.PodTopologySpreadArgs,
          topology_spread.build, verify=_DOMAINS, filter_order=11),
     rule(inter_pod_affinity.NAME, (FILTER, CONSTRAINT, SCORE), preferences.InterPodAffinityArgs,

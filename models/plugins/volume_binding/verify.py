@@ -1,11 +1,11 @@
-"""Independent verification of the volume rules of a plan: the kube-scheduler's VolumeBinding and
-VolumeZone.
+"""VolumeBinding's independent verifier check, over the whole plan (the kube-scheduler's
+volumebinding plugin). Imports only ``kubeplace.kube`` and the other rules' checks.
 
 Written out plainly from the typed objects (``kube.objects``), sharing no code
 with ``models/``: a placed pod's claims must all exist and be usable (bound, or unbound of a
-WaitForFirstConsumer class), a bound claim's volume must admit the node (node affinity on labels,
-zone labels); an unbound one must get a free static volume that matches it and admits the node,
-never one another claim of the plan gets, or be provisioned there (a provisioner, allowed
+WaitForFirstConsumer class), a bound claim's volume must admit the node (node affinity on
+labels); an unbound one must get a free static volume that matches it and admits the node, never
+one another claim of the plan gets, or be provisioned there (a provisioner, allowed
 topologies, the CSI driver on the node, capacity). With the plan's volume choices, each choice is
 checked; without them, that such volumes exist (a matching).
 """
@@ -22,21 +22,13 @@ from kubeplace.kube.objects import (
     PersistentVolumeClaim,
     Pod,
     SelectorTerm,
-    Snapshot,
     Storage,
 )
-from kubeplace.models.plugins.node_affinity.verify import requirement_holds
-from kubeplace.plan.verify_domains import selector_matches
+from kubeplace.kube.plan_view import PlanView
+from kubeplace.models.plugins.node_affinity.verify import requirement_holds, selector_matches
 
-VOLUME_BINDING, VOLUME_ZONE = "VolumeBinding", "VolumeZone"
-VOLUME_RULES = frozenset({VOLUME_BINDING, VOLUME_ZONE})
-_ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
-                "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
-                "topology.kubernetes.io/zone": "topology.kubernetes.io/zone",
-                "topology.kubernetes.io/region": "topology.kubernetes.io/region"}
-
-Finding = tuple[str, str, str, str, str]
-"""(namespace, name, node, rule, detail)."""
+Finding = tuple[str, str, str, str]
+"""(namespace, name, node, detail)."""
 
 
 @dataclass(frozen=True)
@@ -46,65 +38,48 @@ class _Placed:
     claims: tuple[tuple[str, PersistentVolumeClaim | None, bool], ...]  # (name, claim, ephemeral)
 
 
-def verify_volumes(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
-                   choices: Mapping[tuple[str, str], Sequence[ClaimChoice]] | None = None,
-                   rules: frozenset[str] = VOLUME_RULES) -> list[Finding]:
-    """What breaks a volume rule in ``placements`` ((namespace, name, node) triples of pending
-    pods on snapshot nodes; the others are the main verifier's). ``choices`` (pod -> its claims'
-    volumes) are checked when given."""
-    storage = snapshot.storage
-    pods = {(p.namespace, p.name): p for p in snapshot.pending}
-    nodes = {n.name: n for n in snapshot.nodes}
-    placed = []
-    for namespace, name, node_name in placements:
-        pod, node = pods.get((namespace, name)), nodes.get(node_name)
-        if pod is not None and node is not None and pod.volumes:
-            claims = tuple((v.claim, storage.claim(namespace, v.claim), v.ephemeral) for v in pod.volumes)
-            placed.append(_Placed(pod, node, claims))
-    findings: list[Finding] = []
+def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
+    """What breaks the rule in the plan; the volumes it chose for the unbound claims
+    (``view.volume_choices``) are checked when given."""
+    storage = view.snapshot.storage
+    placed = [_Placed(p.pod, p.node, tuple((v.claim, storage.claim(p.pod.namespace, v.claim), v.ephemeral)
+                                           for v in p.pod.volumes))
+              for p in view.placements if p.pod.volumes]
     for item in placed:
-        findings += (_at(item, rule, detail) for rule, detail in _claims(item, storage))
-    findings += _unbound(placed, storage, choices)
-    return [f for f in findings if f[3] in rules]
+        yield from (_at(item, detail) for detail in _claims(item, storage))
+    yield from _unbound(placed, storage, view.volume_choices)
 
 
-def _at(item: _Placed, rule: str, detail: str) -> Finding:
-    return item.pod.namespace, item.pod.name, item.node.name, rule, detail
+def _at(item: _Placed, detail: str) -> Finding:
+    return item.pod.namespace, item.pod.name, item.node.name, detail
 
 
-def _claims(item: _Placed, storage: Storage) -> Iterator[tuple[str, str]]:
+def _claims(item: _Placed, storage: Storage) -> Iterator[str]:
     """Each claim exists and can be used; a bound one's volume admits the node."""
     for name, claim, ephemeral in item.claims:
         if claim is None:
-            yield VOLUME_BINDING, f"claim {name} does not exist"
+            yield f"claim {name} does not exist"
         elif claim.phase == "Lost":
-            yield VOLUME_BINDING, f"claim {name} has lost its volume {claim.volume_name}"
+            yield f"claim {name} has lost its volume {claim.volume_name}"
         elif claim.deleting:
-            yield VOLUME_BINDING, f"claim {name} is being deleted"
+            yield f"claim {name} is being deleted"
         elif ephemeral and claim.owner_uid != item.pod.uid:
-            yield VOLUME_BINDING, f"claim {name} of an ephemeral volume is not owned by the pod"
+            yield f"claim {name} of an ephemeral volume is not owned by the pod"
         elif claim.volume_name and "pv.kubernetes.io/bind-completed" in claim.annotations:
-            yield from _bound(item, claim, storage.volumes.get(claim.volume_name), ephemeral)
+            yield from _bound(item, claim, storage.volumes.get(claim.volume_name))
         elif not _waits_for_consumer(claim, storage) or claim.volume_name:
-            yield VOLUME_BINDING, f"claim {name} is not bound and its class binds it immediately"
+            yield f"claim {name} is not bound and its class binds it immediately"
         elif claim.annotations.get("volume.kubernetes.io/selected-node", item.node.name) != item.node.name:
-            yield VOLUME_BINDING, (f"claim {name} is being provisioned for node "
-                                   f"{claim.annotations['volume.kubernetes.io/selected-node']}")
+            yield (f"claim {name} is being provisioned for node "
+                   f"{claim.annotations['volume.kubernetes.io/selected-node']}")
 
 
-def _bound(item: _Placed, claim: PersistentVolumeClaim, volume: PersistentVolume | None,
-           ephemeral: bool) -> Iterator[tuple[str, str]]:
+def _bound(item: _Placed, claim: PersistentVolumeClaim, volume: PersistentVolume | None) -> Iterator[str]:
     if volume is None:
-        yield VOLUME_BINDING, f"claim {claim.name} is bound to volume {claim.volume_name}, which does not exist"
+        yield f"claim {claim.name} is bound to volume {claim.volume_name}, which does not exist"
         return
     if not _affinity_admits(volume.node_affinity, item.node.labels):
-        yield VOLUME_BINDING, f"volume {volume.name} of claim {claim.name}: its node affinity excludes the node"
-    if not ephemeral and any(k in item.node.labels for k in _ZONE_LABELS):
-        for key, text in volume.labels.items():
-            zones = {z.strip() for z in text.split("__")}
-            node_value = item.node.labels.get(key, item.node.labels.get(_ZONE_LABELS.get(key, key)))
-            if key in _ZONE_LABELS and "" not in zones and node_value not in zones:
-                yield VOLUME_ZONE, f"volume {volume.name} is in {key}={text}, the node in {node_value}"
+        yield f"volume {volume.name} of claim {claim.name}: its node affinity excludes the node"
 
 
 def _waits_for_consumer(claim: PersistentVolumeClaim, storage: Storage) -> bool:
@@ -129,24 +104,24 @@ def _unbound(placed: Sequence[_Placed], storage: Storage,
         for claim in _delayed(item, storage):
             owner = holder.setdefault(claim.key, item.pod.key)
             if owner != item.pod.key:
-                yield _at(item, VOLUME_BINDING, f"unbound claim {claim.name} is placed with pod {owner} too")
+                yield _at(item, f"unbound claim {claim.name} is placed with pod {owner} too")
                 continue
             if chosen is None:
                 if not _provisionable(claim, storage, item.node):
                     needing.append((item, claim))
                 continue
             if claim.name not in chosen:
-                yield _at(item, VOLUME_BINDING, f"no volume chosen for unbound claim {claim.name}")
+                yield _at(item, f"no volume chosen for unbound claim {claim.name}")
             elif chosen[claim.name] == "":
                 if not _provisionable(claim, storage, item.node):
-                    yield _at(item, VOLUME_BINDING, f"claim {claim.name} cannot be provisioned on the node")
+                    yield _at(item, f"claim {claim.name} cannot be provisioned on the node")
             else:
                 volume = storage.volumes.get(chosen[claim.name])
                 problem = _unusable(claim, volume, item.node, chosen[claim.name])
                 if problem:
-                    yield _at(item, VOLUME_BINDING, problem)
+                    yield _at(item, problem)
                 elif given.setdefault(chosen[claim.name], claim.key) != claim.key:
-                    yield _at(item, VOLUME_BINDING, f"volume {chosen[claim.name]} is chosen for claim "
+                    yield _at(item, f"volume {chosen[claim.name]} is chosen for claim "
                                                     f"{given[chosen[claim.name]]} too")
     yield from _matching(needing, storage)
 
@@ -221,7 +196,7 @@ def _matching(needing: Sequence[tuple[_Placed, PersistentVolumeClaim]], storage:
 
     for k, (item, claim) in enumerate(needing):
         if not assign(k, set()):
-            yield _at(item, VOLUME_BINDING, f"no free volume left for unbound claim {claim.name} on the node "
+            yield _at(item, f"no free volume left for unbound claim {claim.name} on the node "
                                              "and it cannot be provisioned there")
 
 
