@@ -53,7 +53,7 @@ class Verifier:
     plan: PlanCheck | None = None
     in_plan: str = ""
     """A rule whose check still lives in a plan module (not yet moved into its folder): that
-    module's path, e.g. ``plan/verify_volumes.py``. The registry test checks that it names the
+    module's path, e.g. ``plan/verify_domains.py``. The registry test checks that it names the
     rule."""
 
     def __post_init__(self) -> None:

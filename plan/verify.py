@@ -33,7 +33,6 @@ from kubeplace.kube.objects import (
 from kubeplace.kube.plan_view import Placed, PlanView
 from kubeplace.models.plugins import RULES
 from kubeplace.models.rules import Verifier
-from kubeplace.plan.verify_claims import verify_claims
 from kubeplace.plan.verify_domains import Counted, replay
 
 ExtraCheck = Callable[[Pod, Node], str | None]
@@ -66,8 +65,6 @@ def rule_checks(names: Collection[str] | None = None, args: Mapping[str, Any] | 
 class VerifySettings:
     rules: tuple[RuleCheck, ...] = field(default_factory=rule_checks)
     """The rules whose own verifier checks run (those the profile enables)."""
-    check_claims: bool = True
-    """Check the pods' resource claims (DynamicResources enabled)."""
     gpu: GpuConventions = DEFAULT_CONVENTIONS
     """Which resource names carry GPU requests (the configuration's, as the model reads them)."""
 
@@ -122,8 +119,6 @@ def verify(
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(_unreadable_gangs(snapshot, placements))
     violations.extend(_followers_reserved(snapshot, placements, checker.copies))
-    if settings.check_claims:
-        violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
     if _domain_rules(snapshot):
         violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
                           for v in replay(snapshot, counted).violations)
@@ -298,7 +293,7 @@ def _requests(pod: Pod) -> dict[str, int]:
 def _capacity(node: Node, placed: Sequence[tuple[Pod, int]], bound: Sequence[Pod],
               devices: Devices) -> Iterator[Violation]:
     """NodeResourcesFit. An extended resource a DeviceClass serves, on a node without any of it
-    from a device plugin, is DRA's (its devices are checked by ``verify_claims``)."""
+    from a device plugin, is DRA's (its devices are checked by DynamicResources' check)."""
     used: dict[str, int] = {}
     for other in bound:
         if other.node_name == node.name and not other.finished:

@@ -31,7 +31,7 @@ from kubeplace.models.plugins import (
 )
 from kubeplace.models.rules import InTreeRule, Verifier, rule
 
-_DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py") for m in ("verify_domains", "verify_claims", "verify"))
+_DOMAINS, _PLAN = (Verifier(in_plan=f"plan/{m}.py") for m in ("verify_domains", "verify"))
 
 RULES: tuple[InTreeRule, ...] = (
     node_unschedulable.RULE,
@@ -46,8 +46,7 @@ RULES: tuple[InTreeRule, ...] = (
          topology_spread.build, verify=_DOMAINS, filter_order=11),
     rule(inter_pod_affinity.NAME, (FILTER, CONSTRAINT, SCORE), preferences.InterPodAffinityArgs,
          inter_pod_affinity.build, verify=_DOMAINS, filter_order=12),
-    rule(dynamic_resources.NAME, (FILTER, CONSTRAINT), None, dynamic_resources.build, verify=_CLAIMS,
-         filter_order=13),
+    dynamic_resources.RULE,
     tenant.RULE,
     gpu_model.RULE,
     rule(gang.NAME, CONSTRAINT, None, gang.build, verify=_PLAN),
