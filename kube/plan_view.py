@@ -18,6 +18,8 @@ from kubeplace.kube.objects import ClaimChoice, Node, Pod, Snapshot
 
 PodKey = tuple[str, str]
 """(namespace, name)."""
+Finding = tuple[str, str, str, str]
+"""(namespace, name, node, detail): what a check over the plan refuses, and why."""
 
 
 @dataclass(frozen=True)

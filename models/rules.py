@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
-from kubeplace.kube.plan_view import PlanView
+from kubeplace.kube.plan_view import Finding, PlanView
 from kubeplace.models.framework import CONSTRAINT, FILTER, PluginFactory, RunContext
 from kubeplace.models.problem import BoolArray
 
@@ -36,7 +36,7 @@ rule's default args; None for a rule without args."""
 NodeCheck = Callable[[Pod, int, Node, Sequence[Pod]], Iterable[str]]
 """(pod, copies of it placed at once, node, the pods already there: bound, placed before it in
 the plan, and nominated to the node with its priority or more) -> why the node refuses it."""
-PlanCheck = Callable[[PlanView, Any], Iterable[tuple[str, str, str, str]]]
+PlanCheck = Callable[[PlanView, Any], Iterable[Finding]]
 """(the plan, the rule's args) -> (namespace, name, node, detail) per violation found over the
 plan."""
 EmulationCheck = Callable[[Pod, Sequence[Sequence[Pod]]], BoolArray]

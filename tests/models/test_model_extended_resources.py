@@ -10,7 +10,7 @@ import dataclasses
 from kubeplace.kube.dra import EXTENDED_CLAIM, ClaimAllocation, RequestMapping
 from kubeplace.kube.objects import GPU
 from kubeplace.kube.parse import parse_pod
-from kubeplace.kube.plan_view import Placed, PlanView
+from kubeplace.kube.plan_view import Finding, Placed, PlanView
 from kubeplace.models.extended_resources import extended_claim
 from kubeplace.models.plugins.dynamic_resources import verify
 from tests.builders import node, pod, snapshot_of
@@ -118,7 +118,7 @@ def test_the_verifier_checks_the_extended_resource_claim() -> None:
     (given,) = allocations(made)["p"]
     placements = (Placed(snapshot.pending[0], snapshot.nodes[0]),)  # p on n1
 
-    def verify_claims(chosen: dict[tuple[str, str], tuple[ClaimAllocation, ...]]) -> list[tuple[str, str, str, str]]:
+    def verify_claims(chosen: dict[tuple[str, str], tuple[ClaimAllocation, ...]]) -> list[Finding]:
         return verify.check_plan(PlanView(snapshot, placements, claim_allocations=chosen), None)
 
     assert verify_claims({("default", "p"): (given,)}) == []

@@ -43,11 +43,8 @@ from kubeplace.kube.dra import (
     ResourceClaim,
 )
 from kubeplace.kube.objects import Node, Pod, SelectorTerm
-from kubeplace.kube.plan_view import PlanView
+from kubeplace.kube.plan_view import Finding, PlanView
 from kubeplace.models.plugins.node_affinity.verify import node_term_matches
-
-Finding = tuple[str, str, str, str]
-"""(namespace, name, node, detail)."""
 
 
 def check_plan(view: PlanView, _args: None) -> list[Finding]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 from kubeplace.kube.objects import CPU, MEMORY, Node
-from kubeplace.kube.plan_view import PlanView
+from kubeplace.kube.plan_view import Finding, PlanView
 
 
 class LoadAwareSettings(Protocol):
@@ -66,7 +66,7 @@ def ratio(load: Mapping[str, int], node: Node, resource: str) -> float:
     return load.get(resource, 0) / allocatable if allocatable > 0 else _INFINITE
 
 
-def check_plan(view: PlanView, args: LoadAwareSettings) -> Iterator[tuple[str, str, str, str]]:
+def check_plan(view: PlanView, args: LoadAwareSettings) -> Iterator[Finding]:
     nodes = {node.name: node for node in view.snapshot.nodes}
     loads = measured_loads(view)
     for node_name, pods in view.by_node.items():

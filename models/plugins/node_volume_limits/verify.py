@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kubeplace.kube.objects import Pod, Storage
-from kubeplace.kube.plan_view import PlanView
+from kubeplace.kube.plan_view import Finding, PlanView
 
 
-def check_plan(view: PlanView, _args: None) -> Iterator[tuple[str, str, str, str]]:
+def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
     storage = view.snapshot.storage
     attached: dict[tuple[str, str], set[str]] = {}
     for pod in view.snapshot.bound:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from kubeplace.kube.objects import CPU, MEMORY
-from kubeplace.kube.plan_view import PlanView
+from kubeplace.kube.plan_view import Finding, PlanView
 from kubeplace.models.plugins.load_aware.verify import measured_loads, ratio
 
 
@@ -29,7 +29,7 @@ class OvercommitSettings(Protocol):
     def resources(self) -> tuple[str, ...]: ...
 
 
-def check_plan(view: PlanView, args: OvercommitSettings) -> Iterator[tuple[str, str, str, str]]:
+def check_plan(view: PlanView, args: OvercommitSettings) -> Iterator[Finding]:
     if args.headroom >= 1.0:
         return
     nodes = {node.name: node for node in view.snapshot.nodes}

@@ -24,11 +24,8 @@ from kubeplace.kube.objects import (
     SelectorTerm,
     Storage,
 )
-from kubeplace.kube.plan_view import PlanView
+from kubeplace.kube.plan_view import Finding, PlanView
 from kubeplace.models.plugins.node_affinity.verify import requirement_holds, selector_matches
-
-Finding = tuple[str, str, str, str]
-"""(namespace, name, node, detail)."""
 
 
 @dataclass(frozen=True)

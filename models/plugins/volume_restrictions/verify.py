@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kubeplace.kube.plan_view import PlanView
+from kubeplace.kube.plan_view import Finding, PlanView
 
 
-def check_plan(view: PlanView, _args: None) -> Iterator[tuple[str, str, str, str]]:
+def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
     storage = view.snapshot.storage
     users = {f"{p.namespace}/{v.claim}": p.key for p in view.snapshot.bound for v in p.volumes if not v.ephemeral}
     for placed in view.placements:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kubeplace.kube.objects import Node, PersistentVolume, Pod, Storage
-from kubeplace.kube.plan_view import PlanView
+from kubeplace.kube.plan_view import Finding, PlanView
 
 _ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
                 "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
@@ -17,7 +17,7 @@ _ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.i
                 "topology.kubernetes.io/region": "topology.kubernetes.io/region"}
 
 
-def check_plan(view: PlanView, _args: None) -> Iterator[tuple[str, str, str, str]]:
+def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
     storage = view.snapshot.storage
     for placed in view.placements:
         node, pod = placed.node, placed.pod
