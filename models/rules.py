@@ -20,11 +20,12 @@ a FILTER or CONSTRAINT rule without one is refused by tests/models/test_rules.py
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.plan_view import Finding, PlanView
 from kubeplace.models.framework import CONSTRAINT, FILTER, PluginFactory, RunContext
 from kubeplace.models.problem import BoolArray
 
@@ -35,9 +36,9 @@ rule's default args; None for a rule without args."""
 NodeCheck = Callable[[Pod, int, Node, Sequence[Pod]], Iterable[str]]
 """(pod, copies of it placed at once, node, the pods already there: bound, placed before it in
 the plan, and nominated to the node with its priority or more) -> why the node refuses it."""
-PlanCheck = Callable[[Snapshot, Mapping[str, Sequence[tuple[Pod, int]]], Any], Iterable[tuple[str, str, str, str]]]
-"""(snapshot, per node name the pods the plan places there with how many copies of each, in plan
-order, the rule's args) -> (namespace, name, node, detail) per violation found over the plan."""
+PlanCheck = Callable[[PlanView, Any], Iterable[Finding]]
+"""(the plan, the rule's args) -> (namespace, name, node, detail) per violation found over the
+plan."""
 EmulationCheck = Callable[[Pod, Sequence[Sequence[Pod]]], BoolArray]
 """(pod, per node the pods already there as the kube-scheduler sees them: bound, placed, and
 nominated with the pod's priority or more) -> the nodes the rule admits the pod on."""
@@ -52,7 +53,7 @@ class Verifier:
     plan: PlanCheck | None = None
     in_plan: str = ""
     """A rule whose check still lives in a plan module (not yet moved into its folder): that
-    module's path, e.g. ``plan/verify_volumes.py``. The registry test checks that it names the
+    module's path, e.g. ``plan/verify_domains.py``. The registry test checks that it names the
     rule."""
 
     def __post_init__(self) -> None:

@@ -30,11 +30,10 @@ from kubeplace.kube.objects import (
     Pod,
     Snapshot,
 )
+from kubeplace.kube.plan_view import Placed, PlanView
 from kubeplace.models.plugins import RULES
 from kubeplace.models.rules import Verifier
-from kubeplace.plan.verify_claims import verify_claims
 from kubeplace.plan.verify_domains import Counted, replay
-from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
@@ -66,12 +65,12 @@ def rule_checks(names: Collection[str] | None = None, args: Mapping[str, Any] | 
 class VerifySettings:
     rules: tuple[RuleCheck, ...] = field(default_factory=rule_checks)
     """The rules whose own verifier checks run (those the profile enables)."""
-    volume_rules: frozenset[str] = VOLUME_RULES
-    """Which of the volume plugins' rules to check (those the profile enables)."""
-    check_claims: bool = True
-    """Check the pods' resource claims (DynamicResources enabled)."""
     gpu: GpuConventions = DEFAULT_CONVENTIONS
     """Which resource names carry GPU requests (the configuration's, as the model reads them)."""
+
+    def checks(self, rule: str) -> bool:
+        """Whether the rule's own verifier check runs."""
+        return any(r.name == rule for r in self.rules)
 
 
 @dataclass(frozen=True)
@@ -112,18 +111,14 @@ def verify(
         node, here = checker.nodes[node_name], checker.bound_on(node_name)
         violations.extend(_capacity(node, pods, here, snapshot.devices))
         violations.extend(_nominated_room(node, pods, here, snapshot.nominated))
+    view = PlanView(snapshot, tuple(checker.accepted), volume_choices, claim_allocations)
     for rule in settings.rules:
         if rule.verifier.plan is not None:
             violations.extend(Violation(namespace, name, node_name, rule.name, detail)
-                              for namespace, name, node_name, detail in rule.verifier.plan(snapshot, checker.placed,
-                                                                                            rule.args))
+                              for namespace, name, node_name, detail in rule.verifier.plan(view, rule.args))
     violations.extend(_gang_topology(snapshot, placements))
     violations.extend(_unreadable_gangs(snapshot, placements))
     violations.extend(_followers_reserved(snapshot, placements, checker.copies))
-    violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
-                                                                       settings.volume_rules))
-    if settings.check_claims:
-        violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
     if _domain_rules(snapshot):
         violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
                           for v in replay(snapshot, counted).violations)
@@ -220,6 +215,7 @@ class _Checker:
         self.pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
         self.nodes = {node.name: node for node in snapshot.nodes}
         self.copies: dict[tuple[str, str], int] = {}  # pod -> how many of it the plan places
+        self.accepted: list[Placed] = []  # the placements checked, in plan order
         self.placed: dict[str, list[tuple[Pod, int]]] = {}  # node name -> pods placed there (and
         # how many of each), in plan order
         self._bound: dict[str, list[Pod]] = {}  # node name -> the snapshot's pods bound there
@@ -255,6 +251,7 @@ class _Checker:
             problems += ((rule.name, detail) for rule in self.settings.rules if rule.verifier.node is not None
                          for detail in rule.verifier.node(pod, count, node, there))
         here.append((pod, count))
+        self.accepted.append(Placed(pod, node, count))
         return problems
 
 
@@ -296,7 +293,7 @@ def _requests(pod: Pod) -> dict[str, int]:
 def _capacity(node: Node, placed: Sequence[tuple[Pod, int]], bound: Sequence[Pod],
               devices: Devices) -> Iterator[Violation]:
     """NodeResourcesFit. An extended resource a DeviceClass serves, on a node without any of it
-    from a device plugin, is DRA's (its devices are checked by ``verify_claims``)."""
+    from a device plugin, is DRA's (its devices are checked by DynamicResources' check)."""
     used: dict[str, int] = {}
     for other in bound:
         if other.node_name == node.name and not other.finished:

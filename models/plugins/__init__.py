@@ -31,25 +31,22 @@ from kubeplace.models.plugins import (
 )
 from kubeplace.models.rules import InTreeRule, Verifier, rule
 
-_VOLUMES, _DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py")
-                                      for m in ("verify_volumes", "verify_domains", "verify_claims", "verify"))
+_DOMAINS, _PLAN = (Verifier(in_plan=f"plan/{m}.py") for m in ("verify_domains", "verify"))
 
 RULES: tuple[InTreeRule, ...] = (
     node_unschedulable.RULE,
     node_affinity.RULE,
     taint_toleration.RULE,
     node_ports.RULE,
-    rule(volume_restrictions.NAME, FILTER, None, volume_restrictions.build, verify=_VOLUMES, filter_order=7),
-    rule(node_volume_limits.NAME, (FILTER, CONSTRAINT), None, node_volume_limits.build, verify=_VOLUMES,
-         filter_order=8),
-    rule(volume_binding.NAME, (FILTER, CONSTRAINT), None, volume_binding.build, verify=_VOLUMES, filter_order=9),
-    rule(volume_zone.NAME, FILTER, None, volume_zone.build, verify=_VOLUMES, filter_order=10),
+    volume_restrictions.RULE,
+    node_volume_limits.RULE,
+    volume_binding.RULE,
+    volume_zone.RULE,
     rule(topology_spread.NAME, (FILTER, CONSTRAINT, SCORE), topology_spread.PodTopologySpreadArgs,
          topology_spread.build, verify=_DOMAINS, filter_order=11),
     rule(inter_pod_affinity.NAME, (FILTER, CONSTRAINT, SCORE), preferences.InterPodAffinityArgs,
          inter_pod_affinity.build, verify=_DOMAINS, filter_order=12),
-    rule(dynamic_resources.NAME, (FILTER, CONSTRAINT), None, dynamic_resources.build, verify=_CLAIMS,
-         filter_order=13),
+    dynamic_resources.RULE,
     tenant.RULE,
     gpu_model.RULE,
     rule(gang.NAME, CONSTRAINT, None, gang.build, verify=_PLAN),

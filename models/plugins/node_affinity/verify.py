@@ -6,7 +6,7 @@ affinity, DRA's device node selectors, spread eligibility). Imports only ``kubep
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from kubeplace.kube.objects import Node, Pod, Requirement, Snapshot
 
@@ -31,6 +31,11 @@ def requirement_holds(requirement: Requirement, value: str | None) -> bool:
             return False
         return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
     return False  # unknown operator: never matches
+
+
+def selector_matches(selector: Sequence[Requirement] | None, labels: Mapping[str, str]) -> bool:
+    """A label selector: None (null) matches nothing, an empty one everything."""
+    return selector is not None and all(requirement_holds(r, labels.get(r.key)) for r in selector)
 
 
 def node_term_matches(expressions: Sequence[Requirement], fields: Sequence[Requirement], node: Node) -> bool:

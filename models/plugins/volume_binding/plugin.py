@@ -45,8 +45,8 @@ from kubeplace.kube.objects import (
 )
 from kubeplace.kube.selectors import terms_match
 from kubeplace.models.framework import ClassView, RunContext
+from kubeplace.models.plugins.volume_binding.pools import VolumeReach, local_caps, match_on_node
 from kubeplace.models.problem import BoolArray, Gang, GroupCap
-from kubeplace.models.volume_pools import VolumeReach, local_caps, match_on_node
 from kubeplace.models.volumes import (
     BIND_CONFLICT,
     NODE_CONFLICT,

@@ -1,14 +1,13 @@
-"""Independent verification of the volume rules of a plan: the kube-scheduler's VolumeBinding,
-VolumeRestrictions (ReadWriteOncePod), NodeVolumeLimits and VolumeZone.
+"""VolumeBinding's independent verifier check, over the whole plan (the kube-scheduler's
+volumebinding plugin). Imports only ``kubeplace.kube`` and the other rules' checks.
 
 Written out plainly from the typed objects (``kube.objects``), sharing no code
 with ``models/``: a placed pod's claims must all exist and be usable (bound, or unbound of a
-WaitForFirstConsumer class), a bound claim's volume must admit the node (node affinity on labels,
-zone labels); an unbound one must get a free static volume that matches it and admits the node,
-never one another claim of the plan gets, or be provisioned there (a provisioner, allowed
+WaitForFirstConsumer class), a bound claim's volume must admit the node (node affinity on
+labels); an unbound one must get a free static volume that matches it and admits the node, never
+one another claim of the plan gets, or be provisioned there (a provisioner, allowed
 topologies, the CSI driver on the node, capacity). With the plan's volume choices, each choice is
-checked; without them, that such volumes exist (a matching). A ReadWriteOncePod claim has one
-user; a node attaches at most its CSINode's count of a driver's volumes.
+checked; without them, that such volumes exist (a matching).
 """
 
 from __future__ import annotations
@@ -23,22 +22,10 @@ from kubeplace.kube.objects import (
     PersistentVolumeClaim,
     Pod,
     SelectorTerm,
-    Snapshot,
     Storage,
 )
-from kubeplace.models.plugins.node_affinity.verify import requirement_holds
-from kubeplace.plan.verify_domains import selector_matches
-
-VOLUME_BINDING, VOLUME_RESTRICTIONS = "VolumeBinding", "VolumeRestrictions"
-NODE_VOLUME_LIMITS, VOLUME_ZONE = "NodeVolumeLimits", "VolumeZone"
-VOLUME_RULES = frozenset({VOLUME_BINDING, VOLUME_RESTRICTIONS, NODE_VOLUME_LIMITS, VOLUME_ZONE})
-_ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
-                "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
-                "topology.kubernetes.io/zone": "topology.kubernetes.io/zone",
-                "topology.kubernetes.io/region": "topology.kubernetes.io/region"}
-
-Finding = tuple[str, str, str, str, str]
-"""(namespace, name, node, rule, detail)."""
+from kubeplace.kube.plan_view import Finding, PlanView
+from kubeplace.models.plugins.node_affinity.verify import requirement_holds, selector_matches
 
 
 @dataclass(frozen=True)
@@ -48,67 +35,48 @@ class _Placed:
     claims: tuple[tuple[str, PersistentVolumeClaim | None, bool], ...]  # (name, claim, ephemeral)
 
 
-def verify_volumes(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
-                   choices: Mapping[tuple[str, str], Sequence[ClaimChoice]] | None = None,
-                   rules: frozenset[str] = VOLUME_RULES) -> list[Finding]:
-    """What breaks a volume rule in ``placements`` ((namespace, name, node) triples of pending
-    pods on snapshot nodes; the others are the main verifier's). ``choices`` (pod -> its claims'
-    volumes) are checked when given."""
-    storage = snapshot.storage
-    pods = {(p.namespace, p.name): p for p in snapshot.pending}
-    nodes = {n.name: n for n in snapshot.nodes}
-    placed = []
-    for namespace, name, node_name in placements:
-        pod, node = pods.get((namespace, name)), nodes.get(node_name)
-        if pod is not None and node is not None and pod.volumes:
-            claims = tuple((v.claim, storage.claim(namespace, v.claim), v.ephemeral) for v in pod.volumes)
-            placed.append(_Placed(pod, node, claims))
-    findings: list[Finding] = []
+def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
+    """What breaks the rule in the plan; the volumes it chose for the unbound claims
+    (``view.volume_choices``) are checked when given."""
+    storage = view.snapshot.storage
+    placed = [_Placed(p.pod, p.node, tuple((v.claim, storage.claim(p.pod.namespace, v.claim), v.ephemeral)
+                                           for v in p.pod.volumes))
+              for p in view.placements if p.pod.volumes]
     for item in placed:
-        findings += (_at(item, rule, detail) for rule, detail in _claims(item, storage))
-    findings += _unbound(placed, storage, choices)
-    findings += _read_write_once_pod(placed, snapshot)
-    findings += _limits(placed, snapshot)
-    return [f for f in findings if f[3] in rules]
+        yield from (_at(item, detail) for detail in _claims(item, storage))
+    yield from _unbound(placed, storage, view.volume_choices)
 
 
-def _at(item: _Placed, rule: str, detail: str) -> Finding:
-    return item.pod.namespace, item.pod.name, item.node.name, rule, detail
+def _at(item: _Placed, detail: str) -> Finding:
+    return item.pod.namespace, item.pod.name, item.node.name, detail
 
 
-def _claims(item: _Placed, storage: Storage) -> Iterator[tuple[str, str]]:
+def _claims(item: _Placed, storage: Storage) -> Iterator[str]:
     """Each claim exists and can be used; a bound one's volume admits the node."""
     for name, claim, ephemeral in item.claims:
         if claim is None:
-            yield VOLUME_BINDING, f"claim {name} does not exist"
+            yield f"claim {name} does not exist"
         elif claim.phase == "Lost":
-            yield VOLUME_BINDING, f"claim {name} has lost its volume {claim.volume_name}"
+            yield f"claim {name} has lost its volume {claim.volume_name}"
         elif claim.deleting:
-            yield VOLUME_BINDING, f"claim {name} is being deleted"
+            yield f"claim {name} is being deleted"
         elif ephemeral and claim.owner_uid != item.pod.uid:
-            yield VOLUME_BINDING, f"claim {name} of an ephemeral volume is not owned by the pod"
+            yield f"claim {name} of an ephemeral volume is not owned by the pod"
         elif claim.volume_name and "pv.kubernetes.io/bind-completed" in claim.annotations:
-            yield from _bound(item, claim, storage.volumes.get(claim.volume_name), ephemeral)
+            yield from _bound(item, claim, storage.volumes.get(claim.volume_name))
         elif not _waits_for_consumer(claim, storage) or claim.volume_name:
-            yield VOLUME_BINDING, f"claim {name} is not bound and its class binds it immediately"
+            yield f"claim {name} is not bound and its class binds it immediately"
         elif claim.annotations.get("volume.kubernetes.io/selected-node", item.node.name) != item.node.name:
-            yield VOLUME_BINDING, (f"claim {name} is being provisioned for node "
-                                   f"{claim.annotations['volume.kubernetes.io/selected-node']}")
+            yield (f"claim {name} is being provisioned for node "
+                   f"{claim.annotations['volume.kubernetes.io/selected-node']}")
 
 
-def _bound(item: _Placed, claim: PersistentVolumeClaim, volume: PersistentVolume | None,
-           ephemeral: bool) -> Iterator[tuple[str, str]]:
+def _bound(item: _Placed, claim: PersistentVolumeClaim, volume: PersistentVolume | None) -> Iterator[str]:
     if volume is None:
-        yield VOLUME_BINDING, f"claim {claim.name} is bound to volume {claim.volume_name}, which does not exist"
+        yield f"claim {claim.name} is bound to volume {claim.volume_name}, which does not exist"
         return
     if not _affinity_admits(volume.node_affinity, item.node.labels):
-        yield VOLUME_BINDING, f"volume {volume.name} of claim {claim.name}: its node affinity excludes the node"
-    if not ephemeral and any(k in item.node.labels for k in _ZONE_LABELS):
-        for key, text in volume.labels.items():
-            zones = {z.strip() for z in text.split("__")}
-            node_value = item.node.labels.get(key, item.node.labels.get(_ZONE_LABELS.get(key, key)))
-            if key in _ZONE_LABELS and "" not in zones and node_value not in zones:
-                yield VOLUME_ZONE, f"volume {volume.name} is in {key}={text}, the node in {node_value}"
+        yield f"volume {volume.name} of claim {claim.name}: its node affinity excludes the node"
 
 
 def _waits_for_consumer(claim: PersistentVolumeClaim, storage: Storage) -> bool:
@@ -133,24 +101,24 @@ def _unbound(placed: Sequence[_Placed], storage: Storage,
         for claim in _delayed(item, storage):
             owner = holder.setdefault(claim.key, item.pod.key)
             if owner != item.pod.key:
-                yield _at(item, VOLUME_BINDING, f"unbound claim {claim.name} is placed with pod {owner} too")
+                yield _at(item, f"unbound claim {claim.name} is placed with pod {owner} too")
                 continue
             if chosen is None:
                 if not _provisionable(claim, storage, item.node):
                     needing.append((item, claim))
                 continue
             if claim.name not in chosen:
-                yield _at(item, VOLUME_BINDING, f"no volume chosen for unbound claim {claim.name}")
+                yield _at(item, f"no volume chosen for unbound claim {claim.name}")
             elif chosen[claim.name] == "":
                 if not _provisionable(claim, storage, item.node):
-                    yield _at(item, VOLUME_BINDING, f"claim {claim.name} cannot be provisioned on the node")
+                    yield _at(item, f"claim {claim.name} cannot be provisioned on the node")
             else:
                 volume = storage.volumes.get(chosen[claim.name])
                 problem = _unusable(claim, volume, item.node, chosen[claim.name])
                 if problem:
-                    yield _at(item, VOLUME_BINDING, problem)
+                    yield _at(item, problem)
                 elif given.setdefault(chosen[claim.name], claim.key) != claim.key:
-                    yield _at(item, VOLUME_BINDING, f"volume {chosen[claim.name]} is chosen for claim "
+                    yield _at(item, f"volume {chosen[claim.name]} is chosen for claim "
                                                     f"{given[chosen[claim.name]]} too")
     yield from _matching(needing, storage)
 
@@ -225,7 +193,7 @@ def _matching(needing: Sequence[tuple[_Placed, PersistentVolumeClaim]], storage:
 
     for k, (item, claim) in enumerate(needing):
         if not assign(k, set()):
-            yield _at(item, VOLUME_BINDING, f"no free volume left for unbound claim {claim.name} on the node "
+            yield _at(item, f"no free volume left for unbound claim {claim.name} on the node "
                                              "and it cannot be provisioned there")
 
 
@@ -233,58 +201,6 @@ def _prebound_to(claim: PersistentVolumeClaim, storage: Storage) -> list[Persist
     """Volumes of another class whose claimRef names the claim (a pre-binding ignores the class)."""
     return [v for v in storage.volumes.values() if v.claim_ref is not None and v.storage_class != claim.storage_class
             and (v.claim_ref.namespace, v.claim_ref.name) == (claim.namespace, claim.name)]
-
-
-def _read_write_once_pod(placed: Sequence[_Placed], snapshot: Snapshot) -> Iterator[Finding]:
-    users = {f"{p.namespace}/{v.claim}": p.key for p in snapshot.bound for v in p.volumes if not v.ephemeral}
-    for item in placed:
-        for name, claim, ephemeral in item.claims:
-            if ephemeral or claim is None or "ReadWriteOncePod" not in claim.access_modes:
-                continue
-            user = users.setdefault(claim.key, item.pod.key)
-            if user != item.pod.key:
-                yield _at(item, VOLUME_RESTRICTIONS, f"ReadWriteOncePod claim {name} is used by pod {user}")
-
-
-def _limits(placed: Sequence[_Placed], snapshot: Snapshot) -> Iterator[Finding]:
-    storage = snapshot.storage
-    attached: dict[tuple[str, str], set[str]] = {}
-    for pod in snapshot.bound:
-        for driver, handle in _csi_volumes(pod, storage):
-            attached.setdefault((pod.node_name, driver), set()).add(handle)
-    for attachment in storage.attachments:
-        pv = storage.volumes.get(attachment.volume)
-        if pv is not None and pv.csi_driver and attachment.attacher:
-            attached.setdefault((attachment.node, attachment.attacher), set()).add(pv.csi_handle)
-    added: dict[tuple[str, str], set[str]] = {}
-    for item in placed:
-        csi_node = storage.csi_nodes.get(item.node.name)
-        limits = {d.name: d.allocatable_count for d in (csi_node.drivers if csi_node else ())
-                  if d.allocatable_count is not None}
-        for driver, handle in _csi_volumes(item.pod, storage):
-            key = (item.node.name, driver)
-            if driver not in limits or handle in attached.get(key, set()) | added.get(key, set()):
-                continue
-            added.setdefault(key, set()).add(handle)
-            total = len(attached.get(key, set())) + len(added[key])
-            if total > limits[driver]:
-                yield _at(item, NODE_VOLUME_LIMITS, f"{total} volumes of {driver} on the node, limit {limits[driver]}")
-
-
-def _csi_volumes(pod: Pod, storage: Storage) -> set[tuple[str, str]]:
-    """(driver, handle) of the pod's CSI volumes; an unbound claim's as a new volume of its provisioner."""
-    found = set()
-    for volume in pod.volumes:
-        claim = storage.claim(pod.namespace, volume.claim)
-        if claim is None:
-            continue
-        pv = storage.volumes.get(claim.volume_name) if claim.volume_name else None
-        if pv is not None:
-            if pv.csi_driver and pv.csi_handle:
-                found.add((pv.csi_driver, pv.csi_handle))
-        elif claim.storage_class in storage.classes:
-            found.add((storage.classes[claim.storage_class].provisioner, f"new volume for {claim.key}"))
-    return found
 
 
 def _affinity_admits(terms: tuple[SelectorTerm, ...] | None, labels: Mapping[str, str]) -> bool:

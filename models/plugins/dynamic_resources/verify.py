@@ -1,5 +1,6 @@
-"""Independent verification of the resource claim rules of a plan: the kube-scheduler's
+"""DynamicResources' independent verifier check, over the whole plan: the kube-scheduler's
 DynamicResources plugin and the structured allocator's rules for the devices the plan allocates.
+Imports only ``kubeplace.kube`` and the other rules' checks.
 
 Written out plainly from the typed objects (``kube.dra``), sharing no code with ``models/`` (CEL is
 evaluated by the CEL library through ``kube.device_cel``, as parsing is shared). A placed pod's
@@ -41,19 +42,15 @@ from kubeplace.kube.dra import (
     Devices,
     ResourceClaim,
 )
-from kubeplace.kube.objects import Node, Pod, SelectorTerm, Snapshot
+from kubeplace.kube.objects import Node, Pod, SelectorTerm
+from kubeplace.kube.plan_view import Finding, PlanView
 from kubeplace.models.plugins.node_affinity.verify import node_term_matches
 
-DYNAMIC_RESOURCES = "DynamicResources"
-Finding = tuple[str, str, str, str, str]
-"""(namespace, name, node, rule, detail)."""
 
-
-def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
-                  allocations: Mapping[tuple[str, str], Sequence[ClaimAllocation]] | None = None) -> list[Finding]:
-    devices = snapshot.devices
-    pods = {(p.namespace, p.name): p for p in snapshot.pending}
-    nodes = {n.name: n for n in snapshot.nodes}
+def check_plan(view: PlanView, _args: None) -> list[Finding]:
+    """What breaks the rule in the plan; the devices it allocates to the pods' claims
+    (``view.claim_allocations``) are checked when given."""
+    devices, allocations = view.snapshot.devices, view.claim_allocations
     findings: list[Finding] = []
     given: Counter[str] = Counter()
     joining: Counter[str] = Counter()
@@ -61,10 +58,9 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
     # kube-scheduler's allocated devices are a set).
     held: Counter[DeviceId] = Counter(device for c in devices.claims.values() if c.allocation
                                       for device in {r.device for r in c.allocation.results})
-    for namespace, name, node_name in placements:
-        pod, node = pods.get((namespace, name)), nodes.get(node_name)
-        if pod is None or node is None:
-            continue
+    for placed in view.placements:
+        pod, node = placed.pod, placed.node
+        namespace, name, node_name = pod.namespace, pod.name, node.name
         listed = (allocations or {}).get((namespace, name), ())
         chosen = {a.claim: a for a in listed}
         details = [f"claim {c} is listed {n} times for the pod" for c, n in Counter(a.claim for a in listed).items()
@@ -74,7 +70,7 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
                        if c.allocation is not None and pod.uid not in c.reserved_for)
         if allocations is not None:
             details += _extended(pod, node, devices, chosen.pop(EXTENDED_CLAIM, None), held)
-        findings += [(namespace, name, node_name, DYNAMIC_RESOURCES, detail) for detail in details]
+        findings += [(namespace, name, node_name, detail) for detail in details]
         for allocation in chosen.values():
             existing = devices.claims.get(f"{namespace}/{allocation.claim}")
             if existing is not None and existing.allocation is not None:
@@ -84,15 +80,15 @@ def verify_claims(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]
     for claim_key, times in sorted(joining.items()):
         reserved = len(devices.claims[claim_key].reserved_for)
         if reserved + times > RESERVED_FOR_MAX:
-            findings.append(("", claim_key, "", DYNAMIC_RESOURCES, f"claim {claim_key} reserved for {reserved} "
+            findings.append(("", claim_key, "", f"claim {claim_key} reserved for {reserved} "
                              f"consumers gets {times} more, over the API server's {RESERVED_FOR_MAX}"))
     for claim, times in sorted(given.items()):
         if times > 1:
-            findings.append(("", claim, "", DYNAMIC_RESOURCES, f"claim {claim} allocated {times} times by the plan"))
+            findings.append(("", claim, "", f"claim {claim} allocated {times} times by the plan"))
     for device_id, times in sorted(held.items()):
         device = devices.devices.get(device_id)
         if times > 1 and not (device is not None and device.shared):
-            findings.append(("", str(device_id), "", DYNAMIC_RESOURCES, f"device {device_id} allocated {times} times"))
+            findings.append(("", str(device_id), "", f"device {device_id} allocated {times} times"))
     findings += _counters(devices, held)
     return findings
 
@@ -270,5 +266,5 @@ def _counters(devices: Devices, held: Counter[DeviceId]) -> Iterator[Finding]:
     for (driver, pool, counter_set, counter), amount in sorted(used.items()):
         limit = devices.counters.get((driver, pool), {}).get(counter_set, {}).get(counter, 0)
         if amount > limit:
-            yield ("", f"{driver}/{pool}", "", DYNAMIC_RESOURCES,
+            yield ("", f"{driver}/{pool}", "",
                    f"counter {counter_set}/{counter} of pool {driver}/{pool}: {amount} used, {limit} available")

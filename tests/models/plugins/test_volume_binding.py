@@ -1,21 +1,20 @@
-"""The volume rules in the model: VolumeBinding, VolumeRestrictions, NodeVolumeLimits, VolumeZone.
-
-Every plan here is checked by the independent verifier twice: with the volumes the plan chose
-for the unbound claims, and without them (that such volumes exist).
-"""
+"""models/plugins/volume_binding/: a pod's claims as the kube-scheduler's VolumeBinding decides
+them, in the model (bound claims, claims the pod waits for, static volumes given once,
+provisioning) and in the verifier's check over the plan (the volumes a plan chose, or that such
+volumes exist). Every plan here is checked by the independent verifier twice: with the volumes the
+plan chose for the unbound claims, and without them."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from kubeplace.kube.objects import ClaimChoice, Snapshot
-from kubeplace.models.config import Configuration, SolverSettings
-from kubeplace.plan.checks import verify_plan, verify_settings
-from kubeplace.plan.pipeline import make_plan
-from kubeplace.plan.plan import Plan
-from kubeplace.plan.verify import verify
-from tests.builders import node, pod, snapshot_of
+import pytest
+
+from kubeplace.kube.objects import ClaimChoice
+from kubeplace.models.config import Configuration
+from kubeplace.plan.verify import VerifySettings, rule_checks, verify
+from tests.builders import pod, snapshot_of
+from tests.models.plugins.volume_plans import EBS, ZONE, chosen, cluster, plan, rules, where, why, zoned
 from tests.volume_builders import (
     claim,
     csi_driver,
@@ -25,37 +24,6 @@ from tests.volume_builders import (
     storage_class,
     volume,
 )
-
-ZONE = "topology.kubernetes.io/zone"
-EBS = "ebs.csi.aws.com"
-
-
-def plan(snapshot: Snapshot, disabled: tuple[str, ...] = ()) -> Plan:
-    config = Configuration()
-    profile = dataclasses.replace(config.profiles[0], disabled=disabled)
-    made = make_plan(snapshot, config, profile, SolverSettings(time_limit=10, workers=1, seed=0)).plan
-    if not disabled:
-        assert verify_plan(snapshot, made.placements, config, profile) == []
-        triples = [(p.namespace, p.name, p.node) for p in made.placements]
-        assert verify(snapshot, triples, verify_settings(config, profile)) == []
-    return made
-
-
-def where(made: Plan) -> dict[str, str]:
-    return {p.name: p.node for p in made.placements}
-
-
-def why(made: Plan) -> dict[str, str]:
-    return {u.name: " / ".join(u.reasons) for u in made.unplaced}
-
-
-def chosen(made: Plan) -> dict[str, tuple[ClaimChoice, ...]]:
-    return {p.name: p.volumes for p in made.placements if p.volumes}
-
-
-def zoned(name: str, zone: str, cpu: str = "4") -> Any:
-    return node(name).cpu(cpu).label(ZONE, zone)
-
 
 # ------------------------------------------------------------------ bound claims
 
@@ -76,21 +44,6 @@ def test_a_bound_claim_whose_volume_is_gone() -> None:
     assert why(plan(snapshot)) == {"db": '0/1 nodes are available: persistentvolume "pv-gone" not found.'}
     assert why(plan(snapshot, disabled=("VolumeZone",))) == {
         "db": "0/1 nodes are available: 1 node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)."}
-
-
-def test_volume_zone_labels_of_a_bound_volume() -> None:
-    pv = volume("pv-1", storage_class="gp3", claim_ref=("default", "data"), labels={ZONE: "a__c"})
-    pv["spec"].pop("nodeAffinity", None)
-    made = plan(snapshot_of(zoned("n1", "a", cpu="2"), zoned("n2", "b"), node("plain").cpu("1"),
-                            storage_class("gp3"), pv,
-                            claim("data", volume="pv-1", storage_class="gp3"),
-                            *(mounting(pod(f"db-{i}").cpu("1"), "data") for i in range(3))))
-    assert sorted(where(made).values()) == ["n1", "n1", "plain"]  # a node without zone labels is not checked
-    assert why(made) == {}
-    blocked = plan(snapshot_of(zoned("n2", "b"), storage_class("gp3"), pv, claim("data", volume="pv-1",
-                                                                                  storage_class="gp3"),
-                               mounting(pod("db").cpu("1"), "data")))
-    assert why(blocked) == {"db": "0/1 nodes are available: 1 node(s) had no available volume zone."}
 
 
 # ------------------------------------------------------------------ the pod waits (PreFilter)
@@ -254,36 +207,55 @@ def test_many_pods_with_their_own_claims_share_a_class() -> None:
     assert agg.problem.n_classes == 1 and int(agg.problem.count[0]) == 60
 
 
-# ------------------------------------------------------------------ ReadWriteOncePod, volume limits
+# ------------------------------------------------------------------ the verifier's check
 
 
-def test_read_write_once_pod() -> None:
-    rwop = ("ReadWriteOncePod",)
-    made = plan(snapshot_of(
-        zoned("n1", "a"), zoned("n2", "a"), storage_class("gp3", provisioner=EBS),
-        volume("pv-used", storage_class="gp3", claim_ref=("default", "used"), modes=rwop),
-        claim("used", volume="pv-used", storage_class="gp3", modes=rwop), mounting(pod("holder").on("n1"), "used"),
-        mounting(pod("second").cpu("1"), "used"),
-        claim("fresh", storage_class="gp3", modes=rwop),
-        mounting(pod("first").cpu("1").priority(5), "fresh"), mounting(pod("later").cpu("1"), "fresh")))
-    assert where(made) == {"first": where(made)["first"]}
-    conflict = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by "
-                "another pod")
-    assert why(made)["second"] == f"0/2 nodes are available: 2 {conflict}."
-    assert why(made)["later"] == f"0/2 nodes are available: 2 {conflict}."
+@pytest.mark.parametrize(("objects", "problem"), [
+    ((), "claim d does not exist"),
+    ((claim("d", storage_class="fast"),), "claim d is not bound and its class binds it immediately"),
+    ((claim("d", volume="gone"),), "claim d is bound to volume gone, which does not exist"),
+    ((claim("d", deleting=True),), "claim d is being deleted"),
+    ((claim("d", storage_class="gp3", selected_node="n1"),), "claim d is being provisioned for node n1"),
+])  # fmt: skip
+def test_claims_that_cannot_be_used(objects: tuple[Any, ...], problem: str) -> None:
+    snapshot = cluster(*objects, mounting(pod("p").cpu("1"), "d"))
+    assert rules(snapshot, [("p", "n2")]) == [f"VolumeBinding: {problem}"]
 
 
-def test_attachable_volume_limits_count_what_the_node_has_attached() -> None:
-    made = plan(snapshot_of(
-        zoned("n1", "a", cpu="16"), zoned("n2", "a", cpu="2"), storage_class("gp3", provisioner=EBS),
-        csi_node("n1", (EBS, 3)), csi_node("n2", (EBS, 10)),
-        volume("pv-run", storage_class="gp3", claim_ref=("default", "run"), csi=(EBS, "vol-run")),
-        claim("run", volume="pv-run", storage_class="gp3"), mounting(pod("running").on("n1"), "run"),
-        volume("pv-old", storage_class="gp3", claim_ref=("default", "old"), csi=(EBS, "vol-old")),
-        {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "va"},
-         "spec": {"attacher": EBS, "nodeName": "n1", "source": {"persistentVolumeName": "pv-old"}}},
-        *(claim(f"data-{i}", storage_class="gp3") for i in range(4)),
-        *(mounting(pod(f"web-{i}").cpu("1"), f"data-{i}") for i in range(4))))
-    assert sorted(where(made).values()) == ["n1", "n2", "n2"]  # n1: 3 - (1 running + 1 attachment) = 1 more
-    assert list(why(made).values()) == ["0/2 nodes are available: 1 Insufficient cpu, "
-                                        "1 node(s) exceed max volume count."]
+def test_unbound_claims_need_a_distinct_free_volume_or_provisioning() -> None:
+    snapshot = cluster(volume("pv-1", node="n1"), claim("a"), claim("b"), claim("c", storage_class="gp3"),
+                       mounting(pod("p").cpu("1"), "a"), mounting(pod("q").cpu("1"), "b"),
+                       mounting(pod("r").cpu("1"), "c"))
+    assert rules(snapshot, [("p", "n1"), ("r", "n2")]) == []
+    assert rules(snapshot, [("p", "n1"), ("q", "n1")]) == [
+        "VolumeBinding: no free volume left for unbound claim b on the node and it cannot be provisioned there"]
+    assert rules(snapshot, [("r", "n1")]) == [
+        "VolumeBinding: no free volume left for unbound claim c on the node and it cannot be provisioned there"]
+
+
+def test_the_volumes_a_plan_chose_are_checked() -> None:
+    snapshot = cluster(volume("pv-1", node="n1"), volume("pv-2", node="n2", size="100Mi"), claim("a"), claim("b"),
+                       claim("c", storage_class="gp3"), mounting(pod("p").cpu("1"), "a"),
+                       mounting(pod("q").cpu("1"), "b"), mounting(pod("r").cpu("1"), "c"))
+    good = {"p": (ClaimChoice("a", "pv-1"),), "r": (ClaimChoice("c", ""),)}
+    assert rules(snapshot, [("p", "n1"), ("r", "n2")], good) == []
+    assert rules(snapshot, [("p", "n1"), ("q", "n1")], {"p": (ClaimChoice("a", "pv-1"),),
+                                                        "q": (ClaimChoice("b", "pv-1"),)}) == [
+        "VolumeBinding: volume pv-1 is chosen for claim default/a too"]
+    assert rules(snapshot, [("p", "n2")], {"p": (ClaimChoice("a", "pv-1"),)}) == [
+        "VolumeBinding: volume pv-1 chosen for claim a: its node affinity excludes the node"]
+    assert rules(snapshot, [("p", "n2")], {"p": (ClaimChoice("a", "pv-2"),)}) == [
+        "VolumeBinding: volume pv-2 does not fit claim a (size, volume mode or being deleted)"]
+    assert rules(snapshot, [("p", "n1")], {"p": (ClaimChoice("a", ""),)}) == [
+        "VolumeBinding: claim a cannot be provisioned on the node"]
+    assert rules(snapshot, [("r", "n1")], {"r": (ClaimChoice("c", ""),)}) == [
+        "VolumeBinding: claim c cannot be provisioned on the node"]
+    assert rules(snapshot, [("p", "n1")], {}) == ["VolumeBinding: no volume chosen for unbound claim a"]
+
+
+def test_only_the_profiles_volume_rules_are_checked() -> None:
+    snapshot = cluster(mounting(pod("p").cpu("1"), "d"))
+    triples = [("default", "p", "n1")]
+    volume_rules = {"VolumeBinding", "VolumeRestrictions", "NodeVolumeLimits", "VolumeZone"}
+    only_zone = tuple(c for c in rule_checks() if c.name not in volume_rules - {"VolumeZone"})
+    assert verify(snapshot, triples, VerifySettings(rules=only_zone)) == []
