@@ -21,7 +21,6 @@ from kubeplace.models.plugins import (
     node_volume_limits,
     objectives,
     overcommit,
-    preferences,
     taint_toleration,
     tenant,
     topology_spread,
@@ -31,8 +30,7 @@ from kubeplace.models.plugins import (
 )
 from kubeplace.models.rules import InTreeRule, Verifier, rule
 
-_VOLUMES, _DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py")
-                                      for m in ("verify_volumes", "verify_domains", "verify_claims", "verify"))
+_VOLUMES, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py") for m in ("verify_volumes", "verify_claims", "verify"))
 
 RULES: tuple[InTreeRule, ...] = (
     node_unschedulable.RULE,
@@ -44,10 +42,8 @@ RULES: tuple[InTreeRule, ...] = (
          filter_order=8),
     rule(volume_binding.NAME, (FILTER, CONSTRAINT), None, volume_binding.build, verify=_VOLUMES, filter_order=9),
     rule(volume_zone.NAME, FILTER, None, volume_zone.build, verify=_VOLUMES, filter_order=10),
-    rule(topology_spread.NAME, (FILTER, CONSTRAINT, SCORE), topology_spread.PodTopologySpreadArgs,
-         topology_spread.build, verify=_DOMAINS, filter_order=11),
-    rule(inter_pod_affinity.NAME, (FILTER, CONSTRAINT, SCORE), preferences.InterPodAffinityArgs,
-         inter_pod_affinity.build, verify=_DOMAINS, filter_order=12),
+    topology_spread.RULE,
+    inter_pod_affinity.RULE,
     rule(dynamic_resources.NAME, (FILTER, CONSTRAINT), None, dynamic_resources.build, verify=_CLAIMS,
          filter_order=13),
     tenant.RULE,

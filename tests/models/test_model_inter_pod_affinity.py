@@ -9,7 +9,7 @@ import pytest
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.framework import RunContext
 from kubeplace.models.plugins import inter_pod_affinity
-from kubeplace.models.plugins.preferences import InterPodAffinityArgs
+from kubeplace.models.plugins.inter_pod_affinity import InterPodAffinityArgs
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
 from tests.builders import namespace, node, pod, snapshot_of
