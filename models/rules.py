@@ -7,7 +7,9 @@ A rule is what the kube-scheduler keeps in ``pkg/scheduler/framework/plugins/<na
 - its **independent verifier check** (:class:`Verifier`), written in the rule's ``verify.py``
   against ``kubeplace.kube`` only, so that a bug in the vectorised plugin is caught by it: a
   check per (pod, node) pair, a stateful check per node (the pod against the pods already there,
-  as NodePorts), or a check of the whole plan;
+  as NodePorts), a check in the plan's replay pod by pod (``kube.replay``: the rules that depend
+  on where other pods run in their domains, PodTopologySpread and InterPodAffinity), or a check of
+  the whole plan;
 - its **per-pod check for the kube-scheduler emulation** when the rule is stateful (it depends
   on the pods already placed: ``solver.emulate`` calls it for each pod it schedules);
 - its **place in the kube-scheduler's filter order** (``plan.explain`` counts a node under the
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.replay import ReplayCheck
 from kubeplace.models.framework import CONSTRAINT, FILTER, PluginFactory, RunContext
 from kubeplace.models.problem import BoolArray
 
@@ -50,14 +53,18 @@ class Verifier:
     pair: PairCheck | None = None
     node: NodeCheck | None = None
     plan: PlanCheck | None = None
+    replay: ReplayCheck | None = None
+    """Checked in the plan's replay pod by pod, in the kube-scheduler's filter order (the
+    registry's order)."""
     in_plan: str = ""
     """A rule whose check still lives in a plan module (not yet moved into its folder): that
     module's path, e.g. ``plan/verify_volumes.py``. The registry test checks that it names the
     rule."""
 
     def __post_init__(self) -> None:
-        if self.pair is None and self.node is None and self.plan is None and not self.in_plan:
-            raise ValueError("a Verifier needs a pair, node or plan check")
+        if (self.pair is None and self.node is None and self.plan is None and self.replay is None
+                and not self.in_plan):
+            raise ValueError("a Verifier needs a pair, node or plan check, or a replay check")
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,10 @@ Every proposed placement is re-checked, pod by pod, against each hard constraint
 ``placement-rules.md`` and against the snapshot's free capacity. The rules are written
 out plainly here and on purpose share no code with ``models/`` or ``solver/`` (which
 compute eligibility vectorised): a bug in one is caught by the other. Only
-``kube`` (the objects, ``kube.gangs.gang_of``, settings such as ``kube.gpu_conventions``) and
-``plan.verify_domains`` (the rules that depend on other pods' places, inter-pod affinity and
-topology spread, replayed pod by pod) may be imported, and the rules' own verifier checks
-(``models/plugins/<rule>/verify.py``, which import only ``kubeplace.kube``), run through their
-descriptors (:class:`RuleCheck`). A plan with any :class:`Violation` must be
+``kube`` (the objects, ``kube.gangs.gang_of``, settings such as ``kube.gpu_conventions``, the
+plan's replay pod by pod ``kube.replay``) may be imported, and the rules' own verifier checks
+(``models/plugins/<rule>/verify.py``, which import only ``kubeplace.kube`` and each other), run
+through their descriptors (:class:`RuleCheck`). A plan with any :class:`Violation` must be
 refused.
 """
 
@@ -30,10 +29,10 @@ from kubeplace.kube.objects import (
     Pod,
     Snapshot,
 )
+from kubeplace.kube.replay import Counted, Replay, replay
 from kubeplace.models.plugins import RULES
 from kubeplace.models.rules import Verifier
 from kubeplace.plan.verify_claims import verify_claims
-from kubeplace.plan.verify_domains import Counted, replay
 from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
@@ -124,21 +123,19 @@ def verify(
                                                                        settings.volume_rules))
     if settings.check_claims:
         violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
-    if _domain_rules(snapshot):
+    replayed = [rule.verifier.replay for rule in settings.rules if rule.verifier.replay is not None]
+    if any(check.applies(snapshot) for check in replayed):
         violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
-                          for v in replay(snapshot, counted).violations)
+                          for v in replay(snapshot, counted, replayed).violations)
     return violations
 
 
-def _domain_rules(snapshot: Snapshot) -> bool:
-    """Whether the replay of inter-pod affinity and topology spread can find anything: some
-    pending pod has a hard spread constraint or a pod (anti-)affinity term, or some running pod
-    an anti-affinity term (the only rule of a running pod that reaches a new one). Without any,
-    every placement passes every check of the replay."""
-    return (any(pod.affinity or pod.anti_affinity or any(c.hard for c in pod.spread) for pod in snapshot.pending)
-            or any(pod.anti_affinity for pod in snapshot.bound))
-
-
+def replay_plan(snapshot: Snapshot, counted: Sequence[Counted], rules: Sequence[RuleCheck] | None = None) -> Replay:
+    """``counted`` replayed pod by pod (``kube.replay``) through the replay checks of ``rules``
+    (default: every rule), in registry order, which is the kube-scheduler's filter order: the
+    pods that fail, and an order to bind them in."""
+    chosen = rule_checks() if rules is None else rules
+    return replay(snapshot, counted, [rule.verifier.replay for rule in chosen if rule.verifier.replay is not None])
 
 
 def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],

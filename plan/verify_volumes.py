@@ -26,8 +26,7 @@ from kubeplace.kube.objects import (
     Snapshot,
     Storage,
 )
-from kubeplace.models.plugins.node_affinity.verify import requirement_holds
-from kubeplace.plan.verify_domains import selector_matches
+from kubeplace.models.plugins.node_affinity.verify import requirement_holds, selector_matches
 
 VOLUME_BINDING, VOLUME_RESTRICTIONS = "VolumeBinding", "VolumeRestrictions"
 NODE_VOLUME_LIMITS, VOLUME_ZONE = "NodeVolumeLimits", "VolumeZone"

@@ -1,10 +1,11 @@
 """InterPodAffinity: required pod affinity and anti-affinity as three filters and the rules
 between pending pods (``plugin``), the preferred terms' score (``score``), the kube-scheduler's
-InterPodAffinityArgs (``args``)."""
+InterPodAffinityArgs (``args``), the verifier check in the plan's replay (``verify``)."""
 
 from __future__ import annotations
 
 from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE
+from kubeplace.models.plugins.inter_pod_affinity import verify
 from kubeplace.models.plugins.inter_pod_affinity.args import InterPodAffinityArgs
 from kubeplace.models.plugins.inter_pod_affinity.plugin import (
     AFFINITY_MISMATCH,
@@ -16,7 +17,7 @@ from kubeplace.models.plugins.inter_pod_affinity.plugin import (
 from kubeplace.models.rules import Verifier, rule
 
 RULE = rule(NAME, (FILTER, CONSTRAINT, SCORE), InterPodAffinityArgs, build,
-            verify=Verifier(in_plan="plan/verify_domains.py"), filter_order=12)
+            verify=Verifier(replay=verify.CHECK), filter_order=12)
 
 __all__ = ["AFFINITY_MISMATCH", "ANTI_AFFINITY_MISMATCH", "EXISTING_ANTI_AFFINITY_MISMATCH", "NAME", "RULE",
            "InterPodAffinityArgs", "build"]
