@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, Objective, Registry
 from kubeplace.models.plugins import (
+    balance,
+    bin_pack,
     dynamic_resources,
     gang,
+    gpu_fragmentation,
     gpu_model,
     inter_pod_affinity,
     load_aware,
@@ -19,7 +22,6 @@ from kubeplace.models.plugins import (
     node_ports,
     node_unschedulable,
     node_volume_limits,
-    objectives,
     overcommit,
     taint_toleration,
     tenant,
@@ -52,9 +54,9 @@ RULES: tuple[InTreeRule, ...] = (
     rule(gang.PREFERENCE_NAME, SCORE, None, gang.build_preference),
     load_aware.RULE,
     overcommit.RULE,
-    rule("Balance", SCORE, objectives.BalanceArgs, objectives.build_balance, default=False),
-    rule("BinPack", SCORE, objectives.BinPackArgs, objectives.build_binpack, default=False),
-    rule("GPUFragmentation", SCORE, objectives.GPUFragmentationArgs, objectives.build_fragmentation, default=False),
+    balance.RULE,
+    bin_pack.RULE,
+    gpu_fragmentation.RULE,
 )
 """Every in-tree rule, one line each, in the order the profile runs them."""
 
@@ -66,7 +68,7 @@ def in_tree_registry() -> Registry:
 
 DEFAULT_PLUGINS = tuple(r.name for r in RULES if r.default)
 """Enabled in every profile (``disabled: ["*"]`` removes them all)."""
-OBJECTIVE_SCORES = {Objective.BALANCE: ("Balance",), Objective.BINPACK: ("BinPack",),
-                    Objective.DEFRAG: ("GPUFragmentation",)}
+OBJECTIVE_SCORES = {Objective.BALANCE: (balance.NAME,), Objective.BINPACK: (bin_pack.NAME,),
+                    Objective.DEFRAG: (gpu_fragmentation.NAME,)}
 """The score plugin each objective enables."""
 __all__ = ["CONSTRAINT", "DEFAULT_PLUGINS", "OBJECTIVE_SCORES", "RULES", "in_tree_registry"]

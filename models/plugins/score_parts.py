@@ -1,4 +1,5 @@
-"""What the score parts of the rules share: the profile's score weight checked, the
+"""What the score parts of the rules share: the profile's score weight checked (and the args of
+an objective score that has nothing but its weight), the
 ``PreferenceTerm`` a rule adds when it has preferences, and the ``NodePreference`` rows of a
 score that depends on the node only (classes grouped by what the score reads).
 
@@ -11,6 +12,7 @@ PodTopologySpread 2).
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,6 +22,17 @@ from kubeplace.models.problem import IntArray, NodePreference, Problem, Rule
 
 def check_weight(weight: int) -> list[str]:
     return [] if 0 <= weight <= 100 else [f"weight: expected an integer from 0 to 100, got {weight}"]
+
+
+@dataclass(frozen=True)
+class ObjectiveWeightArgs:
+    """The args of an objective score that has nothing but its weight (BinPack,
+    GPUFragmentation)."""
+
+    weight: int = 1
+
+    def validate(self) -> list[str]:
+        return [] if self.weight >= 1 else [f"weight: expected an integer >= 1, got {self.weight}"]
 
 
 def preference_terms(plugin: str, weight: int, problem: Problem) -> Sequence[ObjectiveTerm]:
