@@ -8,12 +8,13 @@ that holds it, until they move into a folder of their own.
 
 from __future__ import annotations
 
-from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, Objective, Registry
+from kubeplace.models.framework import CONSTRAINT, FILTER, Objective, Registry
 from kubeplace.models.plugins import (
     balance,
     bin_pack,
+    coscheduling,
     dynamic_resources,
-    gang,
+    gang_topology_preference,
     gpu_fragmentation,
     gpu_model,
     inter_pod_affinity,
@@ -32,7 +33,7 @@ from kubeplace.models.plugins import (
 )
 from kubeplace.models.rules import InTreeRule, Verifier, rule
 
-_VOLUMES, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py") for m in ("verify_volumes", "verify_claims", "verify"))
+_VOLUMES, _CLAIMS = (Verifier(in_plan=f"plan/{m}.py") for m in ("verify_volumes", "verify_claims"))
 
 RULES: tuple[InTreeRule, ...] = (
     node_unschedulable.RULE,
@@ -50,8 +51,8 @@ RULES: tuple[InTreeRule, ...] = (
          filter_order=13),
     tenant.RULE,
     gpu_model.RULE,
-    rule(gang.NAME, CONSTRAINT, None, gang.build, verify=_PLAN),
-    rule(gang.PREFERENCE_NAME, SCORE, None, gang.build_preference),
+    coscheduling.RULE,
+    gang_topology_preference.RULE,
     load_aware.RULE,
     overcommit.RULE,
     balance.RULE,

@@ -365,7 +365,7 @@ def _imports(module: object) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
-    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.gangs",
+    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra",
                      "kubeplace.kube.gpu_conventions",
                      "kubeplace.kube.replay", "kubeplace.plan.verify_volumes", "kubeplace.plan.verify_claims",
                      "kubeplace.models.plugins", "kubeplace.models.rules"}),
