@@ -11,13 +11,15 @@ A rule is what the kube-scheduler keeps in ``pkg/scheduler/framework/plugins/<na
   on where other pods run in their domains, PodTopologySpread and InterPodAffinity), or a check of
   the whole plan;
 - its **per-pod check for the kube-scheduler emulation** when the rule is stateful (it depends
-  on the pods already placed: ``solver.emulate`` calls it for each pod it schedules);
+  on the pods already placed: ``solver.emulate`` calls them for each pod it schedules, in filter
+  order, on ``models.emulated_pods``);
 - its **place in the kube-scheduler's filter order** (``plan.explain`` counts a node under the
   first filter that rejects it, in that order). The explanation text is the plugin's ``reason``.
 
 ``plan.verify`` walks the plan, checks capacity and gangs, and runs every enabled rule's verifier;
 a FILTER or CONSTRAINT rule without one is refused by tests/models/test_rules.py. Imports only
-``kube`` and the plugin framework: the plan layer reads these descriptors, the model never does.
+``kube``, the plugin framework and the emulation's pods: the plan layer and the emulation read
+these descriptors, the model never does.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.kube.replay import ReplayCheck
+from kubeplace.models.emulated_pods import EmulatedPods
 from kubeplace.models.framework import CONSTRAINT, FILTER, PluginFactory, RunContext
 from kubeplace.models.problem import BoolArray
 
@@ -41,9 +44,10 @@ the plan, and nominated to the node with its priority or more) -> why the node r
 PlanCheck = Callable[[Snapshot, Mapping[str, Sequence[tuple[Pod, int]]], Any], Iterable[tuple[str, str, str, str]]]
 """(snapshot, per node name the pods the plan places there with how many copies of each, in plan
 order, the rule's args) -> (namespace, name, node, detail) per violation found over the plan."""
-EmulationCheck = Callable[[Pod, Sequence[Sequence[Pod]]], BoolArray]
-"""(pod, per node the pods already there as the kube-scheduler sees them: bound, placed, and
-nominated with the pod's priority or more) -> the nodes the rule admits the pod on."""
+EmulationCheck = Callable[[Pod, EmulatedPods], BoolArray]
+"""(pod, the pods of each node as the kube-scheduler emulation sees them: bound and placed so
+far, indexed by label class and term, and those nominated) -> the nodes the rule admits the pod
+on."""
 
 
 @dataclass(frozen=True)

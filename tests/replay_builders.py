@@ -3,10 +3,14 @@ PodTopologySpread and InterPodAffinity, their cases from the kube-scheduler's fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.models.emulated_pods import EmulatedPods
+from kubeplace.models.problem import BoolArray
 from kubeplace.plan.verify import replay_plan
+from kubeplace.solver.emulate_state import Cluster
 from tests.builders import NodeBuilder, PodBuilder, node
 
 OK = None
@@ -58,3 +62,10 @@ def anti(builder: PodBuilder, *terms: dict[str, Any]) -> PodBuilder:
 
 def names(order: tuple[tuple[str, str, str], ...]) -> list[str]:
     return [name for _, name, _ in order]
+
+
+def emulated(snapshot: Snapshot, admits: Callable[[Pod, EmulatedPods], BoolArray], name: str = "p") -> dict[str, bool]:
+    """Per node, whether a rule's emulation check admits the incoming pod on the bound pods."""
+    (incoming,) = [p for p in snapshot.pending if p.name == name]
+    return dict(zip([n.name for n in snapshot.nodes], admits(incoming, Cluster(snapshot, (incoming,))).tolist(),
+                    strict=True))

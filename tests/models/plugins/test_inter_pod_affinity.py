@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.plugins.inter_pod_affinity.emulate import admits
 from kubeplace.models.plugins.inter_pod_affinity.verify import (
     AFFINITY_MISMATCH,
     ANTI_AFFINITY_MISMATCH,
@@ -18,7 +19,7 @@ from kubeplace.models.plugins.inter_pod_affinity.verify import (
 from kubeplace.plan.checks import verify_settings
 from kubeplace.plan.verify import replay_plan, verify
 from tests.builders import PodBuilder, namespace, pod, snapshot_of
-from tests.replay_builders import OK, affinity, anti, labelled, n, names, outcomes, term
+from tests.replay_builders import OK, affinity, anti, emulated, labelled, n, names, outcomes, term
 
 AFF, ANTI, EXISTING = AFFINITY_MISMATCH, ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY_MISMATCH
 
@@ -112,6 +113,11 @@ AFFINITY_CASES = [
 @pytest.mark.parametrize(("objects", "expected"), [c[1:] for c in AFFINITY_CASES], ids=[c[0] for c in AFFINITY_CASES])
 def test_inter_pod_affinity_filter(objects: list[Any], expected: dict[str, str | None]) -> None:
     assert outcomes(snapshot_of(*objects)) == expected
+
+
+@pytest.mark.parametrize(("objects", "expected"), [c[1:] for c in AFFINITY_CASES], ids=[c[0] for c in AFFINITY_CASES])
+def test_the_emulation_gives_the_kube_schedulers_answer(objects: list[Any], expected: dict[str, str | None]) -> None:
+    assert emulated(snapshot_of(*objects), admits) == {node: why is None for node, why in expected.items()}
 
 
 def group(name: str, size: int) -> list[PodBuilder]:

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.plugins.topology_spread.emulate import admits
 from kubeplace.models.plugins.topology_spread.verify import SPREAD_MISMATCH, SPREAD_MISSING_LABEL
 from kubeplace.plan.checks import verify_settings
 from kubeplace.plan.verify import replay_plan, verify
 from tests.builders import NodeBuilder, PodBuilder, pod, snapshot_of
-from tests.replay_builders import OK, labelled, n, names, outcomes
+from tests.replay_builders import OK, emulated, labelled, n, names, outcomes
 
 SPREAD, LABEL = SPREAD_MISMATCH, SPREAD_MISSING_LABEL
 
@@ -122,6 +123,11 @@ SPREAD_CASES = [
 @pytest.mark.parametrize(("objects", "expected"), [c[1:] for c in SPREAD_CASES], ids=[c[0] for c in SPREAD_CASES])
 def test_pod_topology_spread_filter(objects: list[Any], expected: dict[str, str | None]) -> None:
     assert outcomes(snapshot_of(*objects)) == expected
+
+
+@pytest.mark.parametrize(("objects", "expected"), [c[1:] for c in SPREAD_CASES], ids=[c[0] for c in SPREAD_CASES])
+def test_the_emulation_gives_the_kube_schedulers_answer(objects: list[Any], expected: dict[str, str | None]) -> None:
+    assert emulated(snapshot_of(*objects), admits) == {node: why is None for node, why in expected.items()}
 
 
 # -- whole plans: the verifier finds the order itself ------------------------------------
