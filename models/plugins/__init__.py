@@ -1,9 +1,10 @@
 """The in-tree rules and the registry that maps their names to factories.
 
 A rule lives in its folder ``models/plugins/<rule>/`` (plugin, args, independent verifier check,
-emulation check, filter order: ``models.rules``) and is one line of :data:`RULES`. The rules
-still spread over ``plan/verify*.py`` are described here, their verifier naming the plan module
-that holds it, until they move into a folder of their own.
+emulation check, filter order: ``models.rules``) and is one line of :data:`RULES`
+(docs/development.md, Adding a rule). The rules whose verifier check is still in a plan module
+(``plan/verify_volumes.py``, ``plan/verify_claims.py``) are described here, their verifier naming
+that module, until they move into a folder of their own.
 """
 
 from __future__ import annotations
