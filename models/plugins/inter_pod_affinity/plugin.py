@@ -26,7 +26,8 @@ import numpy as np
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.domains import GroupId, Matcher, TermId, group_id, label_domains, n_domains
 from kubeplace.models.framework import ClassView, RunContext
-from kubeplace.models.plugins.preferences import InterPodAffinityArgs, InterPodAffinityScore, inter_pod_score
+from kubeplace.models.plugins.inter_pod_affinity.args import InterPodAffinityArgs
+from kubeplace.models.plugins.inter_pod_affinity.score import InterPodAffinityScore, inter_pod_score
 from kubeplace.models.problem import UNCAPPED, Attraction, BoolArray, Exclusion, GroupCap, IntArray, Rule
 
 NAME = "InterPodAffinity"

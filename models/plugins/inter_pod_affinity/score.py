@@ -1,23 +1,8 @@
-"""The score parts of InterPodAffinity and PodTopologySpread, and the helpers every rule's score
-part shares (NodeAffinity's and TaintToleration's are in their folders).
-
-Each is a constraint part (it keys the classes by what it reads and returns the
-``Problem.preferences`` over classes and domains) and a score part (a ``PreferenceTerm`` with
-the profile's weight for that plugin, by default the kube-scheduler's default profile:
-TaintToleration 3, NodeAffinity 2, InterPodAffinity 2, PodTopologySpread 2). What each reads
-(``pkg/scheduler/framework/plugins/*/scoring.go``):
-
-- NodeAffinity: the weights of the pod's preferred node affinity terms a node matches.
-- TaintToleration: the node's PreferNoSchedule taints the pod does not tolerate (only
-  tolerations with effect "" or PreferNoSchedule count), fewer is better.
-- InterPodAffinity: towards running pods, per node, the pod's preferred affinity (+weight) and
-  anti-affinity (-weight) terms times the matching pods in the node's domain, and the running
-  pods' required affinity (``hardPodAffinityWeight``) and preferred terms that match the pod;
-  among the pods of the batch, a preferred anti-affinity term that the carriers match
-  themselves (replicas keeping apart) is a DomainPreference.
-- PodTopologySpread: each ScheduleAnyway constraint is a DomainPreference over the nodes its
-  inclusion policies keep (the matching pods of the pod's namespace per domain); nodes missing
-  one of the pod's soft keys score 0.
+"""InterPodAffinity's score part (``interpodaffinity/scoring.go``): towards running pods, per
+node, the pod's preferred affinity (+weight) and anti-affinity (-weight) terms times the matching
+pods in the node's domain, and the running pods' required affinity (``hardPodAffinityWeight``)
+and preferred terms that match the pod; among the pods of the batch, a preferred anti-affinity
+term that the carriers match themselves (replicas keeping apart) is a DomainPreference.
 """
 
 from __future__ import annotations
@@ -27,54 +12,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.kube.objects import HONOR, Node, Pod
-from kubeplace.models.domains import Matcher, SpreadId, TermId, canonical, label_domains, n_domains
-from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm
+from kubeplace.kube.objects import Node, Pod
+from kubeplace.models.domains import Matcher, TermId, label_domains, n_domains
+from kubeplace.models.framework import ClassView, ObjectiveTerm
+from kubeplace.models.plugins.inter_pod_affinity.args import InterPodAffinityArgs
+from kubeplace.models.plugins.score_parts import class_groups, node_preference, preference_terms
 from kubeplace.models.preferences import MINMAX, points_per_pod
-from kubeplace.models.problem import DomainPreference, IntArray, NodePreference, Problem, Rule
-
-
-def check_weight(weight: int) -> list[str]:
-    return [] if 0 <= weight <= 100 else [f"weight: expected an integer from 0 to 100, got {weight}"]
-
-
-@dataclass(frozen=True)
-class InterPodAffinityArgs:
-    """The kube-scheduler's InterPodAffinityArgs, and the score weight."""
-
-    weight: int = 2
-    hardPodAffinityWeight: int = 1
-    ignorePreferredTermsOfExistingPods: bool = False
-
-    def validate(self) -> list[str]:
-        bad = check_weight(self.weight)
-        if not 0 <= self.hardPodAffinityWeight <= 100:
-            bad.append(f"hardPodAffinityWeight: expected an integer from 0 to 100, got {self.hardPodAffinityWeight}")
-        return bad
-
-
-def preference_terms(plugin: str, weight: int, problem: Problem) -> Sequence[ObjectiveTerm]:
-    if weight <= 0 or not any(p.plugin == plugin for p in problem.preferences):
-        return ()
-    return (PreferenceTerm(plugin, weight),)
-
-
-def class_groups(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
-    out: dict[Hashable, list[int]] = {}
-    for c, key in enumerate(keys):
-        out.setdefault(key, []).append(c)
-    return out
-
-
-def node_preference(raw_by_key: Mapping[Hashable, IntArray], groups: Mapping[Hashable, list[int]],
-                     normalise: str) -> list[Rule]:
-    """One NodePreference over every class whose raw score is not the same on every node."""
-    classes = [c for key, members in groups.items() if np.ptp(raw_by_key[key]) > 0 for c in members]
-    if not classes:
-        return []
-    rows = {c: raw_by_key[key] for key, members in groups.items() for c in members}
-    return [NodePreference("", tuple(classes), np.stack([rows[c] for c in classes]).astype(np.int64), normalise)]
-
+from kubeplace.models.problem import DomainPreference, IntArray, Problem, Rule
 
 Weighted = tuple[TermId, int]
 """A term as a score reads it: its identity and its signed weight."""
@@ -198,15 +142,3 @@ def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Se
         for term in score.selecting(pod)[1]:
             score.pending[term] = score.pending.get(term, 0) + 1
     return score
-
-
-def soft_spread_ids(pod: Pod) -> tuple[SpreadId, ...]:
-    """The pod's ScheduleAnyway constraints as they count pods: every soft key is required of a
-    scored node (``requireAllTopologies``; not for the system defaults), minDomains does not apply."""
-    soft = [c for c in pod.spread if not c.hard]
-    keys = tuple(sorted({c.topology_key for c in soft if not c.system_default}))
-    affinity = (tuple(sorted(pod.node_selector.items())), pod.required_terms)
-    return tuple(SpreadId(pod.namespace, canonical(c.selector), c.topology_key, c.max_skew, 1, keys,
-                          affinity if c.node_affinity_policy == HONOR else None,
-                          pod.tolerations if c.node_taints_policy == HONOR else None) for c in soft)
-

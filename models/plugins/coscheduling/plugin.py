@@ -7,7 +7,7 @@ pods of a gang whose PodGroup is missing or unreadable, or whose ``minResources`
 would not admit now (``kube.gang_admission``: a check against the whole cluster's free room,
 never a sum its placed members must reach) (``Gang.blocked``). A gang with a
 topology key runs within one domain (value of that node label); once members run, the
-domain they run in.
+domain they run in. The gang topology score is GangTopologyPreference's.
 """
 
 from __future__ import annotations
@@ -19,15 +19,10 @@ from kubeplace.kube.gang_admission import admission_holds
 from kubeplace.kube.gangs import blocked_reason, gang_of
 from kubeplace.kube.objects import GangKey, Node, Pod, PodGroup
 from kubeplace.models.domains import label_domains
-from kubeplace.models.framework import ClassView, GangDomainsTerm, ObjectiveTerm, RunContext
-from kubeplace.models.problem import Gang, IntArray, Problem, Rule
+from kubeplace.models.framework import ClassView, RunContext
+from kubeplace.models.problem import Gang, IntArray, Rule
 
 NAME = "Coscheduling"
-PREFERENCE_NAME = "GangTopologyPreference"
-GANG_DOMAIN_WEIGHT = 10
-"""Cost of one more preferred-key domain per gang, in balance units (one node at the
-largest deviation of one resource costs 1): fewer domains win over balance in all but
-very uneven clusters, yet a gang that only fits across domains is still placed."""
 
 
 @dataclass(frozen=True)
@@ -84,21 +79,6 @@ class Coscheduling:
             keep = held.pop() if len(held) == 1 else -1
             domain[domain != keep] = -1
         return domain
-
-
-@dataclass(frozen=True)
-class GangTopologyPreference:
-    """Score: a gang with a preferred topology key (``Gang.preferred``, set by Coscheduling)
-    should use as few of its domains as it can."""
-
-    name: str = PREFERENCE_NAME
-
-    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
-        return (GangDomainsTerm(GANG_DOMAIN_WEIGHT),) if any(g.preferred is not None for g in problem.gangs) else ()
-
-
-def build_preference(_args: None, _ctx: RunContext) -> GangTopologyPreference:
-    return GangTopologyPreference()
 
 
 def build(_args: None, ctx: RunContext) -> Coscheduling:

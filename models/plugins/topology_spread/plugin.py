@@ -18,32 +18,18 @@ design-12 2.C-2.E).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kubeplace.kube.objects import (
-    DO_NOT_SCHEDULE,
-    HONOR,
-    IGNORE,
-    SCHEDULE_ANYWAY,
-    Node,
-    Pod,
-    Snapshot,
-    SpreadConstraint,
-)
-from kubeplace.kube.workloads import default_selector
+from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.domains import Matcher, SpreadId, label_domains, n_domains, spread_ids
-from kubeplace.models.framework import ClassView, ObjectiveTerm, PreferenceTerm, RunContext
+from kubeplace.models.framework import ClassView
 from kubeplace.models.plugins import node_affinity, taint_toleration
-from kubeplace.models.plugins.preferences import soft_spread_ids
-from kubeplace.models.preferences import DEFAULT, points_per_pod
-from kubeplace.models.problem import BoolArray, DomainPreference, IntArray, NodePreference, Problem, Rule, Spread
+from kubeplace.models.problem import BoolArray, IntArray, Rule, Spread
 
 NAME = "PodTopologySpread"
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 SPREAD_MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
 SPREAD_MISMATCH = "node(s) didn't match pod topology spread constraints"
 
@@ -194,147 +180,3 @@ def _assign_order(rules: dict[SpreadId, Spread], carried: list[tuple[SpreadId, .
     ordered = {s for s in candidates if not any(pods[c].affinity for c in pods_of[s])
                and not any(t != s and pods_of[s] & pods_of[t] for t in candidates)}
     return [replace(r, ordered=True) if s in ordered else r for s, r in rules.items()]
-
-
-@dataclass(frozen=True)
-class DefaultConstraint:
-    """One of PodTopologySpreadArgs' ``defaultConstraints`` (no labelSelector: the default
-    selector of ``kube.workloads`` is used)."""
-
-    maxSkew: int = 1
-    topologyKey: str = ""
-    whenUnsatisfiable: str = ""
-    nodeAffinityPolicy: str = HONOR
-    nodeTaintsPolicy: str = IGNORE
-
-    def problems(self, where: str) -> list[str]:
-        bad = [] if self.maxSkew >= 1 else [f"{where}.maxSkew: expected an integer >= 1, got {self.maxSkew}"]
-        if not self.topologyKey:
-            bad.append(f"{where}.topologyKey: expected a node label key")
-        if self.whenUnsatisfiable not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-            bad.append(f"{where}.whenUnsatisfiable: expected DoNotSchedule or ScheduleAnyway, "
-                       f"got {self.whenUnsatisfiable!r}")
-        policies = (("nodeAffinityPolicy", self.nodeAffinityPolicy), ("nodeTaintsPolicy", self.nodeTaintsPolicy))
-        for name, value in policies:
-            if value not in (HONOR, IGNORE):
-                bad.append(f"{where}.{name}: expected Honor or Ignore, got {value!r}")
-        return bad
-
-
-SYSTEM_DEFAULTS = (DefaultConstraint(3, HOSTNAME, SCHEDULE_ANYWAY), DefaultConstraint(5, ZONE, SCHEDULE_ANYWAY))
-"""``plugin.go systemDefaultConstraints``."""
-SYSTEM, LIST = "System", "List"
-
-
-@dataclass(frozen=True)
-class PodTopologySpreadArgs:
-    """The kube-scheduler's PodTopologySpreadArgs (``defaultConstraints``, ``defaultingType``:
-    System uses the system defaults and takes no constraints of its own, List the given ones),
-    and ``weight``: the score weight of the ScheduleAnyway constraints in this profile."""
-
-    weight: int = 2
-    defaultConstraints: tuple[DefaultConstraint, ...] = ()
-    defaultingType: str = SYSTEM
-
-    def validate(self) -> list[str]:
-        bad = [] if 0 <= self.weight <= 100 else [f"weight: expected an integer from 0 to 100, got {self.weight}"]
-        if self.defaultingType not in (SYSTEM, LIST):
-            bad.append(f"defaultingType: expected System or List, got {self.defaultingType!r}")
-        elif self.defaultingType == SYSTEM and self.defaultConstraints:
-            bad.append("defaultConstraints: expected none with defaultingType System")
-        for i, c in enumerate(self.defaultConstraints):
-            bad += c.problems(f"defaultConstraints[{i}]")
-        keys = [(c.topologyKey, c.whenUnsatisfiable) for c in self.defaultConstraints]
-        if len(set(keys)) < len(keys):
-            bad.append("defaultConstraints: expected one constraint per topologyKey and whenUnsatisfiable")
-        return bad
-
-    def defaulted(self, snapshot: Snapshot) -> Snapshot:
-        """``snapshot`` with the default constraints on every pending pod that has none
-        (``buildDefaultConstraints``), selecting by its default selector; pods without one keep none."""
-        chosen = SYSTEM_DEFAULTS if self.defaultingType == SYSTEM else self.defaultConstraints
-        if not chosen or not snapshot.controllers:
-            return snapshot
-
-        def fill(pod: Pod) -> Pod:
-            if pod.spread:
-                return pod
-            selector = default_selector(pod, snapshot.controllers)
-            if not selector:
-                return pod
-            return replace(pod, spread=tuple(
-                SpreadConstraint(c.maxSkew, c.topologyKey, c.whenUnsatisfiable == DO_NOT_SCHEDULE, selector,
-                                 node_affinity_policy=c.nodeAffinityPolicy, node_taints_policy=c.nodeTaintsPolicy,
-                                 system_default=self.defaultingType == SYSTEM)
-                for c in chosen))
-        return replace(snapshot, pending=tuple(map(fill, snapshot.pending)))
-
-
-@dataclass(frozen=True)
-class SpreadScore:
-    """The ScheduleAnyway constraints (``podtopologyspread/scoring.go``): per constraint, a
-    DomainPreference over the nodes its inclusion policies keep; nodes missing one of the
-    pod's soft keys score 0 (a NodePreference)."""
-
-    weight: int
-    live: tuple[SpreadId, ...]
-    pending: Mapping[SpreadId, int]
-    """Per live constraint: the pending pods it counts (the even count it aims at)."""
-    running: tuple[tuple[Pod, tuple[str, ...]], ...]
-    matcher: Matcher = field(default_factory=lambda: Matcher({}))
-    counted_by: dict[int, tuple[SpreadId, ...]] = field(default_factory=dict)
-    name: str = NAME
-
-    def counting(self, pod: Pod) -> tuple[SpreadId, ...]:
-        return counting(self.live, self.matcher, self.counted_by, pod)
-
-    def pod_key(self, pod: Pod) -> Hashable:
-        return soft_spread_ids(pod), self.counting(pod)
-
-    def constraints(self, view: ClassView) -> Sequence[Rule]:
-        pods = view.class_pods
-        carried = [soft_spread_ids(p) for p in pods]
-        counter = DomainCounter(view.nodes, self.running)
-        rules: list[Rule] = []
-        missing: dict[tuple[str, ...], list[int]] = {}
-        for c, ids in enumerate(carried):
-            if ids:
-                missing.setdefault(ids[0].hard_keys, []).append(c)
-        for keys, classes in missing.items():
-            raw = np.array([all(k in n.labels for k in keys) for n in view.nodes], dtype=np.int64)
-            if np.ptp(raw) > 0:
-                rules.append(NodePreference("", tuple(classes), np.tile(raw, (len(classes), 1)), DEFAULT))
-        for spread in self.live:
-            carriers = tuple(c for c, ids in enumerate(carried) if spread in ids)
-            if not carriers:
-                continue
-            domain, bound = counter.count(spread)
-            counted = tuple(c for c, p in enumerate(pods) if spread in self.counting(p))
-            points = points_per_pod(int(bound.sum()) + self.pending.get(spread, 0), len(bound))
-            rules.append(DomainPreference(f"soft spread {spread.describe()}", "", carriers, counted, domain, bound,
-                                          points))
-        return rules
-
-    def terms(self, problem: Problem) -> Sequence[ObjectiveTerm]:
-        if self.weight <= 0 or not any(p.plugin == self.name for p in problem.preferences):
-            return ()
-        return (PreferenceTerm(self.name, self.weight),)
-
-
-def build(args: PodTopologySpreadArgs, ctx: RunContext) -> tuple[PodTopologySpread, SpreadScore]:
-    live = tuple(sorted({s for p in ctx.snapshot.pending for s in spread_ids(p)}, key=repr))
-    keys = tuple(sorted({s.topology_key for s in live}))
-    running: dict[Hashable, tuple[Pod, list[str]]] = {}
-    for pod in ctx.snapshot.bound:
-        key = (pod.namespace, frozenset(pod.labels.items()), pod.deleting)
-        running.setdefault(key, (pod, []))[1].append(pod.node_name)
-    runs = tuple((p, tuple(names)) for p, names in running.values())
-    soft = tuple(sorted({s for p in ctx.snapshot.pending for s in soft_spread_ids(p)}, key=repr))
-    matcher = Matcher(ctx.snapshot.namespace_labels)
-    score = SpreadScore(args.weight, soft, {}, runs, matcher)
-    pending: dict[SpreadId, int] = {}
-    for pod in ctx.snapshot.pending:
-        for spread in score.counting(pod):
-            pending[spread] = pending.get(spread, 0) + 1
-    return (PodTopologySpread(live, keys, runs, Matcher(ctx.snapshot.namespace_labels)),
-            SpreadScore(args.weight, soft, pending, runs, matcher, score.counted_by))
