@@ -48,8 +48,9 @@ def capacity_command(workloads: tuple[str, ...], seed: int, scale: float, time_l
     """
     from kubeplace_bench import controlplane as cp
     from kubeplace_bench import controlplane_binaries as binaries
-    from kubeplace_bench.capacity import BenchError, Settings, karpenter_build, run, table
+    from kubeplace_bench.capacity import Settings, karpenter_build, run, table
     from kubeplace_bench.capacity_workloads import WORKLOADS, catalogue
+    from kubeplace_bench.cluster import BenchError
 
     unknown = [w for w in workloads if w not in WORKLOADS]
     if unknown:
