@@ -170,7 +170,8 @@ def _wait_bound(api: ApiHttp, namespace: str, pools: Sequence[str], wanted: int,
 def empty(api: ApiHttp, namespace: str, pools: Sequence[str], say: Say) -> None:
     """The namespace's pods, the NodePools and their nodes deleted (Karpenter terminates its nodes;
     a finalizer it did not remove within two minutes is dropped)."""
-    api.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments", query={"propagationPolicy": "Orphan"})
+    for kind in ("deployments", "replicasets"):  # nothing left to recreate the pods
+        api.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/{kind}")
     api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", query={"gracePeriodSeconds": "0"})
     wait_for(lambda: not namespace_pods(api, namespace), 120, f"the pods of {namespace} deleted", interval=0.5)
     for pool in pools:
@@ -410,10 +411,10 @@ def table(doc: Mapping[str, Any]) -> str:
                               f"{_types(row['nodesByTypeBefore'])}; after {_types(row['nodesByTypeAfter'])}")
             else:
                 gap = row.get("gap")
+                gap_text = f"{gap:.2%}" if isinstance(gap, int | float) else _cell(gap)
                 lines.append(f"{head}{row['pods']:>5}{row['placed']:>7}{row['nodes']:>6}"
                              f"{_cell(row['costPerHour'], '.4f'):>9}{_cell(row.get('bound'), '.4f'):>9}"
-                             f"{_cell(gap * 100 if isinstance(gap, int | float) else gap, '.2f'):>7}%"
-                             f"{row['seconds']:>9.1f}")
+                             f"{gap_text:>8}{row['seconds']:>9.1f}")
                 chosen.append(f"{entry['workload']} {row['scheduler']}: {_types(row['nodesByType'])}")
     return "\n".join([*lines, "", *consolidation, "", "NODES (type/zone/capacity type x count)", *chosen])
 
