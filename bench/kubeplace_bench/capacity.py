@@ -35,7 +35,7 @@ from kubeplace_bench.capacity_workloads import (
     Workload,
     prices,
 )
-from kubeplace_bench.cluster import BenchError, Say
+from kubeplace_bench.cluster import KUBEPLACE, BenchError, Say
 from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, free_port, http_ok, wait_for, wait_ready
 from kubeplace_bench.controlplane_binaries import REPO_ROOT, ControlPlaneError, ControlPlaneUnavailable, checkout_file
 
@@ -215,9 +215,11 @@ def _force_delete(api: ApiHttp, path: str) -> None:
 
 
 def write_snapshot(directory: Path, workload: Workload, namespace: str) -> Path:
-    """The workload's NodePools and pending pods as the files ``kubeplace plan`` reads."""
+    """The workload's NodePools and pending pods as the files ``kubeplace plan`` reads, the pods
+    given to kubeplace (``spec.schedulerName``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    pods = [{**pod, "metadata": {**pod["metadata"], "namespace": namespace}} for pod in workload.pods]
+    pods = [{**pod, "metadata": {**pod["metadata"], "namespace": namespace},
+             "spec": {**pod["spec"], "schedulerName": KUBEPLACE}} for pod in workload.pods]
     namespaced = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     (directory / "cluster.yaml").write_text(yaml.safe_dump_all([namespaced, *workload.node_pools, *pods],
                                                                sort_keys=False))
@@ -234,7 +236,7 @@ def kubeplace_provisioning(checkout: Path, snapshot: Path, catalogue_file: Path,
                            say: Say) -> dict[str, Any]:
     """``kubeplace plan SNAPSHOT --provision --catalogue FILE -o json`` from ``checkout``."""
     args = ["plan", str(snapshot), "--provision", "--catalogue", str(catalogue_file), "-o", "json",
-            "--scheduler-name", "default-scheduler", "--time-limit", str(settings.time_limit),
+            "--time-limit", str(settings.time_limit),
             "--seed", str(settings.seed)]
     start = time.monotonic()
     result = _kubeplace(checkout, args, timeout=settings.time_limit * 4 + 300)

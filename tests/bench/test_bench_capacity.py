@@ -37,8 +37,7 @@ def test_the_catalogue_is_read_by_kubeplace_with_the_same_prices(catalogue_file:
 def test_every_pod_of_a_workload_fits_a_node_its_node_pools_may_launch(name: str, catalogue_file: Path,
                                                                        tmp_path: Path) -> None:
     workload = WORKLOADS[name](0, 1.0)
-    snapshot = load_snapshot([write_snapshot(tmp_path, workload, f"capacity-{name}")],
-                             scheduler_name="default-scheduler")
+    snapshot = load_snapshot([write_snapshot(tmp_path, workload, f"capacity-{name}")])
     assert len(snapshot.pending) == len(workload.pods) > 0
     assert sorted(p.name for p in snapshot.node_pools) == sorted(p["metadata"]["name"] for p in workload.node_pools)
     candidates = candidate_nodes(snapshot.node_pools, load_catalogue([catalogue_file]), snapshot.daemon_pods)
