@@ -254,8 +254,8 @@ def kubeplace_provisioning(checkout: Path, snapshot: Path, catalogue_file: Path,
 
 def provision_figures(plan: Mapping[str, Any]) -> dict[str, Any]:
     """Pods placed, new nodes by type, cost per hour, bound and gap of a provisioning plan (the
-    ``provision*`` fields at the top or in its summary), and the plan's own seconds (the table's
-    are the command's, start-up included)."""
+    ``provision*`` fields at the top or in its summary), whether the independent verifier
+    re-checked it, and the plan's own seconds (the table's are the command's, start-up included)."""
     summary = plan.get("summary") or {}
 
     def field(name: str) -> Any:
@@ -267,7 +267,8 @@ def provision_figures(plan: Mapping[str, Any]) -> dict[str, Any]:
     return {"pods": int(summary.get("pods_placed", 0)) + int(summary.get("pods_unplaced", 0)),
             "placed": int(summary.get("pods_placed", 0)), "nodes": len(provision),
             "nodesByType": dict(sorted(counts.items())), "costPerHour": field("provisionCostPerHour"),
-            "bound": field("provisionBound"), "gap": field("provisionGap"), "planSeconds": summary.get("seconds")}
+            "bound": field("provisionBound"), "gap": field("provisionGap"), "verified": summary.get("verified"),
+            "planSeconds": summary.get("seconds")}
 
 
 def _kubeplace(checkout: Path, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:

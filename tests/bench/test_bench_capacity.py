@@ -58,7 +58,7 @@ def test_a_checkout_without_plan_provision_is_reported_unavailable(tmp_path: Pat
 
 
 PLAN: dict[str, Any] = {
-    "summary": {"pods_placed": 3, "pods_unplaced": 1, "seconds": 0.8},
+    "summary": {"pods_placed": 3, "pods_unplaced": 1, "seconds": 0.8, "verified": True},
     "provision": [{"nodePool": "general", "instanceType": "c-4x-amd64-linux", "zone": "test-zone-a",
                    "capacityType": "on-demand", "pricePerHour": 0.17, "pods": ["a/x", "a/y", "a/z"]}],
     "provisionCostPerHour": 0.17, "provisionBound": 0.17, "provisionGap": 0.0}
@@ -67,7 +67,7 @@ PLAN: dict[str, Any] = {
 def test_a_provisioning_plan_gives_placed_nodes_cost_bound_and_gap() -> None:
     assert provision_figures(PLAN) == {
         "pods": 4, "placed": 3, "nodes": 1, "nodesByType": {"c-4x-amd64-linux/test-zone-a/on-demand": 1},
-        "costPerHour": 0.17, "bound": 0.17, "gap": 0.0, "planSeconds": 0.8}
+        "costPerHour": 0.17, "bound": 0.17, "gap": 0.0, "verified": True, "planSeconds": 0.8}
 
 
 def test_the_table_shows_both_schedulers_and_why_one_is_missing() -> None:

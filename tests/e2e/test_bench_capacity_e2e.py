@@ -37,6 +37,7 @@ def test_bench_capacity_measures_karpenter_and_kubeplace_on_one_workload() -> No
         assert kubeplace["unavailable"] == UNAVAILABLE
     else:
         assert {"placed", "nodes", "costPerHour", "bound", "gap", "seconds"} <= set(kubeplace)
+        assert kubeplace["placed"] == 6 and kubeplace["verified"] is True
     text = table(doc)
     assert text.splitlines()[0].split() == ["WORKLOAD", "SCHEDULER", "PODS", "PLACED", "NODES", "COST/H", "BOUND/H",
                                             "GAP", "SECONDS"]
