@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,13 @@ def karpenter_build(build: bool) -> Path:
     if result.returncode != 0:
         raise ControlPlaneError(f"{script} failed: {result.stderr.strip()[-1000:]}")
     return Path(result.stdout.strip().splitlines()[-1])
+
+
+def karpenter_version() -> str:
+    """The ``sigs.k8s.io/karpenter`` version tools/karpenter pins (what .ci/build-karpenter builds)."""
+    match = re.search(r"^\s*sigs\.k8s\.io/karpenter (v\S+)", checkout_file("tools", "karpenter", "go.mod").read_text(),
+                      re.MULTILINE)
+    return match.group(1) if match else "unknown"
 
 
 def start_karpenter(plane: ControlPlane, api: ApiHttp, build: Path, catalogue_file: Path) -> None:
@@ -379,7 +387,7 @@ def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: 
                 empty(api, namespace, [p["metadata"]["name"] for p in workload.node_pools], say)
                 results.append({"workload": workload.name, "what": workload.what,
                                 "consolidation": workload.deployment is not None, "results": rows})
-    return {"benchmark": "capacity", "seed": settings.seed, "scale": settings.scale,
+    return {"benchmark": "capacity", "karpenter": karpenter_version(), "seed": settings.seed, "scale": settings.scale,
             "timeLimit": settings.time_limit, "settle": settings.settle,
             "kubeplaceCheckout": str(settings.kubeplace_checkout), "instanceTypes": len(types),
             "offerings": len(price), "workloads": results}

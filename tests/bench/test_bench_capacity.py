@@ -12,7 +12,14 @@ import pytest
 
 from kubeplace.kube.capacity import candidate_nodes
 from kubeplace.kube.files import load_catalogue, load_snapshot
-from kubeplace_bench.capacity import UNAVAILABLE, provision_available, provision_figures, table, write_snapshot
+from kubeplace_bench.capacity import (
+    UNAVAILABLE,
+    karpenter_version,
+    provision_available,
+    provision_figures,
+    table,
+    write_snapshot,
+)
 from kubeplace_bench.capacity_workloads import GPU, WORKLOADS, catalogue, prices
 
 
@@ -87,3 +94,7 @@ def test_the_table_shows_both_schedulers_and_why_one_is_missing() -> None:
     assert f"batch         kubeplace  {UNAVAILABLE}" in text
     assert "consolidation karpenter     8->3           1.3600   0.5100        5        0        6     40.0" in text
     assert "web karpenter: c-2x-amd64-linux/test-zone-a/on-demand x2" in text
+
+
+def test_the_report_names_the_karpenter_version_tools_karpenter_pins() -> None:
+    assert karpenter_version() == "v1.13.0"
