@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Protocol
 
+from kubeplace.kube.capacity import CAPACITY_APIS
 from kubeplace.kube.dra_parse import DRA_APIS
 from kubeplace.kube.errors import ApiFailure, Forbidden, NotFound
 from kubeplace.kube.gangs import GANG_APIS
@@ -68,7 +69,8 @@ def load_live_snapshot(
     objects += [(controller, source) for controller in cluster.list_controllers()]
     if disruption_budgets:
         objects += [(budget, source) for budget in cluster.list_pod_disruption_budgets()]
-    for group, version, plural in (*STORAGE_APIS, *DRA_APIS, *GANG_APIS):  # a CRD that is not installed lists as []
+    # a CRD that is not installed (Karpenter's NodePools on a cluster without Karpenter) lists as []
+    for group, version, plural in (*STORAGE_APIS, *DRA_APIS, *GANG_APIS, *CAPACITY_APIS):
         objects += [(obj, source) for obj in cluster.list_objects(group, version, plural)]
     metrics, unavailable = live_metrics(cluster)
     snapshot = build_snapshot(
