@@ -126,8 +126,7 @@ class Source:
 
             cluster = connect(self.kubeconfig, self.context)
             snapshot = load_live_snapshot(cluster, scheduler_name=scheduler_name, namespaces=self.namespaces(),
-                                          selector=self.selector, disruption_budgets=disruption_budgets,
-                                          capacity=provision)
+                                          selector=self.selector, disruption_budgets=disruption_budgets)
         if not snapshot.nodes and not (provision and snapshot.node_pools):
             from kubeplace.kube.parse import skipped_summary
 

@@ -37,6 +37,10 @@ from kubeplace.kube.selectors import IN, requirement_matches, terms_match
 from kubeplace.kube.terms import Requirement
 
 DAEMON_SET = ("apps", "DaemonSet")
+CAPACITY_APIS = (("karpenter.sh", "v1", "nodepools"), ("karpenter.sh", "v1", "nodeclaims"),
+                 ("apps", "v1", "daemonsets"))
+"""What adding nodes reads from a cluster (group, version, plural): Karpenter's NodePools and
+NodeClaims and the DaemonSets; a cluster without Karpenter's CRDs lists no NodePool."""
 T = TypeVar("T")
 
 

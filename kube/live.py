@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Protocol
 
+from kubeplace.kube.capacity import CAPACITY_APIS
 from kubeplace.kube.dra_parse import DRA_APIS
 from kubeplace.kube.errors import ApiFailure, Forbidden, NotFound
 from kubeplace.kube.gangs import GANG_APIS
@@ -15,10 +16,6 @@ from kubeplace.kube.parse import Sourced, build_snapshot
 STORAGE_APIS = tuple(("storage.k8s.io", "v1", plural) for plural in
                      ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"))
 """The storage.k8s.io resources the volume rules read, beside claims and volumes."""
-CAPACITY_APIS = (("karpenter.sh", "v1", "nodepools"), ("karpenter.sh", "v1", "nodeclaims"),
-                 ("apps", "v1", "daemonsets"))
-"""What planning new nodes reads: Karpenter's NodePools and NodeClaims, and the DaemonSets whose
-pods every new node runs."""
 
 
 class ClusterReader(Protocol):
@@ -56,14 +53,12 @@ def load_live_snapshot(
     namespaces: set[str] | None = None,
     selector: str | None = None,
     disruption_budgets: bool = False,
-    capacity: bool = False,
 ) -> Snapshot:
     """The cluster's snapshot. Pods are listed in every namespace, since all of them use node
     capacity; the namespace and label filters pick the pending pods afterwards, as for files.
     Finished pods are left out by the server (``status.phase`` field selector): they neither
     use capacity nor wait for placement. PodDisruptionBudgets are listed when asked for
-    (preemption weighs them; plain placement does not read them), and Karpenter's NodePools and
-    NodeClaims with the DaemonSets when ``capacity`` (what adding nodes reads)."""
+    (preemption weighs them; plain placement does not read them)."""
     source = cluster.description
     finished = "status.phase!=Succeeded,status.phase!=Failed"
     objects: list[Sourced] = [(node, source) for node in cluster.list_nodes()]
@@ -74,8 +69,8 @@ def load_live_snapshot(
     objects += [(controller, source) for controller in cluster.list_controllers()]
     if disruption_budgets:
         objects += [(budget, source) for budget in cluster.list_pod_disruption_budgets()]
-    extra = CAPACITY_APIS if capacity else ()
-    for group, version, plural in (*STORAGE_APIS, *DRA_APIS, *GANG_APIS, *extra):  # a CRD not installed lists as []
+    # a CRD that is not installed (Karpenter's NodePools on a cluster without Karpenter) lists as []
+    for group, version, plural in (*STORAGE_APIS, *DRA_APIS, *GANG_APIS, *CAPACITY_APIS):
         objects += [(obj, source) for obj in cluster.list_objects(group, version, plural)]
     metrics, unavailable = live_metrics(cluster)
     snapshot = build_snapshot(

@@ -18,7 +18,7 @@ pods of stage 1 placed in any case).
 
 ``POINTS_PER_UNIT`` points make one unit of the objective (a balance unit: one node at the
 largest deviation of one resource); a weight-2 preference missed in full is 200 points, 10 units,
-as much as one more gang domain (``plugins.gang.GANG_DOMAIN_WEIGHT``).
+as much as one more gang domain (``plugins.gang_topology_preference.GANG_DOMAIN_WEIGHT``).
 """
 
 from __future__ import annotations

@@ -7,24 +7,31 @@ A rule is what the kube-scheduler keeps in ``pkg/scheduler/framework/plugins/<na
 - its **independent verifier check** (:class:`Verifier`), written in the rule's ``verify.py``
   against ``kubeplace.kube`` only, so that a bug in the vectorised plugin is caught by it: a
   check per (pod, node) pair, a stateful check per node (the pod against the pods already there,
-  as NodePorts), or a check of the whole plan;
+  as NodePorts), a check in the plan's replay pod by pod (``kube.replay``: the rules that depend
+  on where other pods run in their domains, PodTopologySpread and InterPodAffinity), or a check of
+  the whole plan;
 - its **per-pod check for the kube-scheduler emulation** when the rule is stateful (it depends
-  on the pods already placed: ``solver.emulate`` calls it for each pod it schedules);
+  on the pods already placed: ``solver.emulate`` calls them for each pod it schedules, in filter
+  order, on ``models.emulated_pods``);
 - its **place in the kube-scheduler's filter order** (``plan.explain`` counts a node under the
   first filter that rejects it, in that order). The explanation text is the plugin's ``reason``.
 
 ``plan.verify`` walks the plan, checks capacity and gangs, and runs every enabled rule's verifier;
 a FILTER or CONSTRAINT rule without one is refused by tests/models/test_rules.py. Imports only
-``kube`` and the plugin framework: the plan layer reads these descriptors, the model never does.
+``kube``, the plugin framework and the emulation's pods: the plan layer and the emulation read
+these descriptors, the model never does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.plan_view import Finding, PlanView
+from kubeplace.kube.replay import ReplayCheck
+from kubeplace.models.emulated_pods import EmulatedPods
 from kubeplace.models.framework import CONSTRAINT, FILTER, PluginFactory, RunContext
 from kubeplace.models.problem import BoolArray
 
@@ -35,12 +42,13 @@ rule's default args; None for a rule without args."""
 NodeCheck = Callable[[Pod, int, Node, Sequence[Pod]], Iterable[str]]
 """(pod, copies of it placed at once, node, the pods already there: bound, placed before it in
 the plan, and nominated to the node with its priority or more) -> why the node refuses it."""
-PlanCheck = Callable[[Snapshot, Mapping[str, Sequence[tuple[Pod, int]]], Any], Iterable[tuple[str, str, str, str]]]
-"""(snapshot, per node name the pods the plan places there with how many copies of each, in plan
-order, the rule's args) -> (namespace, name, node, detail) per violation found over the plan."""
-EmulationCheck = Callable[[Pod, Sequence[Sequence[Pod]]], BoolArray]
-"""(pod, per node the pods already there as the kube-scheduler sees them: bound, placed, and
-nominated with the pod's priority or more) -> the nodes the rule admits the pod on."""
+PlanCheck = Callable[[PlanView, Any], Iterable[Finding]]
+"""(the plan, the rule's args) -> (namespace, name, node, detail) per violation found over the
+plan."""
+EmulationCheck = Callable[[Pod, EmulatedPods], BoolArray]
+"""(pod, the pods of each node as the kube-scheduler emulation sees them: bound and placed so
+far, indexed by label class and term, and those nominated) -> the nodes the rule admits the pod
+on."""
 
 
 @dataclass(frozen=True)
@@ -50,14 +58,13 @@ class Verifier:
     pair: PairCheck | None = None
     node: NodeCheck | None = None
     plan: PlanCheck | None = None
-    in_plan: str = ""
-    """A rule whose check still lives in a plan module (not yet moved into its folder): that
-    module's path, e.g. ``plan/verify_volumes.py``. The registry test checks that it names the
-    rule."""
+    replay: ReplayCheck | None = None
+    """Checked in the plan's replay pod by pod, in the kube-scheduler's filter order (the
+    registry's order)."""
 
     def __post_init__(self) -> None:
-        if self.pair is None and self.node is None and self.plan is None and not self.in_plan:
-            raise ValueError("a Verifier needs a pair, node or plan check")
+        if self.pair is None and self.node is None and self.plan is None and self.replay is None:
+            raise ValueError("a Verifier needs a pair, node or plan check, or a replay check")
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,12 @@ from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.framework import FilterPlugin, PluginSet
 from kubeplace.models.plugins import RULES
+from kubeplace.models.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
+from kubeplace.models.plugins.volume_binding import NAME as VOLUME_BINDING
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import VerifySettings, Violation, rule_checks, verify
-from kubeplace.plan.verify_claims import DYNAMIC_RESOURCES
 from kubeplace.plan.verify_gpu import verify_devices
 from kubeplace.plan.verify_owned import verify_owned
-from kubeplace.plan.verify_volumes import VOLUME_BINDING, VOLUME_RULES
 
 PairCheck = Callable[[Pod, Node], str | None]
 
@@ -25,9 +25,7 @@ PairCheck = Callable[[Pod, Node], str | None]
 def verify_settings(config: Configuration, profile: Profile) -> VerifySettings:
     names = profile.plugin_names(config.registry)
     return VerifySettings(
-        rules=rule_checks(names, profile.plugin_args),
-        volume_rules=VOLUME_RULES & frozenset(names), check_claims=DYNAMIC_RESOURCES in names,
-        gpu=config.gpu,
+        rules=rule_checks(names, profile.plugin_args), gpu=config.gpu,
     )
 
 
@@ -56,7 +54,7 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
     volumes = {(p.namespace, p.name): p.volumes for p in placements}
     claims = {(p.namespace, p.name): p.claims for p in placements}
     violations = [Violation(*finding) for finding in verify_owned(
-        snapshot, placements, settings.check_claims, VOLUME_BINDING in settings.volume_rules)]
+        snapshot, placements, settings.checks(DYNAMIC_RESOURCES), settings.checks(VOLUME_BINDING))]
     violations += verify(plugins.mark_unmodelled(snapshot, bound=False), counted, settings, plugin_checks(plugins),
                          volumes, claims)
     return violations + verify_devices(snapshot, [(p.namespace, p.name, p.node, p.gpus, p.count) for p in placements],

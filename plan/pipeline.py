@@ -27,8 +27,7 @@ from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gangs import gang_statuses
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
-from kubeplace.plan.verify import Violation
-from kubeplace.plan.verify_domains import replay
+from kubeplace.plan.verify import Violation, replay_plan
 from kubeplace.solver.emulate import as_candidate, emulate
 from kubeplace.solver.run import Event
 from kubeplace.solver.solve import SolveReport, solve
@@ -156,7 +155,7 @@ def replay_order(snapshot: Snapshot, placements: tuple[Placement, ...]) -> tuple
     """The placements in an order in which the kube-scheduler accepts them one by one (design-12
     2.F), as the independent verifier finds it: bind in this order, and the inter-pod rules hold
     at every step."""
-    order = replay(snapshot, [(p.namespace, p.name, p.node) for p in placements]).order
+    order = replay_plan(snapshot, [(p.namespace, p.name, p.node) for p in placements]).order
     rank = {(placed[0], placed[1]): k for k, placed in enumerate(order)}
     return tuple(sorted(placements, key=lambda p: rank.get((p.namespace, p.name), len(rank))))
 

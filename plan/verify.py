@@ -4,11 +4,10 @@ Every proposed placement is re-checked, pod by pod, against each hard constraint
 ``placement-rules.md`` and against the snapshot's free capacity. The rules are written
 out plainly here and on purpose share no code with ``models/`` or ``solver/`` (which
 compute eligibility vectorised): a bug in one is caught by the other. Only
-``kube`` (the objects, ``kube.gangs.gang_of``, settings such as ``kube.gpu_conventions``) and
-``plan.verify_domains`` (the rules that depend on other pods' places, inter-pod affinity and
-topology spread, replayed pod by pod) may be imported, and the rules' own verifier checks
-(``models/plugins/<rule>/verify.py``, which import only ``kubeplace.kube``), run through their
-descriptors (:class:`RuleCheck`). A plan with any :class:`Violation` must be
+``kube`` (the objects, settings such as ``kube.gpu_conventions``, the plan's replay pod by pod
+``kube.replay``) may be imported, and the rules' own verifier checks
+(``models/plugins/<rule>/verify.py``, which import only ``kubeplace.kube`` and each other), run
+through their descriptors (:class:`RuleCheck`). A plan with any :class:`Violation` must be
 refused.
 """
 
@@ -19,22 +18,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubeplace.kube.dra import ClaimAllocation, Devices
-from kubeplace.kube.gangs import gang_of, named_pod_group
 from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
 from kubeplace.kube.objects import (
     CPU,
     PODS,
     ClaimChoice,
-    GangKey,
     Node,
     Pod,
     Snapshot,
 )
+from kubeplace.kube.plan_view import Placed, PlanView
+from kubeplace.kube.replay import Counted, Replay, replay
 from kubeplace.models.plugins import RULES
 from kubeplace.models.rules import Verifier
-from kubeplace.plan.verify_claims import verify_claims
-from kubeplace.plan.verify_domains import Counted, replay
-from kubeplace.plan.verify_volumes import VOLUME_RULES, verify_volumes
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
@@ -66,12 +62,12 @@ def rule_checks(names: Collection[str] | None = None, args: Mapping[str, Any] | 
 class VerifySettings:
     rules: tuple[RuleCheck, ...] = field(default_factory=rule_checks)
     """The rules whose own verifier checks run (those the profile enables)."""
-    volume_rules: frozenset[str] = VOLUME_RULES
-    """Which of the volume plugins' rules to check (those the profile enables)."""
-    check_claims: bool = True
-    """Check the pods' resource claims (DynamicResources enabled)."""
     gpu: GpuConventions = DEFAULT_CONVENTIONS
     """Which resource names carry GPU requests (the configuration's, as the model reads them)."""
+
+    def checks(self, rule: str) -> bool:
+        """Whether the rule's own verifier check runs."""
+        return any(r.name == rule for r in self.rules)
 
 
 @dataclass(frozen=True)
@@ -112,102 +108,24 @@ def verify(
         node, here = checker.nodes[node_name], checker.bound_on(node_name)
         violations.extend(_capacity(node, pods, here, snapshot.devices))
         violations.extend(_nominated_room(node, pods, here, snapshot.nominated))
+    view = PlanView(snapshot, tuple(checker.accepted), volume_choices, claim_allocations)
     for rule in settings.rules:
         if rule.verifier.plan is not None:
             violations.extend(Violation(namespace, name, node_name, rule.name, detail)
-                              for namespace, name, node_name, detail in rule.verifier.plan(snapshot, checker.placed,
-                                                                                            rule.args))
-    violations.extend(_gang_topology(snapshot, placements))
-    violations.extend(_unreadable_gangs(snapshot, placements))
-    violations.extend(_followers_reserved(snapshot, placements, checker.copies))
-    violations.extend(Violation(*finding) for finding in verify_volumes(snapshot, placements, volume_choices,
-                                                                       settings.volume_rules))
-    if settings.check_claims:
-        violations.extend(Violation(*finding) for finding in verify_claims(snapshot, placements, claim_allocations))
-    if _domain_rules(snapshot):
+                              for namespace, name, node_name, detail in rule.verifier.plan(view, rule.args))
+    replayed = [rule.verifier.replay for rule in settings.rules if rule.verifier.replay is not None]
+    if any(check.applies(snapshot) for check in replayed):
         violations.extend(Violation(v.namespace, v.name, v.node, v.rule, v.detail)
-                          for v in replay(snapshot, counted).violations)
+                          for v in replay(snapshot, counted, replayed).violations)
     return violations
 
 
-def _domain_rules(snapshot: Snapshot) -> bool:
-    """Whether the replay of inter-pod affinity and topology spread can find anything: some
-    pending pod has a hard spread constraint or a pod (anti-)affinity term, or some running pod
-    an anti-affinity term (the only rule of a running pod that reaches a new one). Without any,
-    every placement passes every check of the replay."""
-    return (any(pod.affinity or pod.anti_affinity or any(c.hard for c in pod.spread) for pod in snapshot.pending)
-            or any(pod.anti_affinity for pod in snapshot.bound))
-
-
-
-
-def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
-                        copies: Mapping[tuple[str, str], int]) -> Iterator[Violation]:
-    """A pending leader whose followers do not exist yet is placed only with room held for all of
-    them (their stand-in placed in the same plan, every one of its copies), and a stand-in only
-    with its leader."""
-    placed = {f"{namespace}/{name}" for namespace, name, _ in placements}
-    nodes = {(namespace, name): node for namespace, name, node in placements}
-    pending = {pod.key for pod in snapshot.pending}
-    for pod in snapshot.pending:
-        if pod.reserved_for not in pending:
-            continue  # no stand-in, or one for a pod Kueue still gates (its room, not a follower's)
-        leader, here = pod.reserved_for in placed, pod.key in placed
-        if leader != here:
-            ns, name = pod.reserved_for.split("/", 1)
-            missing = pod.key if leader else pod.reserved_for
-            yield Violation(ns, name, nodes.get((ns, name), ""), "Coscheduling",
-                            f"leader and its follower's reservation go together: {missing} is not placed")
-        elif here and copies.get((pod.namespace, pod.name), 0) != pod.copies:
-            ns, name = pod.reserved_for.split("/", 1)
-            yield Violation(ns, name, nodes.get((ns, name), ""), "Coscheduling",
-                            f"room held for {copies.get((pod.namespace, pod.name), 0)} of its {pod.copies} "
-                            f"followers ({pod.key}), not all of them")
-
-
-def _unreadable_gangs(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
-    """A pod naming a PodGroup that the snapshot lacks, or that kubeplace cannot read, runs with
-    no gang rule checked: it must not be placed; nor a leader whose job no domain could hold."""
-    groups = {g.key: g for g in snapshot.pod_groups}
-    pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
-    for namespace, name, node_name in placements:
-        pod = pending.get((namespace, name))
-        gang = gang_of(pod) if pod is not None else None
-        if pod is None or gang is None:
-            continue
-        named = named_pod_group(pod)[1]
-        group = groups.get(gang)
-        if (group is None and named) or (group is not None and group.unreadable):
-            why = group.unreadable if group is not None else f"its PodGroup {namespace}/{named} is not in the snapshot"
-            yield Violation(namespace, name, node_name, "Coscheduling", why)
-
-
-def _gang_topology(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Violation]:
-    """A gang with a topology key runs on nodes with one value of that label: running
-    members (first) and placed ones share the value; a placed member on a node without the
-    label, or with another value than the first member's, is a violation."""
-    keys = {g.key: g.topology_key for g in snapshot.pod_groups if g.topology_key}
-    if not keys:
-        return
-    pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
-    nodes = {node.name: node for node in snapshot.nodes}
-    first: dict[GangKey, str] = {}
-    for pod in snapshot.bound:
-        gang = gang_of(pod)
-        if gang is not None and gang in keys and pod.node_name in nodes:
-            first.setdefault(gang, nodes[pod.node_name].labels.get(keys[gang], ""))
-    for namespace, name, node_name in placements:
-        member, node = pending.get((namespace, name)), nodes.get(node_name)
-        if node is None or member is None or (placed := gang_of(member)) not in keys:
-            continue
-        key = keys[placed]
-        value = node.labels.get(key)
-        want = first.setdefault(placed, value or "")
-        if value is None:
-            yield Violation(namespace, name, node_name, "GangTopology", f"gang {placed.name}: node has no label {key}")
-        elif value != want:
-            yield Violation(namespace, name, node_name, "GangTopology",
-                            f"gang {placed.name}: {key}={value}, other members in {key}={want or '(no label)'}")
+def replay_plan(snapshot: Snapshot, counted: Sequence[Counted], rules: Sequence[RuleCheck] | None = None) -> Replay:
+    """``counted`` replayed pod by pod (``kube.replay``) through the replay checks of ``rules``
+    (default: every rule), in registry order, which is the kube-scheduler's filter order: the
+    pods that fail, and an order to bind them in."""
+    chosen = rule_checks() if rules is None else rules
+    return replay(snapshot, counted, [rule.verifier.replay for rule in chosen if rule.verifier.replay is not None])
 
 
 class _Checker:
@@ -220,6 +138,7 @@ class _Checker:
         self.pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
         self.nodes = {node.name: node for node in snapshot.nodes}
         self.copies: dict[tuple[str, str], int] = {}  # pod -> how many of it the plan places
+        self.accepted: list[Placed] = []  # the placements checked, in plan order
         self.placed: dict[str, list[tuple[Pod, int]]] = {}  # node name -> pods placed there (and
         # how many of each), in plan order
         self._bound: dict[str, list[Pod]] = {}  # node name -> the snapshot's pods bound there
@@ -255,6 +174,7 @@ class _Checker:
             problems += ((rule.name, detail) for rule in self.settings.rules if rule.verifier.node is not None
                          for detail in rule.verifier.node(pod, count, node, there))
         here.append((pod, count))
+        self.accepted.append(Placed(pod, node, count))
         return problems
 
 
@@ -296,7 +216,7 @@ def _requests(pod: Pod) -> dict[str, int]:
 def _capacity(node: Node, placed: Sequence[tuple[Pod, int]], bound: Sequence[Pod],
               devices: Devices) -> Iterator[Violation]:
     """NodeResourcesFit. An extended resource a DeviceClass serves, on a node without any of it
-    from a device plugin, is DRA's (its devices are checked by ``verify_claims``)."""
+    from a device plugin, is DRA's (its devices are checked by DynamicResources' check)."""
     used: dict[str, int] = {}
     for other in bound:
         if other.node_name == node.name and not other.finished:

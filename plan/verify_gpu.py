@@ -11,7 +11,7 @@ them (HAMi's vGPU slots), unless ``<device resource>.replicas`` is above 1 (time
 slot is handed out as a device). This rule comes on top of the kubelet's, which
 ``verify.py`` checks on the raw requests (slots included). On a node where a DeviceClass serves
 the device resource by DRA (no device plugin gives it), the devices are the pod's extended
-resource claim's, which ``verify_claims`` checks.
+resource claim's, which DynamicResources' verifier check checks.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[Devices],
         if pod is None or node is None:
             continue  # the main verifier reports these
         if snapshot.devices.serves(settings.gpu.device_resource, node.allocatable):
-            continue  # served by DRA there: its devices are the claim's (verify_claims)
+            continue  # served by DRA there: its devices are the claim's (DynamicResources' check)
         if node_name not in load:
             devices_of[node_name] = device_count(node, settings)
             load[node_name] = _bound_load(node, devices_of[node_name], bound.get(node_name, []), settings)

@@ -11,7 +11,7 @@ claims only when the profile enables DynamicResources and chooses volumes only w
 VolumeBinding: the verifier checks those choices only then (the planner makes them only then).
 
 Whether the claims and volumes are usable (devices, capacity, the PV free) is the verifier's
-(``plan.verify_claims``, ``plan.verify_volumes``); this module only bounds what may be written.
+(DynamicResources' and VolumeBinding's checks); this module only bounds what may be written.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def _requests(pod: Pod) -> dict[str, int]:
 def _over(allocatable: Mapping[str, int], placed: Sequence[Pod], staying: Sequence[Pod], snapshot: Snapshot) -> str:
     """The first resource the placed pods request that ``staying`` leaves too little of ("" if none);
     an extended resource a DeviceClass serves where no device plugin gives it is DRA's (its devices
-    are checked by ``verify_claims``)."""
+    are checked by DynamicResources' verifier check)."""
     need: dict[str, int] = {}
     for pod in placed:
         for resource, amount in _requests(pod).items():

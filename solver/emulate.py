@@ -29,25 +29,25 @@ import math
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import overload
 
 import numpy as np
 
 from kubeplace.kube.objects import Node, Pod, Snapshot
-from kubeplace.kube.pod_affinity import merge_label_keys, selects
 from kubeplace.models.aggregate import queue_rank
 from kubeplace.models.framework import FilterPlugin, RunContext
 from kubeplace.models.plugins import RULES, node_affinity, node_unschedulable, taint_toleration
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
 from kubeplace.solver.emulate_scores import choose
-from kubeplace.solver.emulate_state import Cluster, LabelClass, affinity_selects, spread_counted, spread_eligible
+from kubeplace.solver.emulate_state import Cluster
 from kubeplace.solver.greedy import gang_complete
 from kubeplace.solver.state import PlacementState
 
 MIN_FEASIBLE_NODES = 100
 MIN_FEASIBLE_PERCENTAGE = 5
-STATEFUL_RULES = tuple(r.emulate for r in RULES if r.emulate is not None)
-"""The rules whose answer depends on the pods already placed, checked per pod (NodePorts)."""
+STATEFUL_RULES = tuple(r.emulate for r in sorted(RULES, key=lambda r: r.filter_order or 0) if r.emulate is not None)
+"""The rules whose answer depends on the pods already placed (NodePorts, PodTopologySpread,
+InterPodAffinity), checked per pod in the kube-scheduler's filter order on the pods placed so
+far (those nominated included where the rule counts them)."""
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 
@@ -159,9 +159,11 @@ class _Search:
         self.static_masks: dict[Hashable, BoolArray] = {}
 
     def feasible(self, pod: Pod) -> IntArray:
-        mask = self._static(pod) & self._fits(pod) & self._stateful(pod)
-        if mask.any():
-            mask &= self._spread(pod) & self._affinity(pod)
+        mask = self._static(pod) & self._fits(pod)
+        for admits in STATEFUL_RULES:  # in filter order, until no node is left
+            if not mask.any():
+                break
+            mask &= admits(pod, self.cluster)
         n = self.cluster.n
         ordered = self.tree[(self.start + np.arange(n)) % n] if n else self.tree
         found = np.flatnonzero(mask[ordered])
@@ -186,92 +188,3 @@ class _Search:
         used = c.used + c.held(pod.priority)
         fits: BoolArray = np.all(used[:, asked] + need[asked] <= c.allocatable[:, asked], axis=1)
         return fits
-
-    def _stateful(self, pod: Pod) -> BoolArray:
-        """The stateful rules' own checks (NodePorts), on the pods of each node with those nominated
-        to it of the pod's priority or more added."""
-        c = self.cluster
-        mask = np.ones(c.n, dtype=np.bool_)
-        if not STATEFUL_RULES:
-            return mask
-        held: list[list[Pod]] = [[] for _ in range(c.n)]
-        for other in c.nominated:
-            if other.priority >= pod.priority and other.nominated_node in c.index:
-                held[c.index[other.nominated_node]].append(other)
-        here = _NodePods(c.pods_on, held)
-        for check in STATEFUL_RULES:
-            mask &= check(pod, here)
-        return mask
-
-    def _spread(self, pod: Pod) -> BoolArray:
-        """PodTopologySpread's filter for the pod's DoNotSchedule constraints."""
-        c = self.cluster
-        ok = np.ones(c.n, dtype=np.bool_)
-        hard = [s for s in pod.spread if s.hard]
-        if not hard:
-            return ok
-        has_keys = np.ones(c.n, dtype=np.bool_)
-        for s in hard:
-            has_keys &= c.domain(s.topology_key)[0] >= 0
-        for s in hard:
-            selector = merge_label_keys(s.selector, s.match_label_keys, "In", pod.labels)
-            eligible = has_keys & spread_eligible(c, pod, s)
-            counter = c.counter(("spread", pod.namespace, selector), spread_counted(pod.namespace, selector))
-            dom, size = c.domain(s.topology_key)
-            present = np.zeros(size, dtype=np.bool_)
-            present[dom[eligible]] = True
-            per_domain = c.per_domain(s.topology_key, counter.counts, eligible)
-            floor = int(per_domain[present].min()) if 0 < s.min_domains <= int(present.sum()) else 0
-            skew = c.in_domain(s.topology_key, counter.counts, eligible) + int(selects(selector, pod.labels)) - floor
-            ok &= (dom >= 0) & (skew <= s.max_skew)
-        return ok
-
-    def _affinity(self, pod: Pod) -> BoolArray:
-        """InterPodAffinity's filter: own affinity (first-pod rule included), own anti-affinity,
-        and the running pods' anti-affinity."""
-        c = self.cluster
-        ok = np.ones(c.n, dtype=np.bool_)
-        if pod.affinity:
-            selects_all = affinity_selects(pod, c.namespace_labels)
-            counter = c.counter(("affinity", pod.namespace, pod.affinity), selects_all)
-            has_keys, any_key, supported = ok.copy(), np.zeros(c.n, dtype=np.bool_), ok.copy()
-            for t in pod.affinity:
-                dom = c.domain(t.topology_key)[0]
-                has_keys &= dom >= 0
-                any_key |= dom >= 0
-                supported &= c.in_domain(t.topology_key, counter.counts) > 0
-            first_pod = not counter.counts[any_key].any() and selects_all(_class(pod))
-            ok &= has_keys & (supported | first_pod)
-        for t in pod.anti_affinity:
-            counter = c.counter(("anti-affinity", pod.namespace, t), affinity_selects(pod, c.namespace_labels, (t,)))
-            ok &= c.in_domain(t.topology_key, counter.counts) == 0
-        cls = c.class_of(pod)
-        for carriers in c.anti_affinity.values():
-            if carriers.reaches(cls, c):
-                ok &= c.in_domain(carriers.term.topology_key, carriers.per_node) == 0
-        return ok
-
-
-class _NodePods(Sequence[Sequence[Pod]]):
-    """Per node, its pods and those nominated to it, joined only for the nodes a check reads."""
-
-    def __init__(self, on: Sequence[Sequence[Pod]], held: Sequence[Sequence[Pod]]) -> None:
-        self.on, self.held = on, held
-
-    def __len__(self) -> int:
-        return len(self.on)
-
-    @overload
-    def __getitem__(self, i: int) -> Sequence[Pod]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Sequence[Pod]]: ...
-
-    def __getitem__(self, i: int | slice) -> Sequence[Pod] | Sequence[Sequence[Pod]]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(len(self))[i]]
-        return [*self.on[i], *self.held[i]]
-
-
-def _class(pod: Pod) -> LabelClass:
-    return pod.namespace, pod.labels, pod.deleting

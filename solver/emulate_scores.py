@@ -14,8 +14,10 @@ import numpy as np
 from kubeplace.kube.objects import CPU, MEMORY, PREFER_NO_SCHEDULE, Pod
 from kubeplace.kube.pod_affinity import merge_label_keys
 from kubeplace.models.plugins import node_affinity, taint_toleration
+from kubeplace.models.plugins.inter_pod_affinity.emulate import affinity_selects
+from kubeplace.models.plugins.topology_spread.emulate import spread_counted, spread_eligible
 from kubeplace.models.problem import FloatArray, IntArray
-from kubeplace.solver.emulate_state import Cluster, affinity_selects, spread_counted, spread_eligible
+from kubeplace.solver.emulate_state import Cluster
 
 MAX_NODE_SCORE = 100
 HOSTNAME = "kubernetes.io/hostname"

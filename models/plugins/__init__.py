@@ -1,17 +1,20 @@
 """The in-tree rules and the registry that maps their names to factories.
 
 A rule lives in its folder ``models/plugins/<rule>/`` (plugin, args, independent verifier check,
-emulation check, filter order: ``models.rules``) and is one line of :data:`RULES`. The rules
-still spread over ``plan/verify*.py`` are described here, their verifier naming the plan module
-that holds it, until they move into a folder of their own.
+emulation check, filter order: ``models.rules``) and is one line of :data:`RULES`
+(docs/development.md, Adding a rule).
 """
 
 from __future__ import annotations
 
-from kubeplace.models.framework import CONSTRAINT, FILTER, SCORE, Objective, Registry
+from kubeplace.models.framework import CONSTRAINT, Objective, Registry
 from kubeplace.models.plugins import (
+    balance,
+    bin_pack,
+    coscheduling,
     dynamic_resources,
-    gang,
+    gang_topology_preference,
+    gpu_fragmentation,
     gpu_model,
     inter_pod_affinity,
     load_aware,
@@ -19,9 +22,7 @@ from kubeplace.models.plugins import (
     node_ports,
     node_unschedulable,
     node_volume_limits,
-    objectives,
     overcommit,
-    preferences,
     taint_toleration,
     tenant,
     topology_spread,
@@ -29,36 +30,29 @@ from kubeplace.models.plugins import (
     volume_restrictions,
     volume_zone,
 )
-from kubeplace.models.rules import InTreeRule, Verifier, rule
-
-_VOLUMES, _DOMAINS, _CLAIMS, _PLAN = (Verifier(in_plan=f"plan/{m}.py")
-                                      for m in ("verify_volumes", "verify_domains", "verify_claims", "verify"))
+from kubeplace.models.rules import InTreeRule
 
 RULES: tuple[InTreeRule, ...] = (
     node_unschedulable.RULE,
     node_affinity.RULE,
     taint_toleration.RULE,
     node_ports.RULE,
-    rule(volume_restrictions.NAME, FILTER, None, volume_restrictions.build, verify=_VOLUMES, filter_order=7),
-    rule(node_volume_limits.NAME, (FILTER, CONSTRAINT), None, node_volume_limits.build, verify=_VOLUMES,
-         filter_order=8),
-    rule(volume_binding.NAME, (FILTER, CONSTRAINT), None, volume_binding.build, verify=_VOLUMES, filter_order=9),
-    rule(volume_zone.NAME, FILTER, None, volume_zone.build, verify=_VOLUMES, filter_order=10),
-    rule(topology_spread.NAME, (FILTER, CONSTRAINT, SCORE), topology_spread.PodTopologySpreadArgs,
-         topology_spread.build, verify=_DOMAINS, filter_order=11),
-    rule(inter_pod_affinity.NAME, (FILTER, CONSTRAINT, SCORE), preferences.InterPodAffinityArgs,
-         inter_pod_affinity.build, verify=_DOMAINS, filter_order=12),
-    rule(dynamic_resources.NAME, (FILTER, CONSTRAINT), None, dynamic_resources.build, verify=_CLAIMS,
-         filter_order=13),
+    volume_restrictions.RULE,
+    node_volume_limits.RULE,
+    volume_binding.RULE,
+    volume_zone.RULE,
+    topology_spread.RULE,
+    inter_pod_affinity.RULE,
+    dynamic_resources.RULE,
     tenant.RULE,
     gpu_model.RULE,
-    rule(gang.NAME, CONSTRAINT, None, gang.build, verify=_PLAN),
-    rule(gang.PREFERENCE_NAME, SCORE, None, gang.build_preference),
+    coscheduling.RULE,
+    gang_topology_preference.RULE,
     load_aware.RULE,
     overcommit.RULE,
-    rule("Balance", SCORE, objectives.BalanceArgs, objectives.build_balance, default=False),
-    rule("BinPack", SCORE, objectives.BinPackArgs, objectives.build_binpack, default=False),
-    rule("GPUFragmentation", SCORE, objectives.GPUFragmentationArgs, objectives.build_fragmentation, default=False),
+    balance.RULE,
+    bin_pack.RULE,
+    gpu_fragmentation.RULE,
 )
 """Every in-tree rule, one line each, in the order the profile runs them."""
 
@@ -70,7 +64,7 @@ def in_tree_registry() -> Registry:
 
 DEFAULT_PLUGINS = tuple(r.name for r in RULES if r.default)
 """Enabled in every profile (``disabled: ["*"]`` removes them all)."""
-OBJECTIVE_SCORES = {Objective.BALANCE: ("Balance",), Objective.BINPACK: ("BinPack",),
-                    Objective.DEFRAG: ("GPUFragmentation",)}
+OBJECTIVE_SCORES = {Objective.BALANCE: (balance.NAME,), Objective.BINPACK: (bin_pack.NAME,),
+                    Objective.DEFRAG: (gpu_fragmentation.NAME,)}
 """The score plugin each objective enables."""
 __all__ = ["CONSTRAINT", "DEFAULT_PLUGINS", "OBJECTIVE_SCORES", "RULES", "in_tree_registry"]

@@ -22,6 +22,8 @@ from kubernetes.client.exceptions import ApiException
 
 from kubeplace.kube.capacity import Candidate, candidate_nodes
 from kubeplace.kube.catalogue import parse_catalogue
+from kubeplace.kube.client import connect
+from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.kube.quantity import resource_amount
 
@@ -144,6 +146,11 @@ def test_karpenter_launches_the_node_kubeplace_computes_as_the_cheapest_that_fit
                                     karpenter)
             nodes = _wait_for_list(lambda: core.list_node(label_selector=f"karpenter.sh/nodepool={pool}").items,
                                    120, f"a node of NodePool {pool}", karpenter)
+            # a live snapshot reads the NodePool, its NodeClaim and the DaemonSet as files would give them
+            live = load_live_snapshot(connect(str(control_plane.admin_kubeconfig)), scheduler_name="default-scheduler")
+            assert pool in {p.name for p in live.node_pools}
+            assert claims[0]["metadata"]["name"] in {c.name for c in live.node_claims}
+            assert (f"{namespace}/agent" in {p.key for p in live.daemon_pods}) == bool(daemon_cpu)
             labels = nodes[0].metadata.labels
             assert labels["node.kubernetes.io/instance-type"] == expected.instance_type.name and len(claims) == 1
             for key in ("topology.kubernetes.io/zone", "karpenter.sh/capacity-type", "karpenter.sh/nodepool",

@@ -1,4 +1,4 @@
-"""The chart's roles read every resource the gang rules list from a cluster."""
+"""The chart's roles read every resource the gang rules and capacity planning list from a cluster."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kubeplace.kube.capacity import CAPACITY_APIS
 from kubeplace.kube.gangs import GANG_APIS
 from tests.install.helm import find, locate_helm, render
 
@@ -24,3 +25,11 @@ def test_serve_reads_every_gang_source(default: list[dict[str, Any]]) -> None:
     readable = {(group, resource) for rule in rules if {"get", "list", "watch"} <= set(rule["verbs"])
                 for group in rule["apiGroups"] for resource in rule["resources"]}
     assert {(group, plural) for group, _, plural in GANG_APIS} <= readable
+
+
+def test_serve_reads_what_adding_nodes_reads(default: list[dict[str, Any]]) -> None:
+    """NodePools, NodeClaims and DaemonSets, which the live reader lists (kube.capacity.CAPACITY_APIS)."""
+    rules = find(default, "ClusterRole", "kubeplace")["rules"]
+    readable = {(group, resource) for rule in rules if {"get", "list", "watch"} <= set(rule["verbs"])
+                for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert {(group, plural) for group, _, plural in CAPACITY_APIS} <= readable

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from kubeplace.kube.dra import EXTENDED_CLAIM, RequestMapping
+from kubeplace.kube.dra import EXTENDED_CLAIM, ClaimAllocation, RequestMapping
 from kubeplace.kube.objects import GPU
 from kubeplace.kube.parse import parse_pod
+from kubeplace.kube.plan_view import Finding, Placed, PlanView
 from kubeplace.models.extended_resources import extended_claim
-from kubeplace.plan.verify_claims import verify_claims
+from kubeplace.models.plugins.dynamic_resources import verify
 from tests.builders import node, pod, snapshot_of
 from tests.device_builders import device_class, gpu_slice, resource_claim
-from tests.models.test_model_devices import allocations, devices_of, plan, where, why
+from tests.models.plugins.test_dynamic_resources import allocations, devices_of, plan, where, why
 
 
 def gpu_class() -> dict[str, object]:
@@ -115,16 +116,20 @@ def test_the_verifier_checks_the_extended_resource_claim() -> None:
                            gpu_slice("n1", 3), pod("p").cpu("1").gpu(2))
     made = plan(snapshot)
     (given,) = allocations(made)["p"]
-    placements = [("default", "p", "n1")]
-    assert verify_claims(snapshot, placements, {("default", "p"): (given,)}) == []
-    assert "are not allocated" in verify_claims(snapshot, placements, {})[0][4]
+    placements = (Placed(snapshot.pending[0], snapshot.nodes[0]),)  # p on n1
+
+    def verify_claims(chosen: dict[tuple[str, str], tuple[ClaimAllocation, ...]]) -> list[Finding]:
+        return verify.check_plan(PlanView(snapshot, placements, claim_allocations=chosen), None)
+
+    assert verify_claims({("default", "p"): (given,)}) == []
+    assert "are not allocated" in verify_claims({})[0][3]
     fewer = dataclasses.replace(given, allocation=dataclasses.replace(given.allocation,
                                                                       results=given.allocation.results[:1]))
-    assert any("1 devices, expected 2" in f[4]
-               for f in verify_claims(snapshot, placements, {("default", "p"): (fewer,)}))
+    assert any("1 devices, expected 2" in f[3]
+               for f in verify_claims({("default", "p"): (fewer,)}))
     other = dataclasses.replace(given, requests=tuple(dataclasses.replace(r, device_class="nic")
                                                       for r in given.requests))
-    assert verify_claims(snapshot, placements, {("default", "p"): (other,)}) != []
+    assert verify_claims({("default", "p"): (other,)}) != []
 
 
 def test_defrag_counts_the_dra_devices_a_claim_takes() -> None:

@@ -127,20 +127,6 @@ def test_subproblem_keeps_the_domains() -> None:
     assert gang.topology_key == ZONE and gang.domain is not None and gang.domain.tolist() == [1, 2]
 
 
-def test_verifier_rejects_a_split_gang() -> None:
-    snap = snapshot_of(*TWO_ZONES, zoned("x1", None, "8"), group("job", 3), *[member(f"w{i}") for i in range(3)])
-    assert verify(snap, [("default", "w0", "b1"), ("default", "w1", "b1"), ("default", "w2", "b1")]) == []
-    split = verify(snap, [("default", "w0", "b1"), ("default", "w1", "a1"), ("default", "w2", "x1")])
-    assert [(v.name, v.rule) for v in split] == [("w1", "GangTopology"), ("w2", "GangTopology")]
-    assert f"no label {ZONE}" in split[1].detail
-
-
-def test_verifier_counts_running_members() -> None:
-    snap = snapshot_of(*TWO_ZONES, group("job", 2), member("r0").on("a1"), member("w1"))
-    assert [v.rule for v in verify(snap, [("default", "w1", "b1")])] == ["GangTopology"]
-    assert verify(snap, [("default", "w1", "a1")]) == []
-
-
 def test_annotation_on_a_podgroup_is_parsed() -> None:
     assert parse_pod_group(group("job", 2, key="rack"), "f.yaml").topology_key == "rack"
     assert parse_pod_group(group("job", 2, key=None), "f.yaml").topology_key == ""

@@ -18,8 +18,8 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.formulation import Neighbourhood, objective_model
 from kubeplace.models.framework import PreferenceTerm
 from kubeplace.models.linear_terms import SCALE
+from kubeplace.models.plugins.inter_pod_affinity import InterPodAffinityArgs
 from kubeplace.models.plugins.node_affinity import NodeAffinityArgs
-from kubeplace.models.plugins.preferences import InterPodAffinityArgs
 from kubeplace.models.plugins.taint_toleration import TaintTolerationArgs
 from kubeplace.models.plugins.topology_spread import DefaultConstraint, PodTopologySpreadArgs
 from kubeplace.models.preferences import node_scores

@@ -10,7 +10,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings, inst
 from kubeplace.models.evaluate import pods_placed
 from kubeplace.models.framework import Objective
 from kubeplace.models.gpu import DEVICE_ALLOCATED, GpuNeed, device_annotation
-from kubeplace.models.plugins.objectives import BalanceArgs, ResourceWeight
+from kubeplace.models.plugins.balance import BalanceArgs, ResourceWeight
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.solver.greedy import guided

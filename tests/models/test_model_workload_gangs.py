@@ -164,4 +164,4 @@ def test_the_verifier_checks_the_topology_of_the_new_sources(source: str) -> Non
     group = workload_group("job", 2, key=RACK) if source == "workload-api" else kai_group("job", 2, RACK)
     snap = snapshot_of(*nodes, group, MEMBERS[source]("w0"), MEMBERS[source]("w1"))
     (violation,) = verify(snap, [("default", "w0", "a"), ("default", "w1", "c")])
-    assert violation.rule == "GangTopology" and violation.name == "w1"
+    assert violation.rule == "Coscheduling" and violation.name == "w1" and violation.detail.startswith("gang ")

@@ -24,11 +24,12 @@ from kubeplace.kube.objects import (
     Taint,
     Toleration,
 )
+from kubeplace.models.plugins.dynamic_resources import verify as dynamic_resources_verify
+from kubeplace.models.plugins.inter_pod_affinity import verify as affinity_verify
 from kubeplace.models.plugins.tenant import TenantArgs
+from kubeplace.models.plugins.topology_spread import verify as spread_verify
+from kubeplace.models.plugins.volume_binding import verify as volume_binding_verify
 from kubeplace.plan import verify as verify_module
-from kubeplace.plan import verify_claims as verify_claims_module
-from kubeplace.plan import verify_domains
-from kubeplace.plan import verify_volumes as verify_volumes_module
 from kubeplace.plan.verify import VerifySettings, Violation, rule_checks, verify
 
 GiB = 1024**3
@@ -364,16 +365,18 @@ def _imports(module: object) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
-    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.gangs",
-                     "kubeplace.kube.gpu_conventions",
-                     "kubeplace.plan.verify_volumes", "kubeplace.plan.verify_domains", "kubeplace.plan.verify_claims",
+    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.plan_view",
+                     "kubeplace.kube.gpu_conventions", "kubeplace.kube.replay",
                      "kubeplace.models.plugins", "kubeplace.models.rules"}),
-    (verify_volumes_module, {"kubeplace.kube.objects", "kubeplace.plan.verify_domains",
+    (volume_binding_verify, {"kubeplace.kube.objects", "kubeplace.kube.plan_view",
                              "kubeplace.models.plugins.node_affinity.verify"}),
-    (verify_domains, {"kubeplace.kube.objects", "kubeplace.models.plugins.taint_toleration.verify",
-                      "kubeplace.models.plugins.node_affinity.verify"}),
-    (verify_claims_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.device_cel",
-                            "kubeplace.models.plugins.node_affinity.verify"}),
+    (spread_verify, {"kubeplace.kube.objects", "kubeplace.kube.replay",
+                     "kubeplace.models.plugins.taint_toleration.verify",
+                     "kubeplace.models.plugins.node_affinity.verify"}),
+    (affinity_verify, {"kubeplace.kube.objects", "kubeplace.kube.replay",
+                       "kubeplace.models.plugins.node_affinity.verify"}),
+    (dynamic_resources_verify, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.device_cel",
+                                "kubeplace.kube.plan_view", "kubeplace.models.plugins.node_affinity.verify"}),
 ])  # fmt: skip
 def test_verifier_is_independent_of_models_and_solver(module: object, kubeplace_imports: set[str]) -> None:
     """The checks import only kube objects and the rules' own verifier checks (which import only

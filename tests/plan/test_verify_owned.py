@@ -14,7 +14,7 @@ from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify_owned import OWNERSHIP
 from tests.builders import node, pod, snapshot_of
 from tests.device_builders import claiming, device_class, gpu_slice, resource_claim
-from tests.plan.test_verify_claims import on
+from tests.models.plugins.test_dynamic_resources import on
 from tests.volume_builders import claim, mounting, storage_class, volume
 
 

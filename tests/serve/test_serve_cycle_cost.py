@@ -29,7 +29,7 @@ from kubeplace.models.problem import FULL, Problem
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.preempt import make_preemption_plan
-from kubeplace.plan.verify_domains import replay
+from kubeplace.plan.verify import replay_plan
 from kubeplace.serve.loop import cycle_options
 from tests.builders import PodBuilder, node, pod, snapshot_of
 from tests.serve.test_serve_loop import member, scheduler
@@ -135,7 +135,7 @@ def test_without_domain_rules_the_replay_finds_nothing(snapshot: Snapshot) -> No
                     bound=tuple(replace(p, anti_affinity=()) for p in snapshot.bound))
     nodes = [n.name for n in plain.nodes]
     placements = [(p.namespace, p.name, nodes[k % len(nodes)]) for k, p in enumerate(plain.pending)]
-    assert replay(plain, placements).violations == ()
+    assert replay_plan(plain, placements).violations == ()
 
 
 @EXAMPLES
@@ -144,7 +144,7 @@ def test_the_verifier_reports_every_replay_violation(snapshot: Snapshot, rng: An
     nodes = [n.name for n in snapshot.nodes]
     placements = [Placement(p.namespace, p.name, rng.choice(nodes), p.uid) for p in snapshot.pending]
     found = {(v.namespace, v.name, v.rule) for v in verify_plan(snapshot, placements, Configuration(), Profile())}
-    replayed = replay(snapshot, [(p.namespace, p.name, p.node) for p in placements]).violations
+    replayed = replay_plan(snapshot, [(p.namespace, p.name, p.node) for p in placements]).violations
     assert {(v.namespace, v.name, v.rule) for v in replayed} <= found
 
 

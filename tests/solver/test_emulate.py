@@ -10,8 +10,7 @@ import pytest
 
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
-from kubeplace.plan.verify import verify
-from kubeplace.plan.verify_domains import replay
+from kubeplace.plan.verify import replay_plan, verify
 from kubeplace.solver.emulate import emulate, feasible_nodes_to_find, node_tree_order
 from tests.builders import NodeBuilder, PodBuilder, namespace, node, pod, snapshot_of
 
@@ -29,7 +28,7 @@ def n(name: str, cpu: str = "4", **labels: str) -> NodeBuilder:
 
 def where(snapshot: Snapshot, **kw: Any) -> dict[str, str]:
     result = emulate(snapshot, **kw)
-    assert replay(snapshot, list(result.placements)).violations == ()
+    assert replay_plan(snapshot, list(result.placements)).violations == ()
     assert [v for v in verify(snapshot, list(result.placements)) if v.rule != "Unmodelled"] == []
     return {name: node_name for _, name, node_name in result.placements}
 

@@ -22,7 +22,7 @@ import numpy as np
 from kubeplace.kube.metrics import MEASURED, measured_load
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.framework import LoadBalanceTerm, ObjectiveTerm, RunContext
-from kubeplace.models.plugins.objectives import ResourceWeight
+from kubeplace.models.plugins.balance import ResourceWeight
 from kubeplace.models.problem import BoolArray, Problem
 
 NAME = "LoadAware"

@@ -6,13 +6,11 @@ too. Imports only ``kubeplace.kube``."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
-from kubeplace.kube.objects import CPU, MEMORY, Node, Pod, Snapshot
-
-PlacedByNode = Mapping[str, Sequence[tuple[Pod, int]]]
-"""Per node name, the pods the plan places there (how many copies of each), in plan order."""
+from kubeplace.kube.objects import CPU, MEMORY, Node
+from kubeplace.kube.plan_view import Finding, PlanView
 
 
 class LoadAwareSettings(Protocol):
@@ -20,14 +18,6 @@ class LoadAwareSettings(Protocol):
 
     @property
     def thresholds(self) -> Mapping[str, float]: ...
-
-
-def bound_by_node(snapshot: Snapshot) -> dict[str, list[Pod]]:
-    """The snapshot's bound pods by node name."""
-    on: dict[str, list[Pod]] = {}
-    for pod in snapshot.bound:
-        on.setdefault(pod.node_name, []).append(pod)
-    return on
 
 
 _UTC_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?Z")
@@ -50,15 +40,15 @@ def _time(text: str) -> float | None:
     return float(days * 86400 + hour * 3600 + minute * 60 + second)
 
 
-def measured_loads(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+def measured_loads(view: PlanView) -> dict[str, dict[str, int]]:
     """Per node with metrics: its measured usage plus the requests of the pods running there that
     the metrics cannot include (no PodMetrics while pods are measured, or created after the node
     was measured)."""
+    snapshot = view.snapshot
     loads: dict[str, dict[str, int]] = {}
-    on = bound_by_node(snapshot)
     for name, metrics in snapshot.node_metrics.items():
         load = {CPU: max(metrics.usage.get(CPU, 0), 0), MEMORY: max(metrics.usage.get(MEMORY, 0), 0)}
-        for pod in on.get(name, ()):
+        for pod in view.bound_by_node.get(name, ()):
             if pod.node_name != name or pod.finished:
                 continue
             created = _time(pod.creation)
@@ -76,11 +66,10 @@ def ratio(load: Mapping[str, int], node: Node, resource: str) -> float:
     return load.get(resource, 0) / allocatable if allocatable > 0 else _INFINITE
 
 
-def check_plan(snapshot: Snapshot, placed: PlacedByNode,
-               args: LoadAwareSettings) -> Iterator[tuple[str, str, str, str]]:
-    nodes = {node.name: node for node in snapshot.nodes}
-    loads = measured_loads(snapshot)
-    for node_name, pods in placed.items():
+def check_plan(view: PlanView, args: LoadAwareSettings) -> Iterator[Finding]:
+    nodes = {node.name: node for node in view.snapshot.nodes}
+    loads = measured_loads(view)
+    for node_name, pods in view.by_node.items():
         load, node = loads.get(node_name), nodes[node_name]
         if load is None:
             continue

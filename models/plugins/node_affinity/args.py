@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubeplace.models.plugins.preferences import check_weight
+from kubeplace.models.plugins.score_parts import check_weight
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from kubeplace.kube.objects import Node, Pod, PreferredNodeTerm
 from kubeplace.models.framework import ClassView, ObjectiveTerm, RunContext
 from kubeplace.models.plugins.node_affinity.args import NodeAffinityArgs
 from kubeplace.models.plugins.node_affinity.plugin import NAME, NodeAffinity, build, term_mask
-from kubeplace.models.plugins.preferences import class_groups, node_preference, preference_terms
+from kubeplace.models.plugins.score_parts import class_groups, node_preference, preference_terms
 from kubeplace.models.preferences import DEFAULT
 from kubeplace.models.problem import IntArray, Problem, Rule
 

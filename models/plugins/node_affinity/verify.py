@@ -1,12 +1,13 @@
 """NodeAffinity's independent verifier check: the pod's nodeSelector and required node affinity
 terms against the node (``nodeaffinity`` Filter, component-helpers ``GetRequiredNodeAffinity``),
 and the requirement and node selector term matching the other checks share (volumes' node
-affinity, DRA's device node selectors, spread eligibility). Imports only ``kubeplace.kube``."""
+affinity, DRA's device node selectors, spread eligibility) and the label selectors of pods,
+volumes and namespaces. Imports only ``kubeplace.kube``."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from kubeplace.kube.objects import Node, Pod, Requirement, Snapshot
 
@@ -31,6 +32,12 @@ def requirement_holds(requirement: Requirement, value: str | None) -> bool:
             return False
         return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
     return False  # unknown operator: never matches
+
+
+def selector_matches(selector: Sequence[Requirement] | None, labels: Mapping[str, str]) -> bool:
+    """A label selector (of pods, volumes, namespaces): None (null) matches nothing, an empty one
+    everything; its requirements hold as node selector requirements do."""
+    return selector is not None and all(requirement_holds(r, labels.get(r.key)) for r in selector)
 
 
 def node_term_matches(expressions: Sequence[Requirement], fields: Sequence[Requirement], node: Node) -> bool:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from kubeplace.kube.objects import CPU, MEMORY, Snapshot
-from kubeplace.models.plugins.load_aware.verify import PlacedByNode, bound_by_node, measured_loads, ratio
+from kubeplace.kube.objects import CPU, MEMORY
+from kubeplace.kube.plan_view import Finding, PlanView
+from kubeplace.models.plugins.load_aware.verify import measured_loads, ratio
 
 
 class OvercommitSettings(Protocol):
@@ -28,14 +29,13 @@ class OvercommitSettings(Protocol):
     def resources(self) -> tuple[str, ...]: ...
 
 
-def check_plan(snapshot: Snapshot, placed: PlacedByNode,
-               args: OvercommitSettings) -> Iterator[tuple[str, str, str, str]]:
+def check_plan(view: PlanView, args: OvercommitSettings) -> Iterator[Finding]:
     if args.headroom >= 1.0:
         return
-    nodes = {node.name: node for node in snapshot.nodes}
-    loads, on = measured_loads(snapshot), bound_by_node(snapshot)
+    nodes = {node.name: node for node in view.snapshot.nodes}
+    loads, on = measured_loads(view), view.bound_by_node
     key, sep, value = args.nodeLabel.partition("=")
-    for node_name, pods in placed.items():
+    for node_name, pods in view.by_node.items():
         node, load = nodes[node_name], loads.get(node_name)
         labelled = key in node.labels and (not sep or node.labels[key] == value)
         cool = load is not None and all(ratio(load, node, r) < args.loadThreshold for r in (CPU, MEMORY))

@@ -11,7 +11,7 @@ import numpy as np
 
 from kubeplace.kube.objects import PREFER_NO_SCHEDULE, Node, Pod, Taint, Toleration
 from kubeplace.models.framework import ClassView, ObjectiveTerm, RunContext
-from kubeplace.models.plugins.preferences import class_groups, node_preference, preference_terms
+from kubeplace.models.plugins.score_parts import class_groups, node_preference, preference_terms
 from kubeplace.models.plugins.taint_toleration.args import TaintTolerationArgs
 from kubeplace.models.plugins.taint_toleration.plugin import NAME, TaintToleration, build, tolerates
 from kubeplace.models.preferences import REVERSE

@@ -16,6 +16,7 @@ from kubeplace.plan.checks import verify_plan as checked_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify as verify_plan
 from kubeplace.solver.emulate import emulate as emulate_scheduler
+from kubeplace.solver.emulate_state import Cluster
 
 CAPACITY = {"cpu": 1000, "pods": 10}
 KUBE_SCHEDULER = [  # (port the node's pod holds, port the new pod asks, CheckConflict's answer)
@@ -45,7 +46,7 @@ def test_the_filter_the_verifier_and_the_emulation_give_the_kube_schedulers_answ
     [node] = snapshot.nodes
     assert node_ports.build(None, RunContext(snapshot)).filter(pod, [node]).tolist() == [not conflict]
     assert bool(list(verify.check_node(pod, 1, node, snapshot.bound))) == conflict
-    assert emulate.admits(pod, [snapshot.bound]).tolist() == [not conflict]
+    assert emulate.admits(pod, Cluster(snapshot, (pod,))).tolist() == [not conflict]
 
 
 @pytest.mark.parametrize(("held", "asked", "conflict"), KUBE_SCHEDULER)

@@ -82,6 +82,14 @@ the volume, disruption, priority, gang and default spread rules read. One list f
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads]
   verbs: [get, list, watch]
+# What adding nodes reads: Karpenter's NodePools and NodeClaims, and the DaemonSets whose pods each
+# new node would run.
+- apiGroups: [karpenter.sh]
+  resources: [nodepools, nodeclaims]
+  verbs: [get, list, watch]
+- apiGroups: [apps]
+  resources: [daemonsets]
+  verbs: [get, list, watch]
 # Measured usage (metrics-server's NodeMetrics and PodMetrics) for LoadAware and Overcommit;
 # the metrics API has no watch. Without metrics-server kubeplace warns once and uses requests.
 - apiGroups: [metrics.k8s.io]

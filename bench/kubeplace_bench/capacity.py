@@ -1,0 +1,435 @@
+"""``kubeplace bench capacity``: the real Karpenter (its kwok provider) and ``kubeplace plan
+--provision`` on the same backlogs, catalogue and NodePools.
+
+For each workload, on the control plane emptied of the previous one: Karpenter provisions for the
+pending pods while the kube-scheduler binds them to its nodes (nodes by type, zone and capacity
+type, cost per hour, pods bound, time to the last binding); then ``kubeplace plan --provision``
+plans the same backlog from a snapshot of the same objects (cost per hour, pods placed, time,
+bound and gap), in a subprocess run from a kubeplace checkout (this one, or
+``--kubeplace-checkout``). Consolidation: a Deployment scaled down leaving half-empty nodes,
+then Karpenter's WhenEmptyOrUnderutilized consolidation (cost before and after, nodes removed,
+pods evicted, time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeplace_bench.capacity_workloads import (
+    CAPACITY_TYPE_LABEL,
+    INSTANCE_TYPE_LABEL,
+    NODE_CLASS,
+    ZONE_LABEL,
+    Workload,
+    prices,
+)
+from kubeplace_bench.cluster import KUBEPLACE, BenchError, Say
+from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, free_port, http_ok, wait_for, wait_ready
+from kubeplace_bench.controlplane_binaries import REPO_ROOT, ControlPlaneError, ControlPlaneUnavailable, checkout_file
+
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+KARPENTER_API, KWOK_API = "/apis/karpenter.sh/v1", "/apis/karpenter.kwok.sh/v1alpha1"
+UNAVAILABLE = "n/a (plan --provision unavailable)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    seed: int = 0
+    scale: float = 1.0
+    time_limit: float = 30.0
+    """kubeplace's solver budget per workload, seconds."""
+    settle: float = 60.0
+    """A run ends after this many seconds without a binding, a node or an eviction."""
+    timeout: float = 600.0
+    kubeplace_checkout: Path = REPO_ROOT
+
+
+# --------------------------------------------------------------------------- Karpenter
+
+
+def karpenter_build(build: bool) -> Path:
+    """The directory of the cached Karpenter build (bin/karpenter-kwok, crds/), built first when
+    ``build``; ControlPlaneUnavailable saying how to build it otherwise."""
+    script = checkout_file(".ci", "build-karpenter")
+    result = subprocess.run(["bash", str(script), *([] if build else ["--cached-only"])], capture_output=True,
+                            text=True, stdin=subprocess.DEVNULL, check=False)
+    if result.returncode == 3 and not build:
+        raise ControlPlaneUnavailable(f"Karpenter is not built: run bash {script} once (6-7 minutes), or pass --build")
+    if result.returncode != 0:
+        raise ControlPlaneError(f"{script} failed: {result.stderr.strip()[-1000:]}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def karpenter_version() -> str:
+    """The ``sigs.k8s.io/karpenter`` version tools/karpenter pins (what .ci/build-karpenter builds)."""
+    match = re.search(r"^\s*sigs\.k8s\.io/karpenter (v\S+)", checkout_file("tools", "karpenter", "go.mod").read_text(),
+                      re.MULTILINE)
+    return match.group(1) if match else "unknown"
+
+
+def start_karpenter(plane: ControlPlane, api: ApiHttp, build: Path, catalogue_file: Path) -> None:
+    """Karpenter's CRDs installed and its kwok controller running against ``plane`` (stopped with it)."""
+    names = []
+    for path in sorted((build / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        names.append(crd["metadata"]["name"])
+        _create(api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    wait_for(lambda: all(_established(api, name) for name in names), 60, f"CRDs {', '.join(names)} established")
+    _create(api, f"{KWOK_API}/kwoknodeclasses", NODE_CLASS)
+    health = free_port()
+    env = {"KUBECONFIG": str(plane.admin_kubeconfig), "INSTANCE_TYPES_FILE_PATH": str(catalogue_file),
+           "DISABLE_LEADER_ELECTION": "true", "METRICS_PORT": str(free_port()), "HEALTH_PROBE_PORT": str(health),
+           "BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "3s"}
+    karpenter = plane.launch("karpenter", [str(build / "bin" / "karpenter-kwok")], env)
+    wait_ready(karpenter, lambda: http_ok(f"http://127.0.0.1:{health}/readyz"), 120)
+
+
+def _established(api: ApiHttp, name: str) -> bool:
+    crd = api.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in (crd.get("status") or {}).get("conditions") or [])
+
+
+def _create(api: ApiHttp, path: str, body: Mapping[str, Any]) -> None:
+    try:
+        api.request("POST", path, body)
+    except ApiRefused as refused:
+        if refused.status != 409:
+            raise
+
+
+# --------------------------------------------------------------------------- the cluster as it is
+
+
+def pool_nodes(api: ApiHttp, pools: Sequence[str]) -> list[dict[str, Any]]:
+    selector = f"{NODEPOOL_LABEL} in ({','.join(pools)})"
+    items: list[dict[str, Any]] = api.request("GET", "/api/v1/nodes", query={"labelSelector": selector})["items"]
+    return items
+
+
+def namespace_pods(api: ApiHttp, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = api.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    return items
+
+
+def node_figures(nodes: Sequence[Mapping[str, Any]], price: Mapping[tuple[str, str, str], float]) -> dict[str, Any]:
+    """Nodes by ``type/zone/capacity type`` and their cost per hour from the catalogue."""
+    offerings = [tuple(node["metadata"]["labels"].get(key, "?") for key in
+                       (INSTANCE_TYPE_LABEL, ZONE_LABEL, CAPACITY_TYPE_LABEL)) for node in nodes]
+    counts = Counter("/".join(offering) for offering in offerings)
+    cost = sum(price.get((a, b, c), 0.0) for a, b, c in offerings)
+    return {"nodes": len(nodes), "nodesByType": dict(sorted(counts.items())), "costPerHour": round(cost, 4)}
+
+
+# --------------------------------------------------------------------------- provisioning
+
+
+def karpenter_provisioning(api: ApiHttp, workload: Workload, namespace: str,
+                           price: Mapping[tuple[str, str, str], float], settings: Settings,
+                           say: Say) -> dict[str, Any]:
+    """Karpenter provisions for the workload's pods, which the kube-scheduler binds."""
+    pools = [p["metadata"]["name"] for p in workload.node_pools]
+    for pool in workload.node_pools:
+        _create(api, f"{KARPENTER_API}/nodepools", pool)
+    start = time.monotonic()
+    for pod in workload.pods:
+        api.request("POST", f"/api/v1/namespaces/{namespace}/pods", {**pod, "metadata": {
+            **pod["metadata"], "namespace": namespace}})
+    bound_at = _wait_bound(api, namespace, pools, len(workload.pods), start, settings)
+    figures = node_figures(pool_nodes(api, pools), price)
+    say(f"  karpenter: {len(bound_at)}/{len(workload.pods)} bound on {figures['nodes']} node(s), "
+        f"{figures['costPerHour']:.4f}/h")
+    return {"scheduler": "karpenter", "pods": len(workload.pods), "placed": len(bound_at), **figures,
+            "seconds": round(max(bound_at.values(), default=0.0), 2)}
+
+
+def _wait_bound(api: ApiHttp, namespace: str, pools: Sequence[str], wanted: int, start: float,
+                settings: Settings) -> dict[str, float]:
+    """Seconds from ``start`` to each pod's binding (as first seen), until every pod is bound or
+    nothing changed for ``settings.settle`` seconds (or ``settings.timeout`` passed)."""
+    bound_at: dict[str, float] = {}
+    nodes, last_change = 0, time.monotonic()
+    while True:
+        now = time.monotonic()
+        for pod in namespace_pods(api, namespace):
+            if pod["spec"].get("nodeName") and pod["metadata"]["name"] not in bound_at:
+                bound_at[pod["metadata"]["name"]], last_change = now - start, now
+        count = len(pool_nodes(api, pools))
+        if count != nodes:
+            nodes, last_change = count, now
+        if len(bound_at) >= wanted or now - last_change > settings.settle or now - start > settings.timeout:
+            return bound_at
+        time.sleep(0.5)
+
+
+def empty(api: ApiHttp, namespace: str, pools: Sequence[str], say: Say) -> None:
+    """The namespace's pods, the NodePools and their nodes deleted (Karpenter terminates its nodes;
+    a finalizer it did not remove within two minutes is dropped)."""
+    for kind in ("deployments", "replicasets"):  # nothing left to recreate the pods
+        api.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/{kind}")
+    api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", query={"gracePeriodSeconds": "0"})
+    wait_for(lambda: not namespace_pods(api, namespace), 120, f"the pods of {namespace} deleted", interval=0.5)
+    for pool in pools:
+        _delete(api, f"{KARPENTER_API}/nodepools/{pool}")
+    try:
+        wait_for(lambda: not pool_nodes(api, pools) and not _claims(api, pools), 120, "Karpenter's nodes gone", 1.0)
+    except TimeoutError:
+        say("  Karpenter left nodes behind after 120 s: their finalizers dropped")
+        for claim in _claims(api, pools):
+            _force_delete(api, f"{KARPENTER_API}/nodeclaims/{claim['metadata']['name']}")
+        for node in pool_nodes(api, pools):
+            _force_delete(api, f"/api/v1/nodes/{node['metadata']['name']}")
+    _delete(api, f"/api/v1/namespaces/{namespace}")
+
+
+def _claims(api: ApiHttp, pools: Sequence[str]) -> list[dict[str, Any]]:
+    selector = f"{NODEPOOL_LABEL} in ({','.join(pools)})"
+    items: list[dict[str, Any]] = api.request("GET", f"{KARPENTER_API}/nodeclaims",
+                                              query={"labelSelector": selector})["items"]
+    return items
+
+
+def _delete(api: ApiHttp, path: str) -> None:
+    try:
+        api.request("DELETE", path)
+    except ApiRefused as refused:
+        if refused.status != 404:
+            raise
+
+
+def _force_delete(api: ApiHttp, path: str) -> None:
+    try:
+        api.request("PATCH", path, {"metadata": {"finalizers": None}})
+    except ApiRefused as refused:
+        if refused.status != 404:
+            raise
+    _delete(api, path)
+
+
+# --------------------------------------------------------------------------- kubeplace
+
+
+def write_snapshot(directory: Path, workload: Workload, namespace: str) -> Path:
+    """The workload's NodePools and pending pods as the files ``kubeplace plan`` reads, the pods
+    given to kubeplace (``spec.schedulerName``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pods = [{**pod, "metadata": {**pod["metadata"], "namespace": namespace},
+             "spec": {**pod["spec"], "schedulerName": KUBEPLACE}} for pod in workload.pods]
+    namespaced = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    (directory / "cluster.yaml").write_text(yaml.safe_dump_all([namespaced, *workload.node_pools, *pods],
+                                                               sort_keys=False))
+    return directory
+
+
+def provision_available(checkout: Path) -> bool:
+    """Whether that checkout's ``kubeplace plan`` has ``--provision``."""
+    result = _kubeplace(checkout, ["plan", "--help"], timeout=120)
+    return result.returncode == 0 and "--provision" in result.stdout
+
+
+def kubeplace_provisioning(checkout: Path, snapshot: Path, catalogue_file: Path, settings: Settings,
+                           say: Say) -> dict[str, Any]:
+    """``kubeplace plan SNAPSHOT --provision --catalogue FILE -o json`` from ``checkout``."""
+    args = ["plan", str(snapshot), "--provision", "--catalogue", str(catalogue_file), "-o", "json",
+            "--time-limit", str(settings.time_limit),
+            "--seed", str(settings.seed)]
+    start = time.monotonic()
+    result = _kubeplace(checkout, args, timeout=settings.time_limit * 4 + 300)
+    seconds = time.monotonic() - start
+    try:
+        plan = json.loads(result.stdout)
+    except ValueError:
+        line = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+        say(f"  kubeplace: failed: {line}")
+        return {"scheduler": "kubeplace", "unavailable": f"n/a (failed: {line[:200]})"}
+    figures = provision_figures(plan)
+    say(f"  kubeplace: {figures['placed']} placed on {figures['nodes']} new node(s), {figures['costPerHour']}/h")
+    return {"scheduler": "kubeplace", **figures, "seconds": round(seconds, 2)}
+
+
+def provision_figures(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """Pods placed, new nodes by type, cost per hour, bound and gap of a provisioning plan (the
+    ``provision*`` fields at the top or in its summary), whether the independent verifier
+    re-checked it, and the plan's own seconds (the table's are the command's, start-up included)."""
+    summary = plan.get("summary") or {}
+
+    def field(name: str) -> Any:
+        return plan.get(name, summary.get(name))
+
+    provision = field("provision") or []
+    counts = Counter("/".join(str(n.get(key, "?")) for key in ("instanceType", "zone", "capacityType"))
+                     for n in provision)
+    return {"pods": int(summary.get("pods_placed", 0)) + int(summary.get("pods_unplaced", 0)),
+            "placed": int(summary.get("pods_placed", 0)), "nodes": len(provision),
+            "nodesByType": dict(sorted(counts.items())), "costPerHour": field("provisionCostPerHour"),
+            "bound": field("provisionBound"), "gap": field("provisionGap"), "verified": summary.get("verified"),
+            "planSeconds": summary.get("seconds")}
+
+
+def _kubeplace(checkout: Path, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    try:
+        return subprocess.run([sys.executable, "-m", "kubeplace.cli.main", *args], cwd=checkout, env=env,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(args, 124, "", f"timed out after {timeout:.0f}s")
+
+
+# --------------------------------------------------------------------------- consolidation
+
+
+def karpenter_consolidation(api: ApiHttp, workload: Workload, namespace: str,
+                            price: Mapping[tuple[str, str, str], float], settings: Settings,
+                            say: Say) -> dict[str, Any]:
+    """The Deployment provisioned for, scaled down, then Karpenter's consolidation let loose."""
+    if workload.deployment is None:
+        raise BenchError(f"workload {workload.name} has no Deployment to consolidate")
+    pools = [p["metadata"]["name"] for p in workload.node_pools]
+    for pool in workload.node_pools:
+        _create(api, f"{KARPENTER_API}/nodepools", pool)
+    name, replicas = workload.deployment["metadata"]["name"], workload.deployment["spec"]["replicas"]
+    api.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", workload.deployment)
+    wait_for(lambda: _bound(api, namespace) >= replicas, settings.timeout, f"{replicas} pods of {name} bound", 1.0)
+    api.request("PATCH", f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+                {"spec": {"replicas": workload.scale_to}})
+    wait_for(lambda: len(namespace_pods(api, namespace)) == workload.scale_to, 120,
+             f"{name} scaled down to {workload.scale_to}", 1.0)
+    before_nodes = pool_nodes(api, pools)
+    before_pods = {p["metadata"]["uid"] for p in namespace_pods(api, namespace)}
+    before = node_figures(before_nodes, price)
+    say(f"  fragmented: {workload.scale_to} pods on {before['nodes']} node(s), {before['costPerHour']:.4f}/h")
+    start = time.monotonic()
+    for pool in pools:
+        api.request("PATCH", f"{KARPENTER_API}/nodepools/{pool}", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
+    last_change = _wait_quiet(api, namespace, pools, start, settings)
+    after_nodes = pool_nodes(api, pools)
+    after_pods = namespace_pods(api, namespace)
+    after = node_figures(after_nodes, price)
+    names_before = {n["metadata"]["name"] for n in before_nodes}
+    names_after = {n["metadata"]["name"] for n in after_nodes}
+    evicted = len(before_pods - {p["metadata"]["uid"] for p in after_pods})
+    say(f"  karpenter: {after['nodes']} node(s), {after['costPerHour']:.4f}/h, {evicted} pod(s) evicted")
+    return {"scheduler": "karpenter", "pods": workload.scale_to, "bound": _bound(api, namespace),
+            "nodesBefore": before["nodes"], "costPerHourBefore": before["costPerHour"],
+            "nodesByTypeBefore": before["nodesByType"], "nodesAfter": after["nodes"],
+            "costPerHourAfter": after["costPerHour"], "nodesByTypeAfter": after["nodesByType"],
+            "nodesRemoved": len(names_before - names_after), "nodesLaunched": len(names_after - names_before),
+            "podsEvicted": evicted, "seconds": round(last_change - start, 2)}
+
+
+def _bound(api: ApiHttp, namespace: str) -> int:
+    return sum(1 for p in namespace_pods(api, namespace)
+               if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))
+
+
+def _wait_quiet(api: ApiHttp, namespace: str, pools: Sequence[str], start: float, settings: Settings) -> float:
+    """The time of the last change to the nodes or pods, once nothing has changed for
+    ``settings.settle`` seconds with every pod bound (or ``settings.timeout`` passed)."""
+    state: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    last_change = start
+    while True:
+        now = time.monotonic()
+        pods = namespace_pods(api, namespace)
+        seen = (frozenset(n["metadata"]["name"] for n in pool_nodes(api, pools)),
+                frozenset(f"{p['metadata']['uid']}@{p['spec'].get('nodeName', '')}" for p in pods))
+        if seen != state:
+            state, last_change = seen, now
+        settled = all(p["spec"].get("nodeName") for p in pods) and now - last_change > settings.settle
+        if settled or now - start > settings.timeout:
+            return last_change
+        time.sleep(1.0)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: Sequence[Mapping[str, Any]],
+        settings: Settings, say: Say) -> dict[str, Any]:
+    """Every workload in turn on the same control plane (emptied in between); the document that
+    ``-o json`` prints."""
+    price = prices(types)
+    with tempfile.TemporaryDirectory(prefix="kubeplace-capacity-") as scratch, ApiHttp(plane) as api:
+        catalogue_file = Path(scratch) / "instance_types.json"
+        catalogue_file.write_text(json.dumps(types, indent=1))
+        start_karpenter(plane, api, build, catalogue_file)
+        available = provision_available(settings.kubeplace_checkout)
+        say(f"Karpenter up; kubeplace plan --provision {'found' if available else 'unavailable'} in "
+            f"{settings.kubeplace_checkout}")
+        results = []
+        with plane.start_scheduler():
+            for workload in workloads:
+                say(f"{workload.name}: {workload.what}")
+                namespace = f"capacity-{workload.name}"
+                api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+                rows: list[dict[str, Any]]
+                if workload.deployment is not None:
+                    rows = [karpenter_consolidation(api, workload, namespace, price, settings, say),
+                            {"scheduler": "kubeplace", "unavailable": "n/a (rebalance --consolidate not measured)"}]
+                else:
+                    rows = [karpenter_provisioning(api, workload, namespace, price, settings, say)]
+                    snapshot = write_snapshot(Path(scratch) / workload.name, workload, namespace)
+                    rows.append(kubeplace_provisioning(settings.kubeplace_checkout, snapshot, catalogue_file,
+                                                       settings, say) if available
+                                else {"scheduler": "kubeplace", "unavailable": UNAVAILABLE})
+                empty(api, namespace, [p["metadata"]["name"] for p in workload.node_pools], say)
+                results.append({"workload": workload.name, "what": workload.what,
+                                "consolidation": workload.deployment is not None, "results": rows})
+    return {"benchmark": "capacity", "karpenter": karpenter_version(), "seed": settings.seed, "scale": settings.scale,
+            "timeLimit": settings.time_limit, "settle": settings.settle,
+            "kubeplaceCheckout": str(settings.kubeplace_checkout), "instanceTypes": len(types),
+            "offerings": len(price), "workloads": results}
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _cell(value: Any, spec: str = "") -> str:
+    if value is None:
+        return "-"
+    return format(value, spec) if spec and isinstance(value, int | float) else str(value)
+
+
+def table(doc: Mapping[str, Any]) -> str:
+    """Provisioning rows, consolidation rows, then the nodes each scheduler chose."""
+    lines = [f"{'WORKLOAD':<14}{'SCHEDULER':<11}{'PODS':>5}{'PLACED':>7}{'NODES':>6}{'COST/H':>9}{'BOUND/H':>9}"
+             f"{'GAP':>8}{'SECONDS':>9}"]
+    consolidation = [f"{'WORKLOAD':<14}{'SCHEDULER':<11}{'NODES':>9}{'COST/H BEFORE':>15}{'AFTER':>9}"
+                     f"{'REMOVED':>9}{'LAUNCHED':>9}{'EVICTED':>9}{'SECONDS':>9}"]
+    chosen = []
+    for entry in doc["workloads"]:
+        for row in entry["results"]:
+            head = f"{entry['workload']:<14}{row['scheduler']:<11}"
+            if "unavailable" in row:
+                (consolidation if entry["consolidation"] else lines).append(f"{head}{row['unavailable']}")
+            elif entry["consolidation"]:
+                consolidation.append(
+                    f"{head}{row['nodesBefore']:>4}->{row['nodesAfter']:<3}{row['costPerHourBefore']:>15.4f}"
+                    f"{row['costPerHourAfter']:>9.4f}{row['nodesRemoved']:>9}{row['nodesLaunched']:>9}"
+                    f"{row['podsEvicted']:>9}{row['seconds']:>9.1f}")
+                chosen.append(f"{entry['workload']} {row['scheduler']}: before "
+                              f"{_types(row['nodesByTypeBefore'])}; after {_types(row['nodesByTypeAfter'])}")
+            else:
+                gap = row.get("gap")
+                gap_text = f"{gap:.2%}" if isinstance(gap, int | float) else _cell(gap)
+                lines.append(f"{head}{row['pods']:>5}{row['placed']:>7}{row['nodes']:>6}"
+                             f"{_cell(row['costPerHour'], '.4f'):>9}{_cell(row.get('bound'), '.4f'):>9}"
+                             f"{gap_text:>8}{row['seconds']:>9.1f}")
+                chosen.append(f"{entry['workload']} {row['scheduler']}: {_types(row['nodesByType'])}")
+    return "\n".join([*lines, "", *consolidation, "", "NODES (type/zone/capacity type x count)", *chosen])
+
+
+def _types(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} x{count}" for name, count in counts.items()) or "none"

@@ -1,0 +1,44 @@
+"""``kubeplace bench capacity`` end to end, small: one workload of six mixed-shape pods, the real
+Karpenter (its kwok provider, from .ci/build-karpenter's cache) launching nodes and the
+kube-scheduler binding every pod to them, and kubeplace's side run or reported unavailable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kubeplace.cli.main import main
+from kubeplace_bench.capacity import UNAVAILABLE, karpenter_build, table
+from kubeplace_bench.controlplane_binaries import ControlPlaneUnavailable
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+
+def test_bench_capacity_measures_karpenter_and_kubeplace_on_one_workload() -> None:
+    try:
+        karpenter_build(build=False)
+    except ControlPlaneUnavailable as unavailable:
+        pytest.skip(str(unavailable))
+    result = CliRunner().invoke(main, ["bench", "capacity", "--workload", "batch", "--scale", "0.1", "--settle", "20",
+                                       "--time-limit", "5", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (entry,) = doc["workloads"]
+    assert (entry["workload"], entry["consolidation"]) == ("batch", False)
+    karpenter, kubeplace = entry["results"]
+    assert karpenter["scheduler"] == "karpenter" and karpenter["pods"] == 6
+    assert karpenter["placed"] == 6, "Karpenter's nodes did not get every pod bound"
+    assert karpenter["nodes"] == sum(karpenter["nodesByType"].values()) > 0
+    assert karpenter["costPerHour"] > 0 and karpenter["seconds"] > 0
+    assert kubeplace["scheduler"] == "kubeplace"
+    if "unavailable" in kubeplace:
+        assert kubeplace["unavailable"] == UNAVAILABLE
+    else:
+        assert {"placed", "nodes", "costPerHour", "bound", "gap", "seconds"} <= set(kubeplace)
+        assert kubeplace["placed"] == 6 and kubeplace["verified"] is True
+    text = table(doc)
+    assert text.splitlines()[0].split() == ["WORKLOAD", "SCHEDULER", "PODS", "PLACED", "NODES", "COST/H", "BOUND/H",
+                                            "GAP", "SECONDS"]
+    assert "batch karpenter: " in text
