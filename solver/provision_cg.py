@@ -52,6 +52,10 @@ MIP_GAP = 1e-3
 """The MIP over the patterns stops this close to its own bound."""
 ENUMERATED_PATTERNS = 5_000
 """Up to this many maximal patterns in all, every one is a column and the MIP is exact."""
+AGGREGATED_SECONDS = 5.0
+"""Time the aggregated MIP's bound may take at most."""
+AGGREGATED_PAIRS = 20_000
+"""Offers x items above which the aggregated MIP is not tried."""
 ENUMERATION_SHARE = 0.2
 """Part of the time limit the enumeration may take."""
 ENUMERATED_PODS = 400
@@ -99,6 +103,10 @@ def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
     status = "greedy" if best is greedy else "feasible"
     if bound is not None and not fewer and cost <= bound * (1 + 1e-9) + 1:
         status = "optimal"
+    if bound is not None and not fewer and status != "optimal":
+        bound = max(bound, _aggregated_bound(items, offers, np.unique(reps), started + time_limit))
+        if cost <= bound * (1 + 1e-9) + 1:
+            status = "optimal"
     if fewer:
         bound = None  # the LP's bound is then on cost and pods left out together, not on cost
     return Provisioning(tuple(best), cost, tuple(greedy), greedy_cost, bound, status, iterations, len(model.columns))
@@ -276,6 +284,57 @@ def _generate(model: _Master, items: Items, offers: Offers, reps: IntArray,
         if added == 0:
             break
     return best, iterations
+
+
+def _aggregated_bound(items: Items, offers: Offers, candidates: IntArray, deadline: float) -> float:
+    """A lower bound on the cost from the MIP where each offer's nodes pool their capacity: n_j
+    whole nodes of offer j, x_ji pods of item i on them (whole pods, but one pod's requests may
+    straddle two nodes), every pod placed, the NodePools' limits kept. It drops only the packing
+    of pods into single nodes, so its dual bound (even unsolved) bounds every answer; with few
+    nodes it is often above the LP's, whose node counts are fractional. 0 when too large or no
+    time is left."""
+    n_offers, n_items = len(candidates), items.n_items
+    seconds = min(AGGREGATED_SECONDS, deadline - time.monotonic())
+    if n_offers * n_items > AGGREGATED_PAIRS or seconds < 0.1:
+        return 0.0
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", seconds)
+    fit = np.stack([fit_counts(offers.capacity[candidates], items.demand[i]) for i in range(n_items)], axis=1)
+    most = np.where(items.eligible[:, candidates].T & (fit > 0), np.minimum(fit, items.most[None, :]), 0)
+    nodes_upper = np.full(n_offers, float(items.count.sum()))
+    h.addVars(n_offers, np.zeros(n_offers), nodes_upper)
+    h.changeColsCost(n_offers, np.arange(n_offers, dtype=np.int32), offers.price[candidates] * PRICE_SCALE)
+    pair_upper = np.where(most > 0, items.count[None, :], 0).astype(np.float64).reshape(-1)
+    h.addVars(n_offers * n_items, np.zeros(n_offers * n_items), pair_upper)
+    every = np.arange(n_offers + n_offers * n_items, dtype=np.int32)
+    h.changeColsIntegrality(len(every), every, np.full(len(every), highspy.HighsVarType.kInteger))
+
+    def pair(k: int, i: int) -> int:
+        return n_offers + k * n_items + i
+
+    for i in range(n_items):
+        h.addRow(float(items.count[i]), float(items.count[i]), n_offers,
+                 np.array([pair(k, i) for k in range(n_offers)], dtype=np.int32), np.ones(n_offers))
+    for k in range(n_offers):
+        capacity = offers.capacity[candidates[k]]
+        for r in range(capacity.shape[0]):
+            used = [i for i in range(n_items) if items.demand[i, r] > 0 and most[k, i] > 0]
+            if used:
+                h.addRow(-INF, 0.0, len(used) + 1, np.array([k, *(pair(k, i) for i in used)], dtype=np.int32),
+                         np.array([-float(capacity[r]), *(float(items.demand[i, r]) for i in used)]))
+        capped = [i for i in range(n_items) if 0 < most[k, i] < items.count[i]]
+        for i in capped:  # at most ``most`` pods of the item a node
+            h.addRow(-INF, 0.0, 2, np.array([k, pair(k, i)], dtype=np.int32), np.array([-float(most[k, i]), 1.0]))
+    for p, r in [(p, r) for p in range(offers.room.shape[0]) for r in range(offers.room.shape[1])
+                 if offers.room[p, r] < UNLIMITED]:
+        members = [k for k in range(n_offers) if offers.pool[candidates[k]] == p and offers.counted[candidates[k], r]]
+        if members:
+            h.addRow(-INF, float(offers.room[p, r]), len(members), np.array(members, dtype=np.int32),
+                     np.array([float(offers.counted[candidates[k], r]) for k in members]))
+    h.run()
+    value = float(h.getInfo().mip_dual_bound)
+    return max(0.0, value) / PRICE_SCALE if np.isfinite(value) else 0.0
 
 
 def _enumerated(items: Items, offers: Offers, candidates: IntArray,

@@ -99,3 +99,16 @@ def test_column_generation_bounds_the_optimum_from_below(model: tuple[Items, Off
     optimum = cheapest(items, offers)
     assert result.cost >= optimum
     assert result.bound is None or result.bound <= optimum + 1
+
+
+def test_whole_node_counts_close_the_gap_the_lp_leaves() -> None:
+    """Three 1-CPU pods, 2-CPU nodes at 1.0/h: the LP buys 1.5 nodes, the answer 2; the bound of
+    the MIP over whole node counts is 2.0 and proves the answer (no enumeration)."""
+    items = Items(np.array([[1000, 512]], dtype=np.int64), np.array([3], dtype=np.int64), np.ones(1, dtype=np.int64),
+                  np.array([UNLIMITED], dtype=np.int64), np.ones((1, 1), dtype=np.bool_))
+    offers = Offers(np.array([[2000, 4096]], dtype=np.int64), np.array([10**9], dtype=np.int64),
+                    np.zeros(1, dtype=np.int64), np.zeros((1, 0), dtype=np.int64), np.zeros((1, 0), dtype=np.int64))
+    with patch.object(provision_cg, "ENUMERATED_PODS", 0):
+        result = provision(items, offers, 3.0)
+    assert result.cost == 2 * 10**9 and result.status == "optimal"
+    assert result.bound is not None and abs(result.bound - 2 * 10**9) <= 1
