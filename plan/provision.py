@@ -44,6 +44,8 @@ of the whole after stage A, 60% without existing nodes); each plan on the grown 
 OBJECTIVE_SHARE = 0.25
 """With this part of the time limit left, a last plan on the grown cluster spends half of what is
 left on the profile's objective."""
+NO_CANDIDATE = ("no new node can host it: no offering of the catalogue is available and admitted by a NodePool's "
+                "requirements")
 MIN_SECONDS = 0.5
 """The least time one plan on the grown cluster is given."""
 
@@ -106,6 +108,9 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
                              started, intended)
     if planned is None:  # no node, and none added
         planned = make_plan(snapshot, config, profile, replace(settings, time_limit=MIN_SECONDS), on_event)
+    if not candidates:
+        reasons = {f"{u.namespace}/{u.name}": NO_CANDIDATE for u in planned.plan.unplaced
+                   if not u.left_to_default_scheduler}
     if added.nodes:
         used = {p.node for p in planned.plan.placements}
         kept = _Added(*zip(*[(n, c) for n, c in zip(added.nodes, added.bought, strict=True) if n.name in used],

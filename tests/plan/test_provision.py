@@ -300,3 +300,12 @@ def test_a_limit_below_what_the_node_pool_holds_is_one_line_exit_2(tmp_path: Pat
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip().count("\n") == 0
     assert "NodePool default" in result.stderr and "spec.limits.cpu" in result.stderr, result.stderr
+
+
+def test_no_offering_a_node_pool_admits_is_the_reason() -> None:
+    arm = node_pool(requirements=[{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}])
+    planned = provisioned(arm, pod("p").cpu("1").memory("1Gi"), types=THREE_ZONES)
+    (p,) = planned.plan.unplaced
+    assert planned.plan.provision is not None and planned.plan.provision.nodes == ()
+    assert any("no offering of the catalogue is available and admitted by a NodePool's requirements" in r
+               for r in p.reasons), p.reasons
