@@ -2,7 +2,7 @@
 
 A domain is one value of a node label (a topology key); a node without the label is in no
 domain of it. The inter-pod rules are identified by what they read, so that pods carrying the
-same rule share one identity whatever else differs (design-12 3.1):
+same rule share one identity whatever else differs:
 
 - :class:`TermId`: a pod (anti-)affinity term with its namespace scope resolved against the
   carrier's namespace (selector, namespaces, namespaceSelector, topology key);

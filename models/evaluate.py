@@ -82,7 +82,7 @@ def gang_domains(problem: Problem, a: Assignment) -> int:
 
 def rule_violations(problem: Problem, a: Assignment) -> list[str]:
     """The group caps and inter-pod rules that ``a`` breaks, on its final placement, as the
-    model states them; empty when it keeps every one (design-12 2.A-2.D)."""
+    model states them; empty when it keeps every one."""
     y = a.dense(problem.n_classes, problem.n_nodes)
     out: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Rows of the inter-pod rules over classes and domains (design-12 3.4), for every backend.
+"""Rows of the inter-pod rules over classes and domains, for every backend.
 
 Notation, per rule and domain d: X_S(d) sums the variables y[c, i] of the classes S on the
 neighbourhood's nodes of domain d, Fix_S(d) the pods of S fixed outside the neighbourhood

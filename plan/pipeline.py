@@ -128,7 +128,7 @@ def _emulation_kept(problem: Problem, report: SolveReport, steps: Sequence[tuple
     """The kube-scheduler emulation's placements as they are, when they place more than the solve.
 
     The model expresses some spread constraints with a fixed floor, stricter than the
-    kube-scheduler's skew checked pod by pod (design-12 2.E), and the emulation's candidate is
+    kube-scheduler's skew checked pod by pod, and the emulation's candidate is
     replayed through the model's rules; so on rare clusters the one-pod-at-a-time placement
     places more. It is then taken whole, if the independent verifier accepts it (the caller
     checks), so that a plan never places fewer pods than the kube-scheduler would. Only for
@@ -152,8 +152,8 @@ def _emulation_kept(problem: Problem, report: SolveReport, steps: Sequence[tuple
 
 
 def replay_order(snapshot: Snapshot, placements: tuple[Placement, ...]) -> tuple[Placement, ...]:
-    """The placements in an order in which the kube-scheduler accepts them one by one (design-12
-    2.F), as the independent verifier finds it: bind in this order, and the inter-pod rules hold
+    """The placements in an order in which the kube-scheduler accepts them one by one, as the
+    independent verifier finds it: bind in this order, and the inter-pod rules hold
     at every step."""
     order = replay_plan(snapshot, [(p.namespace, p.name, p.node) for p in placements]).order
     rank = {(placed[0], placed[1]): k for k, placed in enumerate(order)}

@@ -1,4 +1,4 @@
-"""The kube-scheduler, one pod at a time (design-12 section 5): the baseline kubeplace must
+"""The kube-scheduler, one pod at a time: the baseline kubeplace must
 match or beat, and one more candidate for the greedy.
 
 Pods go in the scheduling queue's order (PrioritySort: priority, then creation, then name).
@@ -19,7 +19,7 @@ profile schedules gang members one by one). The default spread constraints are t
 given: pass the snapshot as the profile fills them in (``PluginSet.defaulted``, as ``plan`` does).
 
 :func:`as_candidate` turns its placements into a placement of the aggregated problem that
-competes with the greedy ones (design-12 D5), so a plan never places fewer pods than this
+competes with the greedy ones , so a plan never places fewer pods than this
 emulation does, wherever the model's rules agree with each of its steps.
 """
 

@@ -14,7 +14,7 @@ pod changes, so nodes are ranked once per class, not once per pod:
 ``greedy_in_queue`` runs a policy one pod at a time in scheduling-queue order instead.
 
 Gangs are placed as a unit and rolled back when they stay below min-member. The inter-pod
-rules (design-12 4.1) are in the state's fit; a class whose limit is shared by the nodes of a
+rules are in the state's fit; a class whose limit is shared by the nodes of a
 domain goes one pod at a time, a spread's carriers to the domain with the fewest counted pods
 first (water-filling, as the kube-scheduler tends to); a group with required pod affinity goes
 where its supporters are, else its first pod picks the cell (a domain per term) with the least

@@ -1,4 +1,4 @@
-"""The inter-pod rules' counts in a greedy placement (design-12 4.1): per rule and domain,
+"""The inter-pod rules' counts in a greedy placement: per rule and domain,
 numpy arrays updated as pods are taken, and how many more pods of a class each node allows.
 
 - ``Exclusion``: planned carriers per domain (matching the term themselves or not) and

@@ -42,3 +42,13 @@ def test_no_issue_number_nor_path_outside_the_repository() -> None:
     found = [f"{page.relative_to(CHECKOUT)}: {m.group(0)}" for page in (README, *PAGES)
              for m in re.finditer(r"\bissues? \d+|\.\./shared\b", page.read_text(), re.IGNORECASE)]
     assert found == []
+
+
+def test_code_comments_cite_no_issue_number_nor_internal_design_name() -> None:
+    """Comments and docstrings point at what the repository holds: an issue number or the section
+    of a design note that is not in it tells a reader nothing."""
+    sources = [path for folder in ("kube", "models", "solver", "plan", "serve", "rebalance", "report", "simulate",
+                                   "cli", "bench", "tests") for path in (CHECKOUT / folder).rglob("*.py")]
+    found = [f"{path.relative_to(CHECKOUT)}: {m.group(0)}" for path in sources
+             for m in re.finditer(r"\bdesign-\d+|\b[Ii]ssues? \d+\b", path.read_text())]
+    assert found == []

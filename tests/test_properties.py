@@ -397,7 +397,7 @@ def test_inter_pod_rules_verified_agreed_and_never_worse(cluster: Cluster) -> No
     reference = plans[("cpsat", 2_000)]
     emulated = emulate(cluster.snapshot, filters=reference.plugins.filters)
     # never fewer pods than the kube-scheduler one at a time: where the model's fixed-floor spread is
-    # stricter than its steps (design-12 2.E), the emulation's placement is kept as it is, verified
+    # stricter than its steps, the emulation's placement is kept as it is, verified
     assert reference.report.pods_placed >= len(emulated.placements)
     optimal = {k: r.report.placed_weight for k, r in plans.items() if r.plan.summary.status == "optimal"}
     assert len(set(optimal.values())) <= 1, optimal

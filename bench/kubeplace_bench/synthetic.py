@@ -5,7 +5,7 @@ pods) plus larger, memory-optimised and GPU nodes; some nodes carry zone and poo
 a tainted GPU pool and tenant labels. Pods come in a handful of shapes with selectors,
 tolerations and two priorities, so that classes stay few while constraints are real.
 
-``rules="mix"`` (design-12 3.5) adds inter-pod rules as HA Deployments and LeaderWorkerSets
+``rules="mix"`` adds inter-pod rules as HA Deployments and LeaderWorkerSets
 carry them: apps of 20 identical replicas, 20% of the pods with required hostname
 anti-affinity on their app, 30% with a DoNotSchedule zone spread (maxSkew 1) plus a
 ScheduleAnyway hostname spread, and groups of 8 pods that must share a rack of 40 nodes

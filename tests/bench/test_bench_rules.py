@@ -1,4 +1,4 @@
-"""The cluster bench's scenarios for issue 12's rules, offline: what each is expected to place is
+"""The cluster bench's scenarios for the inter-pod rules, offline: what each is expected to place is
 possible, and kubeplace leaves only pods that carry these rules.
 
 The kube-scheduler's numbers are measured on the real control plane (tests/e2e/test_bench_cluster_e2e.py).

@@ -43,7 +43,7 @@ def test_runner_places_both_copies_and_cleans_up(control_plane: cp.ControlPlane,
 
 @pytest.mark.timeout(300)
 def test_rule_scenarios_place_what_they_expect(control_plane: cp.ControlPlane) -> None:
-    """The scenarios for issue 12's rules on the real kube-scheduler: one at a time it strands the
+    """The scenarios for the inter-pod rules on the real kube-scheduler: one at a time it strands the
     domains each scenario says it strands; kubeplace places every pod."""
     scenarios = [build(0) for build in RULE_SCENARIOS.values()]
     doc = run_scenarios(control_plane, scenarios, Settings(seed=0, time_limit=5, settle=3, timeout=120))

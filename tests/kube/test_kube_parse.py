@@ -217,7 +217,7 @@ def test_unmodelled_reasons(spec_field: str, value: Any, reason: str) -> None:
     ],
 )
 def test_inter_pod_rules_are_modelled_not_left(spec_field: str, value: Any, rule: SpecRule) -> None:
-    """Required pod (anti-)affinity and DoNotSchedule spread are read and modelled (issue 12):
+    """Required pod (anti-)affinity and DoNotSchedule spread are read and modelled:
     InterPodAffinity and PodTopologySpread leave no pod to the default scheduler for them."""
     parsed = pod("p").spec(spec_field, value).build()
     assert parsed.spec_rules == {rule}

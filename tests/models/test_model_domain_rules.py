@@ -112,7 +112,7 @@ def test_zone_spread_max_skew_one_across_a_batch() -> None:
 
 
 def test_zone_spread_fills_the_empty_zone_up_to_the_running_ones() -> None:
-    # design-12 29: zone a runs 5 matching pods, b none; maxSkew 1: all 6 pending fit (6/5 or
+    # zone a runs 5 matching pods, b none; maxSkew 1: all 6 pending fit (6/5 or
     # 5/6), b being filled level by level up to a's count
     running = [pod(f"old-{i}").scheduler("x").cpu("100m").label("app", "web").on("a0") for i in range(5)]
     snap = snapshot_of(n("a0", "8", zone="a"), n("b0", "8", zone="b"), *running,
@@ -233,7 +233,7 @@ def racks(count: int, per_rack: int = 2, cpu: str = "2") -> list[NodeBuilder]:
 
 
 def test_a_self_affine_group_starts_in_one_rack_and_stays_there() -> None:
-    # design-12 30: no pod of the group runs yet, so its first pod may go anywhere (the
+    # no pod of the group runs yet, so its first pod may go anywhere (the
     # kube-scheduler's first-pod rule); all the others must then join its rack
     snap = snapshot_of(*racks(3), *group("g1", 4), *group("g2", 3))
     for planned in plans(snap):

@@ -1,4 +1,4 @@
-"""Preferences in the second goal (issue 12): ScheduleAnyway spread, preferred pod anti-affinity,
+"""Preferences in the second goal: ScheduleAnyway spread, preferred pod anti-affinity,
 preferred node affinity and PreferNoSchedule taints, planned whole and by neighbourhoods on
 CP-SAT and HiGHS. Each scenario is built so that the balance goal alone would do the opposite
 (an empty big node draws every pod), and each is checked to do that opposite with its plugin's

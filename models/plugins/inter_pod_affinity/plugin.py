@@ -6,7 +6,7 @@ pod of a self-affine group passes when nothing matching runs yet), its own anti-
 (no matching pod in the term's domain) and the running pods' anti-affinity terms that match it
 (symmetry). What depends on the running pods only is three filters here, each with the
 kube-scheduler's reason; what depends on other pods of the batch is rules over classes and
-domains (design-12 3.3):
+domains:
 
 - anti-affinity between pending pods: an :class:`~models.problem.Exclusion` per term, or a
   :class:`~models.problem.GroupCap` of one per domain when the carriers are exactly the pods

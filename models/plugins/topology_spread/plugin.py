@@ -12,8 +12,7 @@ The missing key is a filter; the rest is a :class:`~models.problem.Spread` per c
 signature, over classes and domains. A signature is *ordered* (the replay fills its domains
 level by level, so its floor is the final smallest count) when it is the constraint with the
 fewest domains of each of its carriers and shares no pod with another ordered one or with a
-pod affinity group; otherwise its floor is the smallest running count (any order passes;
-design-12 2.C-2.E).
+pod affinity group; otherwise its floor is the smallest running count (any order passes).
 """
 
 from __future__ import annotations
@@ -169,7 +168,7 @@ class DomainCounter:
 
 def _assign_order(rules: dict[SpreadId, Spread], carried: list[tuple[SpreadId, ...]],
                   pods: Sequence[Pod]) -> list[Rule]:
-    """Marks the signatures that may be ordered (design-12 2.E): the one with the fewest domains
+    """Marks the signatures that may be ordered: the one with the fewest domains
     of each of its carriers, unless its pods (counted or carrying) meet another ordered one's or
     include a pod with required affinity."""
     def primary(ids: tuple[SpreadId, ...]) -> SpreadId:
