@@ -80,8 +80,8 @@ def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | 
     from kubeplace_bench.throughput_workloads import WORKLOADS
     from kubeplace_bench.throughput_workloads import build as build_workload
 
-    chosen = _choices(workloads, WORKLOADS, "--workload")
-    order = _choices(schedulers, SCHEDULERS, "--schedulers")
+    chosen = choices(workloads, WORKLOADS, "--workload")
+    order = choices(schedulers, SCHEDULERS, "--schedulers")
     built = [build_workload(name, nodes=nodes, pods=pods, seed=seed, arrival_seconds=arrival_seconds,
                             duration=duration, churn_rate=churn_rate, openb_dir=openb_dir, synthetic=synthetic_gpu)
              for name in chosen]
@@ -109,7 +109,7 @@ def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | 
         click.echo(table(doc, notes(built, settings)))
 
 
-def _choices(text: str, known: tuple[str, ...], option: str) -> list[str]:
+def choices(text: str, known: tuple[str, ...], option: str) -> list[str]:
     chosen = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
     unknown = [c for c in chosen if c not in known]
     if unknown or not chosen:
