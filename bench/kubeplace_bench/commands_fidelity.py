@@ -7,11 +7,8 @@ Registered on the ``bench`` group (bench/commands.py).
 from __future__ import annotations
 
 import json
-import sys
 
 import click
-
-from kubeplace.cli.options import EXIT_INPUT
 
 DEFAULTS_NOTE = "the default: 260 jobs, about 340 pods with gangs, about 4 minutes per scheduler"
 
@@ -36,34 +33,10 @@ def fidelity_command(jobs: int, seed: int, compress: float, tick: float, nodes: 
     """The same trace replayed by `kubeplace simulate` and on a real control plane (kwok nodes,
     pods created at their arrival and deleted at their end), with the real kube-scheduler and with
     `kubeplace serve`: pods bound and allocation over time and at the end, difference in points."""
-    from kubeplace_bench import controlplane as cp
-    from kubeplace_bench import controlplane_binaries as binaries
-    from kubeplace_bench.cluster import BenchError
-    from kubeplace_bench.commands_throughput import choices
+    from kubeplace_bench.commands_throughput import choices, on_control_plane
     from kubeplace_bench.fidelity import SCHEDULERS, TraceSpec, run, table
 
     order = choices(schedulers, SCHEDULERS, "--schedulers")
     spec = TraceSpec(jobs=jobs, seed=seed, compress=compress, tick=tick, nodes=nodes)
-    try:
-        binaries.checkout_file("deploy", "rbac.yaml")
-        bin_dir = binaries.locate_binaries() if build else binaries.cached_binaries()
-    except binaries.ControlPlaneError as e:
-        _fail(str(e))
-
-    def say(message: str) -> None:
-        click.echo(message, err=True)
-
-    try:
-        with cp.running_control_plane(bin_dir) as plane:
-            say(f"control plane up at {plane.server}")
-            doc = run(plane, spec, order, say)
-    except binaries.ControlPlaneError as e:
-        _fail(f"the control plane failed: {e}")
-    except (BenchError, TimeoutError) as e:
-        _fail(f"the benchmark failed: {e}")
+    doc = on_control_plane(build, lambda plane, say: run(plane, spec, order, say))
     click.echo(json.dumps(doc, indent=2) if output == "json" else table(doc))
-
-
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(EXIT_INPUT)

@@ -59,7 +59,7 @@ class TraceSpec:
     """The generated trace, in trace seconds before compression."""
 
     jobs: int = 260
-    rate: float = 0.12
+    rate: float = 0.1
     mean_duration: float = 250.0
     gang_fraction: float = 0.15
     gang_sizes: tuple[int, ...] = (2, 4)
