@@ -80,6 +80,8 @@ class Replay:
     """Pod key -> when it was bound (seconds from the start), for the pods bound by ``end``."""
     intervals: dict[str, tuple[float, float]]
     """Pod key -> (bound, left) in seconds from the start (left: infinity while it runs)."""
+    nodes: dict[str, str]
+    """Pod key -> its node."""
 
 
 def nodes(count: int) -> list[dict[str, Any]]:
@@ -118,12 +120,14 @@ def simulated(cluster: Cluster, trace: Trace, scheduler: str, end: float) -> Rep
 def _replay_of(result: Result, end: float) -> Replay:
     started: dict[str, float] = {}
     intervals: dict[str, tuple[float, float]] = {}
+    placed: dict[str, str] = {}
     for record in result.pods:
         if record.start is not None and record.start <= end:
             started[record.key] = record.start
+            placed[record.key] = record.node
             left = math.inf if record.end is None or record.end > end else record.end
             intervals[record.key] = (record.start, left)
-    return Replay(started, intervals)
+    return Replay(started, intervals, placed)
 
 
 # --------------------------------------------------------------------------- the live run
@@ -198,6 +202,7 @@ def _feed(harness: Harness, trace: Trace, manifests: dict[str, dict[str, Any]], 
 def _live_replay(trace: Trace, tracks: dict[str, PodTrack], origin: float, end: float) -> Replay:
     started: dict[str, float] = {}
     intervals: dict[str, tuple[float, float]] = {}
+    placed: dict[str, str] = {}
     for arrival in trace.arrivals:
         track = tracks.get(arrival.key.split("/", 1)[1])
         if track is None or track.bound is None or track.bound - origin > end:
@@ -206,7 +211,8 @@ def _live_replay(trace: Trace, tracks: dict[str, PodTrack], origin: float, end: 
         left = math.inf if track.deleted is None or track.deleted - origin > end else track.deleted - origin
         started[arrival.key] = start
         intervals[arrival.key] = (start, left)
-    return Replay(started, intervals)
+        placed[arrival.key] = track.node
+    return Replay(started, intervals, placed)
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -260,7 +266,8 @@ def compare(sim: Replay, real: Replay, use: dict[str, Usage], capacity: Usage, e
     for second in range(math.floor(end) + 1):
         a, b = allocation(sim, use, capacity, second), allocation(real, use, capacity, second)
         gaps = {r: max(gaps[r], abs(a[r] - b[r])) for r in RESOURCES}
-    late = [real.started[k] - sim.started[k] for k in set(sim.started) & set(real.started)]
+    both = sorted(set(sim.started) & set(real.started))
+    late = [real.started[k] - sim.started[k] for k in both]
     figures: dict[str, Any] = {
         "pods_bound": {"simulated": len(sim.started), "live": len(real.started)},
         "bound_only_simulated": only_sim, "bound_only_live": only_live,
@@ -269,6 +276,7 @@ def compare(sim: Replay, real: Replay, use: dict[str, Usage], capacity: Usage, e
         "end_points": {r: {"simulated": round(end_sim[r], 2), "live": round(end_live[r], 2),
                            "difference": round(end_live[r] - end_sim[r], 2)} for r in RESOURCES},
         "largest_gap_points": {r: round(v, 2) for r, v in gaps.items()},
+        "on_another_node": sum(1 for k in both if sim.nodes[k] != real.nodes[k]),
         "bound_later_live_seconds": {"p50": round(percentile(late, 0.5), 2), "p90": round(percentile(late, 0.9), 2),
                                      "max": round(max(late, default=0.0), 2)},
     }
@@ -315,14 +323,16 @@ def run(plane: ControlPlane, spec: TraceSpec, schedulers: Sequence[str], say: Sa
 def table(doc: dict[str, Any]) -> str:
     t = doc["trace"]
     head = ["scheduler", "bound sim", "bound live", "only sim", "only live",
-            *(f"{r} mean Δ" for r in RESOURCES), *(f"{r} end Δ" for r in RESOURCES), "late p90 s", "floor"]
+            *(f"{r} mean Δ" for r in RESOURCES), *(f"{r} end Δ" for r in RESOURCES), "other node", "late p90 s",
+            "late max s", "floor"]
     rows = []
     for name, f in doc["schedulers"].items():
         rows.append([name, str(f["pods_bound"]["simulated"]), str(f["pods_bound"]["live"]),
                      str(len(f["bound_only_simulated"])), str(len(f["bound_only_live"])),
                      *(f"{f['mean_points'][r]['difference']:+.2f}" for r in RESOURCES),
                      *(f"{f['end_points'][r]['difference']:+.2f}" for r in RESOURCES),
-                     f"{f['bound_later_live_seconds']['p90']:.2f}", "holds" if f["floor_holds"] else "FAILS"])
+                     str(f["on_another_node"]), f"{f['bound_later_live_seconds']['p90']:.2f}",
+                     f"{f['bound_later_live_seconds']['max']:.2f}", "holds" if f["floor_holds"] else "FAILS"])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in [head, *rows]]
