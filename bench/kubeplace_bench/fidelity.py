@@ -10,9 +10,10 @@ trace in the same seconds:
    last arrival plus ``margin``);
 2. the live run, on a running control plane (:mod:`kubeplace_bench.controlplane`) with kwok
    nodes, for each scheduler in turn (the real kube-scheduler, default profile; ``kubeplace
-   serve`` of this checkout): each pod is created at its arrival time, deleted (grace 0) its
-   duration after the watch saw it bound, and at one instant the deletions go before the
-   creations, as in the simulation; at ``end`` the run stops.
+   serve`` of this checkout, its solver on one worker as in the simulation): each pod is
+   created at its arrival time, deleted (grace 0) its duration after the watch saw it bound,
+   and at one instant the deletions go before the creations, as in the simulation; at ``end``
+   the run stops.
 
 Compared per scheduler: the pods bound by ``end`` (the same set?), the CPU, memory and GPU
 allocation (requested over allocatable) as a time-weighted mean over ``[0, end]`` and at
@@ -50,6 +51,10 @@ SCHEDULERS = (KUBE_SCHEDULER, KUBEPLACE)
 RESOURCES = ("cpu", "memory", "gpu")
 SHAPES = (Shape("small", "1", "2Gi", 0, 5), Shape("large", "4", "16Gi", 0, 2), Shape("gpu", "4", "16Gi", 1, 2),
           Shape("gpu2", "8", "32Gi", 2, 1))
+SERVE_CONFIG = {"apiVersion": "kubeplace.io/v1alpha1", "kind": "PlacementConfiguration",
+                "solver": {"workers": 1, "seed": 0}}
+"""Live serve's solver as the simulation's (``simulate.sweep.setup_of``): one worker, so that
+its time counts in solver steps, not on the clock, and the same batch gets the same plan."""
 FLOOR_POINTS = 1.0
 """The largest allocation difference (points) the floor allows."""
 
@@ -143,7 +148,9 @@ def live(harness: Harness, trace: Trace, scheduler: str, end: float, say: Say) -
     if scheduler == KUBE_SCHEDULER:
         process = start_kube_scheduler(harness.plane, harness.settings.qps, harness.settings.timeout)
     else:
-        process, _ = start_kubeplace(harness.plane, (), harness.settings.timeout, 1)
+        config = harness.plane.workdir / "fidelity-serve.yaml"
+        config.write_text(json.dumps(SERVE_CONFIG))
+        process, _ = start_kubeplace(harness.plane, (f"--config={config}",), harness.settings.timeout, 1)
     try:
         with PodWatch(harness.api, namespace, tracker):
             origin, lag = _feed(harness, trace, manifests, namespace, tracker, end)
