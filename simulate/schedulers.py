@@ -17,9 +17,10 @@ a refused placement is not bound and counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from kubeplace.kube.gangs import without_gang
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.aggregate import Aggregation
 from kubeplace.models.config import Configuration, Profile, SolverSettings
@@ -145,6 +146,8 @@ class Baseline:
         self.changed = False
         if not snapshot.pending:
             return
+        if self.name == KUBE_SCHEDULER:
+            snapshot = without_gangs(snapshot)
         self.cycles += 1
         planned = plan_placed_by(snapshot, self.setup.config, self.setup.profile, self.place, self.name)
         refused = {(v.namespace, v.name) for v in planned.violations}
@@ -158,6 +161,13 @@ class Baseline:
 
     def close(self) -> None:
         return None
+
+
+def without_gangs(snapshot: Snapshot) -> Snapshot:
+    """The snapshot as the kube-scheduler's default profile sees it: no pod belongs to a gang
+    (it knows no gang marks and binds every member on its own)."""
+    return replace(snapshot, pending=tuple(without_gang(p) for p in snapshot.pending),
+                   bound=tuple(without_gang(p) for p in snapshot.bound), pod_groups=())
 
 
 def make_scheduler(name: str, world: World, setup: Setup) -> SimScheduler:

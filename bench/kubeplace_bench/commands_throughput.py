@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from kubeplace.cli.options import EXIT_INPUT
+
+if TYPE_CHECKING:
+    from kubeplace_bench.cluster import Say
+    from kubeplace_bench.controlplane import ControlPlane
 
 COLUMNS = (  # key (dotted: nested), heading, format
     ("pods_bound", "bound", "{}"),
@@ -72,25 +77,36 @@ def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | 
     last binding, created->bound latency, pods left pending and why, the scheduler's CPU seconds
     and peak memory; gangs bound whole or partly; GPUs bound.
     """
-    from kubeplace_bench import controlplane as cp
-    from kubeplace_bench import controlplane_binaries as binaries
-    from kubeplace_bench.cluster import BenchError
     from kubeplace_bench.throughput import Settings, notes, run
     from kubeplace_bench.throughput_schedulers import SCHEDULERS
     from kubeplace_bench.throughput_workloads import WORKLOADS
     from kubeplace_bench.throughput_workloads import build as build_workload
 
-    chosen = _choices(workloads, WORKLOADS, "--workload")
-    order = _choices(schedulers, SCHEDULERS, "--schedulers")
+    chosen = choices(workloads, WORKLOADS, "--workload")
+    order = choices(schedulers, SCHEDULERS, "--schedulers")
     built = [build_workload(name, nodes=nodes, pods=pods, seed=seed, arrival_seconds=arrival_seconds,
                             duration=duration, churn_rate=churn_rate, openb_dir=openb_dir, synthetic=synthetic_gpu)
              for name in chosen]
+    settings = Settings(settle=settle, timeout=timeout, qps=qps, kubeplace_args=serve_args, seed=seed)
+    doc = on_control_plane(build, lambda plane, say: run(plane, built, order, settings, say))
+    if output == "json":
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo(table(doc, notes(built, settings)))
+
+
+def on_control_plane(build: bool, action: Callable[[ControlPlane, Say], dict[str, Any]]) -> dict[str, Any]:
+    """``action`` on a control plane started for it (the cached binaries, or built with
+    ``build``), with deploy/rbac.yaml at hand for kubeplace serve; a failure is one line, exit 2."""
+    from kubeplace_bench import controlplane as cp
+    from kubeplace_bench import controlplane_binaries as binaries
+    from kubeplace_bench.cluster import BenchError
+
     try:
         binaries.checkout_file("deploy", "rbac.yaml")  # the rights kubeplace serve runs with
         bin_dir = binaries.locate_binaries() if build else binaries.cached_binaries()
     except binaries.ControlPlaneError as e:
         _fail(str(e))
-    settings = Settings(settle=settle, timeout=timeout, qps=qps, kubeplace_args=serve_args, seed=seed)
 
     def say(message: str) -> None:
         click.echo(message, err=True)
@@ -98,18 +114,14 @@ def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | 
     try:
         with cp.running_control_plane(bin_dir) as plane:
             say(f"control plane up at {plane.server}")
-            doc = run(plane, built, order, settings, say)
+            return action(plane, say)
     except binaries.ControlPlaneError as e:
         _fail(f"the control plane failed: {e}")
     except (BenchError, TimeoutError) as e:
         _fail(f"the benchmark failed: {e}")
-    if output == "json":
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        click.echo(table(doc, notes(built, settings)))
 
 
-def _choices(text: str, known: tuple[str, ...], option: str) -> list[str]:
+def choices(text: str, known: tuple[str, ...], option: str) -> list[str]:
     chosen = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
     unknown = [c for c in chosen if c not in known]
     if unknown or not chosen:
@@ -165,6 +177,6 @@ def table(doc: dict[str, Any], legend: list[str]) -> str:
     return "\n".join([*lines, "", *extras, "", *legend])
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_INPUT)

@@ -64,6 +64,18 @@ def test_kubeplace_starts_a_gang_whole_once_it_fits() -> None:
     assert result.summary.gang_wait.p50 == pytest.approx(gang[0].start - 10.0)
 
 
+def test_the_kube_scheduler_binds_the_gang_members_that_fit_one_by_one() -> None:
+    # the kube-scheduler's default profile knows no gang marks: two of the three members fit at
+    # 10 and start then, the third when they leave at 40.
+    result = simulate(cluster(node("n", cpu="5")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 100, "template": "three", "name": "big"},
+        {"arrivalSeconds": 10, "durationSeconds": 30, "template": "one", "name": "g", "count": 3,
+         "gang": {"name": "g", "minMember": 3}}), "kube-scheduler", SETUP)
+    starts = sorted(r.start for r in result.pods if r.gang == "g" and r.start is not None)
+    assert starts == [10.0, 10.0, 40.0]
+    assert result.summary.refused == 0
+
+
 def test_kubeplace_preempts_for_a_higher_priority_pod_and_the_victim_comes_back() -> None:
     result = simulate(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 1000, "template": "three", "name": "low", "priority": 0},

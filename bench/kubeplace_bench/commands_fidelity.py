@@ -1,0 +1,42 @@
+"""``kubeplace bench simulate-fidelity``: ``kubeplace simulate`` against the real control plane
+on one short trace (:mod:`kubeplace_bench.fidelity`).
+
+Registered on the ``bench`` group (bench/commands.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+DEFAULTS_NOTE = "the default: 260 jobs, about 340 pods with gangs, about 4 minutes per scheduler"
+
+
+@click.command("simulate-fidelity")
+@click.option("--jobs", type=click.IntRange(min=1), default=260, show_default=True,
+              help=f"Jobs of the generated trace ({DEFAULTS_NOTE}).")
+@click.option("--seed", type=int, default=7, show_default=True, help="The trace generator's seed.")
+@click.option("--compress", type=click.FloatRange(min=1), default=10.0, show_default=True,
+              help="The trace's times are divided by this factor.")
+@click.option("--tick", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+              help="Arrivals are rounded to this many (compressed) seconds.")
+@click.option("--nodes", type=click.IntRange(min=1), default=8, show_default=True,
+              help="kwok nodes of 16 CPU / 64 GiB / 4 GPUs.")
+@click.option("--schedulers", default="kube-scheduler,kubeplace", show_default=True,
+              help="Comma-separated: kube-scheduler, kubeplace (run in this order).")
+@click.option("--build", is_flag=True,
+              help="Build the control plane binaries if they are not cached (10-25 minutes, needs Go).")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def fidelity_command(jobs: int, seed: int, compress: float, tick: float, nodes: int, schedulers: str, build: bool,
+                     output: str) -> None:
+    """The same trace replayed by `kubeplace simulate` and on a real control plane (kwok nodes,
+    pods created at their arrival and deleted at their end), with the real kube-scheduler and with
+    `kubeplace serve`: pods bound and allocation over time and at the end, difference in points."""
+    from kubeplace_bench.commands_throughput import choices, on_control_plane
+    from kubeplace_bench.fidelity import SCHEDULERS, TraceSpec, run, table
+
+    order = choices(schedulers, SCHEDULERS, "--schedulers")
+    spec = TraceSpec(jobs=jobs, seed=seed, compress=compress, tick=tick, nodes=nodes)
+    doc = on_control_plane(build, lambda plane, say: run(plane, spec, order, say))
+    click.echo(json.dumps(doc, indent=2) if output == "json" else table(doc))
