@@ -10,7 +10,7 @@ Registered in cli/main.py. The trace format, the metrics and the sweep file: doc
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -141,12 +141,40 @@ def generate_command(jobs: int, rate: float, mean_duration: float, shapes: tuple
 
 @simulate_command.command("sweep")
 @click.argument("sweep_path", type=_FILE)
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Local processes (default: the CPUs).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Local processes (default: the CPUs); with --ray auto, the CPUs of the Ray it starts.")
+@click.option("--ray", "ray_address", metavar="auto|ADDRESS", default=None,
+              help="Run one Ray task per case: auto (this machine's Ray, started if none), ray://HOST:PORT or "
+                   "HOST:PORT (needs kubeplace[ray]).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write an HTML report with time-series charts here.")
-def sweep_command(sweep_path: Path, workers: int | None, output: str, report_path: Path | None) -> None:
+def sweep_command(sweep_path: Path, workers: int | None, ray_address: str | None, output: str,
+                  report_path: Path | None) -> None:
     """Run every case of a sweep file (the product of its axes) and print one comparison table."""
     from kubeplace.simulate.sweep import read_sweep, run_cases
 
-    _print(run_cases(read_sweep(sweep_path), workers), output, report_path, str(sweep_path))
+    specs = read_sweep(sweep_path)
+    if ray_address is None:
+        cases = run_cases(specs, workers, _progress(len(specs)))
+    else:
+        try:
+            from kubeplace.simulate.ray_sweep import run_cases_on_ray
+        except ImportError:
+            raise InputError("Ray is not installed: pip install 'kubeplace[ray]'", field="--ray") from None
+        cases = run_cases_on_ray(specs, ray_address, workers, _progress(len(specs)))
+    _print(cases, output, report_path, str(sweep_path))
+
+
+def _progress(total: int) -> Callable[[int, Case], None]:
+    """One line on stderr per case as it finishes (in the order they finish)."""
+    done = 0
+
+    def on_done(index: int, case: Case) -> None:
+        nonlocal done
+        done += 1
+        s = case.result.summary
+        click.echo(f"[{done}/{total}] case {index + 1} {case.label}: {s.started}/{s.pods} started, "
+                   f"{s.wall_seconds:.1f} s", err=True)
+
+    return on_done

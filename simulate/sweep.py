@@ -28,11 +28,11 @@ from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import read_document
 from kubeplace.models.config_load import load_configuration
 from kubeplace.serve.loop import ServeSettings
-from kubeplace.simulate.cluster import NodeEdits, edit_nodes, read_cluster
+from kubeplace.simulate.cluster import Cluster, NodeEdits, edit_nodes, read_cluster
 from kubeplace.simulate.engine import Case, simulate
 from kubeplace.simulate.names import SCHEDULERS
 from kubeplace.simulate.schedulers import Setup
-from kubeplace.simulate.trace import API_VERSION, read_trace
+from kubeplace.simulate.trace import API_VERSION, Trace, read_trace
 
 KIND = "Sweep"
 AXES = ("clusters", "traces", "schedulers", "configs", "seeds")
@@ -59,17 +59,35 @@ def setup_of(config_path: Path | None, seed: int) -> Setup:
     return Setup(config, profile, solver, ServeSettings(scheduler_name=profile.scheduler_name, bind_workers=1))
 
 
+Inputs = tuple[Cluster, Trace, Setup]
+"""A case's inputs as read from its files: what a Ray task receives, so a worker reads no file."""
+
+
+def read_inputs(specs: Sequence[CaseSpec]) -> list[Inputs]:
+    """Every case's inputs, each file read once (cases sharing an input share one object); bad
+    input fails here, before anything runs."""
+    clusters: dict[tuple[tuple[Path, ...], NodeEdits], Cluster] = {}
+    traces: dict[Path, Trace] = {}
+    setups: dict[tuple[Path | None, int], Setup] = {}
+    out = []
+    for spec in specs:
+        cluster_key, setup_key = (spec.cluster, spec.edits), (spec.config, spec.seed)
+        if cluster_key not in clusters:
+            clusters[cluster_key] = edit_nodes(read_cluster(spec.cluster), spec.edits)
+        if spec.trace not in traces:
+            traces[spec.trace] = read_trace(spec.trace)
+        if setup_key not in setups:
+            setups[setup_key] = setup_of(spec.config, spec.seed)
+        out.append((clusters[cluster_key], traces[spec.trace], setups[setup_key]))
+    return out
+
+
+def simulate_case(spec: CaseSpec, cluster: Cluster, trace: Trace, setup: Setup) -> Case:
+    return Case(spec.label or spec.scheduler, simulate(cluster, trace, spec.scheduler, setup, spec.until))
+
+
 def run_case(spec: CaseSpec) -> Case:
-    cluster = edit_nodes(read_cluster(spec.cluster), spec.edits)
-    result = simulate(cluster, read_trace(spec.trace), spec.scheduler, setup_of(spec.config, spec.seed), spec.until)
-    return Case(spec.label or spec.scheduler, result)
-
-
-def check_case(spec: CaseSpec) -> None:
-    """Reads every input of the case (bad input fails before anything runs)."""
-    edit_nodes(read_cluster(spec.cluster), spec.edits)
-    read_trace(spec.trace)
-    setup_of(spec.config, spec.seed)
+    return simulate_case(spec, *read_inputs([spec])[0])
 
 
 def read_sweep(path: Path) -> list[CaseSpec]:
@@ -122,8 +140,7 @@ def run_cases(specs: Sequence[CaseSpec], workers: int | None = None,
               on_done: Callable[[int, Case], None] | None = None) -> list[Case | None]:
     """The cases' results in ``specs`` order; with more than one worker, in that many local
     processes. A Ctrl-C stops waiting: the cases finished by then are returned, the others None."""
-    for spec in specs:
-        check_case(spec)
+    read_inputs(specs)
     workers = min(len(specs), workers or os.cpu_count() or 1)
     results: list[Case | None] = [None] * len(specs)
     if workers <= 1:
