@@ -86,7 +86,10 @@ def _result(ready: Any, spec: CaseSpec) -> Case:
 @contextmanager
 def connected(address: str, workers: int | None) -> Iterator[None]:
     """Connected to Ray for the block: the connection already made in this process (a test's,
-    an application's) if there is one, else ``address``'s, shut down after the block."""
+    an application's) if there is one, else ``address``'s, shut down after the block. An
+    address that does not answer fails first, with one line."""
+    if address != AUTO:
+        _check_reachable(address)
     if ray.is_initialized():
         yield
         return
@@ -98,7 +101,6 @@ def connected(address: str, workers: int | None) -> Iterator[None]:
             ray.init(address="local", num_cpus=workers, include_dashboard=False,
                      _system_config={"worker_niceness": 0}, **quiet)
     else:
-        _check_reachable(address)
         try:
             ray.init(address=address, **quiet)
         except (ConnectionError, TimeoutError, ValueError, ray.exceptions.RayError) as e:

@@ -35,6 +35,8 @@ layers, never a package of its layer or above (``plugins`` is the module kubepla
 
 SOLVER_LIBRARIES = ("ortools", "pulp", "highspy")
 """Imported by kubeplace.solver only: the model and its plugins stay solver-agnostic."""
+RAY_RUNNER = "kubeplace.simulate.ray_sweep"
+"""The one module that imports Ray (the optional extra kubeplace[ray]): nothing else needs it."""
 
 
 @dataclass(frozen=True)
@@ -192,18 +194,24 @@ def layer_violations(modules: dict[str, Module]) -> list[str]:
     return sorted(set(out))
 
 
-def solver_library_imports(modules: dict[str, Module]) -> list[str]:
-    """``path:line: library`` for every import of a solver library outside kubeplace.solver."""
+def library_imports(modules: dict[str, Module], libraries: tuple[str, ...], allowed: str) -> list[str]:
+    """``path:line: library`` for every import of one of ``libraries`` outside the modules named
+    ``allowed`` or under it."""
     out = []
     for name, module in modules.items():
-        if name.startswith("kubeplace.solver"):
+        if name == allowed or name.startswith(allowed + "."):
             continue
         for node in ast.walk(ast.parse(module.path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             out += [f"{module.path.relative_to(CHECKOUT)}:{node.lineno}: {n}" for n in names
-                    if n.split(".")[0] in SOLVER_LIBRARIES]
+                    if n.split(".")[0] in libraries]
     return sorted(out)
+
+
+def solver_library_imports(modules: dict[str, Module]) -> list[str]:
+    """``path:line: library`` for every import of a solver library outside kubeplace.solver."""
+    return library_imports(modules, SOLVER_LIBRARIES, "kubeplace.solver")
 
 
 def test_every_product_package_has_a_layer() -> None:
@@ -228,6 +236,13 @@ def test_only_the_solver_imports_a_solver_library_so_plugins_never_do() -> None:
     assert solver_library_imports(product_modules()) == []
     modules = product_modules()
     assert any(name.startswith("kubeplace.models.plugins.") for name in modules)
+
+
+def test_only_the_ray_runner_imports_ray_so_nothing_else_needs_the_extra() -> None:
+    modules = product_modules()
+    assert RAY_RUNNER in modules
+    assert library_imports(modules, ("ray",), RAY_RUNNER) == []
+    assert library_imports(modules, ("ray",), "kubeplace.solver") != []  # (the check sees the runner's import)
 
 
 def _rule_verifier(name: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,9 @@ import yaml
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.loop import ServeSettings
 from kubeplace.simulate.cluster import Cluster
+from kubeplace.simulate.engine import Case
+from kubeplace.simulate.generate import DEFAULT_SHAPES, generate
+from kubeplace.simulate.metrics import Sample, Summary
 from kubeplace.simulate.schedulers import Setup
 from kubeplace.simulate.trace import Trace, parse_trace
 
@@ -45,3 +49,21 @@ def trace(*items: dict[str, Any]) -> Trace:
 def write(path: Path, document: Any) -> Path:
     path.write_text(yaml.safe_dump(document))
     return path
+
+
+def small_sweep(folder: Path) -> Path:
+    """Four cases (kubeplace and fgd, seeds 0 and 1) of a 30-job CPU trace with gangs on two nodes."""
+    write(folder / "cluster.yaml", {"apiVersion": "v1", "kind": "List",
+                                    "items": [node("n0", cpu="8"), node("n1", cpu="8")]})
+    cpu_only = [s for s in DEFAULT_SHAPES if not s.gpus]
+    write(folder / "trace.yaml", generate(30, 0.2, 40, cpu_only, gang_fraction=0.2, gang_sizes=(2,), seed=2))
+    return write(folder / "sweep.yaml", {"apiVersion": "kubeplace.io/v1alpha1", "kind": "Sweep",
+                                         "clusters": ["cluster.yaml"], "traces": ["trace.yaml"],
+                                         "schedulers": ["kubeplace", "fgd"], "seeds": [0, 1]})
+
+
+def comparable(cases: list[Case | None]) -> list[tuple[str, Summary, tuple[Sample, ...]] | None]:
+    """The cases' results without the clock's measures (wall and CPU seconds)."""
+    return [None if c is None else
+            (c.label, replace(c.result.summary, wall_seconds=0.0, cpu_seconds=0.0), c.result.samples)
+            for c in cases]

@@ -1,0 +1,129 @@
+"""Sweeps on a real local Ray (two CPUs, tests/simulate/conftest.py): the results of one
+process, streamed as they finish, a worker killed mid-case retried and counted once, Ctrl-C
+returning what finished, an unreachable address refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kubeplace.cli.main import main
+from kubeplace.simulate.engine import Case
+from kubeplace.simulate.sweep import read_sweep, run_cases
+from tests.simulate.sim_builders import comparable, small_sweep
+
+pytest.importorskip("ray", reason="Ray is not installed (pip install 'kubeplace[ray]')")
+
+from kubeplace.simulate.ray_sweep import run_cases_on_ray  # (after the skip: it imports Ray)
+
+pytestmark = pytest.mark.slow
+
+
+def _clockless(document: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for entry in document:
+        del entry["summary"]["wall_seconds"], entry["summary"]["cpu_seconds"]
+    return document
+
+
+def test_ray_gives_the_results_of_one_process_in_the_sweeps_order(tmp_path: Path, local_ray: ModuleType) -> None:
+    sweep = str(small_sweep(tmp_path))
+    runner = CliRunner()
+    serial = runner.invoke(main, ["simulate", "sweep", sweep, "--workers", "1", "-o", "json"])
+    on_ray = runner.invoke(main, ["simulate", "sweep", sweep, "--ray", "auto", "-o", "json"])
+    assert serial.exit_code == 0 and on_ray.exit_code == 0, on_ray.output
+    assert _clockless(json.loads(on_ray.stdout)) == _clockless(json.loads(serial.stdout))
+    assert [e["case"] for e in json.loads(on_ray.stdout)] == ["seed 0", "seed 1", "seed 0", "seed 1"]
+    progress = [line for line in on_ray.stderr.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in progress] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+
+
+def _descendant_of_this_process(pid: int) -> bool:
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
+def _running_case_workers() -> list[int]:
+    """The Ray worker processes of this test session running a case now (Ray titles a busy
+    worker ``ray::<function>``)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if title.startswith(b"ray::simulate_case") and _descendant_of_this_process(int(entry.name)):
+            out.append(int(entry.name))
+    return out
+
+
+def test_a_worker_killed_mid_case_is_retried_and_counted_once(tmp_path: Path, local_ray: ModuleType) -> None:
+    specs = read_sweep(small_sweep(tmp_path))
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def kill_the_first_busy_worker() -> None:
+        while not stop.is_set() and not killed:
+            busy = _running_case_workers()
+            if busy:
+                os.kill(busy[0], signal.SIGKILL)
+                killed.append(busy[0])
+            time.sleep(0.05)
+
+    done: list[int] = []
+    killer = threading.Thread(target=kill_the_first_busy_worker)
+    killer.start()
+    try:
+        on_ray = run_cases_on_ray(specs, "auto", on_done=lambda k, case: done.append(k))
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no worker was running a case"
+    assert sorted(done) == [0, 1, 2, 3]
+    assert comparable(on_ray) == comparable(run_cases(specs, workers=1))
+
+
+def test_ctrl_c_cancels_the_rest_and_returns_what_finished(tmp_path: Path, local_ray: ModuleType) -> None:
+    specs = read_sweep(small_sweep(tmp_path))
+
+    def interrupt(k: int, case: Case) -> None:
+        raise KeyboardInterrupt
+
+    started = time.monotonic()
+    results = run_cases_on_ray(specs, "auto", on_done=interrupt)
+    assert sum(c is not None for c in results) == 1
+    assert time.monotonic() - started < 30
+    while local_ray.available_resources().get("CPU", 0) < 2 and time.monotonic() - started < 30:
+        time.sleep(0.1)  # (the cancelled tasks' workers are killed: their CPUs come back)
+    assert local_ray.available_resources().get("CPU", 0) == 2
+
+
+def test_an_unreachable_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sweep = str(small_sweep(tmp_path))
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        result = CliRunner().invoke(main, ["simulate", "sweep", sweep, "--ray", address])
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.startswith(f"error: --ray: cannot reach Ray at {address} within 5 s: ")
+        assert result.stderr.count("\n") == 1
+    bad = CliRunner().invoke(main, ["simulate", "sweep", sweep, "--ray", "nowhere"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: --ray: bad address 'nowhere'")
