@@ -30,6 +30,7 @@ from kubeplace.models.config_load import load_configuration
 from kubeplace.serve.loop import ServeSettings
 from kubeplace.simulate.cluster import Cluster, NodeEdits, edit_nodes, read_cluster
 from kubeplace.simulate.engine import Case, simulate
+from kubeplace.simulate.metrics import Sample, Summary
 from kubeplace.simulate.names import SCHEDULERS
 from kubeplace.simulate.schedulers import Setup
 from kubeplace.simulate.trace import API_VERSION, Trace, read_trace
@@ -88,6 +89,14 @@ def simulate_case(spec: CaseSpec, cluster: Cluster, trace: Trace, setup: Setup) 
 
 def run_case(spec: CaseSpec) -> Case:
     return simulate_case(spec, *read_inputs([spec])[0])
+
+
+def clockless(cases: Sequence[Case | None]) -> list[tuple[str, Summary, tuple[Sample, ...]] | None]:
+    """The cases' results without what the clock measured (wall and CPU seconds): the same for a
+    sweep however its cases ran (one process, local processes, Ray)."""
+    return [None if c is None else
+            (c.label, replace(c.result.summary, wall_seconds=0.0, cpu_seconds=0.0), c.result.samples)
+            for c in cases]
 
 
 def read_sweep(path: Path) -> list[CaseSpec]:

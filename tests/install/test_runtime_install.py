@@ -83,14 +83,14 @@ def test_the_image_runs_as_the_charts_non_root_user(stages: list[Stage]) -> None
     assert stages[-1].entrypoint == ["kubeplace"]  # the chart's args start with the subcommand
 
 
-def test_serve_and_rebalance_run_without_the_benchmarks_or_the_test_extra(prefix: Path) -> None:
+def test_serve_and_rebalance_run_without_the_benchmarks_the_test_extra_or_ray(prefix: Path) -> None:
     for command in ("serve", "rebalance"):
         out = run(prefix, str(prefix / "bin" / "kubeplace"), command, "--help")
         assert out.returncode == 0, out.stderr
         assert f"Usage: kubeplace {command}" in out.stdout
     listed = run(prefix, str(prefix / "bin" / "kubeplace"), "--help").stdout
     assert "serve" in listed and "bench" not in listed and "openb" not in listed
-    for module in ("kubeplace_bench", "tests", "pytest", "hypothesis"):
+    for module in ("kubeplace_bench", "tests", "pytest", "hypothesis", "ray"):
         probe = run(prefix, str(prefix / "bin" / "python"), "-c", f"import {module}")
         assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr, module
     installed = {p.name for p in site_packages(prefix).iterdir()}

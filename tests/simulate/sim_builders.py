@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,7 @@ import yaml
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.loop import ServeSettings
 from kubeplace.simulate.cluster import Cluster
-from kubeplace.simulate.engine import Case
 from kubeplace.simulate.generate import DEFAULT_SHAPES, generate
-from kubeplace.simulate.metrics import Sample, Summary
 from kubeplace.simulate.schedulers import Setup
 from kubeplace.simulate.trace import Trace, parse_trace
 
@@ -61,9 +58,3 @@ def small_sweep(folder: Path) -> Path:
                                          "clusters": ["cluster.yaml"], "traces": ["trace.yaml"],
                                          "schedulers": ["kubeplace", "fgd"], "seeds": [0, 1]})
 
-
-def comparable(cases: list[Case | None]) -> list[tuple[str, Summary, tuple[Sample, ...]] | None]:
-    """The cases' results without the clock's measures (wall and CPU seconds)."""
-    return [None if c is None else
-            (c.label, replace(c.result.summary, wall_seconds=0.0, cpu_seconds=0.0), c.result.samples)
-            for c in cases]

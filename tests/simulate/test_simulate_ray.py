@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from kubeplace.cli.main import main
 from kubeplace.simulate.engine import Case
-from kubeplace.simulate.sweep import read_sweep, run_cases
-from tests.simulate.sim_builders import comparable, small_sweep
+from kubeplace.simulate.sweep import clockless, read_sweep, run_cases
+from tests.simulate.sim_builders import small_sweep
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'kubeplace[ray]')")
 
@@ -29,7 +29,7 @@ from kubeplace.simulate.ray_sweep import run_cases_on_ray  # (after the skip: it
 pytestmark = pytest.mark.slow
 
 
-def _clockless(document: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _json_without_clock(document: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in document:
         del entry["summary"]["wall_seconds"], entry["summary"]["cpu_seconds"]
     return document
@@ -41,7 +41,7 @@ def test_ray_gives_the_results_of_one_process_in_the_sweeps_order(tmp_path: Path
     serial = runner.invoke(main, ["simulate", "sweep", sweep, "--workers", "1", "-o", "json"])
     on_ray = runner.invoke(main, ["simulate", "sweep", sweep, "--ray", "auto", "-o", "json"])
     assert serial.exit_code == 0 and on_ray.exit_code == 0, on_ray.output
-    assert _clockless(json.loads(on_ray.stdout)) == _clockless(json.loads(serial.stdout))
+    assert _json_without_clock(json.loads(on_ray.stdout)) == _json_without_clock(json.loads(serial.stdout))
     assert [e["case"] for e in json.loads(on_ray.stdout)] == ["seed 0", "seed 1", "seed 0", "seed 1"]
     progress = [line for line in on_ray.stderr.splitlines() if line.startswith("[")]
     assert [line.split("]")[0] for line in progress] == ["[1/4", "[2/4", "[3/4", "[4/4"]
@@ -97,7 +97,7 @@ def test_a_worker_killed_mid_case_is_retried_and_counted_once(tmp_path: Path, lo
         killer.join()
     assert killed, "no worker was running a case"
     assert sorted(done) == [0, 1, 2, 3]
-    assert comparable(on_ray) == comparable(run_cases(specs, workers=1))
+    assert clockless(on_ray) == clockless(run_cases(specs, workers=1))
 
 
 def test_ctrl_c_cancels_the_rest_and_returns_what_finished(tmp_path: Path, local_ray: ModuleType) -> None:
