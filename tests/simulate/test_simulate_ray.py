@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -127,3 +129,29 @@ def test_an_unreachable_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert result.stderr.count("\n") == 1
     bad = CliRunner().invoke(main, ["simulate", "sweep", sweep, "--ray", "nowhere"])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: --ray: bad address 'nowhere'")
+
+
+def test_ctrl_c_at_the_terminal_writes_the_cases_finished(tmp_path: Path) -> None:
+    """The CLI starting its own local Ray, and SIGINT sent to its whole process group, as a
+    terminal's Ctrl-C does (Ray's own processes get it too)."""
+    sweep = str(small_sweep(tmp_path))
+    checkout = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "kubeplace.cli.main", "simulate", "sweep", sweep, "--ray", "auto",
+               "--workers", "2"]
+    process = subprocess.Popen(command, cwd=checkout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        assert first.startswith("[1/4] case "), first
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted: " in stdout and " of 4 case(s) finished" in stdout
+    finished = int(stdout.split("interrupted: ")[1].split(" of ")[0])
+    assert 1 <= finished < 4
