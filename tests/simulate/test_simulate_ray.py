@@ -155,3 +155,15 @@ def test_ctrl_c_at_the_terminal_writes_the_cases_finished(tmp_path: Path) -> Non
     assert "interrupted: " in stdout and " of 4 case(s) finished" in stdout
     finished = int(stdout.split("interrupted: ")[1].split(" of ")[0])
     assert 1 <= finished < 4
+
+
+def test_an_address_connects_to_a_running_ray(tmp_path: Path, local_ray: ModuleType) -> None:
+    """``--ray HOST:PORT`` from another process: the session's Ray by its GCS address."""
+    sweep = str(small_sweep(tmp_path))
+    address = local_ray.get_runtime_context().gcs_address
+    checkout = Path(__file__).resolve().parents[2]
+    on_ray = subprocess.run([sys.executable, "-m", "kubeplace.cli.main", "simulate", "sweep", sweep, "--ray", address,
+                             "-o", "json"], cwd=checkout, capture_output=True, text=True, timeout=300)
+    assert on_ray.returncode == 0, on_ray.stderr
+    serial = CliRunner().invoke(main, ["simulate", "sweep", sweep, "--workers", "1", "-o", "json"])
+    assert _json_without_clock(json.loads(on_ray.stdout)) == _json_without_clock(json.loads(serial.stdout))
