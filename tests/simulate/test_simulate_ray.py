@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
@@ -133,8 +134,12 @@ def test_an_unreachable_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 def test_ctrl_c_at_the_terminal_writes_the_cases_finished(tmp_path: Path) -> None:
     """The CLI starting its own local Ray, and SIGINT sent to its whole process group, as a
-    terminal's Ctrl-C does (Ray's own processes get it too)."""
-    sweep = str(small_sweep(tmp_path))
+    terminal's Ctrl-C does (Ray's own processes get it too). Eight kubeplace cases of a few
+    seconds each: when the first has finished, several are left to cancel."""
+    path = small_sweep(tmp_path)
+    document = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**document, "schedulers": ["kubeplace"], "seeds": list(range(8))}))
+    sweep = str(path)
     checkout = Path(__file__).resolve().parents[2]
     command = [sys.executable, "-m", "kubeplace.cli.main", "simulate", "sweep", sweep, "--ray", "auto",
                "--workers", "2"]
@@ -143,7 +148,7 @@ def test_ctrl_c_at_the_terminal_writes_the_cases_finished(tmp_path: Path) -> Non
     try:
         assert process.stderr is not None
         first = process.stderr.readline()
-        assert first.startswith("[1/4] case "), first
+        assert first.startswith("[1/8] case "), first
         os.killpg(process.pid, signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
     finally:
@@ -152,9 +157,9 @@ def test_ctrl_c_at_the_terminal_writes_the_cases_finished(tmp_path: Path) -> Non
             process.wait()
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
-    assert "interrupted: " in stdout and " of 4 case(s) finished" in stdout
+    assert "interrupted: " in stdout and " of 8 case(s) finished" in stdout
     finished = int(stdout.split("interrupted: ")[1].split(" of ")[0])
-    assert 1 <= finished < 4
+    assert 1 <= finished < 8
 
 
 def test_an_address_connects_to_a_running_ray(tmp_path: Path, local_ray: ModuleType) -> None:
