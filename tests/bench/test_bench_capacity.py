@@ -62,7 +62,15 @@ def test_the_spot_workload_weighs_its_spot_pool_first_and_the_gpu_pool_is_tainte
 
 
 def test_a_checkout_without_plan_provision_is_reported_unavailable(tmp_path: Path) -> None:
+    """An older kubeplace: its ``plan --help`` lists no --provision (a stand-in package that
+    shadows the installed one on the checkout's path)."""
+    cli = tmp_path / "kubeplace" / "cli"
+    cli.mkdir(parents=True)
+    (tmp_path / "kubeplace" / "__init__.py").write_text("")
+    (cli / "__init__.py").write_text("")
+    (cli / "main.py").write_text("print('Usage: kubeplace plan [OPTIONS] [SOURCE]...  --preempt')\n")
     assert not provision_available(tmp_path)
+    assert provision_available(Path(__file__).resolve().parents[2])
 
 
 PLAN: dict[str, Any] = {
