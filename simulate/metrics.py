@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -87,6 +88,8 @@ class Summary:
     cpu_seconds: float
     """This process's CPU time for the replay (the floor's measure on a shared machine)."""
     interrupted: bool = False
+    digest: str = ""
+    """The placement digest: one hash of every binding of the replay (:func:`placement_digest`)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -125,9 +128,16 @@ def gang_waits(records: Sequence[PodRecord]) -> list[float]:
     return waits
 
 
+def placement_digest(bound: Sequence[tuple[str, str]]) -> str:
+    """A hash of the sorted pod -> node bindings of a whole replay (a recreated victim counts as
+    its own pod): two replays that bound every pod to the same node have the same digest."""
+    text = "\n".join(f"{pod} {node}" for pod, node in sorted(bound))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def summarise(scheduler: str, samples: Sequence[Sample], records: Sequence[PodRecord], end: float,
               preemptions: int, refused: int, cycles: int, wall_seconds: float, cpu_seconds: float,
-              interrupted: bool) -> Summary:
+              interrupted: bool, digest: str = "") -> Summary:
     started = [r for r in records if r.start is not None]
     delays = [r.start - r.arrival for r in started if r.start is not None]
     by_priority: dict[str, list[float]] = defaultdict(list)
@@ -143,4 +153,4 @@ def summarise(scheduler: str, samples: Sequence[Sample], records: Sequence[PodRe
         max((s.pending_pods for s in samples), default=0), last.pending_pods, last.pending_gpus,
         Delays.of(delays), {k: Delays.of(v) for k, v in sorted(by_priority.items(), key=lambda kv: -int(kv[0]))},
         {k: Delays.of(v) for k, v in sorted(by_size.items())}, Delays.of(gang_waits(records)),
-        preemptions, refused, cycles, wall_seconds, cpu_seconds, interrupted)
+        preemptions, refused, cycles, wall_seconds, cpu_seconds, interrupted, digest)

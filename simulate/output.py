@@ -15,7 +15,8 @@ from kubeplace.report import charts, html
 from kubeplace.simulate.engine import Case
 
 COLUMNS = ("CASE", "SCHEDULER", "PODS", "STARTED", "GPU ALLOC", "CPU ALLOC", "MEM ALLOC", "PEAK PENDING",
-           "DELAY P50", "DELAY P90", "DELAY P99", "GANG WAIT P90", "PREEMPTED", "REFUSED", "CYCLES", "WALL S", "CPU S")
+           "DELAY P50", "DELAY P90", "DELAY P99", "GANG WAIT P90", "PREEMPTED", "REFUSED", "CYCLES", "WALL S", "CPU S",
+           "DIGEST")
 """The comparison table's columns (allocation: time-weighted mean over the simulation)."""
 
 
@@ -25,7 +26,7 @@ def row(case: Case) -> list[str]:
     return [case.label, s.scheduler, str(s.pods), str(s.started), f"{a['gpu']:.1%}", f"{a['cpu']:.1%}",
             f"{a['memory']:.1%}", str(s.peak_pending_pods), f"{s.delay.p50:.1f}", f"{s.delay.p90:.1f}",
             f"{s.delay.p99:.1f}", f"{s.gang_wait.p90:.1f}" if s.gang_wait.pods else "-", str(s.preemptions),
-            str(s.refused), str(s.cycles), f"{s.wall_seconds:.1f}", f"{s.cpu_seconds:.1f}"]
+            str(s.refused), str(s.cycles), f"{s.wall_seconds:.1f}", f"{s.cpu_seconds:.1f}", s.digest]
 
 
 def as_json(cases: Sequence[Case], samples: bool = True) -> list[dict[str, Any]]:
@@ -63,7 +64,7 @@ def _series_chart(cases: Sequence[Case], field: str, title: str, share: bool) ->
 
 
 def render(cases: Sequence[Case], title: str) -> str:
-    table = html.table(COLUMNS, [row(c) for c in cases], numeric=list(range(2, len(COLUMNS))))
+    table = html.table(COLUMNS, [row(c) for c in cases], numeric=list(range(2, len(COLUMNS) - 1)))
     figures = "".join(html.figure(_series_chart(cases, field, name, share), name) for field, name, share in SERIES)
     by_size = html.table(("CASE", "SCHEDULER", "SIZE", "PODS", "P50", "P90", "P99"),
                          [(c.label, c.result.summary.scheduler, size, str(d.pods), f"{d.p50:.1f}", f"{d.p90:.1f}",

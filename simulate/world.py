@@ -93,6 +93,8 @@ class World:
         self.records: dict[str, PodRecord] = {}
         self.preemptions = 0
         self.bindings = 0
+        self.bound: list[tuple[str, str]] = []
+        """Every binding of the replay: (store key of the pod, node), in the order made."""
         self._arrivals = {a.key: a for a in trace.arrivals}
         self._origin: dict[str, str] = {}
         """Store key of a pod -> its trace pod's key (they differ for a recreated victim)."""
@@ -214,6 +216,7 @@ class World:
             record.start = self.clock.now if record.start is None else record.start
             record.node = node
             self.bindings += 1
+            self.bound.append((key, node))
             pod = self.store.typed("pods", key)
             if isinstance(pod, Pod):
                 self.totals.used = _add(self.totals.used, usage_of(pod))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kubeplace.simulate.engine import simulate
-from kubeplace.simulate.metrics import Delays, Sample, gang_waits, mean_allocation
+from kubeplace.simulate.metrics import Delays, Sample, gang_waits, mean_allocation, placement_digest
 from kubeplace.simulate.world import PodRecord
 from tests.simulate.sim_builders import SETUP, cluster, node, trace
 
@@ -39,3 +39,17 @@ def test_delay_percentiles_and_gang_wait_by_hand() -> None:
 def test_mean_allocation_of_a_step_function() -> None:
     samples = [Sample(0, 0.0, 0.0, 0.0, 0, 0.0), Sample(10, 1.0, 0.5, 0.25, 0, 0.0)]
     assert mean_allocation(samples, 40) == pytest.approx({"cpu": 30 / 40, "memory": 15 / 40, "gpu": 7.5 / 40})
+
+
+def test_the_placement_digest_is_of_the_sorted_bindings() -> None:
+    assert placement_digest([("d/a", "n1"), ("d/b", "n2")]) == placement_digest([("d/b", "n2"), ("d/a", "n1")])
+    assert placement_digest([("d/a", "n1"), ("d/b", "n2")]) != placement_digest([("d/a", "n2"), ("d/b", "n1")])
+    # two nodes: a (3 cpu) then b (3 cpu); every scheduler binds each to a node of its own, and a
+    # replay run again gives the same digest
+    nodes = cluster(node("n1", cpu="4"), node("n2", cpu="4"))
+    items = ({"arrivalSeconds": 0, "durationSeconds": 100, "template": "three", "name": "a"},
+             {"arrivalSeconds": 1, "durationSeconds": 100, "template": "three", "name": "b"})
+    first = simulate(nodes, trace(*items), "best-fit", SETUP).summary.digest
+    assert first == simulate(nodes, trace(*items), "best-fit", SETUP).summary.digest
+    bound = {r.key: r.node for r in simulate(nodes, trace(*items), "best-fit", SETUP).pods}
+    assert first == placement_digest(list(bound.items())) and len(set(bound.values())) == 2
