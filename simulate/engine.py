@@ -10,6 +10,7 @@ and holds everything measured until then.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -85,5 +86,4 @@ def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until
 
 
 def _differs(a: Sample, b: Sample) -> bool:
-    return (a.cpu, a.memory, a.gpu, a.pending_pods, a.pending_gpus) != (b.cpu, b.memory, b.gpu, b.pending_pods,
-                                                                        b.pending_gpus)
+    return dataclasses.astuple(a)[1:] != dataclasses.astuple(b)[1:]
