@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Pod
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
-from kubeplace.models.gpu import DEVICE_ALLOCATED, DeviceTable, GpuNeed, GpuRequestError, device_annotation, gpu_need
+from kubeplace.models.gpu import (
+    DEVICE_ALLOCATED,
+    DeviceTable,
+    GpuNeed,
+    GpuRequestError,
+    device_annotation,
+    first_fit,
+    first_fit_rows,
+    gpu_need,
+)
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
 from kubeplace.plan.verify_gpu import verify_devices
@@ -59,6 +68,16 @@ def test_devices_in_use_from_annotation_then_first_fit() -> None:
     )
     table = DeviceTable.build(snap.nodes, snap.bound, CONV)
     assert table.free.tolist() == [[300, 0, 500]]  # b first-fit on 0, c whole on 1, a annotated on 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([-1, 0, 100, 300, 500, 700, 1000]), min_size=4, max_size=4), min_size=1,
+                max_size=6), st.integers(0, 5), st.sampled_from([100, 300, 500, 1000]))
+def test_first_fit_on_every_row_at_once_picks_as_first_fit_does(rows: list[list[int]], count: int, milli: int) -> None:
+    free = np.array(rows, dtype=np.int64)
+    need = GpuNeed(count, milli)
+    picked = first_fit_rows(free, need)
+    assert [sorted(np.nonzero(row)[0].tolist()) for row in picked] == [sorted(first_fit(f, need)) for f in free]
 
 
 def test_annotation_format_is_koordinators() -> None:
