@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -68,6 +69,18 @@ def test_devices_in_use_from_annotation_then_first_fit() -> None:
     )
     table = DeviceTable.build(snap.nodes, snap.bound, CONV)
     assert table.free.tolist() == [[300, 0, 500]]  # b first-fit on 0, c whole on 1, a annotated on 2
+
+
+def test_a_pod_changed_since_is_read_again_not_from_the_memo() -> None:
+    # the device holding is remembered per pod object: the same pod re-annotated (a new object, as
+    # the informer makes one for every change) must hold its new device, not the remembered one
+    snap = snapshot_of(node("g").cpu("8").memory("8Gi").gpu(3),
+                       pod("a", "sys").scheduler("x").request("koordinator.sh/gpu-core", "50")
+                       .annotation(DEVICE_ALLOCATED, device_annotation((2,), GpuNeed(1, 500))).on("g"))
+    assert DeviceTable.build(snap.nodes, snap.bound, CONV).free.tolist() == [[1000, 1000, 500]]
+    moved = dataclasses.replace(snap.bound[0], annotations={DEVICE_ALLOCATED: device_annotation((0,), GpuNeed(1, 500))})
+    assert DeviceTable.build(snap.nodes, [moved], CONV).free.tolist() == [[500, 1000, 1000]]
+    assert DeviceTable.build(snap.nodes, snap.bound, CONV).free.tolist() == [[1000, 1000, 500]]
 
 
 @settings(max_examples=300, deadline=None)
