@@ -47,14 +47,14 @@ def admission_holds(groups: Sequence[PodGroup], waiting: Collection[GangKey], no
                     bound: Iterable[Pod], member_of: Callable[[Pod], GangKey | None]) -> dict[GangKey, str]:
     """Per PodGroup of ``waiting`` (gangs with pending pods) its scheduler would not admit now, why
     (the gang's pods are then never placed). ``member_of`` is a pod's gang (``kube.gangs.gang_of``)."""
+    checked = [g for g in groups if g.key in waiting and g.min_resources and not g.unreadable]
+    if not checked:
+        return {}  # (before the sums over the cluster: most cycles have no PodGroup to admit)
     names = {node.name for node in nodes}
     on_nodes = [pod for pod in bound if pod.node_name in names]
     total = _sum(node.allocatable for node in nodes)
     used = _sum(pod.requests for pod in on_nodes)
     inqueue = _sum(g.min_resources for g in groups if g.origin == VOLCANO_GROUP and g.phase == VOLCANO_INQUEUE)
-    checked = [g for g in groups if g.key in waiting and g.min_resources and not g.unreadable]
-    if not checked:
-        return {}
     own: dict[GangKey, list[Pod]] = {}
     for pod in on_nodes:
         key = member_of(pod)

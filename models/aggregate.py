@@ -198,17 +198,12 @@ def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions,
 
 
 def _group(keys: Sequence[Hashable]) -> tuple[IntArray, list[int]]:
-    """Index of each key's group, and the first position holding each group."""
+    """Index of each key's group (in order of first appearance), and the first position holding
+    each group."""
     seen: dict[Hashable, int] = {}
-    first: list[int] = []
-    idx = np.empty(len(keys), dtype=np.int64)
-    for pos, key in enumerate(keys):
-        g = seen.get(key)
-        if g is None:
-            g = seen[key] = len(first)
-            first.append(pos)
-        idx[pos] = g
-    return idx, first
+    idx = np.fromiter((seen.setdefault(key, len(seen)) for key in keys), dtype=np.int64, count=len(keys))
+    first = np.unique(idx, return_index=True)[1] if len(idx) else idx
+    return idx, [int(i) for i in first]
 
 
 def _alone(pod: Pod) -> str:
@@ -218,7 +213,8 @@ def _alone(pod: Pod) -> str:
 
 
 def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequence[Node]) -> FilterTable:
-    node_group, node_reps = _group([plugin.node_key(n) for n in nodes])
+    node_key = plugin.node_key
+    node_group, node_reps = _group([node_key(n) for n in nodes])
     pod_key_of_class, pod_reps = _group([plugin.pod_key(p) for p in class_pods])
     rep_nodes = [nodes[i] for i in node_reps]
     masks = tuple(np.asarray(plugin.filter(class_pods[i], rep_nodes), dtype=np.bool_) for i in pod_reps)

@@ -156,13 +156,10 @@ class DeviceTable:
         return table
 
     def take_bound(self, i: int, pod: Pod, conv: GpuConventions) -> None:
-        try:
-            need = gpu_need(pod.requests, conv)
-        except GpuRequestError:
+        held = _HELD(pod, conv)
+        if held is None:
             return
-        if need.count == 0:
-            return
-        known = allocated_devices(pod)
+        need, known = held
         if known is not None:
             for d, milli in known:
                 if 0 <= d < self.free.shape[1] and self.free[i, d] >= 0:
@@ -174,6 +171,19 @@ class DeviceTable:
                 self.free[i, room[0]] -= need.milli
 
 
+def _held(pod: Pod, conv: GpuConventions) -> tuple[GpuNeed, list[tuple[int, int]] | None] | None:
+    """A bound pod's GPU need and the devices its annotation names (None: no valid GPU need)."""
+    try:
+        need = gpu_need(pod.requests, conv)
+    except GpuRequestError:
+        return None
+    return None if need.count == 0 else (need, allocated_devices(pod))
+
+
+_HELD: IdentityMemo[Pod, tuple[GpuNeed, list[tuple[int, int]] | None] | None] = IdentityMemo(_held)
+"""What a bound pod holds of the devices, once per pod object (every cycle reads every bound pod)."""
+
+
 def first_fit(free: npt.NDArray[np.int64], need: GpuNeed) -> list[int]:
     """Devices for one pod: the lowest-index devices with room (best-fit for shares)."""
     room = np.nonzero(free >= need.milli)[0] if need.count else np.zeros(0, np.int64)
@@ -182,6 +192,22 @@ def first_fit(free: npt.NDArray[np.int64], need: GpuNeed) -> list[int]:
     if need.milli < WHOLE:
         room = room[np.argsort(free[room] - need.milli, kind="stable")]
     return [int(d) for d in room[: need.count]]
+
+
+def first_fit_rows(free: npt.NDArray[np.int64], need: GpuNeed) -> npt.NDArray[np.bool_]:
+    """:func:`first_fit` on every row of ``free`` (nodes' free milli per device) at once: (B, D),
+    True at the devices it picks for one pod on that node."""
+    if need.count == 0 or free.shape[1] == 0:
+        return np.zeros(free.shape, dtype=np.bool_)
+    room = free >= need.milli
+    if need.milli < WHOLE:  # the devices with room, least left over first (ties: the lower index)
+        order = np.argsort(np.where(room, free - need.milli, WHOLE + 1), axis=1, kind="stable")
+    else:  # the devices with room, lowest index first
+        order = np.argsort(~room, axis=1, kind="stable")
+    taken = np.arange(free.shape[1])[None, :] < np.minimum(need.count, room.sum(axis=1))[:, None]
+    picked = np.zeros(free.shape, dtype=np.bool_)
+    np.put_along_axis(picked, order, taken, axis=1)
+    return picked
 
 
 def device_fit(free: npt.NDArray[np.int64], need: GpuNeed) -> npt.NDArray[np.bool_]:

@@ -10,12 +10,13 @@ and holds everything measured until then.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
 
 from kubeplace.simulate.cluster import Cluster
-from kubeplace.simulate.metrics import Sample, Summary, sample, summarise
+from kubeplace.simulate.metrics import Sample, Summary, placement_digest, sample, summarise
 from kubeplace.simulate.schedulers import Setup, make_scheduler
 from kubeplace.simulate.trace import Trace
 from kubeplace.simulate.world import PodRecord, World
@@ -79,10 +80,10 @@ def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until
     end = world.clock.now if until is None or interrupted else max(world.clock.now, until)
     records = tuple(world.records.values())
     summary = summarise(sim.name, samples, records, end, world.preemptions, sim.refused, sim.cycles,
-                        time.monotonic() - started, time.process_time() - cpu, interrupted)
+                        time.monotonic() - started, time.process_time() - cpu, interrupted,
+                        placement_digest(world.bound))
     return Result(summary, tuple(samples), records)
 
 
 def _differs(a: Sample, b: Sample) -> bool:
-    return (a.cpu, a.memory, a.gpu, a.pending_pods, a.pending_gpus) != (b.cpu, b.memory, b.gpu, b.pending_pods,
-                                                                        b.pending_gpus)
+    return dataclasses.astuple(a)[1:] != dataclasses.astuple(b)[1:]

@@ -14,18 +14,22 @@ from kubeplace.kube.errors import KubeplaceError
 from kubeplace.report import charts, html
 from kubeplace.simulate.engine import Case
 
-COLUMNS = ("CASE", "SCHEDULER", "PODS", "STARTED", "GPU ALLOC", "CPU ALLOC", "MEM ALLOC", "PEAK PENDING",
-           "DELAY P50", "DELAY P90", "DELAY P99", "GANG WAIT P90", "PREEMPTED", "REFUSED", "CYCLES", "WALL S", "CPU S")
-"""The comparison table's columns (allocation: time-weighted mean over the simulation)."""
+COLUMNS = ("CASE", "SCHEDULER", "PODS", "STARTED", "GPU ALLOC", "CPU ALLOC", "MEM ALLOC", "GPU FRAG", "GPU FRAG END",
+           "PEAK PENDING",
+           "DELAY P50", "DELAY P90", "DELAY P99", "GANG WAIT P90", "PREEMPTED", "REFUSED", "CYCLES", "WALL S", "CPU S",
+           "DIGEST")
+"""The comparison table's columns (allocation and GPU fragmentation: time-weighted mean over the
+simulation; GPU FRAG END: at its end)."""
 
 
 def row(case: Case) -> list[str]:
     s = case.result.summary
     a = s.mean_allocation
     return [case.label, s.scheduler, str(s.pods), str(s.started), f"{a['gpu']:.1%}", f"{a['cpu']:.1%}",
-            f"{a['memory']:.1%}", str(s.peak_pending_pods), f"{s.delay.p50:.1f}", f"{s.delay.p90:.1f}",
+            f"{a['memory']:.1%}", f"{s.fragmentation['mean']:.1%}", f"{s.fragmentation['end']:.1%}",
+            str(s.peak_pending_pods), f"{s.delay.p50:.1f}", f"{s.delay.p90:.1f}",
             f"{s.delay.p99:.1f}", f"{s.gang_wait.p90:.1f}" if s.gang_wait.pods else "-", str(s.preemptions),
-            str(s.refused), str(s.cycles), f"{s.wall_seconds:.1f}", f"{s.cpu_seconds:.1f}"]
+            str(s.refused), str(s.cycles), f"{s.wall_seconds:.1f}", f"{s.cpu_seconds:.1f}", s.digest]
 
 
 def as_json(cases: Sequence[Case], samples: bool = True) -> list[dict[str, Any]]:
@@ -33,13 +37,14 @@ def as_json(cases: Sequence[Case], samples: bool = True) -> list[dict[str, Any]]
     for case in cases:
         entry: dict[str, Any] = {"case": case.label, "summary": case.result.summary.as_dict()}
         if samples:
-            entry["samples"] = [[s.at, s.cpu, s.memory, s.gpu, s.pending_pods, s.pending_gpus]
-                                for s in case.result.samples]
+            entry["samples"] = [[s.at, s.cpu, s.memory, s.gpu, s.pending_pods, s.pending_gpus, s.fragmented_gpus,
+                                 s.fragmentation] for s in case.result.samples]
         out.append(entry)
     return out
 
 
 SERIES = (("gpu", "GPU allocated", True), ("cpu", "CPU allocated", True), ("memory", "memory allocated", True),
+          ("fragmentation", "GPU fragmentation (share of the free GPUs)", True),
           ("pending_pods", "pending pods", False))
 
 
@@ -63,7 +68,7 @@ def _series_chart(cases: Sequence[Case], field: str, title: str, share: bool) ->
 
 
 def render(cases: Sequence[Case], title: str) -> str:
-    table = html.table(COLUMNS, [row(c) for c in cases], numeric=list(range(2, len(COLUMNS))))
+    table = html.table(COLUMNS, [row(c) for c in cases], numeric=list(range(2, len(COLUMNS) - 1)))
     figures = "".join(html.figure(_series_chart(cases, field, name, share), name) for field, name, share in SERIES)
     by_size = html.table(("CASE", "SCHEDULER", "SIZE", "PODS", "P50", "P90", "P99"),
                          [(c.label, c.result.summary.scheduler, size, str(d.pods), f"{d.p50:.1f}", f"{d.p90:.1f}",

@@ -18,12 +18,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeplace.kube.errors import Conflict, NotFound
+from kubeplace.kube.errors import Conflict, InputError, NotFound
 from kubeplace.kube.gangs import PLAIN_LABEL
 from kubeplace.kube.objects import CPU, MEMORY, Node, Pod
+from kubeplace.kube.parse import parse_pod
 from kubeplace.models.gpu import WHOLE, GpuNeed, GpuRequestError, devices_of, gpu_need
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, Store, object_key, with_node_name
 from kubeplace.simulate.cluster import Cluster
+from kubeplace.simulate.fragmentation import Fragmentation, workload_shapes
 from kubeplace.simulate.trace import RawObject, Trace, timestamp
 
 Listener = Callable[[str, str, RawObject | None, RawObject | None], None]
@@ -70,6 +72,10 @@ class Totals:
     used: Usage = field(default_factory=Usage)
     pending_pods: int = 0
     pending_gpu: int = 0
+    fragmented_gpu: float = 0.0
+    """milli-GPUs the workload could not use (FGD's measure, ``simulate.fragmentation``)."""
+    free_gpu: int = 0
+    """milli-GPUs free on the nodes' devices."""
 
 
 def usage_of(pod: Pod) -> Usage:
@@ -93,6 +99,8 @@ class World:
         self.records: dict[str, PodRecord] = {}
         self.preemptions = 0
         self.bindings = 0
+        self.bound: list[tuple[str, str]] = []
+        """Every binding of the replay: (store key of the pod, node), in the order made."""
         self._arrivals = {a.key: a for a in trace.arrivals}
         self._origin: dict[str, str] = {}
         """Store key of a pod -> its trace pod's key (they differ for a recreated victim)."""
@@ -111,8 +119,14 @@ class World:
             if isinstance(pod, Pod):
                 used = _add(used, usage_of(pod))
         self.totals = Totals(capacity, used)
+        self.fragmentation = _fragmentation(self.store, trace)
+        self._measure_fragmentation()
         for a in trace.arrivals:
             self._push(a.at, ARRIVE, a.key, 0)
+
+    def _measure_fragmentation(self) -> None:
+        self.totals.fragmented_gpu = self.fragmentation.fragmented()
+        self.totals.free_gpu = self.fragmentation.free_gpu()
 
     # ------------------------------------------------------------------ events
 
@@ -190,6 +204,8 @@ class World:
         if isinstance(pod, Pod):
             if running:
                 self.totals.used = _add(self.totals.used, usage_of(pod), -1)
+                self.fragmentation.release(key)
+                self._measure_fragmentation()
             else:
                 self.totals.pending_pods -= 1
                 self.totals.pending_gpu -= self.records[self._origin[key]].gpu_milli
@@ -214,9 +230,12 @@ class World:
             record.start = self.clock.now if record.start is None else record.start
             record.node = node
             self.bindings += 1
+            self.bound.append((key, node))
             pod = self.store.typed("pods", key)
             if isinstance(pod, Pod):
                 self.totals.used = _add(self.totals.used, usage_of(pod))
+                self.fragmentation.take(key, pod, node)
+                self._measure_fragmentation()
                 self.totals.pending_pods -= 1
                 self.totals.pending_gpu -= record.gpu_milli
             if record.duration is not None:
@@ -248,6 +267,23 @@ class World:
                    "metadata": {**old["metadata"], "resourceVersion": str(next(self._serial))}}
             self.store.apply("pods", MODIFIED, new)
         self._notify(MODIFIED, old, new)
+
+
+def _fragmentation(store: Store, trace: Trace) -> Fragmentation:
+    """The tracker of FGD's measure on the store's nodes, holding the running pods, for the
+    workload of the trace and those pods."""
+    nodes = [n for _, n in store.typed_items("nodes") if isinstance(n, Node)]
+    running = [(object_key(raw), p) for raw, p in store.typed_items("pods") if isinstance(p, Pod)]
+    arriving = []
+    for a in trace.arrivals:
+        try:
+            arriving.append(parse_pod(a.pod, trace.source))
+        except InputError:  # (refused by the store as well: it never runs)
+            continue
+    tracker = Fragmentation(nodes, workload_shapes([*arriving, *(p for _, p in running)], len(nodes)))
+    for key, pod in running:
+        tracker.take(key, pod, pod.node_name)
+    return tracker
 
 
 def _meta(key: str) -> RawObject:

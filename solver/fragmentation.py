@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kubeplace.models.fragmentation import TaskShapes, node_fragmentation, popularity
-from kubeplace.models.gpu import WHOLE, first_fit
+from kubeplace.models.gpu import WHOLE, first_fit_rows
 from kubeplace.models.problem import IntArray, Problem
 from kubeplace.solver.state import PlacementState
 
@@ -86,13 +86,11 @@ def fragmentation_after(state: PlacementState, shapes: TaskShapes, c: int, nodes
     need = state.need(c)
     free, dev = state.free[nodes], state.device_free[nodes]
     before = node_fragmentation(shapes, free, dev, nodes)
-    after_dev = dev.copy()
+    picked = first_fit_rows(dev, need)
+    after_dev = dev - picked * need.milli
     chosen = np.full(len(nodes), -1, dtype=np.int64)
-    for b in range(len(nodes)):
-        picks = first_fit(dev[b], need)
-        for d in picks:
-            after_dev[b, d] -= need.milli
-        if need.milli < WHOLE and picks:
-            chosen[b] = picks[0]
+    if need.milli < WHOLE:  # for a share, the picked device with the least left over (first_fit's first)
+        rows = np.nonzero(picked.any(axis=1))[0]
+        chosen[rows] = np.argmin(np.where(picked[rows], dev[rows], WHOLE + 1), axis=1)
     after = node_fragmentation(shapes, free - state.problem.demand[c], after_dev, nodes)
     return after - before, chosen

@@ -26,16 +26,18 @@ _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
               help=f"openb pod list with creation and deletion times (default: {DEFAULT_PODS}).")
 @click.option("--scheduler", "schedulers", multiple=True, type=click.Choice(SCHEDULERS),
               help="Scheduler under test (repeatable; default: all).")
+@click.option("--first", type=click.IntRange(min=1), default=None,
+              help="Replay only the trace's first N pods (by arrival).")
 @click.option("--until", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Stop at this simulated second.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None)
 def openb_simulate_command(nodes_csv: Path | None, pods_csv: Path | None, schedulers: tuple[str, ...],
-                           until: float | None, output: str, report_path: Path | None) -> None:
+                           first: int | None, until: float | None, output: str, report_path: Path | None) -> None:
     """Replay the openb trace (real creation and deletion times) with each scheduler."""
     nodes_csv = nodes_csv or openb_dir() / DEFAULT_NODES
     pods_csv = pods_csv or openb_dir() / DEFAULT_PODS
-    cluster, trace = openb_cluster(nodes_csv), openb_trace(pods_csv)
+    cluster, trace = openb_cluster(nodes_csv), openb_trace(pods_csv, first)
     console = stdout_console()
     cases = []
     for scheduler in schedulers or SCHEDULERS:

@@ -42,7 +42,8 @@ def openb_cluster(nodes_csv: Path) -> Cluster:
     return Cluster(tuple(node_manifest(n) for n in read_nodes(nodes_csv)), (), str(nodes_csv))
 
 
-def openb_trace(pods_csv: Path) -> Trace:
+def openb_trace(pods_csv: Path, first: int | None = None) -> Trace:
+    """The pod list as a trace, in arrival order; ``first``: only its first pods."""
     pods = read_pods(pods_csv)
     deletions = read_deletions(pods_csv)
     arrivals = []
@@ -51,7 +52,7 @@ def openb_trace(pods_csv: Path) -> Trace:
         deletion = deletions.get(pod.name)
         duration = None if deletion is None else float(max(1, deletion - pod.creation))
         arrivals.append(Arrival(float(pod.creation), duration, manifest))
-    return Trace(tuple(arrivals), str(pods_csv))
+    return Trace(tuple(arrivals[:first]), str(pods_csv))
 
 
 def pod_keys(pods_csv: Path) -> Sequence[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -12,7 +13,16 @@ from hypothesis import strategies as st
 from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Pod
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
-from kubeplace.models.gpu import DEVICE_ALLOCATED, DeviceTable, GpuNeed, GpuRequestError, device_annotation, gpu_need
+from kubeplace.models.gpu import (
+    DEVICE_ALLOCATED,
+    DeviceTable,
+    GpuNeed,
+    GpuRequestError,
+    device_annotation,
+    first_fit,
+    first_fit_rows,
+    gpu_need,
+)
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
 from kubeplace.plan.verify_gpu import verify_devices
@@ -59,6 +69,28 @@ def test_devices_in_use_from_annotation_then_first_fit() -> None:
     )
     table = DeviceTable.build(snap.nodes, snap.bound, CONV)
     assert table.free.tolist() == [[300, 0, 500]]  # b first-fit on 0, c whole on 1, a annotated on 2
+
+
+def test_a_pod_changed_since_is_read_again_not_from_the_memo() -> None:
+    # the device holding is remembered per pod object: the same pod re-annotated (a new object, as
+    # the informer makes one for every change) must hold its new device, not the remembered one
+    snap = snapshot_of(node("g").cpu("8").memory("8Gi").gpu(3),
+                       pod("a", "sys").scheduler("x").request("koordinator.sh/gpu-core", "50")
+                       .annotation(DEVICE_ALLOCATED, device_annotation((2,), GpuNeed(1, 500))).on("g"))
+    assert DeviceTable.build(snap.nodes, snap.bound, CONV).free.tolist() == [[1000, 1000, 500]]
+    moved = dataclasses.replace(snap.bound[0], annotations={DEVICE_ALLOCATED: device_annotation((0,), GpuNeed(1, 500))})
+    assert DeviceTable.build(snap.nodes, [moved], CONV).free.tolist() == [[500, 1000, 1000]]
+    assert DeviceTable.build(snap.nodes, snap.bound, CONV).free.tolist() == [[1000, 1000, 500]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([-1, 0, 100, 300, 500, 700, 1000]), min_size=4, max_size=4), min_size=1,
+                max_size=6), st.integers(0, 5), st.sampled_from([100, 300, 500, 1000]))
+def test_first_fit_on_every_row_at_once_picks_as_first_fit_does(rows: list[list[int]], count: int, milli: int) -> None:
+    free = np.array(rows, dtype=np.int64)
+    need = GpuNeed(count, milli)
+    picked = first_fit_rows(free, need)
+    assert [sorted(np.nonzero(row)[0].tolist()) for row in picked] == [sorted(first_fit(f, need)) for f in free]
 
 
 def test_annotation_format_is_koordinators() -> None:

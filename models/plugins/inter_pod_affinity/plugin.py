@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -194,9 +195,13 @@ class OwnAffinity:
         group = self.index.own(pod)[1]
         return (group, self.index.starter_possible(group, pod)) if group else None
 
+    @cached_property
+    def keys(self) -> tuple[str, ...]:
+        """The topology keys of the pending pods' affinity terms (what a node is keyed by)."""
+        return tuple(sorted({t.topology_key for g in self.index.live_groups for t in g}))
+
     def node_key(self, node: Node) -> Hashable:
-        keys = sorted({t.topology_key for g in self.index.live_groups for t in g})
-        return tuple(node.labels.get(k) for k in keys)
+        return tuple(node.labels.get(k) for k in self.keys)
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         group = self.index.own(pod)[1]

@@ -80,6 +80,8 @@ class NodeVolumeLimits:
 
     def node_key(self, node: Node) -> Hashable:
         """Per limited driver: the room left, and which volumes of pending pods it has attached."""
+        if node.name not in self.limits:
+            return ()
         return tuple(sorted((driver, self._room(node.name, driver),
                              self._attached(node.name, driver) & self.wanted_anywhere.get(driver, frozenset()))
                             for driver in self.limits.get(node.name, {})))
