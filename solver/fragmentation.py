@@ -91,6 +91,7 @@ def fragmentation_after(state: PlacementState, shapes: TaskShapes, c: int, nodes
     chosen = np.full(len(nodes), -1, dtype=np.int64)
     if need.milli < WHOLE:  # for a share, the picked device with the least left over (first_fit's first)
         rows = np.nonzero(picked.any(axis=1))[0]
-        chosen[rows] = np.argmin(np.where(picked[rows], dev[rows], WHOLE + 1), axis=1)
+        if rows.size:  # none when no node has a device (argmin of a (0, 0) table fails)
+            chosen[rows] = np.argmin(np.where(picked[rows], dev[rows], WHOLE + 1), axis=1)
     after = node_fragmentation(shapes, free - state.problem.demand[c], after_dev, nodes)
     return after - before, chosen

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
+from kubeplace.kube.objects import GPU
 
 ZONES = ("test-zone-a", "test-zone-b", "test-zone-c")
 SPOT_FRACTION = {"test-zone-a": 0.38, "test-zone-b": 0.42, "test-zone-c": 0.46}
@@ -28,7 +29,6 @@ CPU_SIZES = (2, 4, 8, 16, 32)
 GPU_TYPES = ((8, 1), (16, 2), (32, 4), (64, 8))
 """GPU family: (vCPUs, nvidia.com/gpu); 4 GiB a vCPU, priced as the general family plus a GPU each."""
 GPU_PRICE = 0.45
-GPU = "nvidia.com/gpu"
 GPU_TAINT = {"key": GPU, "value": "true", "effect": "NoSchedule"}
 NODE_CLASS = {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}}
 PAUSE = "registry.k8s.io/pause:3.10"

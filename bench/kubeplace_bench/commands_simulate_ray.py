@@ -22,6 +22,7 @@ import yaml
 
 from kubeplace.cli.render import say, stdout_console, table
 from kubeplace.kube.errors import KubeplaceError
+from kubeplace.kube.objects import GPU
 from kubeplace.simulate.engine import Case
 from kubeplace.simulate.generate import DEFAULT_SHAPES, generate
 from kubeplace.simulate.names import KUBEPLACE
@@ -39,7 +40,7 @@ def write_sweep(folder: Path, jobs: int) -> Path:
     TRACES synthetic traces of ``jobs`` jobs (Poisson arrivals, 10% gangs of 2 or 4)."""
     nodes = []
     for k in range(6):
-        allocatable = {"cpu": "16", "memory": "64Gi", "pods": "110", **({"nvidia.com/gpu": "4"} if k % 2 else {})}
+        allocatable = {"cpu": "16", "memory": "64Gi", "pods": "110", **({GPU: "4"} if k % 2 else {})}
         nodes.append({"apiVersion": "v1", "kind": "Node",
                       "metadata": {"name": f"node-{k}", "labels": {"kubeplace.io/pool": "gpu" if k % 2 else "cpu"}},
                       "status": {"allocatable": allocatable, "capacity": dict(allocatable)}})

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubeplace.kube.objects import GPU
 from kubeplace.kube.parse import parse_node, parse_pod
 from kubeplace.models.gpu import WHOLE, devices_of
 from kubeplace.simulate.cluster import Cluster
@@ -95,7 +96,7 @@ def nodes(count: int) -> list[dict[str, Any]]:
     out = []
     for i in range(count):
         node = fake_node_manifest(f"fid-{i:03d}", cpu="16", memory="64Gi", pods="110",
-                                  extended={"nvidia.com/gpu": "4"})
+                                  extended={GPU: "4"})
         node["spec"]["taints"] = []
         out.append(node)
     return out
