@@ -122,7 +122,7 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     nodes cannot take: cheapest first after placing the most pods.
     """
     from kubeplace.plan.pipeline import make_plan
-    from kubeplace.plan.preempt import make_preemption_plan
+    from kubeplace.plan.preemption_plan import make_preemption_plan
 
     refuse_input_as_report(report_path, source, config_path, kubeconfig)
     catalogue = provision_catalogue(provision, catalogue_paths, preempt)

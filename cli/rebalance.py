@@ -88,11 +88,11 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
 
 def _run(a: dict[str, Any]) -> None:
     from kubeplace.rebalance.apply import apply_moves, with_owners
+    from kubeplace.rebalance.cluster_state import load_file_state, load_live_state
     from kubeplace.rebalance.makeroom import make_room
     from kubeplace.rebalance.model import Budgets
     from kubeplace.rebalance.movable import Rules
-    from kubeplace.rebalance.solve import Settings, rebalance
-    from kubeplace.rebalance.state import load_file_state, load_live_state
+    from kubeplace.rebalance.solve_moves import Settings, rebalance
 
     refuse_input_as_report(a["report_path"], a["source"], a["config_path"], a["kubeconfig"])
     config = load_config(a["config_path"])

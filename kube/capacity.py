@@ -32,9 +32,9 @@ from kubeplace.kube.karpenter import (
     parse_node_claim,
     parse_node_pool,
 )
+from kubeplace.kube.node_selector import Requirement
 from kubeplace.kube.objects import NO_EXECUTE, NO_SCHEDULE, Node, NodeClaim, NodePool, Pod, Taint, Toleration
 from kubeplace.kube.selectors import IN, requirement_matches, terms_match
-from kubeplace.kube.terms import Requirement
 
 DAEMON_SET = ("apps", "DaemonSet")
 CAPACITY_APIS = (("karpenter.sh", "v1", "nodepools"), ("karpenter.sh", "v1", "nodeclaims"),

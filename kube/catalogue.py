@@ -39,8 +39,8 @@ from kubeplace.kube.karpenter import (
     check_label_key,
     parse_limits,
 )
+from kubeplace.kube.node_selector import Requirement
 from kubeplace.kube.selectors import IN, OPERATORS, is_qualified_name
-from kubeplace.kube.terms import Requirement
 
 PRICE_UNIT = 10**9
 """Prices are held in billionths of the currency unit per hour: 0.0190032385536 -> 19003239."""

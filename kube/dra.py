@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kubeplace.kube.terms import SelectorTerm
+from kubeplace.kube.node_selector import SelectorTerm
 
 AttributeValue = int | bool | str | tuple[int, int, int]
 """An attribute's value: int, bool, string, or a version (major, minor, patch)."""

@@ -51,9 +51,9 @@ from kubeplace.kube.errors import (
     expect_string_map,
     unique_objects,
 )
+from kubeplace.kube.node_selector import SelectorTerm
 from kubeplace.kube.quantity import QuantityError, milli_value
 from kubeplace.kube.selectors import is_dns_label, is_qualified_name, node_selector_terms
-from kubeplace.kube.terms import SelectorTerm
 
 RESOURCE_GROUP = "resource.k8s.io"
 DEVICE_CLASS, RESOURCE_SLICE = (RESOURCE_GROUP, "DeviceClass"), (RESOURCE_GROUP, "ResourceSlice")

@@ -24,6 +24,7 @@ from kubeplace.kube.errors import (
     expect_str,
     expect_string_map,
 )
+from kubeplace.kube.node_selector import Requirement
 from kubeplace.kube.objects import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -37,7 +38,6 @@ from kubeplace.kube.objects import (
 )
 from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.selectors import DOES_NOT_EXIST, EXISTS, GT, IN, LT, NOT_IN, is_qualified_name
-from kubeplace.kube.terms import Requirement
 
 GROUP = "karpenter.sh"
 NODE_POOL, NODE_CLAIM = (GROUP, "NodePool"), (GROUP, "NodeClaim")

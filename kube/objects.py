@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubeplace.kube.dra import ContainerRequests, Devices, PodClaim
-from kubeplace.kube.terms import Requirement as Requirement
-from kubeplace.kube.terms import SelectorTerm as SelectorTerm
+from kubeplace.kube.node_selector import Requirement as Requirement
+from kubeplace.kube.node_selector import SelectorTerm as SelectorTerm
 
 CPU = "cpu"
 MEMORY = "memory"

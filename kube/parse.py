@@ -57,8 +57,8 @@ from kubeplace.kube.quantity import QuantityError, resource_amount
 from kubeplace.kube.requests import extended_requests, is_sidecar, pod_requests
 from kubeplace.kube.runtime_classes import RUNTIME_CLASS, RuntimeClass, admitted, is_stored, parse_runtime_classes
 from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
+from kubeplace.kube.storage import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
 from kubeplace.kube.taints import parse_taints, parse_tolerations
-from kubeplace.kube.volumes import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
 from kubeplace.kube.workloads import CONTROLLER_KINDS, parse_controller
 
 RawObject = Mapping[str, Any]

@@ -37,7 +37,7 @@ from kubeplace.kube.objects import (
     PersistentVolumeClaim,
 )
 from kubeplace.kube.selectors import terms_match
-from kubeplace.kube.volumes import parse_claim, parse_volume
+from kubeplace.kube.storage import parse_claim, parse_volume
 
 RawObject = dict[str, Any]
 BIND_TIMEOUT_SECONDS = 600.0

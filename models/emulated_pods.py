@@ -1,6 +1,6 @@
 """The pods of each node as the kube-scheduler emulation (``solver.emulate``) sees them between
 two pods, indexed for the stateful rules' checks (``models/plugins/<rule>/emulate.py``) and the
-emulation's scores; the emulation's cluster (``solver.emulate_state.Cluster``) adds capacity.
+emulation's scores; the emulation's cluster (``solver.emulate.node_state.Cluster``) adds capacity.
 
 Pods are grouped into label classes (namespace, labels, terminating); a :class:`PodCounter` is
 the number of pods per node whose class a predicate selects (the pods an affinity term or a

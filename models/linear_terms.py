@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kubeplace.models.formulation_rules import RuleBuilder
+from kubeplace.models.formulation.rule_rows import RuleBuilder
 from kubeplace.models.linear import INF, LinearBuilder
 from kubeplace.models.problem import FULL, IntArray, exact_sum
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.models.formulation_gpu import PairModel
+from kubeplace.models.formulation.gpu_rows import PairModel
 from kubeplace.models.linear import INF
 from kubeplace.models.preempt_problem import PreemptionProblem
 from kubeplace.models.problem import Assignment, IntArray

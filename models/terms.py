@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kubeplace.models.evaluate import balance, gang_domains, measured_shift, nodes_used, placed_weight
-from kubeplace.models.formulation_prefs import preference_rows
-from kubeplace.models.formulation_rules import Hint
+from kubeplace.models.formulation.preference_rows import preference_rows
+from kubeplace.models.formulation.rule_rows import Hint
 from kubeplace.models.fragmentation import cluster_fragmentation
 from kubeplace.models.framework import (
     FragmentationTerm,

@@ -25,10 +25,10 @@ from kubeplace.models.problem import Assignment, Problem
 from kubeplace.models.terms import objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
-from kubeplace.plan.gangs import gang_statuses
+from kubeplace.plan.gang_status import gang_statuses
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
 from kubeplace.plan.verify import Violation, replay_plan
-from kubeplace.solver.emulate import as_candidate, emulate
+from kubeplace.solver.emulate.scheduler import as_candidate, emulate
 from kubeplace.solver.run import Event
 from kubeplace.solver.solve import SolveReport, solve
 

@@ -4,7 +4,7 @@ cheapest new nodes Karpenter's NodePools may launch, every placement verified.
 The objective is lexicographic: (1) pods placed by priority, existing nodes first; (2) the cost
 per hour of the new nodes; (3) the profile's objective. Stage A is the normal plan on the
 existing nodes. The pods it leaves go to the provisioning model (``plan.provision_items``,
-``solver.provision_cg``): Karpenter's greedy first, then column generation and a MIP, with
+``solver.cutting_stock_columns``): Karpenter's greedy first, then column generation and a MIP, with
 Farley's bound. The chosen nodes are materialised as ``<nodePool>-<n>`` with the labels, taints
 and zone they would register with, and the whole batch is planned again on the existing and new
 nodes (the provisioning's placement as a seed), which the independent verifier checks. Pods that
@@ -32,8 +32,8 @@ from kubeplace.plan.explain import After, explain
 from kubeplace.plan.pipeline import Planned, make_plan, with_stand_ins
 from kubeplace.plan.plan import NewNode, Provision
 from kubeplace.plan.provision_items import items_of, offers_of, pool_room, template_node
-from kubeplace.solver.provision import Bin
-from kubeplace.solver.provision_cg import provision
+from kubeplace.solver.cutting_stock import Bin
+from kubeplace.solver.cutting_stock_columns import provision
 from kubeplace.solver.run import Event
 
 REPAIR_ROUNDS = 3

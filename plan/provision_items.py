@@ -32,7 +32,7 @@ from kubeplace.kube.karpenter import NODEPOOL_LABEL
 from kubeplace.kube.objects import Node, NodeClaim, NodePool
 from kubeplace.models.aggregate import Aggregation
 from kubeplace.models.problem import UNCAPPED, BoolArray, IntArray, Problem, Spread
-from kubeplace.solver.provision import UNLIMITED, Items, Offers, cost_of, greedy_bins
+from kubeplace.solver.cutting_stock import UNLIMITED, Items, Offers, cost_of, greedy_bins
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from kubeplace.kube.errors import ClusterError, Conflict, DisruptionBudget, NotFound
-from kubeplace.rebalance.solve import Move
-from kubeplace.rebalance.state import ClusterState
+from kubeplace.rebalance.cluster_state import ClusterState
+from kubeplace.rebalance.solve_moves import Move
 from kubeplace.rebalance.targets import TARGETS_CONFIGMAP
 
 LEASE_NAME = "kubeplace-rebalance"

@@ -23,13 +23,13 @@ from kubeplace.kube.disruption import selects
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.aggregate import Aggregation, aggregate, measured_array
 from kubeplace.models.config import Configuration, Profile, instantiate
-from kubeplace.models.formulation_gpu import device_use
+from kubeplace.models.formulation.gpu_rows import device_use
 from kubeplace.models.framework import LoadBalanceTerm, Objective, ObjectiveTerm, PluginSet
 from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem, total_requests
 from kubeplace.models.terms import objective_value
+from kubeplace.rebalance.cluster_state import ClusterState
 from kubeplace.rebalance.movable import PodFacts, Rules, exclusion
-from kubeplace.rebalance.state import ClusterState
 
 
 @dataclass(frozen=True)

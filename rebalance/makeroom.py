@@ -19,11 +19,11 @@ from kubeplace.kube.errors import InputError
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import GangKey, Pod
 from kubeplace.models.config import Configuration, Profile
+from kubeplace.rebalance.cluster_state import ClusterState
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import build_moves
 from kubeplace.rebalance.movable import INTER_POD_RULES, Rules
-from kubeplace.rebalance.solve import REPLACEMENT_NOTE, Move, Settings, run, to_moves
-from kubeplace.rebalance.state import ClusterState
+from kubeplace.rebalance.solve_moves import REPLACEMENT_NOTE, Move, Settings, run, to_moves
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.formulation_gpu import DeviceVars
+from kubeplace.models.formulation.gpu_rows import DeviceVars
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import Assignment, IntArray, Problem, fits
 from kubeplace.models.terms import linearise

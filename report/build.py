@@ -13,7 +13,7 @@ from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.gpu import DEVICE_ALLOCATED, device_notes
 from kubeplace.plan.plan import Plan, Unplaced
-from kubeplace.rebalance.solve import Move
+from kubeplace.rebalance.solve_moves import Move
 from kubeplace.report.load import ClusterLoad, cluster_load
 from kubeplace.solver.run import Event
 

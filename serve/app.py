@@ -20,7 +20,7 @@ from kubeplace.serve.events import EventRecorder
 from kubeplace.serve.informer import RESOURCES, Informer, Watched
 from kubeplace.serve.leader import AlwaysLeader, LeaderElector
 from kubeplace.serve.loop import LeaderCheck, Scheduler, ServeSettings
-from kubeplace.serve.metrics import Metrics
+from kubeplace.serve.prometheus import Metrics
 
 log = logging.getLogger("kubeplace.serve")
 DISRUPTION_BUDGETS = Watched("policy/v1/poddisruptionbudgets")

@@ -54,7 +54,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import GangStatus, Placement, Plan, Unplaced
-from kubeplace.plan.preempt import make_preemption_plan
+from kubeplace.plan.preemption_plan import make_preemption_plan
 from kubeplace.plan.verify import Violation
 from kubeplace.serve import events as ev
 from kubeplace.serve.decisions import DecisionLog
@@ -67,12 +67,12 @@ from kubeplace.serve.informer import (
 from kubeplace.serve.intake import Intake, unit_of
 from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.memory import Trimmer
-from kubeplace.serve.metrics import Metrics
 from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.prebind import PreBindClient, devices_refused, volumes_waiting
-from kubeplace.serve.preempt import PreemptClient, Preemptions
+from kubeplace.serve.prometheus import Metrics
 from kubeplace.serve.queue import SchedulingQueue, Unit
 from kubeplace.serve.snapshots import Snapshots, UsageSource
+from kubeplace.serve.victims import PreemptClient, Preemptions
 
 log = logging.getLogger("kubeplace.serve")
 RESULTS_KEPT = 1_000

@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from kubeplace.serve.metrics import LATENCY_BUCKETS
+from kubeplace.serve.prometheus import LATENCY_BUCKETS
 
 DEFAULT_SCHEDULER = "default-scheduler"
 RawObject = Mapping[str, Any]

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from kubeplace.simulate.cluster import Cluster
-from kubeplace.simulate.metrics import Sample, Summary, placement_digest, sample, summarise
+from kubeplace.simulate.measures import Sample, Summary, placement_digest, sample, summarise
 from kubeplace.simulate.schedulers import Setup, make_scheduler
 from kubeplace.simulate.trace import Trace
 from kubeplace.simulate.world import PodRecord, World

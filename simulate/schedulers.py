@@ -35,7 +35,7 @@ from kubeplace.simulate.names import BEST_FIT, FGD, KUBE_SCHEDULER, KUBEPLACE, S
 from kubeplace.simulate.trace import RawObject
 from kubeplace.simulate.world import SimClient, World
 from kubeplace.solver import greedy
-from kubeplace.solver.emulate import as_candidate, emulate
+from kubeplace.solver.emulate.scheduler import as_candidate, emulate
 
 MAX_CYCLES_AT_ONCE = 10_000
 """Cycles run at one simulated instant before the simulation gives up on it (a loop guard)."""

@@ -30,7 +30,7 @@ from kubeplace.models.config_load import load_configuration
 from kubeplace.serve.loop import ServeSettings
 from kubeplace.simulate.cluster import Cluster, NodeEdits, edit_nodes, read_cluster
 from kubeplace.simulate.engine import Case, simulate
-from kubeplace.simulate.metrics import Sample, Summary
+from kubeplace.simulate.measures import Sample, Summary
 from kubeplace.simulate.names import SCHEDULERS
 from kubeplace.simulate.schedulers import Setup
 from kubeplace.simulate.trace import API_VERSION, Trace, read_trace

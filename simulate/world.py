@@ -25,7 +25,7 @@ from kubeplace.kube.parse import parse_pod
 from kubeplace.models.gpu import WHOLE, GpuNeed, GpuRequestError, devices_of, gpu_need
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, Store, object_key, with_node_name
 from kubeplace.simulate.cluster import Cluster
-from kubeplace.simulate.fragmentation import Fragmentation, workload_shapes
+from kubeplace.simulate.fragmentation_series import Fragmentation, workload_shapes
 from kubeplace.simulate.trace import RawObject, Trace, timestamp
 
 Listener = Callable[[str, str, RawObject | None, RawObject | None], None]

@@ -34,7 +34,7 @@ import numpy.typing as npt
 from kubeplace.kube.objects import GangKey
 from kubeplace.models.fragmentation import TaskShapes, popular
 from kubeplace.models.problem import Assignment, BoolArray, Gang, IntArray, Problem
-from kubeplace.solver.fragmentation import FragmentationTables, best_device_delta, fragmentation_after
+from kubeplace.solver.fragmentation_deltas import FragmentationTables, best_device_delta, fragmentation_after
 from kubeplace.solver.state import PlacementState
 
 FloatArray = npt.NDArray[np.float64]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kubeplace.models import evaluate
-from kubeplace.models.formulation import Neighbourhood
+from kubeplace.models.formulation.placement import Neighbourhood
 from kubeplace.models.problem import Assignment, IntArray, Problem
 from kubeplace.models.terms import has_linear_form
 from kubeplace.solver.backends.base import Backend

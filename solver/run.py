@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
-from kubeplace.models.formulation import Neighbourhood, objective_model, placement_model
+from kubeplace.models.formulation.placement import Neighbourhood, objective_model, placement_model
 from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.models.terms import better, has_linear_form, objective_value

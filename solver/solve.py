@@ -22,7 +22,7 @@ import numpy as np
 
 from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
-from kubeplace.models.formulation import Neighbourhood
+from kubeplace.models.formulation.placement import Neighbourhood
 from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.problem import Assignment, IntArray, Problem
 from kubeplace.models.terms import better, objective_value, separable

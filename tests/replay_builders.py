@@ -10,7 +10,7 @@ from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.emulated_pods import EmulatedPods
 from kubeplace.models.problem import BoolArray
 from kubeplace.plan.verify import replay_plan
-from kubeplace.solver.emulate_state import Cluster
+from kubeplace.solver.emulate.node_state import Cluster
 from tests.builders import NodeBuilder, PodBuilder, node
 
 OK = None

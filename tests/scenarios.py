@@ -45,7 +45,7 @@ from kubeplace.models.config_load import parse_configuration
 from kubeplace.models.framework import Objective
 from kubeplace.models.linear import LinearBuilder
 from kubeplace.plan.pipeline import Planned, make_plan
-from kubeplace.plan.preempt import make_preemption_plan, verify_preempting
+from kubeplace.plan.preemption_plan import make_preemption_plan, verify_preempting
 from kubeplace.plan.verify import Violation
 from kubeplace.solver.backends import available_backends, get_backend
 from kubeplace.solver.backends.base import Status

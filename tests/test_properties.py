@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.models.formulation import Neighbourhood, objective_model, placement_model
+from kubeplace.models.formulation.placement import Neighbourhood, objective_model, placement_model
 from kubeplace.models.framework import FILTER, Objective, PluginFactory, RunContext
 from kubeplace.models.plugins import in_tree_registry
 from kubeplace.models.problem import Assignment, BoolArray, Problem
@@ -373,7 +373,7 @@ def rule_clusters(draw: st.DrawFn) -> Cluster:
 @RULE_EXAMPLES
 @given(rule_clusters())
 def test_inter_pod_rules_verified_agreed_and_never_worse(cluster: Cluster) -> None:
-    from kubeplace.solver.emulate import emulate
+    from kubeplace.solver.emulate.scheduler import emulate
 
     config, profile = config_for(cluster.objective)
     plans = {}

@@ -309,3 +309,31 @@ if __name__ == "__main__":
     print(f"private names used across modules: {len(uses)}")
     for u in uses:
         print("  " + u)
+
+
+RULE_FOLDER_FILES = {"plugin", "args", "score", "verify", "emulate"}
+"""The files every rule's folder may hold (``models/plugins/<rule>/``): the same names by design."""
+
+
+def repeated_module_names(modules: dict[str, Module]) -> dict[str, list[str]]:
+    """File names that two product modules share, outside the rule folders' own files and the
+    command-line modules (``cli.serve`` is the command of the ``serve`` package, by design)."""
+    by_file: dict[str, list[str]] = {}
+    for name, module in modules.items():
+        parts = name.split(".")
+        if module.package or parts[1] == "cli" or (parts[1:3] == ["models", "plugins"] and
+                                                   len(parts) == 5 and parts[-1] in RULE_FOLDER_FILES):
+            continue
+        by_file.setdefault(parts[-1], []).append(name)
+    return {file: names for file, names in by_file.items() if len(names) > 1}
+
+
+def test_no_two_product_modules_share_a_file_name() -> None:
+    """A name says which concept a module holds: ``preempt.py`` in three packages said none."""
+    assert repeated_module_names(product_modules()) == {}
+
+
+def test_the_name_check_sees_a_repeated_name() -> None:
+    modules = {n: Module(n, Path(n), False) for n in ("kubeplace.solver.greedy", "kubeplace.rebalance.greedy",
+                                                      "kubeplace.models.plugins.tenant.verify")}
+    assert repeated_module_names(modules) == {"greedy": ["kubeplace.solver.greedy", "kubeplace.rebalance.greedy"]}

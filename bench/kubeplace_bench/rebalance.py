@@ -21,12 +21,12 @@ from kubeplace.cli.render import progress
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.config_load import load_configuration
 from kubeplace.rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
+from kubeplace.rebalance.cluster_state import ClusterState, state_of
 from kubeplace.rebalance.layout import build_layout
 from kubeplace.rebalance.makeroom import make_room, target_pods
 from kubeplace.rebalance.model import Budgets
 from kubeplace.rebalance.movable import Rules
-from kubeplace.rebalance.solve import Settings, rebalance
-from kubeplace.rebalance.state import ClusterState, state_of
+from kubeplace.rebalance.solve_moves import Settings, rebalance
 from kubeplace_bench.rebalance_clusters import defrag, fragmented, openb
 
 POLICIES = {

@@ -21,7 +21,7 @@ from kubeplace.models.terms import objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
-from kubeplace.solver.emulate import emulate
+from kubeplace.solver.emulate.scheduler import emulate
 from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
 from kubeplace.solver.run import OnEvent
 from kubeplace_bench.synthetic import SyntheticSpec, manifests

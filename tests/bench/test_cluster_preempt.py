@@ -10,7 +10,7 @@ from typing import Any
 
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.models.config import Configuration, SolverSettings
-from kubeplace.plan.preempt import make_preemption_plan
+from kubeplace.plan.preemption_plan import make_preemption_plan
 from kubeplace_bench.cluster_preempt import PREEMPTION_SCENARIOS, preemption_measure
 from kubeplace_bench.cluster_scenarios import Scenario
 

@@ -17,7 +17,7 @@ from kubernetes import client
 
 from kubeplace.kube.client import connect
 from kubeplace.rebalance.apply import EVICTED, SKIPPED_PDB, apply_moves
-from kubeplace.rebalance.solve import Move
+from kubeplace.rebalance.solve_moves import Move
 
 from . import controlplane as cp
 from .test_bind_e2e import OWNER_LABEL, SOLVER_ARGS, assert_exit, cli, kwok_nodes, node_name

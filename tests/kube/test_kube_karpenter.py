@@ -27,8 +27,8 @@ from kubeplace.kube.catalogue import (
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import load_catalogue, load_snapshot
 from kubeplace.kube.karpenter import check_limits, parse_node_pool
+from kubeplace.kube.node_selector import Requirement
 from kubeplace.kube.objects import NodePoolBudget, Taint
-from kubeplace.kube.terms import Requirement
 from tests.builders import node, pod
 
 GI, MI = 2**30, 2**20

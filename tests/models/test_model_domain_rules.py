@@ -14,7 +14,7 @@ from kubeplace.kube.objects import Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
-from kubeplace.models.formulation import Neighbourhood, placement_model
+from kubeplace.models.formulation.placement import Neighbourhood, placement_model
 from kubeplace.models.framework import Objective
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.pipeline import Planned, make_plan

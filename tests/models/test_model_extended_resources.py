@@ -167,7 +167,7 @@ def test_a_preemption_plan_allocates_the_preemptors_extended_resource_claim() ->
     """A full node (CPU): the high-priority pod asking for a DRA-served GPU preempts a low one and
     gets its extended resource claim in the plan (devices counted as the node's GPUs)."""
     from kubeplace.models.config import Configuration, SolverSettings
-    from kubeplace.plan.preempt import make_preemption_plan
+    from kubeplace.plan.preemption_plan import make_preemption_plan
 
     snapshot = snapshot_of(node("n1").cpu("2"), gpu_class(), gpu_slice("n1", 2),
                            pod("low").cpu("2").priority(1).owner("ReplicaSet", "rs").on("n1"),

@@ -165,7 +165,7 @@ def test_a_bad_job_names_its_field(spec: dict[str, Any], field: str) -> None:
 def test_a_leader_with_followers_to_come_does_not_preempt_alone() -> None:
     """Preemption plans without the stand-ins: a leader that could run only by evicting would run
     without room for its followers, so it waits (its gang needs them), and says why."""
-    from kubeplace.plan.preempt import make_preemption_plan
+    from kubeplace.plan.preemption_plan import make_preemption_plan
 
     nodes = [node(f"r4-{i}").cpu("4").memory("8Gi").label(RACK, "r4") for i in range(2)]
     low = [pod(f"low{i}").cpu("4").priority(1).on(f"r4-{i}").owner("ReplicaSet", "rs") for i in range(2)]

@@ -12,7 +12,7 @@ from kubeplace.kube.gangs import PREFERRED_TOPOLOGY_KEY, TOPOLOGY_KEY, parse_pod
 from kubeplace.models.aggregate import aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.evaluate import gang_domains, mean_utilisation
-from kubeplace.models.formulation import Neighbourhood, objective_model
+from kubeplace.models.formulation.placement import Neighbourhood, objective_model
 from kubeplace.models.framework import GangDomainsTerm
 from kubeplace.models.problem import Assignment
 from kubeplace.plan.pipeline import make_plan

@@ -12,7 +12,7 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
-from kubeplace.solver.emulate import emulate
+from kubeplace.solver.emulate.scheduler import emulate
 from tests.builders import PodBuilder, node, pod, snapshot_of
 
 

@@ -15,7 +15,7 @@ import pytest
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.models.formulation import Neighbourhood, objective_model
+from kubeplace.models.formulation.placement import Neighbourhood, objective_model
 from kubeplace.models.framework import PreferenceTerm
 from kubeplace.models.linear_terms import SCALE
 from kubeplace.models.plugins.inter_pod_affinity import InterPodAffinityArgs

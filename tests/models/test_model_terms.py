@@ -13,7 +13,7 @@ import pytest
 
 from kubeplace.models import evaluate, terms
 from kubeplace.models.config import Configuration
-from kubeplace.models.formulation import Neighbourhood, objective_model
+from kubeplace.models.formulation.placement import Neighbourhood, objective_model
 from kubeplace.models.framework import (
     FragmentationTerm,
     GangDomainsTerm,
@@ -22,10 +22,10 @@ from kubeplace.models.framework import (
     ObjectiveTerm,
     PreferenceTerm,
 )
+from kubeplace.rebalance.cluster_state import state_of
 from kubeplace.rebalance.layout import build_layout
 from kubeplace.rebalance.model import Budgets, build_moves, objective_goal
 from kubeplace.rebalance.movable import Rules
-from kubeplace.rebalance.state import state_of
 from kubeplace_bench.rebalance_clusters import node, pod
 
 ONE_OF_EACH: tuple[ObjectiveTerm, ...] = (LoadBalanceTerm("cpu", 1), NodesUsedTerm(1), FragmentationTerm(1),

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, SolverSettings
-from kubeplace.plan.preempt import make_preemption_plan
+from kubeplace.plan.preemption_plan import make_preemption_plan
 from tests.builders import node, pod, snapshot_of
 from tests.scenarios import usable_backends
 

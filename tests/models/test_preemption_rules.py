@@ -15,7 +15,7 @@ from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
 from kubeplace.kube.objects import MIRROR_ANNOTATION, Snapshot
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.plan.plan import Plan
-from kubeplace.plan.preempt import make_preemption_plan
+from kubeplace.plan.preemption_plan import make_preemption_plan
 from tests.builders import PodBuilder, node, pod, snapshot_of
 from tests.scenarios import usable_backends
 
@@ -264,11 +264,11 @@ def test_a_gang_preemptor_is_placed_whole_with_its_victims(backend: str) -> None
 
 
 def test_the_preemption_problem_is_built_only_when_someone_may_be_evicted(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kubeplace.plan import preempt
+    from kubeplace.plan import preemption_plan
 
     built: list[int] = []
-    real = preempt.preemption_problem
-    monkeypatch.setattr(preempt, "preemption_problem", lambda *args: built.append(1) or real(*args))
+    real = preemption_plan.preemption_problem
+    monkeypatch.setattr(preemption_plan, "preemption_problem", lambda *args: built.append(1) or real(*args))
     same = plan_of(snapshot_of(*FULL, pod("equal").cpu(4).priority(1)), "cpsat")  # nobody below it
     assert [u.name for u in same.unplaced] == ["equal"] and built == []
     assert same.summary.preemption is not None and same.summary.preemption.attempts == 1

@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubeplace.solver.provision import UNLIMITED, Items, Offers, cost_of, placed
-from kubeplace.solver.provision_cg import holds_all, provision
+from kubeplace.solver.cutting_stock import UNLIMITED, Items, Offers, cost_of, placed
+from kubeplace.solver.cutting_stock_columns import holds_all, provision
 from tests.builders import node, pod
 from tests.plan.test_provision import catalogue, instance_type, node_pool, offering, provisioned
 

@@ -23,7 +23,7 @@ from kubeplace.rebalance.apply import (
     LeaseHeld,
     apply_moves,
 )
-from kubeplace.rebalance.solve import Move
+from kubeplace.rebalance.solve_moves import Move
 from kubeplace_bench.rebalance_clusters import node, pdb, pod
 
 

@@ -13,12 +13,12 @@ from kubeplace.models.config import Profile, SolverSettings
 from kubeplace.models.config_load import load_configuration
 from kubeplace.models.framework import Objective
 from kubeplace.rebalance.baselines import LowNodeUtilization, evict_from_emptiest, low_node_utilization
+from kubeplace.rebalance.cluster_state import ClusterState, state_of
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.makeroom import make_room
 from kubeplace.rebalance.model import Budgets, candidate_pairs
 from kubeplace.rebalance.movable import Rules
-from kubeplace.rebalance.solve import Settings, rebalance
-from kubeplace.rebalance.state import ClusterState, state_of
+from kubeplace.rebalance.solve_moves import Settings, rebalance
 from kubeplace_bench.rebalance_clusters import defrag, node, pdb, pod
 
 CONFIG = load_configuration(None)

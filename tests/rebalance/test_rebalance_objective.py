@@ -20,11 +20,11 @@ from kubeplace.models.linear import LinearBuilder
 from kubeplace.models.linear_terms import SCALE, balance_cut
 from kubeplace.models.preferences import POINTS_PER_UNIT
 from kubeplace.models.terms import objective_value
+from kubeplace.rebalance.cluster_state import state_of
 from kubeplace.rebalance.layout import build_layout
 from kubeplace.rebalance.model import Budgets, build_moves, objective_goal
 from kubeplace.rebalance.movable import Rules
-from kubeplace.rebalance.solve import Settings, complete_hint, rebalance
-from kubeplace.rebalance.state import state_of
+from kubeplace.rebalance.solve_moves import Settings, complete_hint, rebalance
 from kubeplace_bench.rebalance_clusters import node, pod
 
 HEADER = "apiVersion: kubeplace.io/v1alpha1\nkind: PlacementConfiguration\n"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.config_load import load_configuration
+from kubeplace.rebalance.cluster_state import state_of
 from kubeplace.rebalance.layout import build_layout
 from kubeplace.rebalance.movable import Rules
-from kubeplace.rebalance.solve import Settings, rebalance
-from kubeplace.rebalance.state import state_of
+from kubeplace.rebalance.solve_moves import Settings, rebalance
 from kubeplace_bench.rebalance_clusters import node, pod
 from tests.volume_builders import claim, storage_class, volume
 

@@ -17,7 +17,7 @@ from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, KOORD_CORE
 from kubeplace.models.config import Configuration
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Unplaced
-from kubeplace.rebalance.solve import Move
+from kubeplace.rebalance.solve_moves import Move
 from kubeplace.report.build import Placed, plan_report, pods_after, reason_counts, reason_phrases, rebalance_report
 from kubeplace.report.charts import PER_NODE_LIMIT, progress_chart, reasons_chart, utilisation_chart
 from kubeplace.report.html import device_table, render

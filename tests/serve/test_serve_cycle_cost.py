@@ -28,7 +28,7 @@ from kubeplace.models.preemption import candidates, powers
 from kubeplace.models.problem import FULL, Problem
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement
-from kubeplace.plan.preempt import make_preemption_plan
+from kubeplace.plan.preemption_plan import make_preemption_plan
 from kubeplace.plan.verify import replay_plan
 from kubeplace.serve.loop import cycle_options
 from tests.builders import PodBuilder, node, pod, snapshot_of

@@ -136,12 +136,12 @@ def test_a_gang_preempts_for_all_its_members_and_waits_whole() -> None:
 
 
 def test_a_refused_plan_evicts_nobody(monkeypatch: Any) -> None:
-    from kubeplace.plan import preempt
+    from kubeplace.plan import preemption_plan
     from kubeplace.plan.verify import Violation
 
     s, cluster, _ = scheduler(*FULL, pod("high").cpu(4).priority(10))
     refuse = [Violation("default", "low", "n1", "Preemption", "made up")]
-    monkeypatch.setattr(preempt, "verify_preempting", lambda *args: refuse)
+    monkeypatch.setattr(preemption_plan, "verify_preempting", lambda *args: refuse)
     report = next_cycle(s)
     assert cluster.deleted == [] and cluster.pod_statuses == [] and report.unplaced == ["default/high"]
     assert [r for r, m in messages(cluster, "high")] == ["FailedScheduling"]  # why it waits, on the pod

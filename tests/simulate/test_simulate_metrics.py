@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubeplace.simulate.engine import simulate
-from kubeplace.simulate.metrics import Delays, Sample, gang_waits, mean_allocation, placement_digest
+from kubeplace.simulate.measures import Delays, Sample, gang_waits, mean_allocation, placement_digest
 from kubeplace.simulate.trace import parse_trace
 from kubeplace.simulate.world import PodRecord
 from tests.simulate.sim_builders import SETUP, cluster, node, trace, trace_doc

@@ -11,7 +11,7 @@ import pytest
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.plan.verify import replay_plan, verify
-from kubeplace.solver.emulate import emulate, feasible_nodes_to_find, node_tree_order
+from kubeplace.solver.emulate.scheduler import emulate, feasible_nodes_to_find, node_tree_order
 from tests.builders import NodeBuilder, PodBuilder, namespace, node, pod, snapshot_of
 
 ZONE = "topology.kubernetes.io/zone"
@@ -195,7 +195,7 @@ def test_running_pods_terms_attract_the_pods_they_match() -> None:
 
 def _candidate(snap: Snapshot) -> tuple[Any, Any, Any]:
     from kubeplace.models.aggregate import aggregate
-    from kubeplace.solver.emulate import as_candidate
+    from kubeplace.solver.emulate.scheduler import as_candidate
 
     plugins = instantiate(Configuration(), Profile(), snap)
     problem = aggregate(snap, plugins).problem

@@ -10,7 +10,7 @@ from kubeplace.models.linear import INF, LinearBuilder
 from kubeplace.models.preempt_rows import Stage
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.milp import divided_by_gcd, merged_rows
-from kubeplace.solver.preempt import stage_model
+from kubeplace.solver.solve_preemption import stage_model
 from tests.builders import node, pod, snapshot_of
 from tests.models.test_preemption_rules import running
 from tests.scenarios import usable_backends

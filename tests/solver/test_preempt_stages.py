@@ -18,7 +18,7 @@ from kubeplace.models.preempt_problem import PreemptionProblem, preemption_probl
 from kubeplace.models.preempt_rows import Stage, victim_values
 from kubeplace.models.problem import Assignment
 from kubeplace.solver.backends import get_backend
-from kubeplace.solver.preempt import feasible, solve_preemption, stage_model
+from kubeplace.solver.solve_preemption import feasible, solve_preemption, stage_model
 from tests.builders import node, pod, snapshot_of
 from tests.models.test_preemption_rules import gang_member, pdb, running
 from tests.scenarios import usable_backends

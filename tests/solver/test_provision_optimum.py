@@ -12,9 +12,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubeplace.solver import provision_cg
-from kubeplace.solver.provision import UNLIMITED, Items, Offers, fit_counts, placed
-from kubeplace.solver.provision_cg import provision
+from kubeplace.solver import cutting_stock_columns
+from kubeplace.solver.cutting_stock import UNLIMITED, Items, Offers, fit_counts, placed
+from kubeplace.solver.cutting_stock_columns import provision
 
 
 def cheapest(items: Items, offers: Offers) -> int:
@@ -94,7 +94,7 @@ def test_column_generation_bounds_the_optimum_from_below(model: tuple[Items, Off
     """Without the enumeration (as for large batches): the Farley bound is at most the optimum,
     the answer at least it."""
     items, offers = model
-    with patch.object(provision_cg, "ENUMERATED_PODS", 0):
+    with patch.object(cutting_stock_columns, "ENUMERATED_PODS", 0):
         result = provision(items, offers, 3.0)
     optimum = cheapest(items, offers)
     assert result.cost >= optimum
@@ -108,7 +108,7 @@ def test_whole_node_counts_close_the_gap_the_lp_leaves() -> None:
                   np.array([UNLIMITED], dtype=np.int64), np.ones((1, 1), dtype=np.bool_))
     offers = Offers(np.array([[2000, 4096]], dtype=np.int64), np.array([10**9], dtype=np.int64),
                     np.zeros(1, dtype=np.int64), np.zeros((1, 0), dtype=np.int64), np.zeros((1, 0), dtype=np.int64))
-    with patch.object(provision_cg, "ENUMERATED_PODS", 0):
+    with patch.object(cutting_stock_columns, "ENUMERATED_PODS", 0):
         result = provision(items, offers, 3.0)
     assert result.cost == 2 * 10**9 and result.status == "optimal"
     assert result.bound is not None and abs(result.bound - 2 * 10**9) <= 1

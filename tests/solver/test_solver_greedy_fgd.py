@@ -12,7 +12,7 @@ from kubeplace.models.framework import Objective
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify
-from kubeplace.solver.fragmentation import FragmentationTables
+from kubeplace.solver.fragmentation_deltas import FragmentationTables
 from kubeplace.solver.greedy import greedy, greedy_in_queue, queue_runs
 from tests.builders import node, pod, snapshot_of
 

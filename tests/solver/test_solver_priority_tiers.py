@@ -20,11 +20,11 @@ from kubeplace.kube.objects import Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import priority_weights
 from kubeplace.models.config import Configuration, SolverSettings
-from kubeplace.models.formulation import Neighbourhood, placement_model
+from kubeplace.models.formulation.placement import Neighbourhood, placement_model
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Plan
-from kubeplace.plan.preempt import make_preemption_plan, verify_preempting
+from kubeplace.plan.preemption_plan import make_preemption_plan, verify_preempting
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.bound import stage_room_gone
 from kubeplace.solver.run import Run

@@ -299,7 +299,7 @@ def test_a_class_selector_failing_at_run_time_names_the_class() -> None:
 def test_a_preemption_plan_allocates_its_preemptors_claims() -> None:
     """A full node: the high-priority pod with a claim preempts a low-priority one and gets its
     devices in the plan (without them the verifier refuses the plan)."""
-    from kubeplace.plan.preempt import make_preemption_plan
+    from kubeplace.plan.preemption_plan import make_preemption_plan
 
     snapshot = snapshot_of(node("n1").cpu("2"), device_class(), gpu_slice("n1", 1),
                            pod("low").cpu("2").priority(1).owner("ReplicaSet", "rs").on("n1"),

@@ -15,8 +15,8 @@ from kubeplace.models.plugins.node_ports import emulate, verify
 from kubeplace.plan.checks import verify_plan as checked_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.verify import verify as verify_plan
-from kubeplace.solver.emulate import emulate as emulate_scheduler
-from kubeplace.solver.emulate_state import Cluster
+from kubeplace.solver.emulate.node_state import Cluster
+from kubeplace.solver.emulate.scheduler import emulate as emulate_scheduler
 
 CAPACITY = {"cpu": 1000, "pods": 10}
 KUBE_SCHEDULER = [  # (port the node's pod holds, port the new pod asks, CheckConflict's answer)

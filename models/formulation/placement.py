@@ -21,8 +21,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.formulation_gpu import DeviceVars, PairModel, device_hint, device_rows, device_use
-from kubeplace.models.formulation_rules import Hint, RuleRows, rule_rows
+from kubeplace.models.formulation.gpu_rows import DeviceVars, PairModel, device_hint, device_rows, device_use
+from kubeplace.models.formulation.rule_rows import Hint, RuleRows, rule_rows
 from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import Assignment, DeviceUse, Gang, IntArray, Problem, exact_sum
@@ -156,7 +156,7 @@ class _Builder:
 
     def _group_cap_rows(self) -> None:
         """Caps per node of several classes (one class's cap is its variables' bound; caps per
-        topology domain are ``formulation_rules``')."""
+        topology domain are ``formulation.rule_rows``')."""
         for cap in self.problem.group_caps:
             if cap.domain is not None or len(cap.classes) == 1:
                 continue

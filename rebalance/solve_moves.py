@@ -23,7 +23,7 @@ from kubeplace.models.config import SolverSettings
 from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm
 from kubeplace.models.linear_terms import SCALE
 from kubeplace.models.problem import IntArray
-from kubeplace.rebalance.greedy import everywhere, greedy_balance, greedy_binpack, greedy_fragmentation
+from kubeplace.rebalance.greedy_moves import everywhere, greedy_balance, greedy_binpack, greedy_fragmentation
 from kubeplace.rebalance.layout import Layout
 from kubeplace.rebalance.model import Budgets, MoveModel, build_moves, objective_goal
 from kubeplace.solver.backends import get_backend

@@ -29,7 +29,7 @@ import numpy as np
 
 from kubeplace.models.fragmentation import FloatArray
 from kubeplace.models.problem import BoolArray, IntArray
-from kubeplace.solver.provision import (
+from kubeplace.solver.cutting_stock import (
     UNLIMITED,
     Bin,
     Items,

@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from kubeplace.models.domains import n_domains
-from kubeplace.models.formulation_gpu import PairModel
+from kubeplace.models.formulation.gpu_rows import PairModel
 from kubeplace.models.linear import INF, LinearBuilder
 from kubeplace.models.problem import Assignment, Attraction, BoolArray, Exclusion, GroupCap, IntArray, Spread
 

@@ -9,7 +9,7 @@ it holds. Two answers are computed:
   then memory, each put first-fit into an open node whose remaining instance types can still
   hold it, else into a new node open to every type that holds it; at the end each node takes
   the cheapest type that fits what it holds;
-* the exact model (``solver.provision_cg``): the covering LP over node patterns (Gilmore-Gomory),
+* the exact model (``solver.cutting_stock_columns``): the covering LP over node patterns (Gilmore-Gomory),
   its Farley bound, and a MIP over the generated patterns started from the greedy's nodes.
 
 Prices are integers (billionths of the currency per hour); every answer says how many pods of

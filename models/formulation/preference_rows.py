@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from kubeplace.models.formulation_rules import Hint, side
+from kubeplace.models.formulation.rule_rows import Hint, side
 from kubeplace.models.framework import PreferenceTerm
 from kubeplace.models.linear import INF
 from kubeplace.models.linear_terms import SCALE, TermModel

@@ -8,7 +8,7 @@ previous pod's search stopped, until ``numFeasibleNodesToFind`` feasible nodes a
 filters (NodeUnschedulable, TaintToleration, NodeAffinity, or the profile's own), has the free
 capacity (NodeResourcesFit) and host ports (NodePorts), and passes PodTopologySpread and
 InterPodAffinity on the current placements. The feasible nodes are scored with the default
-profile's plugins and weights (``emulate_scores``); the best wins, ties at random (seeded).
+profile's plugins and weights (``solver.emulate.scores``); the best wins, ties at random (seeded).
 A pod that fits nowhere waits; passes over the waiting pods repeat while one places anything
 (the queueing hints would requeue them when a pod they wait for arrives).
 
@@ -37,8 +37,8 @@ from kubeplace.models.aggregate import queue_rank
 from kubeplace.models.framework import FilterPlugin, RunContext
 from kubeplace.models.plugins import RULES, node_affinity, node_unschedulable, taint_toleration
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
-from kubeplace.solver.emulate_scores import choose
-from kubeplace.solver.emulate_state import Cluster
+from kubeplace.solver.emulate.node_state import Cluster
+from kubeplace.solver.emulate.scores import choose
 from kubeplace.solver.greedy import gang_complete
 from kubeplace.solver.state import PlacementState
 

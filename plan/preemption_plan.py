@@ -3,7 +3,7 @@
 First the plan without preemption (:func:`plan.pipeline.make_plan`, within the time limit, so a
 batch that needs no preemption is planned as well as without it). When a pod is left out and
 some running pod of lower priority than a pending pod's power could make room, the preemption
-problem is built and solved (``solver.preempt``, within the time limit again) from that plan, and
+problem is built and solved (``solver.solve_preemption``, within the time limit again) from that plan, and
 the plan then lists the victims (``preemptions``: each with its node, priority and the placed
 pods it is evicted for) beside the placements. The verifier checks the placements against the
 cluster with the victims removed, and the victims themselves (``plan.verify_preempt``).
@@ -27,14 +27,14 @@ from kubeplace.models.problem import Assignment, DeviceUse, IntArray, summed_row
 from kubeplace.models.terms import objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
-from kubeplace.plan.gangs import gang_statuses
+from kubeplace.plan.gang_status import gang_statuses
 from kubeplace.plan.pipeline import Planned, claim_allocations, make_plan, pods_per_node, utilisation
 from kubeplace.plan.plan import GangStatus, Placement, Plan, Preemption, PreemptionSummary, Unplaced
 from kubeplace.plan.verify import Violation
 from kubeplace.plan.verify_preempt import verify_preemptions
-from kubeplace.solver.preempt import PreemptionReport, solve_preemption
 from kubeplace.solver.run import Event
 from kubeplace.solver.solve import SolveReport
+from kubeplace.solver.solve_preemption import PreemptionReport, solve_preemption
 
 
 def make_preemption_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,

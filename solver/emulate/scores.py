@@ -17,7 +17,7 @@ from kubeplace.models.plugins import node_affinity, taint_toleration
 from kubeplace.models.plugins.inter_pod_affinity.emulate import affinity_selects
 from kubeplace.models.plugins.topology_spread.emulate import spread_counted, spread_eligible
 from kubeplace.models.problem import FloatArray, IntArray
-from kubeplace.solver.emulate_state import Cluster
+from kubeplace.solver.emulate.node_state import Cluster
 
 MAX_NODE_SCORE = 100
 HOSTNAME = "kubernetes.io/hostname"

@@ -1,7 +1,7 @@
 """Solving with preemption: the greedy first, then the exact stages, one after the other.
 
 The starting point is the plan without preemption (every victim kept), then the greedy of
-``solver.preempt_greedy``. The exact backend then solves the stages of ``models.preempt_rows``
+``solver.greedy_preemption``. The exact backend then solves the stages of ``models.preempt_rows``
 in order, each keeping the values the incumbent reached in the earlier ones: placed weight,
 highest victim priority, PodDisruptionBudget violations, weighted victims, the profile's terms.
 An answer replaces the incumbent only when it is better in that order by exact evaluation, and
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
-from kubeplace.models.formulation import Formulation, Neighbourhood, objective_model, placement_model
+from kubeplace.models.formulation.placement import Formulation, Neighbourhood, objective_model, placement_model
 from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.preempt_problem import PreemptionProblem
 from kubeplace.models.preempt_rows import Stage, VictimRows, VictimValues, victim_values
@@ -25,7 +25,7 @@ from kubeplace.models.problem import Assignment
 from kubeplace.models.terms import has_linear_form, objective_value
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.bound import stage_room_gone
-from kubeplace.solver.preempt_greedy import greedy_preemption
+from kubeplace.solver.greedy_preemption import greedy_preemption
 
 SHARES = {Stage.PLACE: 0.35, Stage.HIGHEST: 0.15, Stage.BUDGETS: 0.1, Stage.VICTIMS: 0.15, Stage.TERMS: 0.25}
 """Part of the time limit each exact stage may take (what a stage leaves goes to the next)."""

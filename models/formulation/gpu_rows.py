@@ -24,7 +24,7 @@ from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
 
 class PairModel(Protocol):
     """What the device rows read of the model being built: its (class, node) pairs and their
-    ``y`` variables (``models.formulation`` builds it)."""
+    ``y`` variables (``models.formulation.placement`` builds it)."""
 
     problem: Problem
     lb: LinearBuilder

@@ -35,7 +35,7 @@ from kubeplace.plan.plan import Placement, Plan, Preemption
 from kubeplace.serve import events as ev
 from kubeplace.serve.decisions import decision
 from kubeplace.serve.events import EventRecorder
-from kubeplace.serve.metrics import Metrics
+from kubeplace.serve.prometheus import Metrics
 
 log = logging.getLogger("kubeplace.serve")
 
