@@ -21,7 +21,7 @@ from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.devices import dra_devices
-from kubeplace.models.framework import ExtraResources, FilterPlugin, PluginSet
+from kubeplace.models.framework import ExtraResources, FilterPlugin, NodeKeyBasis, PluginSet
 from kubeplace.models.gpu import MAX_DEVICES, DeviceTable, GpuNeed, GpuRequestError, device_fit, gpu_need
 from kubeplace.models.problem import (
     FULL,
@@ -212,9 +212,38 @@ def _alone(pod: Pod) -> str:
     return pod.key if pod.copies != 1 else ""
 
 
+@dataclass(frozen=True)
+class _NodeGroups:
+    """One filter's node groups (``_group`` of its node keys) and what they were computed from."""
+
+    basis: object
+    nodes: tuple[Node, ...]
+    node_group: IntArray
+    node_reps: list[int]
+
+
+_LAST_NODE_GROUPS: dict[tuple[type, str], _NodeGroups] = {}
+"""Per filter class and name, the node groups of the last cycle (holds that cycle's nodes)."""
+
+
+def _node_groups(plugin: FilterPlugin, nodes: Sequence[Node]) -> tuple[IntArray, list[int]]:
+    """``_group`` of the filter's node keys; last cycle's when the filter's node-key basis is
+    equal and the nodes are the same (the same objects, or equal ones), as ``node_key`` is then
+    the same function of the same fields."""
+    if not isinstance(plugin, NodeKeyBasis):
+        return _group([plugin.node_key(n) for n in nodes])
+    basis, node_tuple, slot = plugin.node_key_basis(), tuple(nodes), (type(plugin), plugin.name)
+    last = _LAST_NODE_GROUPS.get(slot)
+    if last is not None and last.nodes == node_tuple and last.basis == basis:
+        return last.node_group, last.node_reps
+    node_group, node_reps = _group([plugin.node_key(n) for n in nodes])
+    node_group.flags.writeable = False  # shared with the next cycles' tables
+    _LAST_NODE_GROUPS[slot] = _NodeGroups(basis, node_tuple, node_group, node_reps)
+    return node_group, node_reps
+
+
 def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequence[Node]) -> FilterTable:
-    node_key = plugin.node_key
-    node_group, node_reps = _group([node_key(n) for n in nodes])
+    node_group, node_reps = _node_groups(plugin, nodes)
     pod_key_of_class, pod_reps = _group([plugin.pod_key(p) for p in class_pods])
     rep_nodes = [nodes[i] for i in node_reps]
     masks = tuple(np.asarray(plugin.filter(class_pods[i], rep_nodes), dtype=np.bool_) for i in pod_reps)

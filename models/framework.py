@@ -252,6 +252,17 @@ class ExtraResources(Protocol):
         ...
 
 
+@runtime_checkable
+class NodeKeyBasis(Protocol):
+    """Optional on a filter: everything its ``node_key`` reads besides the node (its arguments,
+    the cycle's tables it consults), compared by equality. With an equal basis, a node object
+    seen last cycle has the same key, so the aggregation reuses last cycle's node groups when
+    the nodes are the same objects; a filter without it has its keys computed every cycle."""
+
+    def node_key_basis(self) -> object:
+        ...
+
+
 @dataclass(frozen=True)
 class PluginFactory:
     """How to build one plugin: its extension point (FILTER, SCORE or CONSTRAINT, or a tuple of

@@ -125,6 +125,9 @@ class DynamicResources:
     def node_key(self, node: Node) -> Hashable:
         return node.name if self.claims else None
 
+    def node_key_basis(self) -> object:
+        return bool(self.claims)
+
     def unmodelled(self, pod: Pod) -> tuple[str, ...]:
         """Claims using request features kubeplace does not model (adminAccess, device
         tolerations, consumable capacity): the pod is left to the default scheduler."""

@@ -36,6 +36,9 @@ class GPUModel:
     def node_key(self, node: Node) -> Hashable:
         return node.labels.get(self.args.nodeLabel)
 
+    def node_key_basis(self) -> object:
+        return self.args.nodeLabel
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         models = self.accepted(pod)
         if models is None:

@@ -152,6 +152,9 @@ class ExistingAntiAffinity:
     def node_key(self, node: Node) -> Hashable:
         return tuple(node.labels.get(t.topology_key) for t in self.index.existing)
 
+    def node_key_basis(self) -> object:
+        return tuple(t.topology_key for t in self.index.existing)
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         mask = np.ones(len(nodes), dtype=np.bool_)
         for term in self.reaching(pod):
@@ -172,6 +175,9 @@ class OwnAntiAffinity:
 
     def node_key(self, node: Node) -> Hashable:
         return tuple(node.labels.get(t.topology_key) for t in self.index.live_terms)
+
+    def node_key_basis(self) -> object:
+        return tuple(t.topology_key for t in self.index.live_terms)
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         mask = np.ones(len(nodes), dtype=np.bool_)
@@ -202,6 +208,9 @@ class OwnAffinity:
 
     def node_key(self, node: Node) -> Hashable:
         return tuple(node.labels.get(k) for k in self.keys)
+
+    def node_key_basis(self) -> object:
+        return self.keys
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         group = self.index.own(pod)[1]

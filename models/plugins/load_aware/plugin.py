@@ -92,6 +92,9 @@ class LoadAware:
     def node_key(self, node: Node) -> Hashable:
         return self.hot(node)
 
+    def node_key_basis(self) -> object:
+        return (self.args, self.loads)
+
     def node_reasons(self, pod: Pod, nodes: Sequence[Node]) -> Sequence[tuple[str, ...]]:
         """Per node, the load above its threshold (empty where the pod may go)."""
         passes = self.filter(pod, nodes)

@@ -73,6 +73,9 @@ class NodeAffinity:
         labels = tuple(node.labels.get(k) for k in self.label_keys)
         return (labels, node.name) if self.uses_node_name else labels
 
+    def node_key_basis(self) -> object:
+        return (self.label_keys, self.uses_node_name)
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         mask = np.ones(len(nodes), dtype=np.bool_)
         for key, value in pod.node_selector.items():

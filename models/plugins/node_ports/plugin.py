@@ -50,6 +50,9 @@ class NodePorts:
     def node_key(self, node: Node) -> Hashable:
         return self.used_by_node.get(node.name, frozenset()), self.held_by_node.get(node.name, frozenset())
 
+    def node_key_basis(self) -> object:
+        return (self.used_by_node, self.held_by_node)
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         wanted = pod.host_ports
         if not wanted:

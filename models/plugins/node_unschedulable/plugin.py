@@ -27,6 +27,9 @@ class NodeUnschedulable:
     def node_key(self, node: Node) -> Hashable:
         return node.unschedulable
 
+    def node_key_basis(self) -> object:
+        return ()
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         if self.pod_key(pod):
             return np.ones(len(nodes), dtype=np.bool_)

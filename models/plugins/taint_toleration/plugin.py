@@ -51,6 +51,9 @@ class TaintToleration:
     def node_key(self, node: Node) -> Hashable:
         return hard_taints(node)
 
+    def node_key_basis(self) -> object:
+        return ()
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         return np.array([all(any(tolerates(tol, t) for tol in pod.tolerations) for t in hard_taints(n))
                          for n in nodes], dtype=np.bool_)

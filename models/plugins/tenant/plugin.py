@@ -48,6 +48,9 @@ class Tenant:
     def node_key(self, node: Node) -> Hashable:
         return node.labels.get(self.args.nodeLabel, "")
 
+    def node_key_basis(self) -> object:
+        return self.args.nodeLabel
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         tenant = tenant_of(pod, self.namespace_labels, self.args)
         node_tenants = [n.labels.get(self.args.nodeLabel, "") for n in nodes]

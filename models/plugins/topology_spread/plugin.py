@@ -88,6 +88,9 @@ class PodTopologySpread:
     def node_key(self, node: Node) -> Hashable:
         return tuple(k in node.labels for k in self.keys)
 
+    def node_key_basis(self) -> object:
+        return self.keys
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         keys = {c.topology_key for c in pod.spread if c.hard}
         return np.array([all(k in n.labels for k in keys) for n in nodes], dtype=np.bool_)

@@ -111,6 +111,9 @@ class VolumeBinding:
         drivers = tuple(d for d in csi.drivers if d.name in self.drivers) if csi is not None else ()
         return (labels, drivers, node.name if self.uses_name else "")
 
+    def node_key_basis(self) -> object:
+        return (self.label_keys, self.storage.csi_nodes, self.drivers, self.uses_name)
+
     def rejection(self, pod: Pod) -> str:
         claims = self.claims.get(pod.key, PodClaims())
         return claims.rejection or self.waits.get(pod.key, "")

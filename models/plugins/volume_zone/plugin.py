@@ -53,6 +53,9 @@ class VolumeZone:
     def node_key(self, node: Node) -> Hashable:
         return _ZONES(node)
 
+    def node_key_basis(self) -> object:
+        return ()
+
     def rejection(self, pod: Pod) -> str:
         return self.rejections.get(pod.key, "")
 

@@ -1,0 +1,61 @@
+"""The aggregation reuses a filter's node groups from the last cycle only while they still hold.
+
+A filter's node groups (nodes with equal ``node_key``) are kept from one cycle to the next and
+reused when the nodes are the same and the filter's ``node_key_basis`` is equal. Each test here
+makes the second cycle one where last cycle's groups would be wrong (a node's labels or taints
+changed, or the pending pods read another label) and checks the answer is the fresh one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from kubeplace.kube.objects import Snapshot, Taint
+from kubeplace.models.aggregate import aggregate
+from kubeplace.models.config import Configuration, Profile, instantiate
+from tests.builders import node, pod, snapshot_of
+
+
+def eligible(snapshot: Snapshot) -> list[list[bool]]:
+    agg = aggregate(snapshot, instantiate(Configuration(), Profile(), snapshot))
+    return np.asarray(agg.problem.eligible).tolist()
+
+
+def cycle_one(selector: tuple[str, str]) -> Snapshot:
+    """Three alike nodes in zones a, b, c (one group for a filter reading only ``disk``)."""
+    nodes = [node(f"n{i}").cpu(4).memory("8Gi").label("zone", z) for i, z in enumerate("abc")]
+    return snapshot_of(*nodes, pod("p").cpu(1).selector(*selector))
+
+
+def test_a_node_label_change_between_cycles_regroups_the_nodes() -> None:
+    first = cycle_one(("disk", "ssd"))
+    assert eligible(first) == [[False, False, False]]
+    n2 = first.nodes[2]
+    second = replace(first, nodes=(*first.nodes[:2], replace(n2, labels={**n2.labels, "disk": "ssd"})))
+    assert eligible(second) == [[False, False, True]]  # last cycle's single group would say none
+
+
+def test_a_node_taint_change_between_cycles_regroups_the_nodes() -> None:
+    first = cycle_one(("zone", "a"))
+    assert eligible(first) == [[True, False, False]]
+    taints = (Taint("dedicated", "gpu", "NoSchedule"),)
+    second = replace(first, nodes=(replace(first.nodes[0], taints=taints), *first.nodes[1:]))
+    assert eligible(second) == [[False, False, False]]
+
+
+def test_the_same_nodes_read_by_another_label_are_regrouped() -> None:
+    first = cycle_one(("disk", "ssd"))
+    assert eligible(first) == [[False, False, False]]
+    second = snapshot_of(pod("q").cpu(1).selector("zone", "b"))
+    second = replace(second, nodes=first.nodes)  # the same node objects, a pending pod reading "zone"
+    assert eligible(second) == [[False, True, False]]
+
+
+def test_unchanged_nodes_reuse_last_cycles_groups() -> None:
+    first = cycle_one(("disk", "ssd"))
+    plugins = instantiate(Configuration(), Profile(), first)
+    groups = [t.node_group for t in aggregate(first, plugins).filters]
+    again = [t.node_group for t in aggregate(first, instantiate(Configuration(), Profile(), first)).filters]
+    assert any(a is b for a, b in zip(groups, again, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(groups, again, strict=True))
