@@ -46,11 +46,10 @@ def capacity_command(workloads: tuple[str, ...], seed: int, scale: float, time_l
     lets Karpenter consolidate (WhenEmptyOrUnderutilized): cost before and after, nodes removed,
     pods evicted, time.
     """
-    from kubeplace_bench import controlplane as cp
     from kubeplace_bench import controlplane_binaries as binaries
     from kubeplace_bench.capacity import Settings, karpenter_build, run, table
     from kubeplace_bench.capacity_workloads import WORKLOADS, catalogue
-    from kubeplace_bench.cluster import BenchError
+    from kubeplace_bench.commands_throughput import on_control_plane
 
     unknown = [w for w in workloads if w not in WORKLOADS]
     if unknown:
@@ -60,22 +59,11 @@ def capacity_command(workloads: tuple[str, ...], seed: int, scale: float, time_l
     settings = Settings(seed=seed, scale=scale, time_limit=time_limit, settle=settle, timeout=timeout,
                         **({"kubeplace_checkout": kubeplace_checkout.resolve()} if kubeplace_checkout else {}))
     try:
-        bin_dir = binaries.locate_binaries() if build else binaries.cached_binaries()
         karpenter = karpenter_build(build)
     except binaries.ControlPlaneError as e:
         _fail(str(e))
-
-    def say(message: str) -> None:
-        click.echo(message, err=True)
-
-    try:
-        with cp.running_control_plane(bin_dir) as plane:
-            say(f"control plane up at {plane.server}")
-            doc = run(plane, karpenter, chosen, catalogue(), settings, say)
-    except binaries.ControlPlaneError as e:
-        _fail(f"the control plane failed: {e}")
-    except (BenchError, cp.ApiRefused, TimeoutError) as e:
-        _fail(f"the benchmark failed: {e}")
+    doc = on_control_plane(build, lambda plane, say: run(plane, karpenter, chosen, catalogue(), settings, say),
+                           serve_rights=False)
     click.echo(json.dumps(doc, indent=2) if output == "json" else table(doc), nl=output == "json")
 
 

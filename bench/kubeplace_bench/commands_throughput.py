@@ -95,15 +95,18 @@ def throughput_command(workloads: str, schedulers: str, nodes: int, pods: int | 
         click.echo(table(doc, notes(built, settings)))
 
 
-def on_control_plane(build: bool, action: Callable[[ControlPlane, Say], dict[str, Any]]) -> dict[str, Any]:
+def on_control_plane(build: bool, action: Callable[[ControlPlane, Say], dict[str, Any]], *,
+                     serve_rights: bool = True) -> dict[str, Any]:
     """``action`` on a control plane started for it (the cached binaries, or built with
-    ``build``), with deploy/rbac.yaml at hand for kubeplace serve; a failure is one line, exit 2."""
+    ``build``), with deploy/rbac.yaml at hand for kubeplace serve when ``serve_rights``; a failure
+    is one line, exit 2."""
     from kubeplace_bench import controlplane as cp
     from kubeplace_bench import controlplane_binaries as binaries
     from kubeplace_bench.cluster import BenchError
 
     try:
-        binaries.checkout_file("deploy", "rbac.yaml")  # the rights kubeplace serve runs with
+        if serve_rights:
+            binaries.checkout_file("deploy", "rbac.yaml")  # the rights kubeplace serve runs with
         bin_dir = binaries.locate_binaries() if build else binaries.cached_binaries()
     except binaries.ControlPlaneError as e:
         _fail(str(e))
@@ -117,7 +120,7 @@ def on_control_plane(build: bool, action: Callable[[ControlPlane, Say], dict[str
             return action(plane, say)
     except binaries.ControlPlaneError as e:
         _fail(f"the control plane failed: {e}")
-    except (BenchError, TimeoutError) as e:
+    except (BenchError, cp.ApiRefused, TimeoutError) as e:
         _fail(f"the benchmark failed: {e}")
 
 
