@@ -1,5 +1,6 @@
 """``kubeplace bench provision-scale``: ``plan --provision`` on a large backlog against a large
-catalogue, with the FFD greedy's cost (Karpenter's way) beside it."""
+catalogue, with the FFD greedy's cost (Karpenter's way) beside it; or (``--workload``) the backlogs
+of ``bench capacity`` planned offline."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import json
 import click
 
 from kubeplace.cli.render import stdout_console, table
-from kubeplace_bench.provision_scale import ProvisionScaleSpec, run_provision_scale
+from kubeplace_bench.capacity_workloads import WORKLOADS
+from kubeplace_bench.provision_scale import ProvisionScaleSpec, run_capacity_workload, run_provision_scale
 
+PROVISIONING = tuple(name for name in WORKLOADS if name != "consolidation")
+"""The workloads of ``bench capacity`` with a pending backlog."""
 COLUMNS = ("pods", "instance_types", "offerings", "seconds_snapshot", "seconds_plan", "pods_placed", "new_nodes",
            "cost_per_hour", "greedy_cost_per_hour", "saving_vs_greedy", "bound_per_hour", "gap", "status", "verified")
 
@@ -24,15 +28,27 @@ COLUMNS = ("pods", "instance_types", "offerings", "seconds_snapshot", "seconds_p
 @click.option("--time-limit", type=click.FloatRange(min=1.0), default=45.0, show_default=True,
               help="The plan's --time-limit.")
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--workload", "workloads", multiple=True, type=click.Choice(PROVISIONING), metavar="NAME",
+              help="Instead of the synthetic backlog, plan this workload of `bench capacity` (repeatable: "
+                   f"{', '.join(PROVISIONING)}) from its catalogue and NodePools, without a cluster or Karpenter; "
+                   "--seed is the workload's and the solver's, --pods/--types/--zones/--shapes do not apply.")
+@click.option("--scale", type=click.FloatRange(min=0.01, max=10.0), default=1.0, show_default=True,
+              help="With --workload: multiplies its pod count, as in `bench capacity`.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 def provision_scale_command(pods: int, types: int, zones: int, shapes: int, spot_pool: bool, time_limit: float,
-                            seed: int, output: str) -> None:
+                            seed: int, workloads: tuple[str, ...], scale: float, output: str) -> None:
     """Time to a verified provisioning plan, its cost per hour, bound and gap, and the greedy's cost."""
-    spec = ProvisionScaleSpec(pods=pods, types=types, zones=zones, shapes=shapes, seed=seed, spot_pool=spot_pool)
-    result = run_provision_scale(spec, time_limit).to_dict()
+    if workloads:
+        results = [{"workload": name, **run_capacity_workload(name, seed, scale, time_limit).to_dict()}
+                   for name in dict.fromkeys(workloads)]
+    else:
+        spec = ProvisionScaleSpec(pods=pods, types=types, zones=zones, shapes=shapes, seed=seed, spot_pool=spot_pool)
+        results = [run_provision_scale(spec, time_limit).to_dict()]
     if output == "json":
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json.dumps(results if workloads else results[0], indent=2))
         return
-    rows = table(*(c.upper() for c in COLUMNS))
-    rows.add_row(*(str(result[c]) for c in COLUMNS))
+    columns = ("workload", *COLUMNS) if workloads else COLUMNS
+    rows = table(*(c.upper() for c in columns))
+    for result in results:
+        rows.add_row(*(str(result[c]) for c in columns))
     stdout_console().print(rows)

@@ -5,6 +5,10 @@ A cluster with no nodes, one NodePool (or a spot one of higher weight beside an 
 ``types`` instance types (families with 2, 4 and 8 GiB per CPU, sizes from 1 to 96 CPUs, each
 generation priced a little apart) offered in ``zones`` zones as on-demand and spot. The plan's
 new nodes are measured against the FFD greedy's (Karpenter's way) in the same run.
+
+``run_capacity_workload`` plans one backlog of ``bench capacity`` (its catalogue, NodePools and
+pods) the same way, offline: no control plane and no Karpenter, so that its cost, bound and gap
+can be re-measured anywhere.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType, parse_catalogue
+from kubeplace.kube.objects import Snapshot
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.provision import make_provision_plan
+from kubeplace_bench.capacity_workloads import WORKLOADS, catalogue
 
 SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 72, 96)
 FAMILIES = (("c", 2), ("m", 4), ("r", 8))
@@ -121,15 +127,31 @@ def run_provision_scale(spec: ProvisionScaleSpec, time_limit: float) -> Provisio
     started = time.monotonic()
     types = catalogue_of(spec)
     snapshot = build_snapshot([(m, "provision-scale") for m in manifests(spec)])
+    return _planned(snapshot, types, spec.pods, started, SolverSettings(time_limit=time_limit, workers=2))
+
+
+def run_capacity_workload(name: str, seed: int, scale: float, time_limit: float) -> ProvisionScaleResult:
+    """``bench capacity``'s workload ``name`` (its seed and scale) planned from its catalogue and
+    NodePools, as its kubeplace row plans it, without the control plane."""
+    started = time.monotonic()
+    workload = WORKLOADS[name](seed, scale)
+    types = tuple(parse_catalogue(catalogue(), "bench capacity catalogue"))
+    pods = [{**pod, "metadata": {**pod["metadata"], "namespace": "default", "uid": f"uid-{k}"},
+             "spec": {**pod["spec"], "schedulerName": "kubeplace"}} for k, pod in enumerate(workload.pods)]
+    snapshot = build_snapshot([(m, f"bench capacity {name}") for m in (*workload.node_pools, *pods)])
+    return _planned(snapshot, types, len(pods), started, SolverSettings(time_limit=time_limit, workers=2, seed=seed))
+
+
+def _planned(snapshot: Snapshot, types: tuple[InstanceType, ...], pods: int, started: float,
+             settings: SolverSettings) -> ProvisionScaleResult:
     loaded = time.monotonic()
-    planned = make_provision_plan(snapshot, types, Configuration(), Profile(),
-                                  SolverSettings(time_limit=time_limit, workers=2))
+    planned = make_provision_plan(snapshot, types, Configuration(), Profile(), settings)
     seconds = time.monotonic() - loaded
     provision = planned.plan.provision
     assert provision is not None
     greedy = provision.greedy_cost
     return ProvisionScaleResult(
-        pods=spec.pods, instance_types=len(types), offerings=sum(len(t.offerings) for t in types),
+        pods=pods, instance_types=len(types), offerings=sum(len(t.offerings) for t in types),
         seconds_snapshot=round(loaded - started, 2), seconds_plan=round(seconds, 2),
         pods_placed=planned.plan.summary.pods_placed, new_nodes=len(provision.nodes),
         cost_per_hour=round(provision.cost / PRICE_UNIT, 4), greedy_cost_per_hour=round(greedy / PRICE_UNIT, 4),

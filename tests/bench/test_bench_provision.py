@@ -25,3 +25,23 @@ def test_bench_provision_scale_reports_a_verified_plan_beside_the_greedy() -> No
     assert run["verified"] and run["pods_placed"] == 150 and run["offerings"] == 36 * 2 * 2
     assert 0 < run["cost_per_hour"] <= run["greedy_cost_per_hour"]
     assert run["bound_per_hour"] is None or run["bound_per_hour"] <= run["cost_per_hour"]
+
+
+def test_bench_provision_scale_plans_a_capacity_workload_offline() -> None:
+    """``--workload``: the backlog of ``bench capacity`` from its catalogue (19 types, 114
+    offerings) and NodePools, without a cluster; one row per workload."""
+    result = CliRunner().invoke(main, ["bench", "provision-scale", "--workload", "batch", "--workload", "gpu-gangs",
+                                       "--seed", "0", "--scale", "0.2", "--time-limit", "4", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)
+    assert [run["workload"] for run in runs] == ["batch", "gpu-gangs"]
+    assert [run["pods"] for run in runs] == [12, 4]
+    for run in runs:
+        assert run["verified"] and run["pods_placed"] == run["pods"] and run["offerings"] == 114
+        assert 0 < run["cost_per_hour"] <= run["greedy_cost_per_hour"]
+        assert run["bound_per_hour"] is not None and run["bound_per_hour"] <= run["cost_per_hour"]
+
+
+def test_bench_provision_scale_refuses_a_workload_without_a_backlog() -> None:
+    result = CliRunner().invoke(main, ["bench", "provision-scale", "--workload", "consolidation"])
+    assert result.exit_code == 2 and "consolidation" in result.output
