@@ -43,6 +43,7 @@ from kubeplace.solver.cutting_stock import (
     rechosen,
     trimmed,
 )
+from kubeplace.solver.cutting_stock_exact import exact_nodes, slots_of
 
 INF = highspy.kHighsInf
 PRICE_SCALE = 1e-9
@@ -68,6 +69,9 @@ EXACT_BOUNDS = 200
 """Offers whose pricing LP is solved exactly, at most, per Farley bound."""
 LP_SHARE = 0.6
 """Part of the time limit the column generation may use; the MIP has the rest."""
+EXACT_SHARE = 0.3
+"""Part of the time limit kept from the MIP for the exact model, when the batch is small enough
+for it."""
 
 
 def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
@@ -92,24 +96,42 @@ def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
         bound, iterations = None, 0
     else:
         bound, iterations = _generate(model, items, offers, reps, started + LP_SHARE * time_limit)
-    chosen = model.integer(len(greedy), started + time_limit)
+    small = every is None and slots_of(items, offers, np.unique(reps), greedy_cost) is not None
+    chosen = model.integer(len(greedy), started + (1 - (EXACT_SHARE if small else 0)) * time_limit)
     if every is not None and chosen is not None:  # every pattern present: the MIP's bound is the problem's
         bound = model.mip_bound()
     best = greedy
     if chosen is not None:
         best = better(rechosen(trimmed(chosen, items.count), items, offers), greedy, items, offers)
-    cost = cost_of(best, offers)
     fewer = int(placed(best, items.n_items) @ items.weight) < int(items.count @ items.weight)
+    if small and not fewer and not _proved(cost_of(best, offers), bound):
+        best, bound = _exact(items, offers, reps, best, bound, started + time_limit)
+    cost = cost_of(best, offers)
     status = "greedy" if best is greedy else "feasible"
-    if bound is not None and not fewer and cost <= bound * (1 + 1e-9) + 1:
+    if bound is not None and not fewer and _proved(cost, bound):
         status = "optimal"
     if bound is not None and not fewer and status != "optimal":
         bound = max(bound, _aggregated_bound(items, offers, np.unique(reps), started + time_limit))
-        if cost <= bound * (1 + 1e-9) + 1:
+        if _proved(cost, bound):
             status = "optimal"
     if fewer:
         bound = None  # the LP's bound is then on cost and pods left out together, not on cost
     return Provisioning(tuple(best), cost, tuple(greedy), greedy_cost, bound, status, iterations, len(model.columns))
+
+
+def _proved(cost: int, bound: float | None) -> bool:
+    return bound is not None and cost <= bound * (1 + 1e-9) + 1
+
+
+def _exact(items: Items, offers: Offers, reps: IntArray, best: list[Bin], bound: float | None,
+           deadline: float) -> tuple[list[Bin], float | None]:
+    """The exact model's answer when cheaper than ``best``, and the higher of the bounds."""
+    slots = slots_of(items, offers, np.unique(reps), cost_of(best, offers))
+    found = None if slots is None else exact_nodes(items, offers, slots, best, reps, deadline)
+    if found is None:
+        return best, bound
+    answer = better(rechosen(list(found.bins), items, offers), best, items, offers)
+    return answer, found.bound if bound is None else max(bound, found.bound)
 
 
 def representatives(items: Items, offers: Offers) -> IntArray:
