@@ -38,6 +38,8 @@ from ortools.sat.python import cp_model
 from kubeplace.models.problem import BoolArray, IntArray
 from kubeplace.solver.cutting_stock import UNLIMITED, Bin, Items, Offers, cost_of, fit_counts
 
+EXACT_PODS = 2_000
+"""Batches of more pods are not tried (they need many nodes)."""
 EXACT_OFFERS = 200
 """Candidate offers above which the exact model is not tried (the merges are pairs of them)."""
 EXACT_SLOTS = 400
@@ -73,7 +75,7 @@ def slots_of(items: Items, offers: Offers, candidates: IntArray, ceiling: int) -
     """The model's frame for answers costing at most ``ceiling``; None when it would be too large,
     or when offers of one group count differently against a binding limit (the representative
     could then not stand for them)."""
-    if len(candidates) > EXACT_OFFERS:
+    if len(candidates) > EXACT_OFFERS or int(items.count.sum()) > EXACT_PODS:
         return None
     binding = _binding(offers, ceiling)
     if binding.any() and not _same_counted(offers, binding):
@@ -180,11 +182,9 @@ def _merges(items: Items, offers: Offers, candidates: IntArray, binding: BoolArr
             if not uncapped[either].all():
                 continue
             needed = np.minimum(capacity[a] + capacity[b], total)
-            for c in by_price.tolist():
-                if price[c] > price[a] + price[b]:
-                    break
-                if ((capacity[c] >= needed).all() and eligible[either, c].all()
-                        and _within_limits(binding, pool, counted, a, b, c)):
+            fits = ((capacity >= needed).all(axis=1) & eligible[either].all(axis=0) & (price <= price[a] + price[b]))
+            for c in by_price[fits[by_price]].tolist():
+                if _within_limits(binding, pool, counted, a, b, c):
                     out[a, b] = out[b, a] = c
                     break
     return out
