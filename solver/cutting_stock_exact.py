@@ -172,6 +172,7 @@ def _merges(items: Items, offers: Offers, candidates: IntArray, binding: BoolArr
     eligible = items.eligible[:, candidates]
     uncapped = items.most >= items.count
     total = items.count @ items.demand
+    most_load = _most_load(items, capacity, eligible)
     pool = offers.pool[candidates]
     counted = offers.counted[candidates]
     by_price = np.argsort(price, kind="stable")
@@ -181,12 +182,36 @@ def _merges(items: Items, offers: Offers, candidates: IntArray, binding: BoolArr
             either = eligible[:, a] | eligible[:, b]
             if not uncapped[either].all():
                 continue
-            needed = np.minimum(capacity[a] + capacity[b], total)
+            needed = np.minimum(most_load[a] + most_load[b], total)
             fits = ((capacity >= needed).all(axis=1) & eligible[either].all(axis=0) & (price <= price[a] + price[b]))
             for c in by_price[fits[by_price]].tolist():
                 if _within_limits(binding, pool, counted, a, b, c):
                     out[a, b] = out[b, a] = c
                     break
+    return out
+
+
+def _most_load(items: Items, capacity: IntArray, eligible: BoolArray) -> IntArray:
+    """(K, R) the most of each resource the pods on one node of each candidate can request: its
+    capacity, what the items it may hold request at most, and for each other resource s the
+    fractional knapsack's bound capacity_s x the largest ratio demand_r / demand_s among them
+    (when each of them requests s): the pods resource of a node is bounded by its CPUs."""
+    demand = items.demand.astype(np.float64)
+    out = capacity.copy()
+    for k in range(capacity.shape[0]):
+        held = eligible[:, k]
+        each = np.array([min(int(items.count[i]), int(items.most[i]),
+                             int(fit_counts(capacity[k][None, :], items.demand[i])[0])) if held[i] else 0
+                         for i in range(items.n_items)], dtype=np.int64)
+        out[k] = np.minimum(out[k], each @ items.demand)
+        used = each > 0
+        for r in range(capacity.shape[1]):
+            requesting = used & (items.demand[:, r] > 0)
+            for other in range(capacity.shape[1]):
+                if other == r or not requesting.any() or (items.demand[requesting, other] <= 0).any():
+                    continue
+                ratio = float((demand[requesting, r] / demand[requesting, other]).max())
+                out[k, r] = min(int(out[k, r]), int(np.floor(float(capacity[k, other]) * ratio * (1 + 1e-9))))
     return out
 
 
