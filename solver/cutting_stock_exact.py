@@ -13,10 +13,11 @@ an optimal answer needs follows from two facts:
 * no answer costing at most the incumbent's ``ceiling`` has more than ceiling // price_k nodes
   of offer k;
 * *merging*: when one node of offer c can hold whatever any node of offer a and one of offer b
-  hold together (c's capacity covers both, or every pod of the batch, per resource; every item
-  either may hold is eligible on c and has no per-node maximum; the NodePools' binding limits
-  count no more) at price_c <= price_a + price_b, any answer with nodes of both a and b becomes
-  one no dearer with one node fewer. Merging until no such pair is left turns an optimal answer
+  hold together (c's capacity covers, per resource, the most the pods of a node of a and of one
+  of b can request, ``_most_load``, or every pod of the batch; every item either may hold is
+  eligible on c and has no per-node maximum; the NodePools' binding limits count no more) at
+  price_c <= price_a + price_b, any answer with nodes of both a and b becomes one no dearer
+  with one node fewer. Merging until no such pair is left turns an optimal answer
   into an optimal answer without one: so an offer that merges with itself needs one slot, and
   two offers that merge are never both used.
 
