@@ -75,7 +75,7 @@ def apply_provision(src: Source, config: Configuration, profile: Profile, snapsh
     arrivals = _wait_for_nodes(cluster, new_nodes, created, timeout, started)
     live = src.measured(load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
                                            namespaces=src.namespaces(), selector=src.selector))
-    arrivals = [_compared(a, live) for a in arrivals]
+    arrivals = [compared(a, live) for a in arrivals]
     placements = with_current_uids(plan.placements, live)
     order = {(p.namespace, p.name): i for i, p in enumerate(placements)}
     placements, missing = onto_registered(placements, arrivals)
@@ -164,7 +164,7 @@ def _wait_for_nodes(cluster: Cluster, new_nodes: Sequence[NewNode], created: Map
     return [done[n.name] for n in new_nodes]
 
 
-def _compared(arrival: Arrival, live: Snapshot) -> Arrival:
+def compared(arrival: Arrival, live: Snapshot) -> Arrival:
     """The arrival with a note when its node registered as another instance type, zone or capacity
     type than planned (Karpenter re-picked), or is not in the cluster read after."""
     if not arrival.node:
