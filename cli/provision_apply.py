@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import click
 
@@ -44,6 +44,7 @@ from kubeplace.plan.plan import NewNode, Placement, Plan
 from kubeplace.plan.verify import Violation
 
 POLL_SECONDS = 1.0
+"""How often the NodeClaims are read while waiting."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def apply_provision(src: Source, config: Configuration, profile: Profile, snapsh
     pools = {str(p.get("metadata", {}).get("name", "")): p.get("metadata", {})
              for p in cluster.list_objects(GROUP, VERSION, "nodepools")}
     created = {n.name: _create_claim(cluster, snapshot, catalogue, n, pools) for n in new_nodes}
-    arrivals = _wait_for_nodes(cluster, new_nodes, created, timeout, started)
+    arrivals = wait_for_nodes(cluster, new_nodes, created, timeout, started)
     live = src.measured(load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
                                            namespaces=src.namespaces(), selector=src.selector))
     arrivals = [compared(a, live) for a in arrivals]
@@ -122,7 +123,13 @@ def bought_as(new: NewNode, snapshot: Snapshot, catalogue: Sequence[InstanceType
     return candidate_node(pool, instance_type, offering, snapshot.daemon_pods)
 
 
-def _wait_for_nodes(cluster: Cluster, new_nodes: Sequence[NewNode], created: Mapping[str, tuple[str, str]],
+class ClaimLister(Protocol):
+    """The part of :class:`kube.client.Cluster` waiting needs."""
+
+    def list_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]: ...
+
+
+def wait_for_nodes(cluster: ClaimLister, new_nodes: Sequence[NewNode], created: Mapping[str, tuple[str, str]],
                     timeout: float, started: float) -> list[Arrival]:
     """Polls the NodeClaims until each is initialized, gone, or ``timeout`` seconds have passed;
     one line on stderr each time the count of ready nodes changes."""
@@ -149,7 +156,7 @@ def _wait_for_nodes(cluster: Cluster, new_nodes: Sequence[NewNode], created: Map
             else:
                 waiting[new.name] = f"NodeClaim {name} {state.waiting}"
         ready = sum(1 for a in done.values() if a.node)
-        if ready != shown and len(done) < len(new_nodes):
+        if ready != shown:
             click.echo(f"new nodes ready: {ready}/{len(new_nodes)} after {elapsed:.0f}s", err=True)
             shown = ready
         if len(done) == len(new_nodes):

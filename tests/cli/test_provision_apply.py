@@ -4,7 +4,13 @@ pods that no longer fit or whose node did not come reported pod by pod, never se
 
 from __future__ import annotations
 
-from kubeplace.cli.provision_apply import Arrival, compared, onto_registered, still_fitting
+import time
+from typing import Any
+
+import pytest
+
+from kubeplace.cli import provision_apply
+from kubeplace.cli.provision_apply import Arrival, compared, onto_registered, still_fitting, wait_for_nodes
 from kubeplace.kube.binder import Outcome
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.plan.plan import NewNode, Placement
@@ -52,3 +58,33 @@ def test_a_pod_that_no_longer_fits_is_refused_alone() -> None:
     (result,) = refused
     assert result.outcome == Outcome.NOT_FITTING
     assert result.message.startswith("no longer fits: ") and result.message.endswith("[NodeResourcesFit]")
+
+
+class Claims:
+    """What the API server lists, one answer per poll (the last one repeated)."""
+
+    def __init__(self, *answers: list[dict[str, Any]]) -> None:
+        self.answers = list(answers)
+
+    def list_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+        assert (group, version, plural) == ("karpenter.sh", "v1", "nodeclaims")
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def claim(name: str, node: str = "", initialized: str = "Unknown", reason: str = "") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"nodeName": node, "conditions": [
+        {"type": "Launched", "status": "True"}, {"type": "Registered", "status": "True" if node else "Unknown"},
+        {"type": "Initialized", "status": initialized, "reason": reason}]}}
+
+
+def test_waiting_ends_when_each_claim_is_initialized_gone_or_out_of_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(provision_apply, "POLL_SECONDS", 0.01)
+    second = NewNode("general-2", "general", "c-2x", "zone-a", "spot", 1, ())
+    third = NewNode("general-3", "general", "c-2x", "zone-a", "spot", 1, ())
+    created = {"general-1": ("general-a", ""), "general-2": ("general-b", ""), "general-3": ("general-c", "")}
+    lister = Claims([claim("general-a"), claim("general-b"), claim("general-c")],
+                    [claim("general-a", "kwok-a", "True"), claim("general-c", "kwok-c", reason="NodeNotReady")])
+    arrivals = wait_for_nodes(lister, [PLANNED, second, third], created, 0.2, time.monotonic())
+    assert [a.node for a in arrivals] == ["kwok-a", "", ""]
+    assert arrivals[1].note.startswith("Karpenter deleted NodeClaim general-b without launching it")
+    assert arrivals[2].note == "not ready after 0.2s: NodeClaim general-c not initialized (NodeNotReady)"
