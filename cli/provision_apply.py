@@ -25,7 +25,7 @@ from kubeplace.kube.binder import Binding, BindResult, Outcome
 from kubeplace.kube.capacity import Candidate, candidate_node
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
 from kubeplace.kube.client import Cluster, connect
-from kubeplace.kube.errors import ClusterError, InputError
+from kubeplace.kube.errors import ClusterError, InputError, NotFound
 from kubeplace.kube.karpenter import GROUP
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.node_claims import (
@@ -74,6 +74,7 @@ def apply_provision(src: Source, config: Configuration, profile: Profile, snapsh
              for p in cluster.list_objects(GROUP, VERSION, "nodepools")}
     created = {n.name: _create_claim(cluster, snapshot, catalogue, n, pools) for n in new_nodes}
     arrivals = wait_for_nodes(cluster, new_nodes, created, timeout, started)
+    arrivals = [_withdrawn(cluster, a) for a in arrivals]
     live = src.measured(load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
                                            namespaces=src.namespaces(), selector=src.selector))
     arrivals = [compared(a, live) for a in arrivals]
@@ -131,8 +132,9 @@ class ClaimLister(Protocol):
 
 def wait_for_nodes(cluster: ClaimLister, new_nodes: Sequence[NewNode], created: Mapping[str, tuple[str, str]],
                     timeout: float, started: float) -> list[Arrival]:
-    """Polls the NodeClaims until each is initialized, gone, or ``timeout`` seconds have passed;
-    one line on stderr each time the count of ready nodes changes."""
+    """Polls the NodeClaims until each is initialized, gone, or ``timeout`` seconds have passed
+    (the note of one out of time starts with "not ready"); one line on stderr each time the count
+    of ready nodes changes."""
     done: dict[str, Arrival] = {n.name: Arrival(n, "", "", created[n.name][1], 0.0) for n in new_nodes
                                 if not created[n.name][0]}
     waiting: dict[str, str] = {}
@@ -169,6 +171,20 @@ def wait_for_nodes(cluster: ClaimLister, new_nodes: Sequence[NewNode], created: 
             break
         time.sleep(POLL_SECONDS)
     return [done[n.name] for n in new_nodes]
+
+
+def _withdrawn(cluster: Cluster, arrival: Arrival) -> Arrival:
+    """A claim whose node did not come in time is deleted: a node it launched later would have
+    no planned pod (and keep ``karpenter.sh/do-not-disrupt``)."""
+    if arrival.node or not arrival.claim or not arrival.note.startswith("not ready"):
+        return arrival
+    try:
+        cluster.delete_node_claim(arrival.claim)
+    except NotFound:
+        return arrival
+    except ClusterError as error:
+        return replace(arrival, note=f"{arrival.note}; not deleted: {error}")
+    return replace(arrival, note=f"{arrival.note}; NodeClaim deleted")
 
 
 def compared(arrival: Arrival, live: Snapshot) -> Arrival:

@@ -118,7 +118,7 @@ def test_a_claim_karpenter_cannot_launch_leaves_its_pods_with_the_reason(
         namespace: str, tmp_path: Path) -> None:
     """kubeplace's catalogue has a cheaper type that Karpenter's does not: the claim for it is
     never launched, so after --node-timeout its pod is reported unbound with the claim's
-    condition, and the exit code is bind's for a plan not bound whole."""
+    condition, the claim is deleted, and the exit code is bind's for a plan not bound whole."""
     custom, core = client.CustomObjectsApi(admin_api), client.CoreV1Api(admin_api)
     pool = f"e2e-{namespace[-6:]}"
     catalogue = tmp_path / "instance_types.json"
@@ -134,6 +134,8 @@ def test_a_claim_karpenter_cannot_launch_leaves_its_pods_with_the_reason(
         (node,) = doc["apply"]["nodes"]
         assert node["instanceType"] == "c-1x-amd64-linux" and node["registeredAs"] == ""
         assert node["note"].startswith("not ready after 20s: NodeClaim ") and "not launched" in node["note"]
+        assert node["note"].endswith("; NodeClaim deleted")  # a node it launched later would serve no pod
+        cp.wait_for(lambda: not _claims(custom, pool), 60, f"NodeClaim {node['nodeClaim']} gone")
         (row,) = doc["apply"]["results"]
         assert row["outcome"] == "node_missing" and row["message"].startswith(f"new node {pool}-1 did not come: ")
         assert pod_nodes(core, namespace) == {"web-0": ""}
