@@ -103,7 +103,7 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
         first = first or chosen
         if len(chosen.added.nodes) == len(added.nodes):
             break
-        added, intended = chosen.added, (*intended, *chosen.intended)
+        added, intended = chosen.added, with_later(intended, chosen.intended)
         planned = _replanned(snapshot, added, config, profile, replace(settings, stop_when_placed=True), budget,
                              started, intended)
     if planned is None:  # no node, and none added
@@ -123,6 +123,13 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
     left_over = budget - (time.monotonic() - started)
     planned = _objective_pass(snapshot, planned, added, config, profile, settings, left_over)
     return _with_provision(planned, added, first, reasons, rounds)
+
+
+def with_later(intended: Sequence[tuple[str, str]], later: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The (pod, node) intentions so far with a later round's: a pod a later round provisions for
+    again (the plan left it out) keeps only its new node, so that no pod is seeded twice."""
+    again = {pod for pod, _ in later}
+    return (*[(pod, node) for pod, node in intended if pod not in again], *later)
 
 
 def _objective_pass(snapshot: Snapshot, planned: Planned, added: _Added, config: Configuration, profile: Profile,

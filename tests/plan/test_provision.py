@@ -15,7 +15,7 @@ from kubeplace.cli.main import main
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType, parse_catalogue
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.pipeline import Planned
-from kubeplace.plan.provision import make_provision_plan
+from kubeplace.plan.provision import make_provision_plan, with_later
 from tests.builders import Manifest, PodBuilder, node, pod, snapshot_of
 from tests.volume_builders import claim, mounting, storage_class, volume
 
@@ -309,3 +309,11 @@ def test_no_offering_a_node_pool_admits_is_the_reason() -> None:
     assert planned.plan.provision is not None and planned.plan.provision.nodes == ()
     assert any("no offering of the catalogue is available and admitted by a NodePool's requirements" in r
                for r in p.reasons), p.reasons
+
+
+def test_a_pod_provisioned_for_again_is_seeded_on_its_new_node_only() -> None:
+    """A repair round provisions again for the pods the plan left out: their earlier intended
+    nodes are dropped, so that the seed of the next plan holds each pod once."""
+    earlier = (("ns/a", "default-1"), ("ns/b", "default-1"), ("ns/c", "default-2"))
+    later = (("ns/b", "default-3"),)
+    assert with_later(earlier, later) == (("ns/a", "default-1"), ("ns/c", "default-2"), ("ns/b", "default-3"))
