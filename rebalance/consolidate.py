@@ -1,0 +1,341 @@
+"""``rebalance --consolidate``: which nodes to remove so that the cost per hour after moving their
+pods is least, then the fewest evictions.
+
+A node's price is its ``kubeplace.io/price-per-hour`` annotation when it has one, else the
+catalogue's offering its labels name, as Karpenter labels its nodes: instance type
+(``node.kubernetes.io/instance-type``), zone (``topology.kubernetes.io/zone``) and capacity type
+(``karpenter.sh/capacity-type``). A node without a price is kept, and said so.
+
+A node may go unless: it has no price; it or one of its pods is annotated
+``karpenter.sh/do-not-disrupt: "true"``; one of its pods may not move (``rebalance.movable``:
+bare, local storage, system-critical, inter-pod rules the move model does not model...; the
+pods that go with the node, DaemonSet, mirror and static pods, do not count); its NodePool's
+``consolidationPolicy`` is ``WhenEmpty`` and it runs pods. A node labelled
+``karpenter.sh/nodepool`` with a NodePool the input does not have is refused as bad input.
+
+The model is the move model (``rebalance.model``: movable pods in classes, capacity and host-port
+rows per node, ``--max-moves`` and PodDisruptionBudgets on the moves) with one removal binary
+``r[i]`` per node that may go: the pods of a removed node all move (``y[c, i] = 0``), those of a
+kept node stay (``y[c, i] = x0[c, i]``), and each NodePool disruption budget (``nodes`` a count or
+a percentage of the NodePool's nodes, rounded up as Karpenter rounds it; for its ``reasons``,
+``Empty`` for a node whose pods all go with it, else ``Underutilized``; a scheduled budget counts
+as always active) bounds the removals it covers. Stage 1 minimises the cost per hour of the
+nodes kept; stage 2 keeps that cost and minimises the evictions. Its bound (the backend's proved
+bound of stage 1) bounds the cost after from below over every set of removals the model admits.
+
+Every answer is then planned again as ``plan`` plans: the pods of the removed nodes pending on the
+nodes that remain, the model's targets as a seed, through the independent verifier. When that
+plan leaves a pod out or the verifier refuses it, that set of removals is cut off and the model
+solved again (a few rounds), so an answer is only ever one the plan's rules and verifier accept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import numpy as np
+
+from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
+from kubeplace.kube.errors import InputError
+from kubeplace.kube.karpenter import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
+from kubeplace.kube.objects import Node, NodePool, Pod
+from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.linear import INF
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.rebalance.cluster_state import ClusterState
+from kubeplace.rebalance.layout import Layout, build_layout
+from kubeplace.rebalance.model import MoveModel, build_moves
+from kubeplace.rebalance.movable import DAEMONSET, DELETING, MIRROR, NOT_RUNNING, STATIC, Rules
+from kubeplace.rebalance.solve_moves import REPLACEMENT_NOTE, Move, Settings, run
+
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+PRICE_ANNOTATION = "kubeplace.io/price-per-hour"
+GOES_WITH_NODE = frozenset({MIRROR, STATIC, DAEMONSET, DELETING, NOT_RUNNING})
+"""Exclusions of pods that never block a node's removal: they go (or are gone) with it."""
+EMPTY, UNDERUTILIZED = "Empty", "Underutilized"
+CUT_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Drain:
+    """A node to remove: cordoned, its pods evicted, then deleted (its NodeClaim when it has one)."""
+
+    node: str
+    node_pool: str
+    node_claim: str
+    price: int
+    reason: str
+    pods: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "nodePool": self.node_pool, "nodeClaim": self.node_claim,
+                "pricePerHour": self.price / PRICE_UNIT, "reason": self.reason, "pods": list(self.pods)}
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    drain: tuple[Drain, ...]
+    moves: tuple[Move, ...]
+    kept: tuple[tuple[str, str], ...]
+    """(node, why it may not go) for every node that may not."""
+    cost_before: int
+    cost_after: int
+    bound: int
+    status: str
+    verified: bool
+    seconds: float
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        unit = PRICE_UNIT
+        return {"moves": [m.to_dict() for m in self.moves],
+                "consolidate": {"drain": [d.to_dict() for d in self.drain],
+                                "kept": [{"node": n, "why": w} for n, w in self.kept],
+                                "costPerHourBefore": self.cost_before / unit,
+                                "costPerHourAfter": self.cost_after / unit, "bound": self.bound / unit,
+                                "boundKind": "the removal model's MIP bound (exact when status is optimal)"},
+                "summary": {"nodes_removed": len(self.drain), "pods_moved": len(self.moves),
+                            "status": self.status, "verified": self.verified, "seconds": round(self.seconds, 3)},
+                "notes": list(self.notes)}
+
+
+def parse_price(text: str, where: str) -> int:
+    """A price per hour as written (``"0.0434"``) in billionths; InputError naming ``where``."""
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        value = Decimal(-1)
+    if not value.is_finite() or value < 0:
+        raise InputError(f"{text!r} is not a price per hour", field=where, expected="a non-negative number")
+    return int(value * PRICE_UNIT)
+
+
+def node_price(node: Node, annotations: Mapping[str, str], catalogue: Sequence[InstanceType]) -> tuple[int | None, str]:
+    """The node's price per hour (billionths) and how it was found, or None and why not."""
+    if PRICE_ANNOTATION in annotations:
+        return parse_price(annotations[PRICE_ANNOTATION], f"node {node.name}: metadata.annotations"
+                                                          f"[{PRICE_ANNOTATION}]"), f"annotation {PRICE_ANNOTATION}"
+    labels = [node.labels.get(key, "") for key in (INSTANCE_TYPE_LABEL, ZONE_LABEL, CAPACITY_TYPE_LABEL)]
+    missing = [key for key, value in zip((INSTANCE_TYPE_LABEL, ZONE_LABEL, CAPACITY_TYPE_LABEL), labels, strict=True)
+               if not value]
+    if missing:
+        return None, f"no price: no label {', '.join(missing)} and no annotation {PRICE_ANNOTATION}"
+    name, zone, capacity_type = labels
+    for instance_type in catalogue:
+        if instance_type.name != name:
+            continue
+        for offering in instance_type.offerings:
+            if offering.zone == zone and offering.capacity_type == capacity_type:
+                return offering.price, f"catalogue {name} {zone} {capacity_type}"
+    return None, f"no price: the catalogue has no offering {name} {zone} {capacity_type}"
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The nodes that may go (problem node indices), their prices, reasons and NodePools."""
+
+    nodes: tuple[int, ...]
+    price: Mapping[int, int]
+    reason: Mapping[int, str]
+    pool: Mapping[int, str]
+    kept: tuple[tuple[str, str], ...]
+    cost_before: int
+    notes: tuple[str, ...]
+
+
+def _blocking(layout: Layout) -> dict[str, str]:
+    """Node name -> why a pod on it may not move (the first such pod)."""
+    out: dict[str, str] = {}
+    for pod, why in layout.excluded:
+        if why not in GOES_WITH_NODE and pod.node_name:
+            out.setdefault(pod.node_name, f"pod {pod.key} may not move: {why}")
+    for pod in layout.pods:
+        if pod.annotations.get(DO_NOT_DISRUPT, "").lower() == "true":
+            out.setdefault(pod.node_name, f'pod {pod.key} is annotated {DO_NOT_DISRUPT}: "true"')
+    return out
+
+
+def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[InstanceType]) -> _Candidates:
+    snap = state.snapshot
+    pools = {pool.name: pool for pool in snap.node_pools}
+    blocking = _blocking(layout)
+    names = layout.problem.node_names
+    index = {name: i for i, name in enumerate(names)}
+    runs = layout.x0.sum(axis=0)
+    nodes, price, reason, pool_of, kept, notes = [], {}, {}, {}, [], []
+    cost = 0
+    for node in snap.nodes:
+        annotations = state.node_annotations.get(node.name, {})
+        pool_name = node.labels.get(NODEPOOL_LABEL, "")
+        if pool_name and pool_name not in pools:
+            raise InputError(f"label {NODEPOOL_LABEL} names NodePool {pool_name!r}, which the input does not have",
+                             file=node.source or snap.source or "the cluster", obj=f"Node {node.name}",
+                             field=f"metadata.labels[{NODEPOOL_LABEL}]")
+        amount, how = node_price(node, annotations, catalogue)
+        if amount is None:
+            kept.append((node.name, how))
+            notes.append(f"node {node.name} is kept: {how}")
+            continue
+        cost += amount
+        i = index.get(node.name)
+        empty = i is None or int(runs[i]) == 0
+        why = _keep_reason(node, annotations, pools.get(pool_name), blocking, empty)
+        if why or i is None:
+            kept.append((node.name, why or "not in the model"))
+            continue
+        nodes.append(i)
+        price[i], reason[i], pool_of[i] = amount, EMPTY if empty else UNDERUTILIZED, pool_name
+    return _Candidates(tuple(nodes), price, reason, pool_of, tuple(kept), cost, tuple(notes))
+
+
+def _keep_reason(node: Node, annotations: Mapping[str, str], pool: NodePool | None, blocking: Mapping[str, str],
+                 empty: bool) -> str:
+    if annotations.get(DO_NOT_DISRUPT, "").lower() == "true":
+        return f'annotated {DO_NOT_DISRUPT}: "true"'
+    if node.name in blocking:
+        return blocking[node.name]
+    if pool is not None and pool.consolidation_policy == "WhenEmpty" and not empty:
+        return f"NodePool {pool.name} consolidates only empty nodes (consolidationPolicy WhenEmpty)"
+    return ""
+
+
+def _pool_sizes(state: ClusterState) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for node in state.snapshot.nodes:
+        pool = node.labels.get(NODEPOOL_LABEL, "")
+        if pool:
+            sizes[pool] = sizes.get(pool, 0) + 1
+    return sizes
+
+
+@dataclass
+class _Model:
+    moves: MoveModel
+    r: np.ndarray
+    nodes: tuple[int, ...]
+    goal: list[tuple[int, int]]
+
+
+def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings) -> _Model:
+    model = build_moves(layout, settings.budgets, max(layout.problem.n_nodes, 1), spread=False)
+    lb = model.lb
+    nodes = cands.nodes
+    r = lb.add_vars(np.zeros(len(nodes), np.int64), np.ones(len(nodes), np.int64))
+    r_of = {i: int(v) for i, v in zip(nodes, r.tolist(), strict=True)}
+    count = layout.x0.sum(axis=1)
+    for k, (c, i) in enumerate(zip(model.pair_cls.tolist(), model.pair_node.tolist(), strict=True)):
+        x0 = int(layout.x0[c, i])
+        y = int(model.y[k])
+        if i in r_of:  # removed: nothing stays; kept: its pods stay
+            lb.add_row(np.array([y, r_of[i]]), np.array([1, int(count[c])]), -INF, int(count[c]))
+            if x0:
+                lb.add_row(np.array([y, r_of[i]]), np.array([1, x0]), x0, INF)
+        elif x0:
+            lb.add_row(np.array([y]), np.array([1]), x0, INF)
+    sizes = _pool_sizes(state)
+    for pool in state.snapshot.node_pools:
+        for budget in pool.budgets:
+            covered = [r_of[i] for i in nodes if cands.pool[i] == pool.name
+                       and (not budget.reasons or cands.reason[i] in budget.reasons)]
+            if covered:
+                lb.add_row(np.array(covered), np.ones(len(covered), np.int64), -INF,
+                           budget.allowed(sizes.get(pool.name, 0)))
+    goal = [(r_of[i], -cands.price[i]) for i in nodes]
+    return _Model(model, r, nodes, goal)
+
+
+def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
+                profile: Profile, settings: Settings) -> Consolidation:
+    """The nodes to remove and the moves (see the module's text)."""
+    started = time.monotonic()
+    layout = build_layout(state, rules, config, profile)
+    cands = _candidates(state, layout, catalogue)
+    notes = (*cands.notes, REPLACEMENT_NOTE)
+    before = cands.cost_before
+    if not cands.nodes:
+        return Consolidation((), (), cands.kept, before, before, before, "no node may go", True,
+                             time.monotonic() - started, notes)
+    model = _build(layout, cands, state, settings)
+    cuts: list[tuple[list[tuple[int, int]], int]] = []
+    limit = settings.solver.time_limit
+    status, bound = "no answer", before
+    for _ in range(CUT_ROUNDS):
+        left = max(0.5, limit - (time.monotonic() - started))
+        first = run(model.moves, model.goal, settings, left * 0.5, rows=cuts, hint=model.moves.hint())
+        if first.values is None:
+            status = first.status.value
+            break
+        status = first.status.value
+        if first.bound is not None:
+            bound = max(0, before + int(np.floor(first.bound)))
+        best = int(sum(c * int(first.values[v]) for v, c in model.goal))
+        moves_goal = [(int(v), 1) for v in model.moves.m]
+        second = run(model.moves, moves_goal, settings, left * 0.3, rows=[*cuts, (model.goal, best)],
+                     hint=first.values)
+        values = second.values if second.values is not None else first.values
+        removed = [i for i, v in zip(model.nodes, model.r.tolist(), strict=True) if int(values[v])]
+        if not removed:
+            return Consolidation((), (), cands.kept, before, before, min(bound, before), status, True,
+                                 time.monotonic() - started, notes)
+        planned = _replanned(state, layout, removed, values, model, config, profile, settings,
+                             max(1.0, limit - (time.monotonic() - started)))
+        if planned is not None:
+            drain = _drains(state, layout, removed, cands)
+            after = before - sum(cands.price[i] for i in removed)
+            return Consolidation(drain, planned, cands.kept, before, after, min(bound, after), status, True,
+                                 time.monotonic() - started, notes)
+        cuts.append(([(int(model.r[model.nodes.index(i)]), 1) for i in removed], len(removed) - 1))
+    return Consolidation((), (), cands.kept, before, before, min(bound, before), f"{status} (no verified answer)",
+                         True, time.monotonic() - started, notes)
+
+
+def _drains(state: ClusterState, layout: Layout, removed: Sequence[int], cands: _Candidates) -> tuple[Drain, ...]:
+    names = layout.problem.node_names
+    claims = {claim.node_name: claim.name for claim in state.snapshot.node_claims if claim.node_name}
+    out = []
+    for i in sorted(removed, key=lambda i: names[i]):
+        pods = tuple(sorted(p.key for p in layout.pods if p.node_name == names[i]))
+        out.append(Drain(names[i], cands.pool[i], claims.get(names[i], ""), cands.price[i], cands.reason[i], pods))
+    return tuple(out)
+
+
+def _intended(layout: Layout, values: np.ndarray, model: _Model, removed: set[str]) -> list[tuple[str, str]]:
+    """(pod key, node) of the model's answer for the pods of the removed nodes."""
+    arrivals = np.maximum(model.moves.dense(values) - layout.x0, 0)
+    names = layout.problem.node_names
+    room = {c: [names[i] for i in np.nonzero(arrivals[c])[0] for _ in range(int(arrivals[c, i]))]
+            for c in range(layout.n_classes)}
+    out = []
+    for k, pod in enumerate(layout.pods):
+        targets = room[int(layout.pod_class[k])]
+        if pod.node_name in removed and targets:
+            out.append((pod.key, targets.pop()))
+    return out
+
+
+def _replanned(state: ClusterState, layout: Layout, removed: Sequence[int], values: np.ndarray, model: _Model,
+               config: Configuration, profile: Profile, settings: Settings, seconds: float) -> tuple[Move, ...] | None:
+    """The moves of the plan of the removed nodes' pods on the nodes that remain, or None when
+    that plan leaves one out or its verifier refuses it."""
+    snap = state.snapshot
+    gone = {layout.problem.node_names[i] for i in removed}
+    moving = [p for p in layout.pods if p.node_name in gone]
+    view = replace(snap, nodes=tuple(n for n in snap.nodes if n.name not in gone),
+                   pending=tuple(replace(p, node_name="") for p in moving),
+                   bound=tuple(p for p in snap.bound if p.node_name not in gone), reserved=())
+    solver = replace(settings.solver, time_limit=seconds, stop_when_placed=True)
+    planned = make_plan(view, config, profile, solver, intended=_intended(layout, values, model, gone))
+    target = {(p.namespace, p.name): p.node for p in planned.plan.placements}
+    if planned.violations or any((p.namespace, p.name) not in target for p in moving):
+        return None
+    return tuple(sorted((_move(p, target[(p.namespace, p.name)]) for p in moving),
+                        key=lambda m: (m.source, m.namespace, m.name)))
+
+
+def _move(pod: Pod, target: str) -> Move:
+    return Move(pod.namespace, pod.name, pod.uid, pod.node_name, target, f"drains {pod.node_name}",
+                pod.owner_kind, pod.scheduler_name)
