@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kubeplace.cli.main import main
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType, Offering
@@ -296,3 +298,56 @@ def test_an_answer_the_verifier_refuses_is_cut_off_and_solved_again(monkeypatch:
     monkeypatch.setattr(module, "make_plan", refusing)
     result = run(fragmented())
     assert "n0" not in drained(result) and len(result.drain) == 3 and result.verified
+
+
+# --------------------------------------------------------------------------- properties on random clusters
+
+
+@st.composite
+def random_clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """3 to 6 nodes of both types, each with a few pods of one of two Deployments that fit it,
+    some annotated do-not-disrupt, maybe a PDB and a budget on the NodePool."""
+    kinds = draw(st.lists(st.sampled_from(["small", "large"]), min_size=3, max_size=6))
+    objects: list[dict[str, Any]] = [karpenter_node(f"n{i}", kind) for i, kind in enumerate(kinds)]
+    for i, kind in enumerate(kinds):
+        room = 2000 if kind == "small" else 4000
+        for j, cpu in enumerate(draw(st.lists(st.sampled_from([250, 500, 1000]), max_size=4))):
+            if cpu > room:
+                break
+            room -= cpu
+            app = draw(st.sampled_from(["a", "b"]))
+            p = pod(f"p{i}-{j}", "default", cpu, 256, node_name=f"n{i}", labels={"app": app}, owner=("ReplicaSet", app))
+            if draw(st.integers(0, 9)) == 0:
+                p["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+            objects.append(p)
+    if draw(st.booleans()):
+        objects.append(pdb("a", "default", "a", draw(st.integers(0, 2))))
+    budget = draw(st.sampled_from(["100%", "1", "50%"]))
+    return [*objects, node_pool(budgets=[{"nodes": budget}])]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(random_clusters())
+def test_answers_are_verified_never_dearer_and_within_their_rules(objects: list[dict[str, Any]]) -> None:
+    from kubeplace.plan.verify import verify
+
+    state = state_of([(o, "test") for o in objects])
+    result = run(state)
+    assert result.verified and result.bound <= result.cost_after <= result.cost_before
+    gone = drained(result)
+    on_gone = {k for k, raw in state.raw_pods.items() if raw["spec"]["nodeName"] in gone}
+    assert {f"{m.namespace}/{m.name}" for m in result.moves} == on_gone
+    assert all(m.target not in gone for m in result.moves)
+    # the moves as a plan of the pods of the removed nodes on the nodes that remain: verified
+    snap = state.snapshot
+    moved = {(m.namespace, m.name): m.target for m in result.moves}
+    view = replace(snap, nodes=tuple(n for n in snap.nodes if n.name not in gone),
+                   pending=tuple(replace(p, node_name="") for p in snap.bound if (p.namespace, p.name) in moved),
+                   bound=tuple(p for p in snap.bound if p.node_name not in gone))
+    assert verify(view, [(ns, name, node) for (ns, name), node in moved.items()]) == []
+    allowed = {pdb.name: pdb.allowed for pdb in snap.disruption_budgets}
+    assert sum(raw["metadata"]["labels"]["app"] == "a" for k, raw in state.raw_pods.items() if k in on_gone) <= (
+        allowed.get("a", 10**6))
+    assert not any((raw["metadata"].get("annotations") or {}).get("karpenter.sh/do-not-disrupt")
+                   for k, raw in state.raw_pods.items() if k in on_gone)
