@@ -142,7 +142,10 @@ def _run(a: dict[str, Any]) -> None:
             plan = rebalance(_layout(state, rules, config, prof), settings, on_event)
             doc, moves, ok = plan.to_dict(), list(plan.moves), True
     if a["consolidate"]:
-        _consolidated(replace(consolidation, moves=tuple(with_owners(consolidation.moves, state))), cluster, a)
+        consolidation = replace(consolidation, moves=tuple(with_owners(consolidation.moves, state)))
+        if a["report_path"] is not None:
+            _consolidation_report(consolidation, state, config, events, a["report_path"])
+        _consolidated(consolidation, cluster, a)
     moves = with_owners(moves, state)
     if a["apply_"] and moves:
         previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -202,6 +205,27 @@ def _consolidated(result: Any, cluster: Any, a: dict[str, Any]) -> None:
     sys.exit(0 if ok else EXIT_INCOMPLETE)
 
 
+def _consolidation_report(result: Any, state: Any, config: Any, events: Any, path: Path) -> None:
+    """The rebalance report of the moves, headed by the consolidation's summary and its nodes to drain."""
+    from kubeplace.report.build import rebalance_report
+    from kubeplace.report.html import write_report
+
+    summary = _consolidation_lines(result.to_dict())
+    drains = [f"drain {d.node} ({d.node_pool or 'no NodePool'}, {d.to_dict()['pricePerHour']:.4f}/h, {d.reason})"
+              for d in result.drain]
+    write_report(path, rebalance_report(state.snapshot, result.moves, (), [*summary, *drains], events,
+                                        result.notes, config.gpu))
+    click.echo(f"report: {printable(str(path))}", err=True)
+
+
+def _consolidation_lines(doc: dict[str, Any]) -> list[str]:
+    c, s = doc["consolidate"], doc["summary"]
+    return [f"consolidate: cost per hour {c['costPerHourBefore']:.4f} -> {c['costPerHourAfter']:.4f} "
+            f"(bound {c['bound']:.4f}), {s['nodes_removed']} node(s) removed, {s['pods_moved']} pod(s) moved, "
+            f"{len(c['kept'])} may not go",
+            f"Solver: status {s['status']}, {s['seconds']:.2f}s; verified: {'yes' if s['verified'] else 'no'}"]
+
+
 def _print_consolidation(doc: dict[str, Any]) -> None:
     console = stdout_console()
     c = doc["consolidate"]
@@ -220,11 +244,8 @@ def _print_consolidation(doc: dict[str, Any]) -> None:
         rows.add_row(f"{m['namespace']}/{m['name']}", m["from"], m["to"], *extra)
     if doc["moves"]:
         console.print(rows)
-    s = doc["summary"]
-    say(console, f"consolidate: cost per hour {c['costPerHourBefore']:.4f} -> {c['costPerHourAfter']:.4f} "
-                 f"(bound {c['bound']:.4f}), {s['nodes_removed']} node(s) removed, {s['pods_moved']} pod(s) moved, "
-                 f"{len(c['kept'])} may not go")
-    say(console, f"Solver: status {s['status']}, {s['seconds']:.2f}s; verified: {'yes' if s['verified'] else 'no'}")
+    for line in _consolidation_lines(doc):
+        say(console, line)
     report = doc["apply"]
     if report.get("dry_run"):
         say(console, "dry run: nothing evicted or deleted (--apply to drain)")

@@ -351,3 +351,13 @@ def test_answers_are_verified_never_dearer_and_within_their_rules(objects: list[
         allowed.get("a", 10**6))
     assert not any((raw["metadata"].get("annotations") or {}).get("karpenter.sh/do-not-disrupt")
                    for k, raw in state.raw_pods.items() if k in on_gone)
+
+
+def test_cli_report(tmp_path: Path) -> None:
+    cluster, prices = files(tmp_path, fragmented_objects())
+    report = tmp_path / "r.html"
+    result = invoke(cluster, "--catalogue", prices, "--report", str(report))
+    assert result.exit_code == 0, result.output
+    html = report.read_text()
+    assert "consolidate: cost per hour 0.8000 -" in html and "0.2000 (bound" in html
+    assert "drain n" in html
