@@ -56,6 +56,8 @@ from kubeplace.models.framework import Objective
               help="Trade: a move must gain this much objective (default: best objective, then fewest moves).")
 @click.option("--consolidate", is_flag=True,
               help="Which nodes to remove so that the cost per hour after moving their pods is least.")
+@click.option("--replace", "replace_nodes", is_flag=True,
+              help="With --consolidate: cheaper new nodes (NodePools' offerings) may take the removed nodes' pods.")
 @click.option("--catalogue", "catalogue_paths", multiple=True, metavar="FILE",
               type=click.Path(path_type=Path, exists=True),
               help="With --consolidate: instance types and prices; a node's price is the offering its labels name.")
@@ -76,7 +78,7 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
                       max_moves_per_node: int | None, max_moves_per_namespace: int | None,
                       exclude_namespace: tuple[str, ...], exclude_selector: str | None, allow_local_storage: bool,
                       make_room_for: str | None, profile: str | None, move_cost: float | None, consolidate: bool,
-                      catalogue_paths: tuple[Path, ...], apply_: bool,
+                      replace_nodes: bool, catalogue_paths: tuple[Path, ...], apply_: bool,
                       wave_size: int, lease_namespace: str, eviction_log: Path | None, output: str,
                       report_path: Path | None) -> None:
     """Move running pods to balance (or pack) the cluster, or to make room for a pending pod.
@@ -134,7 +136,7 @@ def _run(a: dict[str, Any]) -> None:
         if a["consolidate"]:
             from kubeplace.rebalance.consolidate import consolidate
 
-            consolidation = consolidate(state, catalogue, rules, config, prof, settings)
+            consolidation = consolidate(state, catalogue, rules, config, prof, settings, a["replace_nodes"])
         elif a["make_room_for"]:
             room = make_room(state, a["make_room_for"], rules, config, prof, settings)
             doc, moves, ok, placements = room.to_dict(), list(room.moves), room.fits, room.placements
@@ -172,9 +174,13 @@ def _run(a: dict[str, Any]) -> None:
 
 def _catalogue(a: dict[str, Any]) -> tuple[Any, ...]:
     if not a["consolidate"]:
-        if a["catalogue_paths"]:
-            raise InputError("--catalogue is read only with --consolidate", field="--catalogue")
+        if a["catalogue_paths"] or a["replace_nodes"]:
+            flag = "--catalogue" if a["catalogue_paths"] else "--replace"
+            raise InputError(f"{flag} is read only with --consolidate", field=flag)
         return ()
+    if a["replace_nodes"] and not a["catalogue_paths"]:
+        raise InputError("--replace needs the instance types new nodes can be launched as", field="--catalogue",
+                         expected="a catalogue file (Karpenter's kwok instance_types.json, or the YAML form)")
     if a["make_room_for"]:
         raise InputError("--consolidate and --make-room-for cannot be combined", field="--consolidate")
     from kubeplace.kube.files import load_catalogue
@@ -191,7 +197,8 @@ def _consolidated(result: Any, cluster: Any, a: dict[str, Any]) -> None:
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             report = drain_nodes(cluster, result.drain, result.moves, wave_size=a["wave_size"],
-                                 lease_namespace=a["lease_namespace"], report_path=a["eviction_log"])
+                                 lease_namespace=a["lease_namespace"], report_path=a["eviction_log"],
+                                 new_nodes=frozenset(n.name for n in result.added))
         finally:
             signal.signal(signal.SIGTERM, previous)
         doc["apply"] = report.to_dict()
@@ -231,12 +238,18 @@ def _print_consolidation(doc: dict[str, Any]) -> None:
     c = doc["consolidate"]
     applied = {n["node"]: n["outcome"] for n in doc["apply"].get("nodes", [])}
     nodes = table("DRAIN", "NODEPOOL", "PRICE/H", "REASON", "PODS", *(["OUTCOME"] if applied else []))
+    added = table("NEW NODE", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY TYPE", "PRICE/H", "PODS")
+    for n in c["add"]:
+        added.add_row(n["node"], n["nodePool"], n["instanceType"], n["zone"], n["capacityType"],
+                      f"{n['pricePerHour']:.4f}", str(len(n["pods"])))
     for d in c["drain"]:
         extra = [applied.get(d["node"], "")] if applied else []
         nodes.add_row(d["node"], d["nodePool"] or "-", f"{d['pricePerHour']:.4f}", d["reason"], str(len(d["pods"])),
                       *extra)
     if c["drain"]:
         console.print(nodes)
+    if c["add"]:
+        console.print(added)
     evicted = {(r["namespace"], r["name"]): r["outcome"] for r in doc["apply"].get("results", [])}
     rows = table("POD", "FROM", "TO", *(["OUTCOME"] if evicted else []))
     for m in doc["moves"]:

@@ -32,13 +32,14 @@ solved again (a few rounds), so an answer is only ever one the plan's rules and 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
 
+from kubeplace.kube.capacity import candidate_nodes
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.karpenter import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
@@ -46,6 +47,9 @@ from kubeplace.kube.objects import Node, NodePool, Pod
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.models.linear import INF
 from kubeplace.plan.pipeline import make_plan
+from kubeplace.plan.plan import NewNode, Provision
+from kubeplace.plan.provision import make_provision_plan
+from kubeplace.plan.provision_items import template_node
 from kubeplace.rebalance.cluster_state import ClusterState
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import MoveModel, build_moves
@@ -89,11 +93,14 @@ class Consolidation:
     verified: bool
     seconds: float
     notes: tuple[str, ...] = ()
+    added: tuple[NewNode, ...] = ()
+    """With ``--replace``: the new nodes the provisioning chooses for the pods the others cannot take."""
 
     def to_dict(self) -> dict[str, Any]:
         unit = PRICE_UNIT
+        added = Provision(self.added, sum(n.price for n in self.added), None, 0, "").to_dict()["provision"]
         return {"moves": [m.to_dict() for m in self.moves],
-                "consolidate": {"drain": [d.to_dict() for d in self.drain],
+                "consolidate": {"drain": [d.to_dict() for d in self.drain], "add": added,
                                 "kept": [{"node": n, "why": w} for n, w in self.kept],
                                 "costPerHourBefore": self.cost_before / unit,
                                 "costPerHourAfter": self.cost_after / unit, "bound": self.bound / unit,
@@ -218,9 +225,16 @@ class _Model:
     r: np.ndarray
     nodes: tuple[int, ...]
     goal: list[tuple[int, int]]
+    b: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """With ``--replace``: one binary per offering's template node (at ``offers``), bought or not."""
+    offers: tuple[int, ...] = ()
 
 
-def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings) -> _Model:
+def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings,
+           offers: Sequence[tuple[int, int]] = ()) -> _Model:
+    """The move model with a removal binary per node that may go and, for ``offers`` ((template
+    node index, price) of the provisioning's candidates), a binary per offering: its template
+    holds pods only when bought, within its allocatable."""
     model = build_moves(layout, settings.budgets, max(layout.problem.n_nodes, 1), spread=False)
     lb = model.lb
     nodes = cands.nodes
@@ -245,31 +259,44 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
                 lb.add_row(np.array(covered), np.ones(len(covered), np.int64), -INF,
                            budget.allowed(sizes.get(pool.name, 0)))
     goal = [(r_of[i], -cands.price[i]) for i in nodes]
-    return _Model(model, r, nodes, goal)
+    b = lb.add_vars(np.zeros(len(offers), np.int64), np.ones(len(offers), np.int64))
+    for (o, price), v in zip(offers, b.tolist(), strict=True):
+        sel = np.nonzero(model.pair_node == o)[0]
+        for res in range(len(layout.problem.resources)):
+            coefs = layout.demand[model.pair_cls[sel], res]
+            nz = coefs > 0
+            if nz.any():
+                lb.add_row(np.array([*model.y[sel][nz].tolist(), v]),
+                           np.array([*coefs[nz].tolist(), -int(layout.free[o, res])]), -INF, 0)
+        goal.append((int(v), price))
+    return _Model(model, r, nodes, goal, b, tuple(o for o, _ in offers))
 
 
-def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
-                profile: Profile, settings: Settings) -> Consolidation:
-    """The nodes to remove and the moves (see the module's text)."""
-    started = time.monotonic()
-    layout = build_layout(state, rules, config, profile)
-    cands = _candidates(state, layout, catalogue)
-    notes = (*cands.notes, REPLACEMENT_NOTE)
-    before = cands.cost_before
-    if not cands.nodes:
-        return Consolidation((), (), cands.kept, before, before, before, "no node may go", True,
-                             time.monotonic() - started, notes)
-    model = _build(layout, cands, state, settings)
+@dataclass(frozen=True)
+class _Answer:
+    removed: tuple[int, ...]
+    moves: tuple[Move, ...]
+    added: tuple[NewNode, ...]
+    cost_after: int
+
+
+Replan = Callable[[list[int], np.ndarray], "_Answer | None"]
+
+
+def _search(model: _Model, settings: Settings, started: float, before: int,
+            replan: Replan) -> tuple[_Answer | None, str, int]:
+    """Stage 1 (cost), stage 2 (evictions at that cost), then ``replan`` of the answer; an answer
+    it refuses is cut off and the model solved again. Returns the verified answer (None: none),
+    the status and the bound on the cost after."""
     cuts: list[tuple[list[tuple[int, int]], int]] = []
     limit = settings.solver.time_limit
     status, bound = "no answer", before
     for _ in range(CUT_ROUNDS):
         left = max(0.5, limit - (time.monotonic() - started))
         first = run(model.moves, model.goal, settings, left * 0.5, rows=cuts, hint=model.moves.hint())
-        if first.values is None:
-            status = first.status.value
-            break
         status = first.status.value
+        if first.values is None:
+            return None, status, bound
         if first.bound is not None:
             bound = max(0, before + int(np.floor(first.bound)))
         best = int(sum(c * int(first.values[v]) for v, c in model.goal))
@@ -279,18 +306,98 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
         values = second.values if second.values is not None else first.values
         removed = [i for i, v in zip(model.nodes, model.r.tolist(), strict=True) if int(values[v])]
         if not removed:
-            return Consolidation((), (), cands.kept, before, before, min(bound, before), status, True,
-                                 time.monotonic() - started, notes)
-        planned = _replanned(state, layout, removed, values, model, config, profile, settings,
-                             max(1.0, limit - (time.monotonic() - started)))
-        if planned is not None:
-            drain = _drains(state, layout, removed, cands)
-            after = before - sum(cands.price[i] for i in removed)
-            return Consolidation(drain, planned, cands.kept, before, after, min(bound, after), status, True,
-                                 time.monotonic() - started, notes)
+            return _Answer((), (), (), before), status, min(bound, before)
+        answer = replan(removed, values)
+        if answer is not None:
+            return answer, status, min(bound, answer.cost_after)
         cuts.append(([(int(model.r[model.nodes.index(i)]), 1) for i in removed], len(removed) - 1))
-    return Consolidation((), (), cands.kept, before, before, min(bound, before), f"{status} (no verified answer)",
-                         True, time.monotonic() - started, notes)
+    return None, f"{status} (no verified answer)", bound
+
+
+def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
+                profile: Profile, settings: Settings, replace_nodes: bool = False) -> Consolidation:
+    """The nodes to remove and the moves (see the module's text); with ``replace_nodes``, also
+    the answers that add new nodes, the cheaper kept."""
+    started = time.monotonic()
+    layout = build_layout(state, rules, config, profile)
+    cands = _candidates(state, layout, catalogue)
+    notes = (*cands.notes, REPLACEMENT_NOTE)
+    before = cands.cost_before
+    if not cands.nodes:
+        return Consolidation((), (), cands.kept, before, before, before, "no node may go", True,
+                             time.monotonic() - started, notes)
+    if replace_nodes:
+        solver = replace(settings.solver, time_limit=settings.solver.time_limit / 2)
+        settings = replace(settings, solver=solver)
+    model = _build(layout, cands, state, settings)
+
+    def removal(removed: list[int], values: np.ndarray) -> _Answer | None:
+        moves = _replanned(state, layout, removed, values, model, config, profile, settings,
+                           max(1.0, settings.solver.time_limit - (time.monotonic() - started)))
+        return None if moves is None else _Answer(tuple(removed), moves, (), before - sum(cands.price[i]
+                                                                                          for i in removed))
+
+    answer, status, bound = _search(model, settings, started, before, removal)
+    result = _result(state, layout, cands, answer, status, bound, started, notes)
+    if not replace_nodes:
+        return result
+    other = _replaced(state, catalogue, rules, config, profile, settings, notes)
+    if other.cost_after < result.cost_after or (other.cost_after == result.cost_after
+                                                and len(other.moves) < len(result.moves)):
+        return replace(other, bound=min(other.bound, result.bound), seconds=time.monotonic() - started)
+    return replace(result, bound=min(other.bound, result.bound), seconds=time.monotonic() - started)
+
+
+def _result(state: ClusterState, layout: Layout, cands: _Candidates, answer: _Answer | None, status: str, bound: int,
+            started: float, notes: tuple[str, ...]) -> Consolidation:
+    before = cands.cost_before
+    if answer is None or not answer.removed:
+        return Consolidation((), (), cands.kept, before, before, min(bound, before), status, True,
+                             time.monotonic() - started, notes)
+    return Consolidation(_drains(state, layout, answer.removed, cands), answer.moves, cands.kept, before,
+                         answer.cost_after, min(bound, answer.cost_after), status, True, time.monotonic() - started,
+                         notes, answer.added)
+
+
+def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
+              profile: Profile, settings: Settings, notes: tuple[str, ...]) -> Consolidation:
+    """The answer that may add nodes: the provisioning's candidates (one template node per
+    NodePool x offering, as it would register) join the model as nodes to buy, at most one of
+    each; the pods of the nodes it removes are then planned by ``plan --provision`` on the nodes
+    left, which chooses the new nodes itself (NodePool weights and limits included) and verifies."""
+    started = time.monotonic()
+    snap = state.snapshot
+    if not snap.node_pools:
+        raise InputError("--replace needs at least one karpenter.sh/v1 NodePool in the input", field="--replace")
+    candidates = candidate_nodes(snap.node_pools, catalogue, snap.daemon_pods)
+    templates = [template_node(c) for c in candidates]
+    layout = build_layout(replace(state, snapshot=replace(snap, nodes=(*snap.nodes, *templates))), rules, config,
+                          profile)
+    cands = _candidates(state, layout, catalogue)
+    index = {name: i for i, name in enumerate(layout.problem.node_names)}
+    offers = [(index[t.name], c.offering.price) for t, c in zip(templates, candidates, strict=True)]
+    model = _build(layout, cands, state, settings, offers)
+    before = cands.cost_before
+
+    def provisioned(removed: list[int], values: np.ndarray) -> _Answer | None:
+        gone = {layout.problem.node_names[i] for i in removed}
+        moving = [p for p in layout.pods if p.node_name in gone]
+        view = replace(snap, nodes=tuple(n for n in snap.nodes if n.name not in gone),
+                       pending=tuple(replace(p, node_name="") for p in moving),
+                       bound=tuple(p for p in snap.bound if p.node_name not in gone), reserved=())
+        seconds = max(1.0, settings.solver.time_limit - (time.monotonic() - started))
+        planned = make_provision_plan(view, catalogue, config, profile, replace(settings.solver, time_limit=seconds))
+        target = {(p.namespace, p.name): p.node for p in planned.plan.placements}
+        if planned.violations or any((p.namespace, p.name) not in target for p in moving):
+            return None
+        added = planned.plan.provision.nodes if planned.plan.provision is not None else ()
+        moves = tuple(sorted((_move(p, target[(p.namespace, p.name)]) for p in moving),
+                             key=lambda m: (m.source, m.namespace, m.name)))
+        cost = before - sum(cands.price[i] for i in removed) + sum(n.price for n in added)
+        return _Answer(tuple(removed), moves, added, cost)
+
+    answer, status, bound = _search(model, settings, started, before, provisioned)
+    return _result(state, layout, cands, answer, f"{status} (replace)", bound, started, notes)
 
 
 def _drains(state: ClusterState, layout: Layout, removed: Sequence[int], cands: _Candidates) -> tuple[Drain, ...]:

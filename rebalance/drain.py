@@ -57,7 +57,10 @@ class DrainReport:
 
 
 def drain_nodes(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], *, wave_size: int = 1,
-                lease_namespace: str = "kubeplace-system", report_path: Path | None = None) -> DrainReport:
+                lease_namespace: str = "kubeplace-system", report_path: Path | None = None,
+                new_nodes: frozenset[str] = frozenset()) -> DrainReport:
+    """``new_nodes``: the names of the nodes a ``--replace`` answer adds; kubeplace does not create
+    them: the evicted pods that fit nowhere else are pending, and Karpenter launches nodes for them."""
     report = DrainReport([NodeOutcome(d) for d in drains])
     for outcome in report.nodes:
         try:
@@ -69,7 +72,8 @@ def drain_nodes(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], *,
             _uncordon(cluster, report)
             return report
     report.evictions = apply_moves(cluster, moves, dry_run=False, wave_size=wave_size,
-                                   lease_namespace=lease_namespace, report_path=report_path)
+                                   lease_namespace=lease_namespace, report_path=report_path,
+                                   unregistered=new_nodes)
     left = _not_evicted(report.evictions)
     for outcome in report.nodes:
         if left.get(outcome.drain.node):

@@ -368,12 +368,13 @@ def kubeplace_consolidation(api: ApiHttp, plane: ControlPlane, workload: Workloa
                             price: Mapping[tuple[str, str, str], float], catalogue_file: Path, settings: Settings,
                             say: Say) -> dict[str, Any]:
     """The same fragmented cluster (Karpenter's consolidation left off, ``consolidateAfter:
-    Never``), then ``kubeplace rebalance --consolidate --apply`` from the checkout: it cordons the
-    nodes it removes, evicts their pods, deletes their NodeClaims (Karpenter terminates the nodes);
-    the kube-scheduler binds the replacements. Seconds: from the command's start to the last
+    Never``), then ``kubeplace rebalance --consolidate --replace --apply`` from the checkout: it
+    cordons the nodes it removes, evicts their pods, deletes their NodeClaims (Karpenter terminates
+    the nodes); the kube-scheduler binds the replacements, and Karpenter launches nodes for those
+    that fit nowhere (the new nodes kubeplace's answer counts on). Seconds: from the command's start to the last
     change to the nodes or pods."""
     before = _fragment(api, workload, namespace, price, settings, say)
-    args = ["rebalance", "--consolidate", "--apply", "--catalogue", str(catalogue_file), "--kubeconfig",
+    args = ["rebalance", "--consolidate", "--replace", "--apply", "--catalogue", str(catalogue_file), "--kubeconfig",
             str(plane.admin_kubeconfig), "-n", namespace, "--lease-namespace", namespace, "-o", "json",
             "--time-limit", str(settings.time_limit), "--seed", str(settings.seed)]
     start = time.monotonic()

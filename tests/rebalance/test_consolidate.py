@@ -361,3 +361,30 @@ def test_cli_report(tmp_path: Path) -> None:
     html = report.read_text()
     assert "consolidate: cost per hour 0.8000 -" in html and "0.2000 (bound" in html
     assert "drain n" in html
+
+
+def test_replace_buys_a_cheaper_node_for_the_pods_of_the_removed_ones() -> None:
+    """Two large nodes (0.2/h) with a 1-CPU pod each: removing one leaves 0.2/h; replacing both
+    by one small node (0.1/h, 2 CPUs) leaves 0.1/h, through the provisioning's offerings."""
+    objects = [karpenter_node("n0"), karpenter_node("n1"), web("w0", "n0"), web("w1", "n1"), node_pool()]
+    state = state_of([(o, "test") for o in objects])
+    settings = Settings(solver=FAST)
+    assert run(state).cost_after == PRICE_UNIT // 5
+    result = consolidate(state, CATALOGUE, Rules(), CONFIG, PROFILE, settings, replace_nodes=True)
+    assert result.cost_after == PRICE_UNIT // 10 and drained(result) == {"n0", "n1"}
+    (new,) = result.added
+    assert (new.instance_type, new.node_pool) == ("small", "default") and len(new.pods) == 2
+    assert {m.target for m in result.moves} == {new.name} and result.bound <= result.cost_after
+    doc = result.to_dict()["consolidate"]
+    assert doc["add"][0]["instanceType"] == "small" and doc["costPerHourAfter"] == 0.1
+
+
+def test_apply_of_a_replacement_evicts_towards_nodes_not_registered_yet() -> None:
+    objects = [karpenter_node("n0"), karpenter_node("n1"), web("w0", "n0"), web("w1", "n1"), node_pool()]
+    state = state_of([(o, "test") for o in objects])
+    result = consolidate(state, CATALOGUE, Rules(), CONFIG, PROFILE, Settings(solver=FAST), replace_nodes=True)
+    new = frozenset(n.name for n in result.added)
+    stopped = drain_nodes(FakeCluster(state), result.drain, result.moves)
+    assert "is gone" in stopped.evictions.stopped and stopped.removed == 0
+    report = drain_nodes(FakeCluster(state), result.drain, result.moves, new_nodes=new)
+    assert report.complete and report.removed == 2
