@@ -338,6 +338,7 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
                                                                                           for i in removed))
 
     answer, status, bound = _search(model, settings, started, before, removal)
+    bound = min(max(bound, capacity_bound(layout, cands)), before if answer is None else answer.cost_after)
     result = _result(state, layout, cands, answer, status, bound, started, notes)
     if not replace_nodes:
         return result
@@ -397,7 +398,35 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
         return _Answer(tuple(removed), moves, added, cost)
 
     answer, status, bound = _search(model, settings, started, before, provisioned)
+    bound = min(max(bound, capacity_bound(layout, cands, offers)), before if answer is None else answer.cost_after)
     return _result(state, layout, cands, answer, f"{status} (replace)", bound, started, notes)
+
+
+def capacity_bound(layout: Layout, cands: _Candidates, offers: Sequence[tuple[int, int]] = ()) -> int:
+    """A lower bound on the cost after by linear programming: the nodes that stay whatever
+    (kept or unpriced) hold what they can of the movable pods' requests, and the rest is bought
+    fractionally, per resource, from the nodes that may go (up to one each) and the ``offers``
+    (any number), the cheapest per unit first; the highest of the resources' bounds. Eligibility,
+    integrality and the resources' coupling are relaxed, so no answer costs less."""
+    now = layout.requests(layout.x0)
+    room = np.maximum(layout.free, now)
+    variable = set(cands.nodes) | {o for o, _ in offers}
+    fixed = [i for i in range(layout.problem.n_nodes) if i not in variable]
+    need = now.sum(axis=0) - room[fixed].sum(axis=0)
+    sources = [(cands.price[i], i, False) for i in cands.nodes] + [(price, o, True) for o, price in offers]
+    best = 0.0
+    for r in range(len(layout.problem.resources)):
+        left, cost = float(need[r]), 0.0
+        for price, i, unlimited in sorted(sources, key=lambda s: s[0] / max(int(room[s[1], r]), 1)):
+            if left <= 0 or room[i, r] <= 0:
+                continue
+            take = left if unlimited else min(left, float(room[i, r]))
+            cost += price * take / float(room[i, r])
+            left -= take
+        if left <= 0:
+            best = max(best, cost)
+    fixed_cost = cands.cost_before - sum(cands.price[i] for i in cands.nodes)
+    return fixed_cost + int(np.floor(best))
 
 
 def _drains(state: ClusterState, layout: Layout, removed: Sequence[int], cands: _Candidates) -> tuple[Drain, ...]:
