@@ -4,6 +4,8 @@ catalogue, with the FFD greedy's cost (Karpenter's way) beside it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -29,10 +31,14 @@ def provision_scale_command(pods: int, types: int, zones: int, shapes: int, spot
                             seed: int, output: str) -> None:
     """Time to a verified provisioning plan, its cost per hour, bound and gap, and the greedy's cost."""
     spec = ProvisionScaleSpec(pods=pods, types=types, zones=zones, shapes=shapes, seed=seed, spot_pool=spot_pool)
-    result = run_provision_scale(spec, time_limit).to_dict()
+    echo_row(run_provision_scale(spec, time_limit).to_dict(), COLUMNS, output)
+
+
+def echo_row(result: dict[str, Any], columns: Sequence[str], output: str) -> None:
+    """One result as JSON, or as a one-row table of ``columns``."""
     if output == "json":
         click.echo(json.dumps(result, indent=2))
         return
-    rows = table(*(c.upper() for c in COLUMNS))
-    rows.add_row(*(str(result[c]) for c in COLUMNS))
+    rows = table(*(c.upper() for c in columns))
+    rows.add_row(*(str(result[c]) for c in columns))
     stdout_console().print(rows)
