@@ -20,8 +20,15 @@ kept node stay (``y[c, i] = x0[c, i]``), and each NodePool disruption budget (``
 a percentage of the NodePool's nodes, rounded up as Karpenter rounds it; for its ``reasons``,
 ``Empty`` for a node whose pods all go with it, else ``Underutilized``; a scheduled budget counts
 as always active) bounds the removals it covers. Stage 1 minimises the cost per hour of the
-nodes kept; stage 2 keeps that cost and minimises the evictions. Its bound (the backend's proved
-bound of stage 1) bounds the cost after from below over every set of removals the model admits.
+nodes kept; stage 2 keeps that cost and minimises the evictions. The bound on the cost after is
+the higher of the backend's proved bound of stage 1 and :func:`capacity_bound` (an LP), over every
+set of removals the model admits.
+
+With ``--replace`` the provisioning's candidates (``kube.capacity.candidate_nodes``: a template
+node per NodePool x offering, as it would register) join the model as nodes to buy, one binary
+each; the pods of the nodes its answer removes are then planned by ``plan --provision`` on the
+nodes left, which buys the new nodes itself (weights and limits included) and verifies. The
+cheaper of that answer and the removal-only one is kept.
 
 Every answer is then planned again as ``plan`` plans: the pods of the removed nodes pending on the
 nodes that remain, the model's targets as a seed, through the independent verifier. When that
@@ -319,6 +326,8 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
     """The nodes to remove and the moves (see the module's text); with ``replace_nodes``, also
     the answers that add new nodes, the cheaper kept."""
     started = time.monotonic()
+    if replace_nodes and not state.snapshot.node_pools:
+        raise InputError("--replace needs at least one karpenter.sh/v1 NodePool in the input", field="--replace")
     layout = build_layout(state, rules, config, profile)
     cands = _candidates(state, layout, catalogue)
     notes = (*cands.notes, REPLACEMENT_NOTE)
@@ -368,8 +377,6 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
     left, which chooses the new nodes itself (NodePool weights and limits included) and verifies."""
     started = time.monotonic()
     snap = state.snapshot
-    if not snap.node_pools:
-        raise InputError("--replace needs at least one karpenter.sh/v1 NodePool in the input", field="--replace")
     candidates = candidate_nodes(snap.node_pools, catalogue, snap.daemon_pods)
     templates = [template_node(c) for c in candidates]
     layout = build_layout(replace(state, snapshot=replace(snap, nodes=(*snap.nodes, *templates))), rules, config,

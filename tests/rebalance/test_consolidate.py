@@ -388,3 +388,14 @@ def test_apply_of_a_replacement_evicts_towards_nodes_not_registered_yet() -> Non
     assert "is gone" in stopped.evictions.stopped and stopped.removed == 0
     report = drain_nodes(FakeCluster(state), result.drain, result.moves, new_nodes=new)
     assert report.complete and report.removed == 2
+
+
+def test_replace_without_a_nodepool_is_bad_input(tmp_path: Path) -> None:
+    objects = [o for o in fragmented_objects() if o["kind"] != "NodePool"]
+    for o in objects:
+        o["metadata"].get("labels", {}).pop("karpenter.sh/nodepool", None)
+    cluster, prices = files(tmp_path, objects)
+    result = invoke(cluster, "--catalogue", prices, "--replace")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--replace needs" in result.stderr
+    missing = invoke(cluster, "--replace")
+    assert missing.exit_code == 2 and "--replace needs the instance types" in missing.stderr
