@@ -59,7 +59,7 @@ from kubeplace.models.framework import Objective
 @click.option("--replace", "replace_nodes", is_flag=True,
               help="With --consolidate: cheaper new nodes (NodePools' offerings) may take the removed nodes' pods.")
 @click.option("--catalogue", "catalogue_paths", multiple=True, metavar="FILE",
-              type=click.Path(path_type=Path, exists=True),
+              type=click.Path(path_type=Path, dir_okay=False),
               help="With --consolidate: instance types and prices; a node's price is the offering its labels name.")
 @click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
 @click.option("--wave-size", type=click.IntRange(min=1), default=1, show_default=True,
