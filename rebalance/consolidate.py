@@ -69,6 +69,8 @@ GOES_WITH_NODE = frozenset({MIRROR, STATIC, DAEMONSET, DELETING, NOT_RUNNING})
 """Exclusions of pods that never block a node's removal: they go (or are gone) with it."""
 EMPTY, UNDERUTILIZED = "Empty", "Underutilized"
 CUT_ROUNDS = 5
+BOUND_KIND = ("the higher of the model's proved MIP bound (exact when status is optimal) and the capacity LP "
+              "bound; with --replace, the model buys at most one node of each offering")
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class Consolidation:
                                 "kept": [{"node": n, "why": w} for n, w in self.kept],
                                 "costPerHourBefore": self.cost_before / unit,
                                 "costPerHourAfter": self.cost_after / unit, "bound": self.bound / unit,
-                                "boundKind": "the removal model's MIP bound (exact when status is optimal)"},
+                                "boundKind": BOUND_KIND},
                 "summary": {"nodes_removed": len(self.drain), "pods_moved": len(self.moves),
                             "status": self.status, "verified": self.verified, "seconds": round(self.seconds, 3)},
                 "notes": list(self.notes)}
