@@ -74,6 +74,9 @@ def drain_nodes(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], *,
     report.evictions = apply_moves(cluster, moves, dry_run=False, wave_size=wave_size,
                                    lease_namespace=lease_namespace, report_path=report_path,
                                    unregistered=new_nodes)
+    if report.evictions.interrupted:  # Ctrl-C or SIGTERM: nothing more is deleted
+        _uncordon(cluster, report)
+        return report
     left = _not_evicted(report.evictions)
     for outcome in report.nodes:
         if left.get(outcome.drain.node):

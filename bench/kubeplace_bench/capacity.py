@@ -306,6 +306,8 @@ class _Fragmented:
     nodes: tuple[str, ...]
     pod_uids: frozenset[str]
     figures: Mapping[str, Any]
+    pods_per_node: tuple[int, ...]
+    """The workload's pods on each node, most first: what the fewest evictions depend on."""
 
 
 def _fragment(api: ApiHttp, workload: Workload, namespace: str, price: Mapping[tuple[str, str, str], float],
@@ -326,8 +328,11 @@ def _fragment(api: ApiHttp, workload: Workload, namespace: str, price: Mapping[t
     nodes = pool_nodes(api, pools)
     figures = node_figures(nodes, price)
     say(f"  fragmented: {workload.scale_to} pods on {figures['nodes']} node(s), {figures['costPerHour']:.4f}/h")
-    return _Fragmented(pools, tuple(n["metadata"]["name"] for n in nodes),
-                       frozenset(p["metadata"]["uid"] for p in namespace_pods(api, namespace)), figures)
+    pods = namespace_pods(api, namespace)
+    on = Counter(p["spec"].get("nodeName", "") for p in pods)
+    names = tuple(n["metadata"]["name"] for n in nodes)
+    return _Fragmented(pools, names, frozenset(p["metadata"]["uid"] for p in pods), figures,
+                       tuple(sorted((on.get(name, 0) for name in names), reverse=True)))
 
 
 def _consolidated(api: ApiHttp, scheduler: str, workload: Workload, namespace: str, before: _Fragmented,
@@ -340,7 +345,8 @@ def _consolidated(api: ApiHttp, scheduler: str, workload: Workload, namespace: s
     say(f"  {scheduler}: {after['nodes']} node(s), {after['costPerHour']:.4f}/h, {evicted} pod(s) evicted")
     return {"scheduler": scheduler, "pods": workload.scale_to, "bound": _bound(api, namespace),
             "nodesBefore": before.figures["nodes"], "costPerHourBefore": before.figures["costPerHour"],
-            "nodesByTypeBefore": before.figures["nodesByType"], "nodesAfter": after["nodes"],
+            "nodesByTypeBefore": before.figures["nodesByType"], "podsPerNodeBefore": list(before.pods_per_node),
+            "nodesAfter": after["nodes"],
             "costPerHourAfter": after["costPerHour"], "nodesByTypeAfter": after["nodesByType"],
             "nodesRemoved": len(set(before.nodes) - names_after), "nodesLaunched": len(names_after - set(before.nodes)),
             "podsEvicted": evicted, "seconds": round(seconds, 2)}

@@ -399,3 +399,18 @@ def test_replace_without_a_nodepool_is_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--replace needs" in result.stderr
     missing = invoke(cluster, "--replace")
     assert missing.exit_code == 2 and "--replace needs the instance types" in missing.stderr
+
+
+def test_an_interrupted_apply_deletes_nothing_and_uncordons() -> None:
+    state = fragmented()
+    result = run(state)
+    cluster = FakeCluster(state)
+
+    def interrupted(namespace: str, name: str, uid: str, dry_run: bool = False) -> None:
+        raise KeyboardInterrupt
+
+    cluster.evict = interrupted  # type: ignore[method-assign]
+    report = drain_nodes(cluster, result.drain, result.moves)
+    assert report.removed == 0 and not report.complete and report.to_dict()["stopped"] == "interrupted"
+    assert not [c for c in cluster.calls if c[0].startswith("delete")]
+    assert sorted(c[1] for c in cluster.calls if c[0] == "uncordon") == sorted(drained(result))
