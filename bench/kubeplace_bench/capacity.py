@@ -391,7 +391,7 @@ def kubeplace_consolidation(api: ApiHttp, plane: ControlPlane, workload: Workloa
     row = _consolidated(api, "kubeplace", workload, namespace, before, price, last_change - start, say)
     plan = doc.get("consolidate") or {}
     return {**row, "plannedCostPerHourAfter": plan.get("costPerHourAfter"), "boundPerHour": plan.get("bound"),
-            "verified": (doc.get("summary") or {}).get("verified"),
+            "verified": (doc.get("summary") or {}).get("verified"), "status": (doc.get("summary") or {}).get("status"),
             "nodesDeleted": (doc.get("apply") or {}).get("nodes_removed")}
 
 
