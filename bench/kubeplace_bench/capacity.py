@@ -352,16 +352,40 @@ def _consolidated(api: ApiHttp, scheduler: str, workload: Workload, namespace: s
             "podsEvicted": evicted, "seconds": round(seconds, 2)}
 
 
-def karpenter_consolidation(api: ApiHttp, workload: Workload, namespace: str,
-                            price: Mapping[tuple[str, str, str], float], settings: Settings,
-                            say: Say) -> dict[str, Any]:
-    """The Deployment provisioned for, scaled down, then Karpenter's consolidation let loose."""
+def karpenter_consolidation(api: ApiHttp, plane: ControlPlane, workload: Workload, namespace: str,
+                            price: Mapping[tuple[str, str, str], float], catalogue_file: Path | None,
+                            settings: Settings, say: Say) -> dict[str, Any]:
+    """The Deployment provisioned for, scaled down, then Karpenter's consolidation let loose. With
+    ``catalogue_file``, kubeplace's dry run on the same fragmented cluster first (``onThisStart``:
+    its cost after and evictions, what the two rows compare on one start)."""
     before = _fragment(api, workload, namespace, price, settings, say)
+    same_start = {} if catalogue_file is None else _dry_run(plane, namespace, catalogue_file, settings, say)
     start = time.monotonic()
     for pool in before.pools:
         api.request("PATCH", f"{KARPENTER_API}/nodepools/{pool}", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
     last_change = _wait_quiet(api, namespace, before.pools, start, settings)
-    return _consolidated(api, "karpenter", workload, namespace, before, price, last_change - start, say)
+    row = _consolidated(api, "karpenter", workload, namespace, before, price, last_change - start, say)
+    return {**row, **({"kubeplaceOnThisStart": same_start} if same_start else {})}
+
+
+def _consolidate_args(plane: ControlPlane, namespace: str, catalogue_file: Path, settings: Settings) -> list[str]:
+    return ["rebalance", "--consolidate", "--replace", "--catalogue", str(catalogue_file), "--kubeconfig",
+            str(plane.admin_kubeconfig), "-n", namespace, "--lease-namespace", namespace, "-o", "json",
+            "--time-limit", str(settings.time_limit), "--seed", str(settings.seed)]
+
+
+def _dry_run(plane: ControlPlane, namespace: str, catalogue_file: Path, settings: Settings,
+             say: Say) -> dict[str, Any]:
+    """``rebalance --consolidate --replace`` without --apply: what kubeplace would do on this cluster."""
+    doc = _kubeplace_json(settings.kubeplace_checkout, _consolidate_args(plane, namespace, catalogue_file, settings),
+                          settings, say)
+    if "unavailable" in doc:
+        return {}
+    plan = doc.get("consolidate") or {}
+    say(f"  kubeplace (dry run on this start): {plan.get('costPerHourAfter')}/h, "
+        f"{len(doc.get('moves') or [])} pod(s) to evict")
+    return {"costPerHourAfter": plan.get("costPerHourAfter"), "podsEvicted": len(doc.get("moves") or []),
+            "nodesRemoved": len(plan.get("drain") or []), "nodesAdded": len(plan.get("add") or [])}
 
 
 def consolidate_available(checkout: Path) -> bool:
@@ -380,9 +404,7 @@ def kubeplace_consolidation(api: ApiHttp, plane: ControlPlane, workload: Workloa
     that fit nowhere (the new nodes kubeplace's answer counts on). Seconds: from the command's start to the last
     change to the nodes or pods."""
     before = _fragment(api, workload, namespace, price, settings, say)
-    args = ["rebalance", "--consolidate", "--replace", "--apply", "--catalogue", str(catalogue_file), "--kubeconfig",
-            str(plane.admin_kubeconfig), "-n", namespace, "--lease-namespace", namespace, "-o", "json",
-            "--time-limit", str(settings.time_limit), "--seed", str(settings.seed)]
+    args = [*_consolidate_args(plane, namespace, catalogue_file, settings), "--apply"]
     start = time.monotonic()
     doc = _kubeplace_json(settings.kubeplace_checkout, args, settings, say)
     if "unavailable" in doc:
@@ -442,7 +464,8 @@ def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: 
                 api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
                 rows: list[dict[str, Any]]
                 if workload.deployment is not None:
-                    rows = [karpenter_consolidation(api, workload, namespace, price, settings, say)]
+                    rows = [karpenter_consolidation(api, plane, workload, namespace, price,
+                                                    catalogue_file if consolidating else None, settings, say)]
                     empty(api, namespace, [p["metadata"]["name"] for p in workload.node_pools], say)
                     namespace = f"{namespace}-kubeplace"
                     api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -490,6 +513,10 @@ def table(doc: Mapping[str, Any]) -> str:
                     f"{head}{row['nodesBefore']:>4}->{row['nodesAfter']:<3}{row['costPerHourBefore']:>15.4f}"
                     f"{row['costPerHourAfter']:>9.4f}{row['nodesRemoved']:>9}{row['nodesLaunched']:>9}"
                     f"{row['podsEvicted']:>9}{row['seconds']:>9.1f}")
+                same = row.get("kubeplaceOnThisStart")
+                if same:
+                    consolidation.append(f"{'':<14}(kubeplace's dry run on this start: "
+                                         f"{_cell(same['costPerHourAfter'], '.4f')}/h, {same['podsEvicted']} evicted)")
                 chosen.append(f"{entry['workload']} {row['scheduler']}: before "
                               f"{_types(row['nodesByTypeBefore'])}; after {_types(row['nodesByTypeAfter'])}")
             else:

@@ -61,3 +61,6 @@ def test_bench_capacity_consolidation_measures_karpenter_and_kubeplace() -> None
     assert kubeplace["verified"] is True and kubeplace["bound"] == kubeplace["pods"]
     assert kubeplace["costPerHourAfter"] <= kubeplace["costPerHourBefore"]
     assert kubeplace["nodesDeleted"] == kubeplace["nodesRemoved"]
+    same = karpenter["kubeplaceOnThisStart"]  # kubeplace's dry run on Karpenter's own start
+    assert same["costPerHourAfter"] <= karpenter["costPerHourBefore"] and same["podsEvicted"] >= 0
+    assert "kubeplace's dry run on this start" in table(json.loads(result.stdout))
