@@ -13,7 +13,7 @@ from kubeplace.cli.options import Source
 from kubeplace.cli.render import dump, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome
 from kubeplace.kube.claim_binder import allocate_claims
-from kubeplace.kube.client import connect
+from kubeplace.kube.client import Cluster, connect
 from kubeplace.kube.errors import InputError, KubeplaceError, PlanVerificationFailed
 from kubeplace.kube.files import read_document
 from kubeplace.kube.gpu_conventions import GpuConventions
@@ -31,7 +31,11 @@ def run_bind(src: Source, config: Configuration, profile: Profile, solver: Solve
              plan_file: Path | None, dry_run: bool, yes: bool, output: str) -> bool:
     if src.paths:
         raise InputError("bind works on the live cluster; give no SOURCE (use --plan FILE to bind a saved plan)")
-    saved = placements_from_dict(read_document(plan_file), str(plan_file)) if plan_file is not None else None
+    document = read_document(plan_file) if plan_file is not None else None
+    if isinstance(document, Mapping) and document.get("provision"):
+        raise InputError("the plan adds new nodes, which bind cannot create: bind it with "
+                         "`kubeplace plan --provision --apply`", file=str(plan_file), field="provision")
+    saved = placements_from_dict(document, str(plan_file)) if plan_file is not None else None
     cluster = connect(src.kubeconfig, src.context)
     snapshot = src.measured(load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
                                                namespaces=src.namespaces(), selector=src.selector))
@@ -44,9 +48,9 @@ def run_bind(src: Source, config: Configuration, profile: Profile, solver: Solve
         if planned.violations:  # made from this very snapshot: kubeplace contradicts itself
             raise PlanVerificationFailed(tuple(map(str, planned.violations)))
         placements = planned.plan.placements
-    placements = _with_current_uids(placements, snapshot)
+    placements = with_current_uids(placements, snapshot)
     plan_order = {(p.namespace, p.name): i for i, p in enumerate(placements)}
-    placements, taken = _split_bound_meanwhile(placements, snapshot, dry_run)
+    placements, taken = split_bound_meanwhile(placements, snapshot, dry_run)
     violations = verify_plan(snapshot, placements, config, profile)
     if violations:
         raise _refusal(violations, plan_order, str(plan_file) if plan_file is not None else "")
@@ -56,16 +60,22 @@ def run_bind(src: Source, config: Configuration, profile: Profile, solver: Solve
     if placements and not yes and not _confirm(len(placements), dry_run):
         click.echo("aborted; nothing was bound", err=True)
         return False
+    results = sorted(taken + bind_placements(cluster, snapshot, placements, config, dry_run),
+                     key=lambda r: plan_order[(r.binding.namespace, r.binding.name)])
+    report_results(results, output, dry_run)
+    return all(r.outcome == "bound" for r in results)
+
+
+def bind_placements(cluster: Cluster, snapshot: Snapshot, placements: Sequence[Placement], config: Configuration,
+                    dry_run: bool) -> list[BindResult]:
+    """Binds verified placements (their dynamic resource claims allocated and their volumes bound
+    first), one result per pod."""
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     conv = config.gpu
     bindings = [Binding(p.namespace, p.name, p.uid, p.node, _device_note(p, pods, conv)) for p in placements]
     claims = {f"{p.namespace}/{p.name}": p.claims for p in placements if p.claims}
     bindings, not_allocated = allocate_claims(cluster, bindings, claims, dry_run)
-    results = sorted(taken + not_allocated
-                     + bind_with_volumes(cluster, bindings, _volume_work(placements, snapshot), dry_run),
-                     key=lambda r: plan_order[(r.binding.namespace, r.binding.name)])
-    _report(results, output, dry_run)
-    return all(r.outcome == "bound" for r in results)
+    return not_allocated + bind_with_volumes(cluster, bindings, _volume_work(placements, snapshot), dry_run)
 
 
 def _refusal(violations: Sequence[Violation], plan_order: Mapping[tuple[str, str], int],
@@ -90,7 +100,7 @@ def _volume_work(placements: Sequence[Placement], snapshot: Snapshot) -> dict[st
             for p in placements if p.volumes}
 
 
-def _split_bound_meanwhile(placements: tuple[Placement, ...], snapshot: Snapshot,
+def split_bound_meanwhile(placements: tuple[Placement, ...], snapshot: Snapshot,
                            dry_run: bool) -> tuple[tuple[Placement, ...], list[BindResult]]:
     """A saved plan may name pods that another scheduler (or a person) bound since it was made.
 
@@ -112,7 +122,7 @@ def _split_bound_meanwhile(placements: tuple[Placement, ...], snapshot: Snapshot
     return tuple(keep), taken
 
 
-def _with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> tuple[Placement, ...]:
+def with_current_uids(placements: tuple[Placement, ...], snapshot: object) -> tuple[Placement, ...]:
     """A plan file may predate a pod being recreated under the same name: keep the uid it was
     planned for (verification then refuses the plan before anything is written: the claims and
     volumes written before the pod would name the new pod with the old uid); fill it in when absent."""
@@ -138,7 +148,7 @@ def _confirm(count: int, dry_run: bool) -> bool:
     return click.confirm(f"{what} {count} pod(s)?", default=False)
 
 
-def _report(results: list[BindResult], output: str, dry_run: bool) -> None:
+def report_results(results: list[BindResult], output: str, dry_run: bool) -> None:
     if output in ("json", "yaml"):
         data = {"dryRun": dry_run, "results": [
             {"namespace": r.binding.namespace, "name": r.binding.name, "node": r.binding.node,

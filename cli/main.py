@@ -106,12 +106,17 @@ def main() -> None:
 @click.option("--catalogue", "catalogue_paths", multiple=True, metavar="FILE",
               type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="Instance-type catalogue (Karpenter's kwok instance_types.json, or the YAML form) for --provision.")
+@click.option("--apply", is_flag=True,
+              help="With --provision: create the new nodes as Karpenter NodeClaims, wait until they are ready, "
+                   "and bind the pods of the plan (live cluster only).")
+@click.option("--node-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="SECONDS",
+              help="With --apply: how long to wait for the new nodes to be ready.")
 def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
          all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
          scheduler_name: str | None,
          backend: str | None, time_limit: float | None, workers: int | None, gap: float | None,
          seed: int | None, output: str, report_path: Path | None, preempt: bool, provision: bool,
-         catalogue_paths: Sequence[Path]) -> None:
+         catalogue_paths: Sequence[Path], apply: bool, node_timeout: float) -> None:
     """Show where every pending pod would go, and why the others cannot go anywhere.
 
     SOURCE is YAML/JSON files or directories of Node and Pod objects (for example what
@@ -119,13 +124,17 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     Never writes anything. With --preempt, the plan also lists the pods to evict (the fewest,
     of the lowest priority) and the pods each eviction makes room for. With --provision, the new
     nodes to add (NodePool, instance type, zone, capacity type, price) for the pods the existing
-    nodes cannot take: cheapest first after placing the most pods.
+    nodes cannot take: cheapest first after placing the most pods; with --apply, those nodes are
+    created through Karpenter and the plan is bound (exit code as `bind`'s).
     """
     from kubeplace.plan.pipeline import make_plan
     from kubeplace.plan.preemption_plan import make_preemption_plan
 
     refuse_input_as_report(report_path, source, config_path, kubeconfig)
     catalogue = provision_catalogue(provision, catalogue_paths, preempt)
+    if apply and (catalogue is None or source):
+        raise InputError("--apply creates the new nodes of --provision in the live cluster: it needs --provision "
+                         "and no SOURCE", field="--apply")
     config = load_config(config_path)
     profile = config.profile(scheduler_name)
     src = Source(tuple(source), kubeconfig, context, namespace, all_namespaces, selector, metrics_max_age)
@@ -142,7 +151,8 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
             planned = planner(snapshot, config, profile, settings, on_event)
     if planned.violations:
         raise PlanVerificationFailed(tuple(map(str, planned.violations)))
-    print_plan(planned.plan, output, stdout_console())
+    if not (apply and output in ("json", "yaml")):  # --apply -o json|yaml prints the plan with what was applied
+        print_plan(planned.plan, output, stdout_console())
     if report_path is not None:
         from kubeplace.report.build import plan_report
         from kubeplace.report.html import write_report
@@ -150,6 +160,11 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
         report = plan_report(snapshot, planned.plan, summary_text(planned.plan).splitlines(), events, config.gpu)
         write_report(report_path, report)
         click.echo(f"report: {printable(str(report_path))}", err=True)
+    if apply and catalogue is not None:
+        from kubeplace.cli.provision_apply import apply_provision
+
+        ok = apply_provision(src, config, profile, snapshot, catalogue, planned.plan, node_timeout, output)
+        sys.exit(0 if ok else EXIT_INCOMPLETE)
 
 
 def provision_catalogue(provision: bool, paths: Sequence[Path], preempt: bool) -> tuple[InstanceType, ...] | None:

@@ -32,6 +32,11 @@ class Outcome(StrEnum):
     """The connection failed during this request: the server may or may not have bound it."""
     VOLUMES_NOT_READY = "volumes_not_ready"
     """The pod's claims could not be bound (a write refused, provisioning failed, out of time): not bound."""
+    NODE_MISSING = "node_missing"
+    """Planned on a new node that did not register in time, or that Karpenter did not launch: not sent."""
+    NOT_FITTING = "not_fitting"
+    """The plan no longer holds for it on the cluster as it is now (a new node registered otherwise than
+    planned, a pod it depended on not bound): not sent."""
     NOT_ATTEMPTED = "not_attempted"
     """Not tried because the run stopped before it (unreachable API server, bad credential)."""
 

@@ -111,6 +111,22 @@ class Cluster:
         except NotFound:
             return []
 
+    def create_object(self, group: str, version: str, plural: str, body: Mapping[str, Any]) -> RawObject:
+        """Creates a cluster-scoped object of an API group's resource (a NodeClaim); the object
+        as the server stored it (its generated name filled in)."""
+        with _translated_errors(f"create {plural}.{group}"):
+            response: Any = self._custom.create_cluster_custom_object(
+                group, version, plural, dict(body), _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            created: RawObject = json.loads(response.data)
+        return created
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Sets (a value) or removes (None) annotations of a node by a merge patch."""
+        with _translated_errors(f"annotate node {name}"):
+            response: Any = self._core.patch_node(name, {"metadata": {"annotations": dict(annotations)}},
+                                                  _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+
     def list_metrics(self, plural: str) -> list[RawObject]:
         """NodeMetrics (``nodes``) or PodMetrics (``pods``) of ``metrics.k8s.io/v1beta1``, as
         ``kubectl get --raw`` lists them; :class:`NotFound` when the API is not registered,

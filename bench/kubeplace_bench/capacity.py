@@ -44,6 +44,8 @@ NODEPOOL_LABEL = "karpenter.sh/nodepool"
 KARPENTER_API, KWOK_API = "/apis/karpenter.sh/v1", "/apis/karpenter.kwok.sh/v1alpha1"
 UNAVAILABLE = "n/a (plan --provision unavailable)"
 NO_CONSOLIDATE = "n/a (rebalance --consolidate unavailable)"
+APPLIED = "kubeplace-apply"
+"""The row of ``plan --provision --apply``, measured on the cluster."""
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,47 @@ def _kubeplace(checkout: Path, args: Sequence[str], timeout: float) -> subproces
         return subprocess.CompletedProcess(args, 124, "", f"timed out after {timeout:.0f}s")
 
 
+def apply_available(checkout: Path) -> bool:
+    """Whether that checkout's ``kubeplace plan`` has ``--apply`` (creating the new nodes)."""
+    result = _kubeplace(checkout, ["plan", "--help"], timeout=120)
+    return result.returncode == 0 and "--apply" in result.stdout
+
+
+def kubeplace_applied(api: ApiHttp, kubeconfig: Path, workload: Workload, namespace: str, catalogue_file: Path,
+                      price: Mapping[tuple[str, str, str], float], settings: Settings, say: Say) -> dict[str, Any]:
+    """``kubeplace plan --provision --apply`` on the emptied cluster: the workload's NodePools and
+    pods (given to kubeplace, so that neither the kube-scheduler nor Karpenter acts on them)
+    created, then the command creates its nodes as NodeClaims, Karpenter launches them and the
+    command binds the pods. Measured on the cluster: nodes launched, their cost, pods bound, and
+    the seconds from the command's start (the plan included) to its end, after the last binding."""
+    pools = [p["metadata"]["name"] for p in workload.node_pools]
+    for pool in workload.node_pools:
+        _create(api, f"{KARPENTER_API}/nodepools", pool)
+    for pod in workload.pods:
+        api.request("POST", f"/api/v1/namespaces/{namespace}/pods", {
+            **pod, "metadata": {**pod["metadata"], "namespace": namespace},
+            "spec": {**pod["spec"], "schedulerName": KUBEPLACE}})
+    args = ["plan", "--kubeconfig", str(kubeconfig), "-n", namespace, "--provision", "--catalogue",
+            str(catalogue_file), "--apply", "-o", "json", "--time-limit", str(settings.time_limit),
+            "--seed", str(settings.seed), "--node-timeout", str(settings.settle)]
+    start = time.monotonic()
+    result = _kubeplace(settings.kubeplace_checkout, args, timeout=settings.time_limit * 4 + settings.timeout)
+    seconds = time.monotonic() - start
+    try:
+        applied = json.loads(result.stdout)["apply"]
+    except (ValueError, KeyError, TypeError):
+        line = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+        say(f"  kubeplace --apply: failed: {line}")
+        return {"scheduler": APPLIED, "unavailable": f"n/a (failed: {line[:200]})"}
+    bound = sum(1 for pod in namespace_pods(api, namespace) if pod["spec"].get("nodeName"))
+    figures = node_figures(pool_nodes(api, pools), price)
+    notes = sorted({n["note"] for n in applied["nodes"] if n["note"]})
+    say(f"  kubeplace --apply: {bound}/{len(workload.pods)} bound on {figures['nodes']} node(s), "
+        f"{figures['costPerHour']:.4f}/h" + "".join(f"; {note}" for note in notes))
+    return {"scheduler": APPLIED, "pods": len(workload.pods), "placed": bound, **figures, "seconds": round(seconds, 2),
+            "applySeconds": applied["seconds"], "exitCode": result.returncode, "notes": notes}
+
+
 # --------------------------------------------------------------------------- consolidation
 
 
@@ -453,6 +496,7 @@ def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: 
         catalogue_file.write_text(json.dumps(types, indent=1))
         start_karpenter(plane, api, build, catalogue_file)
         available = provision_available(settings.kubeplace_checkout)
+        applies = available and apply_available(settings.kubeplace_checkout)
         consolidating = consolidate_available(settings.kubeplace_checkout)
         say(f"Karpenter up; kubeplace plan --provision {'found' if available else 'unavailable'}, rebalance "
             f"--consolidate {'found' if consolidating else 'unavailable'} in {settings.kubeplace_checkout}")
@@ -478,6 +522,12 @@ def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: 
                     rows.append(kubeplace_provisioning(settings.kubeplace_checkout, snapshot, catalogue_file,
                                                        settings, say) if available
                                 else {"scheduler": "kubeplace", "unavailable": UNAVAILABLE})
+                    if applies:
+                        empty(api, namespace, [p["metadata"]["name"] for p in workload.node_pools], say)
+                        namespace = f"capacity-{workload.name}-apply"
+                        api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+                        rows.append(kubeplace_applied(api, plane.admin_kubeconfig, workload, namespace,
+                                                      catalogue_file, price, settings, say))
                 empty(api, namespace, [p["metadata"]["name"] for p in workload.node_pools], say)
                 results.append({"workload": workload.name, "what": workload.what,
                                 "consolidation": workload.deployment is not None, "results": rows})
@@ -498,14 +548,15 @@ def _cell(value: Any, spec: str = "") -> str:
 
 def table(doc: Mapping[str, Any]) -> str:
     """Provisioning rows, consolidation rows, then the nodes each scheduler chose."""
-    lines = [f"{'WORKLOAD':<14}{'SCHEDULER':<11}{'PODS':>5}{'PLACED':>7}{'NODES':>6}{'COST/H':>9}{'BOUND/H':>9}"
+    lines = [f"{'WORKLOAD':<14}{'SCHEDULER':<16}{'PODS':>5}{'PLACED':>7}{'NODES':>6}{'COST/H':>9}{'BOUND/H':>9}"
              f"{'GAP':>8}{'SECONDS':>9}"]
     consolidation = [f"{'WORKLOAD':<14}{'SCHEDULER':<11}{'NODES':>9}{'COST/H BEFORE':>15}{'AFTER':>9}"
                      f"{'REMOVED':>9}{'LAUNCHED':>9}{'EVICTED':>9}{'SECONDS':>9}"]
     chosen = []
     for entry in doc["workloads"]:
         for row in entry["results"]:
-            head = f"{entry['workload']:<14}{row['scheduler']:<11}"
+            width = 11 if entry["consolidation"] else 16  # the provisioning rows name kubeplace-apply
+            head = f"{entry['workload']:<14}{row['scheduler']:<{width}}"
             if "unavailable" in row:
                 (consolidation if entry["consolidation"] else lines).append(f"{head}{row['unavailable']}")
             elif entry["consolidation"]:

@@ -90,17 +90,20 @@ def test_the_table_shows_both_schedulers_and_why_one_is_missing() -> None:
     karpenter = {"scheduler": "karpenter", "pods": 4, "placed": 4, "nodes": 2, "costPerHour": 0.34, "seconds": 3.2,
                  "nodesByType": {"c-2x-amd64-linux/test-zone-a/on-demand": 2}}
     kubeplace = {"scheduler": "kubeplace", **provision_figures(PLAN), "seconds": 1.5}
+    applied = {"scheduler": "kubeplace-apply", "pods": 4, "placed": 4, "nodes": 1, "costPerHour": 0.17,
+               "seconds": 9.4, "nodesByType": {"c-4x-amd64-linux/test-zone-a/on-demand": 1}}
     consolidated = {"scheduler": "karpenter", "nodesBefore": 8, "nodesAfter": 3, "costPerHourBefore": 1.36,
                     "costPerHourAfter": 0.51, "nodesRemoved": 5, "nodesLaunched": 0, "podsEvicted": 6,
                     "seconds": 40.0, "nodesByTypeBefore": {"c-4x": 8}, "nodesByTypeAfter": {"c-4x": 3}}
     doc = {"workloads": [
-        {"workload": "web", "consolidation": False, "results": [karpenter, kubeplace]},
+        {"workload": "web", "consolidation": False, "results": [karpenter, kubeplace, applied]},
         {"workload": "batch", "consolidation": False,
          "results": [karpenter, {"scheduler": "kubeplace", "unavailable": UNAVAILABLE}]},
         {"workload": "consolidation", "consolidation": True, "results": [consolidated]}]}
     text = table(doc)
-    assert "web           kubeplace      4      3     1   0.1700   0.1700   0.00%      1.5" in text
-    assert f"batch         kubeplace  {UNAVAILABLE}" in text
+    assert "web           kubeplace           4      3     1   0.1700   0.1700   0.00%      1.5" in text
+    assert "web           kubeplace-apply     4      4     1   0.1700        -       -      9.4" in text
+    assert f"batch         kubeplace       {UNAVAILABLE}" in text
     assert "consolidation karpenter     8->3           1.3600   0.5100        5        0        6     40.0" in text
     assert "web karpenter: c-2x-amd64-linux/test-zone-a/on-demand x2" in text
 

@@ -27,7 +27,7 @@ def test_bench_capacity_measures_karpenter_and_kubeplace_on_one_workload() -> No
     doc = json.loads(result.stdout)
     (entry,) = doc["workloads"]
     assert (entry["workload"], entry["consolidation"]) == ("batch", False)
-    karpenter, kubeplace = entry["results"]
+    karpenter, kubeplace, *applied = entry["results"]
     assert karpenter["scheduler"] == "karpenter" and karpenter["pods"] == 6
     assert karpenter["placed"] == 6, "Karpenter's nodes did not get every pod bound"
     assert karpenter["nodes"] == sum(karpenter["nodesByType"].values()) > 0
@@ -38,6 +38,10 @@ def test_bench_capacity_measures_karpenter_and_kubeplace_on_one_workload() -> No
     else:
         assert {"placed", "nodes", "costPerHour", "bound", "gap", "seconds"} <= set(kubeplace)
         assert kubeplace["placed"] == 6 and kubeplace["verified"] is True
+        # plan --provision --apply on the emptied cluster: Karpenter launched its NodeClaims, the pods are bound
+        (on_cluster,) = applied
+        assert on_cluster["scheduler"] == "kubeplace-apply" and on_cluster["placed"] == 6, on_cluster
+        assert on_cluster["costPerHour"] == kubeplace["costPerHour"] and on_cluster["notes"] == []
     text = table(doc)
     assert text.splitlines()[0].split() == ["WORKLOAD", "SCHEDULER", "PODS", "PLACED", "NODES", "COST/H", "BOUND/H",
                                             "GAP", "SECONDS"]
