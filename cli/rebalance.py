@@ -29,7 +29,7 @@ from kubeplace.cli.options import (
     solver_settings,
 )
 from kubeplace.cli.render import dump, progress, recorder, say, stdout_console, table
-from kubeplace.kube.errors import EXIT_INCOMPLETE, INT32_MAX, KubeplaceError
+from kubeplace.kube.errors import EXIT_INCOMPLETE, INT32_MAX, InputError, KubeplaceError
 from kubeplace.kube.text import printable
 from kubeplace.models.framework import Objective
 
@@ -54,6 +54,13 @@ from kubeplace.models.framework import Objective
               help="Objective of the moves (default: the scheduler profile's objective).")
 @click.option("--move-cost", type=FiniteFloatRange(min=0), default=None,
               help="Trade: a move must gain this much objective (default: best objective, then fewest moves).")
+@click.option("--consolidate", is_flag=True,
+              help="Which nodes to remove so that the cost per hour after moving their pods is least.")
+@click.option("--replace", "replace_nodes", is_flag=True,
+              help="With --consolidate: cheaper new nodes (NodePools' offerings) may take the removed nodes' pods.")
+@click.option("--catalogue", "catalogue_paths", multiple=True, metavar="FILE",
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="With --consolidate: instance types and prices; a node's price is the offering its labels name.")
 @click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
 @click.option("--wave-size", type=click.IntRange(min=1), default=1, show_default=True,
               help="Evictions per wave; the cluster is re-checked against the plan between waves.")
@@ -70,7 +77,8 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
                       workers: int | None, gap: float | None, seed: int | None, max_moves: int | None,
                       max_moves_per_node: int | None, max_moves_per_namespace: int | None,
                       exclude_namespace: tuple[str, ...], exclude_selector: str | None, allow_local_storage: bool,
-                      make_room_for: str | None, profile: str | None, move_cost: float | None, apply_: bool,
+                      make_room_for: str | None, profile: str | None, move_cost: float | None, consolidate: bool,
+                      replace_nodes: bool, catalogue_paths: tuple[Path, ...], apply_: bool,
                       wave_size: int, lease_namespace: str, eviction_log: Path | None, output: str,
                       report_path: Path | None) -> None:
     """Move running pods to balance (or pack) the cluster, or to make room for a pending pod.
@@ -79,6 +87,8 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
     system-critical or bare pods, nor pods with local storage unless allowed); -n and -l
     restrict the pods that may move. PodDisruptionBudgets' disruptionsAllowed are budgets.
     Evicted pods are recreated by their controllers and placed by their scheduler.
+    --consolidate chooses the nodes to remove (cordoned, drained, then their NodeClaim or Node
+    deleted with --apply).
     """
     try:
         _run(locals())
@@ -107,6 +117,7 @@ def _run(a: dict[str, Any]) -> None:
     rules = Rules(frozenset(a["exclude_namespace"]), a["exclude_selector"], _frozen(src.namespaces()),
                   a["selector"], a["allow_local_storage"])
     rules.check()
+    catalogue = _catalogue(a)
     cluster = None
     if src.paths:
         state = load_file_state(list(src.paths), prof.scheduler_name)
@@ -122,12 +133,21 @@ def _run(a: dict[str, Any]) -> None:
     placements: tuple[tuple[str, str], ...] = ()
     with progress(True, solver.time_limit) as show:
         on_event, events = recorder(show)
-        if a["make_room_for"]:
+        if a["consolidate"]:
+            from kubeplace.rebalance.consolidate import consolidate
+
+            consolidation = consolidate(state, catalogue, rules, config, prof, settings, a["replace_nodes"])
+        elif a["make_room_for"]:
             room = make_room(state, a["make_room_for"], rules, config, prof, settings)
             doc, moves, ok, placements = room.to_dict(), list(room.moves), room.fits, room.placements
         else:
             plan = rebalance(_layout(state, rules, config, prof), settings, on_event)
             doc, moves, ok = plan.to_dict(), list(plan.moves), True
+    if a["consolidate"]:
+        consolidation = replace(consolidation, moves=tuple(with_owners(consolidation.moves, state)))
+        if a["report_path"] is not None:
+            _consolidation_report(consolidation, state, config, events, a["report_path"])
+        _consolidated(consolidation, cluster, a)
     moves = with_owners(moves, state)
     if a["apply_"] and moves:
         previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -150,6 +170,103 @@ def _run(a: dict[str, Any]) -> None:
         write_report(a["report_path"], visual)
         click.echo(f"report: {printable(str(a['report_path']))}", err=True)
     sys.exit(0 if ok else EXIT_INCOMPLETE)
+
+
+def _catalogue(a: dict[str, Any]) -> tuple[Any, ...]:
+    if not a["consolidate"]:
+        if a["catalogue_paths"] or a["replace_nodes"]:
+            flag = "--catalogue" if a["catalogue_paths"] else "--replace"
+            raise InputError(f"{flag} is read only with --consolidate", field=flag)
+        return ()
+    if a["replace_nodes"] and not a["catalogue_paths"]:
+        raise InputError("--replace needs the instance types new nodes can be launched as", field="--catalogue",
+                         expected="a catalogue file (Karpenter's kwok instance_types.json, or the YAML form)")
+    if a["make_room_for"]:
+        raise InputError("--consolidate and --make-room-for cannot be combined", field="--consolidate")
+    from kubeplace.kube.files import load_catalogue
+
+    return load_catalogue(list(a["catalogue_paths"])) if a["catalogue_paths"] else ()
+
+
+def _consolidated(result: Any, cluster: Any, a: dict[str, Any]) -> None:
+    doc = result.to_dict()
+    ok = True
+    if a["apply_"] and result.drain:
+        from kubeplace.rebalance.drain import drain_nodes
+
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            report = drain_nodes(cluster, result.drain, result.moves, wave_size=a["wave_size"],
+                                 lease_namespace=a["lease_namespace"], report_path=a["eviction_log"],
+                                 new_nodes=frozenset(n.name for n in result.added))
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        doc["apply"] = report.to_dict()
+        ok = report.complete
+    else:
+        doc["apply"] = {"dry_run": not a["apply_"], "evicted": 0}
+    if a["output"] in ("json", "yaml"):
+        click.echo(dump(doc, a["output"]), nl=False)
+    else:
+        _print_consolidation(doc)
+    sys.exit(0 if ok else EXIT_INCOMPLETE)
+
+
+def _consolidation_report(result: Any, state: Any, config: Any, events: Any, path: Path) -> None:
+    """The rebalance report of the moves, headed by the consolidation's summary and its nodes to drain."""
+    from kubeplace.report.build import rebalance_report
+    from kubeplace.report.html import write_report
+
+    summary = _consolidation_lines(result.to_dict())
+    drains = [f"drain {d.node} ({d.node_pool or 'no NodePool'}, {d.to_dict()['pricePerHour']:.4f}/h, {d.reason})"
+              for d in result.drain]
+    write_report(path, rebalance_report(state.snapshot, result.moves, (), [*summary, *drains], events,
+                                        result.notes, config.gpu))
+    click.echo(f"report: {printable(str(path))}", err=True)
+
+
+def _consolidation_lines(doc: dict[str, Any]) -> list[str]:
+    c, s = doc["consolidate"], doc["summary"]
+    return [f"consolidate: cost per hour {c['costPerHourBefore']:.4f} -> {c['costPerHourAfter']:.4f} "
+            f"(bound {c['bound']:.4f}), {s['nodes_removed']} node(s) removed, {s['pods_moved']} pod(s) moved, "
+            f"{len(c['kept'])} may not go",
+            f"Solver: status {s['status']}, {s['seconds']:.2f}s; verified: {'yes' if s['verified'] else 'no'}"]
+
+
+def _print_consolidation(doc: dict[str, Any]) -> None:
+    console = stdout_console()
+    c = doc["consolidate"]
+    applied = {n["node"]: n["outcome"] for n in doc["apply"].get("nodes", [])}
+    nodes = table("DRAIN", "NODEPOOL", "PRICE/H", "REASON", "PODS", *(["OUTCOME"] if applied else []))
+    added = table("NEW NODE", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY TYPE", "PRICE/H", "PODS")
+    for n in c["add"]:
+        added.add_row(n["node"], n["nodePool"], n["instanceType"], n["zone"], n["capacityType"],
+                      f"{n['pricePerHour']:.4f}", str(len(n["pods"])))
+    for d in c["drain"]:
+        extra = [applied.get(d["node"], "")] if applied else []
+        nodes.add_row(d["node"], d["nodePool"] or "-", f"{d['pricePerHour']:.4f}", d["reason"], str(len(d["pods"])),
+                      *extra)
+    if c["drain"]:
+        console.print(nodes)
+    if c["add"]:
+        console.print(added)
+    evicted = {(r["namespace"], r["name"]): r["outcome"] for r in doc["apply"].get("results", [])}
+    rows = table("POD", "FROM", "TO", *(["OUTCOME"] if evicted else []))
+    for m in doc["moves"]:
+        extra = [evicted.get((m["namespace"], m["name"]), "")] if evicted else []
+        rows.add_row(f"{m['namespace']}/{m['name']}", m["from"], m["to"], *extra)
+    if doc["moves"]:
+        console.print(rows)
+    for line in _consolidation_lines(doc):
+        say(console, line)
+    report = doc["apply"]
+    if report.get("dry_run"):
+        say(console, "dry run: nothing evicted or deleted (--apply to drain)")
+    elif "nodes" in report:
+        line = f"evicted {report['evicted']}/{len(report['results'])}, nodes removed {report['nodes_removed']}"
+        say(console, line + (f"; stopped: {report['stopped']}" if report["stopped"] else ""))
+    for note in doc.get("notes", []):
+        say(console, f"note: {note}")
 
 
 def _layout(state: Any, rules: Any, config: Any, prof: Any) -> Any:

@@ -442,6 +442,18 @@ class Cluster:
             stored: RawObject = json.loads(response.data)
         return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **stored}
 
+    def cordon_node(self, name: str, unschedulable: bool = True) -> None:
+        """Sets the node's ``spec.unschedulable`` (``kubectl cordon``; False: ``uncordon``)."""
+        with _translated_errors(f"{'cordon' if unschedulable else 'uncordon'} node {name}"):
+            response: Any = self._core.patch_node(name, {"spec": {"unschedulable": unschedulable}},
+                                                  _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+
+    def delete_node(self, name: str) -> None:
+        with _translated_errors(f"delete node {name}"):
+            response: Any = self._core.delete_node(name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+
     def delete_node_claim(self, name: str) -> None:
         """Deletes a Karpenter NodeClaim: Karpenter drains and terminates its node."""
         with _translated_errors(f"delete nodeclaim {name}"):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_mapping
+from kubeplace.kube.errors import InputError, expect_mapping, expect_string_map
 from kubeplace.kube.live import live_metrics
 from kubeplace.kube.metrics import MetricsNote
 from kubeplace.kube.objects import DisruptionBudget, Pod, Snapshot
@@ -29,6 +29,8 @@ class ClusterState:
     """The snapshot's PodDisruptionBudgets."""
     raw_pods: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Pod key -> raw object, for every pod read (pending pods of any scheduler included)."""
+    node_annotations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Node name -> its annotations (``karpenter.sh/do-not-disrupt``, a price), for consolidation."""
 
 
 def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", source: str = "") -> ClusterState:
@@ -36,7 +38,10 @@ def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", sour
     snapshot = build_snapshot(objects, scheduler_name=scheduler_name, source=source)
     facts: dict[str, PodFacts] = {}
     raw: dict[str, Mapping[str, Any]] = {}
+    annotations: dict[str, Mapping[str, str]] = {}
     for obj, where in objects:
+        if obj.get("kind") == "Node":
+            annotations[str((obj.get("metadata") or {}).get("name"))] = _annotations(obj, where)
         if obj.get("kind") != "Pod":
             continue
         try:
@@ -46,7 +51,15 @@ def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", sour
         except InputError as error:
             raise error.located(file=where, obj=object_label(obj)) from None
         raw[key] = obj
-    return ClusterState(snapshot, facts, snapshot.disruption_budgets, raw)
+    return ClusterState(snapshot, facts, snapshot.disruption_budgets, raw, annotations)
+
+
+def _annotations(obj: Mapping[str, Any], where: str) -> Mapping[str, str]:
+    try:
+        return expect_string_map(expect_mapping(obj.get("metadata"), "metadata").get("annotations"),
+                                 "metadata.annotations")
+    except InputError as error:
+        raise error.located(file=where, obj=object_label(obj)) from None
 
 
 def load_file_state(paths: Sequence[Path], scheduler_name: str = "kubeplace") -> ClusterState:
@@ -57,6 +70,7 @@ def load_file_state(paths: Sequence[Path], scheduler_name: str = "kubeplace") ->
 
 def load_live_state(cluster: Any, scheduler_name: str = "kubeplace") -> ClusterState:
     """``cluster`` is a :class:`kube.client.Cluster` (or a fake with the same methods)."""
+    from kubeplace.kube.capacity import CAPACITY_APIS
     from kubeplace.kube.gangs import GANG_APIS
 
     source = cluster.description
@@ -65,7 +79,7 @@ def load_live_state(cluster: Any, scheduler_name: str = "kubeplace") -> ClusterS
     objects += [(p, source) for p in cluster.list_pods(None, None, finished)]
     objects += [(n, source) for n in cluster.list_namespaces()]
     objects += [(p, source) for p in cluster.list_pod_disruption_budgets()]
-    for group, version, plural in GANG_APIS:
+    for group, version, plural in (*GANG_APIS, *CAPACITY_APIS):
         objects += [(o, source) for o in cluster.list_objects(group, version, plural)]
     metrics, unavailable = live_metrics(cluster)
     state = state_of(objects + metrics, scheduler_name, source)

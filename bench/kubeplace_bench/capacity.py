@@ -43,6 +43,7 @@ from kubeplace_bench.controlplane_binaries import REPO_ROOT, ControlPlaneError, 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 KARPENTER_API, KWOK_API = "/apis/karpenter.sh/v1", "/apis/karpenter.kwok.sh/v1alpha1"
 UNAVAILABLE = "n/a (plan --provision unavailable)"
+NO_CONSOLIDATE = "n/a (rebalance --consolidate unavailable)"
 APPLIED = "kubeplace-apply"
 """The row of ``plan --provision --apply``, measured on the cluster."""
 
@@ -249,14 +250,10 @@ def kubeplace_provisioning(checkout: Path, snapshot: Path, catalogue_file: Path,
             "--time-limit", str(settings.time_limit),
             "--seed", str(settings.seed)]
     start = time.monotonic()
-    result = _kubeplace(checkout, args, timeout=settings.time_limit * 4 + 300)
+    plan = _kubeplace_json(checkout, args, settings, say)
     seconds = time.monotonic() - start
-    try:
-        plan = json.loads(result.stdout)
-    except ValueError:
-        line = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
-        say(f"  kubeplace: failed: {line}")
-        return {"scheduler": "kubeplace", "unavailable": f"n/a (failed: {line[:200]})"}
+    if "unavailable" in plan:
+        return plan
     figures = provision_figures(plan)
     say(f"  kubeplace: {figures['placed']} placed on {figures['nodes']} new node(s), {figures['costPerHour']}/h")
     return {"scheduler": "kubeplace", **figures, "seconds": round(seconds, 2)}
@@ -279,6 +276,18 @@ def provision_figures(plan: Mapping[str, Any]) -> dict[str, Any]:
             "nodesByType": dict(sorted(counts.items())), "costPerHour": field("provisionCostPerHour"),
             "bound": field("provisionBound"), "gap": field("provisionGap"), "verified": summary.get("verified"),
             "planSeconds": summary.get("seconds")}
+
+
+def _kubeplace_json(checkout: Path, args: Sequence[str], settings: Settings, say: Say) -> dict[str, Any]:
+    """The JSON a kubeplace command prints, or the row saying it failed (``unavailable``)."""
+    result = _kubeplace(checkout, args, timeout=settings.time_limit * 4 + 300)
+    try:
+        doc: dict[str, Any] = json.loads(result.stdout)
+        return doc
+    except ValueError:
+        line = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+        say(f"  kubeplace: failed: {line}")
+        return {"scheduler": "kubeplace", "unavailable": f"n/a (failed: {line[:200]})"}
 
 
 def _kubeplace(checkout: Path, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -334,13 +343,22 @@ def kubeplace_applied(api: ApiHttp, kubeconfig: Path, workload: Workload, namesp
 # --------------------------------------------------------------------------- consolidation
 
 
-def karpenter_consolidation(api: ApiHttp, workload: Workload, namespace: str,
-                            price: Mapping[tuple[str, str, str], float], settings: Settings,
-                            say: Say) -> dict[str, Any]:
-    """The Deployment provisioned for, scaled down, then Karpenter's consolidation let loose."""
+@dataclass(frozen=True)
+class _Fragmented:
+    pools: tuple[str, ...]
+    nodes: tuple[str, ...]
+    pod_uids: frozenset[str]
+    figures: Mapping[str, Any]
+    pods_per_node: tuple[int, ...]
+    """The workload's pods on each node, most first: what the fewest evictions depend on."""
+
+
+def _fragment(api: ApiHttp, workload: Workload, namespace: str, price: Mapping[tuple[str, str, str], float],
+              settings: Settings, say: Say) -> _Fragmented:
+    """The Deployment provisioned for by Karpenter (consolidation off), then scaled down."""
     if workload.deployment is None:
         raise BenchError(f"workload {workload.name} has no Deployment to consolidate")
-    pools = [p["metadata"]["name"] for p in workload.node_pools]
+    pools = tuple(p["metadata"]["name"] for p in workload.node_pools)
     for pool in workload.node_pools:
         _create(api, f"{KARPENTER_API}/nodepools", pool)
     name, replicas = workload.deployment["metadata"]["name"], workload.deployment["spec"]["replicas"]
@@ -350,27 +368,96 @@ def karpenter_consolidation(api: ApiHttp, workload: Workload, namespace: str,
                 {"spec": {"replicas": workload.scale_to}})
     wait_for(lambda: len(namespace_pods(api, namespace)) == workload.scale_to, 120,
              f"{name} scaled down to {workload.scale_to}", 1.0)
-    before_nodes = pool_nodes(api, pools)
-    before_pods = {p["metadata"]["uid"] for p in namespace_pods(api, namespace)}
-    before = node_figures(before_nodes, price)
-    say(f"  fragmented: {workload.scale_to} pods on {before['nodes']} node(s), {before['costPerHour']:.4f}/h")
-    start = time.monotonic()
-    for pool in pools:
-        api.request("PATCH", f"{KARPENTER_API}/nodepools/{pool}", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
-    last_change = _wait_quiet(api, namespace, pools, start, settings)
-    after_nodes = pool_nodes(api, pools)
-    after_pods = namespace_pods(api, namespace)
+    nodes = pool_nodes(api, pools)
+    figures = node_figures(nodes, price)
+    say(f"  fragmented: {workload.scale_to} pods on {figures['nodes']} node(s), {figures['costPerHour']:.4f}/h")
+    pods = namespace_pods(api, namespace)
+    on = Counter(p["spec"].get("nodeName", "") for p in pods)
+    names = tuple(n["metadata"]["name"] for n in nodes)
+    return _Fragmented(pools, names, frozenset(p["metadata"]["uid"] for p in pods), figures,
+                       tuple(sorted((on.get(name, 0) for name in names), reverse=True)))
+
+
+def _consolidated(api: ApiHttp, scheduler: str, workload: Workload, namespace: str, before: _Fragmented,
+                  price: Mapping[tuple[str, str, str], float], seconds: float, say: Say) -> dict[str, Any]:
+    """The row of a consolidation: the nodes and pods now against ``before``."""
+    after_nodes = pool_nodes(api, before.pools)
     after = node_figures(after_nodes, price)
-    names_before = {n["metadata"]["name"] for n in before_nodes}
     names_after = {n["metadata"]["name"] for n in after_nodes}
-    evicted = len(before_pods - {p["metadata"]["uid"] for p in after_pods})
-    say(f"  karpenter: {after['nodes']} node(s), {after['costPerHour']:.4f}/h, {evicted} pod(s) evicted")
-    return {"scheduler": "karpenter", "pods": workload.scale_to, "bound": _bound(api, namespace),
-            "nodesBefore": before["nodes"], "costPerHourBefore": before["costPerHour"],
-            "nodesByTypeBefore": before["nodesByType"], "nodesAfter": after["nodes"],
+    evicted = len(before.pod_uids - {p["metadata"]["uid"] for p in namespace_pods(api, namespace)})
+    say(f"  {scheduler}: {after['nodes']} node(s), {after['costPerHour']:.4f}/h, {evicted} pod(s) evicted")
+    return {"scheduler": scheduler, "pods": workload.scale_to, "bound": _bound(api, namespace),
+            "nodesBefore": before.figures["nodes"], "costPerHourBefore": before.figures["costPerHour"],
+            "nodesByTypeBefore": before.figures["nodesByType"], "podsPerNodeBefore": list(before.pods_per_node),
+            "nodesAfter": after["nodes"],
             "costPerHourAfter": after["costPerHour"], "nodesByTypeAfter": after["nodesByType"],
-            "nodesRemoved": len(names_before - names_after), "nodesLaunched": len(names_after - names_before),
-            "podsEvicted": evicted, "seconds": round(last_change - start, 2)}
+            "nodesRemoved": len(set(before.nodes) - names_after), "nodesLaunched": len(names_after - set(before.nodes)),
+            "podsEvicted": evicted, "seconds": round(seconds, 2)}
+
+
+def karpenter_consolidation(api: ApiHttp, plane: ControlPlane, workload: Workload, namespace: str,
+                            price: Mapping[tuple[str, str, str], float], catalogue_file: Path | None,
+                            settings: Settings, say: Say) -> dict[str, Any]:
+    """The Deployment provisioned for, scaled down, then Karpenter's consolidation let loose. With
+    ``catalogue_file``, kubeplace's dry run on the same fragmented cluster first (``onThisStart``:
+    its cost after and evictions, what the two rows compare on one start)."""
+    before = _fragment(api, workload, namespace, price, settings, say)
+    same_start = {} if catalogue_file is None else _dry_run(plane, namespace, catalogue_file, settings, say)
+    start = time.monotonic()
+    for pool in before.pools:
+        api.request("PATCH", f"{KARPENTER_API}/nodepools/{pool}", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
+    last_change = _wait_quiet(api, namespace, before.pools, start, settings)
+    row = _consolidated(api, "karpenter", workload, namespace, before, price, last_change - start, say)
+    return {**row, **({"kubeplaceOnThisStart": same_start} if same_start else {})}
+
+
+def _consolidate_args(plane: ControlPlane, namespace: str, catalogue_file: Path, settings: Settings) -> list[str]:
+    return ["rebalance", "--consolidate", "--replace", "--catalogue", str(catalogue_file), "--kubeconfig",
+            str(plane.admin_kubeconfig), "-n", namespace, "--lease-namespace", namespace, "-o", "json",
+            "--time-limit", str(settings.time_limit), "--seed", str(settings.seed)]
+
+
+def _dry_run(plane: ControlPlane, namespace: str, catalogue_file: Path, settings: Settings,
+             say: Say) -> dict[str, Any]:
+    """``rebalance --consolidate --replace`` without --apply: what kubeplace would do on this cluster."""
+    doc = _kubeplace_json(settings.kubeplace_checkout, _consolidate_args(plane, namespace, catalogue_file, settings),
+                          settings, say)
+    if "unavailable" in doc:
+        return {}
+    plan = doc.get("consolidate") or {}
+    say(f"  kubeplace (dry run on this start): {plan.get('costPerHourAfter')}/h, "
+        f"{len(doc.get('moves') or [])} pod(s) to evict")
+    return {"costPerHourAfter": plan.get("costPerHourAfter"), "podsEvicted": len(doc.get("moves") or []),
+            "nodesRemoved": len(plan.get("drain") or []), "nodesAdded": len(plan.get("add") or [])}
+
+
+def consolidate_available(checkout: Path) -> bool:
+    """Whether that checkout's ``kubeplace rebalance`` has ``--consolidate``."""
+    result = _kubeplace(checkout, ["rebalance", "--help"], timeout=120)
+    return result.returncode == 0 and "--consolidate" in result.stdout
+
+
+def kubeplace_consolidation(api: ApiHttp, plane: ControlPlane, workload: Workload, namespace: str,
+                            price: Mapping[tuple[str, str, str], float], catalogue_file: Path, settings: Settings,
+                            say: Say) -> dict[str, Any]:
+    """The same fragmented cluster (Karpenter's consolidation left off, ``consolidateAfter:
+    Never``), then ``kubeplace rebalance --consolidate --replace --apply`` from the checkout: it
+    cordons the nodes it removes, evicts their pods, deletes their NodeClaims (Karpenter terminates
+    the nodes); the kube-scheduler binds the replacements, and Karpenter launches nodes for those
+    that fit nowhere (the new nodes kubeplace's answer counts on). Seconds: from the command's start to the last
+    change to the nodes or pods."""
+    before = _fragment(api, workload, namespace, price, settings, say)
+    args = [*_consolidate_args(plane, namespace, catalogue_file, settings), "--apply"]
+    start = time.monotonic()
+    doc = _kubeplace_json(settings.kubeplace_checkout, args, settings, say)
+    if "unavailable" in doc:
+        return doc
+    last_change = _wait_quiet(api, namespace, before.pools, start, settings)
+    row = _consolidated(api, "kubeplace", workload, namespace, before, price, last_change - start, say)
+    plan = doc.get("consolidate") or {}
+    return {**row, "plannedCostPerHourAfter": plan.get("costPerHourAfter"), "boundPerHour": plan.get("bound"),
+            "verified": (doc.get("summary") or {}).get("verified"), "status": (doc.get("summary") or {}).get("status"),
+            "nodesDeleted": (doc.get("apply") or {}).get("nodes_removed")}
 
 
 def _bound(api: ApiHttp, namespace: str) -> int:
@@ -410,8 +497,9 @@ def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: 
         start_karpenter(plane, api, build, catalogue_file)
         available = provision_available(settings.kubeplace_checkout)
         applies = available and apply_available(settings.kubeplace_checkout)
-        say(f"Karpenter up; kubeplace plan --provision {'found' if available else 'unavailable'} in "
-            f"{settings.kubeplace_checkout}")
+        consolidating = consolidate_available(settings.kubeplace_checkout)
+        say(f"Karpenter up; kubeplace plan --provision {'found' if available else 'unavailable'}, rebalance "
+            f"--consolidate {'found' if consolidating else 'unavailable'} in {settings.kubeplace_checkout}")
         results = []
         with plane.start_scheduler():
             for workload in workloads:
@@ -420,8 +508,14 @@ def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: 
                 api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
                 rows: list[dict[str, Any]]
                 if workload.deployment is not None:
-                    rows = [karpenter_consolidation(api, workload, namespace, price, settings, say),
-                            {"scheduler": "kubeplace", "unavailable": "n/a (rebalance --consolidate not measured)"}]
+                    rows = [karpenter_consolidation(api, plane, workload, namespace, price,
+                                                    catalogue_file if consolidating else None, settings, say)]
+                    empty(api, namespace, [p["metadata"]["name"] for p in workload.node_pools], say)
+                    namespace = f"{namespace}-kubeplace"
+                    api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+                    rows.append(kubeplace_consolidation(api, plane, workload, namespace, price, catalogue_file,
+                                                        settings, say) if consolidating
+                                else {"scheduler": "kubeplace", "unavailable": NO_CONSOLIDATE})
                 else:
                     rows = [karpenter_provisioning(api, workload, namespace, price, settings, say)]
                     snapshot = write_snapshot(Path(scratch) / workload.name, workload, namespace)
@@ -470,6 +564,10 @@ def table(doc: Mapping[str, Any]) -> str:
                     f"{head}{row['nodesBefore']:>4}->{row['nodesAfter']:<3}{row['costPerHourBefore']:>15.4f}"
                     f"{row['costPerHourAfter']:>9.4f}{row['nodesRemoved']:>9}{row['nodesLaunched']:>9}"
                     f"{row['podsEvicted']:>9}{row['seconds']:>9.1f}")
+                same = row.get("kubeplaceOnThisStart")
+                if same:
+                    consolidation.append(f"{'':<14}(kubeplace's dry run on this start: "
+                                         f"{_cell(same['costPerHourAfter'], '.4f')}/h, {same['podsEvicted']} evicted)")
                 chosen.append(f"{entry['workload']} {row['scheduler']}: before "
                               f"{_types(row['nodesByTypeBefore'])}; after {_types(row['nodesByTypeAfter'])}")
             else:

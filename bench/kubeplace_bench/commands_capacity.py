@@ -43,8 +43,9 @@ def capacity_command(workloads: tuple[str, ...], seed: int, scale: float, time_l
     binding); `kubeplace plan --provision` plans the same pods from the same catalogue and
     NodePools (cost per hour, pods placed, bound, gap, time), or is reported "n/a" when that
     checkout's plan has no --provision. The consolidation workload scales a Deployment down and
-    lets Karpenter consolidate (WhenEmptyOrUnderutilized): cost before and after, nodes removed,
-    pods evicted, time.
+    lets Karpenter consolidate (WhenEmptyOrUnderutilized), then builds the same cluster again and
+    runs `kubeplace rebalance --consolidate --replace --apply` on it: cost before and after, nodes
+    removed and launched, pods evicted, time.
     """
     from kubeplace_bench import controlplane_binaries as binaries
     from kubeplace_bench.capacity import Settings, karpenter_build, run, table

@@ -5,6 +5,8 @@ of ``bench capacity`` planned offline."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -41,13 +43,29 @@ def provision_scale_command(pods: int, types: int, zones: int, shapes: int, spot
     if workloads:
         results = [{"workload": name, **run_capacity_workload(name, seed, scale, time_limit).to_dict()}
                    for name in dict.fromkeys(workloads)]
+        echo_rows(results, ("workload", *COLUMNS), output)
     else:
         spec = ProvisionScaleSpec(pods=pods, types=types, zones=zones, shapes=shapes, seed=seed, spot_pool=spot_pool)
-        results = [run_provision_scale(spec, time_limit).to_dict()]
+        echo_row(run_provision_scale(spec, time_limit).to_dict(), COLUMNS, output)
+
+
+def echo_row(result: dict[str, Any], columns: Sequence[str], output: str) -> None:
+    """One result as JSON, or as a one-row table of ``columns``."""
     if output == "json":
-        click.echo(json.dumps(results if workloads else results[0], indent=2))
+        click.echo(json.dumps(result, indent=2))
         return
-    columns = ("workload", *COLUMNS) if workloads else COLUMNS
+    echo_table([result], columns)
+
+
+def echo_rows(results: list[dict[str, Any]], columns: Sequence[str], output: str) -> None:
+    """Results as a JSON list, or as a table of ``columns``, a row each."""
+    if output == "json":
+        click.echo(json.dumps(results, indent=2))
+        return
+    echo_table(results, columns)
+
+
+def echo_table(results: list[dict[str, Any]], columns: Sequence[str]) -> None:
     rows = table(*(c.upper() for c in columns))
     for result in results:
         rows.add_row(*(str(result[c]) for c in columns))

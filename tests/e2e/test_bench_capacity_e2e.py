@@ -46,3 +46,25 @@ def test_bench_capacity_measures_karpenter_and_kubeplace_on_one_workload() -> No
     assert text.splitlines()[0].split() == ["WORKLOAD", "SCHEDULER", "PODS", "PLACED", "NODES", "COST/H", "BOUND/H",
                                             "GAP", "SECONDS"]
     assert "batch karpenter: " in text
+
+
+def test_bench_capacity_consolidation_measures_karpenter_and_kubeplace() -> None:
+    """The consolidation workload, small: Karpenter's consolidation and `rebalance --consolidate
+    --apply` each on the same freshly fragmented cluster; kubeplace's answer verified, never
+    dearer than before, the nodes it removed gone and every pod bound again."""
+    try:
+        karpenter_build(build=False)
+    except ControlPlaneUnavailable as unavailable:
+        pytest.skip(str(unavailable))
+    result = CliRunner().invoke(main, ["bench", "capacity", "--workload", "consolidation", "--scale", "0.3",
+                                       "--settle", "10", "--time-limit", "5", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["workloads"]
+    karpenter, kubeplace = entry["results"]
+    assert karpenter["scheduler"] == "karpenter" and kubeplace["scheduler"] == "kubeplace"
+    assert kubeplace["verified"] is True and kubeplace["bound"] == kubeplace["pods"]
+    assert kubeplace["costPerHourAfter"] <= kubeplace["costPerHourBefore"]
+    assert kubeplace["nodesDeleted"] == kubeplace["nodesRemoved"]
+    same = karpenter["kubeplaceOnThisStart"]  # kubeplace's dry run on Karpenter's own start
+    assert same["costPerHourAfter"] <= karpenter["costPerHourBefore"] and same["podsEvicted"] >= 0
+    assert "kubeplace's dry run on this start" in table(json.loads(result.stdout))

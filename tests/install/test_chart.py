@@ -209,3 +209,36 @@ def test_rbac_reads_one_list_and_never_writes_pods(default: list[dict[str, Any]]
                 if "pods" in rule["resources"]:
                     allowed = {"delete"} if role["metadata"]["name"].endswith("-preemption") else set()
                     assert set(rule["verbs"]) <= {"get", "list", "watch", *allowed}, rule
+
+
+def test_rebalance_cronjob_consolidates_when_asked(default: list[dict[str, Any]], helm_bin: Path,
+                                                   tmp_path: Path) -> None:
+    """rebalance.consolidate: the job runs `rebalance --consolidate` (--replace, --catalogue from the
+    values, which kubeplace reads back), and only then may it cordon and delete nodes and delete
+    NodeClaims."""
+    from kubeplace.kube.files import load_catalogue
+
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"rebalance": {"enabled": True, "consolidate": True, "replace": True,
+                                                    "catalogue": {"instanceTypes": [{
+                                                        "name": "m6i.large", "architecture": "amd64",
+                                                        "capacity": {"cpu": "2", "memory": "8Gi"},
+                                                        "offerings": [{"zone": "a", "capacityType": "on-demand",
+                                                                       "pricePerHour": 0.096}]}]}}}))
+    objects = render(helm_bin, "kubeplace", DEFAULT_NS, "--values", str(values))
+    pod = find(objects, "CronJob", "kubeplace-rebalance")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    rebalance = _parses(_args(pod["containers"][0]))
+    assert rebalance.params["consolidate"] and rebalance.params["replace_nodes"]
+    assert rebalance.params["catalogue_paths"] == (Path("/etc/kubeplace/catalogue.yaml"),)
+    catalogue = tmp_path / "catalogue.yaml"
+    catalogue.write_text(find(objects, "ConfigMap", "kubeplace-rebalance-config")["data"]["catalogue.yaml"])
+    assert [t.name for t in load_catalogue([catalogue])] == ["m6i.large"]
+    rules = find(objects, "ClusterRole", "kubeplace-rebalance-consolidate")["rules"]
+    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch", "delete"]},
+                     {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["delete"]}]
+    assert find(objects, "ClusterRoleBinding", "kubeplace-rebalance-consolidate")["subjects"][0]["name"] == \
+        "kubeplace-rebalance"
+    plain = render(helm_bin, "kubeplace", DEFAULT_NS, "--set", "rebalance.enabled=true")
+    assert not [o for o in plain if o["metadata"]["name"] == "kubeplace-rebalance-consolidate"]
+    assert "--consolidate" not in _args(find(plain, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"][
+        "containers"][0])
