@@ -41,6 +41,19 @@ class PlanVerificationFailed(KubeplaceError):
         )
 
 
+class InconsistentAnswer(KubeplaceError):
+    """The solver's answer places more pods of a class than the class has: a bug, reported as
+    such (exit 3) rather than as a plan."""
+
+    exit_code = EXIT_BUG
+
+    def __init__(self, placed: int, pods: int, example: str) -> None:
+        super().__init__(
+            f"the solver's answer places {placed} pods of the class of {example}, which has {pods}; "
+            "this is a bug in kubeplace, please report it with the snapshot; no plan was printed"
+        )
+
+
 class InputError(KubeplaceError):
     """A snapshot file or object that kubeplace cannot use.
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from kubeplace.kube.dra import ClaimAllocation
+from kubeplace.kube.errors import InconsistentAnswer
 from kubeplace.kube.objects import ClaimChoice, Pod, Snapshot
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate
@@ -184,6 +185,7 @@ def pods_per_node(agg: Aggregation, a: Assignment,
     their devices; each with how many of its copies go there (1, but for an object standing for
     several pods, ``Pod.copies``: then all the devices of its copies there)."""
     p = agg.problem
+    _check_counts(agg, a, pending)
     taken = np.zeros(p.n_classes, dtype=np.int64)
     devices = _devices_by_pair(a)
     out = []
@@ -199,6 +201,16 @@ def pods_per_node(agg: Aggregation, a: Assignment,
             out.append((pending[member], p.node_names[i], devs, 1))
         taken[c] += n
     return out
+
+
+def _check_counts(agg: Aggregation, a: Assignment, pending: tuple[Pod, ...]) -> None:
+    """Raises InconsistentAnswer when ``a`` places more pods of a class than it has."""
+    p = agg.problem
+    placed = a.placed_per_class(p.n_classes)
+    over = np.nonzero(placed > p.count)[0]
+    if len(over):
+        c = int(over[0])
+        raise InconsistentAnswer(int(placed[c]), int(p.count[c]), pending[p.members[c][0]].key)
 
 
 def _devices_by_pair(a: Assignment) -> dict[tuple[int, int], list[int]]:

@@ -57,6 +57,9 @@ AGGREGATED_SECONDS = 5.0
 """Time the aggregated MIP's bound may take at most."""
 AGGREGATED_PAIRS = 20_000
 """Offers x items above which the aggregated MIP is not tried."""
+AGGREGATED_SHARE = 0.15
+"""Part of the time limit the aggregated MIP's bound takes from the column generation's (at
+most AGGREGATED_SECONDS)."""
 ENUMERATION_SHARE = 0.2
 """Part of the time limit the enumeration may take."""
 ENUMERATED_PODS = 400
@@ -67,7 +70,7 @@ KNAPSACK_SECONDS = 0.05
 """Time one integer pricing knapsack may take (its bound serves beyond)."""
 EXACT_BOUNDS = 200
 """Offers whose pricing LP is solved exactly, at most, per Farley bound."""
-LP_SHARE = 0.6
+LP_SHARE = 0.5
 """Part of the time limit the column generation may use; the MIP has the rest."""
 EXACT_SHARE = 0.3
 """Part of the time limit kept from the MIP for the exact model, when the batch is small enough
@@ -95,7 +98,11 @@ def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
             model.add(j, a)
         bound, iterations = None, 0
     else:
-        bound, iterations = _generate(model, items, offers, reps, started + LP_SHARE * time_limit)
+        aggregated = _aggregated_seconds(items, np.unique(reps), time_limit)
+        bound, iterations = _generate(model, items, offers, reps, started + LP_SHARE * time_limit - aggregated)
+        if aggregated:
+            pooled = _aggregated_bound(items, offers, np.unique(reps), time.monotonic() + aggregated)
+            bound = pooled if bound is None else max(bound, pooled)
     small = every is None and slots_of(items, offers, np.unique(reps), greedy_cost) is not None
     chosen = model.integer(len(greedy), started + (1 - (EXACT_SHARE if small else 0)) * time_limit)
     if every is not None and chosen is not None:  # every pattern present: the MIP's bound is the problem's
@@ -117,6 +124,15 @@ def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
     if fewer:
         bound = None  # the LP's bound is then on cost and pods left out together, not on cost
     return Provisioning(tuple(best), cost, tuple(greedy), greedy_cost, bound, status, iterations, len(model.columns))
+
+
+def _aggregated_seconds(items: Items, candidates: IntArray, time_limit: float) -> float:
+    """The end of the column generation's time kept for the aggregated MIP's bound, on problems
+    small enough for it: while the column generation has not converged, its Farley bound is
+    weaker, and its last iterations add little."""
+    if len(candidates) * items.n_items > AGGREGATED_PAIRS:
+        return 0.0
+    return min(AGGREGATED_SECONDS, AGGREGATED_SHARE * time_limit)
 
 
 def _proved(cost: int, bound: float | None) -> bool:

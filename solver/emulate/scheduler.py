@@ -102,7 +102,9 @@ def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequ
 def as_candidate(problem: Problem, steps: Sequence[tuple[int, int]]) -> Assignment:
     """The emulation's placements, (class, node) in the order it made them, replayed through the
     greedy's state: a pod is kept only where the model's rules and capacity (GPU devices by
-    first fit) take it at that step, so the result keeps every rule as the greedy's do. Gangs
+    first fit) take it at that step, and while its class has pods not yet placed (steps made
+    elsewhere may name more pods of a class than it has), so the result keeps every rule and
+    count as the greedy's do. Gangs
     left incomplete (the emulation places members one by one: below min-member or
     minResources, or across domains of their topology key) are dropped, and the rest replayed
     again without them."""
@@ -111,7 +113,8 @@ def as_candidate(problem: Problem, steps: Sequence[tuple[int, int]]) -> Assignme
     while True:
         state = PlacementState.start(problem)
         for c, i in steps:
-            if gang_of.get(c, -1) not in left_out and state.fit(c, np.array([i], dtype=np.int64))[0] > 0:
+            if (gang_of.get(c, -1) not in left_out and state.per_class[c] < problem.count[c]
+                    and state.fit(c, np.array([i], dtype=np.int64))[0] > 0):
                 state.take(c, i, 1)
         short = {g for g, gang in enumerate(problem.gangs) if g not in left_out
                  and int(state.per_class[list(gang.classes)].sum()) > 0 and not gang_complete(problem, state, gang)}

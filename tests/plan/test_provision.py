@@ -8,13 +8,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType, parse_catalogue
+from kubeplace.kube.errors import InconsistentAnswer
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.plan.pipeline import Planned
+from kubeplace.models.problem import Assignment
+from kubeplace.plan.pipeline import Planned, make_plan, pods_per_node
 from kubeplace.plan.provision import make_provision_plan, with_later
 from tests.builders import Manifest, PodBuilder, node, pod, snapshot_of
 from tests.volume_builders import claim, mounting, storage_class, volume
@@ -317,3 +321,22 @@ def test_a_pod_provisioned_for_again_is_seeded_on_its_new_node_only() -> None:
     earlier = (("ns/a", "default-1"), ("ns/b", "default-1"), ("ns/c", "default-2"))
     later = (("ns/b", "default-3"),)
     assert with_later(earlier, later) == (("ns/a", "default-1"), ("ns/c", "default-2"), ("ns/b", "default-3"))
+
+
+def test_a_seed_naming_a_pod_twice_places_it_once() -> None:
+    """The plan on the grown cluster takes the provisioning's placement as a seed: a pod listed
+    twice in it counts once (the seed held more pods of the class than it has, and won)."""
+    snapshot = snapshot_of(node("n1").cpu("4").memory("8Gi"), *[pod(f"p{i}").cpu("1") for i in range(2)])
+    intended = (("default/p0", "n1"), ("default/p0", "n1"), ("default/p1", "n1"))
+    planned = make_plan(snapshot, Configuration(), Profile(), SolverSettings(time_limit=1, workers=1),
+                        intended=intended)
+    assert sorted(p.name for p in planned.plan.placements) == ["p0", "p1"]
+    assert planned.plan.summary.verified
+
+
+def test_an_answer_placing_more_pods_of_a_class_than_it_has_is_a_clear_error() -> None:
+    snapshot = snapshot_of(node("n1").cpu("4").memory("8Gi"), *[pod(f"p{i}").cpu("1") for i in range(2)])
+    planned = make_plan(snapshot, Configuration(), Profile(), SolverSettings(time_limit=1, workers=1))
+    three = Assignment(np.array([0]), np.array([0]), np.array([3]))
+    with pytest.raises(InconsistentAnswer, match="places 3 pods of the class of default/p0, which has 2"):
+        pods_per_node(planned.aggregation, three, snapshot.pending)

@@ -10,9 +10,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.plan.provision import make_provision_plan
 from kubeplace.solver.cutting_stock import UNLIMITED, Items, Offers, cost_of, placed
 from kubeplace.solver.cutting_stock_columns import holds_all, provision
-from tests.builders import node, pod
+from tests.builders import node, pod, snapshot_of
 from tests.plan.test_provision import catalogue, instance_type, node_pool, offering, provisioned
 
 EXAMPLES = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -110,3 +112,17 @@ def test_the_model_keeps_every_node_within_its_offer_and_beats_the_greedy(model:
     assert weight > greedy_weight or cost_of(result.bins, offers) <= cost_of(result.greedy, offers)
     if result.bound is not None:
         assert result.bound <= result.cost + 1
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(catalogues(), batches(), st.sampled_from([1.0, 1.5, 3.0]))
+def test_every_pod_is_placed_once_whatever_the_time_limit(types: list[dict[str, Any]], pods: list[Any],
+                                                         seconds: float) -> None:
+    """Two workers on the clock: the time-dependent paths (the emulation cut short, the
+    solver's answer or a seed's) never place a pod twice nor fail."""
+    planned = make_provision_plan(snapshot_of(node_pool(), *pods), catalogue(*types), Configuration(), Profile(),
+                                  SolverSettings(time_limit=seconds, workers=2))
+    keys = [f"{p.namespace}/{p.name}" for p in planned.plan.placements]
+    assert len(keys) == len(set(keys))
+    assert not planned.violations

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
@@ -234,3 +236,25 @@ def test_a_time_cap_leaves_the_rest_of_the_queue_waiting() -> None:
     capped = emulate(snap, seconds=0.0)
     assert capped.placements == () and len(capped.unplaced) == 5
     assert len(emulate(snap, seconds=60.0).placements) == 5
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), max_size=20))
+def test_the_candidate_places_no_more_pods_of_a_class_than_it_has(steps: list[tuple[int, int]]) -> None:
+    """Steps made elsewhere (a seed listing a pod twice) may name a class more often than it has
+    pods: the replay keeps at most its count, and the model's rules."""
+    from kubeplace.models import evaluate
+    from kubeplace.models.aggregate import aggregate
+    from kubeplace.solver.emulate.scheduler import as_candidate
+
+    spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"app": "web"}}}
+    snap = snapshot_of(n("a1", "8").label(ZONE, "a"), n("b1", "8").label(ZONE, "b"), n("c1", "8").label(ZONE, "c"),
+                       *[pod(f"web-{i}").cpu("1").label("app", "web").spec("topologySpreadConstraints", [spread])
+                         for i in range(2)],
+                       pod("big").cpu("3"), *[pod(f"small-{i}").cpu("500m") for i in range(3)])
+    problem = aggregate(snap, instantiate(Configuration(), Profile(), snap)).problem
+    assert problem.n_classes == 3 and problem.n_nodes == 3
+    candidate = as_candidate(problem, steps)
+    assert (candidate.placed_per_class(problem.n_classes) <= problem.count).all()
+    assert evaluate.rule_violations(problem, candidate) == []
