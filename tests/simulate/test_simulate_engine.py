@@ -56,6 +56,18 @@ def test_a_pod_whose_run_ends_at_an_instant_is_still_there_for_what_happens_then
     assert {r.key.split("/")[1]: r.node for r in result.pods} == {"a": "n1", "b": "n2"}
 
 
+def test_a_unit_backing_off_comes_back_after_the_batch_that_closes_when_its_backoff_ends() -> None:
+    # live a cycle's outcomes come a few milliseconds after its batch closed, so the backoff of a
+    # unit it could not place ends just after the batch that closes whole seconds later. b
+    # (3 cpu) fails at 1 + QUIET while a runs and backs off 1 s; c (1 cpu) arrives at 2, its
+    # batch closes at 2 + QUIET without b (whose return would hold it open QUIET longer).
+    result = simulate(cluster(node("n", cpu="4")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
+        {"arrivalSeconds": 1, "durationSeconds": 5, "template": "three", "name": "b"},
+        {"arrivalSeconds": 2, "durationSeconds": 5, "template": "one", "name": "c"}), "kubeplace", SETUP)
+    assert starts(result)["c"] == pytest.approx(2 + QUIET)
+
+
 def test_simulated_time_does_not_sleep() -> None:
     # a day of simulated time with a pod every hour takes a few seconds of wall time at most.
     items = [{"arrivalSeconds": 3600 * k, "durationSeconds": 1800, "template": "one", "name": f"p{k}"}
