@@ -113,11 +113,15 @@ def nodes(count: int) -> list[dict[str, Any]]:
 
 
 def fidelity_trace(spec: TraceSpec) -> Trace:
+    """The generated trace, compressed: arrivals on ticks; durations to the millisecond, at least
+    half a tick. (Raised to a whole tick, a short pod bound when its batch closed would end
+    exactly when the next tick's batch closes, and live which comes first is a race between two
+    latencies of a few tens of milliseconds, its binding's and the arrivals' watch.)"""
     document = generate(spec.jobs, spec.rate, spec.mean_duration, SHAPES, spec.gang_fraction, spec.gang_sizes,
                         spec.seed)
     for item in document["items"]:
         item["arrivalSeconds"] = round(item["arrivalSeconds"] / spec.compress / spec.tick) * spec.tick
-        item["durationSeconds"] = max(spec.tick, round(item["durationSeconds"] / spec.compress, 3))
+        item["durationSeconds"] = max(spec.tick / 2, round(item["durationSeconds"] / spec.compress, 3))
     return parse_trace(document, f"generated (seed {spec.seed}, compressed {spec.compress:g}x)")
 
 
