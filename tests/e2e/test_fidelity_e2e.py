@@ -2,8 +2,9 @@
 simulator and on the real control plane, with the kube-scheduler and with kubeplace serve; the
 floor (the same pods bound, allocation within one point) holds for kubeplace; for the
 kube-scheduler the same pods are bound and the mean allocation is within one point, and the
-end (the mean over the last 10 s) is known to differ (docs/simulate.md, Fidelity: one 8-CPU,
-2-GPU pod bound about 17 s later live in every run)."""
+end (the mean over the last 10 s) may differ (docs/simulate.md, Fidelity: the emulation breaks
+ties between equal nodes otherwise than the real scheduler, and one 8-CPU, 2-GPU pod was bound
+about 17 s later live in most runs)."""
 
 from __future__ import annotations
 
