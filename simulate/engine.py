@@ -1,11 +1,13 @@
 """The event-driven replay: simulated time jumps from one instant to the next where something
 happens (a pod arrives or leaves, the scheduler's batch closes or a backoff ends); nothing sleeps.
 
-At each instant the departures are applied first, then the arrivals (each one written to the
-store and told to the scheduler as the watch would), then the scheduler runs what is due; the
-instant ends with one sample of the cluster's allocation and pending work. A scheduling cycle
-takes no simulated time. Ctrl-C ends the replay where it is: the result says ``interrupted``
-and holds everything measured until then.
+At each instant the arrivals are applied first (each one written to the store and told to the
+scheduler as the watch would), then the scheduler runs what is due, then the pods whose run ends
+there leave and the scheduler runs again if that made something due (a pod's binding lands a
+little after the instant it was decided, so its run ends a little after that instant plus its
+duration: see :meth:`World.happen`); the instant ends with one sample of the cluster's
+allocation and pending work. A scheduling cycle takes no simulated time. Ctrl-C ends the
+replay where it is: the result says ``interrupted`` and holds everything measured until then.
 """
 
 from __future__ import annotations
@@ -61,11 +63,12 @@ def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until
             if now == math.inf or now > limit or (event is None and now - changed_at > settle):
                 break  # (the last: only retries are left, and none has bound anything for a while)
             world.clock.now = now
-            if world.happen(now):
-                changed_at = now
-            due = sim.due()
-            if due is not None and due <= now:
-                sim.run_due()
+            for departures in (False, True):  # the arrivals and the cycle due, then the departures
+                if world.happen(now, departures):
+                    changed_at = now
+                due = sim.due()
+                if due is not None and due <= now:
+                    sim.run_due()
             if (world.bindings, world.preemptions) != progress:
                 changed_at, progress = now, (world.bindings, world.preemptions)
             here = sample(now, world.totals)

@@ -30,7 +30,7 @@ from kubeplace.simulate.trace import RawObject, Trace, timestamp
 
 Listener = Callable[[str, str, RawObject | None, RawObject | None], None]
 ARRIVE, LEAVE = 0, 1
-"""Event kinds; at the same instant departures go first (their room is free for the arrivals)."""
+"""Event kinds; at one instant the arrivals go first, the departures last (see :meth:`World.happen`)."""
 
 
 class SimClock:
@@ -143,12 +143,20 @@ class World:
         record = self.records[self._origin[key]]
         return record.incarnation != incarnation or record.end is not None
 
-    def happen(self, until: float) -> int:
-        """Applies every event up to ``until`` (the clock is there already); returns how many."""
+    def happen(self, until: float, departures: bool = True) -> int:
+        """Applies every event up to ``until`` (the clock is there already), but the departures at
+        ``until`` itself without ``departures``; returns how many.
+
+        A pod's run ends ``duration`` after its binding, and a binding lands on the API server
+        after the instant it was decided (the cycle's plan, the binding call, the watch), so live
+        a pod whose run ends at an instant where something else happens (an arrival, a batch
+        closing, a backoff ending) is still there for it: the engine applies the departures of
+        an instant after the arrivals and after the scheduler ran what was due."""
         done = 0
         while True:
             with self._lock:
-                if not self._events or self._events[0][0] > until:
+                if not self._events or self._events[0][0] > until or (
+                        self._events[0][0] == until and self._events[0][1] == LEAVE and not departures):
                     return done
                 _, kind, _, key, incarnation = heapq.heappop(self._events)
             done += 1

@@ -7,6 +7,7 @@ Registered on the ``bench`` group (bench/commands.py).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -27,9 +28,12 @@ DEFAULTS_NOTE = "the default: 260 jobs, about 340 pods with gangs, about 4 minut
               help="Comma-separated: kube-scheduler, kubeplace (run in this order).")
 @click.option("--build", is_flag=True,
               help="Build the control plane binaries if they are not cached (10-25 minutes, needs Go).")
+@click.option("--dump-cycles", "dump", type=click.Path(file_okay=False, path_type=Path),
+              help="Write each scheduler's log on both sides (serve's decisions and cycles; the kube-scheduler's "
+                   "live log at -v=5) and each pod's timeline in both replays to this folder.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def fidelity_command(jobs: int, seed: int, compress: float, tick: float, nodes: int, schedulers: str, build: bool,
-                     output: str) -> None:
+                     dump: Path | None, output: str) -> None:
     """The same trace replayed by `kubeplace simulate` and on a real control plane (kwok nodes,
     pods created at their arrival and deleted at their end), with the real kube-scheduler and with
     `kubeplace serve`: pods bound and allocation over time and at the end, difference in points."""
@@ -38,5 +42,7 @@ def fidelity_command(jobs: int, seed: int, compress: float, tick: float, nodes: 
 
     order = choices(schedulers, SCHEDULERS, "--schedulers")
     spec = TraceSpec(jobs=jobs, seed=seed, compress=compress, tick=tick, nodes=nodes)
-    doc = on_control_plane(build, lambda plane, say: run(plane, spec, order, say))
+    if dump is not None:
+        dump.mkdir(parents=True, exist_ok=True)
+    doc = on_control_plane(build, lambda plane, say: run(plane, spec, order, say, dump=dump))
     click.echo(json.dumps(doc, indent=2) if output == "json" else table(doc))

@@ -373,6 +373,11 @@ def start_kwok(cp: ControlPlane, timeout: float) -> None:
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
             "--node-ip=127.0.0.1",
+            # Leases keep its nodes Ready: its heartbeat stage updates a node's status only every
+            # 10 minutes, so without them the node lifecycle controller finds every node not
+            # Ready after 50 s, taints it node.kubernetes.io/unreachable (NoSchedule) and no pod
+            # is scheduled there until kwok marks it Ready again, about once a minute.
+            "--node-lease-duration-seconds=40",
             f"--server-address=127.0.0.1:{port}",
             # Nodes report kwok's server as their kubelet port: metrics-server scrapes it there.
             f"--node-port={port}",

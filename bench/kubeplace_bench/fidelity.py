@@ -12,24 +12,32 @@ trace in the same seconds:
    nodes, for each scheduler in turn (the real kube-scheduler, default profile; ``kubeplace
    serve`` of this checkout, its solver on one worker as in the simulation): each pod is
    created at its arrival time, deleted (grace 0) its duration after the watch saw it bound,
-   and at one instant the deletions go before the creations, as in the simulation; at ``end``
+   and at one instant the creations go before the deletions, as in the simulation; at ``end``
    the run stops.
 
 Compared per scheduler: the pods bound by ``end`` (the same set?), the CPU, memory and GPU
-allocation (requested over allocatable) as a time-weighted mean over ``[0, end]`` and at
-``end``, in points (percent of the cluster), the largest gap over a 1-second grid, and how late
-each pod was bound live compared with the simulation (the load check: a loaded machine binds
-late). The floor: the same pods bound, every allocation within one point.
+allocation (requested over allocatable) as a time-weighted mean over ``[0, end]`` and over the
+end, ``[end - margin, end]`` (the last arrival to the stop: a mean, so that one pod bound or
+gone a moment later on one side does not flip it), in points (percent of the cluster), the
+largest gap over a 1-second grid, how late each pod was bound live compared with the
+simulation (the load check: a loaded machine binds late), and the first divergence: the first
+pod bound on another node (or more than ``DIVERGED_SECONDS`` apart), with the pods that ran in
+one replay and not in the other at that instant. The floor: the same pods bound, every
+allocation within one point.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import logging
 import math
+import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kubeplace.kube.objects import GPU
@@ -58,6 +66,8 @@ SERVE_CONFIG = {"apiVersion": "kubeplace.io/v1alpha1", "kind": "PlacementConfigu
 its time counts in solver steps, not on the clock, and the same batch gets the same plan."""
 FLOOR_POINTS = 1.0
 """The largest allocation difference (points) the floor allows."""
+DIVERGED_SECONDS = 0.5
+"""A pod bound this much earlier or later on one side than on the other has diverged."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,7 @@ class TraceSpec:
     """Seconds (compressed) the arrivals are rounded to."""
     nodes: int = 8
     margin: float = 10.0
-    """Seconds after the last arrival where both replays stop and the end is measured."""
+    """Seconds after the last arrival where both replays stop; the end is measured over them."""
 
 
 @dataclass(frozen=True)
@@ -103,11 +113,15 @@ def nodes(count: int) -> list[dict[str, Any]]:
 
 
 def fidelity_trace(spec: TraceSpec) -> Trace:
+    """The generated trace, compressed: arrivals on ticks; durations to the millisecond, at least
+    half a tick. (Raised to a whole tick, a short pod bound when its batch closed would end
+    exactly when the next tick's batch closes, and live which comes first is a race between two
+    latencies of a few tens of milliseconds, its binding's and the arrivals' watch.)"""
     document = generate(spec.jobs, spec.rate, spec.mean_duration, SHAPES, spec.gang_fraction, spec.gang_sizes,
                         spec.seed)
     for item in document["items"]:
         item["arrivalSeconds"] = round(item["arrivalSeconds"] / spec.compress / spec.tick) * spec.tick
-        item["durationSeconds"] = max(spec.tick, round(item["durationSeconds"] / spec.compress, 3))
+        item["durationSeconds"] = max(spec.tick / 2, round(item["durationSeconds"] / spec.compress, 3))
     return parse_trace(document, f"generated (seed {spec.seed}, compressed {spec.compress:g}x)")
 
 
@@ -118,9 +132,36 @@ def end_of(trace: Trace, spec: TraceSpec) -> float:
 # --------------------------------------------------------------------------- the simulation
 
 
-def simulated(cluster: Cluster, trace: Trace, scheduler: str, end: float) -> Replay:
-    result = simulate(cluster, trace, scheduler, setup_of(None, 0), end)
+def simulated(cluster: Cluster, trace: Trace, scheduler: str, end: float, dump: Path | None = None) -> Replay:
+    """The simulation's replay; with ``dump``, serve's log lines (its decisions and cycles, in
+    the order made) go to ``<scheduler>-simulated.log`` there."""
+    with _serve_log(dump / f"{scheduler}-simulated.log" if dump is not None else None):
+        result = simulate(cluster, trace, scheduler, setup_of(None, 0), end)
     return _replay_of(result, end)
+
+
+@contextmanager
+def _serve_log(path: Path | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    serve_log = logging.getLogger("kubeplace.serve")
+    with path.open("w") as out:
+        handler = logging.StreamHandler(out)
+        handler.setFormatter(_JsonLines())
+        level = serve_log.level
+        serve_log.addHandler(handler)
+        serve_log.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            serve_log.removeHandler(handler)
+            serve_log.setLevel(level)
+
+
+class _JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({"msg": record.getMessage(), **getattr(record, "fields", {})})
 
 
 def _replay_of(result: Result, end: float) -> Replay:
@@ -139,15 +180,18 @@ def _replay_of(result: Result, end: float) -> Replay:
 # --------------------------------------------------------------------------- the live run
 
 
-def live(harness: Harness, trace: Trace, scheduler: str, end: float, say: Say) -> Replay:
-    """The trace on the control plane with ``scheduler`` (the nodes exist already)."""
+def live(harness: Harness, trace: Trace, scheduler: str, end: float, say: Say, dump: Path | None = None) -> Replay:
+    """The trace on the control plane with ``scheduler`` (the nodes exist already); with
+    ``dump``, the scheduler's log goes to ``<scheduler>-live.log`` there (the kube-scheduler
+    then logs at ``-v=5``: its queue's moves)."""
     namespace = f"fid-{scheduler}"
     harness.ensure_namespace(namespace)
     name = SCHEDULER_NAMES[scheduler]
     manifests = {a.key: _manifest(a, namespace, name) for a in trace.arrivals}
     tracker = Tracker()
     if scheduler == KUBE_SCHEDULER:
-        process = start_kube_scheduler(harness.plane, harness.settings.qps, harness.settings.timeout)
+        process = start_kube_scheduler(harness.plane, harness.settings.qps, harness.settings.timeout,
+                                       ("-v=5",) if dump is not None else ())
     else:
         config = harness.plane.workdir / "fidelity-serve.yaml"
         config.write_text(json.dumps(SERVE_CONFIG))
@@ -158,6 +202,8 @@ def live(harness: Harness, trace: Trace, scheduler: str, end: float, say: Say) -
             tracks = tracker.snapshot()
     finally:
         process.stop()
+        if dump is not None:
+            shutil.copyfile(process.log_path, dump / f"{scheduler}-live.log")
         harness.delete_pods(namespace)
     say(f"  {scheduler} live: creations late by up to {lag:.2f}s")
     return _live_replay(trace, tracks, origin, end)
@@ -170,8 +216,8 @@ def _manifest(arrival: Arrival, namespace: str, scheduler_name: str) -> dict[str
     return pod
 
 
-ARRIVE, LEAVE = 1, 0
-"""At one instant the deletions go first, as in the simulation."""
+ARRIVE, LEAVE = 0, 1
+"""At one instant the creations go first, as in the simulation (``simulate.world.World.happen``)."""
 
 
 def _feed(harness: Harness, trace: Trace, manifests: dict[str, dict[str, Any]], namespace: str, tracker: Tracker,
@@ -247,12 +293,14 @@ def allocation(replay: Replay, use: dict[str, Usage], capacity: Usage, at: float
     return _points(running, capacity)
 
 
-def mean_allocation(replay: Replay, use: dict[str, Usage], capacity: Usage, end: float) -> dict[str, float]:
-    """Time-weighted mean over ``[0, end]``, points."""
-    spans = {k: min(left, end) - start for k, (start, left) in replay.intervals.items()}
+def mean_allocation(replay: Replay, use: dict[str, Usage], capacity: Usage, end: float,
+                    since: float = 0.0) -> dict[str, float]:
+    """Time-weighted mean over ``[since, end]``, points."""
+    spans = {k: max(0.0, min(left, end) - max(start, since)) for k, (start, left) in replay.intervals.items()}
     weighted = [Usage(round(use[k].cpu * span), round(use[k].memory * span), round(use[k].gpu * span))
                 for k, span in spans.items()]
-    return {r: v / end for r, v in _points(weighted, capacity).items()} if end > 0 else _points([], capacity)
+    length = end - since
+    return {r: v / length for r, v in _points(weighted, capacity).items()} if length > 0 else _points([], capacity)
 
 
 def _points(usage: Sequence[Usage], capacity: Usage) -> dict[str, float]:
@@ -264,12 +312,16 @@ def _points(usage: Sequence[Usage], capacity: Usage) -> dict[str, float]:
             "gpu": share(sum(u.gpu for u in usage), capacity.gpu)}
 
 
-def compare(sim: Replay, real: Replay, use: dict[str, Usage], capacity: Usage, end: float) -> dict[str, Any]:
-    """The figures of one scheduler: bound sets, allocation (mean, end, largest gap), lateness."""
+def compare(sim: Replay, real: Replay, use: dict[str, Usage], capacity: Usage, end: float,
+            margin: float) -> dict[str, Any]:
+    """The figures of one scheduler: bound sets, allocation (mean, end, largest gap), lateness,
+    the first divergence. The end is the mean over ``[end - margin, end]``."""
     only_sim = sorted(set(sim.started) - set(real.started))
     only_live = sorted(set(real.started) - set(sim.started))
     mean_sim, mean_live = mean_allocation(sim, use, capacity, end), mean_allocation(real, use, capacity, end)
-    end_sim, end_live = allocation(sim, use, capacity, end), allocation(real, use, capacity, end)
+    since = max(0.0, end - margin)
+    end_sim, end_live = (mean_allocation(sim, use, capacity, end, since),
+                         mean_allocation(real, use, capacity, end, since))
     gaps = {r: 0.0 for r in RESOURCES}
     for second in range(math.floor(end) + 1):
         a, b = allocation(sim, use, capacity, second), allocation(real, use, capacity, second)
@@ -285,6 +337,7 @@ def compare(sim: Replay, real: Replay, use: dict[str, Usage], capacity: Usage, e
                            "difference": round(end_live[r] - end_sim[r], 2)} for r in RESOURCES},
         "largest_gap_points": {r: round(v, 2) for r, v in gaps.items()},
         "on_another_node": sum(1 for k in both if sim.nodes[k] != real.nodes[k]),
+        "first_divergence": first_divergence(sim, real),
         "bound_later_live_seconds": {"p50": round(percentile(late, 0.5), 2), "p90": round(percentile(late, 0.9), 2),
                                      "max": round(max(late, default=0.0), 2)},
     }
@@ -293,13 +346,56 @@ def compare(sim: Replay, real: Replay, use: dict[str, Usage], capacity: Usage, e
     return figures
 
 
+def first_divergence(sim: Replay, real: Replay) -> dict[str, Any] | None:
+    """The first pod (in the simulation's binding order) bound on another node live, or more
+    than ``DIVERGED_SECONDS`` apart, or on one side only; with the pods that ran on one side and
+    not on the other when it was bound (on either side): what its scheduler saw differently."""
+    order = sorted(set(sim.started) | set(real.started), key=lambda k: (min(sim.started.get(k, math.inf),
+                                                                            real.started.get(k, math.inf)), k))
+    for key in order:
+        at_sim, at_live = sim.started.get(key), real.started.get(key)
+        if (at_sim is not None and at_live is not None and sim.nodes[key] == real.nodes[key]
+                and abs(at_live - at_sim) <= DIVERGED_SECONDS):
+            continue
+        at = min(t for t in (at_sim, at_live) if t is not None)
+        running_sim, running_live = _running(sim, at), _running(real, at)
+        return {"pod": key, "simulated": _bound(sim, key), "live": _bound(real, key),
+                "running_only_simulated": [_bound(sim, k) | {"pod": k} for k in sorted(running_sim - running_live)],
+                "running_only_live": [_bound(real, k) | {"pod": k} for k in sorted(running_live - running_sim)]}
+    return None
+
+
+def _running(replay: Replay, at: float) -> set[str]:
+    """The pods bound before ``at`` and not gone by then."""
+    return {k for k, (start, left) in replay.intervals.items() if start < at < left or start < at == left}
+
+
+def _bound(replay: Replay, key: str) -> dict[str, Any]:
+    if key not in replay.started:
+        return {}
+    start, left = replay.intervals[key]
+    return {"at": round(start, 3), "node": replay.nodes[key], "left": None if math.isinf(left) else round(left, 3)}
+
+
+def dump_replays(dump: Path, scheduler: str, sim: Replay, real: Replay, trace: Trace) -> None:
+    """``<scheduler>-pods.jsonl``: each pod's arrival, and its binding, node and departure in
+    both replays, in the simulation's binding order."""
+    arrivals = {a.key: a.at for a in trace.arrivals}
+    order = sorted(arrivals, key=lambda k: (sim.started.get(k, math.inf), arrivals[k], k))
+    with (dump / f"{scheduler}-pods.jsonl").open("w") as out:
+        for key in order:
+            out.write(json.dumps({"pod": key, "arrival": arrivals[key], "simulated": _bound(sim, key),
+                                  "live": _bound(real, key)}) + "\n")
+
+
 # --------------------------------------------------------------------------- the run
 
 
 def run(plane: ControlPlane, spec: TraceSpec, schedulers: Sequence[str], say: Say,
-        settings: Settings | None = None) -> dict[str, Any]:
+        settings: Settings | None = None, dump: Path | None = None) -> dict[str, Any]:
     """``{"trace": {...}, "schedulers": {name: figures}}``; the nodes and namespaces it made are
-    removed afterwards."""
+    removed afterwards. With ``dump`` (a folder), each scheduler's log on both sides and each
+    pod's timeline in both replays are written there (:func:`dump_replays`)."""
     trace = fidelity_trace(spec)
     node_manifests = nodes(spec.nodes)
     cluster = Cluster(tuple(node_manifests), (), "kwok nodes")
@@ -308,16 +404,19 @@ def run(plane: ControlPlane, spec: TraceSpec, schedulers: Sequence[str], say: Sa
     gangs = {(a.pod["metadata"].get("labels") or {}).get("kubeplace.io/gang") for a in trace.arrivals} - {None}
     doc: dict[str, Any] = {"trace": {"pods": len(trace.arrivals), "gangs": len(gangs), "seed": spec.seed,
                                      "compress": spec.compress, "tick": spec.tick, "last_arrival": trace.span,
-                                     "end": end, "nodes": spec.nodes}, "schedulers": {}}
+                                     "end": end, "end_window": spec.margin, "nodes": spec.nodes},
+                          "schedulers": {}}
     with Harness(plane, settings or Settings(), say) as harness:
         harness.apply_rbac()
         try:
             harness.create_nodes(node_manifests)
             for scheduler in schedulers:
-                sim = simulated(cluster, trace, scheduler, end)
+                sim = simulated(cluster, trace, scheduler, end, dump)
                 say(f"  {scheduler} simulated: {len(sim.started)} bound")
-                real = live(harness, trace, scheduler, end, say)
-                figures = compare(sim, real, use, capacity, end)
+                real = live(harness, trace, scheduler, end, say, dump)
+                if dump is not None:
+                    dump_replays(dump, scheduler, sim, real, trace)
+                figures = compare(sim, real, use, capacity, end, spec.margin)
                 doc["schedulers"][scheduler] = figures
                 say(f"  {scheduler}: {figures['pods_bound']}, floor holds: {figures['floor_holds']}")
         finally:
@@ -347,6 +446,16 @@ def table(doc: dict[str, Any]) -> str:
     notes = [f"trace: {t['pods']} pods ({t['gangs']} gangs), seed {t['seed']}, compressed {t['compress']:g}x, "
              f"arrivals on {t['tick']:g}s ticks, last at {t['last_arrival']:g}s, measured to {t['end']:g}s; "
              f"{t['nodes']} kwok nodes of 16 CPU / 64 GiB / 4 GPUs",
-             "Δ: live minus simulated, in points of the cluster's allocation; the floor: the same pods bound "
-             f"and every Δ within {FLOOR_POINTS:g} point"]
+             "Δ: live minus simulated, in points of the cluster's allocation (mean: over the whole run; end: "
+             f"over its last {t['end_window']:g}s); the floor: the same pods bound and every Δ within "
+             f"{FLOOR_POINTS:g} point"]
+    for name, f in doc["schedulers"].items():
+        first = f["first_divergence"]
+        if first is not None:
+            notes.append(f"{name}: first divergence {first['pod']}: simulated {_where(first['simulated'])}, "
+                         f"live {_where(first['live'])}")
     return "\n".join([*lines, "", *notes])
+
+
+def _where(bound: dict[str, Any]) -> str:
+    return f"{bound['node']} at {bound['at']:g}s" if bound else "not bound"

@@ -62,8 +62,8 @@ class Sampler:
             self._stop.wait(self.every)
 
 
-def start_kube_scheduler(plane: ControlPlane, qps: int, timeout: float) -> Component:
-    return plane.start_scheduler({"clientConnection": {"qps": qps, "burst": qps}}, timeout=timeout)
+def start_kube_scheduler(plane: ControlPlane, qps: int, timeout: float, extra_args: Sequence[str] = ()) -> Component:
+    return plane.start_scheduler({"clientConnection": {"qps": qps, "burst": qps}}, extra_args, timeout=timeout)
 
 
 def start_kubeplace(plane: ControlPlane, args: Sequence[str], timeout: float, index: int) -> tuple[Component, int]:

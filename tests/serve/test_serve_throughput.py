@@ -4,9 +4,12 @@ everything is placed, Events off the binding path, and decision logs without rep
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +21,8 @@ from kubeplace.serve.loop import ServeSettings, cycle_options
 from tests.builders import node, pod
 from tests.serve.fakes import Clock, FakeCluster
 from tests.serve.test_serve_loop import bound, next_cycle, scheduler
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class SlowBinds(FakeCluster):
@@ -194,6 +199,35 @@ def test_the_warm_up_plans_nothing_real_and_never_fails(monkeypatch: pytest.Monk
 
     monkeypatch.setattr("kubeplace.serve.loop.make_plan", broken)
     s.warm_up()  # logged, not raised
+
+
+WARM_THEN_LEAVE_A_POD_OUT = """
+import sys
+from kubeplace.kube.objects import Snapshot
+from kubeplace.plan.pipeline import make_plan
+from kubeplace.serve.loop import cycle_options
+from tests.builders import node, pod
+from tests.serve.test_serve_loop import scheduler
+
+s, _ = scheduler(node("a").cpu("1").memory("1Gi"))
+s.warm_up()
+loaded = set(sys.modules)
+snapshot = Snapshot(nodes=(node("b").cpu("4").memory("4Gi").build(),),
+                    pending=tuple(pod(f"p{i}").cpu("3").build() for i in range(2)), bound=())
+plan = make_plan(snapshot, s.config, s.profile, cycle_options(s.solver, s.settings, 2)).plan
+assert len(plan.placements) == 1 and len(plan.unplaced) == 1, plan
+print(sorted(set(sys.modules) - loaded))
+"""
+
+
+def test_the_warm_up_loads_what_a_cycle_that_leaves_a_pod_out_needs() -> None:
+    # a cycle that cannot place every pod solves past the greedy answer (the bound, the exact
+    # backends); the first such cycle must not pay for loading them (0.3-1 s), so the warm-up
+    # goes that way too. A fresh process: the tests before have loaded everything already.
+    done = subprocess.run([sys.executable, "-c", WARM_THEN_LEAVE_A_POD_OUT], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_queued_warnings_are_sent_before_queued_scheduled_events() -> None:
