@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kubeplace.kube.catalogue import PRICE_UNIT, parse_catalogue
+from kubeplace.kube.objects import GPU
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.rebalance.cluster_state import state_of
 from kubeplace.rebalance.consolidate import consolidate
@@ -121,7 +122,7 @@ def _node_pool() -> dict[str, Any]:
 
 def run_consolidate_scale(spec: ConsolidateScaleSpec, time_limit: float) -> ConsolidateScaleResult:
     objects = cluster(spec)
-    types = [t for t in catalogue() if "nvidia.com/gpu" not in t["resources"]]
+    types = [t for t in catalogue() if GPU not in t["resources"]]
     instance_types = parse_catalogue(types, "the capacity bench's catalogue")
     state = state_of([(o, "consolidate-scale") for o in objects])
     config = Configuration()
