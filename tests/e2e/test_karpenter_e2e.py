@@ -28,6 +28,7 @@ from kubeplace.kube.parse import build_snapshot
 from kubeplace.kube.quantity import resource_amount
 
 from . import controlplane as cp
+from .crds import install_crds
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]  # a cold build (KUBEPLACE_BUILD_KARPENTER=1) included
 
@@ -70,23 +71,7 @@ def karpenter_build() -> Path:
 @pytest.fixture(scope="module")
 def karpenter_crds(karpenter_build: Path, admin_api: client.ApiClient) -> None:
     """NodePool, NodeClaim, NodeOverlay and KWOKNodeClass installed and established."""
-    extensions = client.ApiextensionsV1Api(admin_api)
-    names = []
-    for path in sorted((karpenter_build / "crds").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        names.append(crd["metadata"]["name"])
-        try:
-            extensions.create_custom_resource_definition(crd)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-    cp.wait_for(lambda: all(_established(extensions, name) for name in names), 60, f"CRDs {names} established")
-
-
-def _established(extensions: client.ApiextensionsV1Api, name: str) -> bool:
-    status = extensions.read_custom_resource_definition(name).status
-    conditions = status.conditions if status is not None else None
-    return any(c.type == "Established" and c.status == "True" for c in (conditions or []))
+    install_crds(admin_api, [yaml.safe_load(p.read_text()) for p in sorted((karpenter_build / "crds").glob("*.yaml"))])
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from . import controlplane as cp
+from .crds import install_crds
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -40,26 +41,10 @@ def kuberay_crds(admin_api: client.ApiClient, tmp_path_factory: pytest.TempPathF
     if download.returncode != 0:
         pytest.fail(f"go mod download {KUBERAY_MODULE} failed: {download.stderr.strip()[-1000:]}", pytrace=False)
     bases = Path(json.loads(download.stdout)["Dir"]) / "config" / "crd" / "bases"
-    extensions = client.ApiextensionsV1Api(admin_api)
-    names = []
-    for file in CRD_FILES:
-        crd = yaml.safe_load((bases / file).read_text())
-        names.append(crd["metadata"]["name"])
-        try:
-            extensions.create_custom_resource_definition(crd)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-    cp.wait_for(lambda: all(_established(extensions, name) for name in names), 60, f"CRDs {names} established")
+    names = install_crds(admin_api, [yaml.safe_load((bases / file).read_text()) for file in CRD_FILES])
     yield
     for name in names:
-        extensions.delete_custom_resource_definition(name)
-
-
-def _established(extensions: client.ApiextensionsV1Api, name: str) -> bool:
-    status = extensions.read_custom_resource_definition(name).status
-    conditions = status.conditions if status is not None else None
-    return any(c.type == "Established" and c.status == "True" for c in (conditions or []))
+        client.ApiextensionsV1Api(admin_api).delete_custom_resource_definition(name)
 
 
 def _manifest(namespace: str) -> dict[str, dict[str, Any]]:
