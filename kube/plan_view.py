@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kubeplace.kube.dra import ClaimAllocation
-from kubeplace.kube.objects import ClaimChoice, Node, Pod, Snapshot
+from kubeplace.kube.objects import Node, Pod, Snapshot
+from kubeplace.kube.storage_objects import ClaimChoice
 
 PodKey = tuple[str, str]
 """(namespace, name)."""

@@ -1,6 +1,6 @@
 """Storage objects from raw objects: PersistentVolumeClaims, PersistentVolumes, StorageClasses,
 and the CSI objects the kube-scheduler's volume plugins read (CSINode, CSIDriver,
-CSIStorageCapacity, VolumeAttachment), into the typed objects of ``kube.objects``; and the pods'
+CSIStorageCapacity, VolumeAttachment), into the typed objects of ``kube.storage_objects``; and the pods'
 claim-backed volumes.
 
 Parsed as the API server validates and defaults them (a StorageClass without
@@ -25,7 +25,10 @@ from kubeplace.kube.errors import (
     expect_string_map,
     unique_objects,
 )
-from kubeplace.kube.objects import (
+from kubeplace.kube.objects import PodVolume, Requirement, SelectorTerm
+from kubeplace.kube.quantity import QuantityError, resource_amount
+from kubeplace.kube.selectors import label_selector, node_selector_terms
+from kubeplace.kube.storage_objects import (
     BETA_STORAGE_CLASS,
     BLOCK,
     FILESYSTEM,
@@ -39,16 +42,11 @@ from kubeplace.kube.objects import (
     CSINodeDriver,
     PersistentVolume,
     PersistentVolumeClaim,
-    PodVolume,
-    Requirement,
-    SelectorTerm,
     Storage,
     StorageCapacity,
     StorageClass,
     VolumeAttachment,
 )
-from kubeplace.kube.quantity import QuantityError, resource_amount
-from kubeplace.kube.selectors import label_selector, node_selector_terms
 
 STORAGE_GROUP = "storage.k8s.io"
 CLAIM, VOLUME = ("", "PersistentVolumeClaim"), ("", "PersistentVolume")

@@ -29,15 +29,15 @@ from typing import Any, Protocol
 
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_all
 from kubeplace.kube.errors import ClusterError, Conflict, InputError, NotFound, Unauthorized, Unreachable
-from kubeplace.kube.objects import (
+from kubeplace.kube.selectors import terms_match
+from kubeplace.kube.storage import parse_claim, parse_volume
+from kubeplace.kube.storage_objects import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     ClaimChoice,
     PersistentVolume,
     PersistentVolumeClaim,
 )
-from kubeplace.kube.selectors import terms_match
-from kubeplace.kube.storage import parse_claim, parse_volume
 
 RawObject = dict[str, Any]
 BIND_TIMEOUT_SECONDS = 600.0

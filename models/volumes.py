@@ -14,18 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kubeplace.kube.objects import (
+from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.selectors import matches, term_matches, terms_match
+from kubeplace.kube.storage_objects import (
     AVAILABLE,
     LOST,
     NO_PROVISIONER,
     WAIT_FOR_FIRST_CONSUMER,
-    Node,
     PersistentVolume,
     PersistentVolumeClaim,
-    Pod,
     Storage,
 )
-from kubeplace.kube.selectors import matches, term_matches, terms_match
 
 NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"

@@ -14,7 +14,8 @@ import numpy as np
 
 from kubeplace.kube.dra import ClaimAllocation
 from kubeplace.kube.errors import InconsistentAnswer
-from kubeplace.kube.objects import ClaimChoice, Pod, Snapshot
+from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.kube.storage_objects import ClaimChoice
 from kubeplace.models import evaluate
 from kubeplace.models.aggregate import Aggregation, aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate

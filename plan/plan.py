@@ -20,7 +20,8 @@ from kubeplace.kube.dra_parse import (
     requests_manifest,
 )
 from kubeplace.kube.errors import INT32_MAX, InputError
-from kubeplace.kube.objects import ClaimChoice, GangKey, Node
+from kubeplace.kube.objects import GangKey, Node
+from kubeplace.kube.storage_objects import ClaimChoice
 
 PLAN_KIND = "PlacementPlan"
 PLAN_API_VERSION = "kubeplace.io/v1alpha1"

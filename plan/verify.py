@@ -19,16 +19,10 @@ from typing import Any
 
 from kubeplace.kube.dra import ClaimAllocation, Devices
 from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
-from kubeplace.kube.objects import (
-    CPU,
-    PODS,
-    ClaimChoice,
-    Node,
-    Pod,
-    Snapshot,
-)
+from kubeplace.kube.objects import CPU, PODS, Node, Pod, Snapshot
 from kubeplace.kube.plan_view import Placed, PlanView
 from kubeplace.kube.replay import Counted, Replay, replay
+from kubeplace.kube.storage_objects import ClaimChoice
 from kubeplace.models.plugins import RULES
 from kubeplace.models.rules import Verifier
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kubeplace.kube.objects import ANN_BIND_COMPLETED, ANN_SELECTED_NODE, NO_PROVISIONER
+from kubeplace.kube.storage_objects import ANN_BIND_COMPLETED, ANN_SELECTED_NODE, NO_PROVISIONER
 from tests.builders import PodBuilder
 
 Manifest = dict[str, Any]

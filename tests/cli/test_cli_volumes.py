@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from kubeplace.cli.main import main
 from kubeplace.kube.errors import InputError
-from kubeplace.kube.objects import ClaimChoice
+from kubeplace.kube.storage_objects import ClaimChoice
 from kubeplace.plan.plan import placements_from_dict
 from tests.builders import node, pod
 from tests.volume_builders import claim, mounting, storage_class, volume

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from kubeplace.kube.files import load_objects
-from kubeplace.kube.objects import ClaimChoice
 from kubeplace.kube.parse import build_snapshot
+from kubeplace.kube.storage_objects import ClaimChoice
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan

@@ -11,7 +11,7 @@ import pytest
 
 from kubeplace.kube.binder import Binding, Outcome
 from kubeplace.kube.errors import Conflict, NotFound, Unreachable
-from kubeplace.kube.objects import ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ClaimChoice
+from kubeplace.kube.storage_objects import ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ClaimChoice
 from kubeplace.kube.volume_binder import PodVolumes, bind_with_volumes
 from tests.volume_builders import claim, volume
 

@@ -14,7 +14,8 @@ from kubeplace.kube.client import connect
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import load_snapshot
 from kubeplace.kube.live import load_live_snapshot
-from kubeplace.kube.objects import ClaimRef, CSINodeDriver, PodVolume, Requirement, SelectorTerm
+from kubeplace.kube.objects import PodVolume, Requirement, SelectorTerm
+from kubeplace.kube.storage_objects import ClaimRef, CSINodeDriver
 from tests.builders import node, pod, snapshot_of
 from tests.kube.fake_apiserver import FakeApiServer, serving
 from tests.kube.test_kube_client import write_kubeconfig

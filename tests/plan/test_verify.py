@@ -365,10 +365,10 @@ def _imports(module: object) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "kubeplace_imports"), [
-    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.dra", "kubeplace.kube.plan_view",
-                     "kubeplace.kube.gpu_conventions", "kubeplace.kube.replay",
+    (verify_module, {"kubeplace.kube.objects", "kubeplace.kube.storage_objects", "kubeplace.kube.dra",
+                     "kubeplace.kube.plan_view", "kubeplace.kube.gpu_conventions", "kubeplace.kube.replay",
                      "kubeplace.models.plugins", "kubeplace.models.rules"}),
-    (volume_binding_verify, {"kubeplace.kube.objects", "kubeplace.kube.plan_view",
+    (volume_binding_verify, {"kubeplace.kube.objects", "kubeplace.kube.storage_objects", "kubeplace.kube.plan_view",
                              "kubeplace.models.plugins.node_affinity.verify"}),
     (spread_verify, {"kubeplace.kube.objects", "kubeplace.kube.replay",
                      "kubeplace.models.plugins.taint_toleration.verify",

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from kubeplace.kube.dra import ClaimAllocation
-from kubeplace.kube.objects import ClaimChoice, Snapshot
+from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.storage_objects import ClaimChoice
 from kubeplace.models.config import Configuration
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeplace.kube.objects import ANN_SELECTED_NODE
+from kubeplace.kube.storage_objects import ANN_SELECTED_NODE
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import MODIFIED, Store
 from kubeplace.serve.loop import Scheduler, ServeSettings

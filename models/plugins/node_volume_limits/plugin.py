@@ -18,7 +18,8 @@ from functools import cached_property
 
 import numpy as np
 
-from kubeplace.kube.objects import Node, Pod, Storage
+from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.storage_objects import Storage
 from kubeplace.models.framework import ClassView, RunContext
 from kubeplace.models.problem import BoolArray, Gang, GroupCap
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kubeplace.kube.objects import Pod, Storage
+from kubeplace.kube.objects import Pod
 from kubeplace.kube.plan_view import Finding, PlanView
+from kubeplace.kube.storage_objects import Storage
 
 
 def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:

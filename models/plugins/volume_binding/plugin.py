@@ -34,16 +34,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.kube.objects import (
+from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.selectors import terms_match
+from kubeplace.kube.storage_objects import (
     READ_WRITE_ONCE_POD,
     ClaimChoice,
-    Node,
     PersistentVolume,
     PersistentVolumeClaim,
-    Pod,
     Storage,
 )
-from kubeplace.kube.selectors import terms_match
 from kubeplace.models.framework import ClassView, RunContext
 from kubeplace.models.plugins.volume_binding.pools import VolumeReach, local_caps, match_on_node
 from kubeplace.models.problem import BoolArray, Gang, GroupCap

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.kube.objects import AVAILABLE, Node, PersistentVolume, PersistentVolumeClaim, SelectorTerm, Storage
+from kubeplace.kube.objects import Node, SelectorTerm
 from kubeplace.kube.selectors import term_matches
+from kubeplace.kube.storage_objects import AVAILABLE, PersistentVolume, PersistentVolumeClaim, Storage
 from kubeplace.models.problem import GroupCap
 from kubeplace.models.volumes import shape, static_match
 

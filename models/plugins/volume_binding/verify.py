@@ -15,16 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from kubeplace.kube.objects import (
-    ClaimChoice,
-    Node,
-    PersistentVolume,
-    PersistentVolumeClaim,
-    Pod,
-    SelectorTerm,
-    Storage,
-)
+from kubeplace.kube.objects import Node, Pod, SelectorTerm
 from kubeplace.kube.plan_view import Finding, PlanView
+from kubeplace.kube.storage_objects import ClaimChoice, PersistentVolume, PersistentVolumeClaim, Storage
 from kubeplace.models.plugins.node_affinity.verify import requirement_holds, selector_matches
 
 

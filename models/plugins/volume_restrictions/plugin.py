@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubeplace.kube.objects import READ_WRITE_ONCE_POD, Node, Pod, SpecRule, Storage
+from kubeplace.kube.objects import Node, Pod, SpecRule
+from kubeplace.kube.storage_objects import READ_WRITE_ONCE_POD, Storage
 from kubeplace.models.framework import RunContext
 from kubeplace.models.problem import BoolArray
 from kubeplace.models.volumes import not_found, queue_order, resolve

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kubeplace.kube.memo import IdentityMemo
-from kubeplace.kube.objects import WAIT_FOR_FIRST_CONSUMER, Node, Pod, Storage
+from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.storage_objects import WAIT_FOR_FIRST_CONSUMER, Storage
 from kubeplace.models.framework import RunContext
 from kubeplace.models.problem import BoolArray
 from kubeplace.models.volumes import not_found

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kubeplace.kube.objects import Node, PersistentVolume, Pod, Storage
+from kubeplace.kube.objects import Node, Pod
 from kubeplace.kube.plan_view import Finding, PlanView
+from kubeplace.kube.storage_objects import PersistentVolume, Storage
 
 _ZONE_LABELS = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
                 "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kubeplace.kube.objects import ClaimChoice
+from kubeplace.kube.storage_objects import ClaimChoice
 from kubeplace.models.config import Configuration
 from kubeplace.plan.verify import VerifySettings, rule_checks, verify
 from tests.builders import pod, snapshot_of

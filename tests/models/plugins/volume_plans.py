@@ -9,7 +9,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from kubeplace.kube.objects import ClaimChoice, Snapshot
+from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.storage_objects import ClaimChoice
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.plan.checks import verify_plan, verify_settings
 from kubeplace.plan.pipeline import make_plan
