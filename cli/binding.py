@@ -13,10 +13,11 @@ from kubeplace.cli.options import Source
 from kubeplace.cli.render import dump, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome
 from kubeplace.kube.claim_binder import allocate_claims
-from kubeplace.kube.client import Cluster, connect
+from kubeplace.kube.client import Cluster
 from kubeplace.kube.errors import InputError, KubeplaceError, PlanVerificationFailed
 from kubeplace.kube.files import read_document
 from kubeplace.kube.gpu_conventions import GpuConventions
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.kube.volume_binder import PodVolumes, bind_with_volumes

@@ -121,7 +121,7 @@ class Source:
             snapshot = load_snapshot(list(self.paths), scheduler_name=scheduler_name,
                                      namespaces=self.namespaces(), selector=self.selector)
         else:
-            from kubeplace.kube.client import connect
+            from kubeplace.kube.kubeconfig import connect
             from kubeplace.kube.live import load_live_snapshot
 
             cluster = connect(self.kubeconfig, self.context)

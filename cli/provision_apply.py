@@ -24,9 +24,10 @@ from kubeplace.cli.render import dump, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome
 from kubeplace.kube.capacity import Candidate, candidate_node
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
-from kubeplace.kube.client import Cluster, connect
+from kubeplace.kube.client import Cluster
 from kubeplace.kube.errors import ClusterError, InputError, NotFound
 from kubeplace.kube.karpenter import GROUP
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.node_claims import (
     DO_NOT_DISRUPT,

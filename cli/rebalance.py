@@ -123,7 +123,7 @@ def _run(a: dict[str, Any]) -> None:
         state = load_file_state(list(src.paths), prof.scheduler_name)
         note_skipped(state.snapshot)
     else:
-        from kubeplace.kube.client import connect
+        from kubeplace.kube.kubeconfig import connect
 
         cluster = connect(a["kubeconfig"], a["context"])
         state = load_live_state(cluster, prof.scheduler_name)

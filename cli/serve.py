@@ -92,8 +92,8 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
     retried with backoff, at once when a node is added or a pod deleted.
     """
     from kubeplace.cli.options import load_config
-    from kubeplace.kube.client import connect
     from kubeplace.kube.errors import KubeplaceError
+    from kubeplace.kube.kubeconfig import connect
     from kubeplace.serve.app import LeaseSettings, Service
     from kubeplace.serve.loop import ServeSettings
     from kubeplace.serve.memory import limit_arenas

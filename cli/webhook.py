@@ -52,7 +52,7 @@ def webhook_command(kubeconfig: str | None, context: str | None, tls_cert_file: 
     handshake and is closed after 10 s of silence; at most 64 connections are open at once.
     """
     from kubeplace.kube.canary import ShareError, Split, parse_share
-    from kubeplace.kube.client import connect
+    from kubeplace.kube.kubeconfig import connect
     from kubeplace.serve.webhook import NamespaceCache, Webhook, WebhookServer
 
     configure_logging(log_level)

@@ -1,64 +1,31 @@
 """The only module that talks to the Kubernetes API.
 
-:func:`connect` finds credentials the way kubectl does; :class:`Cluster` lists objects as
-plain camelCase dicts (the shape of ``kubectl get -o yaml``, so files and the API go through the
-same parsing) and binds pods. API failures become the named :class:`ClusterError` subclasses of
-``kube.errors`` carrying the HTTP status and the server's message; nothing else leaks out.
+:class:`Cluster` lists objects as plain camelCase dicts (the shape of ``kubectl get -o yaml``, so
+files and the API go through the same parsing) and binds pods; ``kube.kubeconfig.connect`` opens
+one with the credentials kubectl would use. API failures become the named :class:`ClusterError`
+subclasses of ``kube.errors`` (``kube.api_errors``) carrying the HTTP status and the server's
+message; nothing else leaks out.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
-import urllib3
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from kubeplace.kube.errors import (
-    ApiFailure,
-    ClusterError,
-    ConfigMissing,
-    Conflict,
-    DisruptionBudget,
-    Forbidden,
-    Gone,
-    NotFound,
-    Unauthorized,
-    Unreachable,
-)
+from kubeplace.kube.api_errors import translated_errors
+from kubeplace.kube.errors import ApiFailure, DisruptionBudget, Gone, NotFound
 
-DEFAULT_KUBECONFIG = "~/.kube/config"
 REQUEST_TIMEOUT = (10.0, 60.0)
 """Seconds to connect and to wait for an answer; a list of 10,000 pods takes a few seconds."""
 PAGE_SIZE = 500
 """Objects per list request, as kubectl uses, so a huge list does not time out."""
-CONNECTIONS = 64
-"""Kept-alive connections to the API server: ``serve`` holds one per watch and binds on many at
-once (the client's default, 5 per CPU, would open and drop a TLS connection per binding)."""
 
 RawObject = dict[str, Any]
-
-
-def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluster:
-    """A cluster from ``kubeconfig`` (``--kubeconfig``), else ``$KUBECONFIG`` (several paths
-    joined with ``:``, merged like kubectl), else ``~/.kube/config``, else the in-cluster
-    service account. Raises :class:`ConfigMissing` when none of them works."""
-    configuration = k8s.Configuration()
-    configuration.connection_pool_maxsize = CONNECTIONS
-    config_files = _kubeconfig_paths(kubeconfig)
-    if config_files is not None:
-        description = _load_kubeconfig(configuration, config_files, context)
-    elif context:
-        raise ConfigMissing(f"--context {context} given, but there is no kubeconfig ({DEFAULT_KUBECONFIG})")
-    else:
-        description = _load_in_cluster(configuration)
-    return Cluster(k8s.ApiClient(configuration), description)
 
 
 class Cluster:
@@ -114,7 +81,7 @@ class Cluster:
     def create_object(self, group: str, version: str, plural: str, body: Mapping[str, Any]) -> RawObject:
         """Creates a cluster-scoped object of an API group's resource (a NodeClaim); the object
         as the server stored it (its generated name filled in)."""
-        with _translated_errors(f"create {plural}.{group}"):
+        with translated_errors(f"create {plural}.{group}"):
             response: Any = self._custom.create_cluster_custom_object(
                 group, version, plural, dict(body), _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             created: RawObject = json.loads(response.data)
@@ -122,7 +89,7 @@ class Cluster:
 
     def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
         """Sets (a value) or removes (None) annotations of a node by a merge patch."""
-        with _translated_errors(f"annotate node {name}"):
+        with translated_errors(f"annotate node {name}"):
             response: Any = self._core.patch_node(name, {"metadata": {"annotations": dict(annotations)}},
                                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             response.read()
@@ -152,7 +119,7 @@ class Cluster:
 
     def read_pod(self, namespace: str, name: str) -> RawObject:
         """One pod as a camelCase dict; :class:`NotFound` when it is gone."""
-        with _translated_errors(f"read pod {namespace}/{name}"):
+        with translated_errors(f"read pod {namespace}/{name}"):
             response: Any = self._core.read_namespaced_pod(name, namespace, _preload_content=False,
                                                            _request_timeout=REQUEST_TIMEOUT)
             pod: RawObject = json.loads(response.data)
@@ -160,7 +127,7 @@ class Cluster:
 
     def read_persistent_volume(self, name: str) -> RawObject:
         """A PersistentVolume as a camelCase dict; :class:`NotFound` when it does not exist."""
-        with _translated_errors(f"read persistentvolume {name}"):
+        with translated_errors(f"read persistentvolume {name}"):
             response: Any = self._core.read_persistent_volume(name, _preload_content=False,
                                                               _request_timeout=REQUEST_TIMEOUT)
             volume: RawObject = json.loads(response.data)
@@ -168,7 +135,7 @@ class Cluster:
 
     def read_persistent_volume_claim(self, namespace: str, name: str) -> RawObject:
         """A PersistentVolumeClaim as a camelCase dict; :class:`NotFound` when it does not exist."""
-        with _translated_errors(f"read persistentvolumeclaim {namespace}/{name}"):
+        with translated_errors(f"read persistentvolumeclaim {namespace}/{name}"):
             response: Any = self._core.read_namespaced_persistent_volume_claim(
                 name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             claim: RawObject = json.loads(response.data)
@@ -178,7 +145,7 @@ class Cluster:
         """Replaces a PersistentVolume with ``volume`` (its ``metadata.resourceVersion`` is the
         precondition: :class:`Conflict` when it changed meanwhile); returns the stored object."""
         name = volume["metadata"]["name"]
-        with _translated_errors(f"update persistentvolume {name}"):
+        with translated_errors(f"update persistentvolume {name}"):
             body: Any = dict(volume)  # sent as it is: the typed model would drop fields it does not know
             response: Any = self._core.replace_persistent_volume(
                 name, body, dry_run="All" if dry_run else None, _preload_content=False,
@@ -190,7 +157,7 @@ class Cluster:
         """Replaces a PersistentVolumeClaim with ``claim`` (resourceVersion precondition, as
         :meth:`update_persistent_volume`); returns the stored object."""
         namespace, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
-        with _translated_errors(f"update persistentvolumeclaim {namespace}/{name}"):
+        with translated_errors(f"update persistentvolumeclaim {namespace}/{name}"):
             body: Any = dict(claim)
             response: Any = self._core.replace_namespaced_persistent_volume_claim(
                 name, namespace, body, dry_run="All" if dry_run else None, _preload_content=False,
@@ -204,7 +171,7 @@ class Cluster:
         the same name is not deleted by a stale plan (409 :class:`Conflict`); 404
         :class:`NotFound` when it is gone already."""
         body = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid) if uid else None)
-        with _translated_errors(f"delete pod {namespace}/{name}"):
+        with translated_errors(f"delete pod {namespace}/{name}"):
             response: Any = self._core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False,
                                                              _request_timeout=REQUEST_TIMEOUT)
             response.read()
@@ -213,7 +180,7 @@ class Cluster:
         """Merge-patches the pod's ``status`` subresource (``nominatedNodeName``, a condition,
         ``extendedResourceClaimStatus``), as the kube-scheduler does; nothing else of the pod can
         change this way."""
-        with _translated_errors(f"patch pod {namespace}/{name} status"):
+        with translated_errors(f"patch pod {namespace}/{name} status"):
             response: Any = self._core.patch_namespaced_pod_status(
                 name, namespace, {"status": dict(status)}, _content_type="application/strategic-merge-patch+json",
                 dry_run="All" if dry_run else None, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
@@ -232,7 +199,7 @@ class Cluster:
             delete_options=k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid)) if uid else None,
         )
         try:
-            with _translated_errors(f"evict pod {namespace}/{name}"):
+            with translated_errors(f"evict pod {namespace}/{name}"):
                 response: Any = self._core.create_namespaced_pod_eviction(
                     name, namespace, body, dry_run="All" if dry_run else None,
                     _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
@@ -245,7 +212,7 @@ class Cluster:
 
     def read_lease(self, namespace: str, name: str) -> RawObject:
         """A coordination.k8s.io/v1 Lease; :class:`NotFound` when it does not exist."""
-        with _translated_errors(f"read lease {namespace}/{name}"):
+        with translated_errors(f"read lease {namespace}/{name}"):
             response: Any = self._coordination.read_namespaced_lease(
                 name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             lease: RawObject = json.loads(response.data)
@@ -257,7 +224,7 @@ class Cluster:
         name = lease["metadata"]["name"]
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **lease}
         path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-        with _translated_errors(f"{'create' if create else 'update'} lease {namespace}/{name}"):
+        with translated_errors(f"{'create' if create else 'update'} lease {namespace}/{name}"):
             # Sent as the dict it is: the typed client turns MicroTime strings into datetimes and
             # back into text the API server refuses ("...T00:00:00+00:00" lacks the microseconds).
             return self._send("POST" if create else "PUT", path if create else f"{path}/{name}", body)
@@ -277,7 +244,7 @@ class Cluster:
     def namespace_annotations(self, name: str, timeout: float = 1.0) -> dict[str, str]:
         """A namespace's annotations ({} when it does not exist), answered within ``timeout`` s."""
         try:
-            with _translated_errors(f"read namespace {name}"):
+            with translated_errors(f"read namespace {name}"):
                 response: Any = self._core.read_namespace(name, _preload_content=False,
                                                           _request_timeout=(timeout, timeout))
                 body: RawObject = json.loads(response.data)
@@ -288,7 +255,7 @@ class Cluster:
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's data, or None when it does not exist."""
         try:
-            with _translated_errors(f"read configmap {namespace}/{name}"):
+            with translated_errors(f"read configmap {namespace}/{name}"):
                 response: Any = self._core.read_namespaced_config_map(
                     name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
                 body: RawObject = json.loads(response.data)
@@ -300,7 +267,7 @@ class Cluster:
         """Creates the ConfigMap, or replaces its data when it exists."""
         body: Any = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
                      "data": dict(data)}
-        with _translated_errors(f"write configmap {namespace}/{name}"):
+        with translated_errors(f"write configmap {namespace}/{name}"):
             try:
                 response: Any = self._core.replace_namespaced_config_map(
                     name, namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
@@ -332,7 +299,7 @@ class Cluster:
             target=k8s.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
         action = f"bind pod {namespace}/{name} to node {node}"
-        with _translated_errors(action):
+        with translated_errors(action):
             response: Any = self._core.create_namespaced_pod_binding(
                 name,
                 namespace,
@@ -363,7 +330,7 @@ class Cluster:
         when that version is too old (list again), other :class:`ClusterError` on failures."""
         kind, list_page = self._lister(resource)
         action = f"watch {resource}"
-        with _translated_errors(action):
+        with translated_errors(action):
             response: Any = list_page(
                 watch=True, resource_version=resource_version or None, timeout_seconds=timeout_seconds,
                 allow_watch_bookmarks=True, _preload_content=False,
@@ -373,7 +340,7 @@ class Cluster:
         try:
             lines = _stream_lines(response)
             while True:
-                with _translated_errors(action):
+                with translated_errors(action):
                     line = next(lines, None)
                 if line is None:
                     return
@@ -412,7 +379,7 @@ class Cluster:
 
     def read_resource_claim(self, namespace: str, name: str) -> RawObject:
         """A ResourceClaim (resource.k8s.io/v1) as a camelCase dict; :class:`NotFound` when gone."""
-        with _translated_errors(f"read resourceclaim {namespace}/{name}"):
+        with translated_errors(f"read resourceclaim {namespace}/{name}"):
             response: Any = self._custom.get_namespaced_custom_object(
                 "resource.k8s.io", "v1", namespace, "resourceclaims", name, _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT)
@@ -425,7 +392,7 @@ class Cluster:
         namespace, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
         replace = (self._custom.replace_namespaced_custom_object_status if status
                    else self._custom.replace_namespaced_custom_object)
-        with _translated_errors(f"update resourceclaim {namespace}/{name}{' status' if status else ''}"):
+        with translated_errors(f"update resourceclaim {namespace}/{name}{' status' if status else ''}"):
             response: Any = replace("resource.k8s.io", "v1", namespace, "resourceclaims", name, dict(claim),
                                     dry_run="All" if dry_run else None, _preload_content=False,
                                     _request_timeout=REQUEST_TIMEOUT)
@@ -435,7 +402,7 @@ class Cluster:
     def create_resource_claim(self, claim: Mapping[str, Any], dry_run: bool = False) -> RawObject:
         """Creates a ResourceClaim (its ``metadata.generateName`` names it); returns the stored object."""
         namespace = claim["metadata"]["namespace"]
-        with _translated_errors(f"create resourceclaim in {namespace}"):
+        with translated_errors(f"create resourceclaim in {namespace}"):
             response: Any = self._custom.create_namespaced_custom_object(
                 "resource.k8s.io", "v1", namespace, "resourceclaims", dict(claim),
                 dry_run="All" if dry_run else None, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
@@ -444,25 +411,25 @@ class Cluster:
 
     def cordon_node(self, name: str, unschedulable: bool = True) -> None:
         """Sets the node's ``spec.unschedulable`` (``kubectl cordon``; False: ``uncordon``)."""
-        with _translated_errors(f"{'cordon' if unschedulable else 'uncordon'} node {name}"):
+        with translated_errors(f"{'cordon' if unschedulable else 'uncordon'} node {name}"):
             response: Any = self._core.patch_node(name, {"spec": {"unschedulable": unschedulable}},
                                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             response.read()
 
     def delete_node(self, name: str) -> None:
-        with _translated_errors(f"delete node {name}"):
+        with translated_errors(f"delete node {name}"):
             response: Any = self._core.delete_node(name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             response.read()
 
     def delete_node_claim(self, name: str) -> None:
         """Deletes a Karpenter NodeClaim: Karpenter drains and terminates its node."""
-        with _translated_errors(f"delete nodeclaim {name}"):
+        with translated_errors(f"delete nodeclaim {name}"):
             response: Any = self._custom.delete_cluster_custom_object(
                 "karpenter.sh", "v1", "nodeclaims", name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             response.read()
 
     def delete_resource_claim(self, namespace: str, name: str) -> None:
-        with _translated_errors(f"delete resourceclaim {namespace}/{name}"):
+        with translated_errors(f"delete resourceclaim {namespace}/{name}"):
             response: Any = self._custom.delete_namespaced_custom_object(
                 "resource.k8s.io", "v1", namespace, "resourceclaims", name, _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT)
@@ -470,13 +437,13 @@ class Cluster:
 
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         """Creates a core/v1 Event (``generateName`` in its metadata gives it a unique name)."""
-        with _translated_errors(f"create event in {namespace}"):
+        with translated_errors(f"create event in {namespace}"):
             self._send("POST", f"/api/v1/namespaces/{namespace}/events", event)
 
     def patch_object_status(self, group: str, version: str, plural: str, namespace: str, name: str,
                             status: Mapping[str, Any]) -> None:
         """Merge-patches the status subresource of a custom object (a PodGroup)."""
-        with _translated_errors(f"patch {plural}.{group} {namespace}/{name} status"):
+        with translated_errors(f"patch {plural}.{group} {namespace}/{name} status"):
             response: Any = self._custom.patch_namespaced_custom_object_status(
                 group, version, namespace, plural, name, {"status": dict(status)},
                 _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
@@ -503,7 +470,7 @@ class Cluster:
         token: str | None = None
         limit = options.pop("limit", PAGE_SIZE) or None  # 0: all in one answer
         while True:
-            with _translated_errors(action):
+            with translated_errors(action):
                 response = list_page(
                     **{key: value for key, value in options.items() if value is not None},
                     limit=limit,
@@ -518,46 +485,6 @@ class Cluster:
                 return
 
 
-@contextlib.contextmanager
-def _translated_errors(action: str) -> Iterator[None]:
-    """Turns client, HTTP and connection exceptions into :class:`ClusterError` subclasses."""
-    try:
-        yield
-    except ClusterError:
-        raise
-    except ApiException as error:
-        raise api_error(action, error) from None
-    except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise Unreachable(f"{action}: API server unreachable: {_short(error)}") from None
-    except ValueError as error:  # an answer that is not JSON
-        raise ApiFailure(f"{action}: unexpected answer from the API server: {error}") from None
-
-
-def api_error(action: str, error: ApiException) -> ClusterError:
-    """The named error for an HTTP error answer, with the status and the server's message."""
-    status = int(error.status or 0)
-    server_message, reason = _status_message(error)
-    message = f"{action}: HTTP {status} {error.reason or ''}".rstrip() + (
-        f": {server_message}" if server_message else ""
-    )
-    kinds: dict[int, type[ClusterError]] = {401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-                                           410: Gone}
-    if status == 401:
-        message += " (the credential is missing, wrong or expired: log in again or renew the token)"
-    return kinds.get(status, ApiFailure)(message, status=status, reason=reason)
-
-
-def _status_message(error: ApiException) -> tuple[str, str]:
-    """The ``message`` and ``reason`` of the ``Status`` object the API server answered with."""
-    try:
-        status = json.loads(error.body or "")
-    except (TypeError, ValueError):
-        return (str(error.body or "").strip()[:300], "")
-    if not isinstance(status, dict):
-        return ("", "")
-    return (str(status.get("message", "")), str(status.get("reason", "")))
-
-
 def _stream_lines(response: Any) -> Iterator[bytes]:
     """The lines of a streamed (watch) response, one JSON event each."""
     pending = b""
@@ -567,49 +494,3 @@ def _stream_lines(response: Any) -> Iterator[bytes]:
         yield from (line for line in lines if line.strip())
     if pending.strip():
         yield pending
-
-
-def _short(error: BaseException) -> str:
-    reason = getattr(error, "reason", None)  # MaxRetryError wraps the real cause
-    return str(reason or error)
-
-
-def _kubeconfig_paths(explicit: str | None) -> str | None:
-    """The kubeconfig path list to load (``a:b`` merged), or None to try in-cluster."""
-    if explicit:
-        return explicit
-    from_environment = os.environ.get("KUBECONFIG", "")
-    if from_environment.strip(os.pathsep):
-        return from_environment
-    default = Path(DEFAULT_KUBECONFIG).expanduser()
-    return str(default) if default.exists() else None
-
-
-def _load_kubeconfig(configuration: Any, paths: str, context: str | None) -> str:
-    existing = [path for path in paths.split(os.pathsep) if path and Path(path).expanduser().exists()]
-    if not existing:
-        raise ConfigMissing(f"kubeconfig {paths} does not exist")
-    try:
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=os.pathsep.join(existing),
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-        _, current = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            config_file=os.pathsep.join(existing)
-        )
-    except Exception as error:  # the loader raises ConfigException, yaml and OS errors alike
-        raise ConfigMissing(f"cannot use kubeconfig {paths}: {_short(error)}") from None
-    chosen = context or (current or {}).get("name", "")
-    return f"context {chosen}" if chosen else "kubeconfig"
-
-
-def _load_in_cluster(configuration: Any) -> str:
-    try:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except k8s_config.ConfigException as error:
-        raise ConfigMissing(
-            f"no kubeconfig (--kubeconfig, KUBECONFIG or {DEFAULT_KUBECONFIG}) and not running in a cluster ({error})"
-        ) from None
-    return "in-cluster service account"

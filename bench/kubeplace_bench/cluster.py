@@ -27,7 +27,8 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from kubeplace.kube.binder import Binding, Outcome, bind_all
-from kubeplace.kube.client import Cluster, connect
+from kubeplace.kube.client import Cluster
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import GPU
 from kubeplace.kube.parse import build_snapshot

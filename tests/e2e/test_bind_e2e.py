@@ -22,8 +22,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubeplace.cli.main import main
-from kubeplace.kube.client import connect
 from kubeplace.kube.gpu_conventions import KOORD_CORE
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.config_load import load_configuration

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kubeplace.kube.capacity import Candidate, candidate_nodes
 from kubeplace.kube.catalogue import parse_catalogue
-from kubeplace.kube.client import connect
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.parse import build_snapshot
 from kubeplace.kube.quantity import resource_amount

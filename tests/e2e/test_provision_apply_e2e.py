@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kubeplace.kube.client import connect
 from kubeplace.kube.errors import EXIT_INCOMPLETE
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.models.config_load import load_configuration
 from kubeplace.plan.checks import verify_plan

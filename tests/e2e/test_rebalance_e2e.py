@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kubeplace.kube.client import connect
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.rebalance.apply import EVICTED, SKIPPED_PDB, apply_moves
 from kubeplace.rebalance.solve_moves import Move
 

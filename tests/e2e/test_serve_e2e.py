@@ -21,7 +21,8 @@ import pytest
 from kubernetes import client
 
 from kubeplace.kube.binder import Outcome
-from kubeplace.kube.client import Cluster, connect
+from kubeplace.kube.client import Cluster
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.app import LeaseSettings, Service
 from kubeplace.serve.loop import ServeSettings

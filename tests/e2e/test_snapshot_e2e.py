@@ -18,8 +18,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kubeplace.kube.client import connect
 from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Snapshot, SpecRule
 

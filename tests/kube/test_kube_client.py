@@ -8,9 +8,10 @@ import pytest
 import yaml
 
 from kubeplace.kube.binder import Binding, Outcome, bind_all
-from kubeplace.kube.client import Cluster, connect
+from kubeplace.kube.client import Cluster
 from kubeplace.kube.errors import ClusterError, ConfigMissing, Conflict, Forbidden, NotFound, Unauthorized, Unreachable
 from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from tests.builders import namespace, node, pod
 from tests.kube.fake_apiserver import FakeApiServer, serving, status

@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
-from kubeplace.kube.client import Cluster, connect
+from kubeplace.kube.client import Cluster
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.metrics import fresh_metrics, measured_load
 from tests.builders import node, pod, snapshot_of

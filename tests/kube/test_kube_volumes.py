@@ -10,9 +10,9 @@ import yaml
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
-from kubeplace.kube.client import connect
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import PodVolume, Requirement, SelectorTerm
 from kubeplace.kube.storage_objects import ClaimRef, CSINodeDriver

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kubeplace.kube.client import connect
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.files import load_snapshot
+from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
 from kubeplace.kube.objects import Requirement
 from kubeplace.kube.parse import build_snapshot
