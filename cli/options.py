@@ -128,7 +128,7 @@ class Source:
             snapshot = load_live_snapshot(cluster, scheduler_name=scheduler_name, namespaces=self.namespaces(),
                                           selector=self.selector, disruption_budgets=disruption_budgets)
         if not snapshot.nodes and not (provision and snapshot.node_pools):
-            from kubeplace.kube.parse import skipped_summary
+            from kubeplace.kube.raw_objects import skipped_summary
 
             skipped = skipped_summary(snapshot.skipped_kinds)
             raise InputError("no nodes in the snapshot, so nothing can be placed" + (f"; {skipped}" if skipped else ""),
@@ -154,7 +154,7 @@ class Source:
 
 def note_skipped(snapshot: Snapshot) -> None:
     """One line on stderr counting the objects of kinds placement does not read, if any."""
-    from kubeplace.kube.parse import skipped_summary
+    from kubeplace.kube.raw_objects import skipped_summary
 
     if line := skipped_summary(snapshot.skipped_kinds):
         click.echo(f"note: {printable(line)}", err=True)

@@ -4,7 +4,7 @@ A path is a file of one or more YAML documents (JSON is YAML) or a directory, re
 (``*.yaml``, ``*.yml``, ``*.json``, sorted). Documents are objects of any kind, or Lists of them:
 :func:`load_objects` returns them all, for the features that read them (PodDisruptionBudgets for
 rebalance); the snapshot itself is built by :func:`kube.parse.build_snapshot`, exactly as for a
-live cluster, from the kinds it reads (:data:`kube.parse.READ_KINDS`), the others counted.
+live cluster, from the kinds it reads (:data:`kube.raw_objects.READ_KINDS`), the others counted.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import yaml
 from kubeplace.kube.catalogue import InstanceType, parse_catalogue
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import Snapshot
-from kubeplace.kube.parse import Sourced, build_snapshot, flatten, object_label
+from kubeplace.kube.parse import build_snapshot
+from kubeplace.kube.raw_objects import Sourced, flatten, object_label
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -11,7 +11,8 @@ from kubeplace.kube.errors import ApiFailure, Forbidden, NotFound
 from kubeplace.kube.gangs import GANG_APIS
 from kubeplace.kube.metrics import MetricsNote
 from kubeplace.kube.objects import Snapshot
-from kubeplace.kube.parse import Sourced, build_snapshot
+from kubeplace.kube.parse import build_snapshot
+from kubeplace.kube.raw_objects import Sourced
 
 STORAGE_APIS = tuple(("storage.k8s.io", "v1", plural) for plural in
                      ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"))

@@ -2,20 +2,20 @@
 
 :func:`build_snapshot` is the single place where a :class:`Snapshot` is assembled, whether the
 objects came from files (``kube.files``) or the API (``kube.live``): both sources therefore
-give equal snapshots for the same objects. Errors are :class:`InputError` naming the source,
-the object and the field.
+give equal snapshots for the same objects, read through ``kube.raw_objects`` (checked, lists
+flattened, sorted by kind). Errors are :class:`InputError` naming the source, the object and the field.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from kubeplace.kube.capacity import DAEMON_SET, capacity_objects
+from kubeplace.kube.capacity import capacity_objects
 from kubeplace.kube.disruption import parse_disruption_budget
-from kubeplace.kube.dra_parse import DRA_KINDS, build_devices, pod_claims
+from kubeplace.kube.dra_parse import build_devices, pod_claims
 from kubeplace.kube.errors import (
     InputError,
     expect_controller,
@@ -28,10 +28,8 @@ from kubeplace.kube.errors import (
     expect_str,
     expect_string_map,
 )
-from kubeplace.kube.followers import KINDS as FOLLOWER_KINDS
 from kubeplace.kube.followers import leader_gang, parse_owners, stand_ins
-from kubeplace.kube.gangs import POD_GROUP_API_GROUPS, gang_of, kueue_groups, parse_pod_group, plain_groups
-from kubeplace.kube.karpenter import KINDS as KARPENTER_KINDS
+from kubeplace.kube.gangs import gang_of, kueue_groups, parse_pod_group, plain_groups
 from kubeplace.kube.kueue import KIND as KUEUE_KIND
 from kubeplace.kube.kueue import gated_stand_ins, parse_workloads
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
@@ -54,54 +52,32 @@ from kubeplace.kube.pod_affinity import (
     spread_constraints,
 )
 from kubeplace.kube.quantity import QuantityError, resource_amount
+from kubeplace.kube.raw_objects import (
+    DISRUPTION_BUDGET,
+    NAMESPACE,
+    NODE,
+    POD,
+    POD_GROUPS,
+    PRIORITY_CLASS,
+    RawObject,
+    Sourced,
+    by_kind,
+    flatten,
+    object_label,
+)
 from kubeplace.kube.requests import extended_requests, is_sidecar, pod_requests
 from kubeplace.kube.runtime_classes import RUNTIME_CLASS, RuntimeClass, admitted, is_stored, parse_runtime_classes
 from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
-from kubeplace.kube.storage import STORAGE_KINDS, build_storage, has_inline_disk, pod_volumes
+from kubeplace.kube.storage import build_storage, has_inline_disk, pod_volumes
 from kubeplace.kube.taints import parse_taints, parse_tolerations
 from kubeplace.kube.workloads import CONTROLLER_KINDS, parse_controller
 
-RawObject = Mapping[str, Any]
 T = TypeVar("T")
-Sourced = tuple[RawObject, str]
-"""A raw object and where it was read from (a file path, or ``cluster`` for the API)."""
 
 DEFAULT_SCHEDULER = "default-scheduler"
-CORE = ""
-"""The core API group (``apiVersion: v1``)."""
-NODE, POD, NAMESPACE = (CORE, "Node"), (CORE, "Pod"), (CORE, "Namespace")
-PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
-DISRUPTION_BUDGET = ("policy", "PodDisruptionBudget")
-POD_GROUPS = tuple((group, "PodGroup") for group in POD_GROUP_API_GROUPS)
-READ_KINDS = frozenset({NODE, POD, NAMESPACE, PRIORITY_CLASS, RUNTIME_CLASS, DISRUPTION_BUDGET, *POD_GROUPS,
-                        *STORAGE_KINDS, *DRA_KINDS, *METRICS_KINDS, *FOLLOWER_KINDS, KUEUE_KIND,
-                        *CONTROLLER_KINDS, *KARPENTER_KINDS, DAEMON_SET})
-"""(API group, kind) of the objects a snapshot is built from; objects of every other kind are
-skipped (and counted, see :attr:`Snapshot.skipped_kinds`): a real cluster's dump holds many
-(VolumeAttachment, CRDs of Kueue, Volcano, Karpenter's NodeOverlays...) that placement does not read."""
-CORE_KINDS = frozenset({
-    "Pod", "PodTemplate", "ReplicationController", "Service", "Endpoints", "Node", "Binding", "Event",
-    "LimitRange", "ResourceQuota", "Namespace", "Secret", "ServiceAccount", "PersistentVolume",
-    "PersistentVolumeClaim", "ComponentStatus", "ConfigMap", "RangeAllocation", "Status",
-})  # fmt: skip
-"""Every object kind of core v1 (k8s.io/api/core/v1 register.go): the one group whose kinds are all
-known, so a kind it lacks (``Pods``) is a typo to refuse rather than an object to skip."""
-
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER = "PreemptLowerPriority", "Never"
 PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
-
-
-def object_label(obj: RawObject) -> str:
-    """``Pod default/web-1``, ``Node n1``: how error messages name an object."""
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, Mapping):
-        metadata = {}
-    name = metadata.get("name") or "?"
-    kind = obj.get("kind") or "object"
-    namespaced = kind in ("Pod", "PersistentVolumeClaim", "CSIStorageCapacity", "ResourceClaim",
-                          "ResourceClaimTemplate")
-    return f"{kind} {metadata.get('namespace') or 'default'}/{name}" if namespaced else f"{kind} {name}"
 
 
 def parse_node(obj: RawObject, source: str = "") -> Node:
@@ -201,66 +177,6 @@ def parse_namespace_labels(obj: RawObject, source: str = "") -> tuple[str, Mappi
         raise error.located(file=source, obj=object_label(obj)) from None
 
 
-def api_group(obj: RawObject) -> str:
-    """The API group of a checked object: ``apps`` for ``apps/v1``, "" (core) for ``v1``."""
-    return str(obj["apiVersion"]).rpartition("/")[0]
-
-
-def kind_of(obj: RawObject) -> tuple[str, str]:
-    """(API group, kind) of a checked object: what decides whether a snapshot reads it."""
-    return api_group(obj), str(obj["kind"])
-
-
-def is_list(obj: RawObject) -> bool:
-    """``kind: List`` (what ``kubectl get -o yaml`` prints), or the API's typed list of a kind
-    the snapshot reads (``NodeList``, ``PodGroupList``...)."""
-    group, kind = kind_of(obj)
-    return (group == CORE and kind == "List") or (kind.endswith("List") and (group, kind[:-4]) in READ_KINDS)
-
-
-def flatten(objects: Iterable[Sourced]) -> Iterator[Sourced]:
-    """Objects with ``kind: List`` (as ``kubectl get -o yaml`` prints) replaced by their items,
-    after checking that every object is a mapping with ``kind`` and ``apiVersion``."""
-    for obj, source in objects:
-        check_object(obj, source)
-        if is_list(obj):
-            yield from _list_items(obj, source)
-        else:
-            yield obj, source
-
-
-def _list_items(container: RawObject, source: str) -> Iterator[Sourced]:
-    """The checked items of a List; typed lists (NodeList...) give their items the kind that
-    the API leaves out of each item."""
-    typed_kind = container["kind"].removesuffix("List")
-    try:
-        items = expect_list(container.get("items"), "items")
-    except InputError as error:
-        raise error.located(file=source, obj=object_label(container)) from None
-    for index, item in enumerate(items):
-        if typed_kind and isinstance(item, Mapping):
-            item = {"kind": typed_kind, "apiVersion": container["apiVersion"], **item}
-        try:
-            check_object(item, source)
-        except InputError as error:
-            raise error.located(field_prefix=f"items[{index}]") from None
-        if is_list(item):
-            yield from _list_items(item, source)
-        else:
-            yield item, source
-
-
-def check_object(obj: object, source: str) -> None:
-    """A Kubernetes object is a mapping with a string ``kind`` and ``apiVersion``."""
-    if type(obj) is not dict and not isinstance(obj, Mapping):
-        raise InputError(
-            f"{type(obj).__name__} is not a Kubernetes object", file=source, expected="a mapping with kind"
-        )
-    for required in ("apiVersion", "kind"):
-        if not isinstance(obj.get(required), str) or not obj[required]:
-            raise InputError(f"missing {required}", file=source, obj=object_label(obj), field=required)
-
-
 def build_snapshot(
     objects: Iterable[Sourced],
     *,
@@ -281,7 +197,7 @@ def build_snapshot(
     ``pods`` are already typed ones added to those of ``objects`` (``serve`` keeps them typed).
     """
     requirements = parse_selector(selector) if selector else ()
-    kinds, skipped = _by_kind(flatten(objects))
+    kinds, skipped = by_kind(flatten(objects))
     builtin = {name: PriorityClass(value, name=name) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
     priority_classes = {**builtin, **_priority_classes(kinds.get(PRIORITY_CLASS, []))}
     nodes = _unique_nodes([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
@@ -382,36 +298,6 @@ def _is_pending(pod: Pod, scheduler_name: str) -> bool:
         and not pod.finished
         and pod.scheduler_name == scheduler_name
     )
-
-
-def _by_kind(objects: Iterable[Sourced]) -> tuple[dict[tuple[str, str], list[Sourced]], dict[str, int]]:
-    """The objects a snapshot reads, by (API group, kind), and how many of each other kind were
-    skipped (``Kind.group``, ``Kind`` for core); a core v1 kind that does not exist is refused."""
-    kinds: dict[tuple[str, str], list[Sourced]] = {}
-    skipped: dict[str, int] = {}
-    for obj, where in objects:
-        group, kind = key = kind_of(obj)
-        if key in READ_KINDS:
-            kinds.setdefault(key, []).append((obj, where))
-            continue
-        if group == CORE and kind not in CORE_KINDS:
-            raise InputError(f"unknown kind {kind!r} in the core API (apiVersion v1)", file=where,
-                             obj=object_label(obj), field="kind", expected="Node, Pod, Namespace or another core kind")
-        label = f"{kind}.{group}" if group else kind
-        skipped[label] = skipped.get(label, 0) + 1
-    return kinds, skipped
-
-
-def skipped_summary(skipped: Mapping[str, int], most: int = 8) -> str:
-    """One line saying which objects a snapshot skipped; "" when none."""
-    if not skipped:
-        return ""
-    ranked = sorted(skipped.items(), key=lambda item: (-item[1], item[0]))
-    shown = ", ".join(f"{count} {kind}" for kind, count in ranked[:most])
-    more = f" and {len(ranked) - most} more kinds" if len(ranked) > most else ""
-    total = sum(skipped.values())
-    return (f"skipped {total} object{'s' if total != 1 else ''} of kinds placement does not read: "
-            f"{shown}{more}")
 
 
 def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:

@@ -16,7 +16,8 @@ from kubeplace.kube.errors import InputError, expect_mapping, expect_string_map
 from kubeplace.kube.live import live_metrics
 from kubeplace.kube.metrics import MetricsNote
 from kubeplace.kube.objects import DisruptionBudget, Pod, Snapshot
-from kubeplace.kube.parse import Sourced, build_snapshot, object_label, parse_pod
+from kubeplace.kube.parse import build_snapshot, parse_pod
+from kubeplace.kube.raw_objects import Sourced, object_label
 from kubeplace.rebalance.movable import PodFacts, facts_of
 
 

@@ -49,7 +49,7 @@ from kubeplace.kube.objects import (
     PodGroup,
     Snapshot,
 )
-from kubeplace.kube.parse import object_label
+from kubeplace.kube.raw_objects import object_label
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.pipeline import make_plan

@@ -29,7 +29,8 @@ from typing import Any, Protocol
 from kubeplace.kube.errors import ClusterError, InputError
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE, fresh_metrics
 from kubeplace.kube.objects import Node, Pod, Snapshot
-from kubeplace.kube.parse import build_snapshot, object_label, parse_pod
+from kubeplace.kube.parse import build_snapshot, parse_pod
+from kubeplace.kube.raw_objects import object_label
 from kubeplace.rebalance.targets import TARGETS_CONFIGMAP, Target, parse_targets, steer
 from kubeplace.serve.informer import CLUSTER, RawObject, Store, parse_watched, with_node_name
 
