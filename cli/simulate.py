@@ -20,7 +20,7 @@ from kubeplace.cli.options import FiniteFloatRange, KubeplaceGroup, int_list
 from kubeplace.cli.render import dump, say, stdout_console, table
 from kubeplace.kube.errors import InputError
 from kubeplace.simulate.cluster import POOL_LABEL
-from kubeplace.simulate.names import KUBEPLACE, SCHEDULERS
+from kubeplace.simulate.names import API_LATENCY, KUBEPLACE, SCHEDULERS
 
 if TYPE_CHECKING:  # (the simulation and its report load when a simulation runs, not for every command)
     from kubeplace.simulate.engine import Case
@@ -76,6 +76,8 @@ def _print(cases: Sequence[Case | None], output: str, report: Path | None, title
 @click.option("--seed", "seeds", default="0", show_default=True, callback=int_list, help="Seeds (comma-separated).")
 @click.option("--until", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="Stop at this simulated second (default: when nothing more can happen).")
+@click.option("--api-latency", "latency", type=FiniteFloatRange(min=0, max=60), default=API_LATENCY, show_default=True,
+              help="Seconds from a binding decided to its pod started (the API call and the watch).")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Local processes running cases at once.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -85,7 +87,7 @@ def _print(cases: Sequence[Case | None], output: str, report: Path | None, title
 def simulate_command(ctx: click.Context, cluster_paths: tuple[Path, ...], workload: Path | None,
                      schedulers: tuple[str, ...], configs: tuple[Path, ...], add: tuple[str, ...],
                      remove_pool: tuple[str, ...], scale_pool: tuple[str, ...], pool_label: str, seeds: list[int],
-                     until: float | None, workers: int, output: str, report_path: Path | None) -> None:
+                     until: float | None, latency: float, workers: int, output: str, report_path: Path | None) -> None:
     """Replay a workload trace on a cluster in simulated time with each scheduler: kubeplace's
     own serve cycle and the kube-scheduler, best-fit and FGD emulations; every placement is
     checked by the independent verifier. Prints allocation over time and queueing delay."""
@@ -104,7 +106,8 @@ def simulate_command(ctx: click.Context, cluster_paths: tuple[Path, ...], worklo
             for seed in seeds:
                 label = " ".join(part for part in (scheduler, config.stem if config and len(configs) > 1 else "",
                                                    f"seed {seed}" if len(seeds) > 1 else "") if part)
-                specs.append(CaseSpec(cluster_paths, workload, scheduler, config, seed, edits, until, label))
+                specs.append(CaseSpec(cluster_paths, workload, scheduler, config, seed, edits, until, label,
+                                      latency))
     _print(run_cases(specs, workers), output, report_path, f"{workload} on {', '.join(map(str, cluster_paths))}")
 
 

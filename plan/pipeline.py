@@ -175,7 +175,7 @@ def _emulation(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet,
         return None
     class_of = {snapshot.pending[m].key: c for c, members in enumerate(p.members) for m in members}
     node_of = {name: i for i, name in enumerate(p.node_names)}
-    emulated = emulate(snapshot, pods, plugins.filters, seed=settings.seed,
+    emulated = emulate(snapshot, pods, plugins.filters,
                        seconds=None if settings.workers <= 1 else settings.time_limit)
     return [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements]
 

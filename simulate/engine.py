@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kubeplace.simulate.cluster import Cluster
 from kubeplace.simulate.measures import Sample, Summary, placement_digest, sample, summarise
+from kubeplace.simulate.names import API_LATENCY
 from kubeplace.simulate.schedulers import Setup, make_scheduler
 from kubeplace.simulate.trace import Trace
 from kubeplace.simulate.world import PodRecord, World
@@ -42,10 +43,11 @@ class Case:
     result: Result
 
 
-def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until: float | None = None) -> Result:
+def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until: float | None = None,
+             latency: float = API_LATENCY) -> Result:
     """Replays ``trace`` on ``cluster`` with ``scheduler`` until nothing more can happen (or
-    simulated time ``until``)."""
-    world = World(cluster, trace, setup.serve.scheduler_name)
+    simulated time ``until``); a binding counts ``latency`` seconds after it was decided."""
+    world = World(cluster, trace, setup.serve.scheduler_name, latency)
     sim = make_scheduler(scheduler, world, setup)
     samples: list[Sample] = [sample(0.0, world.totals)]
     started, cpu = time.monotonic(), time.process_time()

@@ -1,7 +1,17 @@
-"""The names of the schedulers a simulation compares (light: the command line's choices)."""
+"""The names of the schedulers a simulation compares, and its defaults (light: the command
+line's choices)."""
 
 KUBEPLACE = "kubeplace"
 KUBE_SCHEDULER = "kube-scheduler"
 BEST_FIT = "best-fit"
 FGD = "fgd"
 SCHEDULERS = (KUBEPLACE, KUBE_SCHEDULER, BEST_FIT, FGD)
+
+API_LATENCY = 0.04
+"""Seconds from a binding decided to the pod counted as started, its run ending its duration
+after that. Live a departure reaches the scheduler about 50 ms after the instant the simulation
+would give it (the binding lands 20-40 ms after its cycle's instant, the deletion comes through
+the watch) and an arrival about 10 ms after its instant, so the two are about 40 ms further apart
+than in a simulation without latency (measured on the fidelity runs, bench simulate-fidelity).
+Without it, a departure a few milliseconds before a batch closes leaves before that batch in the
+simulation and after it live."""

@@ -17,6 +17,7 @@ a refused placement is not bound and counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -127,18 +128,30 @@ class KubeplaceCycle:
         self.scheduler.close()
 
 
-def _kube_scheduler(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet) -> Assignment:
-    p = agg.problem
-    pods = [snapshot.pending[m] for members in p.members for m in members]
-    class_of = {snapshot.pending[m].key: c for c, members in enumerate(p.members) for m in members}
-    node_of = {name: i for i, name in enumerate(p.node_names)}
-    emulated = emulate(snapshot, pods, plugins.filters)
-    return as_candidate(p, [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements])
+class KubeSchedulerPlacer:
+    """The kube-scheduler emulation, its node search going on from where the previous cycle's
+    stopped, as the kube-scheduler's does from pod to pod (``nextStartNodeIndex``)."""
+
+    def __init__(self) -> None:
+        self.start = 0
+
+    def __call__(self, snapshot: Snapshot, agg: Aggregation, plugins: PluginSet) -> Assignment:
+        p = agg.problem
+        pods = [snapshot.pending[m] for members in p.members for m in members]
+        class_of = {snapshot.pending[m].key: c for c, members in enumerate(p.members) for m in members}
+        node_of = {name: i for i, name in enumerate(p.node_names)}
+        emulated = emulate(snapshot, pods, plugins.filters, start=self.start)
+        self.start = emulated.next_start
+        return as_candidate(p, [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements])
 
 
-PLACERS = {KUBE_SCHEDULER: _kube_scheduler,
-           BEST_FIT: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.BEST_FIT),
-           FGD: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.FGD)}
+Placer = Callable[[Snapshot, Aggregation, PluginSet], Assignment]
+PLACERS: dict[str, Callable[[], Placer]] = {
+    KUBE_SCHEDULER: KubeSchedulerPlacer,
+    BEST_FIT: lambda: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.BEST_FIT),
+    FGD: lambda: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.FGD)}
+"""Each baseline's placer, made once per simulation (the kube-scheduler's keeps where its
+search stopped)."""
 assert set(PLACERS) | {KUBEPLACE} == set(SCHEDULERS)
 
 
@@ -149,7 +162,7 @@ class Baseline:
         self.name = name
         self.world = world
         self.setup = setup
-        self.place = PLACERS[name]
+        self.place = PLACERS[name]()
         self.client = SimClient(world)
         self.snapshots = Snapshots(world.store, self.client, world.scheduler_name, None, clock=world.clock)
         self.changed = False

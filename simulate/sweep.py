@@ -31,7 +31,7 @@ from kubeplace.serve.loop import ServeSettings
 from kubeplace.simulate.cluster import Cluster, NodeEdits, edit_nodes, read_cluster
 from kubeplace.simulate.engine import Case, simulate
 from kubeplace.simulate.measures import Sample, Summary
-from kubeplace.simulate.names import SCHEDULERS
+from kubeplace.simulate.names import API_LATENCY, SCHEDULERS
 from kubeplace.simulate.schedulers import Setup
 from kubeplace.simulate.trace import API_VERSION, Trace, read_trace
 
@@ -51,6 +51,8 @@ class CaseSpec:
     edits: NodeEdits = field(default_factory=NodeEdits)
     until: float | None = None
     label: str = ""
+    latency: float = API_LATENCY
+    """Seconds from a binding decided to its pod started (``simulate.world.API_LATENCY``)."""
 
 
 def setup_of(config_path: Path | None, seed: int) -> Setup:
@@ -84,7 +86,8 @@ def read_inputs(specs: Sequence[CaseSpec]) -> list[Inputs]:
 
 
 def simulate_case(spec: CaseSpec, cluster: Cluster, trace: Trace, setup: Setup) -> Case:
-    return Case(spec.label or spec.scheduler, simulate(cluster, trace, spec.scheduler, setup, spec.until))
+    return Case(spec.label or spec.scheduler, simulate(cluster, trace, spec.scheduler, setup, spec.until,
+                                                        spec.latency))
 
 
 def run_case(spec: CaseSpec) -> Case:
@@ -104,7 +107,7 @@ def read_sweep(path: Path) -> list[CaseSpec]:
     source = str(path)
     if not isinstance(document, Mapping) or document.get("kind") != KIND or document.get("apiVersion") != API_VERSION:
         raise InputError("not a sweep", file=source, field="kind", expected=f"kind: {KIND}, apiVersion: {API_VERSION}")
-    unknown = sorted(set(document) - {*AXES, "kind", "apiVersion", "until"})
+    unknown = sorted(set(document) - {*AXES, "kind", "apiVersion", "until", "apiLatency"})
     if unknown:
         raise InputError("unknown field", file=source, field=unknown[0], expected=", ".join(AXES))
     axes: dict[str, list[Any]] = {}
@@ -131,6 +134,9 @@ def read_sweep(path: Path) -> list[CaseSpec]:
     until = document.get("until")
     if until is not None and (isinstance(until, bool) or not isinstance(until, int | float) or until <= 0):
         raise InputError(f"{until!r}", file=source, field="until", expected="seconds > 0")
+    latency = document.get("apiLatency", API_LATENCY)
+    if isinstance(latency, bool) or not isinstance(latency, int | float) or not 0 <= latency < 60:
+        raise InputError(f"{latency!r}", file=source, field="apiLatency", expected="seconds, 0 to 60")
     clusters = [paths("clusters", v, k) for k, v in enumerate(axes["clusters"])]
     traces = [paths("traces", v, k) for k, v in enumerate(axes["traces"])]
     configs = [None if v is None else paths("configs", v, k) for k, v in enumerate(axes["configs"])]
@@ -141,7 +147,8 @@ def read_sweep(path: Path) -> list[CaseSpec]:
                                            trace.stem if len(traces) > 1 else "",
                                            (config.stem if config else "defaults") if len(configs) > 1 else "",
                                            f"seed {seed}" if len(axes["seeds"]) > 1 else "") if part)
-        out.append(CaseSpec((cluster,), trace, scheduler, config, seed, until=until, label=label or scheduler))
+        out.append(CaseSpec((cluster,), trace, scheduler, config, seed, until=until, label=label or scheduler,
+                            latency=float(latency)))
     return out
 
 

@@ -26,6 +26,7 @@ from kubeplace.models.gpu import WHOLE, GpuNeed, GpuRequestError, devices_of, gp
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, Store, object_key, with_node_name
 from kubeplace.simulate.cluster import Cluster
 from kubeplace.simulate.fragmentation_series import Fragmentation, workload_shapes
+from kubeplace.simulate.names import API_LATENCY
 from kubeplace.simulate.trace import RawObject, Trace, timestamp
 
 Listener = Callable[[str, str, RawObject | None, RawObject | None], None]
@@ -91,8 +92,11 @@ def _add(a: Usage, b: Usage, sign: int = 1) -> Usage:
 
 
 class World:
-    def __init__(self, cluster: Cluster, trace: Trace, scheduler_name: str) -> None:
+    def __init__(self, cluster: Cluster, trace: Trace, scheduler_name: str, latency: float = API_LATENCY) -> None:
         self.clock = SimClock()
+        self.latency = latency
+        """Seconds from a binding decided to the pod's run counted as started (the binding lands,
+        and the watch tells it); its run ends ``duration`` after that."""
         self.store = Store()
         self.scheduler_name = scheduler_name
         self.listeners: list[Listener] = []
@@ -235,7 +239,7 @@ class World:
             new["status"] = {**(old.get("status") or {}), "phase": "Running"}
             self.store.apply("pods", MODIFIED, new)
             record = self.records[self._origin[key]]
-            record.start = self.clock.now if record.start is None else record.start
+            record.start = self.clock.now + self.latency if record.start is None else record.start
             record.node = node
             self.bindings += 1
             self.bound.append((key, node))
@@ -247,7 +251,7 @@ class World:
                 self.totals.pending_pods -= 1
                 self.totals.pending_gpu -= record.gpu_milli
             if record.duration is not None:
-                self._push(self.clock.now + record.duration, LEAVE, key, record.incarnation)
+                self._push(self.clock.now + self.latency + record.duration, LEAVE, key, record.incarnation)
         self._notify(MODIFIED, old, new)
 
     def preempt(self, key: str) -> None:

@@ -8,7 +8,8 @@ previous pod's search stopped, until ``numFeasibleNodesToFind`` feasible nodes a
 filters (NodeUnschedulable, TaintToleration, NodeAffinity, or the profile's own), has the free
 capacity (NodeResourcesFit) and host ports (NodePorts), and passes PodTopologySpread and
 InterPodAffinity on the current placements. The feasible nodes are scored with the default
-profile's plugins and weights (``solver.emulate.scores``); the best wins, ties at random (seeded).
+profile's plugins and weights (``solver.emulate.scores``); the best wins, and among equal scores
+the node the kube-scheduler's heap puts on top (``scores.heap_top``), as it does without extenders.
 A pod that fits nowhere waits; passes over the waiting pods repeat while one places anything
 (the queueing hints would requeue them when a pod they wait for arrives).
 
@@ -59,23 +60,27 @@ class Emulation:
     unplaced: tuple[str, ...]
     """Keys (namespace/name) of the pods no node took."""
     passes: int
+    next_start: int = 0
+    """Where the next pod's node search starts (``nextStartNodeIndex``), for a caller that goes
+    on scheduling on the same nodes."""
 
 
 def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequence[FilterPlugin] | None = None,
-            seed: int = 0, percentage_of_nodes_to_score: int = 0, seconds: float | None = None) -> Emulation:
+            percentage_of_nodes_to_score: int = 0, seconds: float | None = None, start: int = 0) -> Emulation:
     """Schedule ``pods`` (default: every pending pod) one at a time as the kube-scheduler would.
     ``filters`` are the static filters (default: the kube-scheduler's NodeUnschedulable,
     TaintToleration and NodeAffinity); capacity, ports and the domain rules are always checked.
     With ``seconds``, the pods not scheduled by then are left waiting (what it placed is the
-    kube-scheduler's beginning of the queue)."""
+    kube-scheduler's beginning of the queue). ``start`` is where the first node search starts
+    (an earlier emulation's ``next_start``: the kube-scheduler keeps it from pod to pod)."""
     deadline = math.inf if seconds is None else time.monotonic() + seconds
     queue = list(snapshot.pending if pods is None else pods)
     rank = queue_rank(queue)
     queue = [queue[i] for i in np.argsort(rank, kind="stable")]
     cluster = Cluster(snapshot, tuple(queue))
     search = _Search(cluster, default_filters(snapshot) if filters is None else filters,
-                     feasible_nodes_to_find(cluster.n, percentage_of_nodes_to_score), node_tree_order(snapshot.nodes))
-    rng = np.random.default_rng(seed)
+                     feasible_nodes_to_find(cluster.n, percentage_of_nodes_to_score), node_tree_order(snapshot.nodes),
+                     start % cluster.n if cluster.n else 0)
     placements: list[tuple[str, str, str]] = []
     passes = 0
     while queue:
@@ -89,14 +94,14 @@ def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequ
             if len(candidates) == 0:
                 waiting.append(pod)
                 continue
-            i = choose(cluster, pod, candidates, rng)
+            i = choose(cluster, pod, candidates)
             cluster.commit(pod, i)
             placements.append((pod.namespace, pod.name, cluster.nodes[i].name))
         if len(waiting) == len(queue) or time.monotonic() > deadline:
             queue = waiting
             break
         queue = waiting
-    return Emulation(tuple(placements), tuple(p.key for p in queue), passes)
+    return Emulation(tuple(placements), tuple(p.key for p in queue), passes, search.start)
 
 
 def as_candidate(problem: Problem, steps: Sequence[tuple[int, int]]) -> Assignment:
@@ -156,9 +161,10 @@ class _Search:
     """findNodesThatFitPod: the filters on every node, then the first feasible nodes from the
     rotating start in NodeTree order."""
 
-    def __init__(self, cluster: Cluster, filters: Sequence[FilterPlugin], to_find: int, tree: IntArray) -> None:
+    def __init__(self, cluster: Cluster, filters: Sequence[FilterPlugin], to_find: int, tree: IntArray,
+                 start: int) -> None:
         self.cluster, self.filters, self.to_find, self.tree = cluster, filters, to_find, tree
-        self.start = 0
+        self.start = start
         self.static_masks: dict[Hashable, BoolArray] = {}
 
     def feasible(self, pod: Pod) -> IntArray:

@@ -24,8 +24,9 @@ HOSTNAME = "kubernetes.io/hostname"
 TAINT_WEIGHT, NODE_AFFINITY_WEIGHT, FIT_WEIGHT = 3, 2, 1
 SPREAD_WEIGHT, INTER_POD_WEIGHT, BALANCED_WEIGHT = 2, 2, 1
 
-def choose(cluster: Cluster, pod: Pod, candidates: IntArray, rng: np.random.Generator) -> int:
-    """The feasible node with the highest weighted score; ties at random."""
+def choose(cluster: Cluster, pod: Pod, candidates: IntArray) -> int:
+    """The feasible node with the highest weighted score; among equal scores, the one the
+    kube-scheduler's heap puts on top (:func:`heap_top`)."""
     if len(candidates) == 1:
         return int(candidates[0])
     total = (TAINT_WEIGHT * taint_score(cluster, pod, candidates)
@@ -34,8 +35,40 @@ def choose(cluster: Cluster, pod: Pod, candidates: IntArray, rng: np.random.Gene
              + SPREAD_WEIGHT * spread_score(cluster, pod, candidates)
              + INTER_POD_WEIGHT * inter_pod_affinity_score(cluster, pod, candidates)
              + BALANCED_WEIGHT * balanced_allocation_score(cluster, pod, candidates))
-    best = np.flatnonzero(total == total.max())
-    return int(candidates[best[int(rng.integers(len(best)))]])
+    return int(candidates[heap_top(total)])
+
+
+def heap_top(scores: IntArray) -> int:
+    """The index of the node ``selectHost`` pops first: ``heap.Init`` (Go's container/heap) over
+    the scores in the feasible nodes' order, a node above another when it scores more (their
+    ``Randomizer`` is 0 without extenders), then the root. Among equal scores that is not a draw
+    but a position the heap's sift-downs decide: the first node when all tie, another when some
+    score less. The feasible nodes come in the search's order (``findNodesThatPassFilters``'
+    workers finish in about that order)."""
+    best = np.flatnonzero(scores == scores.max())
+    if len(best) == 1:
+        return int(best[0])
+    heap = [int(s) for s in scores]
+    order = list(range(len(heap)))
+    n = len(heap)
+    for i in range(n // 2 - 1, -1, -1):
+        _sift_down(heap, order, i, n)
+    return order[0]
+
+
+def _sift_down(heap: list[int], order: list[int], i: int, n: int) -> None:
+    """container/heap's ``down`` with ``Less(a, b) = heap[a] > heap[b]``."""
+    while True:
+        j = 2 * i + 1
+        if j >= n:
+            return
+        if j + 1 < n and heap[j + 1] > heap[j]:
+            j += 1
+        if not heap[j] > heap[i]:
+            return
+        heap[i], heap[j] = heap[j], heap[i]
+        order[i], order[j] = order[j], order[i]
+        i = j
 
 
 def default_normalize(raw: IntArray, reverse: bool) -> IntArray:

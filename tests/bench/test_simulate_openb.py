@@ -8,6 +8,7 @@ import pytest
 
 from kubeplace.kube.errors import InputError
 from kubeplace.simulate.engine import simulate
+from kubeplace.simulate.names import API_LATENCY
 from kubeplace.simulate.sweep import setup_of
 from kubeplace.simulate.trace import parse_trace, trace_document
 from kubeplace_bench.simulate_openb import openb_cluster, openb_trace
@@ -28,7 +29,9 @@ def test_pods_arrive_at_creation_and_run_until_deletion(tmp_path: Path) -> None:
     assert parse_trace(trace_document(trace.arrivals), "t").arrivals[1].duration == 40.0
     result = simulate(openb_cluster(tmp_path / "nodes.csv"), trace, "fgd", setup_of(None, 0))
     starts = {r.key: r.start for r in result.pods}
-    assert starts == {"openb/p0": 0.0, "openb/p1": 100.0, "openb/p2": 20.0}  # p1 needs both GPUs: after p0
+    # p1 needs both GPUs: after p0, which left its duration after its binding landed
+    assert starts == pytest.approx({"openb/p0": API_LATENCY, "openb/p1": 100.0 + 2 * API_LATENCY,
+                                    "openb/p2": 20.0 + API_LATENCY})
     assert result.summary.refused == 0
 
 

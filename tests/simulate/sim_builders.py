@@ -10,11 +10,19 @@ import yaml
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.loop import ServeSettings
 from kubeplace.simulate.cluster import Cluster
+from kubeplace.simulate.engine import Result, simulate
 from kubeplace.simulate.generate import DEFAULT_SHAPES, generate
 from kubeplace.simulate.schedulers import Setup
 from kubeplace.simulate.trace import Trace, parse_trace
 
 SETUP = Setup(Configuration(), Profile(), SolverSettings(time_limit=5, workers=1), ServeSettings(bind_workers=1))
+
+
+def replay(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until: float | None = None) -> Result:
+    """The simulation without the API's latency: a pod starts at the instant its binding is
+    decided, so that the tests' times are the trace's and the batches' (the latency has its own
+    test)."""
+    return simulate(cluster, trace, scheduler, setup, until, latency=0.0)
 
 
 def node(name: str, cpu: str = "4", memory: str = "16Gi", pool: str = "cpu", gpus: int = 0) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from kubeplace.models.aggregate import Aggregation
 from kubeplace.models.framework import PluginSet
 from kubeplace.models.problem import Assignment
 from kubeplace.simulate.engine import Result, simulate
-from kubeplace.simulate.names import SCHEDULERS
+from kubeplace.simulate.names import API_LATENCY, SCHEDULERS
 from kubeplace.simulate.schedulers import PLACERS
 from kubeplace.simulate.world import World
-from tests.simulate.sim_builders import SETUP, cluster, node, trace
+from tests.simulate.sim_builders import SETUP, cluster, node, replay, trace
 
 QUIET = SETUP.serve.batch_quiet
 """kubeplace's batch closes when no unit arrived for this long: its pods start that much later."""
@@ -28,7 +28,7 @@ def starts(result: Result) -> dict[str, float | None]:
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_a_pod_waits_for_the_room_a_departure_frees(scheduler: str) -> None:
     # a (2 cpu) runs [0, 100); b (3 cpu) arrives at 5 and fits on the 4-cpu node only once a left.
-    result = simulate(cluster(node("n", cpu="4")), trace(
+    result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
         {"arrivalSeconds": 5, "durationSeconds": 50, "template": "three", "name": "b"}), scheduler, SETUP)
     lag = QUIET if scheduler == "kubeplace" else 0.0
@@ -39,18 +39,41 @@ def test_a_pod_waits_for_the_room_a_departure_frees(scheduler: str) -> None:
     assert result.summary.refused == 0 and result.summary.never_started == 0
 
 
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_the_api_latency_delays_each_start_and_so_each_departure(scheduler: str) -> None:
+    # as test_a_pod_waits_for_the_room_a_departure_frees, each binding counted API_LATENCY later
+    result = simulate(cluster(node("n", cpu="4")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
+        {"arrivalSeconds": 5, "durationSeconds": 50, "template": "three", "name": "b"}), scheduler, SETUP)
+    lag = (QUIET if scheduler == "kubeplace" else 0.0) + API_LATENCY
+    assert starts(result) == pytest.approx({"a": lag, "b": 100.0 + 2 * lag})
+    assert {r.key.split("/")[1]: r.end for r in result.pods} == pytest.approx({"a": 100.0 + lag, "b": 150.0 + 2 * lag})
+
+
+def test_a_departure_just_before_a_batch_closes_lands_after_it_with_the_latency() -> None:
+    # a (3 cpu) is bound when its batch closes at QUIET and runs 10 - QUIET - 0.01 s: without the
+    # latency it leaves at 9.99, before the batch of b (2 cpu, arriving at 9.8) closes at 10, and b
+    # fits; with it a leaves at 10.03, as a binding landing tens of milliseconds late does live,
+    # so b's first batch finds the node full and b starts only after a's departure brings it back.
+    cluster_, trace_ = cluster(node("n", cpu="4")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 10 - QUIET - 0.01, "template": "three", "name": "a"},
+        {"arrivalSeconds": 9.8, "durationSeconds": 5, "template": "two", "name": "b"})
+    assert starts(replay(cluster_, trace_, "kubeplace", SETUP))["b"] == pytest.approx(10.0)
+    assert starts(simulate(cluster_, trace_, "kubeplace", SETUP))["b"] == pytest.approx(10.03 + QUIET + API_LATENCY)
+
+
 def test_a_pod_whose_run_ends_at_an_instant_is_still_there_for_what_happens_then() -> None:
     # live, a binding lands a little after the instant it was decided, and its pod's run ends
     # that little after the binding instant plus its duration: what arrives or is planned at
     # that instant still sees the pod. a (3 cpu) runs [QUIET, 10 + QUIET); b (2 cpu) arrives at
     # 10, its batch closes at 10 + QUIET while a is there: it backs off, and a's departure then
     # brings it back for the next batch.
-    result = simulate(cluster(node("n", cpu="4")), trace(
+    result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 10, "template": "three", "name": "a"},
         {"arrivalSeconds": 10, "durationSeconds": 5, "template": "two", "name": "b"}), "kubeplace", SETUP)
     assert starts(result) == pytest.approx({"a": QUIET, "b": 10 + 2 * QUIET})
     # best fit: a (3 cpu) on the tight n1; b (2 cpu) arrives as a leaves and sees n1 still full.
-    result = simulate(cluster(node("n1", cpu="4"), node("n2", cpu="8")), trace(
+    result = replay(cluster(node("n1", cpu="4"), node("n2", cpu="8")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 10, "template": "three", "name": "a"},
         {"arrivalSeconds": 10, "durationSeconds": 5, "template": "two", "name": "b"}), "best-fit", SETUP)
     assert {r.key.split("/")[1]: r.node for r in result.pods} == {"a": "n1", "b": "n2"}
@@ -61,7 +84,7 @@ def test_a_unit_backing_off_comes_back_after_the_batch_that_closes_when_its_back
     # unit it could not place ends just after the batch that closes whole seconds later. b
     # (3 cpu) fails at 1 + QUIET while a runs and backs off 1 s; c (1 cpu) arrives at 2, its
     # batch closes at 2 + QUIET without b (whose return would hold it open QUIET longer).
-    result = simulate(cluster(node("n", cpu="4")), trace(
+    result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
         {"arrivalSeconds": 1, "durationSeconds": 5, "template": "three", "name": "b"},
         {"arrivalSeconds": 2, "durationSeconds": 5, "template": "one", "name": "c"}), "kubeplace", SETUP)
@@ -73,7 +96,7 @@ def test_simulated_time_does_not_sleep() -> None:
     items = [{"arrivalSeconds": 3600 * k, "durationSeconds": 1800, "template": "one", "name": f"p{k}"}
              for k in range(24)]
     started = time.monotonic()
-    result = simulate(cluster(node("n")), trace(*items), "kubeplace", SETUP)
+    result = replay(cluster(node("n")), trace(*items), "kubeplace", SETUP)
     assert time.monotonic() - started < 60
     assert result.summary.end == pytest.approx(23 * 3600 + QUIET + 1800)
     assert result.summary.started == 24 and result.summary.delay.p99 == pytest.approx(QUIET)
@@ -81,7 +104,7 @@ def test_simulated_time_does_not_sleep() -> None:
 
 def test_kubeplace_starts_a_gang_whole_once_it_fits() -> None:
     # the gang of three 1-cpu pods fits only when the 3-cpu pod leaves at 100: none starts before.
-    result = simulate(cluster(node("n", cpu="4")), trace(
+    result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 100, "template": "three", "name": "big"},
         {"arrivalSeconds": 10, "durationSeconds": 30, "template": "one", "name": "g", "count": 3,
          "gang": {"name": "g", "minMember": 3}}), "kubeplace", SETUP)
@@ -96,7 +119,7 @@ def test_kubeplace_starts_a_gang_whole_once_it_fits() -> None:
 def test_the_kube_scheduler_binds_the_gang_members_that_fit_one_by_one() -> None:
     # the kube-scheduler's default profile knows no gang marks: two of the three members fit at
     # 10 and start then, the third when they leave at 40.
-    result = simulate(cluster(node("n", cpu="5")), trace(
+    result = replay(cluster(node("n", cpu="5")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 100, "template": "three", "name": "big"},
         {"arrivalSeconds": 10, "durationSeconds": 30, "template": "one", "name": "g", "count": 3,
          "gang": {"name": "g", "minMember": 3}}), "kube-scheduler", SETUP)
@@ -106,7 +129,7 @@ def test_the_kube_scheduler_binds_the_gang_members_that_fit_one_by_one() -> None
 
 
 def test_kubeplace_preempts_for_a_higher_priority_pod_and_the_victim_comes_back() -> None:
-    result = simulate(cluster(node("n", cpu="4")), trace(
+    result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 1000, "template": "three", "name": "low", "priority": 0},
         {"arrivalSeconds": 10, "durationSeconds": 100, "template": "three", "name": "high", "priority": 1000}),
         "kubeplace", SETUP)
@@ -125,7 +148,7 @@ def test_ctrl_c_ends_the_replay_with_what_it_measured(monkeypatch: pytest.Monkey
         return happen(self, until, departures)
 
     monkeypatch.setattr(World, "happen", interrupted_at_50)
-    result = simulate(cluster(node("n")), trace(
+    result = replay(cluster(node("n")), trace(
         *({"arrivalSeconds": 10 * k, "durationSeconds": 5, "template": "one", "name": f"p{k}"} for k in range(10))),
         "best-fit", SETUP)
     assert result.summary.interrupted and result.summary.end == 50
@@ -138,8 +161,8 @@ def test_a_placement_the_verifier_refuses_is_never_bound(monkeypatch: pytest.Mon
         y[0, 0] = 1  # a 3-cpu pod on the 2-cpu node
         return Assignment.from_dense(y)
 
-    monkeypatch.setitem(PLACERS, "best-fit", too_big)
-    result = simulate(cluster(node("small", cpu="2")), trace(
+    monkeypatch.setitem(PLACERS, "best-fit", lambda: too_big)
+    result = replay(cluster(node("small", cpu="2")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 5, "template": "three", "name": "a"}), "best-fit", SETUP)
     assert result.summary.refused == 1 and result.summary.started == 0
     assert [r.node for r in result.pods] == [""]

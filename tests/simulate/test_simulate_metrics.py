@@ -6,17 +6,16 @@ from typing import Any
 
 import pytest
 
-from kubeplace.simulate.engine import simulate
 from kubeplace.simulate.measures import Delays, Sample, gang_waits, mean_allocation, placement_digest
 from kubeplace.simulate.trace import parse_trace
 from kubeplace.simulate.world import PodRecord
-from tests.simulate.sim_builders import SETUP, cluster, node, trace, trace_doc
+from tests.simulate.sim_builders import SETUP, cluster, node, replay, trace, trace_doc
 
 
 def test_allocation_is_a_time_weighted_mean_and_delays_count_the_wait() -> None:
     # one 4-cpu node: a (2 cpu) runs [0, 100); b (1 cpu) runs [50, 100); c (3 cpu) arrives at 60 and
     # waits for a and b to leave: it runs [100, 200).
-    result = simulate(cluster(node("n", cpu="4", memory="16Gi")), trace(
+    result = replay(cluster(node("n", cpu="4", memory="16Gi")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
         {"arrivalSeconds": 50, "durationSeconds": 50, "template": "one", "name": "b"},
         {"arrivalSeconds": 60, "durationSeconds": 100, "template": "three", "name": "c"}), "best-fit", SETUP)
@@ -52,9 +51,9 @@ def test_the_placement_digest_is_of_the_sorted_bindings() -> None:
     nodes = cluster(node("n1", cpu="4"), node("n2", cpu="4"))
     items = ({"arrivalSeconds": 0, "durationSeconds": 100, "template": "three", "name": "a"},
              {"arrivalSeconds": 1, "durationSeconds": 100, "template": "three", "name": "b"})
-    first = simulate(nodes, trace(*items), "best-fit", SETUP).summary.digest
-    assert first == simulate(nodes, trace(*items), "best-fit", SETUP).summary.digest
-    bound = {r.key: r.node for r in simulate(nodes, trace(*items), "best-fit", SETUP).pods}
+    first = replay(nodes, trace(*items), "best-fit", SETUP).summary.digest
+    assert first == replay(nodes, trace(*items), "best-fit", SETUP).summary.digest
+    bound = {r.key: r.node for r in replay(nodes, trace(*items), "best-fit", SETUP).pods}
     assert first == placement_digest(list(bound.items())) and len(set(bound.values())) == 2
 
 
@@ -74,7 +73,7 @@ def test_gpu_fragmentation_over_time_by_hand() -> None:
     doc = trace_doc({"arrivalSeconds": 0, "durationSeconds": 100, "template": "one-gpu", "name": "a"},
                     {"arrivalSeconds": 10, "durationSeconds": 50, "template": "two-gpus", "name": "b"},
                     templates={"one-gpu": gpu_template(1), "two-gpus": gpu_template(2)})
-    result = simulate(cluster(node("n", cpu="4", gpus=2)), parse_trace(doc, "test"), "best-fit", SETUP)
+    result = replay(cluster(node("n", cpu="4", gpus=2)), parse_trace(doc, "test"), "best-fit", SETUP)
     assert [(s.at, s.fragmented_gpus, s.fragmentation) for s in result.samples] == [
         (0, 0.5, 0.5), (10, 0.5, 0.5), (100, 0.0, 0.0), (150, 0.0, 0.0)]
     assert result.summary.fragmentation == pytest.approx({"mean": 0.5 * 100 / 150, "end": 0.0})
@@ -91,6 +90,6 @@ def test_gpu_fragmentation_counts_the_free_share_of_a_device() -> None:
     gpu_node = node("n", cpu="8", gpus=2)
     for shared in ("koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio"):
         gpu_node["status"]["allocatable"][shared] = gpu_node["status"]["capacity"][shared] = "200"
-    result = simulate(cluster(gpu_node), parse_trace(doc, "test"), "best-fit", SETUP)
+    result = replay(cluster(gpu_node), parse_trace(doc, "test"), "best-fit", SETUP)
     assert [(s.at, s.fragmented_gpus, s.fragmentation) for s in result.samples] == [
         (0, pytest.approx(1.4 / 3), pytest.approx(1 / 3)), (100, 0.0, 0.0), (110, 0.0, 0.0)]

@@ -1,0 +1,31 @@
+"""bench simulate-fidelity's own spread: the simulation against itself with other latencies."""
+
+from __future__ import annotations
+
+from kubeplace.simulate.names import API_LATENCY
+from kubeplace_bench.fidelity import SPREAD_LATENCIES, capacity_of, own_spread, simulated, usages
+from tests.simulate.sim_builders import SETUP, cluster, node, trace
+
+QUIET = SETUP.serve.batch_quiet
+
+
+def test_a_departure_within_the_latencies_of_a_batch_shows_in_the_spread() -> None:
+    # a (3 cpu) leaves 10 ms before b's batch closes at 10 s with the default latency, and
+    # 10 ms after it with the larger one: b fits at once in one replay, waits for a in the other,
+    # and so runs 0.23 s longer into the end, [15, 20]
+    nodes, pods = cluster(node("n", cpu="4")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 10 - QUIET - API_LATENCY - 0.01, "template": "three", "name": "a"},
+        {"arrivalSeconds": 9.8, "durationSeconds": 5, "template": "two", "name": "b"})
+    reference = simulated(nodes, pods, "kubeplace", 20.0)
+    spread = own_spread(nodes, pods, "kubeplace", 20.0, reference, usages(pods), capacity_of(nodes), 5.0)
+    assert spread["latencies"] == list(SPREAD_LATENCIES) and spread["other_pods_bound"] == 0
+    assert spread["end_points"] > 2
+
+
+def test_a_trace_without_such_races_has_no_spread() -> None:
+    nodes, pods = cluster(node("n", cpu="4")), trace(
+        {"arrivalSeconds": 0, "durationSeconds": 5, "template": "three", "name": "a"},
+        {"arrivalSeconds": 9.8, "durationSeconds": 3, "template": "two", "name": "b"})
+    reference = simulated(nodes, pods, "kubeplace", 20.0)
+    spread = own_spread(nodes, pods, "kubeplace", 20.0, reference, usages(pods), capacity_of(nodes), 5.0)
+    assert spread["mean_points"] < 0.05 and spread["end_points"] < 0.05
