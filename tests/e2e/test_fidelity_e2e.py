@@ -3,8 +3,9 @@ simulator and on the real control plane, with the kube-scheduler and with kubepl
 floor (the same pods bound, allocation within one point) holds for kubeplace; for the
 kube-scheduler the same pods are bound and the mean allocation is within one point, and the
 end (the mean over the last 10 s) may differ (docs/simulate.md, Fidelity: the emulation breaks
-ties between equal nodes otherwise than the real scheduler, and one 8-CPU, 2-GPU pod was bound
-about 17 s later live in most runs)."""
+ties between equal nodes as the real scheduler's heap does over the nodes' order, but live its
+filter workers report the nodes in another order from run to run, and on this short trace one
+8-CPU, 2-GPU pod bound on another side of a tie can run 17 s longer on one side)."""
 
 from __future__ import annotations
 

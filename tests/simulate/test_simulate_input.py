@@ -89,6 +89,12 @@ def test_bad_input_on_the_command_line_is_one_line_and_exit_2(files: tuple[Path,
     empty = write(tmp_path / "sweep.yaml", {"apiVersion": "kubeplace.io/v1alpha1", "kind": "Sweep",
                                              "clusters": [str(nodes)], "traces": [], "schedulers": ["fgd"]})
     assert "traces: empty or missing axis" in _one_error_line(_cli("sweep", str(empty)))
+    slow = write(tmp_path / "slow.yaml", {"apiVersion": "kubeplace.io/v1alpha1", "kind": "Sweep",
+                                           "clusters": [str(nodes)], "traces": [str(workload)], "schedulers": ["fgd"],
+                                           "apiLatency": -1})
+    assert "apiLatency" in _one_error_line(_cli("sweep", str(slow)))
+    assert "--api-latency" in _one_error_line(_cli("--cluster", str(nodes), "--workload", str(workload),
+                                                   "--api-latency", "-0.1"))
     report = tmp_path / "r.html"
     _one_error_line(_cli("--cluster", str(nodes), "--workload", str(unordered), "--report", str(report)))
     assert not report.exists()
