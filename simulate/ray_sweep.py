@@ -8,8 +8,10 @@ remote cluster needs its files on the driver only. Every case runs the solver wi
 (``sweep.setup_of``), so a case gives the same result on Ray as in a local process.
 
 A worker lost mid-case (its process killed, its node gone) is a system failure: Ray runs the
-task again, up to ``RETRIES`` times, and only the run that returns counts. Ctrl-C cancels the
-tasks not yet finished and returns those that did.
+task again, up to ``RETRIES`` times, and only the run that returns counts. Ctrl-C returns the
+tasks that finished; the others end with the Ray connection when kubeplace made it, or are
+cancelled when the connection is the caller's. (Cancelling by force while the tasks' workers
+take the terminal's SIGINT too can abort the driver inside Ray: the same task completed twice.)
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def run_cases_on_ray(specs: Sequence[CaseSpec], address: str, workers: int | Non
     cancels the rest: the cases finished by then are returned, the others None."""
     inputs = read_inputs(specs)
     results: list[Case | None] = [None] * len(specs)
-    with connected(address, workers):
+    with connected(address, workers) as owned:
         stored: dict[int, Any] = {}
 
         def ref(value: object) -> Any:
@@ -62,9 +64,11 @@ def run_cases_on_ray(specs: Sequence[CaseSpec], address: str, workers: int | Non
                 if on_done is not None:
                     on_done(k, case)
         except KeyboardInterrupt:
-            _cancel(pending)
+            if not owned:
+                _cancel(pending)
         except BaseException:
-            _cancel(pending)
+            if not owned:
+                _cancel(pending)
             raise
     return results
 
@@ -84,14 +88,15 @@ def _result(ready: Any, spec: CaseSpec) -> Case:
 
 
 @contextmanager
-def connected(address: str, workers: int | None) -> Iterator[None]:
+def connected(address: str, workers: int | None) -> Iterator[bool]:
     """Connected to Ray for the block: the connection already made in this process (a test's,
-    an application's) if there is one, else ``address``'s, shut down after the block. An
-    address that does not answer fails first, with one line."""
+    an application's) if there is one (yields False), else ``address``'s, shut down after the
+    block with the tasks it left (yields True). An address that does not answer fails first,
+    with one line."""
     if address != AUTO:
         _check_reachable(address)
     if ray.is_initialized():
-        yield
+        yield False
         return
     quiet: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
     if address == AUTO:
@@ -107,7 +112,7 @@ def connected(address: str, workers: int | None) -> Iterator[None]:
             raise InputError(f"cannot connect to Ray at {address}: {str(e).splitlines()[0] if str(e) else e!r}",
                              field="--ray") from None
     try:
-        yield
+        yield True
     finally:
         ray.shutdown()
 
