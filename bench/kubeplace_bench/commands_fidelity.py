@@ -14,6 +14,15 @@ import click
 DEFAULTS_NOTE = "the default: 260 jobs, about 340 pods with gangs, about 4 minutes per scheduler"
 
 
+def _seed_range(ctx: click.Context, param: click.Parameter, value: str | None) -> range | None:
+    if value is None:
+        return None
+    first, _, last = value.partition("-")
+    if not (first.isdigit() and (last.isdigit() or not last)) or int(last or first) < int(first):
+        raise click.BadParameter(f"{value!r}: FIRST-LAST (e.g. 1-8) or one seed")
+    return range(int(first), int(last or first) + 1)
+
+
 @click.command("simulate-fidelity")
 @click.option("--jobs", type=click.IntRange(min=1), default=260, show_default=True,
               help=f"Jobs of the generated trace ({DEFAULTS_NOTE}).")
@@ -31,9 +40,12 @@ DEFAULTS_NOTE = "the default: 260 jobs, about 340 pods with gangs, about 4 minut
 @click.option("--dump-cycles", "dump", type=click.Path(file_okay=False, path_type=Path),
               help="Write each scheduler's log on both sides (serve's decisions and cycles; the kube-scheduler's "
                    "live log at -v=5) and each pod's timeline in both replays to this folder.")
+@click.option("--scan-seeds", "scan_seeds", metavar="FIRST-LAST", callback=_seed_range,
+              help="No control plane: for each seed, the trace's contention and the simulation's own spread "
+                   "(which traces a live run can be compared with).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def fidelity_command(jobs: int, seed: int, compress: float, tick: float, nodes: int, schedulers: str, build: bool,
-                     dump: Path | None, output: str) -> None:
+                     dump: Path | None, scan_seeds: range | None, output: str) -> None:
     """The same trace replayed by `kubeplace simulate` and on a real control plane (kwok nodes,
     pods created at their arrival and deleted at their end), with the real kube-scheduler and with
     `kubeplace serve`: pods bound and allocation over time and at the end, difference in points."""
@@ -42,6 +54,12 @@ def fidelity_command(jobs: int, seed: int, compress: float, tick: float, nodes: 
 
     order = choices(schedulers, SCHEDULERS, "--schedulers")
     spec = TraceSpec(jobs=jobs, seed=seed, compress=compress, tick=tick, nodes=nodes)
+    if scan_seeds is not None:
+        from kubeplace_bench import fidelity_scan
+
+        scanned = fidelity_scan.scan(spec, scan_seeds, order, lambda line: click.echo(line, err=True))
+        click.echo(json.dumps(scanned, indent=2) if output == "json" else fidelity_scan.table(scanned))
+        return
     if dump is not None:
         dump.mkdir(parents=True, exist_ok=True)
     doc = on_control_plane(build, lambda plane, say: run(plane, spec, order, say, dump=dump))

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubeplace.kube.gangs import PLAIN_LABEL
 from kubeplace.kube.objects import GPU
 from kubeplace.kube.parse import parse_node, parse_pod
 from kubeplace.models.gpu import WHOLE, devices_of
@@ -66,9 +67,10 @@ SERVE_CONFIG = {"apiVersion": "kubeplace.io/v1alpha1", "kind": "PlacementConfigu
 its time counts in solver steps, not on the clock, and the same batch gets the same plan."""
 FLOOR_POINTS = 1.0
 """The largest allocation difference (points) the floor allows."""
-SPREAD_LATENCIES = (API_LATENCY / 2, API_LATENCY * 3 / 2)
+SPREAD_LATENCIES = (API_LATENCY / 4, API_LATENCY / 2, API_LATENCY * 3 / 2, API_LATENCY * 2)
 """The latencies (seconds) the simulation is run again with to measure its own spread
-(:func:`own_spread`): live they vary about that much from run to run and pod to pod."""
+(:func:`own_spread`): live a binding's latency and a cycle's duration vary about that much, a
+quarter to twice the default, from run to run and with the machine's load."""
 DIVERGED_SECONDS = 0.5
 """A pod bound this much earlier or later on one side than on the other has diverged."""
 
@@ -126,6 +128,12 @@ def fidelity_trace(spec: TraceSpec) -> Trace:
         item["arrivalSeconds"] = round(item["arrivalSeconds"] / spec.compress / spec.tick) * spec.tick
         item["durationSeconds"] = max(spec.tick / 2, round(item["durationSeconds"] / spec.compress, 3))
     return parse_trace(document, f"generated (seed {spec.seed}, compressed {spec.compress:g}x)")
+
+
+def gangs_of(trace: Trace) -> set[str]:
+    """The trace's gangs, by their label."""
+    labels = ((a.pod["metadata"].get("labels") or {}).get(PLAIN_LABEL) for a in trace.arrivals)
+    return {gang for gang in labels if gang is not None}
 
 
 def end_of(trace: Trace, spec: TraceSpec) -> float:
@@ -425,8 +433,7 @@ def run(plane: ControlPlane, spec: TraceSpec, schedulers: Sequence[str], say: Sa
     cluster = Cluster(tuple(node_manifests), (), "kwok nodes")
     end = end_of(trace, spec)
     use, capacity = usages(trace), capacity_of(cluster)
-    gangs = {(a.pod["metadata"].get("labels") or {}).get("kubeplace.io/gang") for a in trace.arrivals} - {None}
-    doc: dict[str, Any] = {"trace": {"pods": len(trace.arrivals), "gangs": len(gangs), "seed": spec.seed,
+    doc: dict[str, Any] = {"trace": {"pods": len(trace.arrivals), "gangs": len(gangs_of(trace)), "seed": spec.seed,
                                      "compress": spec.compress, "tick": spec.tick, "last_arrival": trace.span,
                                      "end": end, "end_window": spec.margin, "nodes": spec.nodes},
                           "schedulers": {}}
@@ -476,7 +483,7 @@ def table(doc: dict[str, Any]) -> str:
              "Δ: live minus simulated, in points of the cluster's allocation (mean: over the whole run; end: "
              f"over its last {t['end_window']:g}s); the floor: the same pods bound and every Δ within "
              f"{FLOOR_POINTS:g} point; sim spread: the largest Δ between the simulation and itself "
-             f"with latencies of {' and '.join(f'{s:g}' for s in SPREAD_LATENCIES)}s instead of {API_LATENCY:g}s"]
+             f"with latencies of {', '.join(f'{s:g}' for s in SPREAD_LATENCIES)}s instead of {API_LATENCY:g}s"]
     for name, f in doc["schedulers"].items():
         first = f["first_divergence"]
         if first is not None:

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from click.testing import CliRunner
+
+from kubeplace.cli.main import main
 from kubeplace.simulate.names import API_LATENCY
-from kubeplace_bench.fidelity import SPREAD_LATENCIES, capacity_of, own_spread, simulated, usages
+from kubeplace_bench import fidelity_scan
+from kubeplace_bench.fidelity import (
+    SPREAD_LATENCIES,
+    TraceSpec,
+    capacity_of,
+    fidelity_trace,
+    gangs_of,
+    own_spread,
+    simulated,
+    usages,
+)
 from tests.simulate.sim_builders import SETUP, cluster, node, trace
 
 QUIET = SETUP.serve.batch_quiet
@@ -29,3 +44,22 @@ def test_a_trace_without_such_races_has_no_spread() -> None:
     reference = simulated(nodes, pods, "kubeplace", 20.0)
     spread = own_spread(nodes, pods, "kubeplace", 20.0, reference, usages(pods), capacity_of(nodes), 5.0)
     assert spread["mean_points"] < 0.05 and spread["end_points"] < 0.05
+
+
+def test_scan_seeds_gives_each_trace_its_contention_and_spread() -> None:
+    spec = TraceSpec(jobs=20, nodes=1)
+    doc = fidelity_scan.scan(spec, range(3, 5), ("kubeplace",), lambda line: None)
+    assert [row["seed"] for row in doc["seeds"]] == [3, 4]
+    for row in doc["seeds"]:
+        trace = fidelity_trace(replace(spec, seed=row["seed"]))
+        assert row["pods"] == len(trace.arrivals) and row["gangs"] == len(gangs_of(trace)) > 0
+        figures = row["schedulers"]["kubeplace"]
+        assert figures["waited"] > 0  # one node for 20 jobs: some wait
+        assert figures["longest_wait_seconds"] >= fidelity_scan.WAITED_SECONDS
+        assert set(figures["simulation_spread"]) == {"latencies", "mean_points", "end_points", "other_pods_bound"}
+    assert len(fidelity_scan.table(doc).splitlines()) == 1 + 2 + 2
+
+
+def test_scan_seeds_refuses_a_bad_range() -> None:
+    result = CliRunner().invoke(main, ["bench", "simulate-fidelity", "--scan-seeds", "8-3"])
+    assert result.exit_code == 2 and "FIRST-LAST" in result.stderr
