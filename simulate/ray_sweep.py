@@ -42,8 +42,9 @@ _simulate_task = ray.remote(num_cpus=1, max_retries=RETRIES, retry_exceptions=Fa
 def run_cases_on_ray(specs: Sequence[CaseSpec], address: str, workers: int | None = None,
                      on_done: Callable[[int, Case], None] | None = None) -> list[Case | None]:
     """The cases' results in ``specs`` order, one Ray task each on the cluster at ``address``
-    (``auto``: this machine's, started with ``workers`` CPUs when there is none). A Ctrl-C
-    cancels the rest: the cases finished by then are returned, the others None."""
+    (``auto``: this machine's, started with ``workers`` CPUs when there is none). On Ctrl-C the
+    cases finished by then are returned, the others None (left to the connection's shutdown,
+    or cancelled when the connection is the caller's)."""
     inputs = read_inputs(specs)
     results: list[Case | None] = [None] * len(specs)
     with connected(address, workers) as owned:

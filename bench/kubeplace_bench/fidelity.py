@@ -471,7 +471,7 @@ def table(doc: dict[str, Any]) -> str:
                      str(len(f["bound_only_simulated"])), str(len(f["bound_only_live"])),
                      *(f"{f['mean_points'][r]['difference']:+.2f}" for r in RESOURCES),
                      *(f"{f['end_points'][r]['difference']:+.2f}" for r in RESOURCES),
-                     _spread(f.get("simulation_spread")), str(f["on_another_node"]),
+                     spread_cell(f.get("simulation_spread")), str(f["on_another_node"]),
                      f"{f['bound_later_live_seconds']['p90']:.2f}",
                      f"{f['bound_later_live_seconds']['max']:.2f}", "holds" if f["floor_holds"] else "FAILS"])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -483,7 +483,8 @@ def table(doc: dict[str, Any]) -> str:
              "Δ: live minus simulated, in points of the cluster's allocation (mean: over the whole run; end: "
              f"over its last {t['end_window']:g}s); the floor: the same pods bound and every Δ within "
              f"{FLOOR_POINTS:g} point; sim spread: the largest Δ between the simulation and itself "
-             f"with latencies of {', '.join(f'{s:g}' for s in SPREAD_LATENCIES)}s instead of {API_LATENCY:g}s"]
+             f"with latencies of {', '.join(f'{s:g}' for s in SPREAD_LATENCIES)}s instead of {API_LATENCY:g}s, "
+             "* when another set of pods was bound"]
     for name, f in doc["schedulers"].items():
         first = f["first_divergence"]
         if first is not None:
@@ -492,8 +493,11 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join([*lines, "", *notes])
 
 
-def _spread(spread: dict[str, Any] | None) -> str:
-    return "-" if spread is None else f"{spread['mean_points']:.2f}/{spread['end_points']:.2f}"
+def spread_cell(spread: dict[str, Any] | None) -> str:
+    """``own_spread``'s figures as a table cell: mean/end points, * when another set of pods was bound."""
+    if spread is None:
+        return "-"
+    return f"{spread['mean_points']:.2f}/{spread['end_points']:.2f}" + ("*" if spread["other_pods_bound"] else "")
 
 
 def _where(bound: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ from kubeplace_bench.fidelity import (
     nodes,
     own_spread,
     simulated,
+    spread_cell,
     usages,
 )
 
@@ -59,7 +60,7 @@ def scan(spec: TraceSpec, seeds: Sequence[int], schedulers: Sequence[str], say: 
                                                 seeded.margin),
             }
         say(f"  seed {seed}: {row['pods']} pods, " + ", ".join(
-            f"{name} spread {_spread(f)}" for name, f in row["schedulers"].items()))
+            f"{name} spread {spread_cell(f['simulation_spread'])}" for name, f in row["schedulers"].items()))
         rows.append(row)
     return {"trace": {"jobs": spec.jobs, "compress": spec.compress, "tick": spec.tick, "nodes": spec.nodes},
             "waited_seconds": WAITED_SECONDS, "seeds": rows}
@@ -71,7 +72,7 @@ def table(doc: dict[str, Any]) -> str:
     rows = [[str(r["seed"]), str(r["pods"]), str(r["gangs"]),
              *(cell for n in names for cell in (str(r["schedulers"][n]["waited"]),
                                                 f"{r['schedulers'][n]['longest_wait_seconds']:.1f}",
-                                                _spread(r["schedulers"][n])))]
+                                                spread_cell(r["schedulers"][n]["simulation_spread"])))]
             for r in doc["seeds"]]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]]
@@ -82,7 +83,3 @@ def table(doc: dict[str, Any]) -> str:
                       "with other latencies, the largest "
                       "difference in points, mean/end, and * when another set of pods was bound"])
 
-
-def _spread(figures: dict[str, Any]) -> str:
-    s = figures["simulation_spread"]
-    return f"{s['mean_points']:.2f}/{s['end_points']:.2f}" + ("*" if s["other_pods_bound"] else "")
