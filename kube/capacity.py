@@ -8,13 +8,20 @@ DaemonSet whose pod template tolerates the NodePool's taints, PreferNoSchedule i
 node selector and required node affinity the node's labels satisfy). Karpenter decides the
 DaemonSets per NodePool on its requirements; here they are decided on the labels of each
 candidate, which is what the DaemonSet controller will do once the node exists.
+
+A static NodePool (``spec.replicas`` set) has no candidate: Karpenter's provisioner leaves it out
+(``nodepoolutils.IsStatic``). A NodePool with ``minValues`` on a key has candidates only when its
+admitted offerings hold at least that many distinct values of the key (else Karpenter skips it:
+"NodePool requirements filtered out all compatible available instance types due to minValues
+incompatibility"), and each candidate carries the *alternatives* its NodeClaim lists beside it to
+keep those values (:func:`with_alternatives`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kubeplace.kube.catalogue import InstanceType, Offering
@@ -56,6 +63,10 @@ class Candidate:
     allocatable left for pending pods once its DaemonSet pods run."""
     daemon_overhead: Mapping[str, int]
     """The requests of the DaemonSet pods that would run on it (``pods`` counts them)."""
+    alternatives: tuple[Candidate, ...] = ()
+    """With ``minValues`` in its NodePool: the other (instance type, offering) its NodeClaim admits
+    (each dearer, so that the provider still launches this one), which keep at least minValues
+    distinct values of each such key; ``node``'s allocatable is the least of theirs and its own."""
 
     @property
     def startup_taints(self) -> tuple[Taint, ...]:
@@ -174,10 +185,130 @@ def candidate_node(pool: NodePool, instance_type: InstanceType, offering: Offeri
 def candidate_nodes(pools: Iterable[NodePool], catalogue: Sequence[InstanceType],
                     daemon_pods: Sequence[Pod] = ()) -> list[Candidate]:
     """Every candidate: one per (NodePool, instance type, zone, capacity type) admitted, NodePools
-    by descending weight then name (Karpenter's order), offerings in catalogue order."""
+    by descending weight then name (Karpenter's order), offerings in catalogue order; none of a
+    static NodePool or of one whose minValues the catalogue cannot meet (:func:`unused_pools`)."""
     ordered = sorted(pools, key=lambda pool: (-pool.weight, pool.name))
-    return [candidate_node(pool, instance_type, offering, daemon_pods)
-            for pool in ordered for instance_type, offering in admitted_offerings(pool, catalogue)]
+    found: list[Candidate] = []
+    for pool in ordered:
+        if pool.replicas is not None:
+            continue
+        admitted = admitted_offerings(pool, catalogue)
+        if unmet_min_values(pool, admitted):
+            continue
+        found += with_alternatives(pool, [candidate_node(pool, t, o, daemon_pods) for t, o in admitted])
+    return found
+
+
+STATIC_POOL = ("NodePool {} is not used: it is static (spec.replicas), and Karpenter's provisioner launches no node "
+               "for it")
+MIN_VALUES_POOL = ("NodePool {} is not used: NodePool requirements filtered out all compatible available instance "
+                   "types due to minValues incompatibility (minValues requirement is not met for label(s) {})")
+
+
+def unused_pools(pools: Iterable[NodePool], catalogue: Sequence[InstanceType]) -> list[str]:
+    """Why each NodePool that :func:`candidate_nodes` leaves out is left out, in Karpenter's words."""
+    out = []
+    for pool in sorted(pools, key=lambda pool: (-pool.weight, pool.name)):
+        if pool.replicas is not None:
+            out.append(STATIC_POOL.format(pool.name))
+            continue
+        unmet = unmet_min_values(pool, admitted_offerings(pool, catalogue))
+        if unmet:
+            out.append(MIN_VALUES_POOL.format(pool.name, sorted(unmet)))
+    return out
+
+
+def key_values(instance_type: InstanceType, offering: Offering, key: str) -> set[str]:
+    """The values of label ``key`` an (instance type, offering) defines: its label, or every OS
+    of a type with several; none for a key it does not define (which therefore never meets a
+    minValues, as in Karpenter)."""
+    if key == OS_LABEL:
+        return set(instance_type.operating_systems)
+    value = defined_labels(instance_type, offering).get(key)
+    return set() if value is None else {value}
+
+
+def unmet_min_values(pool: NodePool, admitted: Sequence[tuple[InstanceType, Offering]]) -> dict[str, int]:
+    """Key -> distinct values found, for each ``minValues`` of ``pool`` the admitted offerings do
+    not meet (``InstanceTypes.SatisfiesMinValues``, counting the values admitted)."""
+    unmet = {}
+    for key, least in pool.min_values.items():
+        found = set().union(*(key_values(t, o, key) for t, o in admitted))
+        if len(found) < least:
+            unmet[key] = len(found)
+    return unmet
+
+
+def with_alternatives(pool: NodePool, candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates of ``pool`` with the alternatives their NodeClaims list to keep the NodePool's
+    minValues (see :class:`Candidate`), and their allocatable the least of all of them: pods
+    packed on the node then fit every alternative, as Karpenter's minValues asks of a NodeClaim.
+    A candidate for which no such set exists (the dearest types, whose alternatives would be
+    cheaper and launched instead) is left out."""
+    if not pool.min_values:
+        return list(candidates)
+    out = []
+    for candidate in candidates:
+        alternatives = _alternatives(pool, candidate, candidates)
+        if alternatives is None:
+            continue
+        allocatable = dict(candidate.node.allocatable)
+        for other in alternatives:
+            for resource in allocatable:
+                allocatable[resource] = min(allocatable[resource], other.node.allocatable.get(resource, 0))
+        out.append(replace(candidate, node=replace(candidate.node, allocatable=allocatable),
+                           alternatives=tuple(alternatives)))
+    return out
+
+
+def _alternatives(pool: NodePool, chosen: Candidate, pairs: Sequence[Candidate]) -> list[Candidate] | None:
+    """Alternatives for ``chosen`` (:class:`Candidate`), taken greedily: each brings a value a
+    minValues still lacks, keeps ``chosen`` the cheapest of what the NodeClaim admits (strictly,
+    among the offerings of its own type, which a provider picks from at random), registers the
+    same label keys, and holds as much as ``chosen`` where one does; cheapest first. None when no
+    set meets every minValues."""
+    keys = set(chosen.node.labels) - {HOSTNAME_LABEL}
+    same_shape = [c for c in pairs if c is not chosen and set(c.node.labels) - {HOSTNAME_LABEL} == keys]
+    taken: list[Candidate] = []
+    while True:
+        admitted = _admitted_by(chosen, taken, same_shape)
+        have = {key: set().union(*(key_values(c.instance_type, c.offering, key) for c in [chosen, *admitted]))
+                for key in pool.min_values}
+        lacking = {key for key, least in pool.min_values.items() if len(have[key]) < least}
+        if not lacking:
+            return admitted
+        listed = {c.node.name for c in admitted}
+        options = [c for c in same_shape if c.node.name not in listed
+                   and any(key_values(c.instance_type, c.offering, key) - have[key] for key in lacking)
+                   and _launches_chosen(chosen, _admitted_by(chosen, [*taken, c], same_shape))]
+        if not options:
+            return None
+        taken.append(min(options, key=lambda c: (not _holds(c, chosen), c.offering.price)))
+
+
+def _admitted_by(chosen: Candidate, taken: Sequence[Candidate], pairs: Sequence[Candidate]) -> list[Candidate]:
+    """The pairs a NodeClaim listing ``chosen`` and ``taken`` admits: their instance types crossed
+    with their offerings' zones and capacity types."""
+    group = [chosen, *taken]
+    types = {c.instance_type.name for c in group}
+    offered = {(c.offering.zone, c.offering.capacity_type) for c in group}
+    zones, capacity_types = {zone for zone, _ in offered}, {kind for _, kind in offered}
+    return [c for c in pairs if c.instance_type.name in types and c.offering.zone in zones
+            and c.offering.capacity_type in capacity_types]
+
+
+def _launches_chosen(chosen: Candidate, admitted: Sequence[Candidate]) -> bool:
+    """The provider launches ``chosen``: the kwok provider takes the instance type whose cheapest
+    offering is cheapest (the first listed, ``chosen``'s, on a tie), then one of that type's
+    cheapest offerings at random."""
+    price = chosen.offering.price
+    return all(c.offering.price > price if c.instance_type.name == chosen.instance_type.name else
+               c.offering.price >= price for c in admitted)
+
+
+def _holds(candidate: Candidate, chosen: Candidate) -> bool:
+    """Whether ``candidate``'s allocatable is at least ``chosen``'s in every resource."""
+    return all(candidate.node.allocatable.get(r, 0) >= amount for r, amount in chosen.node.allocatable.items())
 
 
 def _operating_systems(pool: NodePool, instance_type: InstanceType) -> list[str]:
