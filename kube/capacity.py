@@ -65,8 +65,9 @@ class Candidate:
     """The requests of the DaemonSet pods that would run on it (``pods`` counts them)."""
     alternatives: tuple[Candidate, ...] = ()
     """With ``minValues`` in its NodePool: the other (instance type, offering) its NodeClaim admits
-    (each dearer, so that the provider still launches this one), which keep at least minValues
-    distinct values of each such key; ``node``'s allocatable is the least of theirs and its own."""
+    (none cheaper, so that the provider still launches this instance type), which keep at least
+    minValues distinct values of each such key; ``node``'s allocatable is the least of theirs and
+    its own."""
 
     @property
     def startup_taints(self) -> tuple[Taint, ...]:
@@ -247,9 +248,10 @@ def with_alternatives(pool: NodePool, candidates: Sequence[Candidate]) -> list[C
     cheaper and launched instead) is left out."""
     if not pool.min_values:
         return list(candidates)
+    found = _Found(candidates, pool.min_values)
     out = []
     for candidate in candidates:
-        alternatives = _alternatives(pool, candidate, candidates)
+        alternatives = _alternatives(pool, candidate, found)
         if alternatives is None:
             continue
         allocatable = dict(candidate.node.allocatable)
@@ -261,49 +263,63 @@ def with_alternatives(pool: NodePool, candidates: Sequence[Candidate]) -> list[C
     return out
 
 
-def _alternatives(pool: NodePool, chosen: Candidate, pairs: Sequence[Candidate]) -> list[Candidate] | None:
+class _Found:
+    """A NodePool's candidates indexed for :func:`_alternatives`: by instance type, cheapest
+    first, with their label keys and the values of each minValues key."""
+
+    def __init__(self, candidates: Sequence[Candidate], keys: Iterable[str]) -> None:
+        self.by_type: dict[str, list[Candidate]] = {}
+        for candidate in candidates:
+            self.by_type.setdefault(candidate.instance_type.name, []).append(candidate)
+        self.shape = {c.node.name: frozenset(c.node.labels) - {HOSTNAME_LABEL} for c in candidates}
+        self.peers: dict[tuple[frozenset[str], frozenset[tuple[str, str]] | None], list[Candidate]] = {}
+        for candidate in sorted(candidates, key=lambda c: c.offering.price):
+            shape = self.shape[candidate.node.name]
+            self.peers.setdefault((shape, None), []).append(candidate)
+            self.peers.setdefault((shape, frozenset(candidate.offering.labels.items())), []).append(candidate)
+        self.values = {c.node.name: {key: key_values(c.instance_type, c.offering, key) for key in keys}
+                       for c in candidates}
+
+    def admitted(self, group: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates of ``group[0]``'s label keys a NodeClaim listing ``group`` admits: their
+        instance types crossed with their offerings' zones and capacity types."""
+        shape = self.shape[group[0].node.name]
+        zones = {c.offering.zone for c in group}
+        capacity_types = {c.offering.capacity_type for c in group}
+        return [c for name in dict.fromkeys(c.instance_type.name for c in group) for c in self.by_type[name]
+                if c.offering.zone in zones and c.offering.capacity_type in capacity_types
+                and self.shape[c.node.name] == shape]
+
+
+def _alternatives(pool: NodePool, chosen: Candidate, found: _Found) -> list[Candidate] | None:
     """Alternatives for ``chosen`` (:class:`Candidate`), taken greedily: each brings a value a
-    minValues still lacks, keeps ``chosen`` the cheapest of what the NodeClaim admits (strictly,
-    among the offerings of its own type, which a provider picks from at random), registers the
-    same label keys, and holds as much as ``chosen`` where one does; cheapest first. None when no
-    set meets every minValues."""
-    keys = set(chosen.node.labels) - {HOSTNAME_LABEL}
-    same_shape = [c for c in pairs if c is not chosen and set(c.node.labels) - {HOSTNAME_LABEL} == keys]
-    taken: list[Candidate] = []
+    minValues still lacks, keeps everything the NodeClaim admits at least as dear as ``chosen``
+    (the kwok provider launches the instance type whose cheapest offering is cheapest, the first
+    listed, ``chosen``'s, on a tie), and registers the same label keys; those holding as much as
+    ``chosen`` first, then those other than ``chosen``'s type at its price (between offerings
+    of one type at one price the provider picks at random), then the cheapest. Unless a minValues
+    is on an offering's label (zone, capacity type), only offerings with ``chosen``'s are taken.
+    None when no set meets every minValues."""
+    name, price = chosen.node.name, chosen.offering.price
+    elsewhere = any(key in chosen.offering.labels for key in pool.min_values)  # else pinned: zone, capacity type
+    peers = found.peers[(found.shape[name], None if elsewhere else frozenset(chosen.offering.labels.items()))]
+    options = sorted((c for c in peers if c.offering.price >= price and c.node.name != name),
+                     key=lambda c: (not _holds(c, chosen), c.instance_type.name == chosen.instance_type.name
+                                    and c.offering.price == price, c.offering.price))
+    group = [chosen]
     while True:
-        admitted = _admitted_by(chosen, taken, same_shape)
-        have = {key: set().union(*(key_values(c.instance_type, c.offering, key) for c in [chosen, *admitted]))
-                for key in pool.min_values}
-        lacking = {key for key, least in pool.min_values.items() if len(have[key]) < least}
+        admitted = found.admitted(group)
+        have = {key: set().union(*(found.values[c.node.name][key] for c in admitted)) for key in pool.min_values}
+        lacking = [key for key, least in pool.min_values.items() if len(have[key]) < least]
         if not lacking:
-            return admitted
+            return [c for c in admitted if c.node.name != name]
         listed = {c.node.name for c in admitted}
-        options = [c for c in same_shape if c.node.name not in listed
-                   and any(key_values(c.instance_type, c.offering, key) - have[key] for key in lacking)
-                   and _launches_chosen(chosen, _admitted_by(chosen, [*taken, c], same_shape))]
-        if not options:
+        taken = next((c for c in options if c.node.name not in listed
+                      and any(found.values[c.node.name][key] - have[key] for key in lacking)
+                      and all(o.offering.price >= price for o in found.admitted([*group, c]))), None)
+        if taken is None:
             return None
-        taken.append(min(options, key=lambda c: (not _holds(c, chosen), c.offering.price)))
-
-
-def _admitted_by(chosen: Candidate, taken: Sequence[Candidate], pairs: Sequence[Candidate]) -> list[Candidate]:
-    """The pairs a NodeClaim listing ``chosen`` and ``taken`` admits: their instance types crossed
-    with their offerings' zones and capacity types."""
-    group = [chosen, *taken]
-    types = {c.instance_type.name for c in group}
-    offered = {(c.offering.zone, c.offering.capacity_type) for c in group}
-    zones, capacity_types = {zone for zone, _ in offered}, {kind for _, kind in offered}
-    return [c for c in pairs if c.instance_type.name in types and c.offering.zone in zones
-            and c.offering.capacity_type in capacity_types]
-
-
-def _launches_chosen(chosen: Candidate, admitted: Sequence[Candidate]) -> bool:
-    """The provider launches ``chosen``: the kwok provider takes the instance type whose cheapest
-    offering is cheapest (the first listed, ``chosen``'s, on a tie), then one of that type's
-    cheapest offerings at random."""
-    price = chosen.offering.price
-    return all(c.offering.price > price if c.instance_type.name == chosen.instance_type.name else
-               c.offering.price >= price for c in admitted)
+        group.append(taken)
 
 
 def _holds(candidate: Candidate, chosen: Candidate) -> bool:

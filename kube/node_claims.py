@@ -12,7 +12,7 @@ registers with (instance type, zone, capacity type, architecture, OS, family, si
 template's labels) becomes ``In [that value]``; a requirement on another label is kept as the
 NodePool has it. With ``minValues`` in the NodePool, a key the candidate's alternatives
 (``kube.capacity.Candidate.alternatives``) vary on lists the chosen value first and theirs after,
-with its ``minValues``: every offering the claim then admits is dearer than the chosen one.
+with its ``minValues``: no offering the claim then admits is cheaper than the chosen one.
 
 Karpenter launches a claim created this way (the kwok provider picks the cheapest offering its
 requirements admit: with one instance type, zone and capacity type, that one), registers the node
