@@ -26,8 +26,9 @@ MAX_PRICE_PER_HOUR = 10_000
 in billionths 10**13, so that the cost of 900 000 new or removed nodes still fits the solvers'
 64-bit integer costs."""
 MAX_PRICE = Price(MAX_PRICE_PER_HOUR * PRICE_UNIT)
-_NUMBER = re.compile(r"(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
-"""A non-negative JSON number, as an annotation's text must write a price."""
+_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+"""A JSON number, as an annotation's text must write a price (a negative one is then refused as
+the catalogue's is)."""
 EXPECTED = f"a price per hour, a number from 0 to {MAX_PRICE_PER_HOUR}"
 
 

@@ -81,10 +81,14 @@ def test_the_catalogue_and_the_annotation_read_a_price_alike() -> None:
     """One parser: the same digits give the same integer, rounded to the nearest billionth (half
     to even) wherever written; the largest price taken is 10 000 an hour."""
     for written, billionths in (("0.0190032385536", 19003239), ("0.0000000005", 0), ("0.0000000015", 2),
-                                ("0.1", 100_000_000), ("10000", MAX_PRICE), ("1e-3", 1_000_000), ("0", 0)):
+                                ("0.1", 100_000_000), ("10000", MAX_PRICE), ("1e-3", 1_000_000), ("0", 0),
+                                ("-0", 0)):
         assert parse_price(written, "f", text=True) == billionths, written
         assert parse_price(float(written), "f") == billionths, written
     assert parse_price(10_000, "f") == MAX_PRICE == 10_000 * PRICE_UNIT
+    for words, read in (("negative price -1", lambda: parse_price("-1", "f", text=True)),
+                        ("negative price -1", lambda: parse_price(-1, "f"))):
+        assert words in refusal(read)
     node = parse_node(karpenter_node("n0"), "cluster.yaml")
     assert node_price(node, {PRICE_ANNOTATION: "0.0190032385536"}, ())[0] == 19003239
 
