@@ -22,7 +22,7 @@ from kubeplace.cli.binding import bind_placements, report_results, split_bound_m
 from kubeplace.cli.options import Source
 from kubeplace.cli.render import dump, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome
-from kubeplace.kube.capacity import Candidate, candidate_node
+from kubeplace.kube.capacity import Candidate, candidate_nodes
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
 from kubeplace.kube.client import Cluster
 from kubeplace.kube.errors import ClusterError, InputError, NotFound
@@ -117,12 +117,12 @@ def _create_claim(cluster: Cluster, snapshot: Snapshot, catalogue: Sequence[Inst
 
 def bought_as(new: NewNode, snapshot: Snapshot, catalogue: Sequence[InstanceType]) -> Candidate:
     """The candidate a new node of the plan was bought as (its NodePool, instance type and
-    offering), as :func:`kube.capacity.candidate_node` builds it."""
+    offering, with the alternatives its NodePool's minValues ask for), as
+    :func:`kube.capacity.candidate_nodes` builds it for the plan."""
     pool = next(p for p in snapshot.node_pools if p.name == new.node_pool)
-    instance_type = next(t for t in catalogue if t.name == new.instance_type)
-    offering = next(o for o in instance_type.offerings
-                    if o.zone == new.zone and o.capacity_type == new.capacity_type and o.price == new.price)
-    return candidate_node(pool, instance_type, offering, snapshot.daemon_pods)
+    return next(c for c in candidate_nodes([pool], catalogue, snapshot.daemon_pods)
+                if c.instance_type.name == new.instance_type and c.offering.zone == new.zone
+                and c.offering.capacity_type == new.capacity_type)
 
 
 class ClaimLister(Protocol):

@@ -8,13 +8,20 @@ DaemonSet whose pod template tolerates the NodePool's taints, PreferNoSchedule i
 node selector and required node affinity the node's labels satisfy). Karpenter decides the
 DaemonSets per NodePool on its requirements; here they are decided on the labels of each
 candidate, which is what the DaemonSet controller will do once the node exists.
+
+A static NodePool (``spec.replicas`` set) has no candidate: Karpenter's provisioner leaves it out
+(``nodepoolutils.IsStatic``). A NodePool with ``minValues`` on a key has candidates only when its
+admitted offerings hold at least that many distinct values of the key (else Karpenter skips it:
+"NodePool requirements filtered out all compatible available instance types due to minValues
+incompatibility"), and each candidate carries the *alternatives* its NodeClaim lists beside it to
+keep those values (:func:`with_alternatives`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kubeplace.kube.catalogue import InstanceType, Offering
@@ -56,6 +63,11 @@ class Candidate:
     allocatable left for pending pods once its DaemonSet pods run."""
     daemon_overhead: Mapping[str, int]
     """The requests of the DaemonSet pods that would run on it (``pods`` counts them)."""
+    alternatives: tuple[Candidate, ...] = ()
+    """With ``minValues`` in its NodePool: the other (instance type, offering) its NodeClaim admits
+    (none cheaper, so that the provider still launches this instance type), which keep at least
+    minValues distinct values of each such key; ``node``'s allocatable is the least of theirs and
+    its own."""
 
     @property
     def startup_taints(self) -> tuple[Taint, ...]:
@@ -174,10 +186,145 @@ def candidate_node(pool: NodePool, instance_type: InstanceType, offering: Offeri
 def candidate_nodes(pools: Iterable[NodePool], catalogue: Sequence[InstanceType],
                     daemon_pods: Sequence[Pod] = ()) -> list[Candidate]:
     """Every candidate: one per (NodePool, instance type, zone, capacity type) admitted, NodePools
-    by descending weight then name (Karpenter's order), offerings in catalogue order."""
+    by descending weight then name (Karpenter's order), offerings in catalogue order; none of a
+    static NodePool or of one whose minValues the catalogue cannot meet (:func:`unused_pools`)."""
     ordered = sorted(pools, key=lambda pool: (-pool.weight, pool.name))
-    return [candidate_node(pool, instance_type, offering, daemon_pods)
-            for pool in ordered for instance_type, offering in admitted_offerings(pool, catalogue)]
+    found: list[Candidate] = []
+    for pool in ordered:
+        if pool.replicas is not None:
+            continue
+        admitted = admitted_offerings(pool, catalogue)
+        if unmet_min_values(pool, admitted):
+            continue
+        found += with_alternatives(pool, [candidate_node(pool, t, o, daemon_pods) for t, o in admitted])
+    return found
+
+
+STATIC_POOL = ("NodePool {} is not used: it is static (spec.replicas), and Karpenter's provisioner launches no node "
+               "for it")
+MIN_VALUES_POOL = ("NodePool {} is not used: NodePool requirements filtered out all compatible available instance "
+                   "types due to minValues incompatibility (minValues requirement is not met for label(s) {})")
+
+
+def unused_pools(pools: Iterable[NodePool], catalogue: Sequence[InstanceType]) -> list[str]:
+    """Why each NodePool that :func:`candidate_nodes` leaves out is left out, in Karpenter's words."""
+    out = []
+    for pool in sorted(pools, key=lambda pool: (-pool.weight, pool.name)):
+        if pool.replicas is not None:
+            out.append(STATIC_POOL.format(pool.name))
+            continue
+        unmet = unmet_min_values(pool, admitted_offerings(pool, catalogue))
+        if unmet:
+            out.append(MIN_VALUES_POOL.format(pool.name, sorted(unmet)))
+    return out
+
+
+def key_values(instance_type: InstanceType, offering: Offering, key: str) -> set[str]:
+    """The values of label ``key`` an (instance type, offering) defines: its label, or every OS
+    of a type with several; none for a key it does not define (which therefore never meets a
+    minValues, as in Karpenter)."""
+    if key == OS_LABEL:
+        return set(instance_type.operating_systems)
+    value = defined_labels(instance_type, offering).get(key)
+    return set() if value is None else {value}
+
+
+def unmet_min_values(pool: NodePool, admitted: Sequence[tuple[InstanceType, Offering]]) -> dict[str, int]:
+    """Key -> distinct values found, for each ``minValues`` of ``pool`` the admitted offerings do
+    not meet (``InstanceTypes.SatisfiesMinValues``, counting the values admitted)."""
+    unmet = {}
+    for key, least in pool.min_values.items():
+        found = set().union(*(key_values(t, o, key) for t, o in admitted))
+        if len(found) < least:
+            unmet[key] = len(found)
+    return unmet
+
+
+def with_alternatives(pool: NodePool, candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates of ``pool`` with the alternatives their NodeClaims list to keep the NodePool's
+    minValues (see :class:`Candidate`), and their allocatable the least of all of them: pods
+    packed on the node then fit every alternative, as Karpenter's minValues asks of a NodeClaim.
+    A candidate for which no such set exists (the dearest types, whose alternatives would be
+    cheaper and launched instead) is left out."""
+    if not pool.min_values:
+        return list(candidates)
+    found = _Found(candidates, pool.min_values)
+    out = []
+    for candidate in candidates:
+        alternatives = _alternatives(pool, candidate, found)
+        if alternatives is None:
+            continue
+        allocatable = dict(candidate.node.allocatable)
+        for other in alternatives:
+            for resource in allocatable:
+                allocatable[resource] = min(allocatable[resource], other.node.allocatable.get(resource, 0))
+        out.append(replace(candidate, node=replace(candidate.node, allocatable=allocatable),
+                           alternatives=tuple(alternatives)))
+    return out
+
+
+class _Found:
+    """A NodePool's candidates indexed for :func:`_alternatives`: by instance type, cheapest
+    first, with their label keys and the values of each minValues key."""
+
+    def __init__(self, candidates: Sequence[Candidate], keys: Iterable[str]) -> None:
+        self.by_type: dict[str, list[Candidate]] = {}
+        for candidate in candidates:
+            self.by_type.setdefault(candidate.instance_type.name, []).append(candidate)
+        self.shape = {c.node.name: frozenset(c.node.labels) - {HOSTNAME_LABEL} for c in candidates}
+        self.peers: dict[tuple[frozenset[str], frozenset[tuple[str, str]] | None], list[Candidate]] = {}
+        for candidate in sorted(candidates, key=lambda c: c.offering.price):
+            shape = self.shape[candidate.node.name]
+            self.peers.setdefault((shape, None), []).append(candidate)
+            self.peers.setdefault((shape, frozenset(candidate.offering.labels.items())), []).append(candidate)
+        self.values = {c.node.name: {key: key_values(c.instance_type, c.offering, key) for key in keys}
+                       for c in candidates}
+
+    def admitted(self, group: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates of ``group[0]``'s label keys a NodeClaim listing ``group`` admits: their
+        instance types crossed with their offerings' zones and capacity types."""
+        shape = self.shape[group[0].node.name]
+        zones = {c.offering.zone for c in group}
+        capacity_types = {c.offering.capacity_type for c in group}
+        return [c for name in dict.fromkeys(c.instance_type.name for c in group) for c in self.by_type[name]
+                if c.offering.zone in zones and c.offering.capacity_type in capacity_types
+                and self.shape[c.node.name] == shape]
+
+
+def _alternatives(pool: NodePool, chosen: Candidate, found: _Found) -> list[Candidate] | None:
+    """Alternatives for ``chosen`` (:class:`Candidate`), taken greedily: each brings a value a
+    minValues still lacks, keeps everything the NodeClaim admits at least as dear as ``chosen``
+    (the kwok provider launches the instance type whose cheapest offering is cheapest, the first
+    listed, ``chosen``'s, on a tie), and registers the same label keys; those holding as much as
+    ``chosen`` first, then those other than ``chosen``'s type at its price (between offerings
+    of one type at one price the provider picks at random), then the cheapest. Unless a minValues
+    is on an offering's label (zone, capacity type), only offerings with ``chosen``'s are taken.
+    None when no set meets every minValues."""
+    name, price = chosen.node.name, chosen.offering.price
+    elsewhere = any(key in chosen.offering.labels for key in pool.min_values)  # else pinned: zone, capacity type
+    peers = found.peers[(found.shape[name], None if elsewhere else frozenset(chosen.offering.labels.items()))]
+    options = sorted((c for c in peers if c.offering.price >= price and c.node.name != name),
+                     key=lambda c: (not _holds(c, chosen), c.instance_type.name == chosen.instance_type.name
+                                    and c.offering.price == price, c.offering.price))
+    group = [chosen]
+    while True:
+        admitted = found.admitted(group)
+        have = {key: set().union(*(found.values[c.node.name][key] for c in admitted)) for key in pool.min_values}
+        lacking = [key for key, least in pool.min_values.items() if len(have[key]) < least]
+        if not lacking:
+            return [c for c in admitted if c.node.name != name]
+        listed = {c.node.name for c in admitted}
+        taken = next((c for c in options if c.node.name not in listed
+                      and any(found.values[c.node.name][key] - have[key] for key in lacking)
+                      and all(o.offering.price >= price for o in found.admitted([*group, c]))), None)
+        if taken is None:
+            return None
+        group.append(taken)
+
+
+def _holds(candidate: Candidate, chosen: Candidate) -> bool:
+    """Whether ``candidate``'s allocatable is at least ``chosen``'s in every resource."""
+    return all(candidate.node.allocatable.get(r, 0) >= amount for r, amount in chosen.node.allocatable.items())
 
 
 def _operating_systems(pool: NodePool, instance_type: InstanceType) -> list[str]:

@@ -11,7 +11,10 @@ Two forms hold the same content (docs/capacity.md):
   overhead (kube-reserved, system-reserved, eviction threshold) and the offerings' zone,
   capacity type, price per hour and availability spelled out.
 
-Prices are integers: billionths of the catalogue's currency per hour (:data:`PRICE_UNIT`).
+Prices are integers: billionths of the catalogue's currency per hour, read by
+``kube.price.parse_price`` (the one parser of prices). An offering's zone and capacity type and
+an instance type's name become label values and are checked as such; the same (instance type,
+zone, capacity type) offered twice is refused.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from kubeplace.kube.errors import (
@@ -37,13 +39,14 @@ from kubeplace.kube.karpenter import (
     OS_LABEL,
     ZONE_LABEL,
     check_label_key,
+    check_label_value,
     parse_limits,
 )
 from kubeplace.kube.node_selector import Requirement
+from kubeplace.kube.price import PRICE_UNIT as PRICE_UNIT
+from kubeplace.kube.price import Price, parse_price
 from kubeplace.kube.selectors import IN, OPERATORS, is_qualified_name
 
-PRICE_UNIT = 10**9
-"""Prices are held in billionths of the currency unit per hour: 0.0190032385536 -> 19003239."""
 DEFAULT_PODS = 110
 """What the kwok provider gives an instance type that does not say (``resource.MustParse("110")``)."""
 KWOK_GROUP = "karpenter.kwok.sh"
@@ -82,8 +85,7 @@ class Offering:
 
     zone: str
     capacity_type: str
-    price: int
-    """Billionths of the currency per hour (:data:`PRICE_UNIT`)."""
+    price: Price
     available: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
     """What a node bought this way is labelled with: zone, capacity type and any other
@@ -152,8 +154,8 @@ def parse_kwok_instance_type(raw: Mapping[str, Any], source: str = "") -> Instan
     capacity = {"pods": DEFAULT_PODS, **resources}
     cpu, memory = _raw_quantity(raw, "cpu"), _raw_quantity(raw, "memory")
     labels = {SIZE_LABEL: _kwok_size(name, cpu), FAMILY_LABEL: _kwok_family(name), CPU_LABEL: cpu, MEMORY_LABEL: memory}
-    offerings = tuple(_kwok_offering(expect_mapping(item, f"offerings[{i}]"), f"offerings[{i}]")
-                      for i, item in enumerate(expect_list(_get(raw, "offerings"), "offerings")))
+    offerings = _unique(tuple(_kwok_offering(expect_mapping(item, f"offerings[{i}]"), f"offerings[{i}]")
+                              for i, item in enumerate(expect_list(_get(raw, "offerings"), "offerings"))))
     return InstanceType(name=name, capacity=dict(sorted(capacity.items())),
                         architecture=_architecture(_get(raw, "architecture"), "architecture"),
                         operating_systems=_systems(_get(raw, "operatingSystems"), "operatingSystems"),
@@ -164,12 +166,10 @@ def parse_instance_type(raw: Mapping[str, Any], source: str = "") -> InstanceTyp
     """One entry of the YAML form (docs/capacity.md)."""
     name = _name(raw.get("name"))
     capacity = {"pods": DEFAULT_PODS, **_resources(raw.get("capacity"), "capacity")}
-    labels = expect_string_map(raw.get("labels"), "labels")
-    for key in labels:
-        check_label_key(key, f"labels.{key}")
+    labels = _labels(raw.get("labels"), "labels")
     overhead = expect_mapping(raw.get("overhead"), "overhead")
-    offerings = tuple(_offering(expect_mapping(item, f"offerings[{i}]"), f"offerings[{i}]")
-                      for i, item in enumerate(expect_list(raw.get("offerings"), "offerings")))
+    offerings = _unique(tuple(_offering(expect_mapping(item, f"offerings[{i}]"), f"offerings[{i}]")
+                              for i, item in enumerate(expect_list(raw.get("offerings"), "offerings"))))
     return InstanceType(
         name=name, capacity=dict(sorted(capacity.items())),
         architecture=_architecture(raw.get("architecture"), "architecture"),
@@ -191,7 +191,7 @@ def _kwok_offering(raw: Mapping[str, Any], at: str) -> Offering:
                              expected=f"a requirement {{key: {key}, operator: In, values: [one value]}}")
     _check_capacity_type(labels[CAPACITY_TYPE_LABEL], f"{at}.Requirements")
     # helpers.go setDefaultOptions: "make sure all the instance types are available"
-    return Offering(labels[ZONE_LABEL], labels[CAPACITY_TYPE_LABEL], _price(_get(raw, "price"), f"{at}.Price"),
+    return Offering(labels[ZONE_LABEL], labels[CAPACITY_TYPE_LABEL], parse_price(_get(raw, "price"), f"{at}.Price"),
                     True, dict(sorted(labels.items())))
 
 
@@ -200,12 +200,13 @@ def _offering(raw: Mapping[str, Any], at: str) -> Offering:
     capacity_type = expect_str(raw.get("capacityType"), f"{at}.capacityType")
     if not zone:
         raise InputError("Required value", field=f"{at}.zone")
+    check_label_value(zone, f"{at}.zone")
     _check_capacity_type(capacity_type, f"{at}.capacityType")
     available = raw.get("available", True)
     if not isinstance(available, bool):
         raise InputError(f"{available!r} is not a boolean", field=f"{at}.available", expected="true or false")
-    labels = expect_string_map(raw.get("labels"), f"{at}.labels")
-    return Offering(zone, capacity_type, _price(raw.get("pricePerHour"), f"{at}.pricePerHour"), available,
+    labels = _labels(raw.get("labels"), f"{at}.labels")
+    return Offering(zone, capacity_type, parse_price(raw.get("pricePerHour"), f"{at}.pricePerHour"), available,
                     dict(sorted({**labels, ZONE_LABEL: zone, CAPACITY_TYPE_LABEL: capacity_type}.items())))
 
 
@@ -218,29 +219,37 @@ def _offering_requirement(raw: Mapping[str, Any], at: str) -> Requirement:
         raise InputError(f"unknown operator {operator!r}", field=f"{at}.operator", expected=", ".join(OPERATORS))
     values = tuple(expect_str(v, f"{at}.values[{i}]") for i, v in enumerate(expect_list(_get(raw, "values"),
                                                                                          f"{at}.values")))
+    for index, value in enumerate(values):
+        check_label_value(value, f"{at}.values[{index}]")
     return Requirement(key, operator, values)
+
+
+def _labels(raw: object, field: str) -> dict[str, str]:
+    """Labels a node of the type registers with: keys a NodePool may use, valid label values."""
+    labels = expect_string_map(raw, field)
+    for key, value in labels.items():
+        check_label_key(key, f"{field}.{key}")
+        check_label_value(value, f"{field}.{key}")
+    return labels
+
+
+def _unique(offerings: tuple[Offering, ...]) -> tuple[Offering, ...]:
+    """The offerings, each (zone, capacity type) once: the same one at two prices is ambiguous."""
+    seen: dict[tuple[str, str], int] = {}
+    for index, offering in enumerate(offerings):
+        key = (offering.zone, offering.capacity_type)
+        if key in seen:
+            raise InputError(f"duplicate offering: zone {offering.zone}, capacity type {offering.capacity_type} is "
+                             f"offerings[{seen[key]}] too", field=f"offerings[{index}]",
+                             expected="each (zone, capacity type) offered once")
+        seen[key] = index
+    return offerings
 
 
 def _check_capacity_type(value: str, field: str) -> None:
     if value not in CAPACITY_TYPES:
         raise InputError(f"unknown capacity type {value!r}" if value else "Required value", field=field,
                          expected=" or ".join(CAPACITY_TYPES))
-
-
-def _price(raw: object, field: str) -> int:
-    """A price per hour, a number >= 0, as an integer of :data:`PRICE_UNIT`."""
-    if raw is None:
-        raise InputError("missing price", field=field, expected="a price per hour, a number >= 0")
-    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-        raise InputError(f"{raw!r} is not a number", field=field, expected="a price per hour, a number >= 0")
-    try:
-        exact = Decimal(str(raw))
-    except InvalidOperation:
-        raise InputError(f"{raw!r} is not a number", field=field, expected="a price per hour, a number >= 0") from None
-    if not exact.is_finite() or exact < 0:
-        raise InputError(f"negative price {raw}" if exact < 0 else f"{raw} is not a price", field=field,
-                         expected="a price per hour, a number >= 0")
-    return int((exact * PRICE_UNIT).to_integral_value())
 
 
 def _resources(raw: object, field: str) -> dict[str, int]:
@@ -268,7 +277,7 @@ def _name(raw: object) -> str:
     name = expect_str(raw, "name")
     if not name:
         raise InputError("Required value", field="name")
-    _check_value(name, "name")
+    check_label_value(name, "name")
     return name
 
 
@@ -276,21 +285,15 @@ def _architecture(raw: object, field: str) -> str:
     value = expect_str(raw, field)
     if not value:
         raise InputError("Required value", field=field, expected="amd64, arm64...")
-    _check_value(value, field)
+    check_label_value(value, field)
     return value
 
 
 def _systems(raw: object, field: str) -> tuple[str, ...]:
     systems = tuple(expect_str(v, f"{field}[{i}]") for i, v in enumerate(expect_list(raw, field)))
     for index, value in enumerate(systems):
-        _check_value(value, f"{field}[{index}]")
+        check_label_value(value, f"{field}[{index}]")
     return systems
-
-
-def _check_value(value: str, field: str) -> None:
-    """A value that becomes a label value (instance type name, architecture, OS)."""
-    if len(value) > 63 or not re.fullmatch(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", value):
-        raise InputError(f"Invalid value: {value!r}: not a valid label value", field=field)
 
 
 def _raw_quantity(raw: Mapping[str, Any], resource: str) -> str:

@@ -177,7 +177,7 @@ def _requirement(raw: Mapping[str, Any], at: str, node_claim: bool) -> tuple[Req
     raw_values = expect_list(raw.get("values"), f"{at}.values")
     values = tuple(expect_str(v, f"{at}.values[{i}]") for i, v in enumerate(raw_values))
     for index, value in enumerate(values):
-        _check_label_value(value, f"{at}.values[{index}]")
+        check_label_value(value, f"{at}.values[{index}]")
     if operator == IN and not values:
         raise InputError("requirements with operator 'In' must have a value defined", field=f"{at}.values")
     if operator in INTEGER_OPERATORS and (len(values) != 1 or not values[0].isdigit()):
@@ -208,7 +208,9 @@ def check_label_key(key: str, field: str, *, allow_nodepool: bool = False) -> No
         raise InputError(f'label "{HOSTNAME_LABEL}" is restricted', field=field)
 
 
-def _check_label_value(value: str, field: str) -> None:
+def check_label_value(value: str, field: str) -> None:
+    """A label value as the API server takes it: at most 63 characters, alphanumerics, '-', '_'
+    and '.', starting and ending alphanumeric (or empty)."""
     if len(value) > MAX_LABEL_VALUE or not _LABEL_VALUE.fullmatch(value):
         raise InputError(f"Invalid value: {value!r}: a valid label must be an empty string or consist of alphanumeric "
                          "characters, '-', '_' or '.', and must start and end with an alphanumeric character "
@@ -222,7 +224,7 @@ def template_labels(raw_metadata: object) -> dict[str, str]:
     for key, value in labels.items():
         field = f"spec.template.metadata.labels.{key}"
         check_label_key(key, field)
-        _check_label_value(value, field)
+        check_label_value(value, field)
     return labels
 
 

@@ -10,7 +10,9 @@ requests the pods planned on it plus its DaemonSet pods. It is also annotated
 requirements are the NodePool's, narrowed to exactly the chosen node: every label the candidate
 registers with (instance type, zone, capacity type, architecture, OS, family, size, the
 template's labels) becomes ``In [that value]``; a requirement on another label is kept as the
-NodePool has it.
+NodePool has it. With ``minValues`` in the NodePool, a key the candidate's alternatives
+(``kube.capacity.Candidate.alternatives``) vary on lists the chosen value first and theirs after,
+with its ``minValues``: no offering the claim then admits is cheaper than the chosen one.
 
 Karpenter launches a claim created this way (the kwok provider picks the cheapest offering its
 requirements admit: with one instance type, zone and capacity type, that one), registers the node
@@ -20,7 +22,7 @@ its startup taints are gone and its resources are registered: :func:`claim_state
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +79,8 @@ def node_claim(candidate: Candidate, planned_node: str, pods_requests: Mapping[s
     for resource, amount in candidate.daemon_overhead.items():
         requests[resource] = requests.get(resource, 0) + amount
     spec: dict[str, Any] = {
-        "requirements": claim_requirements(node_pool, {**candidate.node.labels, **labels}),
+        "requirements": claim_requirements(node_pool, {**candidate.node.labels, **labels},
+                                           [a.node.labels for a in candidate.alternatives]),
         "resources": {"requests": {r: quantity(r, a) for r, a in sorted(requests.items())}},
         "expireAfter": node_pool.expire_after,
     }
@@ -98,18 +101,25 @@ def node_claim(candidate: Candidate, planned_node: str, pods_requests: Mapping[s
     }
 
 
-def claim_requirements(node_pool: NodePool, labels: Mapping[str, str]) -> list[dict[str, Any]]:
-    """The NodePool's requirements narrowed to the node of ``labels``: one ``In [value]`` per
-    label it registers with (but the hostname), then the NodePool's requirements on other labels
+def claim_requirements(node_pool: NodePool, labels: Mapping[str, str],
+                       alternatives: Sequence[Mapping[str, str]] = ()) -> list[dict[str, Any]]:
+    """The NodePool's requirements narrowed to the node of ``labels``: one ``In`` per label it
+    registers with (but the hostname), its value first, then the values of the ``alternatives``
+    (the labels of the other nodes the claim admits to keep the NodePool's ``minValues``, which
+    the requirement on a key with one carries); then the NodePool's requirements on other labels
     as they are (with their ``minValues``)."""
     pinned = {key: value for key, value in labels.items() if key not in NOT_CARRIED}
-    out: list[dict[str, Any]] = [{"key": key, "operator": IN, "values": [value]}
-                                 for key, value in sorted(pinned.items())]
+    out: list[dict[str, Any]] = []
+    for key, value in sorted(pinned.items()):
+        values = [value, *sorted({other[key] for other in alternatives if key in other} - {value})]
+        item: dict[str, Any] = {"key": key, "operator": IN, "values": values}
+        if key in node_pool.min_values:
+            item["minValues"] = node_pool.min_values[key]
+        out.append(item)
     for requirement in node_pool.requirements:
         if requirement.key in pinned:
             continue
-        item: dict[str, Any] = {"key": requirement.key, "operator": requirement.operator,
-                                "values": list(requirement.values)}
+        item = {"key": requirement.key, "operator": requirement.operator, "values": list(requirement.values)}
         if requirement.key in node_pool.min_values:
             item["minValues"] = node_pool.min_values[requirement.key]
         out.append(item)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kubeplace.kube.capacity import Candidate, candidate_nodes
+from kubeplace.kube.capacity import Candidate, candidate_nodes, unused_pools
 from kubeplace.kube.catalogue import InstanceType
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.karpenter import HOSTNAME_LABEL, check_limits
@@ -31,7 +31,7 @@ from kubeplace.models.problem import Assignment
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.pipeline import Planned, make_plan, with_stand_ins
 from kubeplace.plan.plan import NewNode, Provision
-from kubeplace.plan.provision_items import items_of, offers_of, pool_room, template_node
+from kubeplace.plan.provision_items import items_of, offers_of, pool_room, template_node, with_companions
 from kubeplace.solver.cutting_stock import Bin
 from kubeplace.solver.cutting_stock_columns import provision
 from kubeplace.solver.run import Event
@@ -85,6 +85,7 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
     started = time.monotonic()
     budget = settings.time_limit
     candidates = candidate_nodes(snapshot.node_pools, catalogue, snapshot.daemon_pods)
+    unused = tuple(unused_pools(snapshot.node_pools, catalogue))
     planned: Planned | None = None
     if snapshot.nodes:
         stage_a = replace(settings, time_limit=budget * STAGE_SHARES[0], stop_when_placed=True)
@@ -122,7 +123,7 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
                 planned, added = trimmed, kept
     left_over = budget - (time.monotonic() - started)
     planned = _objective_pass(snapshot, planned, added, config, profile, settings, left_over)
-    return _with_provision(planned, added, first, reasons, rounds)
+    return _with_provision(planned, added, first, reasons, rounds, unused)
 
 
 def with_later(intended: Sequence[tuple[str, str]], later: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -164,23 +165,30 @@ def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tupl
     nodes = (*snapshot.nodes, *added.nodes)
     placed = {} if planned is None else {(p.namespace, p.name): p.node for p in planned.plan.placements}
     templates = [template_node(c) for c in candidates]
+    named = {t.name for t in templates}
+    spare = {a.node.name: a for c in candidates for a in c.alternatives if a.node.name not in named}
+    companion_nodes = {name: template_node(a) for name, a in spare.items()}
     pending = tuple(pod for pod in snapshot.pending if (pod.namespace, pod.name) in left)
     now_bound = tuple(replace(pod, node_name=placed[(pod.namespace, pod.name)]) for pod in snapshot.pending
                       if (pod.namespace, pod.name) in placed)
-    shaped = replace(snapshot, nodes=(*nodes, *templates), pending=pending, bound=(*snapshot.bound, *now_bound),
-                     reserved=())
+    shaped = replace(snapshot, nodes=(*nodes, *templates, *companion_nodes.values()), pending=pending,
+                     bound=(*snapshot.bound, *now_bound), reserved=())
     plugins = instantiate(config, profile, shaped)
     planning = plugins.defaulted(with_stand_ins(shaped))
     agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
     p = agg.problem
     index = {name: i for i, name in enumerate(p.node_names)}
     columns = np.array([index[t.name] for t in templates], dtype=np.int64)
+    companions = [np.array([index[a.node.name] for a in c.alternatives], dtype=np.int64) for c in candidates]
     room = pool_room(snapshot.node_pools, snapshot.node_claims, snapshot.nodes, added.bought)
     offers = offers_of(candidates, p, columns, snapshot.node_pools, room)
-    item_set = items_of(agg, columns, candidates, offers)
+    item_set = items_of(agg, columns, candidates, offers, companions)
     result = provision(item_set.items, offers, seconds)
     after = After.of(p, Assignment.empty())
-    reasons = {planning.pending[m].key: _unhostable_reason(agg, c, columns, candidates, after)
+    everyone = (*candidates, *spare.values())
+    every_column = np.array([*columns.tolist(), *(index[name] for name in spare)], dtype=np.int64)
+    reasons = {planning.pending[m].key: _unhostable_reason(agg, c, (columns, companions), candidates,
+                                                           (every_column, everyone), after)
                for c in item_set.unhostable for m in p.members[c]}
     new_nodes, bought = list(added.nodes), list(added.bought)
     names = {n.name for n in nodes}
@@ -197,14 +205,27 @@ def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tupl
                   result.greedy_cost, result.status, reasons)
 
 
-def _unhostable_reason(agg: Aggregation, c: int, columns: np.ndarray, candidates: Sequence[Candidate],
+def _unhostable_reason(agg: Aggregation, c: int, offered: tuple[np.ndarray, Sequence[np.ndarray]],
+                       candidates: Sequence[Candidate], every: tuple[np.ndarray, Sequence[Candidate]],
                        after: After) -> str:
-    """Why no new node can host class ``c``: the NodePools whose nodes could are at their limits,
-    or the kube-scheduler's message over the existing nodes and the templates."""
-    hosts = np.nonzero(agg.problem.eligible[c, columns])[0]
+    """Why no new node can host class ``c``: the NodePools whose nodes could are at their limits;
+    their minValues are not met among the instance types compatible with it (it fits some
+    template, candidates' and their alternatives' alike, but no candidate with all of its
+    alternatives); or the kube-scheduler's message over the existing nodes and the templates.
+    ``offered`` is the candidates' columns and their companions' (``items_of``), ``every`` the
+    columns of every template and whose they are."""
+    eligible = agg.problem.eligible
+    hosts = np.nonzero(with_companions(eligible, *offered)[c])[0]
     if len(hosts):
         pools = ", ".join(sorted({candidates[k].node_pool.name for k in hosts.tolist()}))
         return f"no new node can host it: the NodePools whose nodes could ({pools}) are at their spec.limits"
+    columns, owners = every
+    single = [owners[k] for k in np.nonzero(eligible[c, columns])[0].tolist()]
+    minded = sorted({o.node_pool.name for o in single if o.node_pool.min_values})
+    if minded:
+        keys = sorted({key for o in single for key in o.node_pool.min_values})
+        return (f"no new node can host it: pod didn’t schedule because NodePool couldn’t meet minValues requirements, "
+                f"minValues requirement is not met for label(s) {keys} (NodePool {', '.join(minded)})")
     return f"no new node can host it: {explain(agg, c, after)}"
 
 
@@ -238,7 +259,9 @@ def _materialised(candidate: Candidate, names: set[str]) -> Node:
 
 
 def _with_provision(planned: Planned, added: _Added, first: _Round | None, reasons: dict[str, str],
-                    rounds: int) -> Planned:
+                    rounds: int, unused: tuple[str, ...]) -> Planned:
+    """The plan with its provisioning summary; each pod left out says why, and why each NodePool
+    not used (``unused``: static, or minValues the catalogue cannot meet) is not."""
     plan = planned.plan
     pods_on: dict[str, list[str]] = {}
     for p in plan.placements:
@@ -254,7 +277,12 @@ def _with_provision(planned: Planned, added: _Added, first: _Round | None, reaso
         bound = None if first.bound is None or missed else min(cost, int(first.bound))
     greedy_cost = 0 if first is None else first.greedy_cost
     status = "optimal" if first is None else first.status
-    unplaced = tuple(replace(u, reasons=(*u.reasons, reasons[f"{u.namespace}/{u.name}"]))
-                     if f"{u.namespace}/{u.name}" in reasons else u for u in plan.unplaced)
+    unplaced = tuple(u if u.left_to_default_scheduler else
+                     replace(u, reasons=(*u.reasons, *_at(reasons, f"{u.namespace}/{u.name}"), *unused))
+                     for u in plan.unplaced)
     provision_summary = Provision(nodes, cost, bound, greedy_cost, status, rounds, added.nodes)
     return replace(planned, plan=replace(plan, unplaced=unplaced, provision=provision_summary))
+
+
+def _at(reasons: dict[str, str], key: str) -> tuple[str, ...]:
+    return (reasons[key],) if key in reasons else ()

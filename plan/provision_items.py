@@ -14,6 +14,9 @@ Inter-pod rules across nodes become:
   for it cost least;
 * required anti-affinity of a class with itself, or a spread, over a key each template holds
   alone (the hostname): at most one pod (``maxSkew`` pods) of the class per new node;
+* NodePool ``minValues``: a class may use an offer only when it is eligible on the offer's
+  alternatives too (``kube.capacity.Candidate.alternatives``: the other instance types the
+  NodeClaim lists), as Karpenter keeps minValues among the instance types compatible with a pod;
 * NodePool weight: a class's items may use only the offers of the highest-weight NodePools that
   have an offer able to host it and room under their limits for one more node (Karpenter tries
   NodePools by decreasing weight); pods a NodePool's limits leave out go to the next one in the
@@ -85,12 +88,14 @@ def pool_room(pools: Sequence[NodePool], claims: Sequence[NodeClaim], nodes: Seq
             for pool in pools if pool.limits}
 
 
-def items_of(agg: Aggregation, columns: IntArray, candidates: Sequence[Candidate], offers: Offers) -> ItemSet:
-    """The classes of ``agg`` as items over the template columns (see the module's text)."""
+def items_of(agg: Aggregation, columns: IntArray, candidates: Sequence[Candidate], offers: Offers,
+             companions: Sequence[IntArray] = ()) -> ItemSet:
+    """The classes of ``agg`` as items over the template columns (see the module's text);
+    ``companions[j]`` are the columns of offer j's alternatives (none without minValues)."""
     p = agg.problem
     allowed = offers.within_room(offers.room)  # a NodePool at its limits launches nothing: the next one does
     weights = np.array([c.node_pool.weight for c in candidates], dtype=np.int64)
-    eligible = _by_weight(p.eligible[:, columns] & allowed[None, :], weights)
+    eligible = _by_weight(with_companions(p.eligible, columns, companions) & allowed[None, :], weights)
     most = _most_per_node(p, columns)
     unhostable = tuple(c for c in range(p.n_classes) if not eligible[c].any())
     shares: dict[int, list[tuple[int, int]]] = {c: [(-1, int(p.count[c]))] for c in range(p.n_classes)}
@@ -123,6 +128,16 @@ def items_of(agg: Aggregation, columns: IntArray, candidates: Sequence[Candidate
                   p.weight[cls_array], most[cls_array],
                   np.array(rows, dtype=np.bool_).reshape(len(cls), len(columns)))
     return ItemSet(items, cls_array, np.array(pinned, dtype=np.int64), unhostable)
+
+
+def with_companions(eligible: BoolArray, columns: IntArray, companions: Sequence[IntArray]) -> BoolArray:
+    """(K, J) each class's eligibility on the offers at ``columns``, and on all of each offer's
+    companion columns."""
+    out = eligible[:, columns].copy()
+    for j, others in enumerate(companions):
+        if len(others):
+            out[:, j] &= eligible[:, others].all(axis=1)
+    return out
 
 
 def _by_weight(eligible: BoolArray, weight: IntArray) -> BoolArray:

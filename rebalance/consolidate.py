@@ -41,7 +41,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -51,6 +50,7 @@ from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.karpenter import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
 from kubeplace.kube.objects import Node, NodePool, Pod
+from kubeplace.kube.price import parse_price
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.models.linear import INF
 from kubeplace.plan.pipeline import make_plan
@@ -119,22 +119,15 @@ class Consolidation:
                 "notes": list(self.notes)}
 
 
-def parse_price(text: str, where: str) -> int:
-    """A price per hour as written (``"0.0434"``) in billionths; InputError naming ``where``."""
-    try:
-        value = Decimal(text.strip())
-    except InvalidOperation:
-        value = Decimal(-1)
-    if not value.is_finite() or value < 0:
-        raise InputError(f"{text!r} is not a price per hour", field=where, expected="a non-negative number")
-    return int(value * PRICE_UNIT)
-
-
 def node_price(node: Node, annotations: Mapping[str, str], catalogue: Sequence[InstanceType]) -> tuple[int | None, str]:
     """The node's price per hour (billionths) and how it was found, or None and why not."""
     if PRICE_ANNOTATION in annotations:
-        return parse_price(annotations[PRICE_ANNOTATION], f"node {node.name}: metadata.annotations"
-                                                          f"[{PRICE_ANNOTATION}]"), f"annotation {PRICE_ANNOTATION}"
+        field = f"metadata.annotations[{PRICE_ANNOTATION}]"
+        try:
+            price = parse_price(annotations[PRICE_ANNOTATION], field, text=True)
+        except InputError as error:
+            raise error.located(file=node.source or "the cluster", obj=f"Node {node.name}") from None
+        return price, f"annotation {PRICE_ANNOTATION}"
     labels = [node.labels.get(key, "") for key in (INSTANCE_TYPE_LABEL, ZONE_LABEL, CAPACITY_TYPE_LABEL)]
     missing = [key for key, value in zip((INSTANCE_TYPE_LABEL, ZONE_LABEL, CAPACITY_TYPE_LABEL), labels, strict=True)
                if not value]

@@ -16,8 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubeplace.kube.catalogue import parse_catalogue
 from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
 from kubeplace.kube.objects import GPU
+from kubeplace.kube.price import PRICE_UNIT
 
 ZONES = ("test-zone-a", "test-zone-b", "test-zone-c")
 SPOT_FRACTION = {"test-zone-a": 0.38, "test-zone-b": 0.42, "test-zone-c": 0.46}
@@ -66,13 +68,10 @@ def catalogue() -> list[dict[str, Any]]:
 
 
 def prices(types: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], float]:
-    """(instance type, zone, capacity type) -> price per hour, from a kwok catalogue."""
-    found = {}
-    for instance_type in types:
-        for offering in instance_type["offerings"]:
-            values = {r["key"]: r["values"][0] for r in offering["Requirements"]}
-            found[(instance_type["name"], values[ZONE_LABEL], values[CAPACITY_TYPE_LABEL])] = float(offering["Price"])
-    return found
+    """(instance type, zone, capacity type) -> price per hour, from a kwok catalogue read as
+    ``plan --provision`` reads it (``kube.catalogue``, its prices through ``kube.price``)."""
+    return {(t.name, o.zone, o.capacity_type): o.price / PRICE_UNIT
+            for t in parse_catalogue(list(types), "the capacity bench's catalogue") for o in t.offerings}
 
 
 def node_pool(name: str, families: Sequence[str], capacity_types: Sequence[str], *, weight: int = 0,

@@ -88,3 +88,21 @@ def test_waiting_ends_when_each_claim_is_initialized_gone_or_out_of_time(monkeyp
     assert [a.node for a in arrivals] == ["kwok-a", "", ""]
     assert arrivals[1].note.startswith("Karpenter deleted NodeClaim general-b without launching it")
     assert arrivals[2].note == "not ready after 0.2s: NodeClaim general-c not initialized (NodeNotReady)"
+
+
+def test_the_claim_of_a_planned_node_carries_its_node_pools_min_values() -> None:
+    """``--apply`` builds the claim of a planned node from the candidate the plan bought it as,
+    alternatives included: the NodePool's minValues on the instance type is kept, with the
+    planned (cheapest) type first."""
+    from kubeplace.kube.node_claims import PoolIdentity, node_claim
+    from tests.plan.test_provision import INSTANCE_TYPE, TWO_TYPES, node_pool, provisioned, web
+
+    two = node_pool("two", requirements=[{"key": INSTANCE_TYPE, "operator": "In", "values": ["small", "large"],
+                                          "minValues": 2}])
+    planned = provisioned(two, web("w0"), types=TWO_TYPES)
+    assert planned.plan.provision is not None
+    (new,) = planned.plan.provision.nodes
+    claim = node_claim(provision_apply.bought_as(new, snapshot_of(two, web("w0")), TWO_TYPES), new.name,
+                       {"cpu": 1500}, PoolIdentity("uid", {}))
+    (requirement,) = [r for r in claim["spec"]["requirements"] if r["key"] == INSTANCE_TYPE]
+    assert requirement == {"key": INSTANCE_TYPE, "operator": "In", "values": ["small", "large"], "minValues": 2}

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
-from kubeplace.kube.capacity import admitted_offerings, candidate_node, candidate_nodes
+from kubeplace.kube.capacity import admitted_offerings, candidate_node, candidate_nodes, unused_pools
 from kubeplace.kube.catalogue import (
     CPU_LABEL,
     FAMILY_LABEL,
@@ -332,6 +332,53 @@ def test_one_candidate_per_node_pool_instance_type_zone_and_capacity_type_heavie
                      ("a-on-demand", "c-2x-amd64-linux", "z1", "on-demand"),
                      ("a-on-demand", "c-2x-amd64-linux", "z2", "on-demand"),
                      ("a-on-demand", "m-8x-arm64-linux", "z1", "on-demand")]
+
+
+def test_a_static_node_pool_has_no_candidate() -> None:
+    """Karpenter's provisioner filters static NodePools (``spec.replicas``) out before scheduling."""
+    static = parse_node_pool(node_pool("fixed", replicas=3))
+    dynamic = parse_node_pool(node_pool("dynamic", req("kubernetes.io/arch", "In", "arm64")))
+    assert static.replicas == 3 and candidate_nodes([static], catalogue()) == []
+    assert {c.node_pool.name for c in candidate_nodes([static, dynamic], catalogue())} == {"dynamic"}
+    assert unused_pools([static, dynamic], catalogue()) == [
+        "NodePool fixed is not used: it is static (spec.replicas), and Karpenter's provisioner launches no node for it"]
+
+
+def families() -> list[InstanceType]:
+    """Two families, c dearer than m per zone in z2 only."""
+    return parse_catalogue([
+        kwok_type("c-2x-amd64-linux", "2", "4Gi", kwok_offering("z1", "on-demand", 0.04),
+                  kwok_offering("z2", "on-demand", 0.06)),
+        kwok_type("m-2x-amd64-linux", "2", "8Gi", kwok_offering("z1", "on-demand", 0.05),
+                  kwok_offering("z2", "on-demand", 0.05)),
+        kwok_type("m-4x-amd64-linux", "4", "16Gi", kwok_offering("z1", "on-demand", 0.1)),
+    ], "types.json")
+
+
+def test_min_values_the_catalogue_cannot_meet_leaves_the_node_pool_unused() -> None:
+    three = parse_node_pool(node_pool("three", req(FAMILY_LABEL, "In", "c", "m", "r", minValues=3)))
+    assert candidate_nodes([three], families()) == []
+    assert unused_pools([three], families()) == [
+        "NodePool three is not used: NodePool requirements filtered out all compatible available instance types due "
+        f"to minValues incompatibility (minValues requirement is not met for label(s) ['{FAMILY_LABEL}'])"]
+    undefined = parse_node_pool(node_pool("rack", req("example.com/rack", "Exists", minValues=1)))
+    assert candidate_nodes([undefined], families()) == [] and len(unused_pools([undefined], families())) == 1
+
+
+def test_min_values_gives_each_candidate_dearer_alternatives_and_their_least_room() -> None:
+    """Each candidate keeps two families among what its NodeClaim admits, all dearer than itself
+    (so that the provider still launches it); the dearest have none and are left out; the node's
+    allocatable is the least of the candidate's and its alternatives'."""
+    pool = parse_node_pool(node_pool("two", req(FAMILY_LABEL, "In", "c", "m", minValues=2)))
+    assert unused_pools([pool], families()) == []
+    found = {(c.instance_type.name, c.offering.zone): [(a.instance_type.name, a.offering.zone) for a in c.alternatives]
+             for c in candidate_nodes([pool], families())}
+    assert found == {("c-2x-amd64-linux", "z1"): [("m-2x-amd64-linux", "z1")],
+                     ("m-2x-amd64-linux", "z2"): [("c-2x-amd64-linux", "z2")]}
+    cheap = next(c for c in candidate_nodes([pool], families()) if c.instance_type.name.startswith("c"))
+    assert cheap.node.allocatable == cheap.instance_type.allocatable()  # m-2x holds more of everything
+    roomy = next(c for c in candidate_nodes([pool], families()) if c.instance_type.name.startswith("m"))
+    assert roomy.node.allocatable["memory"] == 4 * GI - 10 * MI  # c-2x's
 
 
 def daemon_set(name: str, template: dict[str, Any]) -> dict[str, Any]:

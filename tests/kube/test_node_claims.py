@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
-from kubeplace.kube.capacity import Candidate, candidate_node
+from kubeplace.kube.capacity import Candidate, candidate_node, candidate_nodes
 from kubeplace.kube.catalogue import parse_catalogue
 from kubeplace.kube.karpenter import parse_node_claim, parse_node_pool
 from kubeplace.kube.node_claims import PoolIdentity, claim_state, node_claim
@@ -31,7 +31,7 @@ NODE_POOL: dict[str, Any] = {
             "expireAfter": "24h",
             "requirements": [
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
-                {"key": "karpenter.kwok.sh/instance-family", "operator": "In", "values": ["c", "m"], "minValues": 2},
+                {"key": "karpenter.kwok.sh/instance-family", "operator": "In", "values": ["c", "m"], "minValues": 1},
                 {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["zone-c"]},
                 {"key": "example.com/rack", "operator": "Exists"},
                 {"key": "tier", "operator": "In", "values": ["gold"]}]}}}}
@@ -88,7 +88,8 @@ def test_requirements_are_narrowed_to_the_chosen_type_zone_and_capacity_type() -
     assert pinned["karpenter.kwok.sh/instance-family"] == ["c"]
     assert pinned["kubernetes.io/arch"] == ["amd64"] and pinned["kubernetes.io/os"] == ["linux"]
     assert pinned["team"] == ["ml"] and pinned["tier"] == ["gold"]
-    assert all("minValues" not in r for r in requirements.values() if r["key"] in pinned)
+    assert requirements["karpenter.kwok.sh/instance-family"]["minValues"] == 1
+    assert all("minValues" not in r for r in requirements.values() if r["key"] != "karpenter.kwok.sh/instance-family")
     # a requirement on a label the node does not get from its type or offering stays as the NodePool has it
     assert requirements["example.com/rack"] == {"key": "example.com/rack", "operator": "Exists", "values": []}
     assert "kubernetes.io/hostname" not in requirements
@@ -162,3 +163,33 @@ def test_bind_of_a_plan_with_new_nodes_says_it_needs_apply(tmp_path: Path) -> No
     assert result.stderr.strip().splitlines() == [
         f"error: {plan}: provision: the plan adds new nodes, which bind cannot create: bind it with "
         "`kubeplace plan --provision --apply`"]
+
+
+def test_min_values_is_carried_with_the_alternatives_the_chosen_node_stays_the_cheapest() -> None:
+    """A NodePool keeping two families: the claim of the cheap c node lists the m type beside it
+    (the chosen first, as the kwok provider takes the first of equal price), with minValues on
+    the family; every offering it admits is dearer, so the provider launches the planned node;
+    the claim passes Karpenter's rules (minValues no more than the values)."""
+    pool = parse_node_pool({**NODE_POOL, "spec": {"template": {"spec": {
+        "nodeClassRef": NODE_POOL["spec"]["template"]["spec"]["nodeClassRef"],
+        "requirements": [{"key": "karpenter.kwok.sh/instance-family", "operator": "In", "values": ["c", "m"],
+                          "minValues": 2}]}}}})
+    types = parse_catalogue([
+        {"name": name, "architecture": "amd64", "operatingSystems": ["linux"],
+         "resources": {"cpu": "4", "memory": memory}, "offerings": [{"Price": price, "Requirements": [
+             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}]}
+        for name, memory, price in (("c-4x-amd64-linux", "8Gi", 0.08), ("m-4x-amd64-linux", "16Gi", 0.1))],
+        "instance_types.json")
+    (cheap,) = candidate_nodes([pool], types)
+    claim = node_claim(cheap, "general-1", {"cpu": 1000}, PoolIdentity("uid-1", {}))
+    requirements = {r["key"]: r for r in claim["spec"]["requirements"]}
+    assert requirements["karpenter.kwok.sh/instance-family"] == {
+        "key": "karpenter.kwok.sh/instance-family", "operator": "In", "values": ["c", "m"], "minValues": 2}
+    assert requirements["node.kubernetes.io/instance-type"]["values"] == ["c-4x-amd64-linux", "m-4x-amd64-linux"]
+    assert requirements["topology.kubernetes.io/zone"]["values"] == ["zone-a"]
+    read = parse_node_claim({**claim, "metadata": {**claim["metadata"], "name": "general-x"}}, "claim")
+    assert len(read.requirements) == len(claim["spec"]["requirements"])
+    launched = min((t for t in types if t.name in requirements["node.kubernetes.io/instance-type"]["values"]),
+                   key=lambda t: min(o.price for o in t.offerings))
+    assert launched.name == cheap.instance_type.name

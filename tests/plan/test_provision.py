@@ -340,3 +340,60 @@ def test_an_answer_placing_more_pods_of_a_class_than_it_has_is_a_clear_error() -
     three = Assignment(np.array([0]), np.array([0]), np.array([3]))
     with pytest.raises(InconsistentAnswer, match="places 3 pods of the class of default/p0, which has 2"):
         pods_per_node(planned.aggregation, three, snapshot.pending)
+
+
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+TWO_TYPES = catalogue(instance_type("small", 2, 8, offering("a", 0.1)),
+                      instance_type("large", 8, 32, offering("a", 0.4)))
+
+
+def static(name: str, replicas: int = 2) -> Manifest:
+    pool = node_pool(name)
+    pool["spec"]["replicas"] = replicas
+    return pool
+
+
+def test_a_static_node_pool_is_never_offered() -> None:
+    """Karpenter's provisioner leaves static NodePools out: the pods go to the dynamic one, dearer
+    as it is, and with only a static NodePool they stay pending, saying why."""
+    dynamic = node_pool("dynamic", requirements=[{"key": INSTANCE_TYPE, "operator": "In", "values": ["large"]}])
+    planned = provisioned(static("fixed"), dynamic, *(web(f"w{i}") for i in range(3)), types=TWO_TYPES)
+    provision = planned.plan.provision
+    assert provision is not None and planned.plan.summary.pods_placed == 3
+    assert {(n.node_pool, n.instance_type) for n in provision.nodes} == {("dynamic", "large")}
+    alone = provisioned(static("fixed"), web("w0"), types=TWO_TYPES)
+    assert alone.plan.provision is not None and alone.plan.provision.nodes == ()
+    (w0,) = alone.plan.unplaced
+    assert ("NodePool fixed is not used: it is static (spec.replicas), and Karpenter's provisioner launches no node "
+            "for it") in w0.reasons, w0.reasons
+
+
+def test_min_values_the_catalogue_cannot_meet_leaves_the_node_pool_unused_with_karpenters_words() -> None:
+    three = node_pool("three", requirements=[{"key": INSTANCE_TYPE, "operator": "In",
+                                              "values": ["small", "large", "huge"], "minValues": 3}])
+    planned = provisioned(three, web("w0"), types=TWO_TYPES)
+    assert planned.plan.provision is not None and planned.plan.provision.nodes == ()
+    (w0,) = planned.plan.unplaced
+    assert ("NodePool three is not used: NodePool requirements filtered out all compatible available instance types "
+            f"due to minValues incompatibility (minValues requirement is not met for label(s) ['{INSTANCE_TYPE}'])"
+            in w0.reasons), w0.reasons
+
+
+def test_min_values_met_buys_the_cheapest_type_with_room_for_its_alternative() -> None:
+    """Two instance types kept: the small nodes (the large one their alternative) are bought, each
+    packed as the small type holds; a pod that asks for the small type alone, or one only the large
+    type holds, has fewer than two types compatible and stays pending with Karpenter's words."""
+    two = node_pool("two", requirements=[{"key": INSTANCE_TYPE, "operator": "In", "values": ["small", "large"],
+                                          "minValues": 2}])
+    planned = provisioned(two, *(web(f"w{i}") for i in range(3)), types=TWO_TYPES)
+    provision = planned.plan.provision
+    assert provision is not None and [n.instance_type for n in provision.nodes] == ["small"] * 3
+    assert planned.plan.summary.pods_placed == 3 and provision.cost == provision.bound == int(0.3 * PRICE_UNIT)
+    only_small = web("only-small").selector(INSTANCE_TYPE, "small")
+    refused = provisioned(two, only_small, web("big", "5"), types=TWO_TYPES)
+    assert refused.plan.provision is not None and refused.plan.provision.nodes == ()
+    words = ("no new node can host it: pod didn’t schedule because NodePool couldn’t meet minValues requirements, "
+             f"minValues requirement is not met for label(s) ['{INSTANCE_TYPE}'] (NodePool two)")
+    unplaced = {u.name: u.reasons for u in refused.plan.unplaced}
+    assert set(unplaced) == {"only-small", "big"}
+    assert words in unplaced["only-small"] and words in unplaced["big"], unplaced
