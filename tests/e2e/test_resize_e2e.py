@@ -1,7 +1,8 @@
 """In-place pod resize against the real kube-scheduler: a running pod counts what its status says.
 
 A pod runs on a kwok node of 16 CPUs; it is resized through the ``resize`` subresource, and what a
-kubelet would report is written through the ``status`` subresource
+kubelet would report is written through the ``status`` subresource (before the resize too: the API
+server resizes only a pod whose running containers report ``resources``)
 (``status.containerStatuses[].resources`` and ``allocatedResources``, the conditions
 ``PodResizeInProgress`` / ``PodResizePending``). kwok's ``pod-ready`` stage only touches a pod
 that is Pending or not Ready, so once it has made the pod Running and Ready it leaves the status
@@ -11,7 +12,9 @@ written here alone (checked: the status is read back before anything is schedule
   if the status is ignored; the kube-scheduler refuses it, and so does kubeplace (its plan leaves
   the pod out, its verifier refuses the placement). Once the kubelet reports 2, both take it.
 - spec raised from 2 to 18 CPUs, Infeasible, the container running with 2: three pods of 4 CPUs
-  fit beside it; the kube-scheduler binds all three, and kubeplace places all three.
+  fit beside it; the kube-scheduler binds all three, and kubeplace places all three. (The API
+  server refuses a resize beyond the node's allocatable, so the node has 20 CPUs when it is asked
+  and 16 when the kubelet finds it Infeasible, as after a kubelet restart with more reserved.)
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ def test_room_the_kubelet_still_holds_is_refused_by_both(
     core = client.CoreV1Api(admin_api)
     with kwok_nodes(core, namespace, {"n": {"cpu": "16"}}) as (node,):
         start_running(core, api, namespace, "shrinking", node, cpu="8")
+        report(api, namespace, "shrinking", "8", None)  # the API server resizes only a pod whose node reports it
         resize(api, namespace, "shrinking", cpu="2")
         report(api, namespace, "shrinking", "8", {"type": "PodResizeInProgress"})
 
@@ -159,9 +163,13 @@ def test_an_infeasible_resize_leaves_the_room_it_does_not_take_to_both(
     control_plane: cp.ControlPlane, admin_api: client.ApiClient, api: ApiHttp, namespace: str, scheduler: None
 ) -> None:
     core = client.CoreV1Api(admin_api)
-    with kwok_nodes(core, namespace, {"n": {"cpu": "16"}}) as (node,):
+    with kwok_nodes(core, namespace, {"n": {"cpu": "20"}}) as (node,):
         start_running(core, api, namespace, "refused", node, cpu="2")
-        resize(api, namespace, "refused", cpu="18")
+        report(api, namespace, "refused", "2", None)
+        resize(api, namespace, "refused", cpu="18")  # admitted: within the node's 20 CPUs
+        # the kubelet restarts with more reserved before it acts on the resize: 16 CPUs, Infeasible
+        sixteen = {"cpu": "16"}
+        api.request("PATCH", f"/api/v1/nodes/{node}/status", {"status": {"allocatable": sixteen, "capacity": sixteen}})
         report(api, namespace, "refused", "2", {"type": "PodResizePending", "reason": "Infeasible",
                                                 "message": "Node didn't have enough capacity: cpu, requested: 18000, "
                                                            "capacity: 16000"})
