@@ -34,7 +34,7 @@ from kubeplace.plan.plan import Placement
 from kubeplace_bench.controlplane import ApiHttp
 
 from . import controlplane as cp
-from .test_bind_e2e import SCHEDULER, create_pods, kwok_nodes, pod_manifest
+from .test_bind_e2e import OWNER_LABEL, SCHEDULER, create_pods, kwok_nodes, pod_manifest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -59,9 +59,12 @@ def pod_path(namespace: str, name: str, subresource: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}" + (f"/{subresource}" if subresource else "")
 
 
-def start_running(core: client.CoreV1Api, api: ApiHttp, namespace: str, name: str, node: str, cpu: str) -> None:
-    """A pod bound to ``node`` at creation, once kwok reports it Running and Ready."""
-    create_pods(core, namespace, [pod_manifest(name, namespace, cpu=cpu, node=node, scheduler=DEFAULT_SCHEDULER)])
+def start_running(core: client.CoreV1Api, api: ApiHttp, namespace: str, name: str, node: str, cpu: str,
+                  spec: Mapping[str, Any] | None = None) -> None:
+    """A pod bound to ``node`` at creation (its app container asking ``cpu``, more of its spec in
+    ``spec``), once kwok reports it Running and Ready."""
+    create_pods(core, namespace, [pod_manifest(name, namespace, cpu=cpu, node=node, scheduler=DEFAULT_SCHEDULER,
+                                               spec=spec)])
 
     def ready() -> bool:
         status = api.request("GET", pod_path(namespace, name)).get("status") or {}
@@ -79,15 +82,22 @@ def resize(api: ApiHttp, namespace: str, name: str, cpu: str) -> None:
     api.request("PUT", pod_path(namespace, name, "resize"), pod)
 
 
-def report(api: ApiHttp, namespace: str, name: str, cpu: str, condition: Mapping[str, str] | None) -> None:
-    """What the kubelet would write: the container runs with and was admitted with ``cpu``; the
-    resize conditions replaced by ``condition``."""
+def report(api: ApiHttp, namespace: str, name: str, cpu: str | Mapping[str, str],
+           condition: Mapping[str, str] | None, pod_level: str = "") -> None:
+    """What the kubelet would write: each container (by name, init containers too, or every one
+    for a single ``cpu``) runs with and was admitted with that many CPUs, the pod as a whole with
+    ``pod_level`` if given; the resize conditions replaced by ``condition``."""
     pod = api.request("GET", pod_path(namespace, name))
     status = pod["status"]
-    memory = pod["spec"]["containers"][0]["resources"]["requests"]["memory"]
-    for entry in status["containerStatuses"]:
-        entry["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
-        entry["allocatedResources"] = {"cpu": cpu, "memory": memory}
+    memory = "64Mi"  # every container's memory request here
+    cpus = cpu if isinstance(cpu, Mapping) else {e["name"]: cpu for e in status["containerStatuses"]}
+    for entry in [*status["containerStatuses"], *(status.get("initContainerStatuses") or [])]:
+        if entry["name"] in cpus:
+            entry["resources"] = {"requests": {"cpu": cpus[entry["name"]], "memory": memory}}
+            entry["allocatedResources"] = {"cpu": cpus[entry["name"]], "memory": memory}
+    if pod_level:
+        status["resources"] = {"requests": {"cpu": pod_level}}
+        status["allocatedResources"] = {"cpu": pod_level}
     status["conditions"] = [c for c in status.get("conditions") or []
                             if c.get("type") not in ("PodResizePending", "PodResizeInProgress")]
     if condition is not None:
@@ -95,10 +105,13 @@ def report(api: ApiHttp, namespace: str, name: str, cpu: str, condition: Mapping
     api.request("PUT", pod_path(namespace, name, "status"), pod)
 
     def kept() -> bool:
-        entries = api.request("GET", pod_path(namespace, name))["status"].get("containerStatuses") or []
-        return bool(entries) and all((e.get("resources") or {}).get("requests", {}).get("cpu") == cpu for e in entries)
+        status = api.request("GET", pod_path(namespace, name))["status"]
+        reported = {e["name"]: (e.get("resources") or {}).get("requests", {}).get("cpu")
+                    for e in [*status.get("containerStatuses", []), *status.get("initContainerStatuses", [])]}
+        pod_kept = not pod_level or (status.get("resources") or {}).get("requests", {}).get("cpu") == pod_level
+        return pod_kept and all(reported.get(container) == value for container, value in cpus.items())
 
-    cp.wait_for(kept, 10, f"pod {name} reporting {cpu} CPUs")
+    cp.wait_for(kept, 10, f"pod {name} reporting {cpus} CPUs")
 
 
 def scheduled_condition(api: ApiHttp, namespace: str, name: str) -> Mapping[str, Any]:
@@ -181,3 +194,37 @@ def test_an_infeasible_resize_leaves_the_room_it_does_not_take_to_both(
         names = [f"ks-{i}" for i in range(3)]
         create_pods(core, namespace, [pod_manifest(n, namespace, cpu="4", scheduler=DEFAULT_SCHEDULER) for n in names])
         wait_bound(api, namespace, names, node)
+
+
+def on(node: str, namespace: str) -> dict[str, Any]:
+    return {"nodeSelector": {OWNER_LABEL: namespace, "kubernetes.io/hostname": node}}
+
+
+def test_sidecars_init_containers_and_pod_level_resources_count_alike(
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, api: ApiHttp, namespace: str, scheduler: None
+) -> None:
+    """On ``a``: app 2, sidecar 1 reporting 4, a finished init container 1 reporting 9 -> 2 + 4 = 6
+    (the init container's status does not count: with it, 9). On ``b``: pod-level 4 CPUs, the pod
+    reporting 6 -> 6. Of 16 CPUs, a pod of 10 fits on each, one of 11 on neither."""
+    core = client.CoreV1Api(admin_api)
+    with kwok_nodes(core, namespace, {"a": {"cpu": "16"}, "b": {"cpu": "16"}}) as (a, b):
+        init = [{"name": "setup", "image": "registry.invalid/setup:1", "resources": {"requests": {"cpu": "1"}}},
+                {"name": "proxy", "image": "registry.invalid/proxy:1", "restartPolicy": "Always",
+                 "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}]
+        start_running(core, api, namespace, "mixed", a, cpu="2", spec={"initContainers": init})
+        report(api, namespace, "mixed", {"app": "2", "proxy": "4", "setup": "9"}, None)
+        start_running(core, api, namespace, "pooled", b, cpu="1", spec={"resources": {"requests": {"cpu": "4"}}})
+        report(api, namespace, "pooled", "1", None, pod_level="6")
+
+        create_pods(core, namespace, [pod_manifest(f"ks-{n}-11", namespace, cpu="11", scheduler=DEFAULT_SCHEDULER,
+                                                   spec=on(n, namespace)) for n in (a, b)])
+        for n in (a, b):
+            assert "Insufficient cpu" in wait_refused(api, namespace, f"ks-{n}-11")
+        create_pods(core, namespace, [pod_manifest(f"kp-{n}-{cpu}", namespace, cpu=cpu, spec=on(n, namespace))
+                                      for n in (a, b) for cpu in ("11", "10")])
+        placed, violations, _ = kubeplace_plan(control_plane, namespace)
+        assert placed == {f"kp-{a}-10", f"kp-{b}-10"} and violations == []
+        for n in (a, b):
+            create_pods(core, namespace, [pod_manifest(f"ks-{n}-10", namespace, cpu="10",
+                                                       scheduler=DEFAULT_SCHEDULER, spec=on(n, namespace))])
+            wait_bound(api, namespace, [f"ks-{n}-10"], n)
