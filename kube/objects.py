@@ -165,7 +165,8 @@ class Pod:
     priority: int = 0
     requests: Mapping[str, int] = field(default_factory=dict)
     """Effective requests per resource (init containers, sidecars, overhead applied);
-    always includes ``pods: 1``."""
+    always includes ``pods: 1``. For a pod bound to a node, what the kube-scheduler counts there:
+    the resources its status reports weigh in (in-place resize, ``kube.requests``)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_terms: tuple[SelectorTerm, ...] | None = None
     """Required node affinity terms; None when the pod has none (matches every node)."""

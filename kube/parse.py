@@ -108,17 +108,18 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
         status = expect_mapping(obj.get("status"), "status")
         labels = expect_string_map(metadata.get("labels"), "metadata.labels")
         resource_claims, generated_claims = pod_claims(spec, status)
+        node_name = _node_name(spec)
         return Pod(
             namespace=expect_namespace(metadata),
             name=expect_name(metadata),
             uid=expect_str(metadata.get("uid"), "metadata.uid"),
             labels=labels,
             annotations=expect_string_map(metadata.get("annotations"), "metadata.annotations"),
-            node_name=_node_name(spec),
+            node_name=node_name,
             scheduler_name=expect_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER,
             priority=_priority(spec, priority_classes or {}, is_stored(obj)),
             preemption_policy=_preemption_policy(spec, priority_classes or {}, is_stored(obj)),
-            requests=pod_requests(obj),
+            requests=pod_requests(obj, use_status_resources=bool(node_name)),
             node_selector=expect_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             required_terms=required_node_affinity(spec),
             tolerations=parse_tolerations(spec.get("tolerations"), "spec.tolerations"),

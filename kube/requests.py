@@ -11,11 +11,23 @@ Mirrors ``PodRequests`` in k8s.io/component-helpers/resource/helpers.go::
 plus the API server's defaulting (a limit without a request is also the request), which pod
 files written by hand may lack. Every resource is counted, extended ones included, and
 ``pods: 1`` is always there. Functions take the camelCase dicts of YAML/JSON manifests.
+
+With ``use_status_resources`` (``UseStatusResources``, what the kube-scheduler 1.36 counts for a
+pod bound to a node, since in-place pod resize is GA), the resources the kubelet reports for the
+pod weigh in too, as ``determineEffectiveRequests`` weighs them: for each app container and each
+sidecar that has ``status.(init)containerStatuses[].resources``, the larger of its spec requests,
+``resources.requests`` (actuated) and ``allocatedResources`` (allocated), or of the last two
+alone while the resize is Infeasible (condition ``PodResizePending`` with reason ``Infeasible``:
+the kubelet keeps running the old size); ordinary init containers by their spec; pod-level
+requests likewise from ``status.resources.requests`` and ``status.allocatedResources``
+(InPlacePodLevelResourcesVerticalScaling, beta and on in 1.36) once ``status.resources`` is there.
+A pending pod is counted by its spec: the API server drops the status of a pod it creates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubeplace.kube.dra import ContainerRequests, is_extended_resource
@@ -89,15 +101,23 @@ def is_sidecar(init_container: Mapping[str, Any]) -> bool:
     return init_container.get("restartPolicy") == SIDECAR_RESTART_POLICY
 
 
-def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """The effective request of a pod manifest for every resource it asks for, plus ``pods: 1``.
+def pod_requests(pod: Mapping[str, Any], use_status_resources: bool = False) -> Resources:
+    """The effective request of a pod manifest for every resource it asks for, plus ``pods: 1``;
+    with ``use_status_resources``, as the kube-scheduler counts a pod bound to a node (the
+    module's docstring).
 
-    Raises :class:`InputError` with the field path (``spec.containers[0].resources...``) on a
-    malformed spec or quantity; the caller adds the file and object.
+    Raises :class:`InputError` with the field path (``spec.containers[0].resources...``,
+    ``status.containerStatuses[0].allocatedResources...``) on a malformed spec, status or
+    quantity; the caller adds the file and object.
     """
     spec = expect_mapping(pod.get("spec"), "spec")
-    requests = _aggregate(spec, container_requests)
-    requests.update(_pod_level_requests(spec, requests))
+    status = PodStatusResources.of(pod) if use_status_resources else None
+    requests = _aggregate(spec, container_requests if status is None else status.container_requests)
+    if spec.get("resources") is not None:  # pod-level requests, defaulted from the spec's containers
+        if status is None:
+            requests.update(_pod_level_requests(spec, requests))
+        else:
+            requests.update(status.pod_level_requests(_pod_level_requests(spec, _aggregate(spec, container_requests))))
     requests = _sum([requests, parse_resource_list(spec.get("overhead"), "spec.overhead")])
     requests["pods"] = 1
     return {resource: _representable(resource, amount) for resource, amount in sorted(requests.items())
@@ -121,6 +141,90 @@ def extended_requests(spec: Mapping[str, Any]) -> tuple[ContainerRequests, ...]:
                                          index >= len(init) or is_sidecar(container), requests,
                                          {r: names.index(r) for r in requests}))
     return tuple(out)
+
+
+CONTAINER_STATUS_LISTS = ("containerStatuses", "initContainerStatuses")
+RESIZE_PENDING = "PodResizePending"
+INFEASIBLE = "Infeasible"
+
+
+@dataclass(frozen=True)
+class ReportedResources:
+    """What the kubelet reports for a container (or the pod) in its status, read only where it
+    reports ``resources`` (the kube-scheduler's ``cs.Resources != nil``)."""
+
+    actuated: Resources
+    """``resources.requests``: what the container runs with."""
+    allocated: Resources
+    """``allocatedResources``: what the kubelet admitted it with."""
+
+    def effective(self, spec: Resources, infeasible: bool) -> Resources:
+        """``determineEffectiveRequests``: the larger of spec, actuated and allocated; while the
+        resize is Infeasible the spec is not what runs, and only the last two count."""
+        reported = _max(self.actuated, self.allocated)
+        return reported if infeasible else _max(spec, reported)
+
+
+@dataclass(frozen=True)
+class PodStatusResources:
+    """The resources a pod's status reports, by container name, and whether its resize is Infeasible."""
+
+    containers: Mapping[str, ReportedResources]
+    pod: ReportedResources | None
+    infeasible: bool
+
+    @staticmethod
+    def of(pod: Mapping[str, Any]) -> PodStatusResources:
+        status = expect_mapping(pod.get("status"), "status")
+        containers: dict[str, ReportedResources] = {}
+        for kind in CONTAINER_STATUS_LISTS:  # by name; an init container's status wins, as in the scheduler's map
+            for index, raw in enumerate(expect_list(status.get(kind), f"status.{kind}")):
+                field = f"status.{kind}[{index}]"
+                entry = expect_mapping(raw, field)
+                reported = _reported(entry, field)
+                name = expect_str(entry.get("name"), f"{field}.name")
+                if reported is not None:
+                    containers[name] = reported
+                else:
+                    containers.pop(name, None)
+        return PodStatusResources(containers, _reported(status, "status"), _is_resize_infeasible(status))
+
+    def container_requests(self, container: Mapping[str, Any], field: str) -> Resources:
+        """An app container's or a sidecar's requests as counted on its node; an ordinary init
+        container's are its spec's (it has run to completion)."""
+        spec = container_requests(container, field)
+        if field.startswith("spec.initContainers") and not is_sidecar(container):
+            return spec
+        reported = self.containers.get(expect_str(container.get("name"), f"{field}.name"))
+        return spec if reported is None else reported.effective(spec, self.infeasible)
+
+    def pod_level_requests(self, spec: Resources) -> Resources:
+        """Pod-level requests (``spec``, as defaulted) as counted on the node: each resource set
+        there takes its effective value (0 when no list has it) once ``status.resources`` is reported."""
+        if self.pod is None or not spec:
+            return spec
+        effective = self.pod.effective(spec, self.infeasible)
+        return {resource: effective.get(resource, 0) for resource in spec}
+
+
+def _reported(entry: Mapping[str, Any], field: str) -> ReportedResources | None:
+    """``resources`` and ``allocatedResources`` of a container status (or of the pod's status),
+    None without ``resources``. Every quantity is checked, limits included, as the API server decodes them."""
+    allocated = parse_resource_list(entry.get("allocatedResources"), f"{field}.allocatedResources")
+    if entry.get("resources") is None:
+        return None
+    block = expect_mapping(entry.get("resources"), f"{field}.resources")
+    parse_resource_list(block.get("limits"), f"{field}.resources.limits")
+    return ReportedResources(parse_resource_list(block.get("requests"), f"{field}.resources.requests"), allocated)
+
+
+def _is_resize_infeasible(status: Mapping[str, Any]) -> bool:
+    """``IsPodResizeInfeasible``: the first ``PodResizePending`` condition has reason ``Infeasible``."""
+    for index, raw in enumerate(expect_list(status.get("conditions"), "status.conditions")):
+        condition = expect_mapping(raw, f"status.conditions[{index}]")
+        if expect_str(condition.get("type"), f"status.conditions[{index}].type") == RESIZE_PENDING:
+            return expect_str(condition.get("reason"), f"status.conditions[{index}].reason") == INFEASIBLE
+    return False
 
 
 def _representable(resource: str, amount: int) -> int:

@@ -2,7 +2,8 @@
 
 A pod is never moved when it is a mirror or static pod, a DaemonSet pod, being deleted,
 system-critical (priority >= 2000000000), bare (no controller would recreate it), uses local
-storage (emptyDir/hostPath) unless allowed, or is excluded by the user (namespace, label
+storage (emptyDir/hostPath) unless allowed, in the middle of an in-place resize (or one the
+kubelet refused), or is excluded by the user (namespace, label
 selector, annotation ``kubeplace.io/evict: "false"``). kubeplace also keeps pods whose
 placement rules it does not model (volume claims, and the inter-pod rules, which ``plan``
 models but the move model does not: required inter-pod (anti-)affinity, hard topology
@@ -11,7 +12,7 @@ members (a gang runs all together, in one topology domain when it asks for one: 
 by one would break it).
 
 The facts these rules read that :class:`kube.objects.Pod` does not carry (owner, volumes,
-static-pod annotations) come from the raw object: :func:`facts_of`.
+static-pod annotations, a resize under way) come from the raw object: :func:`facts_of`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kubeplace.kube.errors import expect_list, expect_mapping
 from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
 from kubeplace.kube.objects import MIRROR_ANNOTATION, SOURCE_ANNOTATION, SYSTEM_CRITICAL_PRIORITY, Pod, SpecRule
+from kubeplace.kube.requests import pod_requests
 from kubeplace.kube.selectors import matches, parse_selector
 
 EVICT_ANNOTATION = "kubeplace.io/evict"
@@ -45,6 +47,8 @@ NOT_RUNNING = "not running on a known node"
 GPU_SHARE = "shares a GPU device (device-level moves not modelled)"
 RESOURCE_CLAIMS = "resource claims (their devices are allocated for this node; moving them is not modelled)"
 GANG = "member of a gang (evicting one member alone would break the gang)"
+RESIZING = ("in-place resize in progress or Infeasible (its node holds other resources for it than its spec "
+            "asks; made again elsewhere it would ask its spec)")
 INTER_POD_RULES = frozenset({SpecRule.REQUIRED_POD_AFFINITY, SpecRule.REQUIRED_POD_ANTI_AFFINITY,
                              SpecRule.HARD_TOPOLOGY_SPREAD})
 """Rules ``plan`` models and the move model does not: their carriers stay where they run."""
@@ -61,6 +65,9 @@ class PodFacts:
     static: bool = False
     local_volumes: tuple[str, ...] = ()
     """``emptyDir:NAME`` / ``hostPath:NAME`` per local volume."""
+    resizing: bool = False
+    """Bound and counted other than its spec asks: the kubelet still holds the old size of an
+    in-place resize, or refused it (Infeasible). Made again elsewhere it would ask its spec."""
 
 
 def facts_of(raw: Mapping[str, Any]) -> PodFacts:
@@ -82,6 +89,7 @@ def facts_of(raw: Mapping[str, Any]) -> PodFacts:
         mirror=MIRROR_ANNOTATION in annotations,
         static=source not in ("", "api") or owner[0] == "Node",
         local_volumes=tuple(local),
+        resizing=bool(spec.get("nodeName")) and pod_requests(raw, use_status_resources=True) != pod_requests(raw),
     )
 
 
@@ -139,6 +147,8 @@ def exclusion(pod: Pod, facts: PodFacts, rules: Rules, node_names: frozenset[str
     inter_pod = sorted(rule.value for rule in pod.spec_rules & INTER_POD_RULES)
     if inter_pod:
         return f"placement rule not modelled when moving pods ({', '.join(inter_pod)})"
+    if facts.resizing:
+        return RESIZING
     if pod.resource_claims:
         return RESOURCE_CLAIMS
     if any(pod.requests.get(r, 0) for r in gpu.share_resources):
