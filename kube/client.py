@@ -416,11 +416,6 @@ class Cluster:
                                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             response.read()
 
-    def delete_node(self, name: str) -> None:
-        with translated_errors(f"delete node {name}"):
-            response: Any = self._core.delete_node(name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            response.read()
-
     def delete_node_claim(self, name: str) -> None:
         """Deletes a Karpenter NodeClaim: Karpenter drains and terminates its node."""
         with translated_errors(f"delete nodeclaim {name}"):
