@@ -41,6 +41,7 @@ solved again (a few rounds), so an answer is only ever one the plan's rules and 
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -61,13 +62,13 @@ from kubeplace.plan.plan import NewNode, Provision
 from kubeplace.plan.provision import make_provision_plan
 from kubeplace.plan.provision_items import template_node
 from kubeplace.rebalance.cluster_state import ClusterState
+from kubeplace.rebalance.do_not_disrupt import DO_NOT_DISRUPT, protection
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import MoveModel, build_moves
 from kubeplace.rebalance.movable import DAEMONSET, DELETING, MIRROR, NOT_RUNNING, STATIC, Rules
 from kubeplace.rebalance.ownership import CAPI, KARPENTER, Owner, owner_of, removal_command, skip_reason
 from kubeplace.rebalance.solve_moves import REPLACEMENT_NOTE, Move, Settings, run
 
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 PRICE_ANNOTATION = "kubeplace.io/price-per-hour"
 GOES_WITH_NODE = frozenset({MIRROR, STATIC, DAEMONSET, DELETING, NOT_RUNNING})
 """Exclusions of pods that never block a node's removal: they go (or are gone) with it."""
@@ -180,16 +181,20 @@ class _Candidates:
 
 
 def _blocking(state: ClusterState, layout: Layout) -> dict[str, str]:
-    """Node name -> why a pod on it may not move (the first such pod). A running pod annotated
-    ``karpenter.sh/do-not-disrupt`` blocks its node whatever it is, DaemonSet and mirror pods
-    included, as in Karpenter (``ValidatePodsDisruptable``); a pod being deleted does not."""
+    """Node name -> why a pod on it may not move (the first such pod). A running pod that
+    ``karpenter.sh/do-not-disrupt`` protects (``rebalance.do_not_disrupt``) blocks its node
+    whatever it is, DaemonSet and mirror pods included, as in Karpenter
+    (``ValidatePodsDisruptable``); a pod being deleted does not."""
     out: dict[str, str] = {}
     for pod, why in layout.excluded:
         if why not in GOES_WITH_NODE and pod.node_name:
             out.setdefault(pod.node_name, f"pod {pod.key} may not move: {why}")
+    now = datetime.datetime.now(datetime.UTC)
     for pod in state.snapshot.bound:
-        if pod.node_name and not pod.deleting and pod.annotations.get(DO_NOT_DISRUPT, "").lower() == "true":
-            out.setdefault(pod.node_name, f'pod {pod.key} is annotated {DO_NOT_DISRUPT}: "true"')
+        raw = state.raw_pods.get(pod.key, {})
+        value = protection(pod.annotations, raw.get("status") or {}, now) if not pod.deleting else ""
+        if pod.node_name and value:
+            out.setdefault(pod.node_name, f'pod {pod.key} is annotated {DO_NOT_DISRUPT}: "{value}"')
     return out
 
 

@@ -357,3 +357,33 @@ def _catalogue(tmp_path: Any) -> Any:
     path = tmp_path / "instance_types.json"
     path.write_text(json.dumps(KWOK_CATALOGUE))
     return path
+
+
+# --------------------------------------------------------------------------- do-not-disrupt as a grace period
+
+
+@pytest.mark.parametrize("value, start, blocks", [
+    ("1h", "2024-01-01T00:00:00Z", False),      # ran longer than its grace period
+    ("1h", None, True),                          # no start time: protected (Karpenter fails safe)
+    ("876000h", "2024-01-01T00:00:00Z", True),   # a century: still protected
+    ("1h30m", "2024-01-01T00:00:00Z", False),
+    ("yes", None, False),                        # not a duration: no protection, as in Karpenter
+    ("-5m", None, False),
+    ("0s", None, False),
+])  # fmt: skip
+def test_do_not_disrupt_as_a_grace_period(value: str, start: str | None, blocks: bool) -> None:
+    guard = daemon_pod("agent-n0", "n0", {"karpenter.sh/do-not-disrupt": value})
+    guard["status"] = {"phase": "Running", **({"startTime": start} if start else {})}
+    result = run([karpenter_node("n0"), karpenter_node("n1"), web("w1", "n1"), node_pool(), guard])
+    assert ("n0" not in drained(result)) == blocks
+    if blocks:
+        assert kept(result)["n0"] == f'pod kube-system/agent-n0 is annotated karpenter.sh/do-not-disrupt: "{value}"'
+
+
+def test_go_durations() -> None:
+    from kubeplace.rebalance.do_not_disrupt import go_duration_ns
+
+    assert go_duration_ns("1h30m") == 5400 * 10**9 and go_duration_ns("1.5s") == 1_500_000_000
+    assert go_duration_ns("300ms") == 300_000_000 and go_duration_ns("2us") == 2000
+    assert go_duration_ns(".5m") == 30 * 10**9
+    assert [go_duration_ns(t) for t in ("", "5", "5d", "h", "1h 2m", "true")] == [None] * 6
