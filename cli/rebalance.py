@@ -257,7 +257,8 @@ def _print_consolidation(doc: dict[str, Any]) -> None:
                       f"{n['pricePerHour']:.4f}", str(len(n["pods"])))
     for d in c["drain"]:
         extra = [applied.get(d["node"], "")] if applied else []
-        nodes.add_row(d["node"], d["nodePool"] or "-", f"{d['pricePerHour']:.4f}", d["reason"], str(len(d["pods"])),
+        nodes.add_row(d["node"], d["nodePool"] or d.get("nodeGroup") or "-", f"{d['pricePerHour']:.4f}", d["reason"],
+                      str(len(d["pods"])),
                       *extra)
     if c["drain"]:
         console.print(nodes)
@@ -275,6 +276,12 @@ def _print_consolidation(doc: dict[str, Any]) -> None:
     report = doc["apply"]
     if report.get("dry_run"):
         say(console, "dry run: nothing evicted or deleted (--apply to drain)")
+        for d in c["drain"]:
+            if d.get("removeWith"):
+                say(console, f"{d['node']}: --apply drains it and leaves it cordoned; then: {d['removeWith']}")
+            elif d.get("machine"):
+                say(console, f"{d['node']}: --apply drains it, annotates Machine {d['machine']} "
+                             f"cluster.x-k8s.io/delete-machine and scales MachineDeployment {d['nodeGroup']} down")
     elif "nodes" in report:
         line = f"evicted {report['evicted']}/{len(report['results'])}, nodes removed {report['nodes_removed']}"
         if report.get("nodes_drained"):

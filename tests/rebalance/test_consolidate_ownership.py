@@ -347,6 +347,12 @@ def test_cli_prints_why_each_node_is_kept(tmp_path: Any) -> None:
     assert result.exit_code == 0, result.output
     assert "kept cp-1: control-plane node, never removed" in result.stdout
     assert "kept ng-3: managed by EKS managed node group X; pass --node-group eks/X to consider it" in result.stdout
+    opted = CliRunner().invoke(main, ["rebalance", str(path), "--consolidate", "--catalogue", str(_catalogue(tmp_path)),
+                                      "--node-group", "eks/X", "--time-limit", "10", "--workers", "1"])
+    assert opted.exit_code == 0, opted.output
+    assert ("ng-3: --apply drains it and leaves it cordoned; then: aws autoscaling "
+            "terminate-instance-in-auto-scaling-group --instance-id i-0ng-3 --should-decrement-desired-capacity"
+            in opted.stdout)
 
 
 def _catalogue(tmp_path: Any) -> Any:
