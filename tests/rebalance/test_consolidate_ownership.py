@@ -393,3 +393,33 @@ def test_go_durations() -> None:
     assert go_duration_ns("300ms") == 300_000_000 and go_duration_ns("2us") == 2000
     assert go_duration_ns(".5m") == 30 * 10**9
     assert [go_duration_ns(t) for t in ("", "5", "5d", "h", "1h 2m", "true")] == [None] * 6
+
+
+def test_the_live_state_reads_cluster_api_machines() -> None:
+    from kubeplace.rebalance.cluster_state import load_live_state
+
+    node_object, machine = capi_node("c1")
+
+    class Reader:
+        description = "the cluster"
+
+        def list_nodes(self) -> list[dict[str, Any]]:
+            return [node_object]
+
+        def list_pods(self, *args: Any) -> list[dict[str, Any]]:
+            return []
+
+        def list_namespaces(self) -> list[dict[str, Any]]:
+            return []
+
+        def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+            return []
+
+        def list_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+            return [machine] if (group, version, plural) == ("cluster.x-k8s.io", "v1beta1", "machines") else []
+
+        def list_metrics(self, plural: str) -> list[dict[str, Any]]:
+            raise NotFound("metrics.k8s.io is not served")
+
+    state = load_live_state(Reader())
+    assert state.machines == {"capi/m-c1": {"cluster.x-k8s.io/deployment-name": "md-1"}}
