@@ -8,12 +8,12 @@ catalogue's offering its labels name, as Karpenter labels its nodes: instance ty
 
 A node may go only when its owner can remove it (``rebalance.ownership``): a Karpenter NodeClaim,
 or a node group the user opts in with ``--node-group``; never a control-plane node. It may go
-unless: it has no price; it or one of its running pods is annotated
-``karpenter.sh/do-not-disrupt: "true"`` (DaemonSet and mirror pods too, as in Karpenter); one of
-its pods may not move (``rebalance.movable``: bare, local storage, system-critical, inter-pod
-rules the move model does not model...; the pods that go with the node, DaemonSet, mirror and
-static pods, do not count); its NodePool's ``consolidationPolicy`` is ``WhenEmpty`` and it runs
-pods. A node labelled
+unless: it has no price; it is annotated ``karpenter.sh/do-not-disrupt: "true"``, or one of its
+running pods is protected by that annotation (``rebalance.do_not_disrupt``; DaemonSet and mirror
+pods too, as in Karpenter); one of its pods may not move (``rebalance.movable``: bare, local
+storage, system-critical, inter-pod rules the move model does not model...; the pods that go
+with the node, DaemonSet, mirror and static pods, do not count); its NodePool's
+``consolidationPolicy`` is ``WhenEmpty`` and it runs pods. A node labelled
 ``karpenter.sh/nodepool`` with a NodePool the input does not have is refused as bad input.
 
 The model is the move model (``rebalance.model``: movable pods in classes, capacity and host-port
