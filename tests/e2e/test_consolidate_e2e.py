@@ -83,7 +83,7 @@ def node_claims(custom: client.CustomObjectsApi, pool: str, nodes: dict[str, str
             "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool},
             "spec": {"template": {"spec": {"requirements": [], "nodeClassRef": {
                 "group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}},
-                "disruption": {"budgets": [{"nodes": "100%"}]}}})
+                "disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}})
         for suffix, node in nodes.items():
             claim = claims[suffix]
             custom.create_cluster_custom_object(*KARPENTER, "nodeclaims", {
