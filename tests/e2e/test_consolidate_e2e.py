@@ -11,6 +11,7 @@ replacements land.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -101,6 +102,15 @@ def node_claims(custom: client.CustomObjectsApi, pool: str, nodes: dict[str, str
             custom.delete_cluster_custom_object(*KARPENTER, "nodepools", pool)
 
 
+def _hold_lease(admin_api: client.ApiClient, namespace: str, holder: str) -> str:
+    """The kubeplace-rebalance Lease, held by ``holder`` for the next five minutes (another run)."""
+    now = datetime.datetime.now(datetime.UTC)
+    client.CoordinationV1Api(admin_api).create_namespaced_lease(namespace, client.V1Lease(
+        metadata=client.V1ObjectMeta(name="kubeplace-rebalance"),
+        spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=300, acquire_time=now, renew_time=now)))
+    return "kubeplace-rebalance"
+
+
 def _claim_names(custom: client.CustomObjectsApi, pool: str) -> set[str]:
     items = custom.list_cluster_custom_object(*KARPENTER, "nodeclaims")["items"]
     return {c["metadata"]["name"] for c in items
@@ -130,6 +140,17 @@ def test_apply_deletes_the_nodeclaims_of_the_chosen_nodes_never_a_node(
         assert len(drained) == 3 and node_name(namespace, "d") not in drained
         assert {d["nodeClaim"] for d in plan["consolidate"]["drain"]} == {
             f"{pool}-{n.removeprefix(namespace + '-')}" for n in drained}
+
+        held = _hold_lease(admin_api, namespace, "cronjob-pod-1")
+        refused = consolidate(control_plane, namespace, "--apply", "-o", "json")
+        assert_exit(refused, 2)
+        errors = [line for line in refused.stderr.splitlines() if not line.startswith("warning: metrics API")]
+        assert len(errors) == 1 and errors[0].startswith(
+            f"error: another rebalance is running: lease {namespace}/kubeplace-rebalance is held by cronjob-pod-1 "
+            "until ")
+        assert not any(core.read_node(n).spec.unschedulable for n in drained)  # nothing written
+        assert len(_claim_names(custom, pool)) == 4
+        client.CoordinationV1Api(admin_api).delete_namespaced_lease(held, namespace)
 
         result = consolidate(control_plane, namespace, "--apply", "-o", "json")
         assert_exit(result, 0)
