@@ -1,7 +1,8 @@
 """`kubeplace rebalance --consolidate --apply` against the real API server: only nodes a
 Karpenter NodeClaim owns are removed, by deleting their NodeClaim (never the Node); a control-plane
 node and nodes no provisioner owns are never touched, not even cordoned; a node annotated
-``karpenter.sh/do-not-disrupt`` stays.
+``karpenter.sh/do-not-disrupt`` stays; a Cluster API node goes, when its MachineDeployment is
+opted in, through its Machine and MachineDeployment; a held Lease stops a run before any write.
 
 Each pod belongs to a real ReplicaSet pinned to one node (``nodeName``; no scheduler runs here),
 so the tests check which pods were evicted and which nodes or NodeClaims went, not where
@@ -21,6 +22,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from . import controlplane as cp
+from .crds import install_crds
 from .test_bind_e2e import SOLVER_ARGS, assert_exit, cli, kwok_nodes, node_name
 from .test_karpenter_e2e import karpenter_build, karpenter_crds  # noqa: F401 (fixtures)
 from .test_rebalance_e2e import replica_set, running_pods, wait_running
@@ -161,3 +163,66 @@ def test_apply_deletes_the_nodeclaims_of_the_chosen_nodes_never_a_node(
         nodes = {n.metadata.name: n for n in core.list_node().items}
         assert all(node_name(namespace, s) in nodes for s in specs)  # no Node deleted
         assert all(nodes[n].spec.unschedulable for n in drained)
+
+
+CAPI = ("cluster.x-k8s.io", "v1beta1")
+
+
+def _capi_crds(admin_api: client.ApiClient) -> None:
+    """Machine and MachineDeployment of Cluster API, reduced to what kubeplace reads and writes
+    (any field kept): no Cluster API controller runs here, the test checks kubeplace's writes."""
+    install_crds(admin_api, [{
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.cluster.x-k8s.io"},
+        "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+                 "versions": [{"name": "v1beta1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+        for plural, kind in (("machines", "Machine"), ("machinedeployments", "MachineDeployment"))])
+
+
+def test_a_cluster_api_node_goes_through_its_machine_deployment_never_its_node(
+    control_plane: cp.ControlPlane, admin_api: client.ApiClient, namespace: str
+) -> None:
+    """Two nodes of MachineDeployment md-1 (2 replicas), one pod each: without --node-group
+    nothing goes; with it, one node's Machine is annotated cluster.x-k8s.io/delete-machine and the
+    MachineDeployment scaled to 1; both Nodes are still there."""
+    _capi_crds(admin_api)
+    core, apps, custom = client.CoreV1Api(admin_api), client.AppsV1Api(admin_api), client.CustomObjectsApi(admin_api)
+    custom.create_namespaced_custom_object(*CAPI, namespace, "machinedeployments", {
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "metadata": {"name": "md-1"},
+        "spec": {"replicas": 2}})
+    specs: dict[str, dict[str, Any]] = {}
+    for s in ("a", "b"):
+        custom.create_namespaced_custom_object(*CAPI, namespace, "machines", {
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": f"m-{s}", "labels": {"cluster.x-k8s.io/deployment-name": "md-1"}}})
+        specs[s] = {"cpu": "4", "annotations": {**PRICE, "cluster.x-k8s.io/machine": f"m-{s}",
+                                                "cluster.x-k8s.io/cluster-namespace": namespace}}
+    with kwok_nodes(core, namespace, specs):
+        for s in specs:
+            apps.create_namespaced_replica_set(namespace, replica_set(namespace, f"w{s}", node_name(namespace, s), 1))
+        wait_running(core, namespace, 2)
+
+        plain = consolidate(control_plane, namespace, "-o", "json")
+        assert_exit(plain, 0)
+        kept = {k["node"]: k["why"] for k in json.loads(plain.stdout)["consolidate"]["kept"]}
+        assert "pass --node-group capi/md-1 to consider it" in kept[node_name(namespace, "a")]
+
+        result = consolidate(control_plane, namespace, "--node-group", "capi/md-1", "--apply", "-o", "json")
+        assert_exit(result, 0)
+        doc = json.loads(result.stdout)
+        (drain,) = doc["consolidate"]["drain"]
+        suffix = drain["node"].removeprefix(f"{namespace}-")
+        assert drain["machine"] == f"{namespace}/m-{suffix}" and drain["nodeGroup"] == "capi/md-1"
+        assert [n["outcome"] for n in doc["apply"]["nodes"]] == [
+            "Machine marked for deletion, MachineDeployment scaled down"]
+        machine = custom.get_namespaced_custom_object(*CAPI, namespace, "machines", f"m-{suffix}")
+        assert machine["metadata"]["annotations"] == {"cluster.x-k8s.io/delete-machine": "true"}
+        other = "b" if suffix == "a" else "a"
+        assert not custom.get_namespaced_custom_object(*CAPI, namespace, "machines", f"m-{other}")["metadata"].get(
+            "annotations")
+        assert custom.get_namespaced_custom_object(*CAPI, namespace, "machinedeployments", "md-1")["spec"] == {
+            "replicas": 1}
+        nodes = {n.metadata.name for n in core.list_node().items}
+        assert {node_name(namespace, s) for s in specs} <= nodes  # the MachineSet deletes it, not kubeplace
