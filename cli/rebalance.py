@@ -61,6 +61,9 @@ from kubeplace.models.framework import Objective
 @click.option("--catalogue", "catalogue_paths", multiple=True, metavar="FILE",
               type=click.Path(path_type=Path, dir_okay=False),
               help="With --consolidate: instance types and prices; a node's price is the offering its labels name.")
+@click.option("--node-group", "node_groups", multiple=True, metavar="KIND/NAME",
+              help="With --consolidate: nodes of this group of another controller may go too (repeatable; KIND "
+                   "eks, eksctl, gke, aks or capi). Karpenter's nodes need no opt-in; control-plane nodes never go.")
 @click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
 @click.option("--wave-size", type=click.IntRange(min=1), default=1, show_default=True,
               help="Evictions per wave; the cluster is re-checked against the plan between waves.")
@@ -78,7 +81,8 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
                       max_moves_per_node: int | None, max_moves_per_namespace: int | None,
                       exclude_namespace: tuple[str, ...], exclude_selector: str | None, allow_local_storage: bool,
                       make_room_for: str | None, profile: str | None, move_cost: float | None, consolidate: bool,
-                      replace_nodes: bool, catalogue_paths: tuple[Path, ...], apply_: bool,
+                      replace_nodes: bool, catalogue_paths: tuple[Path, ...], node_groups: tuple[str, ...],
+                      apply_: bool,
                       wave_size: int, lease_namespace: str, eviction_log: Path | None, output: str,
                       report_path: Path | None) -> None:
     """Move running pods to balance (or pack) the cluster, or to make room for a pending pod.
@@ -87,8 +91,9 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
     system-critical or bare pods, nor pods with local storage unless allowed); -n and -l
     restrict the pods that may move. PodDisruptionBudgets' disruptionsAllowed are budgets.
     Evicted pods are recreated by their controllers and placed by their scheduler.
-    --consolidate chooses the nodes to remove (cordoned, drained, then their NodeClaim or Node
-    deleted with --apply).
+    --consolidate chooses the nodes to remove among those a Karpenter NodeClaim owns and those of
+    the --node-group groups (with --apply: cordoned, drained, then removed through their owner;
+    a Node object is never deleted).
     """
     try:
         _run(locals())
@@ -118,6 +123,7 @@ def _run(a: dict[str, Any]) -> None:
                   a["selector"], a["allow_local_storage"])
     rules.check()
     catalogue = _catalogue(a)
+    node_groups = _node_groups(a)
     cluster = None
     if src.paths:
         state = load_file_state(list(src.paths), prof.scheduler_name)
@@ -136,7 +142,8 @@ def _run(a: dict[str, Any]) -> None:
         if a["consolidate"]:
             from kubeplace.rebalance.consolidate import consolidate
 
-            consolidation = consolidate(state, catalogue, rules, config, prof, settings, a["replace_nodes"])
+            consolidation = consolidate(state, catalogue, rules, config, prof, settings, a["replace_nodes"],
+                                        node_groups)
         elif a["make_room_for"]:
             room = make_room(state, a["make_room_for"], rules, config, prof, settings)
             doc, moves, ok, placements = room.to_dict(), list(room.moves), room.fits, room.placements
@@ -172,10 +179,16 @@ def _run(a: dict[str, Any]) -> None:
     sys.exit(0 if ok else EXIT_INCOMPLETE)
 
 
+def _node_groups(a: dict[str, Any]) -> frozenset[str]:
+    from kubeplace.rebalance.ownership import parse_node_groups
+
+    return parse_node_groups(a["node_groups"])
+
+
 def _catalogue(a: dict[str, Any]) -> tuple[Any, ...]:
     if not a["consolidate"]:
-        if a["catalogue_paths"] or a["replace_nodes"]:
-            flag = "--catalogue" if a["catalogue_paths"] else "--replace"
+        if a["catalogue_paths"] or a["replace_nodes"] or a["node_groups"]:
+            flag = "--catalogue" if a["catalogue_paths"] else "--replace" if a["replace_nodes"] else "--node-group"
             raise InputError(f"{flag} is read only with --consolidate", field=flag)
         return ()
     if a["replace_nodes"] and not a["catalogue_paths"]:
@@ -244,7 +257,8 @@ def _print_consolidation(doc: dict[str, Any]) -> None:
                       f"{n['pricePerHour']:.4f}", str(len(n["pods"])))
     for d in c["drain"]:
         extra = [applied.get(d["node"], "")] if applied else []
-        nodes.add_row(d["node"], d["nodePool"] or "-", f"{d['pricePerHour']:.4f}", d["reason"], str(len(d["pods"])),
+        nodes.add_row(d["node"], d["nodePool"] or d.get("nodeGroup") or "-", f"{d['pricePerHour']:.4f}", d["reason"],
+                      str(len(d["pods"])),
                       *extra)
     if c["drain"]:
         console.print(nodes)
@@ -262,11 +276,36 @@ def _print_consolidation(doc: dict[str, Any]) -> None:
     report = doc["apply"]
     if report.get("dry_run"):
         say(console, "dry run: nothing evicted or deleted (--apply to drain)")
+        for d in c["drain"]:
+            if d.get("removeWith"):
+                say(console, f"{d['node']}: --apply drains it and leaves it cordoned; then: {d['removeWith']}")
+            elif d.get("machine"):
+                say(console, f"{d['node']}: --apply drains it, annotates Machine {d['machine']} "
+                             f"cluster.x-k8s.io/delete-machine and scales MachineDeployment {d['nodeGroup']} down")
     elif "nodes" in report:
         line = f"evicted {report['evicted']}/{len(report['results'])}, nodes removed {report['nodes_removed']}"
+        if report.get("nodes_drained"):
+            line += f", drained for their node group to remove {report['nodes_drained']}"
         say(console, line + (f"; stopped: {report['stopped']}" if report["stopped"] else ""))
+        for n in report["nodes"]:
+            if n["outcome"] not in ("NodeClaim deleted",) and n["message"]:
+                say(console, f"{n['node']}: {n['outcome']}: {n['message']}")
+    for line in kept_lines(c["kept"]):
+        say(console, f"kept {line}")
     for note in doc.get("notes", []):
         say(console, f"note: {note}")
+
+
+def kept_lines(kept: list[dict[str, str]], shown: int = 5) -> list[str]:
+    """One line per reason a node may not go, naming its nodes (the first ``shown``, then how many more)."""
+    nodes: dict[str, list[str]] = {}
+    for k in kept:
+        nodes.setdefault(k["why"], []).append(k["node"])
+    out = []
+    for why, names in nodes.items():
+        more = f" and {len(names) - shown} more" if len(names) > shown else ""
+        out.append(f"{', '.join(names[:shown])}{more}: {why}")
+    return out
 
 
 def _layout(state: Any, rules: Any, config: Any, prof: Any) -> Any:

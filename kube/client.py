@@ -416,17 +416,37 @@ class Cluster:
                                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             response.read()
 
-    def delete_node(self, name: str) -> None:
-        with translated_errors(f"delete node {name}"):
-            response: Any = self._core.delete_node(name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            response.read()
-
     def delete_node_claim(self, name: str) -> None:
         """Deletes a Karpenter NodeClaim: Karpenter drains and terminates its node."""
         with translated_errors(f"delete nodeclaim {name}"):
             response: Any = self._custom.delete_cluster_custom_object(
                 "karpenter.sh", "v1", "nodeclaims", name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             response.read()
+
+    def annotate_machine(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Sets annotations of a Cluster API Machine (``cluster.x-k8s.io/v1beta1``) by a merge patch."""
+        with translated_errors(f"annotate machine {namespace}/{name}"):
+            response: Any = self._custom.patch_namespaced_custom_object(
+                "cluster.x-k8s.io", "v1beta1", namespace, "machines", name,
+                {"metadata": {"annotations": dict(annotations)}}, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+
+    def scale_machine_deployment(self, namespace: str, name: str, by: int) -> int:
+        """Changes a Cluster API MachineDeployment's ``spec.replicas`` by ``by`` (not below 0), its
+        resourceVersion the precondition (:class:`Conflict` when it changed meanwhile); the new count."""
+        args = ("cluster.x-k8s.io", "v1beta1", namespace, "machinedeployments", name)
+        with translated_errors(f"scale machinedeployment {namespace}/{name}"):
+            response: Any = self._custom.get_namespaced_custom_object(
+                *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            current: RawObject = json.loads(response.data)
+            replicas = max(0, int((current.get("spec") or {}).get("replicas") or 0) + by)
+            patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                     "spec": {"replicas": replicas}}
+            response = self._custom.patch_namespaced_custom_object(
+                *args, patch, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+        return replicas
 
     def delete_resource_claim(self, namespace: str, name: str) -> None:
         with translated_errors(f"delete resourceclaim {namespace}/{name}"):

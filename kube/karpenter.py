@@ -143,6 +143,7 @@ def parse_node_claim(obj: Mapping[str, Any], source: str = "") -> NodeClaim:
         allocatable=parse_limits(status.get("allocatable"), "status.allocatable"),
         node_name=expect_str(status.get("nodeName"), "status.nodeName"),
         source=source,
+        provider_id=expect_str(status.get("providerID"), "status.providerID"),
     )
 
 

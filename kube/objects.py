@@ -151,6 +151,8 @@ class Node:
     allocatable: Mapping[str, int] = field(default_factory=dict)
     source: str = field(default="", compare=False)
     """Where it was read from, for messages; not part of equality (files and API agree)."""
+    provider_id: str = ""
+    """``spec.providerID``: the machine, as its cloud names it (Karpenter matches its NodeClaims by it)."""
 
 
 @dataclass(frozen=True)
@@ -405,6 +407,8 @@ class NodeClaim:
     allocatable: Mapping[str, int] = field(default_factory=dict)
     node_name: str = ""
     source: str = field(default="", compare=False)
+    provider_id: str = ""
+    """``status.providerID``: the machine launched for it, once launched."""
 
 
 @dataclass(frozen=True)

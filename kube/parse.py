@@ -93,6 +93,7 @@ def parse_node(obj: RawObject, source: str = "") -> Node:
             unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable"),
             allocatable=_allocatable(status.get("allocatable")),
             source=source,
+            provider_id=expect_str(spec.get("providerID"), "spec.providerID"),
         )
     except InputError as error:
         raise error.located(file=source, obj=object_label(obj)) from None

@@ -111,6 +111,17 @@ def _parse(text: str | None) -> datetime.datetime | None:
     return None
 
 
+def _until(held: dict[str, Any]) -> datetime.datetime | None:
+    """When a Lease's spec expires (renewTime + leaseDurationSeconds), None without a renewTime."""
+    renewed = _parse(held.get("renewTime"))
+    return renewed + datetime.timedelta(seconds=int(held.get("leaseDurationSeconds") or 0)) if renewed else None
+
+
+def default_holder() -> str:
+    """This run's identity in the Lease: host and start time."""
+    return f"{socket.gethostname()}-{int(time.time())}"
+
+
 class Lease:
     def __init__(self, cluster: Any, namespace: str, holder: str) -> None:
         self.cluster, self.namespace, self.holder = cluster, namespace, holder
@@ -123,19 +134,38 @@ class Lease:
         try:
             current = self.cluster.read_lease(self.namespace, LEASE_NAME)
         except NotFound:
-            self.obj = self.cluster.write_lease(self.namespace, {"metadata": {"name": LEASE_NAME}, "spec": spec},
-                                                create=True)
+            try:
+                self.obj = self.cluster.write_lease(self.namespace, {"metadata": {"name": LEASE_NAME}, "spec": spec},
+                                                    create=True)
+            except Conflict:  # created meanwhile by another run
+                raise self._held(None, now) from None
             return
         held = current.get("spec") or {}
-        renewed = _parse(held.get("renewTime"))
-        until = renewed + datetime.timedelta(seconds=int(held.get("leaseDurationSeconds") or 0)) if renewed else None
-        if held.get("holderIdentity") and held["holderIdentity"] != self.holder and until and until > now:
-            raise LeaseHeld(f"another rebalance is running: lease {self.namespace}/{LEASE_NAME} is held by "
-                            f"{held['holderIdentity']} until {_stamp(until)}")
+        if self._holds(held, now):
+            raise self._held(current, now)
         try:
             self.obj = self.cluster.write_lease(self.namespace, {**current, "spec": spec}, create=False)
         except Conflict:
-            raise LeaseHeld(f"lease {self.namespace}/{LEASE_NAME} was taken meanwhile by another run") from None
+            raise self._held(None, now) from None
+
+    def _holds(self, held: dict[str, Any], now: datetime.datetime) -> bool:
+        """Another holder's lease that has not expired."""
+        until = _until(held)
+        holder = held.get("holderIdentity")
+        return bool(holder) and holder != self.holder and until is not None and until > now
+
+    def _held(self, current: dict[str, Any] | None, now: datetime.datetime) -> LeaseHeld:
+        """LeaseHeld naming the holder, in one line; ``current`` None: read again (it was taken meanwhile)."""
+        if current is None:
+            try:
+                current = self.cluster.read_lease(self.namespace, LEASE_NAME)
+            except ClusterError:
+                current = {}
+        held = (current or {}).get("spec") or {}
+        until = _until(held)
+        holder = str(held.get("holderIdentity") or "another run")
+        return LeaseHeld(f"another rebalance is running: lease {self.namespace}/{LEASE_NAME} is held by {holder}"
+                         + (f" until {_stamp(until)}" if until else "") + "; nothing was written")
 
     def renew(self) -> None:
         if self.obj is not None:
@@ -172,16 +202,34 @@ def apply_moves(cluster: Any, moves: Sequence[Move], *, dry_run: bool = True, wa
                 lease_namespace: str = "kubeplace-system", holder: str = "",
                 report_path: Path | None = None, pause: float = 0.0,
                 on_outcome: Callable[[Outcome], None] | None = None, unregistered: frozenset[str] = frozenset(),
-                ) -> ApplyReport:
+                lease: Lease | None = None) -> ApplyReport:
     """``unregistered``: target nodes that need not exist yet (new nodes a consolidation expects
-    Karpenter to launch for the evicted pods)."""
+    Karpenter to launch for the evicted pods). ``lease``: one the caller holds already (a
+    consolidation takes it before it cordons), renewed here and left to the caller to release;
+    without it the Lease is taken here, before the first eviction, and released."""
     report = ApplyReport([Outcome(m, PLANNED if dry_run else NOT_RUN) for m in moves], dry_run)
     if dry_run or not moves:
         return report
-    lease = Lease(cluster, lease_namespace, holder or f"{socket.gethostname()}-{int(time.time())}")
+    if lease is not None:
+        _apply_held(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome, unregistered,
+                    lease_namespace)
+        return report
+    lease = Lease(cluster, lease_namespace, holder or default_holder())
     lease.acquire()
     try:
-        _run_waves(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome, unregistered)
+        _apply_held(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome, unregistered,
+                    lease_namespace)
+    finally:
+        lease.release()
+    return report
+
+
+def _apply_held(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease, report_path: Path | None,
+                pause: float, on_outcome: Callable[[Outcome], None] | None, unregistered: frozenset[str],
+                lease_namespace: str) -> None:
+    """The waves under a Lease held; the targets ConfigMap and the report written whatever happens."""
+    try:
+        _run_waves(cluster, report, wave_size, lease, report_path, pause, on_outcome, unregistered)
     except KeyboardInterrupt:
         report.interrupted = True
         report.stopped = "interrupted"
@@ -189,9 +237,7 @@ def apply_moves(cluster: Any, moves: Sequence[Move], *, dry_run: bool = True, wa
         try:
             report.targets_configmap = _write_targets(cluster, report, lease_namespace)
         finally:
-            lease.release()
             _save(report, report_path)
-    return report
 
 
 def _run_waves(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease, report_path: Path | None,

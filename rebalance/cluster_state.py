@@ -12,13 +12,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_mapping, expect_string_map
+from kubeplace.kube.errors import InputError, expect_mapping, expect_name, expect_str, expect_string_map
 from kubeplace.kube.live import live_metrics
 from kubeplace.kube.metrics import MetricsNote
 from kubeplace.kube.objects import DisruptionBudget, Pod, Snapshot
 from kubeplace.kube.parse import build_snapshot, parse_pod
 from kubeplace.kube.raw_objects import Sourced, object_label
 from kubeplace.rebalance.movable import PodFacts, facts_of
+from kubeplace.rebalance.ownership import CAPI_GROUP
+
+CAPI_MACHINES = (CAPI_GROUP, "v1beta1", "machines")
+"""Listed live: which MachineDeployment a Cluster API node belongs to (none when the API is not served)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class ClusterState:
     """Pod key -> raw object, for every pod read (pending pods of any scheduler included)."""
     node_annotations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Node name -> its annotations (``karpenter.sh/do-not-disrupt``, a price), for consolidation."""
+    machines: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Cluster API Machines, ``NAMESPACE/NAME`` -> labels: a node's MachineDeployment, for consolidation."""
 
 
 def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", source: str = "") -> ClusterState:
@@ -40,9 +46,12 @@ def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", sour
     facts: dict[str, PodFacts] = {}
     raw: dict[str, Mapping[str, Any]] = {}
     annotations: dict[str, Mapping[str, str]] = {}
+    machines: dict[str, Mapping[str, str]] = {}
     for obj, where in objects:
         if obj.get("kind") == "Node":
             annotations[str((obj.get("metadata") or {}).get("name"))] = _annotations(obj, where)
+        if obj.get("kind") == "Machine" and str(obj.get("apiVersion", "")).startswith(f"{CAPI_GROUP}/"):
+            machines.update(_machine(obj, where))
         if obj.get("kind") != "Pod":
             continue
         try:
@@ -52,7 +61,16 @@ def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", sour
         except InputError as error:
             raise error.located(file=where, obj=object_label(obj)) from None
         raw[key] = obj
-    return ClusterState(snapshot, facts, snapshot.disruption_budgets, raw, annotations)
+    return ClusterState(snapshot, facts, snapshot.disruption_budgets, raw, annotations, machines)
+
+
+def _machine(obj: Mapping[str, Any], where: str) -> dict[str, Mapping[str, str]]:
+    try:
+        metadata = expect_mapping(obj.get("metadata"), "metadata")
+        key = f"{expect_str(metadata.get('namespace'), 'metadata.namespace') or 'default'}/{expect_name(metadata)}"
+        return {key: expect_string_map(metadata.get("labels"), "metadata.labels")}
+    except InputError as error:
+        raise error.located(file=where, obj=object_label(obj)) from None
 
 
 def _annotations(obj: Mapping[str, Any], where: str) -> Mapping[str, str]:
@@ -80,7 +98,7 @@ def load_live_state(cluster: Any, scheduler_name: str = "kubeplace") -> ClusterS
     objects += [(p, source) for p in cluster.list_pods(None, None, finished)]
     objects += [(n, source) for n in cluster.list_namespaces()]
     objects += [(p, source) for p in cluster.list_pod_disruption_budgets()]
-    for group, version, plural in (*GANG_APIS, *CAPACITY_APIS):
+    for group, version, plural in (*GANG_APIS, *CAPACITY_APIS, CAPI_MACHINES):
         objects += [(o, source) for o in cluster.list_objects(group, version, plural)]
     metrics, unavailable = live_metrics(cluster)
     state = state_of(objects + metrics, scheduler_name, source)

@@ -6,10 +6,13 @@ catalogue's offering its labels name, as Karpenter labels its nodes: instance ty
 (``node.kubernetes.io/instance-type``), zone (``topology.kubernetes.io/zone``) and capacity type
 (``karpenter.sh/capacity-type``). A node without a price is kept, and said so.
 
-A node may go unless: it has no price; it or one of its pods is annotated
-``karpenter.sh/do-not-disrupt: "true"``; one of its pods may not move (``rebalance.movable``:
-bare, local storage, system-critical, inter-pod rules the move model does not model...; the
-pods that go with the node, DaemonSet, mirror and static pods, do not count); its NodePool's
+A node may go only when its owner can remove it (``rebalance.ownership``): a Karpenter NodeClaim,
+or a node group the user opts in with ``--node-group``; never a control-plane node. It may go
+unless: it has no price; it is annotated ``karpenter.sh/do-not-disrupt: "true"``, or one of its
+running pods is protected by that annotation (``rebalance.do_not_disrupt``; DaemonSet and mirror
+pods too, as in Karpenter); one of its pods may not move (``rebalance.movable``: bare, local
+storage, system-critical, inter-pod rules the move model does not model...; the pods that go
+with the node, DaemonSet, mirror and static pods, do not count); its NodePool's
 ``consolidationPolicy`` is ``WhenEmpty`` and it runs pods. A node labelled
 ``karpenter.sh/nodepool`` with a NodePool the input does not have is refused as bad input.
 
@@ -38,6 +41,7 @@ solved again (a few rounds), so an answer is only ever one the plan's rules and 
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -58,12 +62,13 @@ from kubeplace.plan.plan import NewNode, Provision
 from kubeplace.plan.provision import make_provision_plan
 from kubeplace.plan.provision_items import template_node
 from kubeplace.rebalance.cluster_state import ClusterState
+from kubeplace.rebalance.do_not_disrupt import DO_NOT_DISRUPT, protection
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import MoveModel, build_moves
 from kubeplace.rebalance.movable import DAEMONSET, DELETING, MIRROR, NOT_RUNNING, STATIC, Rules
+from kubeplace.rebalance.ownership import CAPI, KARPENTER, Owner, owner_of, removal_command, skip_reason
 from kubeplace.rebalance.solve_moves import REPLACEMENT_NOTE, Move, Settings, run
 
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 PRICE_ANNOTATION = "kubeplace.io/price-per-hour"
 GOES_WITH_NODE = frozenset({MIRROR, STATIC, DAEMONSET, DELETING, NOT_RUNNING})
 """Exclusions of pods that never block a node's removal: they go (or are gone) with it."""
@@ -75,7 +80,10 @@ BOUND_KIND = ("the higher of the model's proved MIP bound (exact when status is 
 
 @dataclass(frozen=True)
 class Drain:
-    """A node to remove: cordoned, its pods evicted, then deleted (its NodeClaim when it has one)."""
+    """A node to remove: cordoned, its pods evicted, then removed through its owner
+    (``rebalance.ownership``): its NodeClaim deleted, its Cluster API Machine marked and its
+    MachineDeployment scaled down, or left cordoned with ``remove``, the command that removes its
+    machine from its node group. Never its Node deleted."""
 
     node: str
     node_pool: str
@@ -83,10 +91,18 @@ class Drain:
     price: int
     reason: str
     pods: tuple[str, ...]
+    node_group: str = ""
+    """``KIND/NAME`` of an opted-in group (``--node-group``); "" for a Karpenter node."""
+    machine: str = ""
+    """Cluster API: its Machine, ``NAMESPACE/NAME``."""
+    remove: str = ""
+    """Another group's: the command that removes its machine from the group (printed, not run)."""
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {key: value for key, value in (("nodeGroup", self.node_group), ("machine", self.machine),
+                                               ("removeWith", self.remove)) if value}
         return {"node": self.node, "nodePool": self.node_pool, "nodeClaim": self.node_claim,
-                "pricePerHour": self.price / PRICE_UNIT, "reason": self.reason, "pods": list(self.pods)}
+                "pricePerHour": self.price / PRICE_UNIT, "reason": self.reason, "pods": list(self.pods), **extra}
 
 
 @dataclass(frozen=True)
@@ -151,31 +167,40 @@ class _Candidates:
     price: Mapping[int, int]
     reason: Mapping[int, str]
     pool: Mapping[int, str]
+    owner: Mapping[int, Owner]
     kept: tuple[tuple[str, str], ...]
     cost_before: int
     notes: tuple[str, ...]
 
 
-def _blocking(layout: Layout) -> dict[str, str]:
-    """Node name -> why a pod on it may not move (the first such pod)."""
+def _blocking(state: ClusterState, layout: Layout) -> dict[str, str]:
+    """Node name -> why a pod on it may not move (the first such pod). A running pod that
+    ``karpenter.sh/do-not-disrupt`` protects (``rebalance.do_not_disrupt``) blocks its node
+    whatever it is, DaemonSet and mirror pods included, as in Karpenter
+    (``ValidatePodsDisruptable``); a pod being deleted does not."""
     out: dict[str, str] = {}
     for pod, why in layout.excluded:
         if why not in GOES_WITH_NODE and pod.node_name:
             out.setdefault(pod.node_name, f"pod {pod.key} may not move: {why}")
-    for pod in layout.pods:
-        if pod.annotations.get(DO_NOT_DISRUPT, "").lower() == "true":
-            out.setdefault(pod.node_name, f'pod {pod.key} is annotated {DO_NOT_DISRUPT}: "true"')
+    now = datetime.datetime.now(datetime.UTC)
+    for pod in state.snapshot.bound:
+        raw = state.raw_pods.get(pod.key, {})
+        value = protection(pod.annotations, raw.get("status") or {}, now) if not pod.deleting else ""
+        if pod.node_name and value:
+            out.setdefault(pod.node_name, f'pod {pod.key} is annotated {DO_NOT_DISRUPT}: "{value}"')
     return out
 
 
-def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[InstanceType]) -> _Candidates:
+def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[InstanceType],
+                node_groups: frozenset[str]) -> _Candidates:
     snap = state.snapshot
     pools = {pool.name: pool for pool in snap.node_pools}
-    blocking = _blocking(layout)
+    blocking = _blocking(state, layout)
     names = layout.problem.node_names
     index = {name: i for i, name in enumerate(names)}
     runs = layout.x0.sum(axis=0)
-    nodes, price, reason, pool_of, kept, notes = [], {}, {}, {}, [], []
+    nodes, price, reason, pool_of, owner_of_node, kept, notes = [], {}, {}, {}, {}, [], []
+    groups_seen: set[str] = set()
     cost = 0
     for node in snap.nodes:
         annotations = state.node_annotations.get(node.name, {})
@@ -185,20 +210,26 @@ def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[Instanc
                              file=node.source or snap.source or "the cluster", obj=f"Node {node.name}",
                              field=f"metadata.labels[{NODEPOOL_LABEL}]")
         amount, how = node_price(node, annotations, catalogue)
+        owner = owner_of(node, annotations, snap.node_claims, state.machines)
+        if isinstance(owner, Owner):
+            groups_seen.add(owner.group)
+        skip = skip_reason(node, annotations, owner, node_groups)
         if amount is None:
-            kept.append((node.name, how))
-            notes.append(f"node {node.name} is kept: {how}")
+            kept.append((node.name, skip or how))
             continue
         cost += amount
         i = index.get(node.name)
         empty = i is None or int(runs[i]) == 0
-        why = _keep_reason(node, annotations, pools.get(pool_name), blocking, empty)
-        if why or i is None:
+        why = skip or _keep_reason(node, annotations, pools.get(pool_name), blocking, empty)
+        if why or i is None or not isinstance(owner, Owner):
             kept.append((node.name, why or "not in the model"))
             continue
         nodes.append(i)
         price[i], reason[i], pool_of[i] = amount, EMPTY if empty else UNDERUTILIZED, pool_name
-    return _Candidates(tuple(nodes), price, reason, pool_of, tuple(kept), cost, tuple(notes))
+        owner_of_node[i] = owner
+    notes += [f"--node-group {group}: no node of the input belongs to it"
+              for group in sorted(node_groups - groups_seen)]
+    return _Candidates(tuple(nodes), price, reason, pool_of, owner_of_node, tuple(kept), cost, tuple(notes))
 
 
 def _keep_reason(node: Node, annotations: Mapping[str, str], pool: NodePool | None, blocking: Mapping[str, str],
@@ -317,14 +348,16 @@ def _search(model: _Model, settings: Settings, started: float, before: int,
 
 
 def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
-                profile: Profile, settings: Settings, replace_nodes: bool = False) -> Consolidation:
+                profile: Profile, settings: Settings, replace_nodes: bool = False,
+                node_groups: frozenset[str] = frozenset()) -> Consolidation:
     """The nodes to remove and the moves (see the module's text); with ``replace_nodes``, also
-    the answers that add new nodes, the cheaper kept."""
+    the answers that add new nodes, the cheaper kept. Only nodes a NodeClaim owns may go, and
+    those of the groups in ``node_groups`` (``KIND/NAME``, ``rebalance.ownership``)."""
     started = time.monotonic()
     if replace_nodes and not state.snapshot.node_pools:
         raise InputError("--replace needs at least one karpenter.sh/v1 NodePool in the input", field="--replace")
     layout = build_layout(state, rules, config, profile)
-    cands = _candidates(state, layout, catalogue)
+    cands = _candidates(state, layout, catalogue, node_groups)
     notes = (*cands.notes, REPLACEMENT_NOTE)
     before = cands.cost_before
     if not cands.nodes:
@@ -346,7 +379,7 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
     result = _result(state, layout, cands, answer, status, bound, started, notes)
     if not replace_nodes:
         return result
-    other = _replaced(state, catalogue, rules, config, profile, settings, notes)
+    other = _replaced(state, catalogue, rules, config, profile, settings, notes, node_groups)
     if other.cost_after < result.cost_after or (other.cost_after == result.cost_after
                                                 and len(other.moves) < len(result.moves)):
         return replace(other, bound=min(other.bound, result.bound), seconds=time.monotonic() - started)
@@ -365,7 +398,8 @@ def _result(state: ClusterState, layout: Layout, cands: _Candidates, answer: _An
 
 
 def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
-              profile: Profile, settings: Settings, notes: tuple[str, ...]) -> Consolidation:
+              profile: Profile, settings: Settings, notes: tuple[str, ...],
+              node_groups: frozenset[str]) -> Consolidation:
     """The answer that may add nodes: the provisioning's candidates (one template node per
     NodePool x offering, as it would register) join the model as nodes to buy, at most one of
     each; the pods of the nodes it removes are then planned by ``plan --provision`` on the nodes
@@ -376,7 +410,7 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
     templates = [template_node(c) for c in candidates]
     layout = build_layout(replace(state, snapshot=replace(snap, nodes=(*snap.nodes, *templates))), rules, config,
                           profile)
-    cands = _candidates(state, layout, catalogue)
+    cands = _candidates(state, layout, catalogue, node_groups)
     index = {name: i for i, name in enumerate(layout.problem.node_names)}
     offers = [(index[t.name], c.offering.price) for t, c in zip(templates, candidates, strict=True)]
     model = _build(layout, cands, state, settings, offers)
@@ -433,11 +467,15 @@ def capacity_bound(layout: Layout, cands: _Candidates, offers: Sequence[tuple[in
 
 def _drains(state: ClusterState, layout: Layout, removed: Sequence[int], cands: _Candidates) -> tuple[Drain, ...]:
     names = layout.problem.node_names
-    claims = {claim.node_name: claim.name for claim in state.snapshot.node_claims if claim.node_name}
+    nodes = {node.name: node for node in state.snapshot.nodes}
     out = []
     for i in sorted(removed, key=lambda i: names[i]):
         pods = tuple(sorted(p.key for p in layout.pods if p.node_name == names[i]))
-        out.append(Drain(names[i], cands.pool[i], claims.get(names[i], ""), cands.price[i], cands.reason[i], pods))
+        owner = cands.owner[i]
+        group = "" if owner.kind == KARPENTER else owner.group
+        remove = removal_command(nodes[names[i]], owner) if group and owner.kind != CAPI else ""
+        out.append(Drain(names[i], cands.pool[i], owner.claim, cands.price[i], cands.reason[i], pods, group,
+                         owner.machine, remove))
     return tuple(out)
 
 

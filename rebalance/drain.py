@@ -1,9 +1,15 @@
-"""Carrying out a consolidation (``rebalance --consolidate --apply``): cordon the nodes to remove,
-evict their pods in waves exactly as a rebalance does (``rebalance.apply``: the lease, the
-re-check before each wave, PodDisruptionBudgets answered with 429 never retried), then delete
-each node whose pods were all evicted: its NodeClaim when it has one (Karpenter then drains
-and terminates it), else the Node. A node that keeps a pod is uncordoned and kept. Every step is
-reported node by node and pod by pod; a failure half-way stops the run and says where.
+"""Carrying out a consolidation (``rebalance --consolidate --apply``): take the
+``kubeplace-rebalance`` Lease before anything is written (a second run, the CronJob's or a
+person's, stops there and says who holds it), cordon the nodes to remove, evict their pods in
+waves exactly as a rebalance does (``rebalance.apply``: the re-check before each wave,
+PodDisruptionBudgets answered with 429 never retried), then remove each node whose pods were all
+evicted through its owner (``rebalance.ownership``): its NodeClaim deleted (Karpenter then drains
+and terminates it); its Cluster API Machine annotated ``cluster.x-k8s.io/delete-machine`` and its
+MachineDeployment scaled down by the nodes it loses (its MachineSet deletes that Machine); the
+node of another opted-in group left drained and cordoned, with the command that removes its
+machine from the group. A Node object is never deleted: its machine would keep running. A node
+that keeps a pod is uncordoned and kept. Every step is reported node by node and pod by pod; a
+failure half-way stops the run and says where.
 """
 
 from __future__ import annotations
@@ -14,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from kubeplace.kube.errors import ClusterError, NotFound
-from kubeplace.rebalance.apply import EVICTED, GONE, ApplyReport, apply_moves
+from kubeplace.rebalance.apply import EVICTED, GONE, LEASE_NAME, ApplyReport, Lease, apply_moves, default_holder
 from kubeplace.rebalance.consolidate import Drain
+from kubeplace.rebalance.ownership import CAPI_DELETE_ANNOTATION
 from kubeplace.rebalance.solve_moves import Move
 
 CORDONED = "cordoned"
 DELETED_CLAIM = "NodeClaim deleted"
-DELETED_NODE = "Node deleted"
+MACHINE_DELETED = "Machine marked for deletion, MachineDeployment scaled down"
+DRAINED = "drained (cordoned): remove it through its node group"
 KEPT = "kept (uncordoned)"
 FAILED = "failed"
 NOT_RUN = "not run"
@@ -45,22 +53,40 @@ class DrainReport:
 
     @property
     def removed(self) -> int:
-        return sum(n.outcome in (DELETED_CLAIM, DELETED_NODE) for n in self.nodes)
+        """Nodes handed to their owner's removal (NodeClaim deleted, Machine marked)."""
+        return sum(n.outcome in (DELETED_CLAIM, MACHINE_DELETED) for n in self.nodes)
+
+    @property
+    def drained(self) -> int:
+        """Nodes of another group drained and left cordoned, for the user to remove from the group."""
+        return sum(n.outcome == DRAINED for n in self.nodes)
 
     @property
     def complete(self) -> bool:
-        return self.removed == len(self.nodes) and not self.stopped
+        return self.removed + self.drained == len(self.nodes) and not self.stopped
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.evictions.to_dict(), "dry_run": False, "nodes_removed": self.removed,
-                "stopped": self.stopped or self.evictions.stopped, "nodes": [n.to_dict() for n in self.nodes]}
+                "nodes_drained": self.drained, "stopped": self.stopped or self.evictions.stopped,
+                "nodes": [n.to_dict() for n in self.nodes]}
 
 
 def drain_nodes(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], *, wave_size: int = 1,
                 lease_namespace: str = "kubeplace-system", report_path: Path | None = None,
                 new_nodes: frozenset[str] = frozenset()) -> DrainReport:
     """``new_nodes``: the names of the nodes a ``--replace`` answer adds; kubeplace does not create
-    them: the evicted pods that fit nowhere else are pending, and Karpenter launches nodes for them."""
+    them: the evicted pods that fit nowhere else are pending, and Karpenter launches nodes for them.
+    Raises LeaseHeld, having written nothing, when another run holds the Lease."""
+    lease = Lease(cluster, lease_namespace, default_holder())
+    lease.acquire()
+    try:
+        return _drain_held(cluster, drains, moves, wave_size, lease, lease_namespace, report_path, new_nodes)
+    finally:
+        lease.release()
+
+
+def _drain_held(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], wave_size: int, lease: Lease,
+                lease_namespace: str, report_path: Path | None, new_nodes: frozenset[str]) -> DrainReport:
     report = DrainReport([NodeOutcome(d) for d in drains])
     for outcome in report.nodes:
         try:
@@ -73,31 +99,79 @@ def drain_nodes(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], *,
             return report
     report.evictions = apply_moves(cluster, moves, dry_run=False, wave_size=wave_size,
                                    lease_namespace=lease_namespace, report_path=report_path,
-                                   unregistered=new_nodes)
+                                   unregistered=new_nodes, lease=lease)
     if report.evictions.interrupted:  # Ctrl-C or SIGTERM: nothing more is deleted
         _uncordon(cluster, report)
         return report
     left = _not_evicted(report.evictions)
+    try:
+        lease.renew()
+    except ClusterError as e:  # taken by another run meanwhile: remove nothing
+        report.stopped = f"lost the lease {lease_namespace}/{LEASE_NAME}: {e}"
+        _uncordon(cluster, report)
+        return report
+    machines: dict[str, list[NodeOutcome]] = {}
     for outcome in report.nodes:
-        if left.get(outcome.drain.node):
+        drain = outcome.drain
+        if left.get(drain.node):
             outcome.outcome = KEPT
-            outcome.message = f"{left[outcome.drain.node]} pod(s) not evicted"
-            continue
-        try:
-            if outcome.drain.node_claim:
-                cluster.delete_node_claim(outcome.drain.node_claim)
-                outcome.outcome = DELETED_CLAIM
-            else:
-                cluster.delete_node(outcome.drain.node)
-                outcome.outcome = DELETED_NODE
-        except NotFound:
-            outcome.outcome, outcome.message = DELETED_NODE, "gone already"
-        except ClusterError as e:
-            outcome.outcome, outcome.message = FAILED, str(e)
-            report.stopped = f"delete failed: {e}"
+            outcome.message = f"{left[drain.node]} pod(s) not evicted"
+        elif drain.machine:
+            machines.setdefault(_deployment(drain), []).append(outcome)
+        elif drain.node_claim:
+            if not _delete_claim(cluster, outcome, report):
+                break
+        elif drain.node_group:
+            outcome.outcome, outcome.message = DRAINED, drain.remove
+        else:  # no owner to act through: consolidation never proposes such a node
+            outcome.outcome = FAILED
+            outcome.message = "no NodeClaim or node group owns it; kubeplace never deletes a Node"
+    for deployment, outcomes in sorted(machines.items()):
+        if report.stopped or not _scale_down(cluster, deployment, outcomes, report):
             break
     _uncordon(cluster, report)
     return report
+
+
+def _deployment(drain: Drain) -> str:
+    """A Cluster API node's MachineDeployment, ``NAMESPACE/NAME`` (its Machine's namespace)."""
+    return f"{drain.machine.split('/', 1)[0]}/{drain.node_group.split('/', 1)[1]}"
+
+
+def _delete_claim(cluster: Any, outcome: NodeOutcome, report: DrainReport) -> bool:
+    """Deletes the node's NodeClaim (Karpenter drains and terminates it); False when that failed."""
+    try:
+        cluster.delete_node_claim(outcome.drain.node_claim)
+        outcome.outcome = DELETED_CLAIM
+    except NotFound:
+        outcome.outcome, outcome.message = DELETED_CLAIM, "gone already"
+    except ClusterError as e:
+        outcome.outcome, outcome.message = FAILED, str(e)
+        report.stopped = f"delete failed: {e}"
+        return False
+    return True
+
+
+def _scale_down(cluster: Any, deployment: str, outcomes: Sequence[NodeOutcome], report: DrainReport) -> bool:
+    """Cluster API: each drained node's Machine annotated ``cluster.x-k8s.io/delete-machine``, then
+    the MachineDeployment (``NAMESPACE/NAME``) scaled down by that many, so that its MachineSet
+    deletes those Machines first (and their infrastructure, and their Nodes). False when a step failed."""
+    namespace, name = deployment.split("/", 1)
+    step = "annotate Machine"
+    try:
+        for outcome in outcomes:
+            machine = outcome.drain.machine.split("/", 1)[1]
+            cluster.annotate_machine(namespace, machine, {CAPI_DELETE_ANNOTATION: "true"})
+        step = "scale MachineDeployment"
+        replicas = cluster.scale_machine_deployment(namespace, name, -len(outcomes))
+    except ClusterError as e:
+        for outcome in outcomes:
+            outcome.outcome, outcome.message = FAILED, f"{step}: {e}"
+        report.stopped = f"{step} failed: {e}"
+        return False
+    for outcome in outcomes:
+        outcome.outcome, outcome.message = MACHINE_DELETED, f"MachineDeployment {deployment} to {replicas} replicas"
+    return True
 
 
 def _not_evicted(evictions: ApplyReport) -> dict[str, int]:

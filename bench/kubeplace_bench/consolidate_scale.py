@@ -2,8 +2,8 @@
 cluster, planned on paper.
 
 ``nodes`` Karpenter nodes of the ``capacity`` bench's CPU instance types (families c, m, r of 2 to
-32 vCPUs, on demand in three zones), labelled as Karpenter labels them, of one NodePool whose
-budget is every node; each runs pods of a few Deployments (shapes from 250m/256Mi to 2 CPUs/4Gi)
+32 vCPUs, on demand in three zones), labelled as Karpenter labels them, each with its NodeClaim,
+of one NodePool whose budget is every node; each runs pods of a few Deployments (shapes from 250m/256Mi to 2 CPUs/4Gi)
 filled to a random share of its CPU (``fill``, low: a cluster after a scale-down), one DaemonSet
 pod each. Measured: the cost per hour before and after, nodes removed (and added, ``--replace``),
 pods moved, the bound and the gap, the seconds, and whether the answer was verified.
@@ -75,6 +75,7 @@ def cluster(spec: ConsolidateScaleSpec) -> list[dict[str, Any]]:
         family, cpu, memory_gi = rng.choice(types)
         name = f"node-{i:04d}"
         objects.append(_node(name, f"{family}-{cpu}x-amd64-linux", rng.choice(ZONES), cpu, memory_gi))
+        objects.append(_node_claim(name))
         objects.append(_pod(f"agent-{i:04d}", name, 50, 64, ("DaemonSet", "agent")))
         budget = int(cpu * 1000 * rng.uniform(*spec.fill))
         k = 0
@@ -96,7 +97,17 @@ def _node(name: str, instance_type: str, zone: str, cpu: int, memory_gi: int) ->
               NODEPOOL_LABEL: "default", "kubernetes.io/hostname": name, "kubernetes.io/arch": "amd64",
               "kubernetes.io/os": "linux"}
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
-            "spec": {}, "status": {"allocatable": allocatable, "capacity": dict(allocatable)}}
+            "spec": {"providerID": f"kwok://{name}"}, "status": {"allocatable": allocatable,
+                                                                 "capacity": dict(allocatable)}}
+
+
+def _node_claim(node: str) -> dict[str, Any]:
+    """The NodeClaim that launched ``node``: consolidation removes only nodes a NodeClaim owns."""
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": f"{node}-claim", "labels": {NODEPOOL_LABEL: "default"}},
+            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass",
+                                                          "name": "default"}},
+            "status": {"nodeName": node, "providerID": f"kwok://{node}"}}
 
 
 def _pod(name: str, node: str, cpu_m: int, memory_mi: int, owner: tuple[str, str],

@@ -234,7 +234,7 @@ def test_rebalance_cronjob_consolidates_when_asked(default: list[dict[str, Any]]
     catalogue.write_text(find(objects, "ConfigMap", "kubeplace-rebalance-config")["data"]["catalogue.yaml"])
     assert [t.name for t in load_catalogue([catalogue])] == ["m6i.large"]
     rules = find(objects, "ClusterRole", "kubeplace-rebalance-consolidate")["rules"]
-    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch", "delete"]},
+    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
                      {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["delete"]}]
     assert find(objects, "ClusterRoleBinding", "kubeplace-rebalance-consolidate")["subjects"][0]["name"] == \
         "kubeplace-rebalance"

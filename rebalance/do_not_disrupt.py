@@ -1,0 +1,57 @@
+"""``karpenter.sh/do-not-disrupt`` on a pod, read as Karpenter reads it (``IsDoNotDisruptActive``
+in ``pkg/utils/pod``): ``"true"`` protects the pod; a positive Go duration (``"5m"``, ``"1h30m"``)
+protects it until it has run that long since ``status.startTime`` (always, when the pod has no
+start time); any other value is no protection. Only a running pod protects its node: one being
+deleted or finished does not (``IsActive``)."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
+            "h": 3600 * 10**9}
+_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def go_duration_ns(text: str) -> int | None:
+    """A Go ``time.ParseDuration`` text (unsigned) in nanoseconds; None when it is not one."""
+    if not text:
+        return None
+    total, at = Decimal(0), 0
+    while at < len(text):
+        part = _PART.match(text, at)
+        if part is None:
+            return None
+        total += Decimal(part.group(1)) * _UNIT_NS[part.group(2)]
+        at = part.end()
+    return int(total)
+
+
+def protection(annotations: Mapping[str, str], raw_status: Mapping[str, Any], now: datetime.datetime) -> str:
+    """The annotation's value when it protects the pod at ``now``, else ""."""
+    value = annotations.get(DO_NOT_DISRUPT)
+    if value is None:
+        return ""
+    if value.lower() == "true":  # Karpenter: exactly "true"; kubeplace keeps "True" too
+        return value
+    ns = go_duration_ns(value)
+    if ns is None or ns <= 0:
+        return ""
+    started = _time(raw_status.get("startTime"))
+    if started is None:
+        return value
+    return value if now < started + datetime.timedelta(microseconds=ns // 1000) else ""
+
+
+def _time(text: object) -> datetime.datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
