@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kubeplace.cli.options import FiniteFloatRange, KubeplaceGroup, int_list
-from kubeplace.cli.render import dump, say, stdout_console, table
+from kubeplace.cli.render import dump, stdout_console, table
 from kubeplace.kube.errors import InputError, expect_int
 from kubeplace.models.config_load import MAX_SEED
 from kubeplace.simulate.cluster import POOL_LABEL
@@ -46,6 +46,9 @@ def _pool_count(values: Sequence[str], flag: str, number: type[int] | type[float
 
 
 def _print(cases: Sequence[Case | None], output: str, report: Path | None, title: str) -> None:
+    """The cases that ran, on stdout (a case Ctrl-C cut short included, its summary saying
+    ``interrupted``), and, when some did not finish, one line on stderr saying how many did:
+    stdout stays one JSON document, and a case cut short is not counted as finished."""
     from kubeplace.simulate.output import COLUMNS, as_json, row, write_report
 
     done = [c for c in cases if c is not None]
@@ -59,8 +62,12 @@ def _print(cases: Sequence[Case | None], output: str, report: Path | None, title
         for case in done:
             rows.add_row(*row(case))
         console.print(rows)
-    if len(done) < len(cases) or any(c.result.summary.interrupted for c in done):
-        say(console, f"interrupted: {len(done)} of {len(cases)} case(s) finished; the results cover what ran")
+    cut = sum(c.result.summary.interrupted for c in done)
+    finished = len(done) - cut
+    if finished < len(cases):
+        click.echo(f"interrupted: {finished} of {len(cases)} case(s) finished"
+                   + (f", {cut} cut short (its results cover the simulated time it reached)" if cut else "")
+                   + "; the results cover what ran", err=True)
 
 
 @click.group("simulate", cls=KubeplaceGroup, invoke_without_command=True)
@@ -174,13 +181,18 @@ def sweep_command(sweep_path: Path, workers: int | None, ray_address: str | None
 
 
 def _progress(total: int) -> Callable[[int, Case], None]:
-    """One line on stderr per case as it finishes (in the order they finish)."""
+    """One line on stderr per case as it finishes (in the order they finish); a case Ctrl-C cut
+    short is said so, and not counted."""
     done = 0
 
     def on_done(index: int, case: Case) -> None:
         nonlocal done
-        done += 1
         s = case.result.summary
+        if s.interrupted:
+            click.echo(f"case {index + 1} {case.label}: interrupted at simulated second {s.end:g}, "
+                       f"{s.started}/{s.pods} started", err=True)
+            return
+        done += 1
         click.echo(f"[{done}/{total}] case {index + 1} {case.label}: {s.started}/{s.pods} started, "
                    f"{s.wall_seconds:.1f} s", err=True)
 
