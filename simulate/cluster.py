@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubeplace.kube.errors import InputError
+from kubeplace.kube.errors import InputError, unique_objects
 from kubeplace.kube.files import load_objects
+from kubeplace.kube.parse import parse_node, parse_pod
 from kubeplace.simulate.names import MAX_NODES
 from kubeplace.simulate.trace import RawObject
 
@@ -42,11 +43,17 @@ class NodeEdits:
 
 
 def read_cluster(paths: Sequence[Path]) -> Cluster:
-    """Nodes and bound pods of the snapshot files; refused without a node."""
+    """Nodes and bound pods of the snapshot files, each checked as ``kubeplace plan`` reads it
+    (the simulated store would drop one it cannot parse without a word), a name twice refused;
+    refused without a node."""
     objects = load_objects(list(paths))
     nodes = tuple(dict(o) for o, _ in objects if o.get("kind") == "Node")
     running = tuple(dict(o) for o, _ in objects
                     if o.get("kind") == "Pod" and (o.get("spec") or {}).get("nodeName"))
+    unique_objects((parse_node(o, where) for o, where in objects if o.get("kind") == "Node"), lambda n: n.name,
+                   "Node")
+    unique_objects((parse_pod(o, where) for o, where in objects
+                    if o.get("kind") == "Pod" and (o.get("spec") or {}).get("nodeName")), lambda p: p.key, "Pod")
     source = ", ".join(map(str, paths))
     if not nodes:
         raise InputError("no nodes in the cluster", file=source, expected="Node objects")

@@ -255,3 +255,20 @@ def test_the_generator_numbers_are_bounded(tmp_path: Path, args: tuple[str, ...]
     line = _one_error_line(_cli("generate", "-o", str(out), *args))
     assert line.startswith(message), line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("objects", "message"), [
+    ([{**node("n1"), "metadata": {"name": "N_1"}}], 'Node N_1: metadata.name: Invalid value: "N_1"'),
+    ([{**node("n1"), "status": {"allocatable": {"cpu": "lots"}}}], "Node n1: status.allocatable.cpu: invalid quantity"),
+    ([node("n0")], "Node n0: duplicate Node"),
+    ([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "run"}, "spec": {"nodeName": "n0", "containers": [
+        {"name": "m", "resources": {"requests": {"cpu": "x"}}}]}}],
+     "Pod default/run: spec.containers[0].resources.requests.cpu: invalid quantity"),
+])
+def test_the_cluster_is_read_as_plan_reads_it(files: tuple[Path, Path], tmp_path: Path, objects: list[Any],
+                                              message: str) -> None:
+    """A node or running pod the simulated store cannot parse used to be dropped without a word."""
+    _, workload = files
+    snapshot = write(tmp_path / "bad.yaml", {"apiVersion": "v1", "kind": "List", "items": [node("n0"), *objects]})
+    line = _one_error_line(_cli("--cluster", str(snapshot), "--workload", str(workload), "--scheduler", "fgd"))
+    assert line.startswith(f"error: {snapshot}: {message}"), line
