@@ -177,12 +177,15 @@ def run_cases(specs: Sequence[CaseSpec], workers: int | None = None,
     workers = min(len(specs), workers or os.cpu_count() or 1)
     results: list[Case | None] = [None] * len(specs)
     if workers <= 1:
-        for k, spec in enumerate(specs):
-            case = results[k] = run_case(spec)  # (Ctrl-C ends the case with what it has)
-            if on_done is not None:
-                on_done(k, case)
-            if case.result.summary.interrupted:
-                break
+        try:
+            for k, spec in enumerate(specs):
+                case = results[k] = run_case(spec)  # (Ctrl-C in the replay ends the case with what it has)
+                if on_done is not None:
+                    on_done(k, case)
+                if case.result.summary.interrupted:
+                    break
+        except KeyboardInterrupt:  # (between replays: reading a case's files, setting up its world)
+            pass
         return results
     pool = ProcessPoolExecutor(workers)
     try:

@@ -112,6 +112,26 @@ def test_ctrl_c_keeps_stdout_whole_and_does_not_count_the_case_cut_short(
     assert "interrupted: the results cover the simulated time until then" in report.read_text()
 
 
+def test_ctrl_c_between_two_replays_still_writes_the_cases_finished(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the second case reads its files or sets up its world, outside the replay."""
+    path = small_sweep(tmp_path)
+    real = sweep.simulate
+    calls: list[int] = []
+
+    def second_refused(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate", second_refused)
+    result = CliRunner().invoke(main, ["simulate", "sweep", str(path), "--workers", "1", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert [c["summary"]["interrupted"] for c in json.loads(result.stdout)] == [False]
+    assert result.stderr.splitlines()[-1] == "interrupted: 1 of 4 case(s) finished; the results cover what ran"
+
+
 def test_ctrl_c_in_the_single_simulation_keeps_its_json_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small_sweep(tmp_path)
     _cut_short_in_the_second_case(monkeypatch)
