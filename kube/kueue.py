@@ -33,6 +33,8 @@ from kubeplace.kube.taints import untolerated
 KUEUE_WORKLOAD = "kueue.x-k8s.io/workload"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
+TAS_LABEL = "kueue.x-k8s.io/tas"
+"""Set by Kueue on the pods of a workload it admitted with topology-aware scheduling."""
 KIND = ("kueue.x-k8s.io", "Workload")
 API = ("kueue.x-k8s.io", "v1beta1", "workloads")
 
@@ -124,8 +126,9 @@ def gated_stand_ins(pods: Sequence[Pod], nodes: Mapping[str, Node],
 
 def lost_host_holds(pending: Sequence[Pod], nodes: Sequence[Node],
                     member_of: Callable[[Pod], GangKey | None]) -> dict[GangKey, str]:
-    """Per gang of an admitted Workload whose topology assignment pins pending pods (Kueue's
-    nodeSelector ``kubernetes.io/hostname``) to a node they cannot run on now, why it waits.
+    """Per gang of an admitted Workload whose topology assignment pins pending pods (labelled
+    ``kueue.x-k8s.io/tas``; Kueue's nodeSelector ``kubernetes.io/hostname``) to a node they cannot
+    run on now, why it waits.
 
     Kueue's node failure controller treats such a node as failed for the workload (deleted, not
     Ready, or, with ``TASReplaceNodeOnNodeTaints``, an untolerated NoSchedule taint the
@@ -140,8 +143,7 @@ def lost_host_holds(pending: Sequence[Pod], nodes: Sequence[Node],
     pinned: dict[GangKey, dict[str, tuple[str, list[str]]]] = {}
     for pod in pending:
         host = pod.node_selector.get(HOSTNAME, "")
-        workload = pod.annotations.get(KUEUE_WORKLOAD, "")
-        key = member_of(pod) if host and workload else None
+        key = member_of(pod) if host and pod.annotations.get(KUEUE_WORKLOAD) and TAS_LABEL in pod.labels else None
         if key is None:
             continue
         why = _lost(by_host.get(host), pod)

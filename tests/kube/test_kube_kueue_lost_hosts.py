@@ -75,6 +75,9 @@ def test_no_hold_while_the_pinned_nodes_can_take_the_pods() -> None:
     assert holds(*tolerated) == {}
     other = [host("h0").taint(UNREACHABLE), pod("plain").cpu("1").selector(HOST, "h0")]
     assert holds(*other) == {}  # (not admitted by Kueue: no workload to requeue)
+    own = [host("h0").taint(UNREACHABLE),
+           pod("mine").cpu("1").selector(HOST, "h0").annotation("kueue.x-k8s.io/workload", WORKLOAD)]
+    assert holds(*own) == {}  # (admitted without topology-aware scheduling: the user's own nodeSelector)
 
 
 def test_two_lost_nodes_mean_eviction() -> None:
