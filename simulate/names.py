@@ -16,10 +16,11 @@ than in a simulation without latency (measured on the fidelity runs, bench simul
 Without it, a departure a few milliseconds before a batch closes leaves before that batch in the
 simulation and after it live."""
 
-MAX_TRACE_PODS = 1_000_000
-"""The most pods a trace may hold (its items' counts summed): a trace's manifests are built
-before the replay (about 1.6 kB each, 1.6 GB at the bound), and a replay costs some
-milliseconds per pod. A bigger trace is refused with one line before anything is built."""
+MAX_TRACE_PODS = 200_000
+"""The most pods a trace may hold (its items' counts summed), 25 times the whole openb trace:
+its manifests are built before the replay (at the bound, 4 s of CPU and 384 MB peak, measured)
+and a replay costs some milliseconds per pod. A bigger trace is refused with one line before
+anything is built."""
 MAX_SECONDS = 1e9
 """The latest simulated second a trace's times, durations and ``until`` may give (about 31
 years): past it a float no longer holds the API latency's milliseconds, and creation times leave

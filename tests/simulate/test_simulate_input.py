@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from kubeplace.cli.main import main
 from kubeplace.kube.errors import InputError, dns1123_problems
+from kubeplace.simulate import trace as trace_module
 from kubeplace.simulate.cluster import NodeEdits, edit_nodes
 from kubeplace.simulate.generate import generate
 from kubeplace.simulate.trace import parse_trace
@@ -118,7 +119,7 @@ HUGE = 10**400
 
 
 @pytest.mark.parametrize(("item", "message"), [
-    ({"count": 1_000_000_000}, "items[1]: count: 1000000000 more pods make the trace more than 1000000 pods"),
+    ({"count": 1_000_000_000}, "items[1]: count: 1000000000 more pods make the trace more than 200000 pods"),
     ({"count": 0}, "items[1]: count: 0 is out of range"),
     ({"count": 2.5}, "items[1]: count: 2.5 is not an integer"),
     ({"count": "3"}, "items[1]: count: '3' is not an integer"),
@@ -147,9 +148,10 @@ def test_every_number_of_an_item_is_bounded(item: dict[str, Any], message: str) 
     assert "\n" not in str(error.value)
 
 
-def test_the_pods_of_a_trace_are_bounded_in_total() -> None:
-    items = [{"arrivalSeconds": 0, "template": "one", "name": f"a{k}", "count": 400_000} for k in range(3)]
-    with pytest.raises(InputError, match=r"items\[2\]: count: 400000 more pods make the trace more than 1000000"):
+def test_the_pods_of_a_trace_are_bounded_in_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trace_module, "MAX_TRACE_PODS", 10)
+    items = [{"arrivalSeconds": 0, "template": "one", "name": f"a{k}", "count": 4} for k in range(3)]
+    with pytest.raises(InputError, match=r"items\[2\]: count: 4 more pods make the trace more than 10 pods"):
         parse_trace(trace_doc(*items), "test")
 
 
@@ -242,7 +244,7 @@ def test_the_command_line_numbers_are_bounded(files: tuple[Path, Path], tmp_path
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--jobs", "2000000"), "error: --jobs: 2000000 jobs of up to 1 pods make up to 2000000 pods"),
+    (("--jobs", "300000"), "error: --jobs: 300000 jobs of up to 1 pods make up to 300000 pods"),
     (("--jobs", "10", "--gang-fraction", "0.5", "--gang-sizes", "200000"), "error: --gang-sizes: 10 jobs of up"),
     (("--seed", "-1"), "error: Invalid value for '--seed'"),
     (("--shape", "x=1/1Gi:nan"), "error: --shape: bad shape 'x=1/1Gi:nan'"),
