@@ -9,6 +9,7 @@ Registered in cli/main.py. The trace format, the metrics and the sweep file: doc
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,10 +18,11 @@ from typing import TYPE_CHECKING
 import click
 
 from kubeplace.cli.options import FiniteFloatRange, KubeplaceGroup, int_list
-from kubeplace.cli.render import dump, say, stdout_console, table
-from kubeplace.kube.errors import InputError
+from kubeplace.cli.render import dump, stdout_console, table
+from kubeplace.kube.errors import InputError, expect_int
+from kubeplace.models.config_load import MAX_SEED
 from kubeplace.simulate.cluster import POOL_LABEL
-from kubeplace.simulate.names import API_LATENCY, KUBEPLACE, SCHEDULERS
+from kubeplace.simulate.names import API_LATENCY, KUBEPLACE, MAX_SECONDS, SCHEDULERS
 
 if TYPE_CHECKING:  # (the simulation and its report load when a simulation runs, not for every command)
     from kubeplace.simulate.engine import Case
@@ -36,7 +38,7 @@ def _pool_count(values: Sequence[str], flag: str, number: type[int] | type[float
             parsed = number(count)
         except ValueError:
             parsed = -1
-        if not pool or parsed < 0:
+        if not pool or not math.isfinite(parsed) or parsed < 0:
             raise InputError(f"bad value {value!r}", field=flag, expected="POOL=COUNT" if number is int
                              else "POOL=FACTOR (a number >= 0)")
         out.append((pool, float(parsed)))
@@ -44,6 +46,9 @@ def _pool_count(values: Sequence[str], flag: str, number: type[int] | type[float
 
 
 def _print(cases: Sequence[Case | None], output: str, report: Path | None, title: str) -> None:
+    """The cases that ran, on stdout (a case Ctrl-C cut short included, its summary saying
+    ``interrupted``), and, when some did not finish, one line on stderr saying how many did:
+    stdout stays one JSON document, and a case cut short is not counted as finished."""
     from kubeplace.simulate.output import COLUMNS, as_json, row, write_report
 
     done = [c for c in cases if c is not None]
@@ -57,8 +62,12 @@ def _print(cases: Sequence[Case | None], output: str, report: Path | None, title
         for case in done:
             rows.add_row(*row(case))
         console.print(rows)
-    if len(done) < len(cases) or any(c.result.summary.interrupted for c in done):
-        say(console, f"interrupted: {len(done)} of {len(cases)} case(s) finished; the results cover what ran")
+    cut = sum(c.result.summary.interrupted for c in done)
+    finished = len(done) - cut
+    if finished < len(cases):
+        click.echo(f"interrupted: {finished} of {len(cases)} case(s) finished"
+                   + (f", {cut} cut short (its results cover the simulated time it reached)" if cut else "")
+                   + "; the results cover what ran", err=True)
 
 
 @click.group("simulate", cls=KubeplaceGroup, invoke_without_command=True)
@@ -74,7 +83,7 @@ def _print(cases: Sequence[Case | None], output: str, report: Path | None, title
 @click.option("--scale-pool", multiple=True, metavar="POOL=FACTOR", help="Scale a pool's node count.")
 @click.option("--pool-label", default=POOL_LABEL, show_default=True, help="The node label naming its pool.")
 @click.option("--seed", "seeds", default="0", show_default=True, callback=int_list, help="Seeds (comma-separated).")
-@click.option("--until", type=FiniteFloatRange(min=0, min_open=True), default=None,
+@click.option("--until", type=FiniteFloatRange(min=0, min_open=True, max=MAX_SECONDS), default=None,
               help="Stop at this simulated second (default: when nothing more can happen).")
 @click.option("--api-latency", "latency", type=FiniteFloatRange(min=0, max=60), default=API_LATENCY, show_default=True,
               help="Seconds from a binding decided to its pod started (the API call and the watch).")
@@ -98,6 +107,8 @@ def simulate_command(ctx: click.Context, cluster_paths: tuple[Path, ...], worklo
 
     if not cluster_paths or workload is None:
         raise InputError("give --cluster and --workload (or a subcommand: generate, sweep)", field="--cluster")
+    for seed in seeds:
+        expect_int(seed, "--seed", 0, MAX_SEED)
     edits = NodeEdits(tuple((p, int(c)) for p, c in _pool_count(add, "--add", int)), tuple(remove_pool),
                       _pool_count(scale_pool, "--scale-pool", float), pool_label)
     specs = []
@@ -122,7 +133,7 @@ def simulate_command(ctx: click.Context, cluster_paths: tuple[Path, ...], worklo
 @click.option("--gang-fraction", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               help="Share of jobs that are gangs.")
 @click.option("--gang-sizes", default="4", show_default=True, callback=int_list, help="Gang sizes to draw from.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("-o", "--output", "output_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the trace here (default: stdout).")
 def generate_command(jobs: int, rate: float, mean_duration: float, shapes: tuple[str, ...], gang_fraction: float,
@@ -170,13 +181,18 @@ def sweep_command(sweep_path: Path, workers: int | None, ray_address: str | None
 
 
 def _progress(total: int) -> Callable[[int, Case], None]:
-    """One line on stderr per case as it finishes (in the order they finish)."""
+    """One line on stderr per case as it finishes (in the order they finish); a case Ctrl-C cut
+    short is said so, and not counted."""
     done = 0
 
     def on_done(index: int, case: Case) -> None:
         nonlocal done
-        done += 1
         s = case.result.summary
+        if s.interrupted:
+            click.echo(f"case {index + 1} {case.label}: interrupted at simulated second {s.end:g}, "
+                       f"{s.started}/{s.pods} started", err=True)
+            return
+        done += 1
         click.echo(f"[{done}/{total}] case {index + 1} {case.label}: {s.started}/{s.pods} started, "
                    f"{s.wall_seconds:.1f} s", err=True)
 

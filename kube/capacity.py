@@ -40,8 +40,9 @@ from kubeplace.kube.karpenter import (
     parse_node_pool,
 )
 from kubeplace.kube.node_selector import Requirement
-from kubeplace.kube.objects import NO_EXECUTE, NO_SCHEDULE, Node, NodeClaim, NodePool, Pod, Taint, Toleration
+from kubeplace.kube.objects import Node, NodeClaim, NodePool, Pod, Taint
 from kubeplace.kube.selectors import IN, requirement_matches, terms_match
+from kubeplace.kube.taints import untolerated
 
 DAEMON_SET = ("apps", "DaemonSet")
 CAPACITY_APIS = (("karpenter.sh", "v1", "nodepools"), ("karpenter.sh", "v1", "nodeclaims"),
@@ -349,7 +350,7 @@ def daemon_overhead(node_name: str, labels: Mapping[str, str], taints: Sequence[
     whose node selector and required node affinity the labels satisfy."""
     total: dict[str, int] = {}
     for pod in daemon_pods:
-        if not _tolerates_hard(pod.tolerations, taints):
+        if untolerated(pod.tolerations, taints):
             continue
         if not all(requirement_matches(Requirement(k, IN, (v,)), labels) for k, v in pod.node_selector.items()):
             continue
@@ -358,20 +359,3 @@ def daemon_overhead(node_name: str, labels: Mapping[str, str], taints: Sequence[
         for resource, amount in pod.requests.items():
             total[resource] = total.get(resource, 0) + amount
     return dict(sorted(total.items()))
-
-
-def _tolerates_hard(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> bool:
-    """Every NoSchedule and NoExecute taint is tolerated (``ToleratesPod`` with PreferNoSchedule
-    tolerated for daemons)."""
-    return all(any(_tolerates(toleration, taint) for toleration in tolerations)
-               for taint in taints if taint.effect in (NO_SCHEDULE, NO_EXECUTE))
-
-
-def _tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """``Toleration.ToleratesTaint`` (k8s.io/api core/v1)."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    return toleration.operator == "Exists" or toleration.value == taint.value
-

@@ -26,6 +26,7 @@ from typing import Any
 
 from kubeplace.kube.errors import (
     InputError,
+    expect_label_value,
     expect_list,
     expect_mapping,
     expect_str,
@@ -39,7 +40,6 @@ from kubeplace.kube.karpenter import (
     OS_LABEL,
     ZONE_LABEL,
     check_label_key,
-    check_label_value,
     parse_limits,
 )
 from kubeplace.kube.node_selector import Requirement
@@ -200,7 +200,7 @@ def _offering(raw: Mapping[str, Any], at: str) -> Offering:
     capacity_type = expect_str(raw.get("capacityType"), f"{at}.capacityType")
     if not zone:
         raise InputError("Required value", field=f"{at}.zone")
-    check_label_value(zone, f"{at}.zone")
+    expect_label_value(zone, f"{at}.zone")
     _check_capacity_type(capacity_type, f"{at}.capacityType")
     available = raw.get("available", True)
     if not isinstance(available, bool):
@@ -220,7 +220,7 @@ def _offering_requirement(raw: Mapping[str, Any], at: str) -> Requirement:
     values = tuple(expect_str(v, f"{at}.values[{i}]") for i, v in enumerate(expect_list(_get(raw, "values"),
                                                                                          f"{at}.values")))
     for index, value in enumerate(values):
-        check_label_value(value, f"{at}.values[{index}]")
+        expect_label_value(value, f"{at}.values[{index}]")
     return Requirement(key, operator, values)
 
 
@@ -229,7 +229,7 @@ def _labels(raw: object, field: str) -> dict[str, str]:
     labels = expect_string_map(raw, field)
     for key, value in labels.items():
         check_label_key(key, f"{field}.{key}")
-        check_label_value(value, f"{field}.{key}")
+        expect_label_value(value, f"{field}.{key}")
     return labels
 
 
@@ -277,7 +277,7 @@ def _name(raw: object) -> str:
     name = expect_str(raw, "name")
     if not name:
         raise InputError("Required value", field="name")
-    check_label_value(name, "name")
+    expect_label_value(name, "name")
     return name
 
 
@@ -285,14 +285,14 @@ def _architecture(raw: object, field: str) -> str:
     value = expect_str(raw, field)
     if not value:
         raise InputError("Required value", field=field, expected="amd64, arm64...")
-    check_label_value(value, field)
+    expect_label_value(value, field)
     return value
 
 
 def _systems(raw: object, field: str) -> tuple[str, ...]:
     systems = tuple(expect_str(v, f"{field}[{i}]") for i, v in enumerate(expect_list(raw, field)))
     for index, value in enumerate(systems):
-        check_label_value(value, f"{field}[{index}]")
+        expect_label_value(value, f"{field}[{index}]")
     return systems
 
 

@@ -267,6 +267,21 @@ def expect_dns1123(value: str, field: str, label: bool = False) -> str:
     return value
 
 
+LABEL_VALUE_MAX = 63
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def expect_label_value(value: str, field: str) -> str:
+    """``value`` when it is a label value the API server takes (apimachinery
+    ``IsValidLabelValue``: empty, or at most 63 alphanumerics, '-', '_' and '.', alphanumeric at
+    both ends); else InputError in its words."""
+    if len(value) > LABEL_VALUE_MAX or not _LABEL_VALUE.fullmatch(value):
+        raise InputError(f"Invalid value: {value!r}: a valid label must be an empty string or consist of alphanumeric "
+                         "characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+                         f"(at most {LABEL_VALUE_MAX} characters)", field=field)
+    return value
+
+
 def expect_name(metadata: Mapping[str, Any], label: bool = False) -> str:
     """An object's ``metadata.name``, which every object must have, a DNS-1123 subdomain (with
     ``label``, a DNS-1123 label: a Namespace's)."""

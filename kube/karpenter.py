@@ -18,6 +18,7 @@ from typing import Any
 from kubeplace.kube.errors import (
     InputError,
     expect_int,
+    expect_label_value,
     expect_list,
     expect_mapping,
     expect_name,
@@ -69,7 +70,7 @@ GTE, LTE = "Gte", "Lte"
 OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT, GTE, LTE)
 """``SupportedNodeSelectorOps``."""
 INTEGER_OPERATORS = (GT, LT, GTE, LTE)
-MAX_REQUIREMENTS, MAX_MIN_VALUES, MAX_BUDGETS, MAX_LABEL_VALUE = 100, 50, 50, 63
+MAX_REQUIREMENTS, MAX_MIN_VALUES, MAX_BUDGETS = 100, 50, 50
 CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 DISRUPTION_REASONS = ("Underutilized", "Empty", "Drifted")
 DEFAULT_BUDGET_NODES = "10%"
@@ -77,7 +78,6 @@ _DURATION = re.compile(r"(([0-9]+(s|m|h))+|Never)")
 _BUDGET_NODES = re.compile(r"((100|[0-9]{1,2})%|[0-9]+)")
 _BUDGET_DURATION = re.compile(r"((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)")
 _SCHEDULE = re.compile(r"(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))")
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
 def parse_node_pool(obj: Mapping[str, Any], source: str = "") -> NodePool:
@@ -178,7 +178,7 @@ def _requirement(raw: Mapping[str, Any], at: str, node_claim: bool) -> tuple[Req
     raw_values = expect_list(raw.get("values"), f"{at}.values")
     values = tuple(expect_str(v, f"{at}.values[{i}]") for i, v in enumerate(raw_values))
     for index, value in enumerate(values):
-        check_label_value(value, f"{at}.values[{index}]")
+        expect_label_value(value, f"{at}.values[{index}]")
     if operator == IN and not values:
         raise InputError("requirements with operator 'In' must have a value defined", field=f"{at}.values")
     if operator in INTEGER_OPERATORS and (len(values) != 1 or not values[0].isdigit()):
@@ -209,15 +209,6 @@ def check_label_key(key: str, field: str, *, allow_nodepool: bool = False) -> No
         raise InputError(f'label "{HOSTNAME_LABEL}" is restricted', field=field)
 
 
-def check_label_value(value: str, field: str) -> None:
-    """A label value as the API server takes it: at most 63 characters, alphanumerics, '-', '_'
-    and '.', starting and ending alphanumeric (or empty)."""
-    if len(value) > MAX_LABEL_VALUE or not _LABEL_VALUE.fullmatch(value):
-        raise InputError(f"Invalid value: {value!r}: a valid label must be an empty string or consist of alphanumeric "
-                         "characters, '-', '_' or '.', and must start and end with an alphanumeric character "
-                         f"(at most {MAX_LABEL_VALUE} characters)", field=field)
-
-
 def template_labels(raw_metadata: object) -> dict[str, str]:
     """``spec.template.metadata.labels`` as ``validateLabels`` and the CRD check them."""
     metadata = expect_mapping(raw_metadata, "spec.template.metadata")
@@ -225,7 +216,7 @@ def template_labels(raw_metadata: object) -> dict[str, str]:
     for key, value in labels.items():
         field = f"spec.template.metadata.labels.{key}"
         check_label_key(key, field)
-        check_label_value(value, field)
+        expect_label_value(value, field)
     return labels
 
 

@@ -13,7 +13,7 @@ takes it. Without the Workload object (or without a topology assignment) gated p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,13 +27,23 @@ from kubeplace.kube.errors import (
     expect_namespace,
     expect_str,
 )
-from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.objects import NO_SCHEDULE, GangKey, Node, Pod, Taint
+from kubeplace.kube.taints import untolerated
 
 KUEUE_WORKLOAD = "kueue.x-k8s.io/workload"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
+TAS_LABEL = "kueue.x-k8s.io/tas"
+"""Set by Kueue on the pods of a workload it admitted with topology-aware scheduling."""
 KIND = ("kueue.x-k8s.io", "Workload")
 API = ("kueue.x-k8s.io", "v1beta1", "workloads")
+
+HOSTNAME = "kubernetes.io/hostname"
+LOST = {"node.kubernetes.io/unreachable": "unreachable", "node.kubernetes.io/not-ready": "NotReady"}
+"""The node lifecycle controller's taints for a node whose kubelet stopped answering (Ready
+Unknown) or that is not ready (Ready False), and what they say of the node."""
+UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
+"""What a cordoned node (``spec.unschedulable``) counts as, for Kueue as for the scheduler."""
 
 Domains = tuple[tuple[Mapping[str, str], int], ...]
 """A PodSet's topology assignment: (node selector of the domain, pods there)."""
@@ -112,3 +122,60 @@ def gated_stand_ins(pods: Sequence[Pod], nodes: Mapping[str, Node],
             out.append(replace(pod, name=f"{pod.name}.gated", uid="", scheduling_gates=(), reserved_for=pod.key,
                                node_selector={**pod.node_selector, **domains[d][0]}))
     return out
+
+
+def lost_host_holds(pending: Sequence[Pod], nodes: Sequence[Node],
+                    member_of: Callable[[Pod], GangKey | None]) -> dict[GangKey, str]:
+    """Per gang of an admitted Workload whose topology assignment pins pending pods (labelled
+    ``kueue.x-k8s.io/tas``; Kueue's nodeSelector ``kubernetes.io/hostname``) to a node they cannot
+    run on now, why it waits.
+
+    Kueue's node failure controller treats such a node as failed for the workload (deleted, not
+    Ready, or, with ``TASReplaceNodeOnNodeTaints``, an untolerated NoSchedule taint the
+    workload's pods there are stuck pending behind, ``spec.unschedulable`` counting as one): it
+    lists it in the Workload's ``status.unhealthyNodes`` and looks for a replacement node
+    (``TASFailedNodeReplacement``), or evicts the Workload and requeues it (reason
+    ``NodeFailures``; at once when more than one node failed). Until then no placement of the
+    whole workload exists, and the pods Kueue admitted together wait together."""
+    by_host: dict[str, Node] = {}
+    for node in nodes:
+        by_host.setdefault(node.labels.get(HOSTNAME, node.name), node)
+    pinned: dict[GangKey, dict[str, tuple[str, list[str]]]] = {}
+    for pod in pending:
+        host = pod.node_selector.get(HOSTNAME, "")
+        key = member_of(pod) if host and pod.annotations.get(KUEUE_WORKLOAD) and TAS_LABEL in pod.labels else None
+        if key is None:
+            continue
+        why = _lost(by_host.get(host), pod)
+        if why:
+            pinned.setdefault(key, {}).setdefault(host, (why, []))[1].append(
+                pod.reserved_for.split("/", 1)[1] if pod.reserved_for else pod.name)
+    holds: dict[GangKey, str] = {}
+    for key, hosts in pinned.items():
+        waiting = sum(1 for pod in pending if member_of(pod) == key)
+        lost = " and ".join(f"{', '.join(sorted(names))} to node {host}, which {why}"
+                            for host, (why, names) in sorted(hosts.items()))
+        remedy = (f"to replace node {next(iter(hosts))} or to evict and requeue it (NodeFailures)" if len(hosts) == 1
+                  else "to evict and requeue it (NodeFailures: more than one of its nodes failed)")
+        holds[key] = (f"Kueue workload {key} waits for Kueue {remedy}: its topology assignment pins {lost}; "
+                      f"its {waiting} pending pod{'s' if waiting > 1 else ''}, admitted together, wait together")
+    return holds
+
+
+def _lost(node: Node | None, pod: Pod) -> str:
+    """Why ``pod`` cannot run on the node it is pinned to ("" when it can, as far as the node's
+    health and taints go)."""
+    if node is None:
+        return "is not in the cluster (deleted)"
+    taints = (*node.taints, *((UNSCHEDULABLE,) if node.unschedulable else ()))
+    blocking = untolerated(pod.tolerations, taints)
+    for taint in blocking:
+        if taint.key in LOST:
+            return f"is {LOST[taint.key]} (taint {taint.key}:{taint.effect})"
+    if UNSCHEDULABLE in blocking:
+        return "is cordoned (spec.unschedulable)"
+    if blocking:
+        taint = blocking[0]
+        shown = f"{taint.key}={taint.value}" if taint.value else taint.key
+        return f"has the taint {shown}:{taint.effect} its pods do not tolerate"
+    return ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
 from kubeplace.kube.objects import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint, Toleration
 
@@ -24,6 +26,22 @@ def parse_taints(raw: object, field: str) -> tuple[Taint, ...]:
             raise InputError(problem, field=f"{at}.effect", expected=_EXPECTED_EFFECTS)
         taints.append(Taint(key=key, value=expect_str(taint.get("value"), f"{at}.value"), effect=effect))
     return tuple(taints)
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """``Toleration.ToleratesTaint`` (k8s.io/api core/v1)."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    return toleration.operator == "Exists" or toleration.value == taint.value
+
+
+def untolerated(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> tuple[Taint, ...]:
+    """The NoSchedule and NoExecute taints none of ``tolerations`` tolerates (``ToleratesPod``
+    with PreferNoSchedule tolerated): a pod with these tolerations cannot be scheduled there."""
+    return tuple(taint for taint in taints if taint.effect in (NO_SCHEDULE, NO_EXECUTE)
+                 and not any(tolerates(toleration, taint) for toleration in tolerations))
 
 
 def parse_tolerations(raw: object, field: str) -> tuple[Toleration, ...]:

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubeplace.kube.errors import InputError
+from kubeplace.kube.errors import InputError, unique_objects
 from kubeplace.kube.files import load_objects
+from kubeplace.kube.parse import parse_node, parse_pod
+from kubeplace.simulate.names import MAX_NODES
 from kubeplace.simulate.trace import RawObject
 
 POOL_LABEL = "kubeplace.io/pool"
@@ -41,11 +43,17 @@ class NodeEdits:
 
 
 def read_cluster(paths: Sequence[Path]) -> Cluster:
-    """Nodes and bound pods of the snapshot files; refused without a node."""
+    """Nodes and bound pods of the snapshot files, each checked as ``kubeplace plan`` reads it
+    (the simulated store would drop one it cannot parse without a word), a name twice refused;
+    refused without a node."""
     objects = load_objects(list(paths))
     nodes = tuple(dict(o) for o, _ in objects if o.get("kind") == "Node")
     running = tuple(dict(o) for o, _ in objects
                     if o.get("kind") == "Pod" and (o.get("spec") or {}).get("nodeName"))
+    unique_objects((parse_node(o, where) for o, where in objects if o.get("kind") == "Node"), lambda n: n.name,
+                   "Node")
+    unique_objects((parse_pod(o, where) for o, where in objects
+                    if o.get("kind") == "Pod" and (o.get("spec") or {}).get("nodeName")), lambda p: p.key, "Pod")
     source = ", ".join(map(str, paths))
     if not nodes:
         raise InputError("no nodes in the cluster", file=source, expected="Node objects")
@@ -72,6 +80,8 @@ def edit_nodes(cluster: Cluster, edits: NodeEdits) -> Cluster:
         nodes = [n for n in nodes if pool_of(n, edits.pool_label) != pool]
     for pool, factor in edits.scale:
         members = [n for n in nodes if pool_of(n, edits.pool_label) == known(pool, "--scale-pool")]
+        _within_bound(len(nodes) - len(members), len(members) * factor, f"{pool}={factor:g}", "--scale-pool",
+                      cluster.source)
         wanted = max(1, math.ceil(len(members) * factor - 1e-9)) if factor > 0 else 0
         if wanted < len(members):
             dropped = {id(n) for n in members[wanted:]}
@@ -81,12 +91,20 @@ def edit_nodes(cluster: Cluster, edits: NodeEdits) -> Cluster:
     for pool, count in edits.add:
         members = [n for n in nodes if pool_of(n, edits.pool_label) == known(pool, "--add")]
         template = members[0] if members else next(n for n in cluster.nodes if pool_of(n, edits.pool_label) == pool)
+        _within_bound(len(nodes), count, f"{pool}={count}", "--add", cluster.source)
         nodes += _copies(template, pool, count, nodes)
     if not nodes:
         raise InputError("no nodes left after the edits", file=cluster.source, field="--remove-pool")
     kept = {n["metadata"]["name"] for n in nodes}
     running = tuple(p for p in cluster.running if p["spec"]["nodeName"] in kept)
     return Cluster(tuple(nodes), running, cluster.source)
+
+
+def _within_bound(kept: int, pool_nodes: float, value: str, flag: str, source: str) -> None:
+    """Refuses an edit that would leave more than ``MAX_NODES`` nodes (checked before any copy)."""
+    if kept + pool_nodes > MAX_NODES:
+        raise InputError(f"{value} would make the cluster {kept + pool_nodes:.12g} nodes", file=source, field=flag,
+                         expected=f"at most {MAX_NODES} nodes")
 
 
 def _copies(template: RawObject, pool: str, count: int, existing: Sequence[RawObject]) -> list[RawObject]:

@@ -8,13 +8,16 @@ arguments write the same trace.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.errors import InputError
-from kubeplace.kube.objects import GPU
+from kubeplace.kube.errors import INT32_MAX, InputError, expect_label_value
+from kubeplace.kube.objects import CPU, GPU, MEMORY
+from kubeplace.kube.quantity import resource_amount
+from kubeplace.simulate.names import MAX_TRACE_PODS
 from kubeplace.simulate.trace import API_VERSION, KIND, RawObject
 
 
@@ -32,17 +35,25 @@ DEFAULT_SHAPES = (Shape("small", "500m", "1Gi", 0, 6), Shape("large", "4", "16Gi
 
 
 def parse_shape(text: str) -> Shape:
-    """``NAME=CPU/MEMORY[/GPUS]:WEIGHT``, e.g. ``big=8/64Gi/2:1``."""
+    """``NAME=CPU/MEMORY[/GPUS]:WEIGHT``, e.g. ``big=8/64Gi/2:1``: the name a label value (the
+    pods' ``app``), CPU and memory Kubernetes quantities, GPUs a whole number, the weight a
+    finite number > 0."""
     try:
         name, rest = text.split("=", 1)
         resources, weight = rest.rsplit(":", 1)
         parts = resources.split("/")
         gpus = int(parts[2]) if len(parts) == 3 else 0
-        if len(parts) not in (2, 3) or not name or float(weight) <= 0 or gpus < 0:
+        share = float(weight)
+        if len(parts) not in (2, 3) or not name or not math.isfinite(share) or share <= 0 or not 0 <= gpus <= INT32_MAX:
             raise ValueError
-        return Shape(name, parts[0], parts[1], gpus, float(weight))
-    except ValueError:
-        raise InputError(f"bad shape {text!r}", field="--shape", expected="NAME=CPU/MEMORY[/GPUS]:WEIGHT") from None
+        expect_label_value(name, "--shape")
+        resource_amount(CPU, parts[0])
+        resource_amount(MEMORY, parts[1])
+        return Shape(name, parts[0], parts[1], gpus, share)
+    except (ValueError, InputError):  # (a QuantityError is a ValueError)
+        raise InputError(f"bad shape {text!r}", field="--shape",
+                         expected="NAME=CPU/MEMORY[/GPUS]:WEIGHT, NAME a label value, CPU and MEMORY quantities, "
+                                  "WEIGHT > 0") from None
 
 
 def _template(shape: Shape) -> RawObject:
@@ -58,10 +69,16 @@ def _template(shape: Shape) -> RawObject:
 def generate(jobs: int, rate: float, mean_duration: float, shapes: Sequence[Shape] = DEFAULT_SHAPES,
              gang_fraction: float = 0.0, gang_sizes: Sequence[int] = (4,), seed: int = 0) -> RawObject:
     """A trace document (``simulate.trace``) of ``jobs`` jobs."""
-    if jobs < 0 or rate <= 0 or mean_duration <= 0 or not shapes or not 0 <= gang_fraction <= 1 or not gang_sizes \
-            or min(gang_sizes) < 1:
+    numbers = (rate, mean_duration, gang_fraction)
+    if jobs < 0 or not all(math.isfinite(x) for x in numbers) or rate <= 0 or mean_duration <= 0 or not shapes \
+            or not 0 <= gang_fraction <= 1 or not gang_sizes or min(gang_sizes) < 1:
         raise InputError("bad generator arguments", expected="jobs >= 0, rate > 0, mean duration > 0, shapes, "
                          "gang fraction in [0, 1], gang sizes >= 1")
+    most = jobs * (max(gang_sizes) if gang_fraction > 0 else 1)
+    if most > MAX_TRACE_PODS:
+        raise InputError(f"{jobs} jobs of up to {most // max(jobs, 1)} pods make up to {most} pods",
+                         field="--jobs" if jobs > MAX_TRACE_PODS else "--gang-sizes",
+                         expected=f"at most {MAX_TRACE_PODS} pods in a trace")
     rng = np.random.default_rng(seed)
     weights = np.array([s.weight for s in shapes], dtype=np.float64)
     at = 0.0

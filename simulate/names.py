@@ -15,3 +15,16 @@ the watch) and an arrival about 10 ms after its instant, so the two are about 40
 than in a simulation without latency (measured on the fidelity runs, bench simulate-fidelity).
 Without it, a departure a few milliseconds before a batch closes leaves before that batch in the
 simulation and after it live."""
+
+MAX_TRACE_PODS = 200_000
+"""The most pods a trace may hold (its items' counts summed), 25 times the whole openb trace:
+its manifests are built before the replay (at the bound, 4 s of CPU and 384 MB peak, measured)
+and a replay costs some milliseconds per pod. A bigger trace is refused with one line before
+anything is built."""
+MAX_SECONDS = 1e9
+"""The latest simulated second a trace's times, durations and ``until`` may give (about 31
+years): past it a float no longer holds the API latency's milliseconds, and creation times leave
+the calendar."""
+MAX_NODES = 100_000
+"""The most nodes the what-if edits (``--add``, ``--scale-pool``) may leave: far above the
+largest clusters Kubernetes vendors run (GKE: 65,000 nodes)."""

@@ -17,6 +17,7 @@ case gives the same result in any process, alone or beside others.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -24,19 +25,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kubeplace.kube.errors import InputError
+from kubeplace.kube.errors import InputError, expect_int
 from kubeplace.kube.files import read_document
-from kubeplace.models.config_load import load_configuration
+from kubeplace.models.config_load import MAX_SEED, load_configuration
 from kubeplace.serve.loop import ServeSettings
 from kubeplace.simulate.cluster import Cluster, NodeEdits, edit_nodes, read_cluster
 from kubeplace.simulate.engine import Case, simulate
 from kubeplace.simulate.measures import Sample, Summary
-from kubeplace.simulate.names import API_LATENCY, SCHEDULERS
+from kubeplace.simulate.names import API_LATENCY, MAX_SECONDS, SCHEDULERS
 from kubeplace.simulate.schedulers import Setup
 from kubeplace.simulate.trace import API_VERSION, Trace, read_trace
 
 KIND = "Sweep"
 AXES = ("clusters", "traces", "schedulers", "configs", "seeds")
+MAX_CASES = 10_000
+"""The most cases a sweep may make (the product of its axes: five axes of ten values are already
+100,000 simulations): a bigger one is refused with one line before any is listed."""
+MAX_API_LATENCY = 60.0
 
 
 @dataclass(frozen=True)
@@ -129,14 +134,21 @@ def read_sweep(path: Path) -> list[CaseSpec]:
             raise InputError(f"unknown scheduler {name!r}", file=source, field=f"schedulers[{k}]",
                              expected=", ".join(SCHEDULERS))
     for k, seed in enumerate(axes["seeds"]):
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise InputError(f"{seed!r} is not an integer", file=source, field=f"seeds[{k}]", expected="an integer")
+        try:
+            expect_int(seed, f"seeds[{k}]", 0, MAX_SEED)
+        except InputError as error:
+            raise error.located(file=source) from None
+    cases = math.prod(len(axes[axis]) for axis in AXES)
+    if cases > MAX_CASES:
+        raise InputError(f"its axes ({' x '.join(AXES)}) make {' x '.join(str(len(axes[axis])) for axis in AXES)} "
+                         f"= {cases} cases", file=source, expected=f"at most {MAX_CASES} cases in a sweep")
     until = document.get("until")
-    if until is not None and (isinstance(until, bool) or not isinstance(until, int | float) or until <= 0):
-        raise InputError(f"{until!r}", file=source, field="until", expected="seconds > 0")
+    if (until is not None and not _seconds_within(until, 0.0, MAX_SECONDS)) or until == 0:
+        raise InputError(f"{until!r}", file=source, field="until", expected=f"seconds > 0, at most {MAX_SECONDS:g}")
     latency = document.get("apiLatency", API_LATENCY)
-    if isinstance(latency, bool) or not isinstance(latency, int | float) or not 0 <= latency < 60:
-        raise InputError(f"{latency!r}", file=source, field="apiLatency", expected="seconds, 0 to 60")
+    if not _seconds_within(latency, 0.0, MAX_API_LATENCY) or latency == MAX_API_LATENCY:
+        raise InputError(f"{latency!r}", file=source, field="apiLatency",
+                         expected=f"seconds, 0 to {MAX_API_LATENCY:g}")
     clusters = [paths("clusters", v, k) for k, v in enumerate(axes["clusters"])]
     traces = [paths("traces", v, k) for k, v in enumerate(axes["traces"])]
     configs = [None if v is None else paths("configs", v, k) for k, v in enumerate(axes["configs"])]
@@ -152,6 +164,11 @@ def read_sweep(path: Path) -> list[CaseSpec]:
     return out
 
 
+def _seconds_within(value: object, low: float, high: float) -> bool:
+    """``value`` is a number (not a boolean, NaN or infinite) from ``low`` to ``high``."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and low <= value <= high
+
+
 def run_cases(specs: Sequence[CaseSpec], workers: int | None = None,
               on_done: Callable[[int, Case], None] | None = None) -> list[Case | None]:
     """The cases' results in ``specs`` order; with more than one worker, in that many local
@@ -160,12 +177,15 @@ def run_cases(specs: Sequence[CaseSpec], workers: int | None = None,
     workers = min(len(specs), workers or os.cpu_count() or 1)
     results: list[Case | None] = [None] * len(specs)
     if workers <= 1:
-        for k, spec in enumerate(specs):
-            case = results[k] = run_case(spec)  # (Ctrl-C ends the case with what it has)
-            if on_done is not None:
-                on_done(k, case)
-            if case.result.summary.interrupted:
-                break
+        try:
+            for k, spec in enumerate(specs):
+                case = results[k] = run_case(spec)  # (Ctrl-C in the replay ends the case with what it has)
+                if on_done is not None:
+                    on_done(k, case)
+                if case.result.summary.interrupted:
+                    break
+        except KeyboardInterrupt:  # (between replays: reading a case's files, setting up its world)
+            pass
         return results
     pool = ProcessPoolExecutor(workers)
     try:

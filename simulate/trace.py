@@ -29,9 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubeplace.kube.errors import InputError
+from kubeplace.kube.errors import (
+    INT32_MAX,
+    INT32_MIN,
+    InputError,
+    expect_dns1123,
+    expect_int,
+    expect_label_value,
+)
 from kubeplace.kube.files import read_document
 from kubeplace.kube.gangs import PLAIN_LABEL, PLAIN_MIN_MEMBER
+from kubeplace.kube.parse import parse_pod
+from kubeplace.simulate.names import MAX_SECONDS, MAX_TRACE_PODS
 
 RawObject = dict[str, Any]
 API_VERSION = "kubeplace.io/v1alpha1"
@@ -94,7 +103,7 @@ def parse_trace(document: Any, source: str) -> Trace:
     last = 0.0
     for index, item in enumerate(items):
         where = f"items[{index}]"
-        batch = _item(item, templates, index, fail)
+        batch = _item(item, templates, index, fail, MAX_TRACE_PODS - len(arrivals))
         if batch and batch[0].at < last:
             raise fail(where, "arrivalSeconds", f"{batch[0].at:g} is before the item before ({last:g})",
                        "arrival times in order")
@@ -114,84 +123,166 @@ def _failer(source: str) -> Any:
 
 
 def _seconds(item: Mapping[str, Any], field: str, fail: Any, where: str, positive: bool) -> float | None:
+    """A time or duration of the item: a finite number of seconds, >= 0 (> 0 when ``positive``),
+    at most ``MAX_SECONDS``; None when absent."""
     value = item.get(field)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise fail(where, field, f"{value!r} is not a number", "seconds")
+    expected = f"seconds, {'> 0' if positive else '>= 0'} and at most {MAX_SECONDS:g}"
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+            isinstance(value, float) and not math.isfinite(value)):
+        raise fail(where, field, f"{value!r} is not a number", expected)
     if value < 0 or (positive and value == 0):
-        raise fail(where, field, f"{value:g} is negative" if value < 0 else "0", "> 0" if positive else ">= 0")
+        raise fail(where, field, f"{_shown(value)} is negative" if value < 0 else "0", expected)
+    if value > MAX_SECONDS:
+        raise fail(where, field, f"{_shown(value)} is too large", expected)
     return float(value)
 
 
-def _item(item: Any, templates: Mapping[str, Any], index: int, fail: Any) -> list[Arrival]:
+def _whole(item: Mapping[str, Any], field: str, fail: Any, where: str, low: int, high: int, default: int,
+           named: str = "") -> int:
+    """A whole number of the item from ``low`` to ``high`` (``default`` when absent); errors
+    name ``named`` (default: ``field``)."""
+    value = item.get(field, default)
+    try:
+        return expect_int(value, field, low, high)
+    except InputError as error:
+        raise fail(where, named or field, error.problem, error.expected) from None
+
+
+def _shown(value: int | float) -> str:
+    """A number for a message, cut short when huge."""
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+
+
+def _item(item: Any, templates: Mapping[str, Any], index: int, fail: Any, room: int) -> list[Arrival]:
+    """The pods of one item (at most ``room``: what the trace's bound on its pods leaves), each
+    one checked as the API server would check it before a pod is built for it."""
     where = f"items[{index}]"
     if not isinstance(item, Mapping):
         raise fail(where, "", "not a mapping", "an arrival")
-    unknown = sorted(set(item) - ITEM_FIELDS)
+    unknown = sorted(set(item) - ITEM_FIELDS, key=str)
     if unknown:
-        raise fail(where, unknown[0], "unknown field", ", ".join(sorted(ITEM_FIELDS)))
+        raise fail(where, str(unknown[0]), "unknown field", ", ".join(sorted(ITEM_FIELDS)))
     at = _seconds(item, "arrivalSeconds", fail, where, positive=False)
     if at is None:
         raise fail(where, "arrivalSeconds", "missing", "seconds from the start, >= 0")
     duration = _seconds(item, "durationSeconds", fail, where, positive=True)
-    pod = _pod(item, templates, index, fail)
-    count = item.get("count", 1)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise fail(where, "count", f"{count!r}", "a whole number >= 1")
-    priority = item.get("priority")
-    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-        raise fail(where, "priority", f"{priority!r} is not an integer", "an integer")
-    gang = item.get("gang")
-    name = pod["metadata"]["name"]
-    out = []
-    for k in range(count):
+    count = _whole(item, "count", fail, where, 1, INT32_MAX, 1)
+    if count > room:
+        raise fail(where, "count", f"{count} more pods make the trace more than {MAX_TRACE_PODS} pods",
+                   f"at most {MAX_TRACE_PODS} pods in a trace")
+    priority = None if item.get("priority") is None else _whole(item, "priority", fail, where, INT32_MIN,
+                                                                 INT32_MAX, 0)
+    pod, origin = _pod(item, templates, index, fail)
+    meta = pod["metadata"]
+    _set_namespace(meta, item, origin, fail, where)
+    meta["creationTimestamp"] = timestamp(at)
+    if priority is not None:
+        pod["spec"]["priority"] = priority
+    if item.get("gang") is not None:
+        _join_gang(pod, item["gang"], fail, where)
+    name = meta["name"]
+    names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
+    meta["name"] = names[0]
+    _check_pod(pod, item, origin, fail, where)
+    if count > 1:  # (the other names differ only by a shorter or equal suffix: the last is the longest)
+        try:
+            expect_dns1123(names[-1], "metadata.name")
+        except InputError as error:
+            raise fail(where, "name", f"the name of its pod {count - 1} (count {count}): {error.problem}") from None
+    out = [Arrival(at, duration, pod)]
+    for other in names[1:]:
         one = copy.deepcopy(pod)
-        meta = one["metadata"]
-        meta["name"] = name if count == 1 else f"{name}-{k}"
-        meta.setdefault("namespace", item.get("namespace", "default"))
-        meta["creationTimestamp"] = timestamp(at)
-        if priority is not None:
-            one["spec"]["priority"] = priority
-        if gang is not None:
-            _join_gang(one, gang, fail, where)
+        one["metadata"]["name"] = other
         out.append(Arrival(at, duration, one))
     return out
 
 
-def _pod(item: Mapping[str, Any], templates: Mapping[str, Any], index: int, fail: Any) -> RawObject:
+def _pod(item: Mapping[str, Any], templates: Mapping[str, Any], index: int, fail: Any) -> tuple[RawObject, str]:
+    """The item's pod manifest (pending, named) and where it came from: ``pod`` or
+    ``templates.NAME`` (the field its errors are named under)."""
     where = f"items[{index}]"
     if ("pod" in item) == ("template" in item):
         raise fail(where, "template", "give exactly one of template and pod", "a template name or a Pod manifest")
     if "pod" in item:
-        source = item["pod"]
-        if not isinstance(source, Mapping) or not isinstance(source.get("metadata", {}).get("name"), str):
+        source, origin = item["pod"], "pod"
+        metadata = source.get("metadata") if isinstance(source, Mapping) else None
+        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
             raise fail(where, "pod", "not a Pod manifest with metadata.name", "a Pod manifest")
-        default_name = source["metadata"]["name"]
+        default_name = metadata["name"]
     else:
         name = item["template"]
         if not isinstance(name, str) or name not in templates:
             raise fail(where, "template", f"unknown template {name!r}", ", ".join(map(str, templates)) or "a template")
-        source = templates[name]
+        source, origin = templates[name], f"templates.{name}"
         if not isinstance(source, Mapping) or not isinstance(source.get("spec"), Mapping):
             raise fail(f"templates.{name}", "spec", "missing", "a pod template with a spec")
+        if not isinstance(source.get("metadata") or {}, Mapping):
+            raise fail(f"templates.{name}", "metadata", "not a mapping", "object metadata")
         default_name = f"{name}-{index}"
+    if not isinstance(source.get("spec") or {}, Mapping):
+        raise fail(where, f"{origin}.spec", "not a mapping", "a pod spec")
     pod: RawObject = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(dict(source.get("metadata") or {})),
-                      "spec": copy.deepcopy(dict(source["spec"] or {}))}
+                      "spec": copy.deepcopy(dict(source.get("spec") or {}))}
     name = item.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise fail(where, "name", f"{name!r}", "a pod name")
     pod["metadata"]["name"] = name
     pod["status"] = {"phase": "Pending"}
-    return pod
+    return pod, origin
+
+
+def _set_namespace(meta: RawObject, item: Mapping[str, Any], origin: str, fail: Any, where: str) -> None:
+    """The item's ``namespace`` (else the manifest's, else ``default``); the two disagreeing is refused."""
+    own = meta.get("namespace")
+    if "namespace" not in item:
+        meta["namespace"] = own if own not in (None, "") else "default"
+        return
+    namespace = item["namespace"]
+    if not isinstance(namespace, str):
+        raise fail(where, "namespace", f"{namespace!r} is not a string", "a namespace name")
+    if own not in (None, "", namespace):
+        raise fail(where, "namespace", f"{namespace!r} but {origin}.metadata.namespace is {own!r}", "one namespace")
+    meta["namespace"] = namespace
+
+
+def _check_pod(pod: RawObject, item: Mapping[str, Any], origin: str, fail: Any, where: str) -> None:
+    """The pod as the API server checks it on create (``kube.parse.parse_pod``, which the
+    simulated store reads it with: a pod it refused would silently never arrive), and pending."""
+    try:
+        parsed = parse_pod(pod)
+    except InputError as error:
+        raise fail(where, _item_field(error.field, item, origin), error.problem, error.expected) from None
+    if parsed.node_name:
+        raise fail(where, f"{origin}.spec.nodeName", "a trace pod arrives pending",
+                   "no nodeName: the scheduler under test binds it (bound pods belong in --cluster)")
+
+
+def _item_field(field: str, item: Mapping[str, Any], origin: str) -> str:
+    """The item's field that gave a pod's field (its name, namespace, priority, gang), else the
+    manifest's field under ``pod`` or ``templates.NAME``."""
+    if field == "metadata.name":
+        return "name"
+    if field == "metadata.namespace" and "namespace" in item:
+        return "namespace"
+    if field == "spec.priority" and item.get("priority") is not None:
+        return "priority"
+    return f"{origin}.{field}" if field else origin
 
 
 def _join_gang(pod: RawObject, gang: Any, fail: Any, where: str) -> None:
-    if not isinstance(gang, Mapping) or not isinstance(gang.get("name"), str):
+    if not isinstance(gang, Mapping) or not isinstance(gang.get("name"), str) or not gang["name"]:
         raise fail(where, "gang", "not a mapping with a name", "{name: NAME, minMember: N}")
-    min_member = gang.get("minMember", 1)
-    if isinstance(min_member, bool) or not isinstance(min_member, int) or min_member < 1:
-        raise fail(where, "gang.minMember", f"{min_member!r}", "a whole number >= 1")
+    unknown = sorted(set(gang) - {"name", "minMember"}, key=str)
+    if unknown:
+        raise fail(where, f"gang.{unknown[0]}", "unknown field", "name, minMember")
+    try:
+        expect_label_value(gang["name"], "gang.name")  # (the value of the label kubeplace.io/gang)
+    except InputError as error:
+        raise fail(where, "gang.name", error.problem) from None
+    min_member = _whole(gang, "minMember", fail, where, 1, INT32_MAX, 1, "gang.minMember")
     meta = pod["metadata"]
     meta["labels"] = {**(meta.get("labels") or {}), PLAIN_LABEL: gang["name"]}
     meta["annotations"] = {**(meta.get("annotations") or {}), PLAIN_MIN_MEMBER: str(min_member)}

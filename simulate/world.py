@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeplace.kube.errors import Conflict, InputError, NotFound
+from kubeplace.kube.errors import DNS1123_SUBDOMAIN_MAX, Conflict, InputError, NotFound
 from kubeplace.kube.gangs import PLAIN_LABEL
 from kubeplace.kube.objects import CPU, MEMORY, Node, Pod
 from kubeplace.kube.parse import parse_pod
@@ -187,7 +187,7 @@ class World:
                 record.incarnation += 1
             raw = copy.deepcopy(manifest)
             if record.incarnation:
-                raw["metadata"]["name"] = f"{raw['metadata']['name']}-r{record.incarnation}"
+                raw["metadata"]["name"] = self._recreated_name(key, record.incarnation)
             self._origin[object_key(raw)] = key
             raw["spec"] = {**raw.get("spec", {}), "schedulerName": self.scheduler_name}
             raw["metadata"]["creationTimestamp"] = timestamp(self.clock.now)
@@ -200,6 +200,14 @@ class World:
                 self.totals.pending_pods += 1
                 self.totals.pending_gpu += record.gpu_milli
         self._notify(ADDED, None, raw)
+
+    def _recreated_name(self, key: str, incarnation: int) -> str:
+        namespace, name = key.split("/", 1)
+
+        def taken(other: str) -> bool:
+            return f"{namespace}/{other}" in self._arrivals or f"{namespace}/{other}" in self._origin
+
+        return recreated_name(name, incarnation, taken)
 
     def _leave(self, key: str, incarnation: int) -> None:
         with self._lock:
@@ -279,6 +287,19 @@ class World:
                    "metadata": {**old["metadata"], "resourceVersion": str(next(self._serial))}}
             self.store.apply("pods", MODIFIED, new)
         self._notify(MODIFIED, old, new)
+
+
+def recreated_name(name: str, incarnation: int, taken: Callable[[str], bool]) -> str:
+    """``<name>-r<N>``, the name a victim's controller recreates it under, as a name the API
+    server takes: cut to fit its 253 characters, and suffixed again while ``taken`` (another pod
+    of the replay has that name: a trace pod named so)."""
+    again = 0
+    while True:
+        suffix = f"-r{incarnation}" + (f"-{again}" if again else "")
+        candidate = name[:DNS1123_SUBDOMAIN_MAX - len(suffix)].rstrip("-.") + suffix
+        if not taken(candidate):
+            return candidate
+        again += 1
 
 
 def _fragmentation(store: Store, trace: Trace) -> Fragmentation:

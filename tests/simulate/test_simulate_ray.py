@@ -141,7 +141,7 @@ def test_ctrl_c_at_the_terminal_writes_the_cases_finished(tmp_path: Path) -> Non
     sweep = str(path)
     checkout = Path(__file__).resolve().parents[2]
     command = [sys.executable, "-m", "kubeplace.cli.main", "simulate", "sweep", sweep, "--ray", "auto",
-               "--workers", "2"]
+               "--workers", "2", "-o", "json"]
     process = subprocess.Popen(command, cwd=checkout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     try:
@@ -156,9 +156,11 @@ def test_ctrl_c_at_the_terminal_writes_the_cases_finished(tmp_path: Path) -> Non
             process.wait()
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
-    assert "interrupted: " in stdout and " of 8 case(s) finished" in stdout
-    finished = int(stdout.split("interrupted: ")[1].split(" of ")[0])
+    assert "interrupted: " in stderr and " of 8 case(s) finished" in stderr
+    finished = int(stderr.split("interrupted: ")[1].split(" of ")[0])
     assert 1 <= finished < 8
+    cases = json.loads(stdout)  # (stdout one JSON document, the cases that ran)
+    assert sum(not c["summary"]["interrupted"] for c in cases) == finished
 
 
 def test_an_address_connects_to_a_running_ray(tmp_path: Path, local_ray: ModuleType) -> None:

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kubeplace.cli.main import main
+from kubeplace.simulate import sweep
 from kubeplace.simulate.sweep import clockless, read_sweep, run_cases
+from kubeplace.simulate.world import World
 from tests.simulate.sim_builders import small_sweep
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -55,3 +66,103 @@ def test_without_ray_installed_only_the_ray_option_needs_it(tmp_path: Path) -> N
     local = run("--workers", "2")
     assert local.returncode == 0, local.stderr
     assert "[4/4]" in local.stderr and "kubeplace" in local.stdout
+
+
+def _cut_short_in_the_second_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C inside the second case, as the terminal's SIGINT reaches the replay."""
+    real = sweep.simulate
+    calls: list[int] = []
+
+    def interrupted(self: World, until: float, departures: bool = True) -> int:
+        raise KeyboardInterrupt
+
+    def second_cut(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) != 2:
+            return real(*args, **kwargs)
+        with monkeypatch.context() as patch:
+            patch.setattr(World, "happen", interrupted)
+            return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate", second_cut)
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+def test_ctrl_c_keeps_stdout_whole_and_does_not_count_the_case_cut_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str) -> None:
+    """stdout is the results alone (with -o json, one JSON document: the case cut short says
+    ``interrupted`` in its summary); the line saying how many finished goes to stderr, and the
+    case cut short is not among them."""
+    path = small_sweep(tmp_path)
+    _cut_short_in_the_second_case(monkeypatch)
+    report = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["simulate", "sweep", str(path), "--workers", "1", "-o", output,
+                                       "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    assert "interrupted" not in result.stdout.replace('"interrupted": ', "")
+    assert result.stderr.splitlines()[1:] == [
+        "case 2 seed 1: interrupted at simulated second 0.649, 0/0 started",
+        "interrupted: 1 of 4 case(s) finished, 1 cut short (its results cover the simulated time it reached); "
+        "the results cover what ran"]
+    if output == "json":
+        cases = json.loads(result.stdout)
+        assert [(c["case"], c["summary"]["interrupted"]) for c in cases] == [("seed 0", False), ("seed 1", True)]
+    else:
+        assert [line.split()[:2] for line in result.stdout.splitlines()[1:]] == [["seed", "0"], ["seed", "1"]]
+    assert "interrupted: the results cover the simulated time until then" in report.read_text()
+
+
+def test_ctrl_c_between_two_replays_still_writes_the_cases_finished(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the second case reads its files or sets up its world, outside the replay."""
+    path = small_sweep(tmp_path)
+    real = sweep.simulate
+    calls: list[int] = []
+
+    def second_refused(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate", second_refused)
+    result = CliRunner().invoke(main, ["simulate", "sweep", str(path), "--workers", "1", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert [c["summary"]["interrupted"] for c in json.loads(result.stdout)] == [False]
+    assert result.stderr.splitlines()[-1] == "interrupted: 1 of 4 case(s) finished; the results cover what ran"
+
+
+def test_ctrl_c_in_the_single_simulation_keeps_its_json_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_sweep(tmp_path)
+    _cut_short_in_the_second_case(monkeypatch)
+    result = CliRunner().invoke(main, ["simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--workload",
+                                       str(tmp_path / "trace.yaml"), "--scheduler", "fgd", "--seed", "0,1,2",
+                                       "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert [c["summary"]["interrupted"] for c in json.loads(result.stdout)] == [False, True]
+    assert result.stderr.startswith("interrupted: 1 of 3 case(s) finished, 1 cut short")
+
+
+def test_ctrl_c_at_the_terminal_with_local_processes_keeps_the_json_whole(tmp_path: Path) -> None:
+    """SIGINT to the whole process group, as a terminal's Ctrl-C (the worker processes get it
+    too), once the first of six cases has finished."""
+    path = small_sweep(tmp_path)
+    document = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**document, "schedulers": ["kubeplace"], "seeds": list(range(6))}))
+    process = subprocess.Popen([sys.executable, "-m", "kubeplace.cli.main", "simulate", "sweep", str(path),
+                                "--workers", "2", "-o", "json"], cwd=CHECKOUT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        assert first.startswith("[1/6] case "), first
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 0 and "Traceback" not in stderr, stderr
+    finished = int(stderr.split("interrupted: ")[1].split(" of ")[0])
+    assert 1 <= finished < 6
+    assert sum(not c["summary"]["interrupted"] for c in json.loads(stdout)) == finished

@@ -5,7 +5,9 @@ min-member of its pods are placed in the same plan (members already running coun
 with fewer pods than min-member in existence waits: none of its pods is placed, nor are the
 pods of a gang whose PodGroup is missing or unreadable, or whose ``minResources`` its scheduler
 would not admit now (``kube.gang_admission``: a check against the whole cluster's free room,
-never a sum its placed members must reach) (``Gang.blocked``). A gang with a
+never a sum its placed members must reach), nor those of a Kueue workload pinned to a node that
+failed, which wait for Kueue to replace the node or requeue them (``kube.kueue.lost_host_holds``)
+(``Gang.blocked``). A gang with a
 topology key runs within one domain (value of that node label); once members run, the
 domain they run in. The gang topology score is GangTopologyPreference's.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 
 from kubeplace.kube.gang_admission import admission_holds
 from kubeplace.kube.gangs import blocked_reason, gang_of
+from kubeplace.kube.kueue import lost_host_holds
 from kubeplace.kube.objects import GangKey, Node, Pod, PodGroup
 from kubeplace.models.domains import label_domains
 from kubeplace.models.framework import ClassView, RunContext
@@ -93,6 +96,7 @@ def build(_args: None, ctx: RunContext) -> Coscheduling:
             count[key] = count.get(key, 0) + 1
             nodes.setdefault(key, set()).add(pod.node_name)
     running = {key: Running(count[key], frozenset(nodes[key])) for key in count}
-    held = admission_holds(ctx.snapshot.pod_groups, {k for k in waiting if k is not None}, ctx.snapshot.nodes,
-                           ctx.snapshot.bound, gang_of)
+    held = {**lost_host_holds(ctx.snapshot.pending, ctx.snapshot.nodes, gang_of),
+            **admission_holds(ctx.snapshot.pod_groups, {k for k in waiting if k is not None}, ctx.snapshot.nodes,
+                              ctx.snapshot.bound, gang_of)}
     return Coscheduling({g.key: g for g in ctx.snapshot.pod_groups}, running, held)
