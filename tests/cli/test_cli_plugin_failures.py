@@ -97,6 +97,7 @@ FACTORY = PluginFactory("Broken", (FILTER, SCORE, CONSTRAINT), Args, _build)
 
 def run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     return result.exit_code, result.stdout, result.stderr
 
 

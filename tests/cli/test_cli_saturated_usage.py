@@ -22,6 +22,7 @@ NEAR_LIMIT = {"memory": "9007199254740991", "cpu": "9007199254740"}
 
 def run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -62,9 +63,41 @@ def test_the_report_says_the_true_utilisation(tmp_path: Path) -> None:
     assert "500.0% → 500.0%" in report.read_text()
 
 
-def test_rebalance_never_prints_a_saturated_sum_as_the_load(tmp_path: Path) -> None:
-    path = cluster(tmp_path, "memory", owner=True, nodes=2)
+@pytest.mark.parametrize("resource", ["memory", "cpu"])
+def test_rebalance_never_prints_a_saturated_sum_as_the_load(tmp_path: Path, resource: str) -> None:
+    path = cluster(tmp_path, resource, owner=True, nodes=2)
     code, out, err = run("rebalance", str(path), *FAST)
     assert code in (0, 1), err
     why = next(line for line in out.splitlines() if "balance" in line and "->" in line)
     assert "n1 >400%->400%, n2 0%->100%" in why, out  # 5 pods: more than 4x is all the model knows
+
+
+@pytest.mark.parametrize("command", ["plan", "rebalance"])
+def test_a_node_near_the_quantity_limit_keeps_its_balance_term(tmp_path: Path, command: str) -> None:
+    """Nodes of 9 billion CPUs, one two-thirds full: its balance cut's offsets passed int64 (a
+    traceback in plan and rebalance); a node of more than MAX_GRAINS grains counts coarser ones."""
+    big = NEAR_LIMIT["cpu"]
+    objects = [node("n1").cpu(big).memory("8Gi"), node("n2").cpu(big).memory("8Gi"),
+               *(pod(f"w{i}").cpu(str(int(big) // 3)).memory("1Gi").on("n1").owner("ReplicaSet", "w")
+                 for i in range(2)), pod("web").cpu(str(int(big) // 3)).memory("1Gi")]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all([o.manifest() for o in objects]))
+    code, out, err = run(command, str(path), *FAST)
+    assert code in (0, 1) and "Traceback" not in out + err, (code, out, err)
+    if command == "plan":
+        assert "web" in out and "cpu 33.3% -> 50.0%" in out, out
+    else:
+        assert "balance cpu: n1 67%->33%, n2 0%->33%" in out, out
+
+
+@pytest.mark.parametrize("command", ["plan", "rebalance"])
+def test_a_huge_balance_weight_is_no_traceback(tmp_path: Path, command: str) -> None:
+    """Cuts whose coefficients pass what the rows hold are left out (the exact objective still
+    counts the node), not an OverflowError."""
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: kubeplace.io/v1alpha1\nkind: PlacementConfiguration\nprofiles:\n"
+                      "- pluginConfig: [{name: Balance, args: {resources: [{name: cpu, weight: 1000000000000000},"
+                      " {name: memory, weight: 9223372036854775807}]}}]\n")
+    demo = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
+    code, out, err = run(command, str(demo), "--config", str(config), *FAST)
+    assert code in (0, 1) and "Traceback" not in out + err, (code, out, err)
