@@ -219,6 +219,7 @@ def _term_cases(key: str) -> list[tuple[dict[str, Any], str]]:
         ({**spread, "matchLabelKeys": [key]}, "matchLabelKeys[0]"),
     ):
         cases.append(({"topologySpreadConstraints": [constraint]}, f"{at}.{where}"))
+    cases.append(({"nodeSelector": {key: "a"}}, "spec.nodeSelector"))
     node_term = {"matchExpressions": [{"key": key, "operator": "Exists"}]}
     cases.append(({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [node_term]}}}},
@@ -230,7 +231,8 @@ def _term_cases(key: str) -> list[tuple[dict[str, Any], str]]:
 @pytest.mark.parametrize("key", BAD_LABEL_KEYS)
 def test_every_label_key_field_is_a_valid_label_key_as_the_api_server_checks(key: str, tmp_path: Path) -> None:
     """validatePodAffinityTerm (topologyKey, selectors, matchLabelKeys / mismatchLabelKeys),
-    validateTopologySpreadConstraints (selector, matchLabelKeys), ValidateNodeSelectorRequirement:
+    validateTopologySpreadConstraints (selector, matchLabelKeys), ValidateNodeSelectorRequirement,
+    the nodeSelector's keys (ValidateLabels):
     each refuses a key that is not a label key with ValidateLabelName's words, one line naming
     file, object and field."""
     for spec, field in _term_cases(key):
