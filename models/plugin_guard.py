@@ -215,9 +215,53 @@ class Guarded:
             if wrong is not None:
                 raise TypeError(f"returned a {type(wrong).__name__}, expected one of "
                                 f"{', '.join(t.__name__ for t in types)}")
+            if hook == "constraints":
+                for rule in answer:
+                    _check_rule(rule, len(arg.class_pods), len(arg.nodes))
         except Exception as e:  # the user's code, about every pod: one line
             raise PluginError(failure(self.name, hook, e)) from None
         return answer
+
+
+CLASS_FIELDS = ("classes", "carriers", "matched", "supporters", "counted", "starters")
+"""The fields of a rule that hold class indices."""
+NODE_FIELDS = ("domain", "share", "cell", "preferred")
+"""The fields of a rule that hold one value per node."""
+
+
+def _check_rule(rule: Rule, n_classes: int, n_nodes: int) -> None:
+    """TypeError when a rule a constraint plugin returned is not one of this problem: class
+    indices out of range, arrays of the wrong shape (what the model would index with)."""
+    name = type(rule).__name__
+    for f in CLASS_FIELDS:
+        indices = getattr(rule, f, ())
+        if not all(isinstance(c, int | np.integer) and 0 <= c < n_classes for c in indices):
+            raise TypeError(f"{name}.{f}: expected class indices from 0 to {n_classes - 1}, got {indices!r}")
+    domains = 0
+    for f in NODE_FIELDS:
+        value = getattr(rule, f, None)
+        if value is None:
+            continue
+        if not isinstance(value, np.ndarray) or value.shape != (n_nodes,) or value.dtype.kind not in "iuf":
+            raise TypeError(f"{name}.{f}: expected an array of {n_nodes} numbers (one per node)")
+        if not np.isfinite(value).all() or (value.dtype.kind in "iu" and len(value) and value.min() < -1):
+            raise TypeError(f"{name}.{f}: expected finite values (a domain index or -1)")
+        if f == "domain":
+            domains = int(value.max(initial=-1)) + 1
+    per_domain = {"cap": domains if getattr(rule, "domain", None) is not None else n_nodes, "bound": domains}
+    for f, size in per_domain.items():
+        value = getattr(rule, f, None)
+        if value is not None and (not isinstance(value, np.ndarray) or value.ndim != 1 or len(value) < size
+                                  or value.dtype.kind not in "iu"):
+            raise TypeError(f"{name}.{f}: expected an integer array of at least {size} values")
+    if isinstance(rule, NodePreference):
+        raw = rule.raw
+        if not isinstance(raw, np.ndarray) or raw.shape != (len(rule.classes), n_nodes) or raw.dtype.kind not in "iu":
+            raise TypeError(f"NodePreference.raw: expected an integer array of shape ({len(rule.classes)}, {n_nodes})")
+    if isinstance(rule, Headroom) and (rule.share < 0).any():
+        raise TypeError("Headroom.share: expected shares of at least 0")
+    if isinstance(rule, Spread) and (rule.max_skew < 1 or rule.min_domains < 1):
+        raise TypeError("Spread: maxSkew and minDomains are at least 1")
 
 
 def _checked_answer(hook: str, answer: Any) -> Any:

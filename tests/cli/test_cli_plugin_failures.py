@@ -112,11 +112,16 @@ def setup(tmp_path: Path, hook: str, answer: str = "raise", plugin: str = PLUGIN
     config.write_text(HEADER + f"userPlugins:\n- {{name: Broken, import: '{module_name(tmp_path)}:FACTORY'}}\n"
                       "profiles:\n- plugins: {enabled: [Broken]}\n"
                       f"  pluginConfig: [{{name: Broken, args: {{hook: '{hook}', answer: {answer}}}}}]\n")
+    return cluster_file(tmp_path), config
+
+
+def cluster_file(tmp_path: Path) -> Path:
+    """Two nodes (n2 special) and two pending pods, 'odd' special."""
     cluster = tmp_path / "cluster.yaml"
     objects = [node("n1").cpu("4").memory("8Gi"), node("n2").cpu("4").memory("8Gi").label("special", "true"),
                pod("plain").cpu("1"), pod("odd").cpu("1").label("special", "true")]
     cluster.write_text(yaml.safe_dump_all([o.manifest() for o in objects]))
-    return cluster, config
+    return cluster
 
 
 def planned(tmp_path: Path, hook: str, answer: str = "raise") -> dict[str, Any]:
@@ -216,3 +221,58 @@ def test_a_build_failing_on_the_runs_snapshot_is_one_line(tmp_path: Path) -> Non
     code, out, err = run("plan", str(cluster), "--config", str(config), *FAST)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (code, out, err)
     assert "plugin 'Broken' failed to build: AssertionError: nodes!" in err
+
+
+ROWS = '''
+from dataclasses import dataclass
+import numpy as np
+from kubeplace.plugins import CONSTRAINT, GroupCap, Headroom, NodePreference, PluginFactory
+
+
+@dataclass(frozen=True)
+class Args:
+    rows: str = "fine"
+
+
+@dataclass(frozen=True)
+class Rows:
+    args: Args
+    name: str = "Rows"
+
+    def pod_key(self, pod):
+        return None
+
+    def constraints(self, view):
+        k, n = len(view.class_pods), len(view.nodes)
+        return {
+            "fine": [GroupCap("one each", tuple(range(k)), np.ones(n, dtype=np.int64))],
+            "class out of range": [GroupCap("x", (k + 5,), np.ones(n, dtype=np.int64))],
+            "cap too short": [GroupCap("x", (0,), np.ones(0, dtype=np.int64))],
+            "cap of floats": [GroupCap("x", (0,), np.ones(n))],
+            "domain of the wrong size": [GroupCap("x", (0,), np.ones(1, dtype=np.int64),
+                                                  domain=np.zeros(n + 3, dtype=np.int64))],
+            "preference rows": [NodePreference("Rows", (0,), np.zeros((2, n + 1), dtype=np.int64), "default")],
+            "headroom nan": [Headroom(("cpu",), np.full(n, np.nan))],
+            "headroom negative": [Headroom(("cpu",), np.full(n, -1.0))],
+        }[self.args.rows]
+
+
+FACTORY = PluginFactory("Rows", CONSTRAINT, Args, lambda args, ctx: Rows(args))
+'''
+
+
+@pytest.mark.parametrize("rows", ["fine", "class out of range", "cap too short", "cap of floats",
+                                  "domain of the wrong size", "preference rows", "headroom nan", "headroom negative"])
+def test_constraint_rows_that_do_not_fit_the_problem_are_one_line_naming_the_plugin(tmp_path: Path, rows: str) -> None:
+    (tmp_path / f"{module_name(tmp_path)}.py").write_text(ROWS)
+    config = tmp_path / "config.yaml"
+    config.write_text(HEADER + f"userPlugins:\n- {{name: Rows, import: '{module_name(tmp_path)}:FACTORY'}}\n"
+                      "profiles:\n- plugins: {enabled: [Rows]}\n"
+                      f"  pluginConfig: [{{name: Rows, args: {{rows: '{rows}'}}}}]\n")
+    code, out, err = run("plan", str(cluster_file(tmp_path)), "--config", str(config), "-o", "json", *FAST)
+    if rows == "fine":  # one pod per node at most: both placed, on two nodes
+        assert code == 0, err
+        assert len({p["node"] for p in json.loads(out)["placements"]}) == 2
+        return
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (code, out, err)
+    assert err.startswith("error: plugin Rows failed: constraints(): TypeError: "), err
