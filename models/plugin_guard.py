@@ -218,6 +218,8 @@ class Guarded:
             if hook == "constraints":
                 for rule in answer:
                     _check_rule(rule, len(arg.class_pods), len(arg.nodes))
+            for term in answer if hook == "terms" else ():
+                _check_term(term)
         except Exception as e:  # the user's code, about every pod: one line
             raise PluginError(failure(self.name, hook, e)) from None
         return answer
@@ -262,6 +264,17 @@ def _check_rule(rule: Rule, n_classes: int, n_nodes: int) -> None:
         raise TypeError("Headroom.share: expected shares of at least 0")
     if isinstance(rule, Spread) and (rule.max_skew < 1 or rule.min_domains < 1):
         raise TypeError("Spread: maxSkew and minDomains are at least 1")
+
+
+def _check_term(term: Any) -> None:
+    """TypeError when a score plugin's term has a weight that is not a whole number of at least 0,
+    or names its resource or plugin with something else than a string."""
+    name = type(term).__name__
+    if isinstance(term.weight, bool) or not isinstance(term.weight, int) or term.weight < 0:
+        raise TypeError(f"{name}.weight: expected an integer of at least 0, got {term.weight!r}")
+    for f in ("resource", "plugin"):
+        if hasattr(term, f) and not isinstance(getattr(term, f), str):
+            raise TypeError(f"{name}.{f}: expected a string, got {getattr(term, f)!r}")
 
 
 def _checked_answer(hook: str, answer: Any) -> Any:

@@ -276,3 +276,25 @@ def test_constraint_rows_that_do_not_fit_the_problem_are_one_line_naming_the_plu
         return
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (code, out, err)
     assert err.startswith("error: plugin Rows failed: constraints(): TypeError: "), err
+
+
+TERMS = ROWS.replace("CONSTRAINT, GroupCap, Headroom, NodePreference", "SCORE, LoadBalanceTerm, NodesUsedTerm").replace(
+    "FACTORY = PluginFactory(\"Rows\", CONSTRAINT", "FACTORY = PluginFactory(\"Rows\", SCORE")
+
+
+@pytest.mark.parametrize(("term", "fine"), [
+    ("LoadBalanceTerm('cpu', 3)", True), ("NodesUsedTerm(2)", True), ("LoadBalanceTerm('cpu', -1)", False),
+    ("LoadBalanceTerm('cpu', 0.5)", False), ("LoadBalanceTerm('cpu', 'x')", False), ("LoadBalanceTerm(7, 1)", False),
+    ("NodesUsedTerm(None)", False)])
+def test_score_terms_are_checked_as_the_objective_reads_them(tmp_path: Path, term: str, fine: bool) -> None:
+    source = TERMS + f"\n\ndef terms(self, problem):\n    return [{term}]\n\n\nRows.terms = terms\n"
+    (tmp_path / f"{module_name(tmp_path)}.py").write_text(source)
+    config = tmp_path / "config.yaml"
+    config.write_text(HEADER + f"userPlugins:\n- {{name: Rows, import: '{module_name(tmp_path)}:FACTORY'}}\n"
+                      "profiles:\n- plugins: {enabled: [Rows]}\n")
+    code, out, err = run("plan", str(cluster_file(tmp_path)), "--config", str(config), *FAST)
+    if fine:
+        assert code == 0, err
+        return
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (code, out, err)
+    assert err.startswith("error: plugin Rows failed: terms(): TypeError: "), err
