@@ -112,7 +112,7 @@ class Guarded:
                     _checked_answer(hook, getattr(self.part, hook)(pod))
                 except Exception as e:  # the user's code, for this pod
                     return failure(self.name, hook, e)
-        return self.filter_failures.get(key, "")
+        return ""
 
     def unmodelled(self, pod: Pod) -> tuple[str, ...]:
         return tuple(self._pod_hook("unmodelled", pod, ()))
@@ -121,7 +121,10 @@ class Guarded:
         return str(self._pod_hook("rejection", pod, ""))
 
     def filter_error(self, pod: Pod) -> str:
-        return self.pod_failure(pod) or str(self._pod_hook("filter_error", pod, ""))
+        """The pod's failure: of a hook about it alone, or of the filter for its key."""
+        key = self.pod_key(pod)
+        return (self.pod_failure(pod) or (self.filter_failures.get(key, "") if not isinstance(key, Failed) else "")
+                or str(self._pod_hook("filter_error", pod, "")))
 
     def extra_requests(self, pod: Pod) -> Mapping[str, int]:
         return dict(self._pod_hook("extra_requests", pod, {}))
@@ -166,10 +169,11 @@ class Guarded:
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         """The part's filter on the nodes it could key; False on the others, and on every node
-        for a pod it fails on (the failure remembered for its key: its pods' reason)."""
+        for a pod it fails on (the failure remembered for its key: its pods' reason). Each call
+        asks the part (the verifier's checks pod by pod too)."""
         out = np.zeros(len(nodes), dtype=np.bool_)
         key = self.pod_key(pod)
-        if isinstance(key, Failed) or key in self.filter_failures:
+        if isinstance(key, Failed):
             return out
         good = [i for i, n in enumerate(nodes) if not isinstance(self.node_key(n), Failed)]
         if not good:
@@ -296,8 +300,8 @@ def _checked_answer(hook: str, answer: Any) -> Any:
 @dataclass(frozen=True)
 class PluginFailures:
     """The filter that refuses every node to a pod a guarded user plugin fails on (any of its
-    hooks about the pod alone, or its filter for the pod's class), the failure as the whole
-    reason (as an Error status of a kube-scheduler Filter is); the verifier checks it too."""
+    hooks about the pod alone but its filter, which refuses the pod itself), the failure as the
+    whole reason (as an Error status of a kube-scheduler Filter is); the verifier checks it too."""
 
     guarded: tuple[Guarded, ...]
     name: str = "UserPluginFailures"
