@@ -310,3 +310,17 @@ def test_only_the_profiles_volume_rules_are_checked() -> None:
     volume_rules = {"VolumeBinding", "VolumeRestrictions", "NodeVolumeLimits", "VolumeZone"}
     only_zone = tuple(c for c in rule_checks() if c.name not in volume_rules - {"VolumeZone"})
     assert verify(snapshot, triples, VerifySettings(rules=only_zone)) == []
+
+
+def test_one_pod_naming_a_claim_twice_needs_a_volume_per_entry_as_the_kube_scheduler_matches_them() -> None:
+    """GetPodVolumeClaims lists the claim once per volume entry and findMatchingVolumes excludes
+    the volume it chose for the first from the second (binder.go, FindMatchingVolume's
+    excludedVolumes): with one free volume the pod does not fit, with two it does, and the plan
+    names one volume for the claim."""
+    entries = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": "data"}} for i in range(2)]
+    one = plan(snapshot_of(zoned("n1", "a"), storage_class("local"), volume("pv-1", node="n1"), claim("data"),
+                           pod("web").cpu("1").spec("volumes", entries)))
+    assert why(one) == {"web": "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind."}
+    two = plan(snapshot_of(zoned("n1", "a"), storage_class("local"), volume("pv-1", node="n1"),
+                           volume("pv-2", node="n1"), claim("data"), pod("web").cpu("1").spec("volumes", entries)))
+    assert where(two) == {"web": "n1"} and len(chosen(two)["web"]) == 1
