@@ -135,6 +135,8 @@ class ResourceClaim:
     resource_version: str = ""
     requests: tuple[DeviceRequest, ...] = ()
     constraints: tuple[MatchAttribute, ...] = ()
+    unsupported: tuple[str, ...] = ()
+    """The fields of its spec kubeplace does not model (``spec.devices.constraints[0].distinctAttribute``)."""
     allocation: Allocation | None = None
     reserved_for: tuple[str, ...] = ()
     """The uids of the pods it is reserved for."""

@@ -15,6 +15,7 @@ kube-scheduler's words (a claim of a DeviceClass deleted meanwhile is real state
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ from kubeplace.kube.dra import (
     RequestMapping,
     ResourceClaim,
 )
+from kubeplace.kube.dra_names import fully_qualified_name_problems
 from kubeplace.kube.errors import (
     InputError,
     expect_controller,
@@ -200,26 +202,43 @@ def _requests(raw: object, field: str) -> tuple[DeviceRequest, ...]:
                  for i, item in enumerate(_at_most(expect_list(raw, field), REQUESTS_MAX, field, "requests")))
 
 
-def _claim_spec(spec: Mapping[str, Any], field: str) -> tuple[tuple[DeviceRequest, ...], tuple[MatchAttribute, ...]]:
+def _claim_spec(spec: Mapping[str, Any],
+                field: str) -> tuple[tuple[DeviceRequest, ...], tuple[MatchAttribute, ...], tuple[str, ...]]:
+    """The claim's requests, its matchAttribute constraints, and the fields of it kubeplace does
+    not model (a ``distinctAttribute`` constraint: DRAConsumableCapacity, beta in 1.36), which
+    leave its pods to the default scheduler."""
     devices = expect_mapping(spec.get("devices"), f"{field}.devices")
     requests = _requests(devices.get("requests"), f"{field}.devices.requests")
-    constraints = []
+    constraints, unsupported = [], []
     for index, raw in enumerate(expect_list(devices.get("constraints"), f"{field}.devices.constraints")):
         where = f"{field}.devices.constraints[{index}]"
         constraint = expect_mapping(raw, where)
-        attribute = expect_str(constraint.get("matchAttribute"), f"{where}.matchAttribute")
-        if "/" not in attribute:
-            raise InputError(f"{attribute!r} is not a fully qualified attribute name", field=f"{where}.matchAttribute",
-                             expected="domain/name")
         names = tuple(expect_str(n, f"{where}.requests[{j}]")
                       for j, n in enumerate(expect_list(constraint.get("requests"), f"{where}.requests")))
-        constraints.append(MatchAttribute(attribute, names))
-    return requests, tuple(constraints)
+        match, distinct = constraint.get("matchAttribute"), constraint.get("distinctAttribute")
+        if match is None and distinct is None:  # validateDeviceConstraint, DRAConsumableCapacity on (1.36's default)
+            raise InputError('Required value: exactly one of "matchAttribute" or "distinctAttribute" is required, '
+                             "but multiple fields are set", field=where)
+        if match is not None:  # the allocator reads matchAttribute first: a distinctAttribute beside it is ignored
+            constraints.append(MatchAttribute(_fully_qualified(match, f"{where}.matchAttribute"), names))
+        else:
+            _fully_qualified(distinct, f"{where}.distinctAttribute")
+            unsupported.append(f"{where}.distinctAttribute")
+    return requests, tuple(constraints), tuple(unsupported)
+
+
+def _fully_qualified(raw: object, field: str) -> str:
+    name = expect_str(raw, field)
+    problems = fully_qualified_name_problems(name)
+    if problems:
+        raise InputError(f"Invalid value: {json.dumps(name, ensure_ascii=False)}: {'; '.join(problems)}", field=field,
+                         expected="domain/name, e.g. gpu.example.com/numa")
+    return name
 
 
 def parse_resource_claim(obj: Mapping[str, Any], source: str = "") -> ResourceClaim:
     metadata = expect_mapping(obj.get("metadata"), "metadata")
-    requests, constraints = _claim_spec(expect_mapping(obj.get("spec"), "spec"), "spec")
+    requests, constraints, unsupported = _claim_spec(expect_mapping(obj.get("spec"), "spec"), "spec")
     status = expect_mapping(obj.get("status"), "status")
     raw = status.get("allocation")
     allocation = None if raw is None else parse_allocation(raw, "status.allocation")
@@ -229,7 +248,8 @@ def parse_resource_claim(obj: Mapping[str, Any], source: str = "") -> ResourceCl
         name=expect_name(metadata),
         uid=expect_str(metadata.get("uid"), "metadata.uid"),
         resource_version=expect_str(metadata.get("resourceVersion"), "metadata.resourceVersion"),
-        requests=requests, constraints=constraints, allocation=allocation, reserved_for=reserved,
+        requests=requests, constraints=constraints, unsupported=unsupported, allocation=allocation,
+        reserved_for=reserved,
         owner_uid=expect_controller(metadata.get("ownerReferences"), "uid"),
         extended=expect_string_map(metadata.get("annotations"), "metadata.annotations").get(
             EXTENDED_CLAIM_ANNOTATION) == "true",
@@ -313,9 +333,9 @@ def parse_extended(raw: Mapping[str, Any], field: str) -> tuple[tuple[DeviceRequ
 def parse_claim_template(obj: Mapping[str, Any], source: str = "") -> ResourceClaim:
     metadata = expect_mapping(obj.get("metadata"), "metadata")
     spec = expect_mapping(expect_mapping(obj.get("spec"), "spec").get("spec"), "spec.spec")
-    requests, constraints = _claim_spec(spec, "spec.spec")
-    return ResourceClaim(expect_namespace(metadata),
-                         expect_name(metadata), requests=requests, constraints=constraints, source=source)
+    requests, constraints, unsupported = _claim_spec(spec, "spec.spec")
+    return ResourceClaim(expect_namespace(metadata), expect_name(metadata), requests=requests, constraints=constraints,
+                         unsupported=unsupported, source=source)
 
 
 def _amount(raw: object, field: str) -> int:

@@ -67,7 +67,13 @@ from kubeplace.kube.raw_objects import (
 )
 from kubeplace.kube.requests import extended_requests, is_sidecar, pod_requests
 from kubeplace.kube.runtime_classes import RUNTIME_CLASS, RuntimeClass, admitted, is_stored, parse_runtime_classes
-from kubeplace.kube.selectors import matches, parse_selector, preferred_node_affinity, required_node_affinity
+from kubeplace.kube.selectors import (
+    expect_label_key,
+    matches,
+    parse_selector,
+    preferred_node_affinity,
+    required_node_affinity,
+)
 from kubeplace.kube.storage import build_storage, has_inline_disk, pod_volumes
 from kubeplace.kube.taints import parse_taints, parse_tolerations
 from kubeplace.kube.workloads import CONTROLLER_KINDS, parse_controller
@@ -121,7 +127,7 @@ def parse_pod(obj: RawObject, source: str = "", priority_classes: Mapping[str, P
             priority=_priority(spec, priority_classes or {}, is_stored(obj)),
             preemption_policy=_preemption_policy(spec, priority_classes or {}, is_stored(obj)),
             requests=pod_requests(obj, use_status_resources=bool(node_name)),
-            node_selector=expect_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+            node_selector=_node_selector(spec),
             required_terms=required_node_affinity(spec),
             tolerations=parse_tolerations(spec.get("tolerations"), "spec.tolerations"),
             host_ports=_host_ports(spec),
@@ -162,6 +168,14 @@ def _admitted_pod(obj: RawObject, source: str, priority_classes: Mapping[str, Pr
         raise error.located(file=source, obj=object_label(obj)) from None
     pod = parse_pod(merged, source, priority_classes)
     return replace(pod, unmodelled=(missing,)) if missing else pod
+
+
+def _node_selector(spec: Mapping[str, Any]) -> dict[str, str]:
+    """``spec.nodeSelector``, its keys label keys (ValidatePodSpec's ValidateLabels)."""
+    selector = expect_string_map(spec.get("nodeSelector"), "spec.nodeSelector")
+    for key in selector:
+        expect_label_key(key, "spec.nodeSelector")
+    return selector
 
 
 def _node_name(spec: RawObject) -> str:

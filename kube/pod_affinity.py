@@ -1,7 +1,9 @@
 """Inter-pod (anti-)affinity terms and topology spread constraints of a pod, as typed objects.
 
 Parsing does what the API server does before the pod is stored: it validates the fields
-(``pkg/apis/core/validation``: a topologyKey that is not empty, weights 1..100, maxSkew and
+(``pkg/apis/core/validation``: a topologyKey that is not empty (and, in an affinity term, a
+label key: a spread constraint's is not checked further, and no node has a label it cannot be),
+label keys in the selectors and in matchLabelKeys / mismatchLabelKeys, weights 1..100, maxSkew and
 minDomains of at least 1, known whenUnsatisfiable and inclusion policies) and merges
 ``matchLabelKeys`` / ``mismatchLabelKeys`` into the label selectors (``strategy.go
 mutatePodAffinity``, ``mutateTopologySpreadConstraints``). The merge is idempotent, so a pod
@@ -27,7 +29,7 @@ from kubeplace.kube.objects import (
     Requirement,
     SpreadConstraint,
 )
-from kubeplace.kube.selectors import is_qualified_name, label_selector, matches
+from kubeplace.kube.selectors import expect_label_key, label_selector, matches
 
 POD_AFFINITY = "podAffinity"
 POD_ANTI_AFFINITY = "podAntiAffinity"
@@ -106,10 +108,7 @@ def _term(raw: object, field: str, labels: Mapping[str, str], weight: int) -> Po
     topology_key = expect_str(term.get("topologyKey"), f"{field}.topologyKey")
     if not topology_key:
         raise InputError("empty topologyKey", field=f"{field}.topologyKey", expected="a node label key")
-    if not is_qualified_name(topology_key):  # ValidateLabelName, as for a pod affinity term
-        raise InputError(f"invalid topologyKey {topology_key!r}: not a label key", field=f"{field}.topologyKey",
-                         expected="a qualified name: an optional DNS prefix and '/', then at most 63 of "
-                                  "[A-Za-z0-9-_.] starting and ending alphanumeric")
+    expect_label_key(topology_key, f"{field}.topologyKey")  # validatePodAffinityTerm: ValidateLabelName
     selector = label_selector(term.get("labelSelector"), f"{field}.labelSelector")
     match_keys = _keys(term.get("matchLabelKeys"), f"{field}.matchLabelKeys", selector)
     mismatch_keys = _keys(term.get("mismatchLabelKeys"), f"{field}.mismatchLabelKeys", selector)
@@ -146,9 +145,12 @@ def merge_label_keys(selector: tuple[Requirement, ...] | None, keys: Sequence[st
 
 
 def _keys(raw: object, field: str, selector: tuple[Requirement, ...] | None) -> tuple[str, ...]:
+    """matchLabelKeys or mismatchLabelKeys: label keys (``validateLabelKeys``), only beside a selector."""
     keys = tuple(expect_str(k, f"{field}[{i}]") for i, k in enumerate(expect_list(raw, field)))
     if keys and selector is None:
         raise InputError("set without a labelSelector", field=field, expected="a labelSelector beside it")
+    for i, key in enumerate(keys):
+        expect_label_key(key, f"{field}[{i}]")
     return keys
 
 

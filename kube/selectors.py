@@ -15,11 +15,12 @@ affinity terms and node selectors.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubeplace.kube.errors import InputError, expect_list, expect_mapping, expect_str
+from kubeplace.kube.errors import InputError, dns1123_problems, expect_list, expect_mapping, expect_str
 from kubeplace.kube.objects import PreferredNodeTerm, Requirement, SelectorTerm
 
 IN = "In"
@@ -41,10 +42,46 @@ _SYMBOL_OPERATORS = {"=": IN, "==": IN, "!=": NOT_IN, ">": GT, "<": LT}
 _WORD_OPERATORS = {"in": IN, "notin": NOT_IN}
 
 
+_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_NAME_RULE = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+              "alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc', regex used for validation is "
+              f"'{_NAME_PART.pattern}')")
+
+def label_key_problems(key: str) -> list[str]:
+    """Why ``key`` is not a label key (a qualified name), in the API server's words (apimachinery
+    ``IsLabelKey``, which ``ValidateLabelName`` reports); empty when it is one."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return [f"a valid label key {_NAME_RULE} with an optional DNS subdomain prefix and '/' "
+                "(e.g. 'example.com/MyName')"]
+    problems = []
+    if len(parts) == 2:
+        prefix = parts[0]
+        problems += (["prefix part must be non-empty"] if not prefix
+                     else [f"prefix part {p}" for p in dns1123_problems(prefix)])
+    name = parts[-1]
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 bytes")
+    if not _NAME_PART.fullmatch(name):
+        problems.append(f"name part {_NAME_RULE}")
+    return problems
+
+
 def is_qualified_name(key: str) -> bool:
-    """A Kubernetes qualified name (a label key): an optional DNS prefix and ``/``, then a name of
-    at most 63 characters."""
-    return bool(_KEY.fullmatch(key)) and len(key.rsplit("/", 1)[-1]) <= 63
+    """A Kubernetes qualified name (a label key): an optional DNS subdomain prefix and ``/``, then
+    a name of at most 63 characters (:func:`label_key_problems`)."""
+    return not label_key_problems(key)
+
+
+def expect_label_key(key: str, field: str) -> str:
+    """``key`` when it is a label key, as ``ValidateLabelName`` checks the label keys of a
+    selector, a topologyKey or a matchLabelKeys entry; else InputError with the API server's words."""
+    problems = label_key_problems(key)
+    if problems:
+        raise InputError(f"Invalid value: {json.dumps(key, ensure_ascii=False)}: {'; '.join(problems)}", field=field)
+    return key
 
 
 def is_dns_label(name: str) -> bool:
@@ -278,7 +315,8 @@ def label_selector(raw: object, field: str) -> tuple[Requirement, ...] | None:
     if raw is None:
         return None
     selector = expect_mapping(raw, field)
-    out = [Requirement(str(k), IN, (expect_str(v, f"{field}.matchLabels.{k}"),))
+    out = [Requirement(expect_label_key(str(k), f"{field}.matchLabels"), IN,
+                       (expect_str(v, f"{field}.matchLabels.{k}"),))
            for k, v in expect_mapping(selector.get("matchLabels"), f"{field}.matchLabels").items()]
     for j, item in enumerate(expect_list(selector.get("matchExpressions"), f"{field}.matchExpressions")):
         out.append(label_requirement(item, f"{field}.matchExpressions[{j}]"))
@@ -298,6 +336,7 @@ def _expression(raw: object, field: str, operators: Sequence[str] = OPERATORS) -
     key = expect_str(expression.get("key"), f"{field}.key")
     if not key:
         raise InputError("missing key", field=f"{field}.key")
+    expect_label_key(key, f"{field}.key")
     operator = expect_str(expression.get("operator"), f"{field}.operator")
     if operator not in operators:
         raise InputError(f"unknown operator {operator!r}", field=f"{field}.operator", expected=", ".join(operators))

@@ -29,6 +29,7 @@ from kubeplace.models.problem import (
     BoolArray,
     DomainPreference,
     Exclusion,
+    FloatArray,
     Gang,
     GroupCap,
     Headroom,
@@ -84,6 +85,10 @@ class Aggregation:
     filters: tuple[FilterTable, ...]
     left: tuple[Pod, ...]  # pending pods left to the default scheduler (unmodelled rules)
     nodes: tuple[Node, ...] = ()  # the snapshot's nodes, in the problem's order
+    beyond_full: FloatArray | None = None
+    """(N, R) the requests of the running pods (and the room nominated pods hold) that
+    ``problem.used``, saturated at FULL, leaves out: what utilisation adds back to say the true
+    figure. None: nothing left out."""
 
 
 def resource_names(pending: Sequence[Pod]) -> tuple[str, ...]:
@@ -164,8 +169,10 @@ _REQUESTS: IdentityMemo[Pod, tuple[int, ...]] = IdentityMemo(_requests)
 """A running pod's requests (none negative), once per pod object (and resources)."""
 
 
-def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]) -> IntArray:
-    """(N, R) raw requests of the bound pods per node, summed exactly, saturated at FULL."""
+def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]) -> tuple[IntArray, FloatArray]:
+    """(N, R) raw requests of the bound pods per node, summed exactly, saturated at FULL; and
+    (N, R) what the saturation left out (0 but on a node whose pods ask for 4x its allocatable
+    and more of a quantity near the limit): the true load is their sum."""
     index = {n.name: i for i, n in enumerate(nodes)}
     sums = [[0] * len(resources) for _ in nodes]
     names = tuple(resources)
@@ -179,7 +186,8 @@ def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]
         used = np.minimum(np.array(sums, dtype=np.int64), FULL)
     except OverflowError:  # a sum beyond int64 (absurd requests): saturated one by one
         used = np.array([[min(v, FULL) for v in row] for row in sums], dtype=np.int64)
-    return used.reshape(len(nodes), len(resources))
+    beyond = np.array([[float(max(v - FULL, 0)) for v in row] for row in sums], dtype=np.float64)
+    return used.reshape(len(nodes), len(resources)), beyond.reshape(len(nodes), len(resources))
 
 
 def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions,
@@ -265,7 +273,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
     capacity = np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
                         dtype=np.int64).reshape(len(nodes), len(resources))
-    used = _usage(nodes, snapshot.bound, resources)
+    used, beyond_full = _usage(nodes, snapshot.bound, resources)
 
     keyed = [(_demand_vector(p, resources, x), (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
               tuple(f.pod_key(p) for f in plugins.filters),
@@ -291,8 +299,10 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     eligible = _eligibility(tables, demand, (capacity if limit is None else limit) - used)
     measured = measured_array(snapshot, used, resources)
     if snapshot.nominated:
-        used = _hold_nominated_room(snapshot.nominated, class_pods, nodes, resources, eligible, demand,
+        held = _hold_nominated_room(snapshot.nominated, class_pods, nodes, resources, eligible, demand,
                                     (capacity if limit is None else limit), used)
+        beyond_full += used.astype(np.float64) + held - np.minimum(used + held, FULL)
+        used = np.minimum(used + held, FULL)
     for c in np.nonzero(gpu_count > 0)[0]:
         eligible[c] &= device_fit(devices.free, GpuNeed(int(gpu_count[c]), int(gpu_milli[c])))
     for rule in rules:
@@ -328,7 +338,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         measured=measured,
         limit=limit,
     )
-    return Aggregation(problem, class_pods, tables, left, tuple(nodes))
+    return Aggregation(problem, class_pods, tables, left, tuple(nodes), beyond_full)
 
 
 def _limit(capacity: IntArray, resources: Sequence[str], rules: Sequence[Headroom]) -> IntArray | None:
@@ -385,7 +395,7 @@ def _eligibility(tables: Sequence[FilterTable], demand: IntArray, free: IntArray
 def _hold_nominated_room(nominated: Sequence[Pod], class_pods: Sequence[Pod], nodes: Sequence[Node],
                          resources: tuple[str, ...], eligible: BoolArray, demand: IntArray, limit: IntArray,
                          used: IntArray) -> IntArray:
-    """``used`` with the room nominated pods hold (``kube.nominated``) added, and ``eligible``
+    """(N, R) the room nominated pods hold (``kube.nominated``) to add to ``used``, and ``eligible``
     narrowed in place to match. A class may go to a node only if it fits beside the pods nominated
     there with its priority or more; the capacity constraint is one per node, so each node holds
     the room its lowest-priority eligible class must leave: every class placed there then leaves
@@ -406,10 +416,9 @@ def _hold_nominated_room(nominated: Sequence[Pod], class_pods: Sequence[Pod], no
         here = np.flatnonzero(eligible[:, i])
         if len(here):
             held_here[i] = by_priority[min(class_pods[int(c)].priority for c in here)][i]
-    used = np.minimum(used + held_here, FULL)
     for c in range(len(class_pods)):
-        eligible[c] &= fits(limit - used, demand[c])
-    return used
+        eligible[c] &= fits(limit - np.minimum(used + held_here, FULL), demand[c])
+    return held_here
 
 
 def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuNeed], resources: Sequence[str],

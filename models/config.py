@@ -16,7 +16,8 @@ from typing import Any
 from kubeplace.kube.errors import KubeplaceError
 from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Snapshot
-from kubeplace.models.framework import Objective, PluginSet, Registry, RunContext, build_plugins
+from kubeplace.models.framework import Objective, PluginFactory, PluginSet, Registry, RunContext, build_plugins
+from kubeplace.models.plugin_guard import guard, guarded_factory, with_failures
 from kubeplace.models.plugins import DEFAULT_PLUGINS, OBJECTIVE_SCORES, in_tree_registry
 
 PLACEMENT_WEIGHTS = ("pods", "gpu")
@@ -96,12 +97,19 @@ class Configuration:
 
 def instantiate(config: Configuration, profile: Profile, snapshot: Snapshot) -> PluginSet:
     """Builds the plugins of ``profile`` for one run (fresh instances), each checked against
-    the extension point its factory declares (:class:`models.framework.PluginError`)."""
+    the extension point its factory declares (:class:`models.framework.PluginError`); the user
+    plugins (those not in tree) behind the guard of :mod:`models.plugin_guard`."""
+    in_tree = in_tree_registry()
     chosen = []
     for name in profile.plugin_names(config.registry):
         factory = config.registry[name]
         args = profile.plugin_args.get(name)
         if args is None and factory.args_type is not None:
             args = factory.args_type()
-        chosen.append((factory, args))
-    return build_plugins(chosen, RunContext(snapshot))
+        chosen.append((factory if in_tree.get(name) is factory else guarded_factory(factory), args))
+    guarded = {factory.name for factory, _ in chosen if in_tree.get(factory.name) is not config.registry[factory.name]}
+
+    def wrap(factory: PluginFactory, part: Any) -> Any:
+        return guard(factory, part) if factory.name in guarded else part
+
+    return with_failures(build_plugins(chosen, RunContext(snapshot), wrap))

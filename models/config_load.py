@@ -184,13 +184,32 @@ def _user_plugin(entry: v1.UserPlugin, path: str, source: str, base_dir: Path | 
         factory = getattr(module, attr)
         if callable(factory) and not isinstance(factory, PluginFactory):
             factory = factory()
-    except Exception as e:  # a plugin module may fail in any way when imported: one line, its words
+    except (Exception, SystemExit) as e:  # a plugin module may fail in any way when imported: one line, its words
         raise ConfigError(source, f"{path}.import", f"cannot import {target}: {type(e).__name__}: {e}") from None
     if not isinstance(factory, PluginFactory):
         raise ConfigError(source, f"{path}.import", f"{target} is not a kubeplace PluginFactory")
+    for problem in _registration_problems(factory):
+        raise ConfigError(source, f"{path}.import", f"{target}: {problem}")
     if entry.name and entry.name != factory.name:
         raise ConfigError(source, f"{path}.name", f"'{entry.name}' but the factory is named '{factory.name}'")
     return factory
+
+
+def _registration_problems(factory: PluginFactory) -> list[str]:
+    """What is wrong with the fields of a user's PluginFactory (the extension points are checked
+    when it is built)."""
+    problems = []
+    if not isinstance(factory.name, str) or not factory.name:
+        problems.append(f"the factory's name must be a non-empty string, got {factory.name!r}")
+    if not (isinstance(factory.point, str)
+            or (isinstance(factory.point, tuple) and all(isinstance(p, str) for p in factory.point))):
+        problems.append(f"the factory's point must be an extension point or a tuple of them, got {factory.point!r}")
+    if factory.args_type is not None and not (isinstance(factory.args_type, type)
+                                              and dataclasses.is_dataclass(factory.args_type)):
+        problems.append(f"the factory's args_type must be a dataclass or None, got {factory.args_type!r}")
+    if not callable(factory.build):
+        problems.append(f"the factory's build must be callable, got {factory.build!r}")
+    return problems
 
 
 def _check_contract(factory: PluginFactory, profiles: Sequence[Profile], path: str, source: str) -> None:

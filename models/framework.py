@@ -333,9 +333,12 @@ class PluginSet:
                        bound=tuple(map(mark, snapshot.bound)) if bound else snapshot.bound)
 
 
-def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext) -> PluginSet:
+def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext,
+                  wrap: Callable[[PluginFactory, Any], Any] | None = None) -> PluginSet:
     """Builds each (factory, args) and files the plugin under the point its factory declares;
-    PluginError (one line, naming the plugin and what it lacks) when it does not implement it."""
+    PluginError (one line, naming the plugin and what it lacks) when it does not implement it.
+    ``wrap(factory, part)``: what is filed for each part, once it is checked (the user plugins'
+    guard, :mod:`models.plugin_guard`)."""
     by_point: dict[str, list[Any]] = {point: [] for point in EXTENSION_POINTS}
     limits: list[Unmodelled] = []
     defaults = tuple(args for _, args in chosen if isinstance(args, PodDefaults))
@@ -349,18 +352,20 @@ def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext) 
         built = factory.build(args, ctx)
         parts: tuple[Any, ...] = built if isinstance(built, tuple) else (built,)
         for point in factory.points:
-            implementing = [p for p in parts if not missing_members(p, point)]
-            if not implementing:
+            if not any(not missing_members(p, point) for p in parts):
                 missing = missing_members(parts[0], point) if parts else ["a plugin"]
                 raise PluginError(f"plugin '{factory.name}' declares extension point {point} but does not "
                                   f"implement {', '.join(missing)}")
-            by_point[point].extend(implementing)
         for part in parts:
             if not any(not missing_members(part, point) for point in factory.points):
                 raise PluginError(f"plugin '{factory.name}': a part implements none of its extension points "
                                   f"({', '.join(factory.points)})")
+        filed = {id(part): wrap(factory, part) if wrap is not None else part for part in parts}
+        for point in factory.points:
+            by_point[point].extend(filed[id(p)] for p in parts if not missing_members(p, point))
+        for part in parts:
             if isinstance(part, Unmodelled) and callable(part.unmodelled):
-                limits.append(part)
+                limits.append(filed[id(part)])
     return PluginSet(tuple(by_point[FILTER]), tuple(by_point[SCORE]), tuple(by_point[CONSTRAINT]), tuple(limits),
                      defaults)
 

@@ -30,6 +30,9 @@ SCALE = 10_000
 """A unit of the exact objective in the linear goal: (u - mu)^2 is counted in 1/SCALE."""
 BREAKPOINT_STEP = 0.05
 MEBIBYTE = 1 << 20
+MAX_GRAINS = 1 << 24
+"""The most grains of load a node's balance cut counts (its grain grows beyond): its offsets stay
+within the rows' range (INF) up to a load of several times its capacity."""
 
 
 class TermModel(RuleBuilder, Protocol):
@@ -85,28 +88,33 @@ def balance_cut(lb: LinearBuilder, cols: IntArray, demand: IntArray, col_ub: Int
                 resource: str, weight: int, mu: float) -> BalanceCut | None:
     """One node's share of ``weight * (u - mu)^2`` for ``resource``: the node has ``capacity``
     and ``used`` already (raw units), the variables ``cols`` (at most ``col_ub`` each) add
-    ``demand`` each. The caller adds ``cost`` to its goal. None when the node lacks the resource."""
-    g = grain(resource)
+    ``demand`` each. The caller adds ``cost`` to its goal. None when the node lacks the resource,
+    or when its cuts' coefficients would pass what the rows hold (INF: a node loaded hundreds of
+    times over, or a weight as large): its imbalance is then left to the exact objective. The
+    grain grows with a node of more than MAX_GRAINS grains, so that a node near the quantity
+    limit keeps its cut."""
+    g = max(grain(resource), -(-capacity // MAX_GRAINS))
     cap = capacity // g
     if cap <= 0 or len(cols) == 0:
         return None
     base = -(-used // g)
     d = -(-np.asarray(demand, dtype=np.int64) // g)
     top = min(exact_sum(d * np.asarray(col_ub, dtype=np.int64)), FULL)  # sums saturate, never wrap
-    (load,) = lb.add_vars(np.array([0]), np.array([top]))
-    lb.add_row(np.concatenate([cols, [load]]), np.concatenate([d, [-1]]), 0, 0)
     lo = base / cap
     hi = max(lo, min(1.0, (base + top) / cap))
     peak = max((base + top) / cap, mu, 1.0)  # (u - mu)^2 <= peak^2 wherever L may be
+    points = breakpoints(lo, hi, mu)
+    slopes = [2 * SCALE * weight * (u - mu) for u in points]
+    offsets = [SCALE * weight * ((u - mu) ** 2 * cap + 2 * (u - mu) * (base - u * cap)) for u in points]
+    if any(not abs(v) < INF for v in (*slopes, *offsets)):
+        return None
+    (load,) = lb.add_vars(np.array([0]), np.array([top]))
+    lb.add_row(np.concatenate([cols, [load]]), np.concatenate([d, [-1]]), 0, 0)
     (s,) = lb.add_vars(np.array([0]), np.array([min(SCALE * weight * math.ceil(peak + 1) ** 2, INF)]))
-    slopes, offsets = [], []
-    for u in breakpoints(lo, hi, mu):
-        a = round(2 * SCALE * weight * (u - mu))
-        off = round(SCALE * weight * ((u - mu) ** 2 * cap + 2 * (u - mu) * (base - u * cap)))
-        lb.add_row(np.array([s, load]), np.array([cap, -a]), off, INF)
-        slopes.append(a)
-        offsets.append(off)
-    return BalanceCut(int(s), int(load), np.asarray(cols, dtype=np.int64), d, cap, tuple(slopes), tuple(offsets))
+    for a, off in zip(slopes, offsets, strict=True):
+        lb.add_row(np.array([s, load]), np.array([cap, -round(a)]), round(off), INF)
+    return BalanceCut(int(s), int(load), np.asarray(cols, dtype=np.int64), d, cap, tuple(map(round, slopes)),
+                      tuple(map(round, offsets)))
 
 
 def used_flag(lb: LinearBuilder, cols: IntArray, col_ub: IntArray) -> int:

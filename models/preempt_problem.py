@@ -225,5 +225,5 @@ def split_classes(agg: Aggregation, key: Callable[[int], ClassKey]) -> tuple[Agg
     )
     filters = tuple(FilterTable(t.plugin, t.pod_key_of_class[parent], t.node_group, t.masks) for t in agg.filters)
     class_pods = tuple(agg.class_pods[c] for c in parent.tolist())
-    return Aggregation(problem, class_pods, filters, agg.left), [k for k, _, _ in parts]
+    return Aggregation(problem, class_pods, filters, agg.left, beyond_full=agg.beyond_full), [k for k, _, _ in parts]
 

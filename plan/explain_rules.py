@@ -60,8 +60,11 @@ def batch_failures(p: Problem, c: int, a: Assignment, caps_left: Sequence[IntArr
             skew = (n[at] if len(n) else 0) + int(c in sp.counted) - floor
             yield POD_TOPOLOGY_SPREAD, SPREAD_MISMATCH, (sp.domain >= 0) & (skew > sp.max_skew)
     for at_rule in p.attractions:
-        if c in at_rule.carriers:
-            yield INTER_POD_AFFINITY, AFFINITY_MISMATCH, _unsupported(counts, at_rule, c)
+        if c in at_rule.carriers:  # InterPodAffinity's, or another plugin's (VolumeBinding's shared claims)
+            if at_rule.plugin in ("", INTER_POD_AFFINITY):
+                yield INTER_POD_AFFINITY, AFFINITY_MISMATCH, _unsupported(counts, at_rule, c)
+            else:
+                yield at_rule.plugin, reasons.get(at_rule.plugin, AFFINITY_MISMATCH), _unsupported(counts, at_rule, c)
     for ex in p.exclusions:
         size = int(ex.domain.max(initial=-1)) + 1
         at = np.maximum(ex.domain, 0)

@@ -310,10 +310,13 @@ def _to_plan(snapshot: Snapshot, agg: Aggregation, report: SolveReport, profile:
 
 def utilisation(agg: Aggregation, a: Assignment, before_a: Assignment | None = None) -> tuple[ResourceUse, ...]:
     """Requested over allocatable, cluster-wide, before the plan (the bound pods, and
-    ``before_a`` when given) and after it (the bound pods and ``a``)."""
+    ``before_a`` when given) and after it (the bound pods and ``a``): the true figure, also where
+    the model's sums saturate (``Aggregation.beyond_full``)."""
     p = agg.problem
     total = p.capacity.sum(axis=0, dtype=np.float64)  # sums over nodes in floats: never wrap
     used = p.used.sum(axis=0, dtype=np.float64)
+    if agg.beyond_full is not None:
+        used = used + agg.beyond_full.sum(axis=0)
     before = used + (0 if before_a is None else before_a.load(p).sum(axis=0, dtype=np.float64))
     after = used + a.load(p).sum(axis=0, dtype=np.float64)
     out = []

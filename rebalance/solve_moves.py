@@ -22,7 +22,7 @@ from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm
 from kubeplace.models.linear_terms import SCALE
-from kubeplace.models.problem import IntArray
+from kubeplace.models.problem import FULL, IntArray
 from kubeplace.rebalance.greedy_moves import everywhere, greedy_balance, greedy_binpack, greedy_fragmentation
 from kubeplace.rebalance.layout import Layout
 from kubeplace.rebalance.model import Budgets, MoveModel, build_moves, objective_goal
@@ -241,11 +241,20 @@ def _why(layout: Layout, i: int, j: int, before: IntArray, after: IntArray, agg_
     share = np.where(p.capacity[j] > 0, p.demand[agg_class] / np.maximum(p.capacity[j], 1), 0)
     r = max(balanced, key=lambda k: share[k])
     name = p.resources[r].split("/")[-1]
-    if any(k == r and measured for k, _, measured in layout.balance_terms()):
+    beyond = layout.agg.beyond_full  # what the saturated sums of requests leave out
+    measured = any(k == r and m for k, _, m in layout.balance_terms())
+    if measured:
         before, after, name = before - p.used + p.base(True), after - p.used + p.base(True), f"{name} load"
 
+    base = p.base(measured)  # the loads are this plus the movable pods' requests
+
     def pct(load: IntArray, n: int) -> str:
-        return f"{100 * load[n, r] / max(p.capacity[n, r], 1):.0f}%"
+        """The true figure; '>' the saturated one where a sum of the model saturated at FULL
+        and the true one is not known (the movable pods' requests, a measured load)."""
+        saturated = load[n, r] - base[n, r] >= FULL or (measured and base[n, r] >= FULL)
+        over = ">" if saturated else ""
+        amount = float(load[n, r]) + (float(beyond[n, r]) if beyond is not None and not measured else 0.0)
+        return f"{over}{100 * amount / max(p.capacity[n, r], 1):.0f}%"
 
     return (f"balance {name}: {names[i]} {pct(before, i)}->{pct(after, i)}, "
             f"{names[j]} {pct(before, j)}->{pct(after, j)}")

@@ -485,7 +485,7 @@ AFFINITY_BAD_KEY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringEx
      r"c.yaml: Pod default/p: spec.containers\[0\].resources.requests: must be equal to nvidia.com/gpu limit of 1"),
     ([pod("p").spec("affinity", AFFINITY_BAD_KEY).manifest()],
      r"c.yaml: Pod default/p: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution\[0\]"
-     r".topologyKey: invalid topologyKey 'zone name': not a label key"),
+     r'.topologyKey: Invalid value: "zone name": name part must consist of alphanumeric characters'),
 ], ids=["two-global-defaults", "priority-against-class", "duplicate-volume", "extended-request-not-limit",
         "topology-key"])  # fmt: skip
 def test_what_the_api_server_refuses_is_refused_in_one_line(objects: list[dict[str, Any]], message: str) -> None:

@@ -3,10 +3,15 @@ terms, parsed and validated as the API server does, with its matchLabelKeys merg
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
+from kubeplace.cli.main import main
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import (
     PodAffinityTerm,
@@ -17,7 +22,7 @@ from kubeplace.kube.objects import (
     SpreadConstraint,
 )
 from kubeplace.kube.pod_affinity import in_scope, term_matches
-from tests.builders import pod
+from tests.builders import node, pod
 
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 PREF = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -173,3 +178,85 @@ def test_null_selector_matches_no_pod_empty_selector_every_pod() -> None:
     web = pod("w").label("app", "web").build()
     assert not term_matches(PodAffinityTerm(None, topology_key="zone"), "default", web, {})
     assert term_matches(PodAffinityTerm((), topology_key="zone"), "default", web, {})
+
+
+# --- every label-key field of a pod's affinity terms and spread constraints (ValidateLabelName) ---
+
+BAD_LABEL_KEYS = ["zone name", "a/b/c", "/zone", "Example.com/zone", "-zone", "z" * 64, "zone/", "x" * 254 + "/z"]
+SELECTOR = {"matchLabels": {"app": "a"}}
+
+
+def _affinity(kind: str, required: bool, term: dict[str, Any]) -> dict[str, Any]:
+    if required:
+        return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "podAffinityTerm": term}]}}
+
+
+def _term_cases(key: str) -> list[tuple[dict[str, Any], str]]:
+    """(a pod spec field value, the field path that names ``key``) for every label-key field."""
+    cases = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        for required in (True, False):
+            at = (f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[0]" if required else
+                  f"spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm")
+            base = {"topologyKey": "zone", "labelSelector": SELECTOR}
+            for term, where in (
+                ({**base, "topologyKey": key}, "topologyKey"),
+                ({**base, "labelSelector": {"matchLabels": {key: "a"}}}, "labelSelector.matchLabels"),
+                ({**base, "labelSelector": {"matchExpressions": [{"key": key, "operator": "Exists"}]}},
+                 "labelSelector.matchExpressions[0].key"),
+                ({**base, "namespaceSelector": {"matchLabels": {key: "a"}}}, "namespaceSelector.matchLabels"),
+                ({**base, "matchLabelKeys": [key]}, "matchLabelKeys[0]"),
+                ({**base, "mismatchLabelKeys": [key]}, "mismatchLabelKeys[0]"),
+            ):
+                cases.append(({"affinity": _affinity(kind, required, term)}, f"{at}.{where}"))
+    spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": SELECTOR}
+    at = "spec.topologySpreadConstraints[0]"
+    for constraint, where in (
+        ({**spread, "labelSelector": {"matchLabels": {key: "a"}}}, "labelSelector.matchLabels"),
+        ({**spread, "labelSelector": {"matchExpressions": [{"key": key, "operator": "Exists"}]}},
+         "labelSelector.matchExpressions[0].key"),
+        ({**spread, "matchLabelKeys": [key]}, "matchLabelKeys[0]"),
+    ):
+        cases.append(({"topologySpreadConstraints": [constraint]}, f"{at}.{where}"))
+    cases.append(({"nodeSelector": {key: "a"}}, "spec.nodeSelector"))
+    node_term = {"matchExpressions": [{"key": key, "operator": "Exists"}]}
+    cases.append(({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [node_term]}}}},
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+        ".matchExpressions[0].key"))
+    return cases
+
+
+@pytest.mark.parametrize("key", BAD_LABEL_KEYS)
+def test_every_label_key_field_is_a_valid_label_key_as_the_api_server_checks(key: str, tmp_path: Path) -> None:
+    """validatePodAffinityTerm (topologyKey, selectors, matchLabelKeys / mismatchLabelKeys),
+    validateTopologySpreadConstraints (selector, matchLabelKeys), ValidateNodeSelectorRequirement,
+    the nodeSelector's keys (ValidateLabels):
+    each refuses a key that is not a label key with ValidateLabelName's words, one line naming
+    file, object and field."""
+    for spec, field in _term_cases(key):
+        path = tmp_path / "c.yaml"
+        manifest = pod("p").cpu("1").label("app", "a").manifest()
+        manifest["spec"].update(spec)
+        path.write_text(yaml.safe_dump_all([node("n1").cpu("4").manifest(), manifest]))
+        result = CliRunner().invoke(main, ["plan", str(path)])
+        assert result.exit_code == 2 and result.stdout == "", (field, result.output)
+        err = result.stderr.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+        assert err.startswith(f"error: {path}: Pod default/p: {field}: Invalid value: "), (field, err)
+        assert "must" in err  # the API server's words: "name part must ...", "prefix part must ..."
+
+
+def test_a_spread_topology_key_that_no_label_can_have_is_taken_as_the_api_server_takes_it(tmp_path: Path) -> None:
+    """ValidateTopologyKey (validation.go) only refuses an empty one: the pod is stored, and the
+    kube-scheduler finds no node with the key (the node's labels are label keys)."""
+    path = tmp_path / "c.yaml"
+    constraint = {"maxSkew": 1, "topologyKey": "zone name", "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": SELECTOR}
+    path.write_text(yaml.safe_dump_all([node("n1").cpu("4").manifest(), pod("p").cpu("1").label("app", "a")
+                                        .spec("topologySpreadConstraints", [constraint]).manifest()]))
+    result = CliRunner().invoke(main, ["plan", str(path), "-o", "json"])
+    assert result.exit_code in (0, 1), result.output
+    [left] = json.loads(result.stdout)["unplaced"]
+    assert "didn't match pod topology spread constraints (missing required label)" in left["reasons"][0]

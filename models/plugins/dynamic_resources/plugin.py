@@ -129,11 +129,13 @@ class DynamicResources:
         return bool(self.claims)
 
     def unmodelled(self, pod: Pod) -> tuple[str, ...]:
-        """Claims using request features kubeplace does not model (adminAccess, device
-        tolerations, consumable capacity): the pod is left to the default scheduler."""
-        found = sorted({o.unsupported for c in self._claims(pod).to_allocate for r in c.requests
-                        for o in (r.alternatives or (r,)) if o.unsupported})
-        return tuple(f"dynamic resource claims: {what}" for what in found)
+        """Claims using features kubeplace does not model (adminAccess, device tolerations,
+        consumable capacity, distinctAttribute constraints): the pod is left to the default scheduler."""
+        claims = self._claims(pod).to_allocate
+        found = sorted({o.unsupported for c in claims for r in c.requests for o in (r.alternatives or (r,))
+                        if o.unsupported})
+        fields = [f"ResourceClaim {c.key} {where} (DRAConsumableCapacity)" for c in claims for where in c.unsupported]
+        return tuple(f"dynamic resource claims: {what}" for what in (*found, *fields))
 
     def rejection(self, pod: Pod) -> str:
         return self._claims(pod).rejection or self.waits.get(pod.key, "")

@@ -20,10 +20,15 @@ claim's storage class:
 - a class without one whose volumes admit several nodes (zonal, or no node affinity): each claim,
   in queue order, reserves one free volume that matches it, and may go only where that volume can.
 
-An unbound delayed claim shared by several pending pods is bound for the first of them in queue
-order; the others wait for it to be bound (a ReadWriteOncePod one: VolumeRestrictions refuses
-them). After the plan, :meth:`VolumeBinding.choose` names the volume each placed claim binds to,
-or provisioning on the pod's node.
+An unbound delayed claim shared by several pending pods (a ReadWriteOncePod one aside:
+VolumeRestrictions refuses the others) is bound once, for the first of them in queue order (its
+owner): the kube-scheduler assumes its volume (or, provisioned, its selected node) when it places
+the owner, and then finds that volume pre-bound to the claim for each other pod. So the others
+(its followers) go where the owner goes: a rule of the batch puts each follower on a node holding
+its owner (the owner's volume is node-local, or provisioned for the owner's node; a zonal one
+could serve more nodes, a sound simplification), and the claim counts once against the free
+volumes. After the plan, :meth:`VolumeBinding.choose` names the volume each placed claim binds to,
+or provisioning on the pod's node, one choice per claim.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from kubeplace.kube.storage_objects import (
 )
 from kubeplace.models.framework import ClassView, RunContext
 from kubeplace.models.plugins.volume_binding.pools import VolumeReach, local_caps, match_on_node
-from kubeplace.models.problem import BoolArray, Gang, GroupCap
+from kubeplace.models.problem import Attraction, BoolArray, Gang, GroupCap
 from kubeplace.models.volumes import (
     BIND_CONFLICT,
     NODE_CONFLICT,
@@ -74,8 +79,10 @@ class VolumeBinding:
     storage: Storage
     claims: Mapping[str, PodClaims]
     """Pending pod key -> its claims."""
-    waits: Mapping[str, str] = field(default_factory=dict)
-    """Pending pod key -> why it waits for an earlier pod (a shared unbound claim)."""
+    follows: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    """Pending pod key -> (claim key, owner pod key) of each shared unbound claim an earlier pod owns."""
+    owns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Pending pod key -> the shared unbound claims it owns (binds for the pods that follow it)."""
     modes: Mapping[str, str] = field(default_factory=dict)
     """Storage class -> PROVISION, LOCAL or POOLED."""
     prebound: Mapping[str, PersistentVolume] = field(default_factory=dict)
@@ -94,7 +101,8 @@ class VolumeBinding:
     def pod_key(self, pod: Pod) -> Hashable:
         claims = self.claims.get(pod.key, PodClaims())
         bound = tuple(("missing",) if pv is None else (pv.node_affinity,) for _, pv in claims.bound)
-        return (claims.rejection, self.waits.get(pod.key, ""), bound, tuple(map(self._delayed_key, claims.delayed)))
+        return (claims.rejection, self.follows.get(pod.key, ()), self.owns.get(pod.key, ()), bound,
+                tuple(map(self._delayed_key, claims.delayed)))
 
     def _delayed_key(self, claim: PersistentVolumeClaim) -> Hashable:
         """Pods whose claims have equal keys fit the same nodes: a pre-bound or reserved volume
@@ -114,8 +122,7 @@ class VolumeBinding:
         return (self.label_keys, self.storage.csi_nodes, self.drivers, self.uses_name)
 
     def rejection(self, pod: Pod) -> str:
-        claims = self.claims.get(pod.key, PodClaims())
-        return claims.rejection or self.waits.get(pod.key, "")
+        return self.claims.get(pod.key, PodClaims()).rejection
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         if self.rejection(pod):
@@ -170,18 +177,37 @@ class VolumeBinding:
 
     # ------------------------------------------------------------------ constraint
 
-    def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang]:
-        """Per class of local volumes: caps by node so that the placed claims can all have one."""
-        caps: list[GroupCap | Gang] = []
+    def constraints(self, view: ClassView) -> Sequence[GroupCap | Gang | Attraction]:
+        """Per class of local volumes: caps by node so that the placed claims can all have one;
+        per shared unbound claim: its followers on a node holding its owner."""
+        caps: list[GroupCap | Gang | Attraction] = []
         for class_name in sorted(c for c, mode in self.modes.items() if mode == LOCAL):
             needs = [self._local_needs(pod, class_name) for pod in view.class_pods]
             caps += local_caps(class_name, needs, view.nodes, self.reach)
-        return caps
+        return caps + self._with_owners(view)
 
     def _local_needs(self, pod: Pod, class_name: str) -> list[PersistentVolumeClaim]:
         claims = self.claims.get(pod.key, PodClaims())
+        followed = {key for key, _ in self.follows.get(pod.key, ())}
         return [c for c in claims.delayed if c.storage_class == class_name and c.selected_node is None
-                and c.key not in self.prebound]
+                and c.key not in self.prebound and c.key not in followed]
+
+    def _with_owners(self, view: ClassView) -> list[Attraction]:
+        """Per shared claim: its followers' classes may go only to a node holding its owner's
+        (the owner's class holds the owner alone: its key names the claims it owns)."""
+        followers: dict[str, list[int]] = defaultdict(list)
+        owner_class: dict[str, int] = {}
+        for c, pod in enumerate(view.class_pods):
+            for claim_key, _ in self.follows.get(pod.key, ()):
+                followers[claim_key].append(c)
+            for claim_key in self.owns.get(pod.key, ()):
+                owner_class[claim_key] = c
+        n = len(view.nodes)
+        node_index = np.arange(n, dtype=np.int64)
+        return [Attraction(f"shared claim {claim_key}", tuple(carriers),
+                           (owner_class[claim_key],) if claim_key in owner_class else (), (node_index,),
+                           (np.zeros(n, dtype=np.bool_),), node_index)
+                for claim_key, carriers in sorted(followers.items())]
 
     # ------------------------------------------------------------------ choosing volumes
 
@@ -190,36 +216,44 @@ class VolumeBinding:
         for its node), the volumes of the whole plan distinct. A claim with no volume it may take
         is left out: the verifier then refuses that placement."""
         reserved = {*self.tickets.values(), *(v.name for v in self.prebound.values())}
-        chosen: dict[tuple[str, str], str] = {}  # (pod key, claim name) -> volume ("" provision)
-        local: dict[tuple[str, str], list[tuple[str, PersistentVolumeClaim]]] = defaultdict(list)
-        later: list[tuple[str, PersistentVolumeClaim, Node]] = []
-        for pod, node in placed:
+        chosen: dict[str, str] = {}  # claim key -> volume ("" provision): one choice per claim, shared by its pods
+        local: dict[tuple[str, str], list[PersistentVolumeClaim]] = defaultdict(list)
+        later: list[tuple[PersistentVolumeClaim, Node]] = []
+        seen: set[str] = set()
+        for pod, node in self._owners_first(placed):
             for claim in self.claims.get(pod.key, PodClaims()).delayed:
+                if claim.key in seen:
+                    continue  # bound once: the first placed pod of the claim (its owner) chooses
+                seen.add(claim.key)
                 fixed = self._fixed_choice(claim, node)
                 mode = self.modes.get(claim.storage_class, PROVISION)
                 if fixed is not None:
-                    chosen[(pod.key, claim.name)] = fixed
+                    chosen[claim.key] = fixed
                 elif mode == LOCAL:
-                    local[(node.name, claim.storage_class)].append((pod.key, claim))
+                    local[(node.name, claim.storage_class)].append(claim)
                 elif mode == PROVISION:
-                    later.append((pod.key, claim, node))
+                    later.append((claim, node))
         for (node_name, class_name), wanted in local.items():
             free = [v for v in self.reach.local(class_name, node_name) if v.name not in reserved]
-            for (pod_key, claim), volume in zip(wanted, match_on_node([c for _, c in wanted], free), strict=True):
+            for claim, volume in zip(wanted, match_on_node(wanted, free), strict=True):
                 if volume is not None:
-                    chosen[(pod_key, claim.name)] = volume.name
+                    chosen[claim.key] = volume.name
                     reserved.add(volume.name)
-        for pod_key, claim, node in later:
+        for claim, node in later:
             static = self._free_static(claim, node, reserved)
-            chosen[(pod_key, claim.name)] = "" if static is None else static.name
+            chosen[claim.key] = "" if static is None else static.name
             if static is not None:
                 reserved.add(static.name)
         out: dict[str, list[ClaimChoice]] = defaultdict(list)
         for pod, _ in placed:
-            for claim in self.claims.get(pod.key, PodClaims()).delayed:
-                if (pod.key, claim.name) in chosen:
-                    out[pod.key].append(ClaimChoice(claim.name, chosen[(pod.key, claim.name)]))
+            for claim in {c.key: c for c in self.claims.get(pod.key, PodClaims()).delayed}.values():
+                if claim.key in chosen:
+                    out[pod.key].append(ClaimChoice(claim.name, chosen[claim.key]))
         return {key: tuple(sorted(choices, key=lambda c: c.claim)) for key, choices in out.items()}
+
+    def _owners_first(self, placed: Sequence[tuple[Pod, Node]]) -> list[tuple[Pod, Node]]:
+        """The placed pods, those following a shared claim's owner after the others."""
+        return sorted(placed, key=lambda pair: pair[0].key in self.follows)
 
     def _fixed_choice(self, claim: PersistentVolumeClaim, node: Node) -> str | None:
         """The choice that does not depend on the other claims: provisioning for a claim already
@@ -248,15 +282,20 @@ def build(_args: None, ctx: RunContext) -> VolumeBinding:
     reach = VolumeReach.of(storage, snapshot.nodes)
     modes = {name: _mode(name, storage, reach) for name in storage.classes}
     prebound = _prebound(claims.values(), storage)
-    waits, tickets = _reserve(queue_order(pending), claims, modes, prebound, reach, snapshot.nodes)
+    follows, tickets = _reserve(queue_order(pending), claims, modes, prebound, reach, snapshot.nodes)
+    owns: dict[str, list[str]] = defaultdict(list)
+    for followed in follows.values():
+        for claim_key, owner in followed:
+            if claim_key not in owns[owner]:
+                owns[owner].append(claim_key)
     keys = {r.key for v in storage.volumes.values() for t in v.node_affinity or () for r in t.match_expressions}
     keys |= {r.key for c in storage.classes.values() for t in c.allowed_topologies for r in t.match_expressions}
     keys |= {r.key for c in storage.capacities for r in c.node_topology or ()}
     keys |= {k for n in storage.csi_nodes.values() for d in n.drivers for k in d.topology_keys}
     selected = any(c.selected_node is not None for pc in claims.values() for c in pc.delayed)
     uses_name = selected or LOCAL in modes.values()
-    return VolumeBinding(storage, claims, waits, modes, prebound, tickets, reach, registered_drivers(storage),
-                         tuple(sorted(keys)), uses_name)
+    return VolumeBinding(storage, claims, follows, {k: tuple(sorted(v)) for k, v in owns.items()}, modes, prebound,
+                         tickets, reach, registered_drivers(storage), tuple(sorted(keys)), uses_name)
 
 
 def _mode(class_name: str, storage: Storage, reach: VolumeReach) -> str:
@@ -283,12 +322,13 @@ def _prebound(all_claims: Iterable[PodClaims], storage: Storage) -> dict[str, Pe
 
 def _reserve(order: Sequence[Pod], claims: Mapping[str, PodClaims], modes: Mapping[str, str],
              prebound: Mapping[str, PersistentVolume], reach: VolumeReach,
-             nodes: Sequence[Node]) -> tuple[dict[str, str], dict[str, str]]:
-    """In queue order: the first pod of a shared unbound claim gets it (the others wait), and
-    each claim of a POOLED class reserves the smallest free volume that matches it and can be used
-    on a node the pod's node selector and affinity admit."""
+             nodes: Sequence[Node]) -> tuple[dict[str, tuple[tuple[str, str], ...]], dict[str, str]]:
+    """In queue order: the first pod of a shared unbound claim owns it (the others follow it:
+    (claim key, owner) per pod), and each claim of a POOLED class reserves, once, the smallest
+    free volume that matches it and can be used on a node the owner's node selector and affinity
+    admit."""
     owner: dict[str, str] = {}
-    waits: dict[str, str] = {}
+    follows: dict[str, tuple[tuple[str, str], ...]] = {}
     tickets: dict[str, str] = {}
     taken: set[str] = set(v.name for v in prebound.values())
     admitted: dict[Hashable, set[str]] = {}  # node selector and affinity -> the nodes they admit
@@ -296,14 +336,13 @@ def _reserve(order: Sequence[Pod], claims: Mapping[str, PodClaims], modes: Mappi
         pod_claims = claims[pod.key]
         if pod_claims.rejection:
             continue
-        shared = [c for c in pod_claims.delayed if owner.setdefault(c.key, pod.key) != pod.key
-                  and READ_WRITE_ONCE_POD not in c.access_modes]  # those: VolumeRestrictions' conflict
+        shared = {c.key for c in pod_claims.delayed if owner.setdefault(c.key, pod.key) != pod.key
+                  and READ_WRITE_ONCE_POD not in c.access_modes}  # those: VolumeRestrictions' conflict
         if shared:
-            waits[pod.key] = (f'unbound persistentvolumeclaim "{shared[0].name}" is shared with pod '
-                              f'{owner[shared[0].key]}, placed first; this pod waits until it is bound')
-            continue
-        pooled = [c for c in pod_claims.delayed if modes.get(c.storage_class) == POOLED and c.key not in prebound
-                  and c.selected_node is None]
+            follows[pod.key] = tuple((key, owner[key]) for key in sorted(shared))
+        pooled = [c for c in {c.key: c for c in pod_claims.delayed}.values()
+                  if modes.get(c.storage_class) == POOLED and c.key not in prebound and c.selected_node is None
+                  and owner[c.key] == pod.key and c.key not in tickets]
         if not pooled:
             continue
         rule = (tuple(sorted(pod.node_selector.items())), pod.required_terms)
@@ -317,7 +356,7 @@ def _reserve(order: Sequence[Pod], claims: Mapping[str, PodClaims], modes: Mappi
             if found is not None:
                 tickets[claim.key] = found.name
                 taken.add(found.name)
-    return waits, tickets
+    return follows, tickets
 
 
 def _admits(pod: Pod, node: Node) -> bool:

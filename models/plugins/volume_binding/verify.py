@@ -5,7 +5,7 @@ Written out plainly from the typed objects (``kube.objects``), sharing no code
 with ``models/``: a placed pod's claims must all exist and be usable (bound, or unbound of a
 WaitForFirstConsumer class), a bound claim's volume must admit the node (node affinity on
 labels); an unbound one must get a free static volume that matches it and admits the node, never
-one another claim of the plan gets, or be provisioned there (a provisioner, allowed
+one another claim of the plan gets, or be provisioned there (once: its other pods on that node) (a provisioner, allowed
 topologies, the CSI driver on the node, capacity). With the plan's volume choices, each choice is
 checked; without them, that such volumes exist (a matching).
 """
@@ -84,17 +84,23 @@ def _delayed(item: _Placed, storage: Storage) -> list[PersistentVolumeClaim]:
 
 def _unbound(placed: Sequence[_Placed], storage: Storage,
              choices: Mapping[tuple[str, str], Sequence[ClaimChoice]] | None) -> Iterator[Finding]:
-    """Each unbound claim gets a distinct free volume that fits it on its node, or is provisioned there."""
-    holder: dict[str, str] = {}  # claim key -> pod key
+    """Each unbound claim gets a distinct free volume that fits it on its node, or is provisioned
+    there; once: another placed pod of the claim must be on that node (the kube-scheduler finds
+    the volume it assumed for the first pod pre-bound to the claim, or the claim's node selected)."""
+    holder: dict[str, _Placed] = {}  # claim key -> the first placed pod of it
     given: dict[str, str] = {}  # volume -> claim key
     needing: list[tuple[_Placed, PersistentVolumeClaim]] = []
     for item in placed:
         chosen = None if choices is None else {c.claim: c.volume for c in choices.get(
             (item.pod.namespace, item.pod.name), ())}
         for claim in _delayed(item, storage):
-            owner = holder.setdefault(claim.key, item.pod.key)
-            if owner != item.pod.key:
-                yield _at(item, f"unbound claim {claim.name} is placed with pod {owner} too")
+            first = holder.setdefault(claim.key, item)
+            if first.pod.key != item.pod.key:
+                if "ReadWriteOncePod" in claim.access_modes:
+                    yield _at(item, f"unbound claim {claim.name} is placed with pod {first.pod.key} too")
+                elif first.node.name != item.node.name:
+                    yield _at(item, f"unbound claim {claim.name} is bound for pod {first.pod.key} on node "
+                                    f"{first.node.name}")
                 continue
             if chosen is None:
                 if not _provisionable(claim, storage, item.node):

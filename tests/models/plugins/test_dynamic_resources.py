@@ -8,8 +8,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+
 from kubeplace.kube.dra import Allocation, ClaimAllocation, DeviceId, DeviceResult
+from kubeplace.kube.errors import InputError
 from kubeplace.kube.objects import Requirement, SelectorTerm, Snapshot
+from kubeplace.kube.parse import build_snapshot
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
@@ -191,6 +195,62 @@ def test_unsupported_request_features_leave_the_pod_to_the_default_scheduler() -
     made = plan(snapshot)
     assert made.unplaced[0].left_to_default_scheduler
     assert made.unplaced[0].reasons == ("left to the default scheduler: dynamic resource claims: adminAccess",)
+
+
+NVLINK = {"matchAttribute": f"{DRIVER}/nvlink", "requests": ["gpu"]}
+
+
+@pytest.mark.parametrize("kind", ["claim", "template"])
+def test_a_distinct_attribute_constraint_leaves_the_pod_to_the_default_scheduler_naming_its_field(kind: str) -> None:
+    """DRAConsumableCapacity's distinctAttribute (beta, on by default in 1.36) is valid; kubeplace
+    does not model it, so the pod goes to the default scheduler with the field as the reason,
+    not refused as if matchAttribute were missing."""
+    distinct = {"distinctAttribute": f"{DRIVER}/index", "requests": ["gpu"]}
+    if kind == "claim":
+        claimed = [resource_claim("c", requests=[request(count=2)], constraints=[NVLINK, distinct]),
+                   claiming(pod("p").cpu("1"), claim="c")]
+        field = "ResourceClaim default/c spec.devices.constraints[1].distinctAttribute"
+    else:
+        template = claim_template("t")
+        template["spec"]["spec"]["devices"]["constraints"] = [distinct]
+        claimed = [template, resource_claim("gen", owner_uid="uid-default-p"),
+                   claiming(pod("p").cpu("1"), template="t", generated="gen")]
+        claimed[1]["spec"]["devices"]["constraints"] = [distinct]  # generated from the template
+        field = "ResourceClaim default/gen spec.devices.constraints[0].distinctAttribute"
+    made = plan(snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 4), *claimed))
+    assert not made.placements and made.unplaced[0].left_to_default_scheduler
+    assert made.unplaced[0].reasons == (
+        f"left to the default scheduler: dynamic resource claims: {field} (DRAConsumableCapacity)",)
+
+
+def test_match_attribute_beside_a_distinct_attribute_is_the_constraint_as_the_allocator_reads_it() -> None:
+    """Both set: the API server checks matchAttribute only, and every allocator takes the
+    matchAttribute case first (allocator_*.go): the devices share the attribute."""
+    both = {**NVLINK, "distinctAttribute": f"{DRIVER}/index"}
+    made = plan(snapshot_of(node("n1").cpu("8"), device_class(), gpu_slice("n1", 4, nvlink=["a", "b", "b", "a"]),
+                            resource_claim("c", requests=[request(count=2)], constraints=[both]),
+                            claiming(pod("p").cpu("1"), claim="c")))
+    assert sorted(devices_of(made)["p"]) in (["gpu-0", "gpu-3"], ["gpu-1", "gpu-2"])
+
+
+BAD_ATTRIBUTES = ["numa", "gpu.example.com/", "/numa", "Bad_Domain!/numa", "gpu.example.com/9lives",
+                  "gpu.example.com/" + "n" * 33, "d" * 64 + "/numa", "gpu.example.com/has-dash"]
+
+
+@pytest.mark.parametrize("attribute", BAD_ATTRIBUTES)
+@pytest.mark.parametrize("field", ["matchAttribute", "distinctAttribute"])
+def test_a_constraint_attribute_is_a_fully_qualified_name(attribute: str, field: str) -> None:
+    claim = resource_claim("c", constraints=[{field: attribute, "requests": ["gpu"]}])
+    with pytest.raises(InputError, match=rf"spec.devices.constraints\[0\].{field}: Invalid value: ") as refused:
+        build_snapshot([(claim, "c.yaml")])
+    assert "\n" not in str(refused.value)
+
+
+def test_a_constraint_with_neither_attribute_is_refused_in_the_api_servers_words() -> None:
+    claim = resource_claim("c", constraints=[{"requests": ["gpu"]}])
+    with pytest.raises(InputError, match=r'spec.devices.constraints\[0\]: Required value: exactly one of '
+                                         r'"matchAttribute" or "distinctAttribute" is required'):
+        build_snapshot([(claim, "c.yaml")])
 
 
 def test_classes_sharing_devices_are_capped_together() -> None:

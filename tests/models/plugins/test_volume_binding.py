@@ -143,7 +143,58 @@ def test_static_volume_matching_rules() -> None:
         claim("data", size="2Gi", selector={"matchLabels": {"tier": "fast"}}),
         mounting(pod("app").cpu("1"), "data"), mounting(pod("more").cpu("1"), "data")))
     assert where(made)["app"] == "n6" and chosen(made)["app"] == (ClaimChoice("data", "pv-good"),)
-    assert "shared with pod default/app, placed first" in why(made)["more"]
+    assert where(made)["more"] == "n6" and chosen(made)["more"] == (ClaimChoice("data", "pv-good"),)
+
+
+# ------------------------------------------------------------------ a claim shared by pods: bound once
+
+
+@pytest.mark.parametrize("kind", ["local", "provisioned", "pooled"])
+def test_pods_sharing_an_unbound_claim_all_fit_where_its_one_volume_is(kind: str) -> None:
+    """The kube-scheduler assumes the first pod's volume (or, provisioned, its selected node)
+    and then finds that volume pre-bound to the claim for the next pod: a claim bound once
+    serves every pod of it, on the owner's node (not 'no PV available' for the second pod)."""
+    storage = {"local": [storage_class("local"), volume("pv-1", node="n1")],
+               "provisioned": [storage_class("gp3", provisioner=EBS)],
+               "pooled": [storage_class("local"), volume("pv-1", zone="a")]}[kind]
+    pods = [mounting(pod(f"web-{i}").cpu("3"), "data") for i in range(3)]
+    made = plan(snapshot_of(zoned("n1", "a", cpu="8"), zoned("n2", "a", cpu="8"), *storage,
+                            claim("data", storage_class="gp3" if kind == "provisioned" else "local"), *pods))
+    nodes = set(where(made).values())
+    assert len(where(made)) == 2 and len(nodes) == 1, (where(made), why(made))  # 3 x 3 CPU: two fit a node
+    if kind == "local":
+        assert nodes == {"n1"}
+    volumes = {c for choices in chosen(made).values() for c in choices}
+    assert len(volumes) == 1 and volumes <= {ClaimChoice("data", "pv-1"), ClaimChoice("data", "")}, volumes
+    [left] = why(made).values()
+    assert left.startswith("0/2 nodes are available: "), left
+
+
+def test_one_claim_shared_and_one_of_its_own_count_their_volumes_once_each() -> None:
+    """Two pods sharing 'data' and each with a claim of its own, three local volumes on n1:
+    both fit there (the shared claim takes one volume, not two)."""
+    made = plan(snapshot_of(zoned("n1", "a", cpu="8"), zoned("n2", "a", cpu="8"), storage_class("local"),
+                            *(volume(f"pv-{i}", node="n1") for i in range(3)),
+                            claim("data"), claim("own-0"), claim("own-1"),
+                            mounting(pod("web-0").cpu("1"), "data", "own-0"),
+                            mounting(pod("web-1").cpu("1"), "data", "own-1")))
+    assert where(made) == {"web-0": "n1", "web-1": "n1"}, why(made)
+    shared = {c.volume for choices in chosen(made).values() for c in choices if c.claim == "data"}
+    assert len(shared) == 1
+    assert len({c.volume for choices in chosen(made).values() for c in choices}) == 3
+
+
+def test_the_verifier_refuses_a_shared_claims_pods_on_two_nodes() -> None:
+    snapshot = snapshot_of(zoned("n1", "a"), zoned("n2", "a"), storage_class("gp3", provisioner=EBS),
+                           claim("data", storage_class="gp3"), mounting(pod("a").cpu("1"), "data"),
+                           mounting(pod("b").cpu("1"), "data"))
+    assert rules(snapshot, [("a", "n1"), ("b", "n1")]) == []
+    assert rules(snapshot, [("a", "n1"), ("b", "n2")]) == [
+        "VolumeBinding: unbound claim data is bound for pod default/a on node n1"]
+    given = {"a": (ClaimChoice("data", ""),), "b": (ClaimChoice("data", ""),)}
+    assert rules(snapshot, [("a", "n1"), ("b", "n1")], given) == []
+    assert rules(snapshot, [("a", "n1"), ("b", "n2")], given) == [
+        "VolumeBinding: unbound claim data is bound for pod default/a on node n1"]
 
 
 def test_a_volume_pre_bound_to_the_claim_is_the_one_it_takes() -> None:
@@ -259,3 +310,17 @@ def test_only_the_profiles_volume_rules_are_checked() -> None:
     volume_rules = {"VolumeBinding", "VolumeRestrictions", "NodeVolumeLimits", "VolumeZone"}
     only_zone = tuple(c for c in rule_checks() if c.name not in volume_rules - {"VolumeZone"})
     assert verify(snapshot, triples, VerifySettings(rules=only_zone)) == []
+
+
+def test_one_pod_naming_a_claim_twice_needs_a_volume_per_entry_as_the_kube_scheduler_matches_them() -> None:
+    """GetPodVolumeClaims lists the claim once per volume entry and findMatchingVolumes excludes
+    the volume it chose for the first from the second (binder.go, FindMatchingVolume's
+    excludedVolumes): with one free volume the pod does not fit, with two it does, and the plan
+    names one volume for the claim."""
+    entries = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": "data"}} for i in range(2)]
+    one = plan(snapshot_of(zoned("n1", "a"), storage_class("local"), volume("pv-1", node="n1"), claim("data"),
+                           pod("web").cpu("1").spec("volumes", entries)))
+    assert why(one) == {"web": "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind."}
+    two = plan(snapshot_of(zoned("n1", "a"), storage_class("local"), volume("pv-1", node="n1"),
+                           volume("pv-2", node="n1"), claim("data"), pod("web").cpu("1").spec("volumes", entries)))
+    assert where(two) == {"web": "n1"} and len(chosen(two)["web"]) == 1

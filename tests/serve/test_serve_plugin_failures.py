@@ -1,0 +1,40 @@
+"""`kubeplace serve` with a user plugin whose code fails for one pod: that pod's FailedScheduling
+Event says which plugin failed and how, and the other pods are bound in the same cycle (the
+guard of models/plugin_guard.py, as in `plan`: tests/cli/test_cli_plugin_failures.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubeplace.models.config import SolverSettings
+from kubeplace.models.config_load import load_configuration
+from kubeplace.serve.informer import Store
+from kubeplace.serve.loop import Scheduler, ServeSettings
+from tests.builders import node, pod
+from tests.cli.test_cli_plugin_failures import HEADER, PLUGIN, module_name
+from tests.serve.fakes import Clock, FakeCluster
+
+
+@pytest.mark.parametrize("hook", ["filter", "pod_key", "unmodelled", "rejection"])
+def test_a_plugin_failing_for_one_pod_is_that_pods_reason_and_the_others_are_bound(tmp_path: Path,
+                                                                                    hook: str) -> None:
+    (tmp_path / f"{module_name(tmp_path)}.py").write_text(PLUGIN)
+    path = tmp_path / "config.yaml"
+    path.write_text(HEADER + f"userPlugins:\n- {{name: Broken, import: '{module_name(tmp_path)}:FACTORY'}}\n"
+                    "profiles:\n- plugins: {enabled: [Broken]}\n"
+                    f"  pluginConfig: [{{name: Broken, args: {{hook: {hook}}}}}]\n")
+    config = load_configuration(path)
+    store = Store()
+    store.replace("nodes", [node("n1").cpu("4").manifest()])
+    store.replace("pods", [pod("plain").cpu("1").manifest(), pod("odd").cpu("1").label("special", "true").manifest()])
+    cluster = FakeCluster()
+    s = Scheduler(cluster, store, config, config.profiles[0], SolverSettings(time_limit=5, workers=1),
+                  ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), clock=Clock())
+    s.resync_queue()
+    report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    assert report.bound == ["default/plain"] and [b[0] for b in cluster.bindings] == ["default/plain"]
+    (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "odd"]
+    assert event["reason"] == "FailedScheduling"
+    assert f"plugin Broken failed: {hook}(): ValueError: {hook} broke" in event["message"], event["message"]
