@@ -10,7 +10,9 @@ A node may go unless: it has no price; it or one of its pods is annotated
 ``karpenter.sh/do-not-disrupt: "true"``; one of its pods may not move (``rebalance.movable``:
 bare, local storage, system-critical, inter-pod rules the move model does not model...; the
 pods that go with the node, DaemonSet, mirror and static pods, do not count); its NodePool's
-``consolidationPolicy`` is ``WhenEmpty`` and it runs pods. A node labelled
+``consolidationPolicy`` is ``WhenEmpty`` and it runs pods; its NodePool's ``consolidateAfter``
+is ``Never``, or has not passed since its NodeClaim's last pod event (or initialization) at
+``now``, as Karpenter's ``Consolidatable`` condition (``kube.karpenter_disruption``). A node labelled
 ``karpenter.sh/nodepool`` with a NodePool the input does not have is refused as bad input.
 
 The model is the move model (``rebalance.model``: movable pods in classes, capacity and host-port
@@ -18,8 +20,9 @@ rows per node, ``--max-moves`` and PodDisruptionBudgets on the moves) with one r
 ``r[i]`` per node that may go: the pods of a removed node all move (``y[c, i] = 0``), those of a
 kept node stay (``y[c, i] = x0[c, i]``), and each NodePool disruption budget (``nodes`` a count or
 a percentage of the NodePool's nodes, rounded up as Karpenter rounds it; for its ``reasons``,
-``Empty`` for a node whose pods all go with it, else ``Underutilized``; a scheduled budget counts
-as always active) bounds the removals it covers. Stage 1 minimises the cost per hour of the
+``Empty`` for a node whose pods all go with it, else ``Underutilized``; a budget with a
+``schedule`` only while active at ``now``, as Karpenter's ``Budget.IsActive``) bounds the removals
+it covers. Stage 1 minimises the cost per hour of the
 nodes kept; stage 2 keeps that cost and minimises the evictions. The bound on the cost after is
 the higher of the backend's proved bound of stage 1 and :func:`capacity_bound` (an LP), over every
 set of removals the model admits.
@@ -38,6 +41,7 @@ solved again (a few rounds), so an answer is only ever one the plan's rules and 
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +54,7 @@ from kubeplace.kube.capacity import candidate_nodes
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.karpenter import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
+from kubeplace.kube.karpenter_disruption import budget_active, not_consolidatable
 from kubeplace.kube.objects import Node, NodePool, Pod
 from kubeplace.models.config import Configuration, Profile
 from kubeplace.models.linear import INF
@@ -175,9 +180,11 @@ def _blocking(layout: Layout) -> dict[str, str]:
     return out
 
 
-def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[InstanceType]) -> _Candidates:
+def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[InstanceType],
+                now: datetime.datetime) -> _Candidates:
     snap = state.snapshot
     pools = {pool.name: pool for pool in snap.node_pools}
+    claims = {claim.node_name: claim for claim in snap.node_claims if claim.node_name}
     blocking = _blocking(layout)
     names = layout.problem.node_names
     index = {name: i for i, name in enumerate(names)}
@@ -200,6 +207,8 @@ def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[Instanc
         i = index.get(node.name)
         empty = i is None or int(runs[i]) == 0
         why = _keep_reason(node, annotations, pools.get(pool_name), blocking, empty)
+        if not why and pool_name:
+            why = not_consolidatable(pools[pool_name], claims.get(node.name), now)
         if why or i is None:
             kept.append((node.name, why or "not in the model"))
             continue
@@ -239,7 +248,7 @@ class _Model:
     offers: tuple[int, ...] = ()
 
 
-def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings,
+def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings, now: datetime.datetime,
            offers: Sequence[tuple[int, int]] = ()) -> _Model:
     """The move model with a removal binary per node that may go and, for ``offers`` ((template
     node index, price) of the provisioning's candidates), a binary per offering: its template
@@ -262,6 +271,8 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
     sizes = _pool_sizes(state)
     for pool in state.snapshot.node_pools:
         for budget in pool.budgets:
+            if not budget_active(budget, now):
+                continue
             covered = [r_of[i] for i in nodes if cands.pool[i] == pool.name
                        and (not budget.reasons or cands.reason[i] in budget.reasons)]
             if covered:
@@ -324,14 +335,17 @@ def _search(model: _Model, settings: Settings, started: float, before: int,
 
 
 def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
-                profile: Profile, settings: Settings, replace_nodes: bool = False) -> Consolidation:
+                profile: Profile, settings: Settings, replace_nodes: bool = False,
+                now: datetime.datetime | None = None) -> Consolidation:
     """The nodes to remove and the moves (see the module's text); with ``replace_nodes``, also
-    the answers that add new nodes, the cheaper kept."""
+    the answers that add new nodes, the cheaper kept. ``now`` (default: the clock, UTC) is when
+    consolidateAfter and the budgets' schedules are judged."""
     started = time.monotonic()
+    now = now or datetime.datetime.now(datetime.UTC)
     if replace_nodes and not state.snapshot.node_pools:
         raise InputError("--replace needs at least one karpenter.sh/v1 NodePool in the input", field="--replace")
     layout = build_layout(state, rules, config, profile)
-    cands = _candidates(state, layout, catalogue)
+    cands = _candidates(state, layout, catalogue, now)
     notes = (*cands.notes, REPLACEMENT_NOTE)
     before = cands.cost_before
     if not cands.nodes:
@@ -340,7 +354,7 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
     if replace_nodes:
         solver = replace(settings.solver, time_limit=settings.solver.time_limit / 2)
         settings = replace(settings, solver=solver)
-    model = _build(layout, cands, state, settings)
+    model = _build(layout, cands, state, settings, now)
 
     def removal(removed: list[int], values: np.ndarray) -> _Answer | None:
         moves = _replanned(state, layout, removed, values, model, config, profile, settings,
@@ -353,7 +367,7 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
     result = _result(state, layout, cands, answer, status, bound, started, notes)
     if not replace_nodes:
         return result
-    other = _replaced(state, catalogue, rules, config, profile, settings, notes)
+    other = _replaced(state, catalogue, rules, config, profile, settings, notes, now)
     if other.cost_after < result.cost_after or (other.cost_after == result.cost_after
                                                 and len(other.moves) < len(result.moves)):
         return replace(other, bound=min(other.bound, result.bound), seconds=time.monotonic() - started)
@@ -372,7 +386,7 @@ def _result(state: ClusterState, layout: Layout, cands: _Candidates, answer: _An
 
 
 def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
-              profile: Profile, settings: Settings, notes: tuple[str, ...]) -> Consolidation:
+              profile: Profile, settings: Settings, notes: tuple[str, ...], now: datetime.datetime) -> Consolidation:
     """The answer that may add nodes: the provisioning's candidates (one template node per
     NodePool x offering, as it would register) join the model as nodes to buy, at most one of
     each; the pods of the nodes it removes are then planned by ``plan --provision`` on the nodes
@@ -383,10 +397,10 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
     templates = [template_node(c) for c in candidates]
     layout = build_layout(replace(state, snapshot=replace(snap, nodes=(*snap.nodes, *templates))), rules, config,
                           profile)
-    cands = _candidates(state, layout, catalogue)
+    cands = _candidates(state, layout, catalogue, now)
     index = {name: i for i, name in enumerate(layout.problem.node_names)}
     offers = [(index[t.name], c.offering.price) for t, c in zip(templates, candidates, strict=True)]
-    model = _build(layout, cands, state, settings, offers)
+    model = _build(layout, cands, state, settings, now, offers)
     before = cands.cost_before
 
     def provisioned(removed: list[int], values: np.ndarray) -> _Answer | None:

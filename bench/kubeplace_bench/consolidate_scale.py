@@ -117,7 +117,7 @@ def _node_pool() -> dict[str, Any]:
                                   "values": list(CPU_FAMILIES)},
                                  {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": ["on-demand"]}],
                 "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}},
-                "disruption": {"budgets": [{"nodes": "100%"}]}}}
+                "disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}}
 
 
 def run_consolidate_scale(spec: ConsolidateScaleSpec, time_limit: float) -> ConsolidateScaleResult:

@@ -51,11 +51,12 @@ def karpenter_node(name: str, itype: str = "large", pool: str = "default",
 
 
 def node_pool(name: str = "default", budgets: list[dict[str, Any]] | None = None,
-              policy: str = "WhenEmptyOrUnderutilized") -> dict[str, Any]:
+              policy: str = "WhenEmptyOrUnderutilized", consolidate_after: str = "0s") -> dict[str, Any]:
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
             "spec": {"template": {"spec": {"requirements": [], "nodeClassRef": {
                 "group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}},
-                "disruption": {"consolidationPolicy": policy, "budgets": budgets or [{"nodes": "100%"}]}}}
+                "disruption": {"consolidationPolicy": policy, "consolidateAfter": consolidate_after,
+                               "budgets": budgets or [{"nodes": "100%"}]}}}
 
 
 def web(name: str, node_name: str, cpu: int = 1000, **extra: Any) -> dict[str, Any]:
