@@ -34,6 +34,7 @@ from kubeplace.plan.new_nodes import (
     allow_disruption,
     create_claim,
     live_pools,
+    to_stderr,
     wait_for_nodes,
     withdrawn,
 )
@@ -51,8 +52,8 @@ def apply_provision(src: Source, config: Configuration, profile: Profile, snapsh
     new_nodes = plan.provision.nodes if plan.provision is not None else ()
     pools = live_pools(cluster)
     pending = {p.key: p for p in snapshot.pending}
-    created = {n.name: create_claim(cluster, snapshot, catalogue, n, pools, pending, _say) for n in new_nodes}
-    arrivals = wait_for_nodes(cluster, new_nodes, created, timeout, started, _say)
+    created = {n.name: create_claim(cluster, snapshot, catalogue, n, pools, pending, to_stderr) for n in new_nodes}
+    arrivals = wait_for_nodes(cluster, new_nodes, created, timeout, started, to_stderr)
     arrivals = [withdrawn(cluster, a) for a in arrivals]
     live = src.measured(load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
                                            namespaces=src.namespaces(), selector=src.selector))
@@ -65,13 +66,9 @@ def apply_provision(src: Source, config: Configuration, profile: Profile, snapsh
     results = sorted([*missing, *taken, *refused, *bind_placements(cluster, live, placements, config, False)],
                      key=lambda r: order[(r.binding.namespace, r.binding.name)])
     seconds = time.monotonic() - started
-    allow_disruption(cluster, arrivals, _say)
+    allow_disruption(cluster, arrivals, to_stderr)
     _report(plan, arrivals, results, seconds, output)
     return all(r.outcome == Outcome.BOUND for r in results)
-
-
-def _say(line: str) -> None:
-    click.echo(line, err=True)
 
 
 def compared(arrival: Arrival, live: Snapshot) -> Arrival:

@@ -62,6 +62,9 @@ from kubeplace.models.framework import Objective
               type=click.Path(path_type=Path, dir_okay=False),
               help="With --consolidate: instance types and prices; a node's price is the offering its labels name.")
 @click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
+@click.option("--node-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="SECONDS",
+              help="With --consolidate --replace --apply: how long to wait for the new nodes to be initialized "
+                   "before any drain (nothing is drained when one is not).")
 @click.option("--wave-size", type=click.IntRange(min=1), default=1, show_default=True,
               help="Evictions per wave; the cluster is re-checked against the plan between waves.")
 @click.option("--lease-namespace", default="kubeplace-system", show_default=True,
@@ -78,7 +81,7 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
                       max_moves_per_node: int | None, max_moves_per_namespace: int | None,
                       exclude_namespace: tuple[str, ...], exclude_selector: str | None, allow_local_storage: bool,
                       make_room_for: str | None, profile: str | None, move_cost: float | None, consolidate: bool,
-                      replace_nodes: bool, catalogue_paths: tuple[Path, ...], apply_: bool,
+                      replace_nodes: bool, catalogue_paths: tuple[Path, ...], apply_: bool, node_timeout: float,
                       wave_size: int, lease_namespace: str, eviction_log: Path | None, output: str,
                       report_path: Path | None) -> None:
     """Move running pods to balance (or pack) the cluster, or to make room for a pending pod.
@@ -88,7 +91,7 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
     restrict the pods that may move. PodDisruptionBudgets' disruptionsAllowed are budgets.
     Evicted pods are recreated by their controllers and placed by their scheduler.
     --consolidate chooses the nodes to remove (cordoned, drained, then their NodeClaim or Node
-    deleted with --apply).
+    deleted with --apply; with --replace, the new nodes are created and initialized first).
     """
     try:
         _run(locals())
@@ -147,7 +150,7 @@ def _run(a: dict[str, Any]) -> None:
         consolidation = replace(consolidation, moves=tuple(with_owners(consolidation.moves, state)))
         if a["report_path"] is not None:
             _consolidation_report(consolidation, state, config, events, a["report_path"])
-        _consolidated(consolidation, cluster, a)
+        _consolidated(consolidation, cluster, a, state.snapshot, catalogue)
     moves = with_owners(moves, state)
     if a["apply_"] and moves:
         previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -188,17 +191,18 @@ def _catalogue(a: dict[str, Any]) -> tuple[Any, ...]:
     return load_catalogue(list(a["catalogue_paths"])) if a["catalogue_paths"] else ()
 
 
-def _consolidated(result: Any, cluster: Any, a: dict[str, Any]) -> None:
+def _consolidated(result: Any, cluster: Any, a: dict[str, Any], snapshot: Any, catalogue: tuple[Any, ...]) -> None:
     doc = result.to_dict()
     ok = True
     if a["apply_"] and result.drain:
-        from kubeplace.rebalance.drain import drain_nodes
+        from kubeplace.rebalance.drain import Replacement, drain_nodes
 
+        replacement = Replacement(result.added, snapshot, catalogue, a["node_timeout"])
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             report = drain_nodes(cluster, result.drain, result.moves, wave_size=a["wave_size"],
                                  lease_namespace=a["lease_namespace"], report_path=a["eviction_log"],
-                                 new_nodes=frozenset(n.name for n in result.added))
+                                 replacement=replacement)
         finally:
             signal.signal(signal.SIGTERM, previous)
         doc["apply"] = report.to_dict()
@@ -263,6 +267,10 @@ def _print_consolidation(doc: dict[str, Any]) -> None:
     if report.get("dry_run"):
         say(console, "dry run: nothing evicted or deleted (--apply to drain)")
     elif "nodes" in report:
+        for n in report["added"]:
+            note = f" ({n['note']})" if n["note"] else ""
+            say(console, f"new node {n['node']}: NodeClaim {n['nodeClaim'] or '-'}, registered as "
+                         f"{n['registeredAs'] or '-'} after {n['seconds']:.0f}s{note}")
         line = f"evicted {report['evicted']}/{len(report['results'])}, nodes removed {report['nodes_removed']}"
         say(console, line + (f"; stopped: {report['stopped']}" if report["stopped"] else ""))
     for note in doc.get("notes", []):

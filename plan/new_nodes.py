@@ -11,6 +11,7 @@ Karpenter's consolidation would remove first.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +33,10 @@ NOT_READY = "not ready"
 
 Say = Callable[[str], None]
 """Where progress lines go (the command's stderr)."""
+
+
+def to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 @dataclass(frozen=True)

@@ -171,17 +171,14 @@ def _mismatch(cluster: Any, wave: Sequence[Move], nodes: set[str]) -> str:
 def apply_moves(cluster: Any, moves: Sequence[Move], *, dry_run: bool = True, wave_size: int = 1,
                 lease_namespace: str = "kubeplace-system", holder: str = "",
                 report_path: Path | None = None, pause: float = 0.0,
-                on_outcome: Callable[[Outcome], None] | None = None, unregistered: frozenset[str] = frozenset(),
-                ) -> ApplyReport:
-    """``unregistered``: target nodes that need not exist yet (new nodes a consolidation expects
-    Karpenter to launch for the evicted pods)."""
+                on_outcome: Callable[[Outcome], None] | None = None) -> ApplyReport:
     report = ApplyReport([Outcome(m, PLANNED if dry_run else NOT_RUN) for m in moves], dry_run)
     if dry_run or not moves:
         return report
     lease = Lease(cluster, lease_namespace, holder or f"{socket.gethostname()}-{int(time.time())}")
     lease.acquire()
     try:
-        _run_waves(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome, unregistered)
+        _run_waves(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome)
     except KeyboardInterrupt:
         report.interrupted = True
         report.stopped = "interrupted"
@@ -195,7 +192,7 @@ def apply_moves(cluster: Any, moves: Sequence[Move], *, dry_run: bool = True, wa
 
 
 def _run_waves(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease, report_path: Path | None,
-               pause: float, on_outcome: Callable[[Outcome], None] | None, unregistered: frozenset[str]) -> None:
+               pause: float, on_outcome: Callable[[Outcome], None] | None) -> None:
     outcomes = report.outcomes
     for start in range(0, len(outcomes), wave_size):
         wave = outcomes[start:start + wave_size]
@@ -203,7 +200,7 @@ def _run_waves(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease, 
             lease.renew()
             if pause:
                 time.sleep(pause)
-        nodes = {n["metadata"]["name"] for n in cluster.list_nodes()} | unregistered
+        nodes = {n["metadata"]["name"] for n in cluster.list_nodes()}
         why = _mismatch(cluster, [o.move for o in wave], nodes)
         if why:
             report.stopped = f"the cluster no longer matches the plan: {why}"

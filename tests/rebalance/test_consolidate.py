@@ -380,17 +380,6 @@ def test_replace_buys_a_cheaper_node_for_the_pods_of_the_removed_ones() -> None:
     assert doc["add"][0]["instanceType"] == "small" and doc["costPerHourAfter"] == 0.1
 
 
-def test_apply_of_a_replacement_evicts_towards_nodes_not_registered_yet() -> None:
-    objects = [karpenter_node("n0"), karpenter_node("n1"), web("w0", "n0"), web("w1", "n1"), node_pool()]
-    state = state_of([(o, "test") for o in objects])
-    result = consolidate(state, CATALOGUE, Rules(), CONFIG, PROFILE, Settings(solver=FAST), replace_nodes=True)
-    new = frozenset(n.name for n in result.added)
-    stopped = drain_nodes(FakeCluster(state), result.drain, result.moves)
-    assert "is gone" in stopped.evictions.stopped and stopped.removed == 0
-    report = drain_nodes(FakeCluster(state), result.drain, result.moves, new_nodes=new)
-    assert report.complete and report.removed == 2
-
-
 def test_replace_without_a_nodepool_is_bad_input(tmp_path: Path) -> None:
     objects = [o for o in fragmented_objects() if o["kind"] != "NodePool"]
     for o in objects:
