@@ -126,10 +126,11 @@ def launch(cluster: Any, replacement: Replacement, say: Say) -> tuple[list[Arriv
             created[new.name] = create_claim(cluster, replacement.snapshot, replacement.catalogue, new, pools, pods,
                                              say)
         arrivals = wait_for_nodes(cluster, replacement.nodes, created, replacement.timeout, started, say)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM
-        arrivals = [Arrival(n, created.get(n.name, ("", ""))[0], "", "interrupted", time.monotonic() - started)
+    except (KeyboardInterrupt, ClusterError) as error:  # Ctrl-C or SIGTERM, or the claims could not be read
+        what = "interrupted" if isinstance(error, KeyboardInterrupt) else str(error)
+        arrivals = [Arrival(n, created.get(n.name, ("", ""))[0], "", what, time.monotonic() - started)
                     for n in replacement.nodes]
-        why = "interrupted while waiting for the new nodes; nothing drained"
+        why = f"{what} while waiting for the new nodes; nothing drained"
         return [withdrawn(cluster, a, always=True) for a in arrivals], why
     missing = next((a for a in arrivals if not a.node), None)
     if missing is None:

@@ -133,18 +133,24 @@ def test_a_replacement_not_initialized_drains_nothing_and_is_deleted(cluster_arg
     assert report.to_dict()["stopped"] == report.stopped
 
 
-def test_an_interrupted_wait_drains_nothing_and_deletes_the_claims() -> None:
+@pytest.mark.parametrize(("error", "stopped"), [
+    (KeyboardInterrupt(), "interrupted while waiting for the new nodes; nothing drained"),
+    (ApiFailure("list nodeclaims.karpenter.sh: HTTP 500"),
+     "list nodeclaims.karpenter.sh: HTTP 500 while waiting for the new nodes; nothing drained"),
+])  # fmt: skip
+def test_an_interrupted_or_failed_wait_drains_nothing_and_deletes_the_claims(error: BaseException,
+                                                                             stopped: str) -> None:
     state, result = replaced()
     cluster = KarpenterCluster(state, polls_to_ready=None)
     listed = cluster.list_objects
 
-    def interrupted(group: str, version: str, plural: str) -> list[dict[str, Any]]:
+    def failing(group: str, version: str, plural: str) -> list[dict[str, Any]]:
         if plural == "nodeclaims":
-            raise KeyboardInterrupt
+            raise error
         return listed(group, version, plural)
 
-    cluster.list_objects = interrupted  # type: ignore[method-assign]
+    cluster.list_objects = failing  # type: ignore[method-assign]
     report = apply(cluster, state, result)
-    assert report.stopped == "interrupted while waiting for the new nodes; nothing drained"
+    assert report.stopped == stopped
     assert ("delete nodeclaim", "default-0") in cluster.calls
     assert not [c for c in cluster.calls if c[0] in ("cordon", "evict")]
