@@ -151,7 +151,7 @@ def parse_node_claim(obj: Mapping[str, Any], source: str = "") -> NodeClaim:
         allocatable=parse_limits(status.get("allocatable"), "status.allocatable"),
         node_name=expect_str(status.get("nodeName"), "status.nodeName"),
         initialized_at=_initialized_at(status.get("conditions")),
-        last_pod_event=None if status.get("lastPodEventTime") is None else parse_time(
+        last_pod_event=None if status.get("lastPodEventTime") in (None, "") else parse_time(
             status.get("lastPodEventTime"), "status.lastPodEventTime"),
         source=source,
     )

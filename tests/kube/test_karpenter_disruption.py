@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,25 @@ def test_consolidatable_after_consolidate_after_since_the_last_pod_event() -> No
     # a node without a NodeClaim: 0s needs no time; more cannot be told
     assert not_consolidatable(NodePool("p"), None, at("2024-01-01T00:00:00")) == ""
     assert "no NodeClaim" in not_consolidatable(POOL, None, at("2024-01-01T00:00:00"))
+
+
+def test_a_node_claims_timing_is_read_from_its_status() -> None:
+    from kubeplace.kube.karpenter import parse_node_claim
+
+    def parsed(status: dict[str, Any]) -> NodeClaim:
+        return parse_node_claim({"metadata": {"name": "c"}, "spec": {}, "status": status})
+
+    read = parsed({"conditions": [{"type": "Launched", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+                                  {"type": "Initialized", "status": "True",
+                                   "lastTransitionTime": "2024-01-01T00:01:00Z"}],
+                   "lastPodEventTime": "2024-01-01T00:02:00.5Z"})
+    assert read.initialized_at == at("2024-01-01T00:01:00").timestamp()
+    assert read.last_pod_event == at("2024-01-01T00:02:00.5").timestamp()
+    waiting = parsed({"conditions": [{"type": "Initialized", "status": "Unknown"}], "lastPodEventTime": ""})
+    assert (waiting.initialized_at, waiting.last_pod_event) == (None, None)
+    with pytest.raises(InputError) as caught:
+        parsed({"conditions": [{"type": "Initialized", "status": "True", "lastTransitionTime": "yesterday"}]})
+    assert caught.value.field == "status.conditions[0].lastTransitionTime"
+    with pytest.raises(InputError) as caught:
+        parsed({"lastPodEventTime": "2024-01-01T00:02:00"})
+    assert caught.value.field == "status.lastPodEventTime" and "no time zone" in caught.value.problem
