@@ -10,7 +10,8 @@ Karpenter reads and evaluates them (``pkg/apis/v1/nodepool.go``, ``duration.go``
   one of its macros (``@daily``...) or five fields (minute, hour, day of month, month, day of
   week 0-6), each a comma list of ``*`` or ``?``, a value or a range ``a-b``, optionally
   ``/step``; month and weekday names (``jan``, ``mon``) in any case. Day of month and day of week
-  both restricted match either; when one starts with ``*`` or ``?`` both must match. What cron
+  both restricted match either; when one has an item ``*`` or ``?`` (without a step over 1: ``*/2``
+  is restricted) both must match. What cron
   refuses (a sixth field, ``L``, ``#``, ``7`` for Sunday, a range backwards) is refused here too,
   and so is a date that never comes (``0 0 31 2 *``), which Karpenter would count as always
   active. The schedule is evaluated by croniter on that normalised text, in UTC.
@@ -85,13 +86,16 @@ def cron_schedule(text: str) -> tuple[str, bool]:
     fields = spec.split()
     if len(fields) != len(_FIELDS):
         raise InputError(f"expected exactly 5 fields, found {len(fields)}: {text!r}", expected=_EXPECTED_CRON)
-    parts, starred = [], []
+    parts, starred, every = [], [], []
     for raw, (name, low, high, names) in zip(fields, _FIELDS, strict=True):
         items = [_cron_item(item, name, low, high, names) for item in raw.split(",")]
-        parts.append(",".join(item for item, _ in items))
-        starred.append(any(star for _, star in items))
-    expression = " ".join(parts)
+        parts.append(",".join(item for item, _, _ in items))
+        starred.append(any(star for _, star, _ in items))
+        every.append(set().union(*(values for _, _, values in items)) == set(range(low, high + 1)))
     day_or = not (starred[2] or starred[4])
+    if day_or and (every[2] or every[4]):  # or-ed with every day is every day; croniter would read
+        parts[2] = parts[4] = "*"          # a whole range as '*' and then the other field alone
+    expression = " ".join(parts)
     try:
         croniter(expression, _LEAP_YEAR, day_or=day_or).get_next(datetime.datetime)
     except CroniterBadDateError:
@@ -103,9 +107,10 @@ _EXPECTED_CRON = "five cron fields (minute hour day-of-month month day-of-week 0
                  "@weekly, @daily, @midnight, @hourly"
 
 
-def _cron_item(item: str, name: str, low: int, high: int, names: dict[str, int]) -> tuple[str, bool]:
-    """One comma item of a field in numbers (``*``, ``*/s``, ``a``, ``a-b``, ``a-b/s``), and whether
-    it starts with ``*`` or ``?``."""
+def _cron_item(item: str, name: str, low: int, high: int, names: dict[str, int]) -> tuple[str, bool, set[int]]:
+    """One comma item of a field in numbers (``*``, ``*/s``, ``a``, ``a-b``, ``a-b/s``), whether
+    it is a star as robfig/cron's day rule sees one (``*`` or ``?`` with no step over 1), and the
+    values it matches."""
     match = _ITEM.fullmatch(item)
     if match is None:
         raise InputError(f"invalid {name} {item!r}", expected=_EXPECTED_CRON)
@@ -124,11 +129,12 @@ def _cron_item(item: str, name: str, low: int, high: int, names: dict[str, int])
                          expected=_EXPECTED_CRON)
     if step == 0:
         raise InputError(f"{name} {item!r}: step of range should be a positive number", expected=_EXPECTED_CRON)
-    if star:
-        return ("*" if step == 1 else f"*/{step}"), True
+    values = set(range(start, end + 1, step))
+    if star:  # robfig/cron counts only a whole-range star (no step over 1) as one for the day rule
+        return ("*", True, values) if step == 1 else (f"*/{step}", False, values)
     if start == end:
-        return str(start), False
-    return (f"{start}-{end}" if step == 1 else f"{start}-{end}/{step}"), False
+        return str(start), False, values
+    return (f"{start}-{end}" if step == 1 else f"{start}-{end}/{step}"), False, values
 
 
 def _cron_value(text: str, name: str, names: dict[str, int]) -> int:

@@ -76,10 +76,24 @@ def test_day_of_month_and_day_of_week_as_cron_combines_them() -> None:
     either = NodePoolBudget("0", (), "0 0 13 * fri", "1h")
     assert budget_active(either, at("2024-02-13T00:10:00"))  # a Tuesday the 13th
     assert budget_active(either, at("2024-02-02T00:10:00"))  # a Friday the 2nd
-    # one starting with '*': both must match (odd days that are Mondays)
-    both = NodePoolBudget("0", (), "0 0 */2 * mon", "1h")
-    assert not budget_active(both, at("2024-01-08T00:10:00"))  # Monday the 8th
-    assert budget_active(both, at("2024-01-15T00:10:00"))  # Monday the 15th
+    # one of them '*' or '?': both must match (any day of month that is a Friday)
+    both = NodePoolBudget("0", (), "0 0 ? * fri", "1h")
+    assert not budget_active(both, at("2024-02-13T00:10:00")) and budget_active(both, at("2024-02-02T00:10:00"))
+    # '*/2' is a step, not a star, for robfig/cron: either matches (odd days, or any Monday)
+    stepped = NodePoolBudget("0", (), "0 0 */2 * mon", "1h")
+    assert budget_active(stepped, at("2024-01-08T00:10:00"))  # Monday the 8th
+    assert budget_active(stepped, at("2024-01-09T00:10:00"))  # Tuesday the 9th
+    assert not budget_active(stepped, at("2024-01-10T00:10:00"))  # Wednesday the 10th
+    # or-ed with a day of week that covers the week: every day
+    assert budget_active(NodePoolBudget("0", (), "0 0 */6 * sun-sat", "1h"), at("2024-01-10T00:10:00"))
+
+
+def test_robfig_crons_five_year_search_is_kept() -> None:
+    """Its Next gives up five years after the time it starts from and returns the zero time,
+    which IsActive counts as active: from 2097 the next 29 February is in 2104 (2100 is no leap year)."""
+    leap = NodePoolBudget("0", (), "0 0 29 2 *", "1h")
+    assert budget_active(leap, at("2097-03-01T00:00:00"))
+    assert not budget_active(leap, at("2099-03-01T00:00:00"))
 
 
 @pytest.mark.parametrize(("schedule", "expression"), [
