@@ -99,16 +99,19 @@ class ClaimLister(Protocol):
 
 
 def wait_for_nodes(cluster: ClaimLister, new_nodes: Sequence[NewNode], created: Mapping[str, tuple[str, str]],
-                   timeout: float, started: float, say: Say) -> list[Arrival]:
+                   timeout: float, started: float, say: Say,
+                   on_poll: Callable[[], None] = lambda: None) -> list[Arrival]:
     """Polls the NodeClaims until each is initialized, gone, or ``timeout`` seconds have passed
     (the note of one out of time starts with "not ready"); one line to ``say`` each time the
-    count of ready nodes changes."""
+    count of ready nodes changes. ``on_poll`` is called before each read (a consolidation
+    renews its Lease there); what it raises ends the wait."""
     done: dict[str, Arrival] = {n.name: Arrival(n, "", "", created[n.name][1], 0.0) for n in new_nodes
                                 if not created[n.name][0]}
     waiting: dict[str, str] = {}
     shown = -1
     while len(done) < len(new_nodes):
         elapsed = time.monotonic() - started
+        on_poll()
         claims = {str(c.get("metadata", {}).get("name", "")): c for c in cluster.list_objects(GROUP, VERSION, PLURAL)}
         for new in new_nodes:
             name = created[new.name][0]

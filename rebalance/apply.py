@@ -126,6 +126,8 @@ class Lease:
     def __init__(self, cluster: Any, namespace: str, holder: str) -> None:
         self.cluster, self.namespace, self.holder = cluster, namespace, holder
         self.obj: dict[str, Any] | None = None
+        self.renewed = 0.0
+        """When it was last written (``time.monotonic``)."""
 
     def acquire(self) -> None:
         now = _now()
@@ -139,6 +141,7 @@ class Lease:
                                                     create=True)
             except Conflict:  # created meanwhile by another run
                 raise self._held(None, now) from None
+            self.renewed = time.monotonic()
             return
         held = current.get("spec") or {}
         if self._holds(held, now):
@@ -147,6 +150,7 @@ class Lease:
             self.obj = self.cluster.write_lease(self.namespace, {**current, "spec": spec}, create=False)
         except Conflict:
             raise self._held(None, now) from None
+        self.renewed = time.monotonic()
 
     def _holds(self, held: dict[str, Any], now: datetime.datetime) -> bool:
         """Another holder's lease that has not expired."""
@@ -168,9 +172,17 @@ class Lease:
                          + (f" until {_stamp(until)}" if until else "") + "; nothing was written")
 
     def renew(self) -> None:
+        """ClusterError (Conflict) when another run took it meanwhile."""
         if self.obj is not None:
             self.obj["spec"]["renewTime"] = _stamp(_now())
             self.obj = self.cluster.write_lease(self.namespace, self.obj, create=False)
+            self.renewed = time.monotonic()
+
+    def renew_due(self) -> None:
+        """Renews it once a fifth of its duration has passed since it was last written: held
+        through a long wait (new nodes launching) at a write a minute, not one a poll."""
+        if time.monotonic() - self.renewed >= LEASE_SECONDS / 5:
+            self.renew()
 
     def release(self) -> None:
         if self.obj is not None:

@@ -2,7 +2,7 @@
 ``kubeplace-rebalance`` Lease before anything is written (a second run, the CronJob's or a
 person's, stops there and says who holds it); with ``--replace``, create the answer's new nodes
 as NodeClaims and wait until each is initialized (``plan.new_nodes``, as ``plan --provision
---apply`` does; replace before delete); cordon the nodes to
+--apply`` does; replace before delete; the Lease renewed while waiting); cordon the nodes to
 remove, evict their pods in waves exactly as a rebalance does (``rebalance.apply``: the re-check
 before each wave, PodDisruptionBudgets answered with 429 never retried), then remove each node
 whose pods were all evicted through its owner (``rebalance.ownership``): its NodeClaim deleted
@@ -14,7 +14,7 @@ deleted: its machine would keep running. A node that keeps a pod is uncordoned a
 step is reported node by node and pod by pod; a failure half-way stops the run and says where.
 
 When a new node is not initialized within the timeout (or its claim is refused or deleted by
-Karpenter), nothing is cordoned or evicted, and every
+Karpenter, or the Lease is lost while waiting), nothing is cordoned or evicted, and every
 NodeClaim the run created is deleted: no new node is left paid for and unused. Once the drain is
 done (or stopped), the new nodes lose their ``karpenter.sh/do-not-disrupt`` annotation and
 Karpenter may consolidate them as any other.
@@ -23,7 +23,7 @@ Karpenter may consolidate them as any other.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ def _drain_held(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], wa
                 say: Say) -> DrainReport:
     report = DrainReport([NodeOutcome(d) for d in drains])
     if replacement is not None and replacement.nodes:
-        report.added, report.stopped = launch(cluster, replacement, say)
+        report.added, report.stopped = launch(cluster, replacement, say, _keeping(lease, lease_namespace))
         if report.stopped:
             return report
         registered = {a.planned.name: a.node for a in report.added}
@@ -140,9 +140,21 @@ def _drain_held(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], wa
     return report
 
 
-def launch(cluster: Any, replacement: Replacement, say: Say) -> tuple[list[Arrival], str]:
-    """Creates a NodeClaim per new node and waits until each is initialized. Returns what became
-    of each and "", or, when one did not come (or the wait was interrupted or failed), why,
+def _keeping(lease: Lease, lease_namespace: str) -> Callable[[], None]:
+    """Renews the Lease when due while the new nodes launch; ClusterError saying it was lost."""
+    def keep() -> None:
+        try:
+            lease.renew_due()
+        except ClusterError as e:
+            raise ClusterError(f"lost the lease {lease_namespace}/{LEASE_NAME}: {e}") from e
+    return keep
+
+
+def launch(cluster: Any, replacement: Replacement, say: Say,
+           on_poll: Callable[[], None] = lambda: None) -> tuple[list[Arrival], str]:
+    """Creates a NodeClaim per new node and waits until each is initialized, ``on_poll`` called
+    at each read of the claims (the caller's Lease renewed). Returns what became of each and "",
+    or, when one did not come (or the wait was interrupted or failed, ``on_poll`` included), why,
     every claim created deleted again."""
     started = time.monotonic()
     pools = live_pools(cluster)
@@ -152,7 +164,7 @@ def launch(cluster: Any, replacement: Replacement, say: Say) -> tuple[list[Arriv
         for new in replacement.nodes:
             created[new.name] = create_claim(cluster, replacement.snapshot, replacement.catalogue, new, pools, pods,
                                              say)
-        arrivals = wait_for_nodes(cluster, replacement.nodes, created, replacement.timeout, started, say)
+        arrivals = wait_for_nodes(cluster, replacement.nodes, created, replacement.timeout, started, say, on_poll)
     except (KeyboardInterrupt, ClusterError) as error:  # Ctrl-C or SIGTERM, or the claims could not be read
         what = "interrupted" if isinstance(error, KeyboardInterrupt) else str(error)
         arrivals = [Arrival(n, created.get(n.name, ("", ""))[0], "", what, time.monotonic() - started)

@@ -1,7 +1,7 @@
 """``rebalance --consolidate --replace --apply`` replaces before it deletes: the answer's new
 nodes are created as NodeClaims (as ``plan --provision --apply`` creates them) and each must be
 initialized before any node is cordoned or any pod evicted; when one is not (timeout, refused,
-deleted by Karpenter, interrupted) nothing is drained and every claim created is
+deleted by Karpenter, interrupted, the Lease lost) nothing is drained and every claim created is
 deleted. The ``kubeplace-rebalance`` Lease comes before all of it: a run that finds it held creates
 no NodeClaim."""
 
@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from kubeplace.kube.errors import ApiFailure
+from kubeplace.kube.errors import ApiFailure, Conflict
 from kubeplace.plan import new_nodes
+from kubeplace.rebalance import apply as apply_module
 from kubeplace.rebalance.apply import LeaseHeld
 from kubeplace.rebalance.cluster_state import ClusterState
 from kubeplace.rebalance.consolidate import Consolidation, consolidate
@@ -168,3 +169,34 @@ def test_a_held_lease_creates_no_nodeclaim() -> None:
         apply(cluster, state, result)
     assert [c[0] for c in cluster.calls] == ["read lease"] and not cluster.claims
 
+
+def test_the_lease_is_renewed_while_the_new_nodes_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch may outlast the Lease (--node-timeout 300 s, the Lease 300 s): it is renewed while waiting."""
+    monkeypatch.setattr(apply_module, "LEASE_SECONDS", 0)  # every poll is due
+    state, result = replaced()
+    cluster = KarpenterCluster(state, polls_to_ready=3)
+    report = apply(cluster, state, result)
+    assert report.complete
+    kinds = [c[0] for c in cluster.calls if c[0] != "read lease"]
+    waiting = kinds[kinds.index("create nodeclaim"):kinds.index("node registered")]
+    assert waiting.count("write lease") >= 3
+
+
+def test_a_lease_lost_while_the_new_nodes_launch_drains_nothing_and_deletes_the_claims(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(apply_module, "LEASE_SECONDS", 0)
+    state, result = replaced()
+    cluster = KarpenterCluster(state, polls_to_ready=None)
+    taken = cluster.write_lease
+
+    def lost(namespace: str, lease: dict[str, Any], create: bool) -> dict[str, Any]:
+        if cluster.claims and lease["spec"].get("holderIdentity"):  # a renewal once the claim exists
+            raise Conflict("409: the object has been modified")
+        return taken(namespace, lease, create)
+
+    cluster.write_lease = lost  # type: ignore[method-assign]
+    report = apply(cluster, state, result)
+    assert report.stopped.startswith("lost the lease kubeplace-system/kubeplace-rebalance: 409")
+    assert report.stopped.endswith("while waiting for the new nodes; nothing drained")
+    assert ("delete nodeclaim", "default-0") in cluster.calls and not cluster.claims
+    assert not [c for c in cluster.calls if c[0] in ("cordon", "evict")]
