@@ -1,7 +1,13 @@
 """``kubeplace rebalance --consolidate --replace --apply`` against the real API server and the real
 Karpenter (its kwok provider): replace before delete. The cheaper new node is created as a
 NodeClaim, Karpenter launches it and it is initialized before the old nodes are cordoned and
-drained; when Karpenter cannot launch it, nothing is drained and the claim is deleted."""
+drained; when Karpenter cannot launch it, nothing is drained and the claim is deleted.
+
+The old nodes are Karpenter nodes as consolidation requires (labelled with their NodePool, each
+owned by an initialized NodeClaim), of a NodePool whose NodeClass this Karpenter does not manage
+(as another Karpenter's, of another cloud provider, would be): the running Karpenter neither
+launches, garbage-collects nor consolidates them itself, so only kubeplace removes them. Nothing
+terminates their machines afterwards, so their Nodes stay, cordoned."""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from kubeplace.kube.errors import EXIT_INCOMPLETE
 
 from . import controlplane as cp
 from .test_bind_e2e import OWNER_LABEL, SOLVER_ARGS, assert_exit, cli, kwok_nodes, node_name
+from .test_consolidate_e2e import node_claims
 from .test_karpenter_e2e import (  # noqa: F401 (fixtures)
     CATALOGUE,
     KARPENTER,
@@ -36,6 +43,24 @@ from .test_rebalance_e2e import replica_set, running_pods, wait_running
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 OLD = {"cpu": "8", "memory": "16Gi", "annotations": {"kubeplace.io/price-per-hour": "0.32"}}
+OTHER_NODE_CLASS = {"group": "e2e.kubeplace.io", "kind": "OtherNodeClass", "name": "default"}
+"""A NodeClass kind the kwok provider does not support: Karpenter leaves its NodePool and NodeClaims alone."""
+OLD_TYPES = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c-8x-amd64-linux"]}]
+
+
+@contextlib.contextmanager
+def old_nodes(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str) -> Iterator[list[str]]:
+    """Two 8-CPU nodes (0.32/h each) of NodePool old-<namespace> (8-CPU types only), each owned by an
+    initialized NodeClaim."""
+    old_pool = f"old-{namespace[-6:]}"
+    specs = {s: {**OLD, "labels": {"karpenter.sh/nodepool": old_pool}} for s in ("a", "b")}
+    with kwok_nodes(core, namespace, specs) as old, node_claims(
+            custom, old_pool, {s: node_name(namespace, s) for s in specs}, OTHER_NODE_CLASS, OLD_TYPES):
+        yield old
+
+
+def _old_claims(custom: client.CustomObjectsApi, namespace: str) -> list[Any]:
+    return _claims(custom, f"old-{namespace[-6:]}")
 
 
 @contextlib.contextmanager
@@ -72,7 +97,7 @@ def test_the_new_node_is_initialized_before_the_old_ones_are_drained(
     pool = f"e2e-{namespace[-6:]}"
     catalogue = tmp_path / "instance_types.json"
     catalogue.write_text(json.dumps(CATALOGUE))
-    with pool_of(custom, core, pool, namespace), kwok_nodes(core, namespace, {"a": OLD, "b": OLD}) as old:
+    with pool_of(custom, core, pool, namespace), old_nodes(core, custom, namespace) as old:
         for s in ("a", "b"):
             apps.create_namespaced_replica_set(namespace, replica_set(namespace, f"w{s}", node_name(namespace, s), 1,
                                                                       cpu="500m"))
@@ -86,7 +111,7 @@ def test_the_new_node_is_initialized_before_the_old_ones_are_drained(
         (added,) = doc["apply"]["added"]
         registered = added["registeredAs"]
         assert registered and added["node"] == new["node"] and added["note"] == ""
-        assert {n["node"]: n["outcome"] for n in doc["apply"]["nodes"]} == {n: "Node deleted" for n in old}
+        assert {n["node"]: n["outcome"] for n in doc["apply"]["nodes"]} == {n: "NodeClaim deleted" for n in old}
         assert [r["outcome"] for r in doc["apply"]["results"]] == ["evicted"] * 2
         assert {r["to"] for r in doc["apply"]["results"]} == {registered}
         (claim,) = _claims(custom, pool)
@@ -96,7 +121,8 @@ def test_the_new_node_is_initialized_before_the_old_ones_are_drained(
         node = core.read_node(registered)
         assert node.metadata.labels["node.kubernetes.io/instance-type"] == "c-2x-amd64-linux"
         assert "karpenter.sh/do-not-disrupt" not in (node.metadata.annotations or {})
-        assert not set(old) & {n.metadata.name for n in core.list_node().items}
+        assert _old_claims(custom, namespace) == []  # removed through their NodeClaims; no Node deleted
+        assert all(core.read_node(n).spec.unschedulable for n in old)
 
 
 def test_a_new_node_karpenter_cannot_launch_drains_nothing(
@@ -111,7 +137,7 @@ def test_a_new_node_karpenter_cannot_launch_drains_nothing(
     unknown = {"name": "c-1x-amd64-linux", "offerings": [offering(0.04)], "architecture": "amd64",
                "operatingSystems": ["linux"], "resources": {"cpu": "1", "memory": "2Gi", "pods": "110"}}
     catalogue.write_text(json.dumps([*CATALOGUE, unknown]))
-    with pool_of(custom, core, pool, namespace), kwok_nodes(core, namespace, {"a": OLD, "b": OLD}) as old:
+    with pool_of(custom, core, pool, namespace), old_nodes(core, custom, namespace) as old:
         for s in ("a", "b"):
             apps.create_namespaced_replica_set(namespace, replica_set(namespace, f"w{s}", node_name(namespace, s), 1,
                                                                       cpu="250m"))
@@ -127,4 +153,5 @@ def test_a_new_node_karpenter_cannot_launch_drains_nothing(
         assert all(n["outcome"] == "not run" for n in doc["apply"]["nodes"])
         cp.wait_for(lambda: not _claims(custom, pool), 60, "the NodeClaim deleted")
         assert not any(core.read_node(n).spec.unschedulable for n in old)
+        assert len(_old_claims(custom, namespace)) == 2
         assert {n: p.metadata.uid for n, p in running_pods(core, namespace).items()} == before
