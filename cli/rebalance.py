@@ -65,6 +65,9 @@ from kubeplace.models.framework import Objective
               help="With --consolidate: nodes of this group of another controller may go too (repeatable; KIND "
                    "eks, eksctl, gke, aks or capi). Karpenter's nodes need no opt-in; control-plane nodes never go.")
 @click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
+@click.option("--node-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="SECONDS",
+              help="With --consolidate --replace --apply: how long to wait for the new nodes to be initialized "
+                   "before any drain (nothing is drained when one is not).")
 @click.option("--wave-size", type=click.IntRange(min=1), default=1, show_default=True,
               help="Evictions per wave; the cluster is re-checked against the plan between waves.")
 @click.option("--lease-namespace", default="kubeplace-system", show_default=True,
@@ -82,7 +85,7 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
                       exclude_namespace: tuple[str, ...], exclude_selector: str | None, allow_local_storage: bool,
                       make_room_for: str | None, profile: str | None, move_cost: float | None, consolidate: bool,
                       replace_nodes: bool, catalogue_paths: tuple[Path, ...], node_groups: tuple[str, ...],
-                      apply_: bool,
+                      apply_: bool, node_timeout: float,
                       wave_size: int, lease_namespace: str, eviction_log: Path | None, output: str,
                       report_path: Path | None) -> None:
     """Move running pods to balance (or pack) the cluster, or to make room for a pending pod.
@@ -93,7 +96,7 @@ def rebalance_command(source: Sequence[Path], kubeconfig: str | None, context: s
     Evicted pods are recreated by their controllers and placed by their scheduler.
     --consolidate chooses the nodes to remove among those a Karpenter NodeClaim owns and those of
     the --node-group groups (with --apply: cordoned, drained, then removed through their owner;
-    a Node object is never deleted).
+    a Node object is never deleted; with --replace, the new nodes are created and initialized first).
     """
     try:
         _run(locals())
@@ -154,7 +157,7 @@ def _run(a: dict[str, Any]) -> None:
         consolidation = replace(consolidation, moves=tuple(with_owners(consolidation.moves, state)))
         if a["report_path"] is not None:
             _consolidation_report(consolidation, state, config, events, a["report_path"])
-        _consolidated(consolidation, cluster, a)
+        _consolidated(consolidation, cluster, a, state.snapshot, catalogue)
     moves = with_owners(moves, state)
     if a["apply_"] and moves:
         previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -201,17 +204,18 @@ def _catalogue(a: dict[str, Any]) -> tuple[Any, ...]:
     return load_catalogue(list(a["catalogue_paths"])) if a["catalogue_paths"] else ()
 
 
-def _consolidated(result: Any, cluster: Any, a: dict[str, Any]) -> None:
+def _consolidated(result: Any, cluster: Any, a: dict[str, Any], snapshot: Any, catalogue: tuple[Any, ...]) -> None:
     doc = result.to_dict()
     ok = True
     if a["apply_"] and result.drain:
-        from kubeplace.rebalance.drain import drain_nodes
+        from kubeplace.rebalance.drain import Replacement, drain_nodes
 
+        replacement = Replacement(result.added, snapshot, catalogue, a["node_timeout"])
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             report = drain_nodes(cluster, result.drain, result.moves, wave_size=a["wave_size"],
                                  lease_namespace=a["lease_namespace"], report_path=a["eviction_log"],
-                                 new_nodes=frozenset(n.name for n in result.added))
+                                 replacement=replacement)
         finally:
             signal.signal(signal.SIGTERM, previous)
         doc["apply"] = report.to_dict()
@@ -283,6 +287,10 @@ def _print_consolidation(doc: dict[str, Any]) -> None:
                 say(console, f"{d['node']}: --apply drains it, annotates Machine {d['machine']} "
                              f"cluster.x-k8s.io/delete-machine and scales MachineDeployment {d['nodeGroup']} down")
     elif "nodes" in report:
+        for n in report["added"]:
+            note = f" ({n['note']})" if n["note"] else ""
+            say(console, f"new node {n['node']}: NodeClaim {n['nodeClaim'] or '-'}, registered as "
+                         f"{n['registeredAs'] or '-'} after {n['seconds']:.0f}s{note}")
         line = f"evicted {report['evicted']}/{len(report['results'])}, nodes removed {report['nodes_removed']}"
         if report.get("nodes_drained"):
             line += f", drained for their node group to remove {report['nodes_drained']}"

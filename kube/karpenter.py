@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kubeplace.kube.errors import (
+    INT32_MAX,
     InputError,
     expect_int,
     expect_label_value,
@@ -25,6 +26,8 @@ from kubeplace.kube.errors import (
     expect_str,
     expect_string_map,
 )
+from kubeplace.kube.karpenter_disruption import NEVER, cron_schedule, duration_seconds
+from kubeplace.kube.metrics import parse_time
 from kubeplace.kube.node_selector import Requirement
 from kubeplace.kube.objects import (
     NO_EXECUTE,
@@ -100,6 +103,11 @@ def parse_node_pool(obj: Mapping[str, Any], source: str = "") -> NodePool:
     if replicas is not None and set(limits) - {"nodes"}:
         raise InputError("only 'limits.nodes' is supported on static NodePools", field="spec.limits")
     disruption = expect_mapping(spec.get("disruption"), "spec.disruption")
+    if spec.get("disruption") is None:  # the CRD's default for an absent disruption
+        disruption = {"consolidateAfter": "0s"}
+    elif disruption.get("consolidateAfter") is None:
+        raise InputError("Required value", field="spec.disruption.consolidateAfter",
+                         expected='a duration such as "30s" or "Never"')
     return NodePool(
         name=expect_name(metadata),
         labels=template_labels(template.get("metadata")),
@@ -111,11 +119,11 @@ def parse_node_pool(obj: Mapping[str, Any], source: str = "") -> NodePool:
         weight=weight or 0,
         consolidation_policy=_enum(disruption.get("consolidationPolicy"), "spec.disruption.consolidationPolicy",
                                    CONSOLIDATION_POLICIES) or "WhenEmptyOrUnderutilized",
-        consolidate_after=_pattern(disruption.get("consolidateAfter"), "spec.disruption.consolidateAfter",
-                                   _DURATION) or "0s",
+        consolidate_after=_duration(disruption.get("consolidateAfter"), "spec.disruption.consolidateAfter",
+                                    _DURATION) or "0s",
         budgets=parse_budgets(disruption.get("budgets"), "spec.disruption.budgets"),
         node_class_ref=_node_class_ref(template_spec.get("nodeClassRef"), f"{at}.nodeClassRef"),
-        expire_after=_pattern(template_spec.get("expireAfter"), f"{at}.expireAfter", _DURATION) or "720h",
+        expire_after=_duration(template_spec.get("expireAfter"), f"{at}.expireAfter", _DURATION) or "720h",
         replicas=replicas,
         source=source,
     )
@@ -142,9 +150,21 @@ def parse_node_claim(obj: Mapping[str, Any], source: str = "") -> NodeClaim:
         capacity=parse_limits(status.get("capacity"), "status.capacity"),
         allocatable=parse_limits(status.get("allocatable"), "status.allocatable"),
         node_name=expect_str(status.get("nodeName"), "status.nodeName"),
+        initialized_at=_initialized_at(status.get("conditions")),
+        last_pod_event=None if status.get("lastPodEventTime") in (None, "") else parse_time(
+            status.get("lastPodEventTime"), "status.lastPodEventTime"),
         source=source,
         provider_id=expect_str(status.get("providerID"), "status.providerID"),
     )
+
+
+def _initialized_at(raw: object) -> float | None:
+    """When the ``Initialized`` condition turned True (its ``lastTransitionTime``); None while it is not."""
+    for index, item in enumerate(expect_list(raw, "status.conditions")):
+        condition = expect_mapping(item, f"status.conditions[{index}]")
+        if condition.get("type") == "Initialized" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime"), f"status.conditions[{index}].lastTransitionTime")
+    return None
 
 
 def parse_requirements(raw: object, field: str, *, required: bool = False,
@@ -278,14 +298,22 @@ def parse_budgets(raw: object, field: str) -> tuple[NodePoolBudget, ...]:
         nodes = budget.get("nodes", DEFAULT_BUDGET_NODES)
         if isinstance(nodes, int) and not isinstance(nodes, bool):
             nodes = str(nodes)
+        nodes = _pattern(nodes, f"{at}.nodes", _BUDGET_NODES) or DEFAULT_BUDGET_NODES
+        if not nodes.endswith("%") and int(nodes) > INT32_MAX:
+            raise InputError(f"{nodes} nodes is more than Karpenter reads (an int32)", field=f"{at}.nodes",
+                             expected=f"a count up to {INT32_MAX} or a percentage")
         schedule = _pattern(budget.get("schedule"), f"{at}.schedule", _SCHEDULE)
-        duration = _pattern(budget.get("duration"), f"{at}.duration", _BUDGET_DURATION)
+        duration = _duration(budget.get("duration"), f"{at}.duration", _BUDGET_DURATION)
         if bool(schedule) != bool(duration):
             raise InputError("'schedule' must be set with 'duration'", field=at)
+        if schedule:
+            try:
+                cron_schedule(schedule)
+            except InputError as error:
+                raise error.located(field_prefix=f"{at}.schedule") from None
         reasons = tuple(_enum(r, f"{at}.reasons[{i}]", DISRUPTION_REASONS)
                         for i, r in enumerate(expect_list(budget.get("reasons"), f"{at}.reasons")))
-        budgets.append(NodePoolBudget(_pattern(nodes, f"{at}.nodes", _BUDGET_NODES) or DEFAULT_BUDGET_NODES, reasons,
-                              schedule, duration))
+        budgets.append(NodePoolBudget(nodes, reasons, schedule, duration))
     return tuple(budgets)
 
 
@@ -314,6 +342,17 @@ def _pattern(raw: object, field: str, pattern: re.Pattern[str]) -> str:
     value = expect_str(raw, field)
     if value and not pattern.fullmatch(value):
         raise InputError(f"Invalid value: \"{value}\": should match '^{pattern.pattern}$'", field=field)
+    return value
+
+
+def _duration(raw: object, field: str, pattern: re.Pattern[str]) -> str:
+    """A duration the pattern admits and Go's ``time.ParseDuration`` reads (``Never`` as is)."""
+    value = _pattern(raw, field, pattern)
+    if value and value != NEVER:
+        try:
+            duration_seconds(value)
+        except InputError as error:
+            raise error.located(field_prefix=field) from None
     return value
 
 

@@ -384,6 +384,7 @@ class NodePool:
     """1-100, higher tried first; 0 when unset (tried after every weighted NodePool)."""
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after: str = "0s"
+    """A duration (``30s``, ``1h30m``) or ``Never``; see ``kube.karpenter_disruption``."""
     budgets: tuple[NodePoolBudget, ...] = (NodePoolBudget(),)
     node_class_ref: NodeClassRef | None = None
     expire_after: str = "720h"
@@ -406,6 +407,10 @@ class NodeClaim:
     """``status.capacity``: what counts against its NodePool's limits once launched."""
     allocatable: Mapping[str, int] = field(default_factory=dict)
     node_name: str = ""
+    initialized_at: float | None = None
+    """When its ``Initialized`` condition turned True (seconds since the epoch); None while not."""
+    last_pod_event: float | None = None
+    """``status.lastPodEventTime``: when a pod was last bound to its node or gone from it."""
     source: str = field(default="", compare=False)
     provider_id: str = ""
     """``status.providerID``: the machine launched for it, once launched."""

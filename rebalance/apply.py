@@ -126,6 +126,8 @@ class Lease:
     def __init__(self, cluster: Any, namespace: str, holder: str) -> None:
         self.cluster, self.namespace, self.holder = cluster, namespace, holder
         self.obj: dict[str, Any] | None = None
+        self.renewed = 0.0
+        """When it was last written (``time.monotonic``)."""
 
     def acquire(self) -> None:
         now = _now()
@@ -139,6 +141,7 @@ class Lease:
                                                     create=True)
             except Conflict:  # created meanwhile by another run
                 raise self._held(None, now) from None
+            self.renewed = time.monotonic()
             return
         held = current.get("spec") or {}
         if self._holds(held, now):
@@ -147,6 +150,7 @@ class Lease:
             self.obj = self.cluster.write_lease(self.namespace, {**current, "spec": spec}, create=False)
         except Conflict:
             raise self._held(None, now) from None
+        self.renewed = time.monotonic()
 
     def _holds(self, held: dict[str, Any], now: datetime.datetime) -> bool:
         """Another holder's lease that has not expired."""
@@ -168,9 +172,17 @@ class Lease:
                          + (f" until {_stamp(until)}" if until else "") + "; nothing was written")
 
     def renew(self) -> None:
+        """ClusterError (Conflict) when another run took it meanwhile."""
         if self.obj is not None:
             self.obj["spec"]["renewTime"] = _stamp(_now())
             self.obj = self.cluster.write_lease(self.namespace, self.obj, create=False)
+            self.renewed = time.monotonic()
+
+    def renew_due(self) -> None:
+        """Renews it once a fifth of its duration has passed since it was last written: held
+        through a long wait (new nodes launching) at a write a minute, not one a poll."""
+        if time.monotonic() - self.renewed >= LEASE_SECONDS / 5:
+            self.renew()
 
     def release(self) -> None:
         if self.obj is not None:
@@ -201,35 +213,30 @@ def _mismatch(cluster: Any, wave: Sequence[Move], nodes: set[str]) -> str:
 def apply_moves(cluster: Any, moves: Sequence[Move], *, dry_run: bool = True, wave_size: int = 1,
                 lease_namespace: str = "kubeplace-system", holder: str = "",
                 report_path: Path | None = None, pause: float = 0.0,
-                on_outcome: Callable[[Outcome], None] | None = None, unregistered: frozenset[str] = frozenset(),
-                lease: Lease | None = None) -> ApplyReport:
-    """``unregistered``: target nodes that need not exist yet (new nodes a consolidation expects
-    Karpenter to launch for the evicted pods). ``lease``: one the caller holds already (a
-    consolidation takes it before it cordons), renewed here and left to the caller to release;
-    without it the Lease is taken here, before the first eviction, and released."""
+                on_outcome: Callable[[Outcome], None] | None = None, lease: Lease | None = None) -> ApplyReport:
+    """``lease``: one the caller holds already (a consolidation takes it before its first write),
+    renewed here and left to the caller to release; without it the Lease is taken here, before the
+    first eviction, and released."""
     report = ApplyReport([Outcome(m, PLANNED if dry_run else NOT_RUN) for m in moves], dry_run)
     if dry_run or not moves:
         return report
     if lease is not None:
-        _apply_held(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome, unregistered,
-                    lease_namespace)
+        _apply_held(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome, lease_namespace)
         return report
     lease = Lease(cluster, lease_namespace, holder or default_holder())
     lease.acquire()
     try:
-        _apply_held(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome, unregistered,
-                    lease_namespace)
+        _apply_held(cluster, report, max(1, wave_size), lease, report_path, pause, on_outcome, lease_namespace)
     finally:
         lease.release()
     return report
 
 
 def _apply_held(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease, report_path: Path | None,
-                pause: float, on_outcome: Callable[[Outcome], None] | None, unregistered: frozenset[str],
-                lease_namespace: str) -> None:
+                pause: float, on_outcome: Callable[[Outcome], None] | None, lease_namespace: str) -> None:
     """The waves under a Lease held; the targets ConfigMap and the report written whatever happens."""
     try:
-        _run_waves(cluster, report, wave_size, lease, report_path, pause, on_outcome, unregistered)
+        _run_waves(cluster, report, wave_size, lease, report_path, pause, on_outcome)
     except KeyboardInterrupt:
         report.interrupted = True
         report.stopped = "interrupted"
@@ -241,7 +248,7 @@ def _apply_held(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease,
 
 
 def _run_waves(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease, report_path: Path | None,
-               pause: float, on_outcome: Callable[[Outcome], None] | None, unregistered: frozenset[str]) -> None:
+               pause: float, on_outcome: Callable[[Outcome], None] | None) -> None:
     outcomes = report.outcomes
     for start in range(0, len(outcomes), wave_size):
         wave = outcomes[start:start + wave_size]
@@ -249,7 +256,7 @@ def _run_waves(cluster: Any, report: ApplyReport, wave_size: int, lease: Lease, 
             lease.renew()
             if pause:
                 time.sleep(pause)
-        nodes = {n["metadata"]["name"] for n in cluster.list_nodes()} | unregistered
+        nodes = {n["metadata"]["name"] for n in cluster.list_nodes()}
         why = _mismatch(cluster, [o.move for o in wave], nodes)
         if why:
             report.stopped = f"the cluster no longer matches the plan: {why}"

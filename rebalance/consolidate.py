@@ -13,7 +13,9 @@ running pods is protected by that annotation (``rebalance.do_not_disrupt``; Daem
 pods too, as in Karpenter); one of its pods may not move (``rebalance.movable``: bare, local
 storage, system-critical, inter-pod rules the move model does not model...; the pods that go
 with the node, DaemonSet, mirror and static pods, do not count); its NodePool's
-``consolidationPolicy`` is ``WhenEmpty`` and it runs pods. A node labelled
+``consolidationPolicy`` is ``WhenEmpty`` and it runs pods; its NodePool's ``consolidateAfter``
+is ``Never``, or has not passed since its NodeClaim's last pod event (or initialization) at
+``now``, as Karpenter's ``Consolidatable`` condition (``kube.karpenter_disruption``). A node labelled
 ``karpenter.sh/nodepool`` with a NodePool the input does not have is refused as bad input.
 
 The model is the move model (``rebalance.model``: movable pods in classes, capacity and host-port
@@ -21,8 +23,9 @@ rows per node, ``--max-moves`` and PodDisruptionBudgets on the moves) with one r
 ``r[i]`` per node that may go: the pods of a removed node all move (``y[c, i] = 0``), those of a
 kept node stay (``y[c, i] = x0[c, i]``), and each NodePool disruption budget (``nodes`` a count or
 a percentage of the NodePool's nodes, rounded up as Karpenter rounds it; for its ``reasons``,
-``Empty`` for a node whose pods all go with it, else ``Underutilized``; a scheduled budget counts
-as always active) bounds the removals it covers. Stage 1 minimises the cost per hour of the
+``Empty`` for a node whose pods all go with it, else ``Underutilized``; a budget with a
+``schedule`` only while active at ``now``, as Karpenter's ``Budget.IsActive``) bounds the removals
+it covers. Stage 1 minimises the cost per hour of the
 nodes kept; stage 2 keeps that cost and minimises the evictions. The bound on the cost after is
 the higher of the backend's proved bound of stage 1 and :func:`capacity_bound` (an LP), over every
 set of removals the model admits.
@@ -53,6 +56,7 @@ from kubeplace.kube.capacity import candidate_nodes
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.karpenter import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
+from kubeplace.kube.karpenter_disruption import budget_active, not_consolidatable
 from kubeplace.kube.objects import Node, NodePool, Pod
 from kubeplace.kube.price import parse_price
 from kubeplace.models.config import Configuration, Profile
@@ -173,7 +177,7 @@ class _Candidates:
     notes: tuple[str, ...]
 
 
-def _blocking(state: ClusterState, layout: Layout) -> dict[str, str]:
+def _blocking(state: ClusterState, layout: Layout, now: datetime.datetime) -> dict[str, str]:
     """Node name -> why a pod on it may not move (the first such pod). A running pod that
     ``karpenter.sh/do-not-disrupt`` protects (``rebalance.do_not_disrupt``) blocks its node
     whatever it is, DaemonSet and mirror pods included, as in Karpenter
@@ -182,7 +186,6 @@ def _blocking(state: ClusterState, layout: Layout) -> dict[str, str]:
     for pod, why in layout.excluded:
         if why not in GOES_WITH_NODE and pod.node_name:
             out.setdefault(pod.node_name, f"pod {pod.key} may not move: {why}")
-    now = datetime.datetime.now(datetime.UTC)
     for pod in state.snapshot.bound:
         raw = state.raw_pods.get(pod.key, {})
         value = protection(pod.annotations, raw.get("status") or {}, now) if not pod.deleting else ""
@@ -192,10 +195,11 @@ def _blocking(state: ClusterState, layout: Layout) -> dict[str, str]:
 
 
 def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[InstanceType],
-                node_groups: frozenset[str]) -> _Candidates:
+                node_groups: frozenset[str], now: datetime.datetime) -> _Candidates:
     snap = state.snapshot
     pools = {pool.name: pool for pool in snap.node_pools}
-    blocking = _blocking(state, layout)
+    claims = {claim.name: claim for claim in snap.node_claims}
+    blocking = _blocking(state, layout, now)
     names = layout.problem.node_names
     index = {name: i for i, name in enumerate(names)}
     runs = layout.x0.sum(axis=0)
@@ -221,6 +225,8 @@ def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[Instanc
         i = index.get(node.name)
         empty = i is None or int(runs[i]) == 0
         why = skip or _keep_reason(node, annotations, pools.get(pool_name), blocking, empty)
+        if not why and isinstance(owner, Owner) and owner.kind == KARPENTER:  # timed by the claim that owns it
+            why = not_consolidatable(pools[pool_name], claims[owner.claim], now)
         if why or i is None or not isinstance(owner, Owner):
             kept.append((node.name, why or "not in the model"))
             continue
@@ -263,7 +269,7 @@ class _Model:
     offers: tuple[int, ...] = ()
 
 
-def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings,
+def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings, now: datetime.datetime,
            offers: Sequence[tuple[int, int]] = ()) -> _Model:
     """The move model with a removal binary per node that may go and, for ``offers`` ((template
     node index, price) of the provisioning's candidates), a binary per offering: its template
@@ -286,6 +292,8 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
     sizes = _pool_sizes(state)
     for pool in state.snapshot.node_pools:
         for budget in pool.budgets:
+            if not budget_active(budget, now):
+                continue
             covered = [r_of[i] for i in nodes if cands.pool[i] == pool.name
                        and (not budget.reasons or cands.reason[i] in budget.reasons)]
             if covered:
@@ -349,15 +357,18 @@ def _search(model: _Model, settings: Settings, started: float, before: int,
 
 def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
                 profile: Profile, settings: Settings, replace_nodes: bool = False,
-                node_groups: frozenset[str] = frozenset()) -> Consolidation:
+                node_groups: frozenset[str] = frozenset(), now: datetime.datetime | None = None) -> Consolidation:
     """The nodes to remove and the moves (see the module's text); with ``replace_nodes``, also
     the answers that add new nodes, the cheaper kept. Only nodes a NodeClaim owns may go, and
-    those of the groups in ``node_groups`` (``KIND/NAME``, ``rebalance.ownership``)."""
+    those of the groups in ``node_groups`` (``KIND/NAME``, ``rebalance.ownership``). ``now``
+    (default: the clock, UTC) is when consolidateAfter, the budgets' schedules and
+    do-not-disrupt grace periods are judged."""
     started = time.monotonic()
+    now = now or datetime.datetime.now(datetime.UTC)
     if replace_nodes and not state.snapshot.node_pools:
         raise InputError("--replace needs at least one karpenter.sh/v1 NodePool in the input", field="--replace")
     layout = build_layout(state, rules, config, profile)
-    cands = _candidates(state, layout, catalogue, node_groups)
+    cands = _candidates(state, layout, catalogue, node_groups, now)
     notes = (*cands.notes, REPLACEMENT_NOTE)
     before = cands.cost_before
     if not cands.nodes:
@@ -366,7 +377,7 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
     if replace_nodes:
         solver = replace(settings.solver, time_limit=settings.solver.time_limit / 2)
         settings = replace(settings, solver=solver)
-    model = _build(layout, cands, state, settings)
+    model = _build(layout, cands, state, settings, now)
 
     def removal(removed: list[int], values: np.ndarray) -> _Answer | None:
         moves = _replanned(state, layout, removed, values, model, config, profile, settings,
@@ -379,7 +390,7 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
     result = _result(state, layout, cands, answer, status, bound, started, notes)
     if not replace_nodes:
         return result
-    other = _replaced(state, catalogue, rules, config, profile, settings, notes, node_groups)
+    other = _replaced(state, catalogue, rules, config, profile, settings, notes, node_groups, now)
     if other.cost_after < result.cost_after or (other.cost_after == result.cost_after
                                                 and len(other.moves) < len(result.moves)):
         return replace(other, bound=min(other.bound, result.bound), seconds=time.monotonic() - started)
@@ -398,8 +409,8 @@ def _result(state: ClusterState, layout: Layout, cands: _Candidates, answer: _An
 
 
 def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
-              profile: Profile, settings: Settings, notes: tuple[str, ...],
-              node_groups: frozenset[str]) -> Consolidation:
+              profile: Profile, settings: Settings, notes: tuple[str, ...], node_groups: frozenset[str],
+              now: datetime.datetime) -> Consolidation:
     """The answer that may add nodes: the provisioning's candidates (one template node per
     NodePool x offering, as it would register) join the model as nodes to buy, at most one of
     each; the pods of the nodes it removes are then planned by ``plan --provision`` on the nodes
@@ -410,10 +421,10 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
     templates = [template_node(c) for c in candidates]
     layout = build_layout(replace(state, snapshot=replace(snap, nodes=(*snap.nodes, *templates))), rules, config,
                           profile)
-    cands = _candidates(state, layout, catalogue, node_groups)
+    cands = _candidates(state, layout, catalogue, node_groups, now)
     index = {name: i for i, name in enumerate(layout.problem.node_names)}
     offers = [(index[t.name], c.offering.price) for t, c in zip(templates, candidates, strict=True)]
-    model = _build(layout, cands, state, settings, offers)
+    model = _build(layout, cands, state, settings, now, offers)
     before = cands.cost_before
 
     def provisioned(removed: list[int], values: np.ndarray) -> _Answer | None:

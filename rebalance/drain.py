@@ -1,25 +1,47 @@
 """Carrying out a consolidation (``rebalance --consolidate --apply``): take the
 ``kubeplace-rebalance`` Lease before anything is written (a second run, the CronJob's or a
-person's, stops there and says who holds it), cordon the nodes to remove, evict their pods in
-waves exactly as a rebalance does (``rebalance.apply``: the re-check before each wave,
-PodDisruptionBudgets answered with 429 never retried), then remove each node whose pods were all
-evicted through its owner (``rebalance.ownership``): its NodeClaim deleted (Karpenter then drains
-and terminates it); its Cluster API Machine annotated ``cluster.x-k8s.io/delete-machine`` and its
-MachineDeployment scaled down by the nodes it loses (its MachineSet deletes that Machine); the
-node of another opted-in group left drained and cordoned, with the command that removes its
-machine from the group. A Node object is never deleted: its machine would keep running. A node
-that keeps a pod is uncordoned and kept. Every step is reported node by node and pod by pod; a
-failure half-way stops the run and says where.
+person's, stops there and says who holds it); with ``--replace``, create the answer's new nodes
+as NodeClaims and wait until each is initialized (``plan.new_nodes``, as ``plan --provision
+--apply`` does; replace before delete; the Lease renewed while waiting); cordon the nodes to
+remove, evict their pods in waves exactly as a rebalance does (``rebalance.apply``: the re-check
+before each wave, PodDisruptionBudgets answered with 429 never retried), then remove each node
+whose pods were all evicted through its owner (``rebalance.ownership``): its NodeClaim deleted
+(Karpenter then drains and terminates it); its Cluster API Machine annotated
+``cluster.x-k8s.io/delete-machine`` and its MachineDeployment scaled down by the nodes it loses
+(its MachineSet deletes that Machine); the node of another opted-in group left drained and
+cordoned, with the command that removes its machine from the group. A Node object is never
+deleted: its machine would keep running. A node that keeps a pod is uncordoned and kept. Every
+step is reported node by node and pod by pod; a failure half-way stops the run and says where.
+
+When a new node is not initialized within the timeout (or its claim is refused or deleted by
+Karpenter, or the Lease is lost while waiting), nothing is cordoned or evicted, and every
+NodeClaim the run created is deleted: no new node is left paid for and unused. Once the drain is
+done (or stopped), the new nodes lose their ``karpenter.sh/do-not-disrupt`` annotation and
+Karpenter may consolidate them as any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kubeplace.kube.catalogue import InstanceType
 from kubeplace.kube.errors import ClusterError, NotFound
+from kubeplace.kube.objects import Snapshot
+from kubeplace.plan.new_nodes import (
+    Arrival,
+    Say,
+    allow_disruption,
+    create_claim,
+    live_pools,
+    to_stderr,
+    wait_for_nodes,
+    withdrawn,
+)
+from kubeplace.plan.plan import NewNode
 from kubeplace.rebalance.apply import EVICTED, GONE, LEASE_NAME, ApplyReport, Lease, apply_moves, default_holder
 from kubeplace.rebalance.consolidate import Drain
 from kubeplace.rebalance.ownership import CAPI_DELETE_ANNOTATION
@@ -45,11 +67,25 @@ class NodeOutcome:
                 "message": self.message}
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """With ``--replace``: the answer's new nodes, launched and initialized before any drain."""
+
+    nodes: tuple[NewNode, ...]
+    snapshot: Snapshot
+    """The input consolidated: the NodePools, the DaemonSet pods and the pods that move."""
+    catalogue: tuple[InstanceType, ...]
+    timeout: float
+    """Seconds to wait for every new node to be initialized."""
+
+
 @dataclass
 class DrainReport:
     nodes: list[NodeOutcome] = field(default_factory=list)
     evictions: ApplyReport = field(default_factory=ApplyReport)
     stopped: str = ""
+    added: list[Arrival] = field(default_factory=list)
+    """With ``--replace``: what became of each new node."""
 
     @property
     def removed(self) -> int:
@@ -66,28 +102,85 @@ class DrainReport:
         return self.removed + self.drained == len(self.nodes) and not self.stopped
 
     def to_dict(self) -> dict[str, Any]:
+        added = [{"node": a.planned.name, "nodeClaim": a.claim, "registeredAs": a.node,
+                  "seconds": round(a.seconds, 1), "note": a.note} for a in self.added]
         return {**self.evictions.to_dict(), "dry_run": False, "nodes_removed": self.removed,
                 "nodes_drained": self.drained, "stopped": self.stopped or self.evictions.stopped,
-                "nodes": [n.to_dict() for n in self.nodes]}
+                "nodes": [n.to_dict() for n in self.nodes], "added": added}
 
 
 def drain_nodes(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], *, wave_size: int = 1,
                 lease_namespace: str = "kubeplace-system", report_path: Path | None = None,
-                new_nodes: frozenset[str] = frozenset()) -> DrainReport:
-    """``new_nodes``: the names of the nodes a ``--replace`` answer adds; kubeplace does not create
-    them: the evicted pods that fit nowhere else are pending, and Karpenter launches nodes for them.
-    Raises LeaseHeld, having written nothing, when another run holds the Lease."""
+                replacement: Replacement | None = None, say: Say = to_stderr) -> DrainReport:
+    """With ``replacement``, its new nodes first (nothing drained unless each is initialized);
+    the moves towards them then name the registered nodes. Raises LeaseHeld, having written
+    nothing (not even a NodeClaim), when another run holds the Lease."""
     lease = Lease(cluster, lease_namespace, default_holder())
     lease.acquire()
     try:
-        return _drain_held(cluster, drains, moves, wave_size, lease, lease_namespace, report_path, new_nodes)
+        return _drain_held(cluster, drains, moves, wave_size, lease, lease_namespace, report_path, replacement, say)
     finally:
         lease.release()
 
 
 def _drain_held(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], wave_size: int, lease: Lease,
-                lease_namespace: str, report_path: Path | None, new_nodes: frozenset[str]) -> DrainReport:
+                lease_namespace: str, report_path: Path | None, replacement: Replacement | None,
+                say: Say) -> DrainReport:
     report = DrainReport([NodeOutcome(d) for d in drains])
+    if replacement is not None and replacement.nodes:
+        report.added, report.stopped = launch(cluster, replacement, say, _keeping(lease, lease_namespace))
+        if report.stopped:
+            return report
+        registered = {a.planned.name: a.node for a in report.added}
+        moves = [replace(m, target=registered.get(m.target, m.target)) for m in moves]
+    try:
+        _drain(cluster, report, moves, wave_size, lease, lease_namespace, report_path)
+    finally:
+        allow_disruption(cluster, report.added, say)
+    return report
+
+
+def _keeping(lease: Lease, lease_namespace: str) -> Callable[[], None]:
+    """Renews the Lease when due while the new nodes launch; ClusterError saying it was lost."""
+    def keep() -> None:
+        try:
+            lease.renew_due()
+        except ClusterError as e:
+            raise ClusterError(f"lost the lease {lease_namespace}/{LEASE_NAME}: {e}") from e
+    return keep
+
+
+def launch(cluster: Any, replacement: Replacement, say: Say,
+           on_poll: Callable[[], None] = lambda: None) -> tuple[list[Arrival], str]:
+    """Creates a NodeClaim per new node and waits until each is initialized, ``on_poll`` called
+    at each read of the claims (the caller's Lease renewed). Returns what became of each and "",
+    or, when one did not come (or the wait was interrupted or failed, ``on_poll`` included), why,
+    every claim created deleted again."""
+    started = time.monotonic()
+    pools = live_pools(cluster)
+    pods = {p.key: p for p in replacement.snapshot.bound}
+    created: dict[str, tuple[str, str]] = {}
+    try:
+        for new in replacement.nodes:
+            created[new.name] = create_claim(cluster, replacement.snapshot, replacement.catalogue, new, pools, pods,
+                                             say)
+        arrivals = wait_for_nodes(cluster, replacement.nodes, created, replacement.timeout, started, say, on_poll)
+    except (KeyboardInterrupt, ClusterError) as error:  # Ctrl-C or SIGTERM, or the claims could not be read
+        what = "interrupted" if isinstance(error, KeyboardInterrupt) else str(error)
+        arrivals = [Arrival(n, created.get(n.name, ("", ""))[0], "", what, time.monotonic() - started)
+                    for n in replacement.nodes]
+        why = f"{what} while waiting for the new nodes; nothing drained"
+        return [withdrawn(cluster, a, always=True) for a in arrivals], why
+    missing = next((a for a in arrivals if not a.node), None)
+    if missing is None:
+        return arrivals, ""
+    why = f"new node {missing.planned.name} did not come: {missing.note}; nothing drained"
+    return [withdrawn(cluster, a, always=True) for a in arrivals], why
+
+
+def _drain(cluster: Any, report: DrainReport, moves: Sequence[Move], wave_size: int, lease: Lease,
+           lease_namespace: str, report_path: Path | None) -> None:
+    """Cordon, evict, delete (see the module's text), into ``report``."""
     for outcome in report.nodes:
         try:
             cluster.cordon_node(outcome.drain.node)
@@ -96,20 +189,19 @@ def _drain_held(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], wa
             outcome.outcome, outcome.message = FAILED, str(e)
             report.stopped = f"cordon failed: {e}"
             _uncordon(cluster, report)
-            return report
+            return
     report.evictions = apply_moves(cluster, moves, dry_run=False, wave_size=wave_size,
-                                   lease_namespace=lease_namespace, report_path=report_path,
-                                   unregistered=new_nodes, lease=lease)
+                                   lease_namespace=lease_namespace, report_path=report_path, lease=lease)
     if report.evictions.interrupted:  # Ctrl-C or SIGTERM: nothing more is deleted
         _uncordon(cluster, report)
-        return report
+        return
     left = _not_evicted(report.evictions)
     try:
         lease.renew()
     except ClusterError as e:  # taken by another run meanwhile: remove nothing
         report.stopped = f"lost the lease {lease_namespace}/{LEASE_NAME}: {e}"
         _uncordon(cluster, report)
-        return report
+        return
     machines: dict[str, list[NodeOutcome]] = {}
     for outcome in report.nodes:
         drain = outcome.drain
@@ -130,7 +222,6 @@ def _drain_held(cluster: Any, drains: Sequence[Drain], moves: Sequence[Move], wa
         if report.stopped or not _scale_down(cluster, deployment, outcomes, report):
             break
     _uncordon(cluster, report)
-    return report
 
 
 def _deployment(drain: Drain) -> str:

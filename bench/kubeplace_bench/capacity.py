@@ -8,14 +8,14 @@ plans the same backlog from a snapshot of the same objects (cost per hour, pods 
 bound and gap), in a subprocess run from a kubeplace checkout (this one, or
 ``--kubeplace-checkout``). Consolidation: a Deployment scaled down leaving half-empty nodes,
 then Karpenter's WhenEmptyOrUnderutilized consolidation (cost before and after, nodes removed,
-pods evicted, time).
+pods evicted, time), and kubeplace's ``rebalance --consolidate --replace --apply`` on the same
+cluster built again, Karpenter's consolidation kept off meanwhile (``capacity_karpenter``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -24,24 +24,31 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
+from kubeplace_bench.capacity_karpenter import (
+    KARPENTER_API,
+    Karpenter,
+    create,
+    karpenter_version,
+    kubeplace_consolidates,
+    set_consolidate_after,
+    start_karpenter,
+)
 from kubeplace_bench.capacity_workloads import (
     CAPACITY_TYPE_LABEL,
     INSTANCE_TYPE_LABEL,
-    NODE_CLASS,
     ZONE_LABEL,
     Workload,
     prices,
 )
 from kubeplace_bench.cluster import KUBEPLACE, BenchError, Say
-from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, free_port, http_ok, wait_for, wait_ready
-from kubeplace_bench.controlplane_binaries import REPO_ROOT, ControlPlaneError, ControlPlaneUnavailable, checkout_file
+from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, wait_for
+from kubeplace_bench.controlplane_binaries import REPO_ROOT
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
-KARPENTER_API, KWOK_API = "/apis/karpenter.sh/v1", "/apis/karpenter.kwok.sh/v1alpha1"
 UNAVAILABLE = "n/a (plan --provision unavailable)"
 NO_CONSOLIDATE = "n/a (rebalance --consolidate unavailable)"
 APPLIED = "kubeplace-apply"
@@ -58,60 +65,6 @@ class Settings:
     """A run ends after this many seconds without a binding, a node or an eviction."""
     timeout: float = 600.0
     kubeplace_checkout: Path = REPO_ROOT
-
-
-# --------------------------------------------------------------------------- Karpenter
-
-
-def karpenter_build(build: bool) -> Path:
-    """The directory of the cached Karpenter build (bin/karpenter-kwok, crds/), built first when
-    ``build``; ControlPlaneUnavailable saying how to build it otherwise."""
-    script = checkout_file(".ci", "build-karpenter")
-    result = subprocess.run(["bash", str(script), *([] if build else ["--cached-only"])], capture_output=True,
-                            text=True, stdin=subprocess.DEVNULL, check=False)
-    if result.returncode == 3 and not build:
-        raise ControlPlaneUnavailable(f"Karpenter is not built: run bash {script} once (6-7 minutes), or pass --build")
-    if result.returncode != 0:
-        raise ControlPlaneError(f"{script} failed: {result.stderr.strip()[-1000:]}")
-    return Path(result.stdout.strip().splitlines()[-1])
-
-
-def karpenter_version() -> str:
-    """The ``sigs.k8s.io/karpenter`` version tools/karpenter pins (what .ci/build-karpenter builds)."""
-    match = re.search(r"^\s*sigs\.k8s\.io/karpenter (v\S+)", checkout_file("tools", "karpenter", "go.mod").read_text(),
-                      re.MULTILINE)
-    return match.group(1) if match else "unknown"
-
-
-def start_karpenter(plane: ControlPlane, api: ApiHttp, build: Path, catalogue_file: Path) -> None:
-    """Karpenter's CRDs installed and its kwok controller running against ``plane`` (stopped with it)."""
-    names = []
-    for path in sorted((build / "crds").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        names.append(crd["metadata"]["name"])
-        _create(api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-    wait_for(lambda: all(_established(api, name) for name in names), 60, f"CRDs {', '.join(names)} established")
-    _create(api, f"{KWOK_API}/kwoknodeclasses", NODE_CLASS)
-    health = free_port()
-    env = {"KUBECONFIG": str(plane.admin_kubeconfig), "INSTANCE_TYPES_FILE_PATH": str(catalogue_file),
-           "DISABLE_LEADER_ELECTION": "true", "METRICS_PORT": str(free_port()), "HEALTH_PROBE_PORT": str(health),
-           "BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "3s"}
-    karpenter = plane.launch("karpenter", [str(build / "bin" / "karpenter-kwok")], env)
-    wait_ready(karpenter, lambda: http_ok(f"http://127.0.0.1:{health}/readyz"), 120)
-
-
-def _established(api: ApiHttp, name: str) -> bool:
-    crd = api.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-    return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in (crd.get("status") or {}).get("conditions") or [])
-
-
-def _create(api: ApiHttp, path: str, body: Mapping[str, Any]) -> None:
-    try:
-        api.request("POST", path, body)
-    except ApiRefused as refused:
-        if refused.status != 409:
-            raise
 
 
 # --------------------------------------------------------------------------- the cluster as it is
@@ -146,7 +99,7 @@ def karpenter_provisioning(api: ApiHttp, workload: Workload, namespace: str,
     """Karpenter provisions for the workload's pods, which the kube-scheduler binds."""
     pools = [p["metadata"]["name"] for p in workload.node_pools]
     for pool in workload.node_pools:
-        _create(api, f"{KARPENTER_API}/nodepools", pool)
+        create(api, f"{KARPENTER_API}/nodepools", pool)
     start = time.monotonic()
     for pod in workload.pods:
         api.request("POST", f"/api/v1/namespaces/{namespace}/pods", {**pod, "metadata": {
@@ -280,7 +233,10 @@ def provision_figures(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 def _kubeplace_json(checkout: Path, args: Sequence[str], settings: Settings, say: Say) -> dict[str, Any]:
     """The JSON a kubeplace command prints, or the row saying it failed (``unavailable``)."""
-    result = _kubeplace(checkout, args, timeout=settings.time_limit * 4 + 300)
+    return _parsed(_kubeplace(checkout, args, timeout=settings.time_limit * 4 + 300), say)
+
+
+def _parsed(result: subprocess.CompletedProcess[str], say: Say) -> dict[str, Any]:
     try:
         doc: dict[str, Any] = json.loads(result.stdout)
         return doc
@@ -299,6 +255,13 @@ def _kubeplace(checkout: Path, args: Sequence[str], timeout: float) -> subproces
         return subprocess.CompletedProcess(args, 124, "", f"timed out after {timeout:.0f}s")
 
 
+def _kubeplace_started(checkout: Path, args: Sequence[str], out: IO[str], err: IO[str]) -> subprocess.Popen[str]:
+    """A kubeplace command started from the checkout, its output into ``out`` and ``err``."""
+    return subprocess.Popen([sys.executable, "-m", "kubeplace.cli.main", *args], cwd=checkout,
+                            env={**os.environ, "PYTHONPATH": str(checkout)}, stdout=out, stderr=err,
+                            stdin=subprocess.DEVNULL, text=True)
+
+
 def apply_available(checkout: Path) -> bool:
     """Whether that checkout's ``kubeplace plan`` has ``--apply`` (creating the new nodes)."""
     result = _kubeplace(checkout, ["plan", "--help"], timeout=120)
@@ -314,7 +277,7 @@ def kubeplace_applied(api: ApiHttp, kubeconfig: Path, workload: Workload, namesp
     the seconds from the command's start (the plan included) to its end, after the last binding."""
     pools = [p["metadata"]["name"] for p in workload.node_pools]
     for pool in workload.node_pools:
-        _create(api, f"{KARPENTER_API}/nodepools", pool)
+        create(api, f"{KARPENTER_API}/nodepools", pool)
     for pod in workload.pods:
         api.request("POST", f"/api/v1/namespaces/{namespace}/pods", {
             **pod, "metadata": {**pod["metadata"], "namespace": namespace},
@@ -360,7 +323,7 @@ def _fragment(api: ApiHttp, workload: Workload, namespace: str, price: Mapping[t
         raise BenchError(f"workload {workload.name} has no Deployment to consolidate")
     pools = tuple(p["metadata"]["name"] for p in workload.node_pools)
     for pool in workload.node_pools:
-        _create(api, f"{KARPENTER_API}/nodepools", pool)
+        create(api, f"{KARPENTER_API}/nodepools", pool)
     name, replicas = workload.deployment["metadata"]["name"], workload.deployment["spec"]["replicas"]
     api.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", workload.deployment)
     wait_for(lambda: _bound(api, namespace) >= replicas, settings.timeout, f"{replicas} pods of {name} bound", 1.0)
@@ -395,17 +358,20 @@ def _consolidated(api: ApiHttp, scheduler: str, workload: Workload, namespace: s
             "podsEvicted": evicted, "seconds": round(seconds, 2)}
 
 
-def karpenter_consolidation(api: ApiHttp, plane: ControlPlane, workload: Workload, namespace: str,
-                            price: Mapping[tuple[str, str, str], float], catalogue_file: Path | None,
+def karpenter_consolidation(api: ApiHttp, karpenter: Karpenter, plane: ControlPlane, workload: Workload,
+                            namespace: str, price: Mapping[tuple[str, str, str], float], catalogue_file: Path | None,
                             settings: Settings, say: Say) -> dict[str, Any]:
     """The Deployment provisioned for, scaled down, then Karpenter's consolidation let loose. With
     ``catalogue_file``, kubeplace's dry run on the same fragmented cluster first (``onThisStart``:
-    its cost after and evictions, what the two rows compare on one start)."""
+    its cost after and evictions, what the two rows compare on one start), on the pools as
+    Karpenter will consolidate them (``consolidateAfter: 0s``) while Karpenter is stopped."""
     before = _fragment(api, workload, namespace, price, settings, say)
-    same_start = {} if catalogue_file is None else _dry_run(plane, namespace, catalogue_file, settings, say)
+    same_start: dict[str, Any] = {}
+    if catalogue_file is not None:
+        with kubeplace_consolidates(api, karpenter, before.pools, namespace, lambda: True):
+            same_start = _dry_run(plane, namespace, catalogue_file, settings, say)
     start = time.monotonic()
-    for pool in before.pools:
-        api.request("PATCH", f"{KARPENTER_API}/nodepools/{pool}", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
+    set_consolidate_after(api, before.pools, "0s")
     last_change = _wait_quiet(api, namespace, before.pools, start, settings)
     row = _consolidated(api, "karpenter", workload, namespace, before, price, last_change - start, say)
     return {**row, **({"kubeplaceOnThisStart": same_start} if same_start else {})}
@@ -437,19 +403,33 @@ def consolidate_available(checkout: Path) -> bool:
     return result.returncode == 0 and "--consolidate" in result.stdout
 
 
-def kubeplace_consolidation(api: ApiHttp, plane: ControlPlane, workload: Workload, namespace: str,
-                            price: Mapping[tuple[str, str, str], float], catalogue_file: Path, settings: Settings,
-                            say: Say) -> dict[str, Any]:
+def kubeplace_consolidation(api: ApiHttp, karpenter: Karpenter, plane: ControlPlane, workload: Workload,
+                            namespace: str, price: Mapping[tuple[str, str, str], float], catalogue_file: Path,
+                            settings: Settings, say: Say) -> dict[str, Any]:
     """The same fragmented cluster (Karpenter's consolidation left off, ``consolidateAfter:
-    Never``), then ``kubeplace rebalance --consolidate --replace --apply`` from the checkout: it
-    cordons the nodes it removes, evicts their pods, deletes their NodeClaims (Karpenter terminates
-    the nodes); the kube-scheduler binds the replacements, and Karpenter launches nodes for those
-    that fit nowhere (the new nodes kubeplace's answer counts on). Seconds: from the command's start to the last
-    change to the nodes or pods."""
+    Never``), then ``kubeplace rebalance --consolidate --replace --apply`` from the checkout, given
+    the pools at ``consolidateAfter: 0s`` while Karpenter is stopped, Karpenter started again once
+    it has planned (``capacity_karpenter.kubeplace_consolidates``): it creates the new nodes as
+    NodeClaims (Karpenter launches them), cordons the nodes it removes, evicts their pods, deletes
+    their NodeClaims (Karpenter terminates the nodes); the kube-scheduler binds the replacements,
+    and Karpenter launches nodes for those that fit nowhere. Seconds: from the command's start to
+    the last change to the nodes or pods (Karpenter's restart included)."""
     before = _fragment(api, workload, namespace, price, settings, say)
     args = [*_consolidate_args(plane, namespace, catalogue_file, settings), "--apply"]
     start = time.monotonic()
-    doc = _kubeplace_json(settings.kubeplace_checkout, args, settings, say)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = _kubeplace_started(settings.kubeplace_checkout, args, out, err)
+        try:
+            with kubeplace_consolidates(api, karpenter, before.pools, namespace,
+                                        lambda: process.poll() is not None) as hand_back:
+                hand_back()
+                process.wait(settings.time_limit * 4 + settings.timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        out.seek(0)
+        err.seek(0)
+        doc = _parsed(subprocess.CompletedProcess(args, process.returncode, out.read(), err.read()), say)
     if "unavailable" in doc:
         return doc
     last_change = _wait_quiet(api, namespace, before.pools, start, settings)
@@ -494,7 +474,7 @@ def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: 
     with tempfile.TemporaryDirectory(prefix="kubeplace-capacity-") as scratch, ApiHttp(plane) as api:
         catalogue_file = Path(scratch) / "instance_types.json"
         catalogue_file.write_text(json.dumps(types, indent=1))
-        start_karpenter(plane, api, build, catalogue_file)
+        karpenter = start_karpenter(plane, api, build, catalogue_file)
         available = provision_available(settings.kubeplace_checkout)
         applies = available and apply_available(settings.kubeplace_checkout)
         consolidating = consolidate_available(settings.kubeplace_checkout)
@@ -508,13 +488,13 @@ def run(plane: ControlPlane, build: Path, workloads: Sequence[Workload], types: 
                 api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
                 rows: list[dict[str, Any]]
                 if workload.deployment is not None:
-                    rows = [karpenter_consolidation(api, plane, workload, namespace, price,
+                    rows = [karpenter_consolidation(api, karpenter, plane, workload, namespace, price,
                                                     catalogue_file if consolidating else None, settings, say)]
                     empty(api, namespace, [p["metadata"]["name"] for p in workload.node_pools], say)
                     namespace = f"{namespace}-kubeplace"
                     api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
-                    rows.append(kubeplace_consolidation(api, plane, workload, namespace, price, catalogue_file,
-                                                        settings, say) if consolidating
+                    rows.append(kubeplace_consolidation(api, karpenter, plane, workload, namespace, price,
+                                                        catalogue_file, settings, say) if consolidating
                                 else {"scheduler": "kubeplace", "unavailable": NO_CONSOLIDATE})
                 else:
                     rows = [karpenter_provisioning(api, workload, namespace, price, settings, say)]

@@ -48,7 +48,8 @@ def capacity_command(workloads: tuple[str, ...], seed: int, scale: float, time_l
     removed and launched, pods evicted, time.
     """
     from kubeplace_bench import controlplane_binaries as binaries
-    from kubeplace_bench.capacity import Settings, karpenter_build, run, table
+    from kubeplace_bench.capacity import Settings, run, table
+    from kubeplace_bench.capacity_karpenter import karpenter_build
     from kubeplace_bench.capacity_workloads import WORKLOADS, catalogue
     from kubeplace_bench.commands_throughput import on_control_plane
 

@@ -102,12 +102,14 @@ def _node(name: str, instance_type: str, zone: str, cpu: int, memory_gi: int) ->
 
 
 def _node_claim(node: str) -> dict[str, Any]:
-    """The NodeClaim that launched ``node``: consolidation removes only nodes a NodeClaim owns."""
+    """The NodeClaim that launched ``node``, initialized long ago: consolidation removes only nodes
+    a NodeClaim owns, once it is consolidatable (initialized, consolidateAfter passed)."""
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
             "metadata": {"name": f"{node}-claim", "labels": {NODEPOOL_LABEL: "default"}},
             "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass",
                                                           "name": "default"}},
-            "status": {"nodeName": node, "providerID": f"kwok://{node}"}}
+            "status": {"nodeName": node, "providerID": f"kwok://{node}", "conditions": [
+                {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
 
 
 def _pod(name: str, node: str, cpu_m: int, memory_mi: int, owner: tuple[str, str],
@@ -128,7 +130,7 @@ def _node_pool() -> dict[str, Any]:
                                   "values": list(CPU_FAMILIES)},
                                  {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": ["on-demand"]}],
                 "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}},
-                "disruption": {"budgets": [{"nodes": "100%"}]}}}
+                "disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}}
 
 
 def run_consolidate_scale(spec: ConsolidateScaleSpec, time_limit: float) -> ConsolidateScaleResult:

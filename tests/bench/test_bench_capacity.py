@@ -110,3 +110,53 @@ def test_the_table_shows_both_schedulers_and_why_one_is_missing() -> None:
 
 def test_the_report_names_the_karpenter_version_tools_karpenter_pins() -> None:
     assert re.fullmatch(r"v1\.\d+\.\d+", karpenter_version())
+
+
+class _Api:
+    """The part of ApiHttp the hand-over uses, recording each request; the Lease appears held
+    after ``held_after`` reads of it."""
+
+    def __init__(self, log: list[str], held_after: int) -> None:
+        self.log, self.held_after, self.reads = log, held_after, 0
+
+    def request(self, method: str, path: str, body: Any = None, **_: Any) -> dict[str, Any]:
+        if path.endswith("/leases/kubeplace-rebalance"):
+            self.reads += 1
+            return {"spec": {"holderIdentity": "run" if self.reads > self.held_after else None}}
+        self.log.append(f"{method} {path.rsplit('/', 1)[-1]} {body['spec']['disruption']['consolidateAfter']}")
+        return {}
+
+
+class _Karpenter:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def start(self) -> None:
+        self.log.append("start karpenter")
+
+    def stop(self) -> None:
+        self.log.append("stop karpenter")
+
+
+def test_kubeplace_plans_on_consolidatable_pools_while_karpenter_is_stopped_and_karpenter_never_sees_them() -> None:
+    """kubeplace honours consolidateAfter Never as Karpenter does: its turn gets the pools at 0s
+    with Karpenter stopped; once kubeplace holds its Lease (planned, about to write) the pools are
+    Never again before Karpenter starts."""
+    from kubeplace_bench import capacity_karpenter
+
+    log: list[str] = []
+    api = _Api(log, held_after=2)
+    with capacity_karpenter.kubeplace_consolidates(api, _Karpenter(log), ["a", "b"], "ns",  # type: ignore[arg-type]
+                                                   lambda: False) as hand_back:
+        log.append("kubeplace plans")
+        hand_back()
+        log.append("kubeplace applies")
+    assert log == ["stop karpenter", "PATCH a 0s", "PATCH b 0s", "kubeplace plans", "PATCH a Never", "PATCH b Never",
+                   "start karpenter", "kubeplace applies"]
+    assert api.reads == 3
+    # a run that ends without the Lease (nothing to remove), or fails, hands the cluster back too
+    log.clear()
+    with pytest.raises(RuntimeError), capacity_karpenter.kubeplace_consolidates(
+            _Api(log, held_after=99), _Karpenter(log), ["a"], "ns", lambda: True):  # type: ignore[arg-type]
+        raise RuntimeError("kubeplace failed")
+    assert log == ["stop karpenter", "PATCH a 0s", "PATCH a Never", "start karpenter"]

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from kubeplace.cli import provision_apply
-from kubeplace.cli.provision_apply import Arrival, compared, onto_registered, still_fitting, wait_for_nodes
+from kubeplace.cli.provision_apply import compared, onto_registered, still_fitting
 from kubeplace.kube.binder import Outcome
 from kubeplace.models.config import Configuration, Profile
+from kubeplace.plan import new_nodes
+from kubeplace.plan.new_nodes import Arrival, wait_for_nodes
 from kubeplace.plan.plan import NewNode, Placement
 from tests.builders import NodeBuilder, node, pod, snapshot_of
 
@@ -78,13 +79,13 @@ def claim(name: str, node: str = "", initialized: str = "Unknown", reason: str =
 
 
 def test_waiting_ends_when_each_claim_is_initialized_gone_or_out_of_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(provision_apply, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(new_nodes, "POLL_SECONDS", 0.01)
     second = NewNode("general-2", "general", "c-2x", "zone-a", "spot", 1, ())
     third = NewNode("general-3", "general", "c-2x", "zone-a", "spot", 1, ())
     created = {"general-1": ("general-a", ""), "general-2": ("general-b", ""), "general-3": ("general-c", "")}
     lister = Claims([claim("general-a"), claim("general-b"), claim("general-c")],
                     [claim("general-a", "kwok-a", "True"), claim("general-c", "kwok-c", reason="NodeNotReady")])
-    arrivals = wait_for_nodes(lister, [PLANNED, second, third], created, 0.2, time.monotonic())
+    arrivals = wait_for_nodes(lister, [PLANNED, second, third], created, 0.2, time.monotonic(), print)
     assert [a.node for a in arrivals] == ["kwok-a", "", ""]
     assert arrivals[1].note.startswith("Karpenter deleted NodeClaim general-b without launching it")
     assert arrivals[2].note == "not ready after 0.2s: NodeClaim general-c not initialized (NodeNotReady)"
@@ -102,7 +103,7 @@ def test_the_claim_of_a_planned_node_carries_its_node_pools_min_values() -> None
     planned = provisioned(two, web("w0"), types=TWO_TYPES)
     assert planned.plan.provision is not None
     (new,) = planned.plan.provision.nodes
-    claim = node_claim(provision_apply.bought_as(new, snapshot_of(two, web("w0")), TWO_TYPES), new.name,
+    claim = node_claim(new_nodes.bought_as(new, snapshot_of(two, web("w0")), TWO_TYPES), new.name,
                        {"cpu": 1500}, PoolIdentity("uid", {}))
     (requirement,) = [r for r in claim["spec"]["requirements"] if r["key"] == INSTANCE_TYPE]
     assert requirement == {"key": INSTANCE_TYPE, "operator": "In", "values": ["small", "large"], "minValues": 2}

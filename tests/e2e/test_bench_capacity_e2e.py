@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
-from kubeplace_bench.capacity import UNAVAILABLE, karpenter_build, table
+from kubeplace_bench.capacity import UNAVAILABLE, table
+from kubeplace_bench.capacity_karpenter import karpenter_build
 from kubeplace_bench.controlplane_binaries import ControlPlaneUnavailable
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -65,6 +66,10 @@ def test_bench_capacity_consolidation_measures_karpenter_and_kubeplace() -> None
     assert kubeplace["verified"] is True and kubeplace["bound"] == kubeplace["pods"]
     assert kubeplace["costPerHourAfter"] <= kubeplace["costPerHourBefore"]
     assert kubeplace["nodesDeleted"] == kubeplace["nodesRemoved"]
+    # kubeplace honours consolidateAfter Never as Karpenter does: given the pools at 0s while
+    # Karpenter is stopped, it consolidates the scaled-down cluster (it removed nothing on Never)
+    assert kubeplace["nodesRemoved"] > 0, kubeplace
     same = karpenter["kubeplaceOnThisStart"]  # kubeplace's dry run on Karpenter's own start
     assert same["costPerHourAfter"] <= karpenter["costPerHourBefore"] and same["podsEvicted"] >= 0
+    assert same["nodesRemoved"] > 0, same
     assert "kubeplace's dry run on this start" in table(json.loads(result.stdout))

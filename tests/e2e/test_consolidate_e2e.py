@@ -77,24 +77,30 @@ def test_a_control_plane_node_and_unowned_nodes_are_never_touched(
 
 
 @contextlib.contextmanager
-def node_claims(custom: client.CustomObjectsApi, pool: str, nodes: dict[str, str]) -> Iterator[None]:
-    """A NodePool and a NodeClaim per node (suffix -> node name) that says it launched that node
-    (``status.nodeName``), as Karpenter would have; all deleted afterwards."""
+def node_claims(custom: client.CustomObjectsApi, pool: str, nodes: dict[str, str],
+                node_class: dict[str, str] | None = None,
+                requirements: list[dict[str, Any]] | None = None) -> Iterator[None]:
+    """A NodePool (consolidateAfter 0s) and a NodeClaim per node (suffix -> node name) that says it
+    launched that node (``status.nodeName``) and that the node is initialized, as Karpenter would
+    have; all deleted afterwards. ``node_class``: the nodeClassRef of both (a KWOKNodeClass by
+    default); ``requirements`` the NodePool's."""
+    node_class = node_class or {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
     claims = {suffix: f"{pool}-{suffix}" for suffix in nodes}
+    initialized = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         custom.create_cluster_custom_object(*KARPENTER, "nodepools", {
             "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool},
-            "spec": {"template": {"spec": {"requirements": [], "nodeClassRef": {
-                "group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}},
-                "disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}})
+            "spec": {"template": {"spec": {"requirements": requirements or [], "nodeClassRef": node_class}},
+                     "disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}})
         for suffix, node in nodes.items():
             claim = claims[suffix]
             custom.create_cluster_custom_object(*KARPENTER, "nodeclaims", {
                 "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
                 "metadata": {"name": claim, "labels": {"karpenter.sh/nodepool": pool}},
-                "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass",
-                                                              "name": "default"}}})
-            custom.patch_cluster_custom_object_status(*KARPENTER, "nodeclaims", claim, {"status": {"nodeName": node}})
+                "spec": {"requirements": requirements or [], "nodeClassRef": node_class}})
+            custom.patch_cluster_custom_object_status(*KARPENTER, "nodeclaims", claim, {"status": {
+                "nodeName": node, "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized",
+                                                  "message": "", "lastTransitionTime": initialized}]}})
         yield
     finally:
         for claim in claims.values():

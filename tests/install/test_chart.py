@@ -215,7 +215,7 @@ def test_rebalance_cronjob_consolidates_when_asked(default: list[dict[str, Any]]
                                                    tmp_path: Path) -> None:
     """rebalance.consolidate: the job runs `rebalance --consolidate` (--replace, --catalogue from the
     values, which kubeplace reads back), and only then may it cordon and delete nodes and delete
-    NodeClaims."""
+    NodeClaims (and create them with replace: the new nodes come before the old go)."""
     from kubeplace.kube.files import load_catalogue
 
     values = tmp_path / "values.yaml"
@@ -235,9 +235,12 @@ def test_rebalance_cronjob_consolidates_when_asked(default: list[dict[str, Any]]
     assert [t.name for t in load_catalogue([catalogue])] == ["m6i.large"]
     rules = find(objects, "ClusterRole", "kubeplace-rebalance-consolidate")["rules"]
     assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
-                     {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["delete"]}]
+                     {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["create", "delete"]}]
     assert find(objects, "ClusterRoleBinding", "kubeplace-rebalance-consolidate")["subjects"][0]["name"] == \
         "kubeplace-rebalance"
+    removing = render(helm_bin, "kubeplace", DEFAULT_NS, "--set", "rebalance.enabled=true",
+                      "--set", "rebalance.consolidate=true")  # without replace: no NodeClaim created
+    assert find(removing, "ClusterRole", "kubeplace-rebalance-consolidate")["rules"][1]["verbs"] == ["delete"]
     plain = render(helm_bin, "kubeplace", DEFAULT_NS, "--set", "rebalance.enabled=true")
     assert not [o for o in plain if o["metadata"]["name"] == "kubeplace-rebalance-consolidate"]
     assert "--consolidate" not in _args(find(plain, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"][
