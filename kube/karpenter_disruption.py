@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from decimal import Decimal
 
 from croniter import CroniterBadDateError, croniter
 
@@ -36,8 +37,9 @@ from kubeplace.kube.objects import NodeClaim, NodePool, NodePoolBudget
 NEVER = "Never"
 MAX_DURATION_NS = 2**63 - 1
 """Go's ``time.Duration`` (int64 nanoseconds): ``time.ParseDuration`` refuses more."""
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
-_TERM = re.compile(r"([0-9]+)([smh])")
+_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
+            "h": 3600 * 10**9}
+_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
           "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
 """robfig/cron's descriptors that the CRD's pattern admits, as the five fields it reads them as."""
@@ -59,14 +61,29 @@ CRON_YEARS = 5
 past five years after the time it starts from."""
 
 
+def go_duration_ns(text: str) -> int | None:
+    """A Go ``time.ParseDuration`` text (unsigned) in nanoseconds; None when it is not one, or
+    when it exceeds Go's ``time.Duration`` (Go refuses it)."""
+    if not text:
+        return None
+    total, at = Decimal(0), 0
+    while at < len(text):
+        part = _PART.match(text, at)
+        if part is None:
+            return None
+        total += Decimal(part.group(1)) * _UNIT_NS[part.group(2)]
+        at = part.end()
+    return int(total) if total <= MAX_DURATION_NS else None
+
+
 def duration_seconds(text: str) -> int:
     """Seconds of a duration the CRD's pattern admits (``1h30m``, ``90s``, ``10m0s``), as Go's
     ``time.ParseDuration`` sums it; InputError (field added by the caller) beyond Go's limit."""
-    total = sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _TERM.findall(text))
-    if total * 10**9 > MAX_DURATION_NS:
+    ns = go_duration_ns(text)
+    if ns is None:
         raise InputError(f'invalid duration "{text}": longer than Go\'s time.Duration holds',
                          expected="at most 2562047h47m16s")
-    return total
+    return ns // 10**9
 
 
 def consolidate_after_seconds(pool: NodePool) -> int | None:

@@ -7,29 +7,12 @@ deleted or finished does not (``IsActive``)."""
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
+from kubeplace.kube.karpenter_disruption import go_duration_ns
+
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
-            "h": 3600 * 10**9}
-_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def go_duration_ns(text: str) -> int | None:
-    """A Go ``time.ParseDuration`` text (unsigned) in nanoseconds; None when it is not one."""
-    if not text:
-        return None
-    total, at = Decimal(0), 0
-    while at < len(text):
-        part = _PART.match(text, at)
-        if part is None:
-            return None
-        total += Decimal(part.group(1)) * _UNIT_NS[part.group(2)]
-        at = part.end()
-    return int(total)
 
 
 def protection(annotations: Mapping[str, str], raw_status: Mapping[str, Any], now: datetime.datetime) -> str:

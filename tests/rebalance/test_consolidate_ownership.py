@@ -387,7 +387,7 @@ def test_do_not_disrupt_as_a_grace_period(value: str, start: str | None, blocks:
 
 
 def test_go_durations() -> None:
-    from kubeplace.rebalance.do_not_disrupt import go_duration_ns
+    from kubeplace.kube.karpenter_disruption import go_duration_ns
 
     assert go_duration_ns("1h30m") == 5400 * 10**9 and go_duration_ns("1.5s") == 1_500_000_000
     assert go_duration_ns("300ms") == 300_000_000 and go_duration_ns("2us") == 2000
