@@ -31,10 +31,6 @@ class CountedClock:
     def __call__(self) -> float:
         return self.now
 
-    def shortened(self, seconds: float) -> Budget:
-        """This budget ending ``seconds`` earlier: its end kept for a phase after it."""
-        return Budget(self.start, self.seconds - seconds, self.clock)
-
     def charge(self, seconds: float) -> None:
         self.now += seconds
 

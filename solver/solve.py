@@ -86,7 +86,7 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSett
     if len(parts) <= 1:
         return _solve_one(problem, terms, settings, on_event, seeds)
     started = time.monotonic()
-    whole = Budget.of(settings.time_limit)
+    whole = Budget(started, settings.time_limit)
     pairs = [int(problem.eligible[np.ix_(c, n)].sum()) for c, n in parts]
     reports = []
     for k, (classes, nodes) in enumerate(parts):
