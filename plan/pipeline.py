@@ -30,6 +30,7 @@ from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gang_status import gang_statuses
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
 from kubeplace.plan.verify import Violation, replay_plan
+from kubeplace.solver.budget import NO_DEADLINE, Budget
 from kubeplace.solver.emulate.scheduler import as_candidate, emulate
 from kubeplace.solver.run import Event
 from kubeplace.solver.solve import SolveReport, solve
@@ -176,7 +177,7 @@ def _emulation(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet,
     class_of = {snapshot.pending[m].key: c for c, members in enumerate(p.members) for m in members}
     node_of = {name: i for i, name in enumerate(p.node_names)}
     emulated = emulate(snapshot, pods, plugins.filters,
-                       seconds=None if settings.workers <= 1 else settings.time_limit)
+                       budget=NO_DEADLINE if settings.workers <= 1 else Budget.of(settings.time_limit))
     return [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements]
 
 

@@ -14,7 +14,6 @@ round), and new nodes left empty are dropped before the final plan.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -32,22 +31,22 @@ from kubeplace.plan.explain import After, explain
 from kubeplace.plan.pipeline import Planned, make_plan, with_stand_ins
 from kubeplace.plan.plan import NewNode, Provision
 from kubeplace.plan.provision_items import items_of, offers_of, pool_room, template_node, with_companions
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.cutting_stock import Bin
 from kubeplace.solver.cutting_stock_columns import provision
 from kubeplace.solver.run import Event
+from kubeplace.solver.shares import (
+    PROVISION_MIN_SECONDS,
+    PROVISION_OBJECTIVE_PASS_SHARE,
+    PROVISION_OBJECTIVE_SHARE,
+    PROVISION_STAGE_SHARES,
+)
 
 REPAIR_ROUNDS = 3
 """Provisioning rounds after the first, for pods the plan on the new nodes still leaves."""
-STAGE_SHARES = (0.25, 0.6, 0.3)
-"""Parts of the time limit: stage A; the provisioning model, of the time left when it starts (45%
-of the whole after stage A, 60% without existing nodes); each plan on the grown cluster, at most."""
-OBJECTIVE_SHARE = 0.25
-"""With this part of the time limit left, a last plan on the grown cluster spends half of what is
-left on the profile's objective."""
+STAGE_A, ROUND, GROWN = PROVISION_STAGE_SHARES
 NO_CANDIDATE = ("no new node can host it: no offering of the catalogue is available and admitted by a NodePool's "
                 "requirements")
-MIN_SECONDS = 0.5
-"""The least time one plan on the grown cluster is given."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +81,12 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
         raise InputError("--provision needs at least one karpenter.sh/v1 NodePool in the snapshot",
                          file=snapshot.source or "the cluster", obj="NodePool")
     check_limits(snapshot.node_pools, snapshot.node_claims, snapshot.nodes)
-    started = time.monotonic()
-    budget = settings.time_limit
+    budget = Budget.of(settings.time_limit)
     candidates = candidate_nodes(snapshot.node_pools, catalogue, snapshot.daemon_pods)
     unused = tuple(unused_pools(snapshot.node_pools, catalogue))
     planned: Planned | None = None
     if snapshot.nodes:
-        stage_a = replace(settings, time_limit=budget * STAGE_SHARES[0], stop_when_placed=True)
+        stage_a = replace(settings, time_limit=budget.part(STAGE_A).seconds, stop_when_placed=True)
         planned = make_plan(snapshot, config, profile, stage_a, on_event)
     added, first, reasons, rounds = _Added(), None, {}, 0
     intended = () if planned is None else tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
@@ -98,7 +96,7 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
                 {(u.namespace, u.name) for u in planned.plan.unplaced if not u.left_to_default_scheduler})
         if not left or not candidates:
             break
-        seconds = max(MIN_SECONDS, (budget - (time.monotonic() - started)) * STAGE_SHARES[1])
+        seconds = budget.split(ROUND).at_least(PROVISION_MIN_SECONDS).seconds
         chosen = _provision_round(snapshot, planned, left, candidates, added, config, profile, seconds)
         reasons.update(chosen.reasons)
         first = first or chosen
@@ -106,9 +104,9 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
             break
         added, intended = chosen.added, with_later(intended, chosen.intended)
         planned = _replanned(snapshot, added, config, profile, replace(settings, stop_when_placed=True), budget,
-                             started, intended)
+                             intended)
     if planned is None:  # no node, and none added
-        planned = make_plan(snapshot, config, profile, replace(settings, time_limit=MIN_SECONDS), on_event)
+        planned = make_plan(snapshot, config, profile, replace(settings, time_limit=PROVISION_MIN_SECONDS), on_event)
     if not candidates:
         reasons = {f"{u.namespace}/{u.name}": NO_CANDIDATE for u in planned.plan.unplaced
                    if not u.left_to_default_scheduler}
@@ -118,11 +116,10 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
                            strict=True)) if used & {n.name for n in added.nodes} else _Added()
         if len(kept.nodes) < len(added.nodes):
             trimmed = _replanned(snapshot, kept, config, profile, replace(settings, stop_when_placed=True), budget,
-                                 started, intended)
+                                 intended)
             if not trimmed.violations and trimmed.plan.summary.placed_weight >= planned.plan.summary.placed_weight:
                 planned, added = trimmed, kept
-    left_over = budget - (time.monotonic() - started)
-    planned = _objective_pass(snapshot, planned, added, config, profile, settings, left_over)
+    planned = _objective_pass(snapshot, planned, added, config, profile, settings, budget)
     return _with_provision(planned, added, first, reasons, rounds, unused)
 
 
@@ -134,16 +131,16 @@ def with_later(intended: Sequence[tuple[str, str]], later: Sequence[tuple[str, s
 
 
 def _objective_pass(snapshot: Snapshot, planned: Planned, added: _Added, config: Configuration, profile: Profile,
-                    settings: SolverSettings, seconds: float) -> Planned:
+                    settings: SolverSettings, budget: Budget) -> Planned:
     """With a good part of the time limit left, the plan on the grown cluster once more, spending
-    it on the profile's objective (3) from the plan so far; kept when it is verified, places as
-    much and leaves no new node empty (a node bought for nothing)."""
-    if not added.nodes or seconds < settings.time_limit * OBJECTIVE_SHARE:
+    part of it on the profile's objective (3) from the plan so far; kept when it is verified, places
+    as much and leaves no new node empty (a node bought for nothing)."""
+    if not added.nodes or budget.left() < budget.part(PROVISION_OBJECTIVE_SHARE).seconds:
         return planned
     intended = tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
     grown = replace(snapshot, nodes=(*snapshot.nodes, *added.nodes))
-    better = make_plan(grown, config, profile, replace(settings, time_limit=seconds / 2), None,
-                       intended)
+    seconds = budget.split(PROVISION_OBJECTIVE_PASS_SHARE).seconds
+    better = make_plan(grown, config, profile, replace(settings, time_limit=seconds), None, intended)
     used = {p.node for p in better.plan.placements}
     if (better.violations or better.plan.summary.placed_weight < planned.plan.summary.placed_weight
             or any(n.name not in used for n in added.nodes)):
@@ -152,8 +149,8 @@ def _objective_pass(snapshot: Snapshot, planned: Planned, added: _Added, config:
 
 
 def _replanned(snapshot: Snapshot, added: _Added, config: Configuration, profile: Profile, settings: SolverSettings,
-               budget: float, started: float, intended: Sequence[tuple[str, str]]) -> Planned:
-    seconds = max(MIN_SECONDS, min(budget * STAGE_SHARES[2], budget - (time.monotonic() - started)))
+               budget: Budget, intended: Sequence[tuple[str, str]]) -> Planned:
+    seconds = max(PROVISION_MIN_SECONDS, min(budget.part(GROWN).seconds, budget.left()))
     grown = replace(snapshot, nodes=(*snapshot.nodes, *added.nodes))
     return make_plan(grown, config, profile, replace(settings, time_limit=seconds), None, intended)
 
@@ -183,7 +180,7 @@ def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tupl
     room = pool_room(snapshot.node_pools, snapshot.node_claims, snapshot.nodes, added.bought)
     offers = offers_of(candidates, p, columns, snapshot.node_pools, room)
     item_set = items_of(agg, columns, candidates, offers, companions)
-    result = provision(item_set.items, offers, seconds)
+    result = provision(item_set.items, offers, Budget.of(seconds))
     after = After.of(p, Assignment.empty())
     everyone = (*candidates, *spare.values())
     every_column = np.array([*columns.tolist(), *(index[name] for name in spare)], dtype=np.int64)

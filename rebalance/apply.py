@@ -33,6 +33,8 @@ from kubeplace.rebalance.targets import TARGETS_CONFIGMAP
 
 LEASE_NAME = "kubeplace-rebalance"
 LEASE_SECONDS = 300
+LEASE_RENEW_SECONDS = LEASE_SECONDS // 5
+"""How often a held Lease is renewed during a long wait: a write a minute, well inside its 300 s."""
 TARGETS_TTL_SECONDS = 3600
 
 EVICTED = "evicted"
@@ -181,7 +183,7 @@ class Lease:
     def renew_due(self) -> None:
         """Renews it once a fifth of its duration has passed since it was last written: held
         through a long wait (new nodes launching) at a write a minute, not one a poll."""
-        if time.monotonic() - self.renewed >= LEASE_SECONDS / 5:
+        if time.monotonic() - self.renewed >= LEASE_RENEW_SECONDS:
             self.renew()
 
     def release(self) -> None:

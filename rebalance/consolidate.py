@@ -72,6 +72,14 @@ from kubeplace.rebalance.model import MoveModel, build_moves
 from kubeplace.rebalance.movable import DAEMONSET, DELETING, MIRROR, NOT_RUNNING, STATIC, Rules
 from kubeplace.rebalance.ownership import CAPI, KARPENTER, Owner, owner_of, removal_command, skip_reason
 from kubeplace.rebalance.solve_moves import REPLACEMENT_NOTE, Move, Settings, run
+from kubeplace.solver.budget import Budget
+from kubeplace.solver.shares import (
+    CONSOLIDATE_COST_SHARE,
+    CONSOLIDATE_EVICTIONS_SHARE,
+    CONSOLIDATE_REPLACE_SHARE,
+    CONSOLIDATE_REPLAN_MIN_SECONDS,
+    CONSOLIDATE_ROUND_MIN_SECONDS,
+)
 
 PRICE_ANNOTATION = "kubeplace.io/price-per-hour"
 GOES_WITH_NODE = frozenset({MIRROR, STATIC, DAEMONSET, DELETING, NOT_RUNNING})
@@ -324,17 +332,17 @@ class _Answer:
 Replan = Callable[[list[int], np.ndarray], "_Answer | None"]
 
 
-def _search(model: _Model, settings: Settings, started: float, before: int,
+def _search(model: _Model, settings: Settings, budget: Budget, before: int,
             replan: Replan) -> tuple[_Answer | None, str, int]:
     """Stage 1 (cost), stage 2 (evictions at that cost), then ``replan`` of the answer; an answer
     it refuses is cut off and the model solved again. Returns the verified answer (None: none),
     the status and the bound on the cost after."""
     cuts: list[tuple[list[tuple[int, int]], int]] = []
-    limit = settings.solver.time_limit
     status, bound = "no answer", before
     for _ in range(CUT_ROUNDS):
-        left = max(0.5, limit - (time.monotonic() - started))
-        first = run(model.moves, model.goal, settings, left * 0.5, rows=cuts, hint=model.moves.hint())
+        cut_round = budget.at_least(CONSOLIDATE_ROUND_MIN_SECONDS)
+        first = run(model.moves, model.goal, settings, cut_round.part(CONSOLIDATE_COST_SHARE), rows=cuts,
+                    hint=model.moves.hint())
         status = first.status.value
         if first.values is None:
             return None, status, bound
@@ -342,8 +350,8 @@ def _search(model: _Model, settings: Settings, started: float, before: int,
             bound = max(0, before + int(np.floor(first.bound)))
         best = int(sum(c * int(first.values[v]) for v, c in model.goal))
         moves_goal = [(int(v), 1) for v in model.moves.m]
-        second = run(model.moves, moves_goal, settings, left * 0.3, rows=[*cuts, (model.goal, best)],
-                     hint=first.values)
+        second = run(model.moves, moves_goal, settings, cut_round.part(CONSOLIDATE_EVICTIONS_SHARE),
+                     rows=[*cuts, (model.goal, best)], hint=first.values)
         values = second.values if second.values is not None else first.values
         removed = [i for i, v in zip(model.nodes, model.r.tolist(), strict=True) if int(values[v])]
         if not removed:
@@ -374,23 +382,23 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
     if not cands.nodes:
         return Consolidation((), (), cands.kept, before, before, before, "no node may go", True,
                              time.monotonic() - started, notes)
-    if replace_nodes:
-        solver = replace(settings.solver, time_limit=settings.solver.time_limit / 2)
-        settings = replace(settings, solver=solver)
+    budget = Budget(started, settings.solver.time_limit)
+    if replace_nodes:  # the same for the answer that adds nodes, after this one
+        budget = budget.first(CONSOLIDATE_REPLACE_SHARE)
     model = _build(layout, cands, state, settings, now)
 
     def removal(removed: list[int], values: np.ndarray) -> _Answer | None:
         moves = _replanned(state, layout, removed, values, model, config, profile, settings,
-                           max(1.0, settings.solver.time_limit - (time.monotonic() - started)))
+                           budget.at_least(CONSOLIDATE_REPLAN_MIN_SECONDS))
         return None if moves is None else _Answer(tuple(removed), moves, (), before - sum(cands.price[i]
                                                                                           for i in removed))
 
-    answer, status, bound = _search(model, settings, started, before, removal)
+    answer, status, bound = _search(model, settings, budget, before, removal)
     bound = min(max(bound, capacity_bound(layout, cands)), before if answer is None else answer.cost_after)
     result = _result(state, layout, cands, answer, status, bound, started, notes)
     if not replace_nodes:
         return result
-    other = _replaced(state, catalogue, rules, config, profile, settings, notes, node_groups, now)
+    other = _replaced(state, catalogue, rules, config, profile, settings, notes, node_groups, now, budget.seconds)
     if other.cost_after < result.cost_after or (other.cost_after == result.cost_after
                                                 and len(other.moves) < len(result.moves)):
         return replace(other, bound=min(other.bound, result.bound), seconds=time.monotonic() - started)
@@ -410,12 +418,13 @@ def _result(state: ClusterState, layout: Layout, cands: _Candidates, answer: _An
 
 def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
               profile: Profile, settings: Settings, notes: tuple[str, ...], node_groups: frozenset[str],
-              now: datetime.datetime) -> Consolidation:
+              now: datetime.datetime, seconds: float) -> Consolidation:
     """The answer that may add nodes: the provisioning's candidates (one template node per
     NodePool x offering, as it would register) join the model as nodes to buy, at most one of
     each; the pods of the nodes it removes are then planned by ``plan --provision`` on the nodes
     left, which chooses the new nodes itself (NodePool weights and limits included) and verifies."""
     started = time.monotonic()
+    budget = Budget(started, seconds)
     snap = state.snapshot
     candidates = candidate_nodes(snap.node_pools, catalogue, snap.daemon_pods)
     templates = [template_node(c) for c in candidates]
@@ -433,8 +442,9 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
         view = replace(snap, nodes=tuple(n for n in snap.nodes if n.name not in gone),
                        pending=tuple(replace(p, node_name="") for p in moving),
                        bound=tuple(p for p in snap.bound if p.node_name not in gone), reserved=())
-        seconds = max(1.0, settings.solver.time_limit - (time.monotonic() - started))
-        planned = make_provision_plan(view, catalogue, config, profile, replace(settings.solver, time_limit=seconds))
+        replan = budget.at_least(CONSOLIDATE_REPLAN_MIN_SECONDS)
+        planned = make_provision_plan(view, catalogue, config, profile,
+                                      replace(settings.solver, time_limit=replan.seconds))
         target = {(p.namespace, p.name): p.node for p in planned.plan.placements}
         if planned.violations or any((p.namespace, p.name) not in target for p in moving):
             return None
@@ -444,7 +454,7 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
         cost = before - sum(cands.price[i] for i in removed) + sum(n.price for n in added)
         return _Answer(tuple(removed), moves, added, cost)
 
-    answer, status, bound = _search(model, settings, started, before, provisioned)
+    answer, status, bound = _search(model, settings, budget, before, provisioned)
     bound = min(max(bound, capacity_bound(layout, cands, offers)), before if answer is None else answer.cost_after)
     return _result(state, layout, cands, answer, f"{status} (replace)", bound, started, notes)
 
@@ -505,7 +515,8 @@ def _intended(layout: Layout, values: np.ndarray, model: _Model, removed: set[st
 
 
 def _replanned(state: ClusterState, layout: Layout, removed: Sequence[int], values: np.ndarray, model: _Model,
-               config: Configuration, profile: Profile, settings: Settings, seconds: float) -> tuple[Move, ...] | None:
+               config: Configuration, profile: Profile, settings: Settings,
+               budget: Budget) -> tuple[Move, ...] | None:
     """The moves of the plan of the removed nodes' pods on the nodes that remain, or None when
     that plan leaves one out or its verifier refuses it."""
     snap = state.snapshot
@@ -514,7 +525,7 @@ def _replanned(state: ClusterState, layout: Layout, removed: Sequence[int], valu
     view = replace(snap, nodes=tuple(n for n in snap.nodes if n.name not in gone),
                    pending=tuple(replace(p, node_name="") for p in moving),
                    bound=tuple(p for p in snap.bound if p.node_name not in gone), reserved=())
-    solver = replace(settings.solver, time_limit=seconds, stop_when_placed=True)
+    solver = replace(settings.solver, time_limit=budget.seconds, stop_when_placed=True)
     planned = make_plan(view, config, profile, solver, intended=_intended(layout, values, model, gone))
     target = {(p.namespace, p.name): p.node for p in planned.plan.placements}
     if planned.violations or any((p.namespace, p.name) not in target for p in moving):

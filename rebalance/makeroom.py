@@ -24,6 +24,7 @@ from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import build_moves
 from kubeplace.rebalance.movable import INTER_POD_RULES, Rules
 from kubeplace.rebalance.solve_moves import REPLACEMENT_NOTE, Move, Settings, run, to_moves
+from kubeplace.solver.budget import Budget
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def make_room(state: ClusterState, key: str, rules: Rules, config: Configuration
         sel = np.nonzero(model.t_cls == k)[0]
         need = int(layout.target_count[k])
         model.lb.add_row(model.t[sel], np.ones(len(sel), np.int64), need, need)
-    result = run(model, [(int(v), 1) for v in model.m], settings, settings.solver.time_limit)
+    result = run(model, [(int(v), 1) for v in model.m], settings, Budget.of(settings.solver.time_limit))
     seconds = time.monotonic() - started
     if result.values is None:
         proven = result.status.value == "infeasible"

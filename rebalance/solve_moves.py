@@ -28,7 +28,9 @@ from kubeplace.rebalance.layout import Layout
 from kubeplace.rebalance.model import Budgets, MoveModel, build_moves, objective_goal
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import BackendResult
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.run import Event, OnEvent
+from kubeplace.solver.shares import MOVES_FIRST_SHARE, MOVES_MIN_SECONDS, MOVES_WEIGHTED_SHARE
 
 REPLACEMENT_NOTE = ("an evicted pod is recreated by its controller and placed by its scheduler: kubeplace "
                     "decides the target, the default scheduler may choose another node")
@@ -80,10 +82,13 @@ class RebalancePlan:
                 "excluded": [{"pod": k, "reason": r} for k, r in self.excluded], "notes": list(self.notes)}
 
 
-def run(model: MoveModel, goal: list[tuple[int, int]], settings: Settings, seconds: float,
+def run(model: MoveModel, goal: list[tuple[int, int]], settings: Settings, budget: Budget,
         rows: Sequence[tuple[list[tuple[int, int]], int]] = (), hint: IntArray | None = None) -> BackendResult:
+    """One backend call on the move model within ``budget`` (at least MOVES_MIN_SECONDS, counted
+    from the call: building the model is not charged to it)."""
+    seconds = max(budget.left(), MOVES_MIN_SECONDS)
     lm = model.build(goal, list(rows), hint)
-    solver = replace(settings.solver, time_limit=max(seconds, 0.1))
+    solver = replace(settings.solver, time_limit=seconds)
     return get_backend(solver.backend).solve(lm, solver)
 
 
@@ -136,7 +141,8 @@ def rebalance(layout: Layout, settings: Settings, on_event: OnEvent | None = Non
     model = build_moves(layout, settings.budgets, settings.max_targets, also=first_y)
     mu = evaluate.mean_utilisation(layout.problem, layout.assignment(layout.x0))
     goal = objective_goal(model, mu)
-    best, status = _exact(model, goal, first_y, settings, started, emit) if goal else (first_y, "greedy")
+    budget = Budget(started, settings.solver.time_limit)
+    best, status = _exact(model, goal, first_y, settings, budget, emit) if goal else (first_y, "greedy")
     after = layout.value(best)
     if after >= before - 1e-12:
         best, after, status = layout.x0, before, f"{status} (no improvement)"
@@ -147,25 +153,24 @@ def rebalance(layout: Layout, settings: Settings, on_event: OnEvent | None = Non
 
 
 def _exact(model: MoveModel, goal: list[tuple[int, int]], first_y: IntArray, settings: Settings,
-           started: float, emit: Callable[[str, IntArray], None]) -> tuple[IntArray, str]:
+           budget: Budget, emit: Callable[[str, IntArray], None]) -> tuple[IntArray, str]:
     """Stage 1 (the goal, with move_cost per move) and, when lexicographic, stage 2 (fewest
     moves for stage 1's goal), from the greedy answer; the better of it and theirs."""
     layout = model.layout
-    time_limit = settings.solver.time_limit
     moves = [(int(v), 1) for v in model.m]
     hint = complete_hint(model, goal, first_y)
     weighted = settings.move_cost is not None
     cost = round((settings.move_cost or 0) * SCALE)
     first = goal + [(v, cost) for v, _ in moves] if weighted else goal
-    result = run(model, first, settings, time_limit * (1 if weighted else 0.6), hint=hint)
+    share = MOVES_WEIGHTED_SHARE if weighted else MOVES_FIRST_SHARE
+    result = run(model, first, settings, budget.part(share), hint=hint)
     status = result.status.value
     best = hint if result.values is None else result.values
     if result.values is not None:
         emit("objective", model.dense(result.values))
     if not weighted and result.values is not None:
         bound = int(sum(c * int(result.values[v]) for v, c in goal))
-        left = time_limit - (time.monotonic() - started)
-        second = run(model, moves, settings, left, rows=[(goal, bound)], hint=result.values)
+        second = run(model, moves, settings, budget, rows=[(goal, bound)], hint=result.values)
         if second.values is not None:
             best = second.values
             status = f"{status}+{second.status.value}"

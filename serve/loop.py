@@ -73,6 +73,7 @@ from kubeplace.serve.prometheus import Metrics
 from kubeplace.serve.queue import SchedulingQueue, Unit
 from kubeplace.serve.snapshots import Snapshots, UsageSource
 from kubeplace.serve.victims import PreemptClient, Preemptions
+from kubeplace.solver.shares import CYCLE_BASE_SECONDS, CYCLE_SECONDS_PER_POD
 
 log = logging.getLogger("kubeplace.serve")
 RESULTS_KEPT = 1_000
@@ -120,10 +121,11 @@ class ServeSettings:
     """Measured usage older than this is ignored (0: no limit)."""
     bind_workers: int = 32
     """Bindings in flight at once (after the first one of a cycle, see ``kube.binder.bind_concurrently``)."""
-    budget_base: float = 0.5
-    budget_per_pod: float = 0.002
+    budget_base: float = CYCLE_BASE_SECONDS
+    budget_per_pod: float = CYCLE_SECONDS_PER_POD
     """A cycle's solver budget: ``budget_base + budget_per_pod`` x its pending pods, at most the
-    configured time limit. The solve stops earlier as soon as nothing more can be placed."""
+    configured time limit (``solver.shares``). The solve stops earlier as soon as nothing more can
+    be placed."""
     preempt: bool = True
     """Evict running pods of lower priority where that places pending pods (``serve.preempt``);
     preemption's own solve has the configured time limit."""
@@ -133,8 +135,8 @@ class ServeSettings:
 
 def cycle_options(solver: SolverSettings, settings: ServeSettings, pods: int) -> SolverSettings:
     """The solver settings of a cycle of ``pods`` pending pods (see ``ServeSettings.budget_base``)."""
-    budget = min(solver.time_limit, settings.budget_base + settings.budget_per_pod * pods)
-    return replace(solver, time_limit=budget, stop_when_placed=True, pack_devices=True)
+    seconds = min(solver.time_limit, settings.budget_base + settings.budget_per_pod * pods)
+    return replace(solver, time_limit=seconds, stop_when_placed=True, pack_devices=True)
 
 
 @dataclass

@@ -19,6 +19,8 @@ from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import IntArray, Problem, summed_rows
 from kubeplace.solver.backends import available_backends, get_backend
+from kubeplace.solver.budget import Budget
+from kubeplace.solver.shares import LP_BOUND_DEFAULT_SECONDS
 
 
 def node_kinds(problem: Problem) -> tuple[IntArray, int]:
@@ -67,15 +69,17 @@ def lp_backend() -> str | None:
     return next((b for b in ("highs", "cbc") if b in available_backends()), None)
 
 
-def placed_weight_bound(problem: Problem, time_limit: float = 10.0) -> int | None:
-    """The LP bound, or None when no LP-capable backend is installed."""
+def placed_weight_bound(problem: Problem, budget: Budget | None = None) -> int | None:
+    """The LP bound within ``budget`` (LP_BOUND_DEFAULT_SECONDS), or None when no LP-capable
+    backend is installed."""
     if problem.n_classes == 0 or problem.n_nodes == 0:
         return 0
     backend = lp_backend()
     if backend is None:
         return None
     result = get_backend(backend).solve(kind_model(problem, integer=False).model,
-                                     SolverSettings(backend, time_limit, workers=1))
+                                     SolverSettings(backend, (budget or Budget.of(LP_BOUND_DEFAULT_SECONDS)).left(),
+                                                    workers=1))
     if not result.status.has_solution or result.objective is None:
         return None
     return int(np.floor(result.objective + 1e-6))

@@ -22,13 +22,12 @@ then exact, and its own bound is the problem's.
 
 from __future__ import annotations
 
-import time
-
 import highspy
 import numpy as np
 
 from kubeplace.models.fragmentation import FloatArray
 from kubeplace.models.problem import BoolArray, IntArray
+from kubeplace.solver.budget import NO_DEADLINE, Budget
 from kubeplace.solver.cutting_stock import (
     UNLIMITED,
     Bin,
@@ -44,6 +43,17 @@ from kubeplace.solver.cutting_stock import (
     trimmed,
 )
 from kubeplace.solver.cutting_stock_exact import exact_nodes, slots_of
+from kubeplace.solver.shares import (
+    AGGREGATED_MIN_SECONDS,
+    AGGREGATED_SECONDS,
+    AGGREGATED_SHARE,
+    ENUMERATION_SHARE,
+    EXACT_SHARE,
+    HIGHS_LP_MIN_SECONDS,
+    HIGHS_MIP_MIN_SECONDS,
+    KNAPSACK_SECONDS,
+    LP_SHARE,
+)
 
 INF = highspy.kHighsInf
 PRICE_SCALE = 1e-9
@@ -53,34 +63,19 @@ MIP_GAP = 1e-3
 """The MIP over the patterns stops this close to its own bound."""
 ENUMERATED_PATTERNS = 5_000
 """Up to this many maximal patterns in all, every one is a column and the MIP is exact."""
-AGGREGATED_SECONDS = 5.0
-"""Time the aggregated MIP's bound may take at most."""
 AGGREGATED_PAIRS = 20_000
 """Offers x items above which the aggregated MIP is not tried."""
-AGGREGATED_SHARE = 0.15
-"""Part of the time limit the aggregated MIP's bound takes from the column generation's (at
-most AGGREGATED_SECONDS)."""
-ENUMERATION_SHARE = 0.2
-"""Part of the time limit the enumeration may take."""
 ENUMERATED_PODS = 400
 """Batches of more pods are not tried for enumeration (their patterns are too many)."""
 ENUMERATION_STEPS = 50_000
 """Partial patterns one offer's enumeration may visit before it gives up."""
-KNAPSACK_SECONDS = 0.05
-"""Time one integer pricing knapsack may take (its bound serves beyond)."""
 EXACT_BOUNDS = 200
 """Offers whose pricing LP is solved exactly, at most, per Farley bound."""
-LP_SHARE = 0.5
-"""Part of the time limit the column generation may use; the MIP has the rest."""
-EXACT_SHARE = 0.3
-"""Part of the time limit kept from the MIP for the exact model, when the batch is small enough
-for it."""
 
 
-def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
+def provision(items: Items, offers: Offers, budget: Budget) -> Provisioning:
     """The greedy's nodes, then the cheapest set of nodes the exact model finds within
-    ``time_limit`` seconds (never worse than the greedy's), with Farley's bound."""
-    started = time.monotonic()
+    ``budget`` (never worse than the greedy's), with Farley's bound."""
     greedy = greedy_bins(items, offers)
     greedy_cost = cost_of(greedy, offers)
     if items.n_items == 0 or offers.n_offers == 0 or not greedy:
@@ -92,19 +87,19 @@ def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
         model.add(int(reps[b.offer]), b.counts)
     for j, a in single_item_patterns(items, offers, reps):
         model.add(j, a)
-    every = _enumerated(items, offers, np.unique(reps), started + ENUMERATION_SHARE * time_limit)
+    every = _enumerated(items, offers, np.unique(reps), budget.first(ENUMERATION_SHARE))
     if every is not None:
         for j, a in every:
             model.add(j, a)
         bound, iterations = None, 0
     else:
-        aggregated = _aggregated_seconds(items, np.unique(reps), time_limit)
-        bound, iterations = _generate(model, items, offers, reps, started + LP_SHARE * time_limit - aggregated)
+        aggregated = _aggregated_seconds(items, np.unique(reps), budget.total)
+        bound, iterations = _generate(model, items, offers, reps, budget.first(LP_SHARE).shortened(aggregated))
         if aggregated:
-            pooled = _aggregated_bound(items, offers, np.unique(reps), time.monotonic() + aggregated)
+            pooled = _aggregated_bound(items, offers, np.unique(reps), Budget.of(aggregated))
             bound = pooled if bound is None else max(bound, pooled)
     small = every is None and slots_of(items, offers, np.unique(reps), greedy_cost) is not None
-    chosen = model.integer(len(greedy), started + (1 - (EXACT_SHARE if small else 0)) * time_limit)
+    chosen = model.integer(len(greedy), budget.first(1 - (EXACT_SHARE if small else 0)))
     if every is not None and chosen is not None:  # every pattern present: the MIP's bound is the problem's
         bound = model.mip_bound()
     best = greedy
@@ -112,13 +107,13 @@ def provision(items: Items, offers: Offers, time_limit: float) -> Provisioning:
         best = better(rechosen(trimmed(chosen, items.count), items, offers), greedy, items, offers)
     fewer = int(placed(best, items.n_items) @ items.weight) < int(items.count @ items.weight)
     if small and not fewer and not _proved(cost_of(best, offers), bound):
-        best, bound = _exact(items, offers, reps, best, bound, started + time_limit)
+        best, bound = _exact(items, offers, reps, best, bound, budget)
     cost = cost_of(best, offers)
     status = "greedy" if best is greedy else "feasible"
     if bound is not None and not fewer and _proved(cost, bound):
         status = "optimal"
     if bound is not None and not fewer and status != "optimal":
-        bound = max(bound, _aggregated_bound(items, offers, np.unique(reps), started + time_limit))
+        bound = max(bound, _aggregated_bound(items, offers, np.unique(reps), budget))
         if _proved(cost, bound):
             status = "optimal"
     if fewer:
@@ -140,10 +135,10 @@ def _proved(cost: int, bound: float | None) -> bool:
 
 
 def _exact(items: Items, offers: Offers, reps: IntArray, best: list[Bin], bound: float | None,
-           deadline: float) -> tuple[list[Bin], float | None]:
+           budget: Budget) -> tuple[list[Bin], float | None]:
     """The exact model's answer when cheaper than ``best``, and the higher of the bounds."""
     slots = slots_of(items, offers, np.unique(reps), cost_of(best, offers))
-    found = None if slots is None else exact_nodes(items, offers, slots, best, reps, deadline)
+    found = None if slots is None else exact_nodes(items, offers, slots, best, reps, budget)
     if found is None:
         return best, bound
     answer = better(rechosen(list(found.bins), items, offers), best, items, offers)
@@ -226,7 +221,7 @@ class _Master:
 
     def solve(self, seconds: float) -> tuple[float, FloatArray, FloatArray] | None:
         """(LP value, pi per item, mu per limit row), or None when the time ran out."""
-        self.h.setOptionValue("time_limit", max(0.05, seconds))
+        self.h.setOptionValue("time_limit", max(HIGHS_LP_MIN_SECONDS, seconds))
         self.h.run()
         if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
@@ -241,13 +236,13 @@ class _Master:
             extra -= mu[k] * (self.offers.pool == p) * self.offers.counted[:, r]
         return np.asarray(self.offers.price * PRICE_SCALE + extra, dtype=np.float64)
 
-    def integer(self, n_hint: int, deadline: float) -> list[Bin] | None:
+    def integer(self, n_hint: int, budget: Budget) -> list[Bin] | None:
         """The MIP over the columns so far, started from the first ``n_hint`` columns (the
         greedy's nodes, one each); its nodes, or None without a solution in time."""
         n_items, n = self.items.n_items, len(self.columns)
         index = np.arange(n_items, n_items + n, dtype=np.int32)
         self.h.changeColsIntegrality(n, index, np.full(n, highspy.HighsVarType.kInteger))
-        self.h.setOptionValue("time_limit", max(0.1, deadline - time.monotonic()))
+        self.h.setOptionValue("time_limit", max(HIGHS_MIP_MIN_SECONDS, budget.left()))
         self.h.setOptionValue("mip_rel_gap", MIP_GAP)
         hint = np.zeros(n_items + n, dtype=np.float64)
         for k in range(min(n_hint, n)):
@@ -285,15 +280,15 @@ def _penalties(items: Items, offers: Offers) -> FloatArray:
 
 
 def _generate(model: _Master, items: Items, offers: Offers, reps: IntArray,
-              deadline: float) -> tuple[float | None, int]:
-    """Column generation until no improving pattern is found or the deadline: (the best Farley
+              budget: Budget) -> tuple[float | None, int]:
+    """Column generation until no improving pattern is found or the budget is spent: (the best Farley
     bound found in price units, iterations)."""
     candidates = np.unique(reps)
     most = _most_per_offer(items, offers, candidates)
     best: float | None = None
     iterations = 0
-    while time.monotonic() < deadline:
-        solved = model.solve(deadline - time.monotonic())
+    while not budget.expired():
+        solved = model.solve(budget.left())
         if solved is None:
             break
         iterations += 1
@@ -314,7 +309,7 @@ def _generate(model: _Master, items: Items, offers: Offers, reps: IntArray,
                 added += 1
         if added == 0:  # the fills found nothing: the integer knapsacks, while time allows
             theta, exact_patterns = _theta(items, offers.capacity[candidates], most, pi, price - raw, raw, True,
-                                           deadline)
+                                           budget)
             best = max(best, value / theta / PRICE_SCALE)
             for k, a in exact_patterns:
                 if float(a @ pi) > float(price[k]) * (1 + TOL) and model.add(int(candidates[k]), a):
@@ -324,7 +319,7 @@ def _generate(model: _Master, items: Items, offers: Offers, reps: IntArray,
     return best, iterations
 
 
-def _aggregated_bound(items: Items, offers: Offers, candidates: IntArray, deadline: float) -> float:
+def _aggregated_bound(items: Items, offers: Offers, candidates: IntArray, budget: Budget) -> float:
     """A lower bound on the cost from the MIP where each offer's nodes pool their capacity: n_j
     whole nodes of offer j, x_ji pods of item i on them (whole pods, but one pod's requests may
     straddle two nodes), every pod placed, the NodePools' limits kept. It drops only the packing
@@ -332,8 +327,8 @@ def _aggregated_bound(items: Items, offers: Offers, candidates: IntArray, deadli
     nodes it is often above the LP's, whose node counts are fractional. 0 when too large or no
     time is left."""
     n_offers, n_items = len(candidates), items.n_items
-    seconds = min(AGGREGATED_SECONDS, deadline - time.monotonic())
-    if n_offers * n_items > AGGREGATED_PAIRS or seconds < 0.1:
+    seconds = budget.within(AGGREGATED_SECONDS).left()
+    if n_offers * n_items > AGGREGATED_PAIRS or seconds < AGGREGATED_MIN_SECONDS:
         return 0.0
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -376,10 +371,10 @@ def _aggregated_bound(items: Items, offers: Offers, candidates: IntArray, deadli
 
 
 def _enumerated(items: Items, offers: Offers, candidates: IntArray,
-                deadline: float) -> list[tuple[int, IntArray]] | None:
+                budget: Budget) -> list[tuple[int, IntArray]] | None:
     """Every maximal pattern of every candidate offer (a node no further pod of the items fits
     on), or None when there are more than ENUMERATED_PATTERNS: small problems are then solved
-    exactly by the MIP. None too when the deadline passes first."""
+    exactly by the MIP. None too when the budget is spent first."""
     if int(items.count.sum()) > ENUMERATED_PODS:
         return None
     most = _most_per_offer(items, offers, candidates)
@@ -387,7 +382,7 @@ def _enumerated(items: Items, offers: Offers, candidates: IntArray,
     for k, j in enumerate(candidates.tolist()):
         used = [i for i in range(items.n_items) if most[k, i] > 0]
         found = _maximal(items.demand, offers.capacity[j], most[k], used, ENUMERATED_PATTERNS - len(out))
-        if found is None or time.monotonic() > deadline:
+        if found is None or budget.expired():
             return None
         out += [(j, a) for a in found]
     return out
@@ -492,10 +487,10 @@ def _knapsack_upper(items: Items, capacity: IntArray, most: IntArray, pi: FloatA
 
 
 def _theta(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray, extra: FloatArray, price: FloatArray,
-           integer: bool = False, deadline: float = np.inf) -> tuple[float, list[tuple[int, IntArray]]]:
+           integer: bool = False, budget: Budget = NO_DEADLINE) -> tuple[float, list[tuple[int, IntArray]]]:
     """max(1, max_j (the most any pattern of offer j is worth - extra_j) / price_j), with each
     pattern's worth bounded by the LP relaxation of its knapsack: the cheap surrogate bounds for
-    every offer first, then the exact LP (``integer``: the integer knapsack, until ``deadline``)
+    every offer first, then the exact LP (``integer``: the integer knapsack, within ``budget``)
     for the offers at the top until one stays there. Also the patterns found there, rounded
     down and filled up: the best columns pricing knows."""
     ratio = (_knapsack_upper(items, capacity, most, pi) - extra) / np.maximum(price, TOL)
@@ -503,7 +498,7 @@ def _theta(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray, ext
     found = []
     for _ in range(len(ratio) if integer else EXACT_BOUNDS):
         j = int(np.argmax(ratio))
-        if exact[j] or ratio[j] <= 1.0 or time.monotonic() > deadline:
+        if exact[j] or ratio[j] <= 1.0 or budget.expired():
             break
         value, a = _knapsack(items, capacity[j], most[j], pi, integer)
         ratio[j] = (value - extra[j]) / max(float(price[j]), TOL)

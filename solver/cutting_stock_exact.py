@@ -30,14 +30,15 @@ is the model's hint.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from kubeplace.models.problem import BoolArray, IntArray
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.cutting_stock import UNLIMITED, Bin, Items, Offers, cost_of, fit_counts
+from kubeplace.solver.shares import EXACT_MIN_SECONDS
 
 EXACT_PODS = 2_000
 """Batches of more pods are not tried (they need many nodes)."""
@@ -96,11 +97,11 @@ def slots_of(items: Items, offers: Offers, candidates: IntArray, ceiling: int) -
 
 
 def exact_nodes(items: Items, offers: Offers, slots: Slots, incumbent: list[Bin], reps: IntArray,
-                deadline: float) -> Exact | None:
-    """The cheapest nodes placing every pod the model finds by ``deadline``, and its proved bound;
+                budget: Budget) -> Exact | None:
+    """The cheapest nodes placing every pod the model finds within ``budget``, and its proved bound;
     None when it found no answer (or no time was left)."""
-    seconds = deadline - time.monotonic()
-    if seconds < 0.05:
+    seconds = budget.left()
+    if seconds < EXACT_MIN_SECONDS:
         return None
     model = _Model(items, offers, slots)
     model.hint(merged([Bin(int(reps[b.offer]), b.counts) for b in incumbent], slots))

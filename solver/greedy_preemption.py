@@ -12,7 +12,6 @@ violations, weighted count) wins. The answer is the exact stages' starting incum
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +22,7 @@ from kubeplace.models.preempt_problem import PreemptionProblem
 from kubeplace.models.preempt_rows import values_of_evicted
 from kubeplace.models.preemption import NO_POWER
 from kubeplace.models.problem import Assignment, IntArray
+from kubeplace.solver.budget import NO_DEADLINE, Budget
 
 MAX_TRIES = 64
 """Nodes a preemptor's greedy choice tries at most (the kube-scheduler tries max(10% of the
@@ -76,9 +76,9 @@ Edits = list[tuple[int, int, int]]
 """(row, node, old value) of the entries of ``y`` a trial changed, to undo it."""
 
 
-def greedy_preemption(pp: PreemptionProblem, start: Assignment, deadline: float = float("inf")) -> Assignment:
+def greedy_preemption(pp: PreemptionProblem, start: Assignment, budget: Budget = NO_DEADLINE) -> Assignment:
     """``start``: pending placements without evictions (victims are added, all kept); units left
-    out are tried until the monotonic ``deadline``."""
+    out are tried until ``budget`` is spent."""
     p = pp.problem
     y = start.dense(p.n_classes, p.n_nodes)
     y[pp.n_pending + np.arange(pp.n_victims), pp.victim_node] = pp.victim_count
@@ -90,7 +90,7 @@ def greedy_preemption(pp: PreemptionProblem, start: Assignment, deadline: float 
     here = [np.nonzero(pp.victim_node == i)[0] for i in range(p.n_nodes)]
     state = _State(pp, y, opened, here)
     for unit in _left_out_units(pp, y):
-        if time.monotonic() > deadline:
+        if budget.expired():
             break
         undo: Edits = []
         for c in unit:

@@ -13,14 +13,15 @@ from kubeplace.models.config import SolverSettings
 from kubeplace.models.problem import IntArray, Problem
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.bound import kind_model, lp_backend
+from kubeplace.solver.budget import Budget
 
 
-def kind_quotas(problem: Problem, time_limit: float, deterministic: bool = False) -> tuple[IntArray, IntArray] | None:
-    """(quotas (K, kinds), kind per node), or None when no solution came in time. With
-    ``deterministic``, CP-SAT solves it on deterministic time, so runs repeat exactly."""
+def kind_quotas(problem: Problem, budget: Budget) -> tuple[IntArray, IntArray] | None:
+    """(quotas (K, kinds), kind per node), or None when no solution came in time. With a
+    counted ``budget``, CP-SAT solves it on deterministic time, so runs repeat exactly."""
     km = kind_model(problem, integer=True)
-    backend = "cpsat" if deterministic else (lp_backend() or "cpsat")
-    result = get_backend(backend).solve(km.model, SolverSettings(backend, time_limit, workers=1))
+    backend = "cpsat" if budget.counted else (lp_backend() or "cpsat")
+    result = get_backend(backend).solve(km.model, SolverSettings(backend, budget.left(), workers=1))
     if not result.status.has_solution or result.values is None:
         return None
     n_kinds = int(km.node_kind.max()) + 1 if len(km.node_kind) else 0

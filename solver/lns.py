@@ -21,20 +21,18 @@ from kubeplace.models.problem import Assignment, IntArray, Problem
 from kubeplace.models.terms import has_linear_form
 from kubeplace.solver.backends.base import Backend
 from kubeplace.solver.run import Run, stage_one, stage_two
+from kubeplace.solver.shares import LNS_LEFT_GUARD_SECONDS, LNS_MIN_SECONDS, LNS_OBJECTIVE_SECONDS, LNS_PLACE_SECONDS
 
 PLACE_PAIRS = 1_500
-PLACE_SECONDS = 2.0
 OBJECTIVE_PAIRS = 50
 GANG_PAIRS = 16_000
-OBJECTIVE_SECONDS = 0.12
-MIN_SECONDS = 0.1
 
 
 def improve(run: Run, backend: Backend) -> None:
     rng = np.random.default_rng(run.settings.seed)
     pairs = run.problem.eligible.sum(axis=0).astype(np.int64)
     rounds = 0
-    while run.left() > MIN_SECONDS:
+    while run.left() > LNS_MIN_SECONDS:
         unplaced = bool(_unplaced(run.problem, run.incumbent).any())
         if not unplaced and not has_linear_form(run.terms):
             break  # nothing left that the exact model can improve
@@ -43,16 +41,16 @@ def improve(run: Run, backend: Backend) -> None:
         if unplaced and (rounds % 4 != 3 or not has_linear_form(run.terms)):
             stage = _focus_stage(run.problem, run.incumbent, rounds)
             nodes = hungry_nodes(run.problem, run.incumbent, rng, pairs, rounds, stage)
-            stage_one(run, backend, _hood(run.incumbent, nodes), _share(run, PLACE_SECONDS), stage)
+            stage_one(run, backend, _hood(run.incumbent, nodes), _share(run, LNS_PLACE_SECONDS), stage)
         else:
             nodes = objective_nodes(run.problem, run.incumbent, rng, pairs, rounds)
-            stage_two(run, backend, _hood(run.incumbent, nodes), _share(run, OBJECTIVE_SECONDS))
+            stage_two(run, backend, _hood(run.incumbent, nodes), _share(run, LNS_OBJECTIVE_SECONDS))
         rounds += 1
     run.steps.append(f"lns rounds: {rounds}")
 
 
 def _share(run: Run, seconds: float) -> float:
-    return min(1.0, seconds / max(run.left(), 1e-3))
+    return min(1.0, seconds / max(run.left(), LNS_LEFT_GUARD_SECONDS))
 
 
 def _hood(incumbent: Assignment, nodes: IntArray) -> Neighbourhood:

@@ -36,23 +36,26 @@ import numpy as np
 from kubeplace.models.fragmentation import FloatArray
 from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
 from kubeplace.solver.backends.milp import LARGE_COEFFICIENT
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
 from kubeplace.solver.pricing import NodeShape, Pattern, Priced, canonical, price
+from kubeplace.solver.shares import (
+    BOUND_PASS_MIN_SECONDS,
+    BOUND_SHARE,
+    FILL_SECONDS,
+    HIGHS_LP_MIN_SECONDS,
+    HIGHS_MIP_MIN_SECONDS,
+    PATTERN_END_SHARE,
+    PATTERN_MIP_SHARE,
+    PRICE_SECONDS,
+)
 from kubeplace.solver.state import PlacementState
 
 INF = highspy.kHighsInf
 log = logging.getLogger(__name__)
-PRICE_SECONDS = 0.15
-"""CP-SAT limit of one pricing call: short, as any improving column will do."""
 PRICING_THREADS = 2
-BOUND_SHARE = 0.8
-"""Part of the time left that a bound pass may use."""
 TOL = 1e-7
 """Relative reduced profit below which a column does not count as improving."""
-MIP_SHARE = 0.25
-"""Part of the budget kept for the MIP over the generated columns and the completion."""
-FILL_SECONDS = 1.0
-"""Time one completion (patterns onto nodes, then the greedy on the rest) takes at most."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ class Master:
         limit came first. HiGHS has no limit unless told: on openb gpuspec33 a degenerate
         master LP once ran 18.6 s past the generation's deadline, which left the LNS almost
         no time and the plan at or near the greedy's."""
-        self.h.setOptionValue("time_limit", max(0.05, time_limit))
+        self.h.setOptionValue("time_limit", max(HIGHS_LP_MIN_SECONDS, time_limit))
         self.h.run()
         if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
@@ -155,7 +158,7 @@ class Master:
         n = len(self.patterns)
         self.h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
                                      np.full(n, highspy.HighsVarType.kInteger))
-        self.h.setOptionValue("time_limit", max(0.1, time_limit))
+        self.h.setOptionValue("time_limit", max(HIGHS_MIP_MIN_SECONDS, time_limit))
         self.h.setOptionValue("mip_rel_gap", 1e-5)
         self.h.setSolution(_solution(hint))
         self.h.run()
@@ -207,8 +210,8 @@ class _Generation:
     lam: FloatArray | None = None
 
 
-def generate(problem: Problem, kinds: Kinds, master: Master, deadline: float, seed: int) -> _Generation:
-    """Column generation until no kind prices out or the deadline.
+def generate(problem: Problem, kinds: Kinds, master: Master, budget: Budget, seed: int) -> _Generation:
+    """Column generation until no kind prices out or the budget is spent.
 
     Pricing is heuristic first (CP-SAT only for kinds where the heuristics find no
     column); when an iteration finds none at all, a bound pass gives CP-SAT the time
@@ -217,17 +220,18 @@ def generate(problem: Problem, kinds: Kinds, master: Master, deadline: float, se
     weight = np.array([len(ns) * (len(sh.devices) + 1) for ns, sh in zip(kinds.nodes, kinds.shapes, strict=True)])
     with ThreadPoolExecutor(PRICING_THREADS) as pool:
         while True:
-            solved = master.solve(deadline - time.monotonic())
+            solved = master.solve(budget.left())
             if solved is None:
                 return out
             out.lp_value, pi, mu, out.lam = solved
-            left = deadline - time.monotonic()
+            left = budget.left()
             if left <= 0:
                 return out
             out.iterations += 1
             share = BOUND_SHARE * left * PRICING_THREADS * weight / weight.sum()
-            limits = -np.clip(share, 0.1, BOUND_SHARE * left) if exact else np.full(len(weight), PRICE_SECONDS)
-            results = _price_all(problem, kinds, master, pool, problem.weight - pi, mu, limits, deadline, seed)
+            limits = np.clip(share, BOUND_PASS_MIN_SECONDS, BOUND_SHARE * left) if exact \
+                else np.full(len(weight), PRICE_SECONDS)
+            results = _price_all(problem, kinds, master, pool, problem.weight - pi, mu, limits, budget, seed, exact)
             if results is None:
                 return out
             before = len(master.patterns)
@@ -247,17 +251,17 @@ def generate(problem: Problem, kinds: Kinds, master: Master, deadline: float, se
 
 
 def _price_all(problem: Problem, kinds: Kinds, master: Master, pool: ThreadPoolExecutor, profit: FloatArray,
-               mu: FloatArray, limits: FloatArray, deadline: float, seed: int) -> dict[int, Priced] | None:
-    """Every kind priced (largest first, in parallel); None when the deadline came first."""
+               mu: FloatArray, limits: FloatArray, budget: Budget, seed: int,
+               bound_pass: bool) -> dict[int, Priced] | None:
+    """Every kind priced (largest first, in parallel), each within its ``limits``; None when the
+    budget was spent first."""
     def one(k: int) -> Priced | None:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        if budget.left() <= 0:
             return None
-        limit = float(np.sign(limits[k]) * min(abs(limits[k]), left))
-        return price(problem, kinds.shapes[k], profit, float(mu[k]), limit, TOL * max(1.0, float(mu[k])),
-                     master.of_kind(k), seed)
+        return price(problem, kinds.shapes[k], profit, float(mu[k]), budget.within(float(limits[k])),
+                     TOL * max(1.0, float(mu[k])), master.of_kind(k), seed, bound_pass)
 
-    order = np.argsort(-limits * np.sign(limits) * [len(ns) for ns in kinds.nodes], kind="stable").tolist()
+    order = np.argsort(-limits * [len(ns) for ns in kinds.nodes], kind="stable").tolist()
     results = dict(zip(order, pool.map(one, order), strict=True))
     return None if any(r is None for r in results.values()) else results
 
@@ -327,8 +331,8 @@ def _weight(problem: Problem, a: Assignment) -> int:
     return int((problem.weight[a.cls] * a.counts).sum())
 
 
-def pattern_placement(problem: Problem, incumbent: Assignment, time_limit: float, seed: int = 0) -> PatternResult:
-    """Column generation within ``time_limit`` seconds, then the best integer placement
+def pattern_placement(problem: Problem, incumbent: Assignment, budget: Budget, seed: int = 0) -> PatternResult:
+    """Column generation within ``budget``, then the best integer placement
     found from its columns (None when out of scope or when it fails the check)."""
     started = time.monotonic()
     out_of_scope = problem.group_caps or problem.gangs or problem.has_domain_rules
@@ -337,10 +341,10 @@ def pattern_placement(problem: Problem, incumbent: Assignment, time_limit: float
     kinds = kinds_of(problem)
     master = Master(problem, kinds)
     used = [master.add(k, p) for k, p in incumbent_patterns(problem, kinds, incumbent)]
-    gen = generate(problem, kinds, master, started + (1 - MIP_SHARE) * time_limit, seed)
+    gen = generate(problem, kinds, master, budget.first(1 - PATTERN_MIP_SHARE), seed)
     hint = np.bincount(used, minlength=len(master.patterns)).astype(np.float64)
     candidates = [] if gen.lam is None else [np.floor(gen.lam + 1e-6)]
-    lam = master.integer(hint, started + time_limit * 0.95 - FILL_SECONDS - time.monotonic())
+    lam = master.integer(hint, budget.first(PATTERN_END_SHARE).left() - FILL_SECONDS)
     if lam is not None:
         candidates.insert(0, lam)
     log.debug("mip %s after %.1fs", lam is not None, time.monotonic() - started)
@@ -349,7 +353,7 @@ def pattern_placement(problem: Problem, incumbent: Assignment, time_limit: float
         a = complete(problem, realise(problem, kinds, master, lam))
         if _valid(problem, a) and (best is None or _weight(problem, a) > _weight(problem, best)):
             best = a
-        if time.monotonic() - started > time_limit - FILL_SECONDS:
+        if budget.left() < FILL_SECONDS:
             break
     bound = gen.bound if gen.bound is not None and np.isfinite(gen.bound) else None
     return PatternResult(best, gen.lp_value, bound, gen.iterations, len(master.patterns), time.monotonic() - started)

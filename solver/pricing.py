@@ -28,7 +28,9 @@ from ortools.sat.python import cp_model
 
 from kubeplace.models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
 from kubeplace.models.problem import IntArray, Problem, exact_sum
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.pricing_bound import FloatArray, copies, knapsack_table, node_bound
+from kubeplace.solver.shares import PRICING_MIN_SECONDS
 
 PROFIT_SCALE = 1_000_000
 """The largest profit of a kind becomes this integer in the CP-SAT objective."""
@@ -352,13 +354,14 @@ class PricingModel:
                 slots[j, next(pool)] += 1
 
 
-def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, time_limit: float,
-          tol: float, known: Sequence[Pattern] = (), seed: int = 0) -> Priced:
+def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, budget: Budget,
+          tol: float, known: Sequence[Pattern] = (), seed: int = 0, bound_pass: bool = False) -> Priced:
     """Columns whose node profit exceeds ``dual`` (the kind row's dual) by more than
-    ``tol``, and an upper bound on the best node profit. With ``time_limit`` >= 0 CP-SAT
-    runs only when the heuristics found no such column; with ``time_limit`` < 0 (a
-    bound pass) the Lagrangian bound comes first and CP-SAT (for -time_limit seconds)
-    only when that bound does not exclude an improving column."""
+    ``tol``, and an upper bound on the best node profit. CP-SAT (for what ``budget`` has left
+    on entry) runs only when the heuristics found no such column; in a ``bound_pass`` the
+    Lagrangian bound comes first and CP-SAT only when that bound does not exclude an
+    improving column."""
+    seconds = budget.left()
     milli = problem.gpu_milli if problem.has_devices else np.zeros(problem.n_classes, dtype=np.int64)
 
     def value(p: Pattern) -> float:
@@ -367,9 +370,9 @@ def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, t
     quick = [canonical(p, shape.devices, milli) for p in device_dp_patterns(problem, shape, profit)]
     good = sorted(_unique([p for p in quick if value(p) > dual + tol]), key=value, reverse=True)
     bound = math.inf
-    if time_limit >= 0 and good:
+    if not bound_pass and good:
         return Priced(good[:MAX_COLUMNS], bound)
-    if time_limit < 0:
+    if bound_pass:
         bound = node_bound(problem, shape.free, shape.devices, shape.classes, profit, max(map(value, [*quick, *known])))
         if bound <= dual + tol:
             return Priced(good[:MAX_COLUMNS], bound)
@@ -378,7 +381,7 @@ def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, t
         return Priced([], 0.0)
     model.hint(max([*quick, *known], key=value))
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, abs(time_limit))
+    solver.parameters.max_time_in_seconds = max(PRICING_MIN_SECONDS, seconds)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     solver.parameters.relative_gap_limit = GAP

@@ -19,6 +19,8 @@ from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.problem import Assignment, Problem
 from kubeplace.models.terms import better, has_linear_form, objective_value
 from kubeplace.solver.backends.base import Backend, BackendResult
+from kubeplace.solver.budget import Budget, CountedClock
+from kubeplace.solver.shares import SLICE_MIN_SECONDS
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,12 @@ class Run:
     bound: int | None = None
     steps: list[str] = field(default_factory=list)
     proved: bool = False
-    spent: float = 0.0  # backend time handed out, counted when deterministic
+    budget: Budget = field(init=False)
+    """``settings.time_limit`` from ``started``; counted (``solver.budget.CountedClock``) when
+    deterministic."""
+
+    def __post_init__(self) -> None:
+        self.budget = run_budget(self.settings, self.started)
 
     @property
     def deterministic(self) -> bool:
@@ -61,9 +68,7 @@ class Run:
         return self.settings.workers <= 1
 
     def left(self) -> float:
-        if self.deterministic:
-            return self.settings.time_limit - self.spent
-        return self.settings.time_limit - (time.monotonic() - self.started)
+        return self.budget.left()
 
     def placed_all(self) -> bool:
         """Nothing more can be placed: the incumbent's placed weight is at the bound."""
@@ -90,9 +95,17 @@ class Run:
 
     def slice(self, share: float) -> SolverSettings:
         """The settings of one backend call that may take ``share`` of the time left."""
-        seconds = max(0.05, self.left() * share)
-        self.spent += seconds
+        seconds = max(SLICE_MIN_SECONDS, self.left() * share)
+        self.budget.charge(seconds)
         return replace(self.settings, time_limit=seconds)
+
+
+def run_budget(settings: SolverSettings, started: float) -> Budget:
+    """A solve's budget: ``settings.time_limit`` from ``started`` on the wall clock, or counted
+    from zero with one worker (``Run.deterministic``)."""
+    if settings.workers <= 1:
+        return Budget(0.0, settings.time_limit, CountedClock())
+    return Budget(started, settings.time_limit, time.monotonic)
 
 
 def stage_one(run: Run, backend: Backend, hood: Neighbourhood, share: float, stage: int = 0) -> BackendResult:

@@ -29,25 +29,32 @@ from kubeplace.models.terms import better, objective_value, separable
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import Backend, Status
 from kubeplace.solver.bound import placed_weight_bound, stage_room_gone
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import FGD, POLICIES, greedy, greedy_in_queue, guided
 from kubeplace.solver.guided import kind_quotas
 from kubeplace.solver.lns import improve
 from kubeplace.solver.repair import repair
-from kubeplace.solver.run import Event, Run, stage_one, stage_two
+from kubeplace.solver.run import Event, Run, run_budget, stage_one, stage_two
+from kubeplace.solver.shares import (
+    GUIDED_SECONDS,
+    GUIDED_SHARE,
+    LP_BOUND_MIN_SECONDS,
+    LP_BOUND_SHARE,
+    MIN_LEFT_SECONDS,
+    PART_MIN_SECONDS,
+    PATTERN_SHARE,
+    REPAIR_ROUNDS_PER_SECOND,
+    REPAIR_SHARE,
+    SLICE_MIN_SECONDS,
+    WHOLE_PLACE_SHARE,
+)
 from kubeplace.solver.split import components, lift, restrict, subproblem
 
-GUIDED_SECONDS = 3.0
-PATTERN_SHARE = 0.6
 QUEUE_ORDER_PODS = 400
 """Up to this many pending pods (a window of a stream of arrivals, not a whole backlog), the
 FGD greedy takes pods in queue order instead of largest first: on FGD's saturation replay that
 order ends with more GPUs allocated (see ``solver.greedy.greedy_in_queue``)."""
 DEFAULT_SETTINGS = SolverSettings()
-REPAIR_SHARE = 0.5
-"""Part of the time left that ruin and recreate may spend on gangs left out."""
-REPAIR_ROUNDS_PER_SECOND = 20
-"""With one worker the repair is budgeted in rounds (about this many per second of budget
-on the 300-node gang benchmark), not by the clock, so runs repeat exactly."""
 
 
 @dataclass(frozen=True)
@@ -79,21 +86,21 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSett
     if len(parts) <= 1:
         return _solve_one(problem, terms, settings, on_event, seeds)
     started = time.monotonic()
+    whole = Budget(started, settings.time_limit)
     pairs = [int(problem.eligible[np.ix_(c, n)].sum()) for c, n in parts]
     reports = []
     for k, (classes, nodes) in enumerate(parts):
-        if settings.workers <= 1:  # deterministic: fixed shares, not what the clock says is left
-            budget = max(0.2, settings.time_limit * pairs[k] / max(sum(pairs), 1))
+        if settings.workers <= 1:  # deterministic: fixed shares of the whole, not what the clock says is left
+            seconds = max(PART_MIN_SECONDS, whole.total * pairs[k] / max(sum(pairs), 1))
         else:
-            left = settings.time_limit - (time.monotonic() - started)
-            budget = max(0.2, left * pairs[k] / max(sum(pairs[k:]), 1))
+            seconds = max(PART_MIN_SECONDS, whole.split(pairs[k] / max(sum(pairs[k:]), 1)).total)
         sub = subproblem(problem, classes, nodes)
         sub_seeds = [(restrict(a, classes, nodes), name) for a, name in seeds]
-        reports.append((_solve_one(sub, terms, replace(settings, time_limit=budget), None, sub_seeds), classes, nodes))
+        reports.append((_solve_one(sub, terms, replace(settings, time_limit=seconds), None, sub_seeds), classes, nodes))
     merged = Assignment.empty()
     for rep, classes, nodes in reports:
         merged = merged.merge(lift(rep.assignment, classes, nodes))
-    whole_greedy, _ = _best_greedy(problem, terms, replace(settings, time_limit=1.0), seeds, with_guided=False)
+    whole_greedy, _ = _best_greedy(problem, terms, settings, whole, seeds, with_guided=False)
     steps = tuple(f"part {k + 1}/{len(parts)}: {', '.join(r.steps)}" for k, (r, _, _) in enumerate(reports))
     if better(problem, whole_greedy, merged, terms):
         merged, steps = whole_greedy, (*steps, "greedy on the whole problem kept")
@@ -112,7 +119,8 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSett
 def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
                on_event: Callable[[Event], None] | None, seeds: Sequence[tuple[Assignment, str]] = ()) -> SolveReport:
     started = time.monotonic()
-    best, name = _best_greedy(problem, terms, settings, seeds)
+    budget = run_budget(settings, started)  # the Run's: the guided greedy and the LP bound take parts of it
+    best, name = _best_greedy(problem, terms, settings, budget, seeds)
     run = Run(problem, terms, settings, on_event, started, best, steps=[name])
     backend = get_backend(settings.backend)
     everything = placeable_weight(problem)
@@ -122,8 +130,8 @@ def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Solve
         run.emit("greedy")
         return _report(run, backend.name, started)
     # the kind LP weighs one stage: with several, every pod that can be placed is the bound
-    lp = placed_weight_bound(problem, time_limit=max(1.0, settings.time_limit / 10)) if problem.n_stages == 1 \
-        else everything
+    lp = placed_weight_bound(problem, budget.part(LP_BOUND_SHARE).at_least(LP_BOUND_MIN_SECONDS)) \
+        if problem.n_stages == 1 else everything
     run.bound = None if lp is None else min(lp, everything)
     run.emit("greedy")
     if settings.stop_when_placed and run.placed_all():
@@ -163,7 +171,7 @@ def _report(run: Run, backend: str, started: float) -> SolveReport:
                        time.monotonic() - started, backend, tuple(run.steps))
 
 
-def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
+def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings, budget: Budget,
                  seeds: Sequence[tuple[Assignment, str]] = (), with_guided: bool = True) -> tuple[Assignment, str]:
     """The best of the greedy placements and ``seeds`` (lexicographic, exact evaluation) that
     keep the inter-pod rules as the model states them, and its name. The guided one (an LP
@@ -180,8 +188,7 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Sol
         with_guided = not any(evaluate.placed_weight(problem, c) >= everything
                               and not (problem.has_domain_rules and evaluate.rule_violations(problem, c))
                               for c, _ in candidates)
-    quotas = kind_quotas(problem, min(GUIDED_SECONDS, settings.time_limit / 5),
-                         deterministic=settings.workers <= 1) if with_guided else None
+    quotas = kind_quotas(problem, budget.part(GUIDED_SHARE).within(GUIDED_SECONDS)) if with_guided else None
     if quotas is not None:
         candidates.append((guided(problem, *quotas), "guided"))
     candidates += seeds
@@ -218,8 +225,7 @@ def _patterns(run: Run) -> None:
         return
     from kubeplace.solver.patterns import pattern_placement  # loads highspy: only when it runs
 
-    found = pattern_placement(run.problem, run.incumbent, time_limit=PATTERN_SHARE * run.left(),
-                              seed=run.settings.seed)
+    found = pattern_placement(run.problem, run.incumbent, run.budget.split(PATTERN_SHARE), seed=run.settings.seed)
     if found.assignment is not None:
         run.offer(found.assignment, "patterns")
     if found.proved_bound is not None:
@@ -234,15 +240,11 @@ def _repair(run: Run) -> None:
     target = run.bound if run.bound is not None else placeable_weight(p)
     if not p.gangs or evaluate.placed_weight(p, run.incumbent) >= target:
         return
-    seconds = REPAIR_SHARE * run.left()
-    if run.deterministic:
-        rounds, deadline = max(1, int(REPAIR_ROUNDS_PER_SECOND * seconds)), math.inf
-    else:
-        rounds, deadline = 1 << 30, time.monotonic() + seconds
+    budget = run.budget.split(REPAIR_SHARE)
+    rounds = max(1, int(REPAIR_ROUNDS_PER_SECOND * budget.total)) if budget.counted else 1 << 30
     found = repair(p, run.incumbent, target, np.random.default_rng(run.settings.seed), rounds,
-                   lambda: time.monotonic() > deadline)
-    if run.deterministic:
-        run.spent += found.rounds / REPAIR_ROUNDS_PER_SECOND
+                   lambda: not budget.counted and budget.expired())
+    run.budget.charge(found.rounds / REPAIR_ROUNDS_PER_SECOND)
     run.offer(found.assignment, "repair")
     run.steps.append(f"repair rounds: {found.rounds}")
 
@@ -250,11 +252,11 @@ def _repair(run: Run) -> None:
 def _solve_whole(run: Run, backend: Backend) -> None:
     hood = Neighbourhood.whole(run.problem)
     first_proved = run.placed_all()
-    if not first_proved and run.left() > 0.1:
-        first_proved = _place_by_stage(run, backend, hood, 0.5)
+    if not first_proved and run.left() > MIN_LEFT_SECONDS:
+        first_proved = _place_by_stage(run, backend, hood, WHOLE_PLACE_SHARE)
     if run.settings.stop_when_placed and first_proved:
         run.steps.append("stopped: the placement is proved optimal")
-    elif run.left() > 0.1:
+    elif run.left() > MIN_LEFT_SECONDS:
         second = stage_two(run, backend, hood, 1.0)
         run.proved = first_proved and (second is None or second.status == Status.OPTIMAL)
     if first_proved and run.bound is not None:
@@ -279,9 +281,9 @@ def _place_by_stage(run: Run, backend: Backend, hood: Neighbourhood, share: floa
         open_stages = sum(1 for s in range(stage, p.n_stages) if reached[s] < targets[s])
         if reached[stage] >= targets[stage] or stage_room_gone(p, reached[:stage]):
             continue
-        if run.left() <= 0.1:
+        if run.left() <= MIN_LEFT_SECONDS:
             return False
-        seconds = max(0.05, (run.left() - end) / open_stages)
+        seconds = max(SLICE_MIN_SECONDS, (run.left() - end) / open_stages)
         result = stage_one(run, backend, hood, min(1.0, seconds / run.left()), stage)
         proved = proved and result.status == Status.OPTIMAL
     return proved

@@ -25,13 +25,10 @@ from kubeplace.models.problem import Assignment
 from kubeplace.models.terms import has_linear_form, objective_value
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.bound import stage_room_gone
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy_preemption import greedy_preemption
+from kubeplace.solver.shares import PREEMPTION_GREEDY_SHARE, PREEMPTION_MIN_SECONDS, PREEMPTION_SHARES
 
-SHARES = {Stage.PLACE: 0.35, Stage.HIGHEST: 0.15, Stage.BUDGETS: 0.1, Stage.VICTIMS: 0.15, Stage.TERMS: 0.25}
-"""Part of the time limit each exact stage may take (what a stage leaves goes to the next)."""
-GREEDY_SHARE = 0.3
-"""Part of the time limit the greedy may take (the preemptors it has not tried by then stay out of
-its answer; the exact stages may still place them)."""
 MAX_PAIRS = 200_000
 """Above this many (class, node) pairs the exact stages are skipped: the greedy answer stands."""
 
@@ -73,13 +70,14 @@ def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverS
                      say: Callable[[str], None] | None = None) -> PreemptionReport:
     """``start``: the pending placements of the plan without preemption."""
     started = time.monotonic()
+    budget = Budget(started, settings.time_limit)
     terms = pp.terms
     kept = pp.all_kept()
     incumbent = kept.merge(start)
     steps = ["no preemption"]
     if not feasible(pp, incumbent):
         incumbent, steps = kept, ["nothing placed"]
-    greedy = greedy_preemption(pp, incumbent, started + GREEDY_SHARE * settings.time_limit)
+    greedy = greedy_preemption(pp, incumbent, budget.first(PREEMPTION_GREEDY_SHARE))
     greedy = replace(greedy, devices=incumbent.devices)  # it never moves the pods sharing a GPU
     if key_of(pp, greedy, terms) < key_of(pp, incumbent, terms) and feasible(pp, greedy):
         incumbent = greedy
@@ -95,12 +93,12 @@ def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverS
             continue
         if weight_stage and stage_room_gone(pp.problem, evaluate.stage_weights(pp.problem, incumbent)[:weight_stage]):
             continue  # nothing of this weight stage fits beside what the stages above keep: 0 is its optimum
-        left = settings.time_limit - (time.monotonic() - started)
-        share = SHARES[stage] / sum(v for s, v in SHARES.items() if s >= stage)
+        share = PREEMPTION_SHARES[stage] / sum(v for s, v in PREEMPTION_SHARES.items() if s >= stage)
         if stage == Stage.PLACE:  # the place share, split between the weight stages left
             share /= pp.problem.n_stages - weight_stage
         form = stage_model(pp, stage, incumbent, terms, weight_stage)
-        result = backend.solve(form.model, replace(settings, time_limit=max(0.2, left * share)))
+        seconds = budget.split(share).at_least(PREEMPTION_MIN_SECONDS).left()
+        result = backend.solve(form.model, replace(settings, time_limit=seconds))
         if say is not None:
             say(f"preemption stage {stage.name.lower()}: {result.status.value}")
         proven = proven and result.status.value == "optimal"

@@ -26,8 +26,6 @@ emulation does, wherever the model's rules agree with each of its steps.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +36,7 @@ from kubeplace.models.aggregate import queue_rank
 from kubeplace.models.framework import FilterPlugin, RunContext
 from kubeplace.models.plugins import RULES, node_affinity, node_unschedulable, taint_toleration
 from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
+from kubeplace.solver.budget import NO_DEADLINE, Budget
 from kubeplace.solver.emulate.node_state import Cluster
 from kubeplace.solver.emulate.scores import choose
 from kubeplace.solver.greedy import gang_complete
@@ -66,14 +65,13 @@ class Emulation:
 
 
 def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequence[FilterPlugin] | None = None,
-            percentage_of_nodes_to_score: int = 0, seconds: float | None = None, start: int = 0) -> Emulation:
+            percentage_of_nodes_to_score: int = 0, budget: Budget = NO_DEADLINE, start: int = 0) -> Emulation:
     """Schedule ``pods`` (default: every pending pod) one at a time as the kube-scheduler would.
     ``filters`` are the static filters (default: the kube-scheduler's NodeUnschedulable,
     TaintToleration and NodeAffinity); capacity, ports and the domain rules are always checked.
-    With ``seconds``, the pods not scheduled by then are left waiting (what it placed is the
+    When ``budget`` is spent, the pods not scheduled by then are left waiting (what it placed is the
     kube-scheduler's beginning of the queue). ``start`` is where the first node search starts
     (an earlier emulation's ``next_start``: the kube-scheduler keeps it from pod to pod)."""
-    deadline = math.inf if seconds is None else time.monotonic() + seconds
     queue = list(snapshot.pending if pods is None else pods)
     rank = queue_rank(queue)
     queue = [queue[i] for i in np.argsort(rank, kind="stable")]
@@ -87,7 +85,7 @@ def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequ
         passes += 1
         waiting = []
         for pod in queue:
-            if time.monotonic() > deadline:
+            if budget.expired():
                 waiting.append(pod)
                 continue
             candidates = search.feasible(pod)
@@ -97,7 +95,7 @@ def emulate(snapshot: Snapshot, pods: Sequence[Pod] | None = None, filters: Sequ
             i = choose(cluster, pod, candidates)
             cluster.commit(pod, i)
             placements.append((pod.namespace, pod.name, cluster.nodes[i].name))
-        if len(waiting) == len(queue) or time.monotonic() > deadline:
+        if len(waiting) == len(queue) or budget.expired():
             queue = waiting
             break
         queue = waiting

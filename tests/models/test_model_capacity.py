@@ -22,6 +22,7 @@ from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan, pods_per_node
 from kubeplace.plan.plan import Placement
 from kubeplace.solver.bound import placed_weight_bound
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import POLICIES, greedy
 from kubeplace.solver.patterns import pattern_placement
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
@@ -97,7 +98,7 @@ def test_hami_multi_device_shares_bounded_by_slots() -> None:
 def test_column_generation_keeps_the_slot_rule() -> None:
     snap = snapshot_of(hami_node("g", 2), *(hami_pod(f"p{i}", 1, 25) for i in range(6)))
     problem = aggregate(snap, instantiate(Configuration(), Profile(), snap)).problem
-    result = pattern_placement(problem, greedy(problem), time_limit=5)
+    result = pattern_placement(problem, greedy(problem), Budget.of(5))
     assert result.assignment is not None and int(result.assignment.counts.sum()) == 2
     assert result.proved_bound is None or result.proved_bound >= int(problem.weight[0]) * 2
 
@@ -133,7 +134,7 @@ def test_greedy_and_patterns_place_the_pod_without_cpu_request() -> None:
     snap = overcommitted()
     assert greedy_placed(snap) == [1, 1, 1]
     problem = aggregate(snap, instantiate(Configuration(), Profile(), snap)).problem
-    result = pattern_placement(problem, Assignment.empty(), time_limit=5)
+    result = pattern_placement(problem, Assignment.empty(), Budget.of(5))
     assert result.assignment is not None and int(result.assignment.counts.sum()) == 1
 
 

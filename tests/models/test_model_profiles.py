@@ -13,6 +13,7 @@ from kubeplace.models.gpu import DEVICE_ALLOCATED, GpuNeed, device_annotation
 from kubeplace.models.plugins.balance import BalanceArgs, ResourceWeight
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
+from kubeplace.solver.budget import Budget, CountedClock
 from kubeplace.solver.greedy import guided
 from kubeplace.solver.guided import kind_quotas
 from tests.builders import NodeBuilder, node, pod, snapshot_of
@@ -66,6 +67,6 @@ def test_guided_greedy_follows_kind_quotas_and_places_everything_that_fits() -> 
     )
     plugins = instantiate(Configuration(), Profile(), snap)
     problem = aggregate(snap, plugins).problem
-    quotas = kind_quotas(problem, time_limit=5, deterministic=True)
+    quotas = kind_quotas(problem, Budget(0.0, 5, CountedClock()))
     assert quotas is not None and int(quotas[0].sum()) == 6
     assert pods_placed(guided(problem, *quotas)) == 6

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan.provision import make_provision_plan
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.cutting_stock import UNLIMITED, Items, Offers, cost_of, placed
 from kubeplace.solver.cutting_stock_columns import holds_all, provision
 from tests.builders import node, pod, snapshot_of
@@ -102,7 +103,7 @@ def models(draw: Any) -> tuple[Items, Offers]:
 @given(models())
 def test_the_model_keeps_every_node_within_its_offer_and_beats_the_greedy(model: tuple[Items, Offers]) -> None:
     items, offers = model
-    result = provision(items, offers, 2.0)
+    result = provision(items, offers, Budget.of(2.0))
     assert holds_all(result.bins, items, offers) and holds_all(result.greedy, items, offers)
     assert (placed(result.bins, items.n_items) <= items.count).all()
     assert len(result.bins) <= int(offers.room[0, 0])

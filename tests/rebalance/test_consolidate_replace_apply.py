@@ -172,7 +172,7 @@ def test_a_held_lease_creates_no_nodeclaim() -> None:
 
 def test_the_lease_is_renewed_while_the_new_nodes_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     """A launch may outlast the Lease (--node-timeout 300 s, the Lease 300 s): it is renewed while waiting."""
-    monkeypatch.setattr(apply_module, "LEASE_SECONDS", 0)  # every poll is due
+    monkeypatch.setattr(apply_module, "LEASE_RENEW_SECONDS", 0)  # every poll is due
     state, result = replaced()
     cluster = KarpenterCluster(state, polls_to_ready=3)
     report = apply(cluster, state, result)
@@ -184,7 +184,7 @@ def test_the_lease_is_renewed_while_the_new_nodes_launch(monkeypatch: pytest.Mon
 
 def test_a_lease_lost_while_the_new_nodes_launch_drains_nothing_and_deletes_the_claims(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(apply_module, "LEASE_SECONDS", 0)
+    monkeypatch.setattr(apply_module, "LEASE_RENEW_SECONDS", 0)
     state, result = replaced()
     cluster = KarpenterCluster(state, polls_to_ready=None)
     taken = cluster.write_lease

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.plan.verify import replay_plan, verify
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.emulate.scheduler import emulate, feasible_nodes_to_find, node_tree_order
 from kubeplace.solver.emulate.scores import heap_top
 from tests.builders import NodeBuilder, PodBuilder, namespace, node, pod, snapshot_of
@@ -250,9 +251,9 @@ def test_the_emulation_as_a_candidate_drops_a_gang_it_left_below_min_member() ->
 
 def test_a_time_cap_leaves_the_rest_of_the_queue_waiting() -> None:
     snap = snapshot_of(n("n1"), *(pod(f"p{i}").cpu("100m") for i in range(5)))
-    capped = emulate(snap, seconds=0.0)
+    capped = emulate(snap, budget=Budget.of(0.0))
     assert capped.placements == () and len(capped.unplaced) == 5
-    assert len(emulate(snap, seconds=60.0).placements) == 5
+    assert len(emulate(snap, budget=Budget.of(60.0)).placements) == 5
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)

@@ -9,6 +9,7 @@ from kubeplace.models import evaluate
 from kubeplace.models.aggregate import aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
 from kubeplace.models.problem import Assignment, DeviceUse, Problem
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import greedy
 from kubeplace.solver.patterns import Master, _valid, incumbent_patterns, kinds_of, pattern_placement
 from kubeplace.solver.pricing_bound import node_bound
@@ -49,7 +50,7 @@ def exact_optimum(problem: Problem) -> int:
 def test_share_pairs_fill_two_devices() -> None:
     p = problem_of(gpu_node("g", "8", 2),
                    share("a1", 60), share("a2", 60), share("b1", 40), share("b2", 40))
-    result = pattern_placement(p, best_greedy(p), LIMIT)
+    result = pattern_placement(p, best_greedy(p), Budget.of(LIMIT))
     assert result.assignment is not None and _valid(p, result.assignment)
     assert evaluate.pods_placed(result.assignment) == 4
     assert result.proved_bound is not None and result.proved_bound >= 4 - 1e-6
@@ -61,7 +62,7 @@ def test_exact_fits_that_first_fit_decreasing_misses() -> None:
     p = problem_of(gpu_node("g", "16", 2), *pods)
     incumbent = greedy(p, "best-fit")
     assert evaluate.pods_placed(incumbent) == 5
-    result = pattern_placement(p, incumbent, LIMIT)
+    result = pattern_placement(p, incumbent, Budget.of(LIMIT))
     assert result.assignment is not None and _valid(p, result.assignment)
     assert evaluate.pods_placed(result.assignment) == 6
     assert result.proved_bound is not None and result.proved_bound >= 6 - 1e-6
@@ -82,7 +83,7 @@ def mixed_cluster() -> Problem:
 def test_matches_the_exact_optimum_on_a_mixed_cluster() -> None:
     p = mixed_cluster()
     optimum = exact_optimum(p)
-    result = pattern_placement(p, best_greedy(p), LIMIT)
+    result = pattern_placement(p, best_greedy(p), Budget.of(LIMIT))
     assert result.assignment is not None and _valid(p, result.assignment)
     assert evaluate.placed_weight(p, result.assignment) == optimum
     assert result.proved_bound is not None and result.proved_bound >= optimum - 1e-6
@@ -91,7 +92,7 @@ def test_matches_the_exact_optimum_on_a_mixed_cluster() -> None:
 def test_never_worse_than_the_incumbent() -> None:
     p = mixed_cluster()
     incumbent = best_greedy(p)
-    result = pattern_placement(p, incumbent, LIMIT)
+    result = pattern_placement(p, incumbent, Budget.of(LIMIT))
     assert result.assignment is not None
     assert evaluate.placed_weight(p, result.assignment) >= evaluate.placed_weight(p, incumbent)
 
@@ -112,7 +113,7 @@ def test_checker_rejects_overfull_devices() -> None:
 def test_host_ports_are_out_of_scope() -> None:
     p = problem_of(node("n").cpu("4"), pod("a").cpu("1").host_port(80), pod("b").cpu("1").host_port(80))
     assert p.group_caps
-    assert pattern_placement(p, greedy(p), LIMIT).assignment is None
+    assert pattern_placement(p, greedy(p), Budget.of(LIMIT)).assignment is None
 
 
 @pytest.mark.parametrize("seed", range(4))

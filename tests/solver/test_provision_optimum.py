@@ -5,7 +5,6 @@ over node slots finds the optimum and proves it."""
 
 from __future__ import annotations
 
-import time
 from functools import cache
 from typing import Any
 from unittest.mock import patch
@@ -15,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubeplace.solver import cutting_stock_columns, cutting_stock_exact
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.cutting_stock import UNLIMITED, Items, Offers, cost_of, fit_counts, greedy_bins, placed
 from kubeplace.solver.cutting_stock_columns import holds_all, provision, representatives
 from kubeplace.solver.cutting_stock_exact import exact_nodes, slots_of
@@ -86,7 +86,7 @@ def tiny(draw: Any, most_offers: int = 3, some_eligible: bool = False) -> tuple[
 @given(tiny())
 def test_small_batches_get_the_cheapest_nodes_with_the_bound_at_the_optimum(model: tuple[Items, Offers]) -> None:
     items, offers = model
-    result = provision(items, offers, 3.0)
+    result = provision(items, offers, Budget.of(3.0))
     optimum = cheapest(items, offers)
     assert (placed(result.bins, items.n_items) == items.count).all()
     assert result.cost == optimum
@@ -101,7 +101,7 @@ def test_column_generation_bounds_the_optimum_from_below(model: tuple[Items, Off
     the answer at least it."""
     items, offers = model
     with patch.object(cutting_stock_columns, "ENUMERATED_PODS", 0), patch.object(cutting_stock_exact, "EXACT_SLOTS", 0):
-        result = provision(items, offers, 3.0)
+        result = provision(items, offers, Budget.of(3.0))
     optimum = cheapest(items, offers)
     assert result.cost >= optimum
     assert result.bound is None or result.bound <= optimum + 1
@@ -115,7 +115,7 @@ def test_the_exact_model_over_node_slots_finds_and_proves_the_optimum(model: tup
     optimal answer, so the model finds the optimum and its bound proves it, never above it."""
     items, offers = model
     with patch.object(cutting_stock_columns, "ENUMERATED_PODS", 0):
-        result = provision(items, offers, 3.0)
+        result = provision(items, offers, Budget.of(3.0))
     optimum = cheapest(items, offers)
     assert (placed(result.bins, items.n_items) == items.count).all()
     assert result.bound is not None and optimum - 1 <= result.bound <= optimum + 1
@@ -130,7 +130,7 @@ def test_whole_node_counts_close_the_gap_the_lp_leaves() -> None:
     offers = Offers(np.array([[2000, 4096]], dtype=np.int64), np.array([10**9], dtype=np.int64),
                     np.zeros(1, dtype=np.int64), np.zeros((1, 0), dtype=np.int64), np.zeros((1, 0), dtype=np.int64))
     with patch.object(cutting_stock_columns, "ENUMERATED_PODS", 0):
-        result = provision(items, offers, 3.0)
+        result = provision(items, offers, Budget.of(3.0))
     assert result.cost == 2 * 10**9 and result.status == "optimal"
     assert result.bound is not None and abs(result.bound - 2 * 10**9) <= 1
 
@@ -146,7 +146,7 @@ def test_the_exact_model_alone_is_at_the_optimum_from_the_greedy(model: tuple[It
     reps = representatives(items, offers)
     slots = slots_of(items, offers, np.unique(reps), cost_of(greedy, offers))
     assert slots is not None
-    found = exact_nodes(items, offers, slots, greedy, reps, time.monotonic() + 3.0)
+    found = exact_nodes(items, offers, slots, greedy, reps, Budget.of(3.0))
     optimum = cheapest(items, offers)
     assert found is not None and holds_all(found.bins, items, offers)
     assert (placed(found.bins, items.n_items) == items.count).all()
@@ -165,7 +165,7 @@ def _exact_alone(items: Items, offers: Offers, ceiling: int) -> tuple[int, float
     reps = representatives(items, offers)
     slots = slots_of(items, offers, np.unique(reps), ceiling)
     assert slots is not None
-    found = exact_nodes(items, offers, slots, [], reps, time.monotonic() + 3.0)
+    found = exact_nodes(items, offers, slots, [], reps, Budget.of(3.0))
     assert found is not None
     return cost_of(found.bins, offers), found.bound
 
