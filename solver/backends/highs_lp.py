@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-Ints = npt.NDArray[np.int32] | Sequence[int]
-Floats = FloatArray | Sequence[float]
+Ints = npt.NDArray[np.integer[Any]] | Sequence[int]
+Floats = npt.NDArray[np.floating[Any]] | Sequence[float]
 
 INF = math.inf
 
