@@ -216,7 +216,7 @@ def _patterns(run: Run) -> None:
         return  # (its pricing weighs one stage)
     if evaluate.placed_weight(run.problem, run.incumbent) >= run.bound:
         return
-    from kubeplace.solver.patterns import pattern_placement  # loads HiGHS and CP-SAT when it runs
+    from kubeplace.solver.patterns import pattern_placement  # loads highspy: only when it runs
 
     found = pattern_placement(run.problem, run.incumbent, time_limit=PATTERN_SHARE * run.left(),
                               seed=run.settings.seed)

@@ -11,8 +11,9 @@ checks it). What it offers:
   solved by CP-SAT with explicit parameters, keeping every solution found on the way, for the
   pattern pricing and the exact provisioning model.
 
-Factories are cheap: each imports its solver library only when it solves (or, for the last two,
-when a model is made), so importing this package loads neither OR-tools nor PuLP nor highspy.
+Factories are cheap: a backend imports its solver library only when it solves, so importing this
+package loads neither OR-tools nor PuLP nor highspy. ``highs_lp`` and ``cpsat_model`` load theirs
+on import, as the searches that use them did: their callers pay the load before any time limit.
 """
 
 from __future__ import annotations

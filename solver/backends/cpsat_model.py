@@ -5,7 +5,8 @@ Variables are handles (ints, in creation order); a row is a list of (coefficient
 with bounds; besides rows it knows the two logical constraints those models use (an implication
 and "not both") and a hint per variable. ``solve`` takes its CP-SAT parameters explicitly (time,
 workers, seed, gap: nothing else is set) and can keep the values of every solution found on the
-way. OR-tools is imported when a model is made.
+way. OR-tools is loaded with this module (its callers import it at their own import, so loading
+the library never counts against a solve's time).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ortools.sat.python import cp_model
 
 from kubeplace.solver.backends.base import Status
 
@@ -32,8 +35,6 @@ class IntModel:
     """Integer and boolean variables, linear rows, implications, hints; solved by CP-SAT."""
 
     def __init__(self) -> None:
-        from ortools.sat.python import cp_model
-
         self._cp = cp_model
         self._m = cp_model.CpModel()
         self._vars: list[Any] = []

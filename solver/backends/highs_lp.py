@@ -3,8 +3,9 @@ is re-solved warm; its row duals price the next columns; at the end the same mod
 made integer, is solved as a MIP started from a hint.
 
 Coefficients and bounds are floats (a master's costs are prices per hour, its values fractional),
-which is why this is not a ``LinearModel``. ``math.inf`` is "no bound". HiGHS is imported when a
-model is made, after OR-tools (``milp._import_pulp`` says why).
+which is why this is not a ``LinearModel``. ``math.inf`` is "no bound". HiGHS is loaded with this
+module, after OR-tools (``milp._import_pulp`` says why): its callers import it at their own import,
+so loading the library never counts against a solve's time.
 """
 
 from __future__ import annotations
@@ -24,12 +25,9 @@ Floats = npt.NDArray[np.floating[Any]] | Sequence[float]
 INF = math.inf
 
 
-def _highspy() -> Any:
-    with suppress(ImportError):
-        import ortools.sat.python.cp_model_helper  # noqa: F401
-    import highspy
-
-    return highspy
+with suppress(ImportError):
+    import ortools.sat.python.cp_model_helper  # noqa: F401
+import highspy  # noqa: E402
 
 
 class HighsLp:
@@ -41,7 +39,7 @@ class HighsLp:
     """
 
     def __init__(self, maximize: bool = False, options: dict[str, float] | None = None) -> None:
-        highspy = self._lib = _highspy()
+        self._lib = highspy
         self._h = highspy.Highs()
         self._h.setOptionValue("output_flag", False)
         for name, value in (options or {}).items():
