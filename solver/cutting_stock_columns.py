@@ -22,11 +22,11 @@ then exact, and its own bound is the problem's.
 
 from __future__ import annotations
 
-import highspy
 import numpy as np
 
 from kubeplace.models.fragmentation import FloatArray
 from kubeplace.models.problem import BoolArray, IntArray
+from kubeplace.solver.backends.highs_lp import INF, HighsLp
 from kubeplace.solver.budget import NO_DEADLINE, Budget
 from kubeplace.solver.cutting_stock import (
     UNLIMITED,
@@ -55,7 +55,6 @@ from kubeplace.solver.shares import (
     LP_SHARE,
 )
 
-INF = highspy.kHighsInf
 PRICE_SCALE = 1e-9
 """Prices enter the LP in currency per hour."""
 TOL = 1e-9
@@ -183,22 +182,20 @@ def single_item_patterns(items: Items, offers: Offers, reps: IntArray) -> list[t
 
 
 class _Master:
-    """The master LP in HiGHS: cover rows (one per item), then limit rows (NodePool, resource)."""
+    """The master LP: cover rows (one per item), then limit rows (NodePool, resource)."""
 
     def __init__(self, items: Items, offers: Offers) -> None:
         self.items, self.offers = items, offers
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
+        self.h = HighsLp()
         self.limit_rows = [(p, r) for p in range(offers.room.shape[0]) for r in range(offers.room.shape[1])
                            if offers.room[p, r] < UNLIMITED]
         lower = np.concatenate([items.count.astype(np.float64), np.full(len(self.limit_rows), -INF)])
         upper = np.concatenate([np.full(items.n_items, INF),
                                 [float(offers.room[p, r]) for p, r in self.limit_rows]]).astype(np.float64)
-        self.h.addRows(len(lower), lower, upper, 0, np.zeros(len(lower), dtype=np.int32),
-                       np.zeros(0, dtype=np.int32), np.zeros(0))
+        self.h.add_empty_rows(lower, upper)
         self.penalty = _penalties(items, offers)
         for i in range(items.n_items):
-            self.h.addCol(float(self.penalty[i]), 0.0, INF, 1, np.array([i], dtype=np.int32), np.array([1.0]))
+            self.h.add_col(float(self.penalty[i]), 0.0, INF, np.array([i], dtype=np.int32), np.array([1.0]))
         self.columns: list[tuple[int, IntArray]] = []
         self.seen: set[tuple[int, bytes]] = set()
 
@@ -214,19 +211,17 @@ class _Master:
             if p == pool and self.offers.counted[j, r] > 0:
                 rows.append(self.items.n_items + k)
                 values.append(float(self.offers.counted[j, r]))
-        self.h.addCol(float(self.offers.price[j]) * PRICE_SCALE, 0.0, INF, len(rows),
-                      np.array(rows, dtype=np.int32), np.array(values, dtype=np.float64))
+        self.h.add_col(float(self.offers.price[j]) * PRICE_SCALE, 0.0, INF,
+                       np.array(rows, dtype=np.int32), np.array(values, dtype=np.float64))
         self.columns.append((j, a.copy()))
         return True
 
     def solve(self, seconds: float) -> tuple[float, FloatArray, FloatArray] | None:
         """(LP value, pi per item, mu per limit row), or None when the time ran out."""
-        self.h.setOptionValue("time_limit", max(HIGHS_LP_MIN_SECONDS, seconds))
-        self.h.run()
-        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        if not self.h.solve(max(HIGHS_LP_MIN_SECONDS, seconds)):
             return None
-        dual = np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
-        value = float(self.h.getInfo().objective_function_value)
+        dual = self.h.row_duals()
+        value = self.h.objective()
         return value, np.maximum(dual[: self.items.n_items], 0.0), np.minimum(dual[self.items.n_items:], 0.0)
 
     def effective_price(self, mu: FloatArray) -> FloatArray:
@@ -241,27 +236,22 @@ class _Master:
         greedy's nodes, one each); its nodes, or None without a solution in time."""
         n_items, n = self.items.n_items, len(self.columns)
         index = np.arange(n_items, n_items + n, dtype=np.int32)
-        self.h.changeColsIntegrality(n, index, np.full(n, highspy.HighsVarType.kInteger))
-        self.h.setOptionValue("time_limit", max(HIGHS_MIP_MIN_SECONDS, budget.left()))
-        self.h.setOptionValue("mip_rel_gap", MIP_GAP)
+        self.h.set_integer(index)
+        seconds = max(HIGHS_MIP_MIN_SECONDS, budget.left())
         hint = np.zeros(n_items + n, dtype=np.float64)
         for k in range(min(n_hint, n)):
             hint[n_items + k] += 1.0
         hint[:n_items] = np.maximum(self.items.count - self._covered(hint[n_items:]), 0)
-        solution = highspy.HighsSolution()
-        solution.col_value = hint.tolist()
-        solution.value_valid = True
-        self.h.setSolution(solution)
-        self.h.run()
-        values = np.asarray(self.h.getSolution().col_value, dtype=np.float64)
-        if len(values) != n_items + n or self.h.getInfo().primal_solution_status != 2:
+        self.h.solve(seconds, mip_gap=MIP_GAP, hint=hint)
+        values = self.h.values()
+        if len(values) != n_items + n or not self.h.feasible():
             return None
         copies = np.rint(values[n_items:]).astype(np.int64)
         return [Bin(j, a) for (j, a), k in zip(self.columns, copies.tolist(), strict=True) for _ in range(k)]
 
     def mip_bound(self) -> float | None:
         """The last MIP's dual bound on the cost, in price units (None when it has pods left out)."""
-        value = float(self.h.getInfo().mip_dual_bound)
+        value = self.h.dual_bound()
         return None if not np.isfinite(value) else max(0.0, value) / PRICE_SCALE
 
     def _covered(self, x: FloatArray) -> FloatArray:
@@ -330,43 +320,40 @@ def _aggregated_bound(items: Items, offers: Offers, candidates: IntArray, budget
     seconds = budget.within(AGGREGATED_SECONDS).left()
     if n_offers * n_items > AGGREGATED_PAIRS or seconds < AGGREGATED_MIN_SECONDS:
         return 0.0
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", seconds)
+    h = HighsLp()
     fit = np.stack([fit_counts(offers.capacity[candidates], items.demand[i]) for i in range(n_items)], axis=1)
     most = np.where(items.eligible[:, candidates].T & (fit > 0), np.minimum(fit, items.most[None, :]), 0)
     nodes_upper = np.full(n_offers, float(items.count.sum()))
-    h.addVars(n_offers, np.zeros(n_offers), nodes_upper)
-    h.changeColsCost(n_offers, np.arange(n_offers, dtype=np.int32), offers.price[candidates] * PRICE_SCALE)
+    h.add_vars(np.zeros(n_offers), nodes_upper)
+    h.set_costs(np.arange(n_offers, dtype=np.int32), offers.price[candidates] * PRICE_SCALE)
     pair_upper = np.where(most > 0, items.count[None, :], 0).astype(np.float64).reshape(-1)
-    h.addVars(n_offers * n_items, np.zeros(n_offers * n_items), pair_upper)
-    every = np.arange(n_offers + n_offers * n_items, dtype=np.int32)
-    h.changeColsIntegrality(len(every), every, np.full(len(every), highspy.HighsVarType.kInteger))
+    h.add_vars(np.zeros(n_offers * n_items), pair_upper)
+    h.set_integer(np.arange(n_offers + n_offers * n_items, dtype=np.int32))
 
     def pair(k: int, i: int) -> int:
         return n_offers + k * n_items + i
 
     for i in range(n_items):
-        h.addRow(float(items.count[i]), float(items.count[i]), n_offers,
-                 np.array([pair(k, i) for k in range(n_offers)], dtype=np.int32), np.ones(n_offers))
+        h.add_row(float(items.count[i]), float(items.count[i]),
+                  np.array([pair(k, i) for k in range(n_offers)], dtype=np.int32), np.ones(n_offers))
     for k in range(n_offers):
         capacity = offers.capacity[candidates[k]]
         for r in range(capacity.shape[0]):
             used = [i for i in range(n_items) if items.demand[i, r] > 0 and most[k, i] > 0]
             if used:
-                h.addRow(-INF, 0.0, len(used) + 1, np.array([k, *(pair(k, i) for i in used)], dtype=np.int32),
-                         np.array([-float(capacity[r]), *(float(items.demand[i, r]) for i in used)]))
+                h.add_row(-INF, 0.0, np.array([k, *(pair(k, i) for i in used)], dtype=np.int32),
+                          np.array([-float(capacity[r]), *(float(items.demand[i, r]) for i in used)]))
         capped = [i for i in range(n_items) if 0 < most[k, i] < items.count[i]]
         for i in capped:  # at most ``most`` pods of the item a node
-            h.addRow(-INF, 0.0, 2, np.array([k, pair(k, i)], dtype=np.int32), np.array([-float(most[k, i]), 1.0]))
+            h.add_row(-INF, 0.0, np.array([k, pair(k, i)], dtype=np.int32), np.array([-float(most[k, i]), 1.0]))
     for p, r in [(p, r) for p in range(offers.room.shape[0]) for r in range(offers.room.shape[1])
                  if offers.room[p, r] < UNLIMITED]:
         members = [k for k in range(n_offers) if offers.pool[candidates[k]] == p and offers.counted[candidates[k], r]]
         if members:
-            h.addRow(-INF, float(offers.room[p, r]), len(members), np.array(members, dtype=np.int32),
-                     np.array([float(offers.counted[candidates[k], r]) for k in members]))
-    h.run()
-    value = float(h.getInfo().mip_dual_bound)
+            h.add_row(-INF, float(offers.room[p, r]), np.array(members, dtype=np.int32),
+                      np.array([float(offers.counted[candidates[k], r]) for k in members]))
+    h.solve(seconds)
+    value = h.dual_bound()
     return max(0.0, value) / PRICE_SCALE if np.isfinite(value) else 0.0
 
 
@@ -516,28 +503,22 @@ def _knapsack(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray,
     used = np.nonzero((most > 0) & (pi > 0))[0]
     if len(used) == 0:
         return 0.0, a
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", KNAPSACK_SECONDS)
-    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-    h.addVars(len(used), np.zeros(len(used)), most[used].astype(np.float64))
-    h.changeColsCost(len(used), np.arange(len(used), dtype=np.int32), pi[used])
+    h = HighsLp(maximize=True)
+    h.add_vars(np.zeros(len(used)), most[used].astype(np.float64))
+    h.set_costs(np.arange(len(used), dtype=np.int32), pi[used])
     if integer:
-        h.changeColsIntegrality(len(used), np.arange(len(used), dtype=np.int32),
-                                np.full(len(used), highspy.HighsVarType.kInteger))
+        h.set_integer(np.arange(len(used), dtype=np.int32))
     for r in range(capacity.shape[0]):
         coef = items.demand[used, r].astype(np.float64)
         nz = np.nonzero(coef > 0)[0]
         if len(nz):
-            h.addRow(-INF, float(capacity[r]), len(nz), nz.astype(np.int32), coef[nz])
-    h.run()
-    info = h.getInfo()
-    upper = float(info.mip_dual_bound if integer else info.objective_function_value)
-    if not np.isfinite(upper) or h.getModelStatus() not in (highspy.HighsModelStatus.kOptimal,
-                                                            highspy.HighsModelStatus.kTimeLimit):
+            h.add_row(-INF, float(capacity[r]), nz.astype(np.int32), coef[nz])
+    h.solve(KNAPSACK_SECONDS)
+    upper = h.dual_bound() if integer else h.objective()
+    if not np.isfinite(upper) or not (h.optimal() or h.timed_out()):
         return float(most[used] @ pi[used]), a  # every pod it could hold: a bound all the same
-    if info.primal_solution_status == 2:
-        a[used] = np.asarray(h.getSolution().col_value, dtype=np.float64)[: len(used)]
+    if h.feasible():
+        a[used] = h.values()[: len(used)]
     return upper, a
 
 

@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from kubeplace.models.problem import BoolArray, IntArray
+from kubeplace.solver.backends.cpsat_model import IntModel
 from kubeplace.solver.budget import Budget
 from kubeplace.solver.cutting_stock import UNLIMITED, Bin, Items, Offers, cost_of, fit_counts
 from kubeplace.solver.shares import EXACT_MIN_SECONDS
@@ -105,14 +105,10 @@ def exact_nodes(items: Items, offers: Offers, slots: Slots, incumbent: list[Bin]
         return None
     model = _Model(items, offers, slots)
     model.hint(merged([Bin(int(reps[b.offer]), b.counts) for b in incumbent], slots))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = seconds
-    solver.parameters.num_workers = EXACT_WORKERS
-    solver.parameters.random_seed = 0
-    status = solver.solve(model.m)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    solved = model.m.solve(seconds, workers=EXACT_WORKERS, seed=0)
+    if not solved.status.has_solution:
         return None
-    return Exact(model.bins(solver), float(solver.best_objective_bound))
+    return Exact(model.bins(solved.values), solved.bound)
 
 
 def merged(bins: list[Bin], slots: Slots) -> list[Bin]:
@@ -227,42 +223,41 @@ def _within_limits(binding: BoolArray, pool: IntArray, counted: IntArray, a: int
 
 
 class _Model:
-    """The slots in CP-SAT: used[s], x[s][i] (None where the item cannot be on the slot's offer)."""
+    """The slots' model: used[s], x[s][i] (None where the item cannot be on the slot's offer)."""
 
     def __init__(self, items: Items, offers: Offers, slots: Slots) -> None:
         self.items, self.offers, self.slots = items, offers, slots
-        self.m = cp_model.CpModel()
+        self.m = IntModel()
         capacity = np.maximum(offers.capacity[slots.candidates], 0)
-        self.used = [self.m.new_bool_var(f"used{s}") for s in range(len(slots.slot_offer))]
-        self.x: list[list[cp_model.IntVar | None]] = []
+        self.used = [self.m.bool_var(f"used{s}") for s in range(len(slots.slot_offer))]
+        self.x: list[list[int | None]] = []
         for s, k in enumerate(slots.slot_offer.tolist()):
             self.x.append([self._pods(s, k, i, capacity[k]) for i in range(items.n_items)])
             self._capacity(s, capacity[k])
             if s > 0 and slots.slot_offer[s - 1] == k:  # slots of one offer: used first, fuller first
                 self.m.add_implication(self.used[s], self.used[s - 1])
-                self.m.add(self._load(s) <= self._load(s - 1))
+                self.m.add_le([*self._load(s), *((-c, x) for c, x in self._load(s - 1))], 0)
         first = {int(k): s for s, k in reversed(list(enumerate(slots.slot_offer.tolist())))}
         for a, b in zip(*np.nonzero(slots.merge != NO_MERGE), strict=True):
             if a < b and int(a) in first and int(b) in first:
-                self.m.add_bool_or([self.used[first[int(a)]].Not(), self.used[first[int(b)]].Not()])
+                self.m.add_not_both(self.used[first[int(a)]], self.used[first[int(b)]])
         for i in range(items.n_items):
-            self.m.add(cp_model.LinearExpr.sum([x for row in self.x if (x := row[i]) is not None])
-                       == int(items.count[i]))
+            self.m.add_eq([(1, x) for row in self.x if (x := row[i]) is not None], int(items.count[i]))
         self._limits()
         price = offers.price[slots.candidates[slots.slot_offer]]
-        cost = sum(int(p) * u for p, u in zip(price.tolist(), self.used, strict=True))
-        self.m.add(cost <= slots.ceiling)
+        cost = [(int(p), u) for p, u in zip(price.tolist(), self.used, strict=True)]
+        self.m.add_le(cost, slots.ceiling)
         self.m.minimize(cost)
 
-    def _pods(self, s: int, k: int, i: int, capacity: IntArray) -> cp_model.IntVar | None:
+    def _pods(self, s: int, k: int, i: int, capacity: IntArray) -> int | None:
         if not self.items.eligible[i, self.slots.candidates[k]]:
             return None
         most = min(int(self.items.count[i]), int(self.items.most[i]),
                    int(fit_counts(capacity[None, :], self.items.demand[i])[0]))
         if most <= 0:
             return None
-        x = self.m.new_int_var(0, most, f"x{s}_{i}")
-        self.m.add(x <= most * self.used[s])
+        x = self.m.int_var(0, most, f"x{s}_{i}")
+        self.m.add_le([(1, x), (-most, self.used[s])], 0)
         return x
 
     def _capacity(self, s: int, capacity: IntArray) -> None:
@@ -270,10 +265,11 @@ class _Model:
             terms = [(int(self.items.demand[i, r]), x) for i, x in enumerate(self.x[s])
                      if x is not None and self.items.demand[i, r] > 0]
             if terms:
-                self.m.add(sum(d * x for d, x in terms) <= int(capacity[r]) * self.used[s])
+                self.m.add_le([*terms, (-int(capacity[r]), self.used[s])], 0)
 
-    def _load(self, s: int) -> cp_model.LinearExprT:
-        return sum(int(self.items.demand[i, 0]) * x for i, x in enumerate(self.x[s]) if x is not None)
+    def _load(self, s: int) -> list[tuple[int, int]]:
+        """The first resource requested on slot s, as (coefficient, variable) terms."""
+        return [(int(self.items.demand[i, 0]), x) for i, x in enumerate(self.x[s]) if x is not None]
 
     def _limits(self) -> None:
         slot_offers = self.slots.candidates[self.slots.slot_offer]
@@ -281,7 +277,7 @@ class _Model:
             terms = [(int(self.offers.counted[j, resource]), self.used[s]) for s, j in enumerate(slot_offers.tolist())
                      if self.offers.pool[j] == p and self.offers.counted[j, resource] > 0]
             if terms:
-                self.m.add(sum(c * u for c, u in terms) <= int(self.offers.room[p, resource]))
+                self.m.add_le(terms, int(self.offers.room[p, resource]))
 
     def hint(self, bins: list[Bin]) -> None:
         """Start from these nodes (of candidate offers), when they fit the slots."""
@@ -295,7 +291,7 @@ class _Model:
             return
         if cost_of(bins, self.offers) > self.slots.ceiling:
             return
-        values: list[tuple[cp_model.IntVar, int]] = []
+        values: list[tuple[int, int]] = []
         for s in range(len(self.used)):
             k = int(self.slots.slot_offer[s])
             group = sorted(by_offer.get(k, []), key=lambda b: -int(b.counts @ self.items.demand[:, 0]))
@@ -306,12 +302,13 @@ class _Model:
             values.append((self.used[s], int(n < len(group))))
             values += [(x, int(counts[i])) for i, x in enumerate(self.x[s]) if x is not None]
         for variable, value in values:
-            self.m.add_hint(variable, value)
+            self.m.hint(variable, value)
 
-    def bins(self, solver: cp_model.CpSolver) -> tuple[Bin, ...]:
+    def bins(self, values: tuple[int, ...]) -> tuple[Bin, ...]:
+        """The used slots of a solution (``values`` per variable) as nodes."""
         out = []
         for s, k in enumerate(self.slots.slot_offer.tolist()):
-            if solver.value(self.used[s]):
-                counts = np.array([0 if x is None else solver.value(x) for x in self.x[s]], dtype=np.int64)
+            if values[self.used[s]]:
+                counts = np.array([0 if x is None else values[x] for x in self.x[s]], dtype=np.int64)
                 out.append(Bin(int(self.slots.candidates[k]), counts))
         return tuple(out)

@@ -30,11 +30,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
 from kubeplace.models.fragmentation import FloatArray
 from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
+from kubeplace.solver.backends.highs_lp import INF, HighsLp
 from kubeplace.solver.backends.milp import LARGE_COEFFICIENT
 from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import BEST_FIT, SPREAD, greedy
@@ -51,7 +51,6 @@ from kubeplace.solver.shares import (
 )
 from kubeplace.solver.state import PlacementState
 
-INF = highspy.kHighsInf
 log = logging.getLogger(__name__)
 PRICING_THREADS = 2
 TOL = 1e-7
@@ -110,15 +109,10 @@ class Master:
 
     def __init__(self, problem: Problem, kinds: Kinds) -> None:
         self.problem, self.n_kinds = problem, len(kinds.nodes)
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
-        self.h.setOptionValue("large_matrix_value", LARGE_COEFFICIENT)
-        self.h.setOptionValue("user_objective_scale", objective_scale(problem))
-        self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        self.h = HighsLp(maximize=True, options={"large_matrix_value": LARGE_COEFFICIENT,
+                                                 "user_objective_scale": objective_scale(problem)})
         upper = np.concatenate([[len(ns) for ns in kinds.nodes], problem.count]).astype(np.float64)
-        empty = np.zeros(0, dtype=np.int32)
-        self.h.addRows(len(upper), np.full(len(upper), -INF), upper, 0, np.zeros(len(upper), dtype=np.int32),
-                       empty, np.zeros(0))
+        self.h.add_empty_rows(np.full(len(upper), -INF), upper)
         self.kind: list[int] = []
         self.patterns: list[Pattern] = []
         self.index: dict[tuple[int, bytes], int] = {}
@@ -130,7 +124,7 @@ class Master:
             rows = np.concatenate([[k], self.n_kinds + pattern.cls]).astype(np.int32)
             vals = np.concatenate([[1.0], pattern.n]).astype(np.float64)
             cost = float(self.problem.weight[pattern.cls] @ pattern.n)
-            self.h.addCol(cost, 0.0, INF, len(rows), rows, vals)
+            self.h.add_col(cost, 0.0, INF, rows, vals)
             self.index[key] = len(self.patterns)
             self.kind.append(k)
             self.patterns.append(pattern)
@@ -144,26 +138,18 @@ class Master:
         limit came first. HiGHS has no limit unless told: on openb gpuspec33 a degenerate
         master LP once ran 18.6 s past the generation's deadline, which left the LNS almost
         no time and the plan at or near the greedy's."""
-        self.h.setOptionValue("time_limit", max(HIGHS_LP_MIN_SECONDS, time_limit))
-        self.h.run()
-        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        if not self.h.solve(max(HIGHS_LP_MIN_SECONDS, time_limit)):
             return None
-        sol = self.h.getSolution()
-        dual = np.maximum(np.asarray(sol.row_dual, dtype=np.float64), 0.0)
-        value = float(self.h.getInfo().objective_function_value)
-        return value, dual[self.n_kinds:], dual[: self.n_kinds], np.asarray(sol.col_value, dtype=np.float64)
+        dual = np.maximum(self.h.row_duals(), 0.0)
+        return self.h.objective(), dual[self.n_kinds:], dual[: self.n_kinds], self.h.values()
 
     def integer(self, hint: FloatArray, time_limit: float) -> FloatArray | None:
         """lambda of the MIP over the columns so far (started from ``hint``)."""
         n = len(self.patterns)
-        self.h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
-                                     np.full(n, highspy.HighsVarType.kInteger))
-        self.h.setOptionValue("time_limit", max(HIGHS_MIP_MIN_SECONDS, time_limit))
-        self.h.setOptionValue("mip_rel_gap", 1e-5)
-        self.h.setSolution(_solution(hint))
-        self.h.run()
-        values = np.asarray(self.h.getSolution().col_value, dtype=np.float64)
-        return values if len(values) == n and self.h.getInfo().primal_solution_status == 2 else None
+        self.h.set_integer(np.arange(n, dtype=np.int32))
+        self.h.solve(max(HIGHS_MIP_MIN_SECONDS, time_limit), mip_gap=1e-5, hint=hint)
+        values = self.h.values()
+        return values if len(values) == n and self.h.feasible() else None
 
 
 def objective_scale(problem: Problem) -> int:
@@ -173,13 +159,6 @@ def objective_scale(problem: Problem) -> int:
     slowest unscaled one took 18.6 s) and the generation ran about twice as many
     iterations in the same time."""
     return -math.ceil(math.log2(max(1, int(problem.weight.max(initial=1)) * 10)))
-
-
-def _solution(values: FloatArray) -> highspy.HighsSolution:
-    sol = highspy.HighsSolution()
-    sol.col_value = values.tolist()
-    sol.value_valid = True
-    return sol
 
 
 def incumbent_patterns(problem: Problem, kinds: Kinds, a: Assignment) -> list[tuple[int, Pattern]]:

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from kubeplace.models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
 from kubeplace.models.problem import IntArray, Problem, exact_sum
+from kubeplace.solver.backends.cpsat_model import IntModel
 from kubeplace.solver.budget import Budget
 from kubeplace.solver.pricing_bound import FloatArray, copies, knapsack_table, node_bound
 from kubeplace.solver.shares import PRICING_MIN_SECONDS
@@ -206,33 +206,21 @@ def _device_fill(problem: Problem, shape: NodeShape, profit: FloatArray, cand: I
     return fill
 
 
-class _Collector(cp_model.CpSolverSolutionCallback):
-    """Keeps the values of the count variables of every solution found."""
-
-    def __init__(self, variables: list[cp_model.IntVar]) -> None:
-        super().__init__()
-        self.variables = variables
-        self.found: list[list[int]] = []
-
-    def on_solution_callback(self) -> None:
-        self.found.append([int(self.value(v)) for v in self.variables])
-
-
 class PricingModel:
     """The CP-SAT model of one node of a kind for given profits (see the module doc)."""
 
     def __init__(self, problem: Problem, shape: NodeShape, profit: FloatArray) -> None:
         self.problem, self.shape = problem, shape
-        self.m = cp_model.CpModel()
+        self.m = IntModel()
         cand = shape.classes[profit[shape.classes] > 0]
         self.cls = cand[[self._upper(c) > 0 for c in cand.tolist()]] if len(cand) else cand
         top = float(profit[self.cls].max()) if len(self.cls) else 1.0
         self.scale = PROFIT_SCALE / top
         self.q = [math.ceil(float(profit[c]) * self.scale) for c in self.cls.tolist()]
-        self.n = [self.m.new_int_var(0, self._upper(c), f"n{c}") for c in self.cls.tolist()]
+        self.n = [self.m.int_var(0, self._upper(c), f"n{c}") for c in self.cls.tolist()]
         self._resources()
         self._devices()
-        self.m.maximize(sum(q * v for q, v in zip(self.q, self.n, strict=True)))
+        self.m.maximize(list(zip(self.q, self.n, strict=True)))
 
     def _upper(self, c: int) -> int:
         d, free = self.problem.demand[c], self.shape.free
@@ -249,7 +237,7 @@ class PricingModel:
         for r in range(dem.shape[1]):
             col = dem[:, r]
             if (col > 0).any() and exact_sum(col * most) > self.shape.free[r]:  # else the row can never bind
-                self.m.add(sum(int(a) * v for a, v in zip(col, self.n, strict=True) if a) <= int(self.shape.free[r]))
+                self.m.add_le([(int(a), v) for a, v in zip(col, self.n, strict=True) if a], int(self.shape.free[r]))
 
     def _devices(self) -> None:
         """Per-device loads (z by milli group, y for multi-device shares, b for whole)."""
@@ -257,9 +245,9 @@ class PricingModel:
         self.groups: dict[int, list[int]] = {}  # milli -> positions in self.cls
         self.multi: list[int] = []
         self.whole: list[int] = []
-        self.z: dict[tuple[int, int], cp_model.IntVar] = {}
-        self.y: dict[tuple[int, int], cp_model.IntVar] = {}
-        self.b: dict[int, cp_model.IntVar] = {}
+        self.z: dict[tuple[int, int], int] = {}
+        self.y: dict[tuple[int, int], int] = {}
+        self.b: dict[int, int] = {}
         for j, c in enumerate(self.cls.tolist()):
             need = need_of(p, c)
             if need.count == 0:
@@ -273,34 +261,36 @@ class PricingModel:
         if not devs or not (self.groups or self.multi or self.whole):
             return
         m = self.m
-        self.z = {(mi, d): m.new_int_var(0, f // mi, f"z{mi}_{d}") for mi in self.groups for d, f in enumerate(devs)}
-        self.y = {(j, d): m.new_int_var(0, self._upper(int(self.cls[j])), f"y{j}_{d}")
+        self.z = {(mi, d): m.int_var(0, f // mi, f"z{mi}_{d}") for mi in self.groups for d, f in enumerate(devs)}
+        self.y = {(j, d): m.int_var(0, self._upper(int(self.cls[j])), f"y{j}_{d}")
                   for j in self.multi for d in range(len(devs))}
-        self.b = {d: m.new_bool_var(f"b{d}") for d, f in enumerate(devs) if f >= WHOLE and self.whole}
+        self.b = {d: m.bool_var(f"b{d}") for d, f in enumerate(devs) if f >= WHOLE and self.whole}
         for mi, js in self.groups.items():
-            m.add(sum(self.z[mi, d] for d in range(len(devs))) == sum(self.n[j] for j in js))
+            m.add_eq([*((1, self.z[mi, d]) for d in range(len(devs))), *((-1, self.n[j]) for j in js)], 0)
         for j in self.multi:
             g = int(p.gpu_count[self.cls[j]])
-            m.add(sum(self.y[j, d] for d in range(len(devs))) == g * self.n[j])
+            m.add_eq([*((1, self.y[j, d]) for d in range(len(devs))), (-g, self.n[j])], 0)
             for d in range(len(devs)):
-                m.add(self.y[j, d] <= self.n[j])
+                m.add_le([(1, self.y[j, d]), (-1, self.n[j])], 0)
         if self.whole:
-            m.add(sum(self.b.values()) == sum(int(p.gpu_count[self.cls[j]]) * self.n[j] for j in self.whole))
+            m.add_eq([*((1, v) for v in self.b.values()),
+                      *((-int(p.gpu_count[self.cls[j]]), self.n[j]) for j in self.whole)], 0)
         loads = [self._load(d) for d in range(len(devs))]
         for d, f in enumerate(devs):
-            m.add(loads[d] <= f)
+            m.add_le(loads[d], f)
             if d + 1 < len(devs) and devs[d + 1] == f:
-                m.add(loads[d] >= loads[d + 1])
+                m.add_ge([*loads[d], *((-c, v) for c, v in loads[d + 1])], 0)
 
-    def _load(self, d: int) -> cp_model.LinearExprT:
+    def _load(self, d: int) -> list[tuple[int, int]]:
+        """The milli used on device d, as (coefficient, variable) terms."""
         p = self.problem
-        terms = [mi * self.z[mi, d] for mi in self.groups]
-        terms += [int(p.gpu_milli[self.cls[j]]) * self.y[j, d] for j in self.multi]
+        terms = [(mi, self.z[mi, d]) for mi in self.groups]
+        terms += [(int(p.gpu_milli[self.cls[j]]), self.y[j, d]) for j in self.multi]
         if d in self.b:
-            terms.append(WHOLE * self.b[d])
-        return sum(terms)
+            terms.append((WHOLE, self.b[d]))
+        return terms
 
-    def variables(self) -> list[cp_model.IntVar]:
+    def variables(self) -> list[int]:
         return [*self.n, *self.z.values(), *self.y.values(), *self.b.values()]
 
     def hint(self, pattern: Pattern) -> None:
@@ -314,13 +304,13 @@ class PricingModel:
         for c, k, row in zip(pattern.cls.tolist(), pattern.n.tolist(), pattern.slots, strict=True):
             n[at[c]], slots[at[c]] = k, row
         for j, v in enumerate(self.n):
-            self.m.add_hint(v, int(n[j]))
+            self.m.hint(v, int(n[j]))
         for (mi, d), v in self.z.items():
-            self.m.add_hint(v, int(sum(slots[j, d] for j in self.groups[mi])))
+            self.m.hint(v, int(sum(slots[j, d] for j in self.groups[mi])))
         for (j, d), v in self.y.items():
-            self.m.add_hint(v, int(slots[j, d]))
+            self.m.hint(v, int(slots[j, d]))
         for d, v in self.b.items():
-            self.m.add_hint(v, int(any(slots[j, d] for j in self.whole)))
+            self.m.hint(v, int(any(slots[j, d] for j in self.whole)))
 
     def pattern(self, values: list[int]) -> Pattern:
         """The pattern of one solution (values in the order of ``variables()``)."""
@@ -380,17 +370,11 @@ def price(problem: Problem, shape: NodeShape, profit: FloatArray, dual: float, b
     if len(model.cls) == 0:
         return Priced([], 0.0)
     model.hint(max([*quick, *known], key=value))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(PRICING_MIN_SECONDS, seconds)
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = seed
-    solver.parameters.relative_gap_limit = GAP
-    collect = _Collector(model.variables())
-    status = solver.solve(model.m, collect)
-    found = [canonical(model.pattern(v), shape.devices, milli) for v in collect.found[::-1]]
+    solved = model.m.solve(max(PRICING_MIN_SECONDS, seconds), workers=1, seed=seed, gap=GAP, collect=model.variables())
+    found = [canonical(model.pattern(v), shape.devices, milli) for v in solved.found[::-1]]
     good = sorted(_unique([p for p in found + good if value(p) > dual + tol]), key=value, reverse=True)
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        bound = min(bound, max(0.0, solver.best_objective_bound / model.scale))
+    if solved.status.has_solution:
+        bound = min(bound, max(0.0, solved.bound / model.scale))
     return Priced(good[:MAX_COLUMNS], bound)
 
 

@@ -34,7 +34,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 layers, never a package of its layer or above (``plugins`` is the module kubeplace.plugins)."""
 
 SOLVER_LIBRARIES = ("ortools", "pulp", "highspy")
-"""Imported by kubeplace.solver only: the model and its plugins stay solver-agnostic."""
+"""Imported by kubeplace.solver.backends only: the model, its plugins and every search (column
+generation, pricing, the exact provisioning model) stay solver-agnostic."""
+BACKENDS = "kubeplace.solver.backends"
 RAY_RUNNER = "kubeplace.simulate.ray_sweep"
 """The one module that imports Ray (the optional extra kubeplace[ray]): nothing else needs it."""
 
@@ -201,17 +203,18 @@ def library_imports(modules: dict[str, Module], libraries: tuple[str, ...], allo
     for name, module in modules.items():
         if name == allowed or name.startswith(allowed + "."):
             continue
+        where = module.path.relative_to(CHECKOUT) if module.path.is_relative_to(CHECKOUT) else module.path
         for node in ast.walk(ast.parse(module.path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-            out += [f"{module.path.relative_to(CHECKOUT)}:{node.lineno}: {n}" for n in names
+            out += [f"{where}:{node.lineno}: {n}" for n in names
                     if n.split(".")[0] in libraries]
     return sorted(out)
 
 
 def solver_library_imports(modules: dict[str, Module]) -> list[str]:
-    """``path:line: library`` for every import of a solver library outside kubeplace.solver."""
-    return library_imports(modules, SOLVER_LIBRARIES, "kubeplace.solver")
+    """``path:line: library`` for every import of a solver library outside kubeplace.solver.backends."""
+    return library_imports(modules, SOLVER_LIBRARIES, BACKENDS)
 
 
 def test_every_product_package_has_a_layer() -> None:
@@ -232,10 +235,19 @@ def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
         "kubeplace.models.upward imports kubeplace.solver.backends"]
 
 
-def test_only_the_solver_imports_a_solver_library_so_plugins_never_do() -> None:
-    assert solver_library_imports(product_modules()) == []
+def test_only_the_backends_import_a_solver_library_so_nothing_else_calls_a_solver_directly() -> None:
+    found = solver_library_imports(product_modules())
+    assert found == [], "\n".join(found)
     modules = product_modules()
     assert any(name.startswith("kubeplace.models.plugins.") for name in modules)
+    assert library_imports(modules, SOLVER_LIBRARIES, "kubeplace.no_such_package") != []  # (it sees the backends')
+
+
+def test_the_solver_library_check_sees_a_search_calling_highs_itself(tmp_path: Path) -> None:
+    search = tmp_path / "search.py"
+    search.write_text("def f() -> None:\n    import highspy\n\n    highspy.Highs()\n")
+    modules = {**product_modules(), "kubeplace.solver.search": Module("kubeplace.solver.search", search, False)}
+    assert [v.split(": ", 1)[1] for v in solver_library_imports(modules)] == ["highspy"]
 
 
 def test_only_the_ray_runner_imports_ray_so_nothing_else_needs_the_extra() -> None:

@@ -1,7 +1,19 @@
-"""Registry of solver backends: a plain map from name to factory.
+"""Every call to a solver library, and the registry of the backends a ``LinearModel`` goes to.
 
-Factories are cheap: a backend imports its solver library only inside ``solve``/``available``,
-so importing this package loads neither OR-tools nor PuLP.
+This package is the only one that imports OR-tools, PuLP or highspy (tests/test_structure.py
+checks it). What it offers:
+
+* ``BACKENDS``: a ``LinearModel`` solved whole (``cpsat``, ``milp``/``highs``/``cbc``), for the
+  placement model and the bounds;
+* ``highs_lp.HighsLp``: an incremental HiGHS LP/MIP (add columns, re-solve warm, read row duals,
+  then the MIP over the columns), for the column-generation masters and the pricing knapsacks;
+* ``cpsat_model.IntModel``: an integer model written term by term with implications and hints,
+  solved by CP-SAT with explicit parameters, keeping every solution found on the way, for the
+  pattern pricing and the exact provisioning model.
+
+Factories are cheap: a backend imports its solver library only when it solves, so importing this
+package loads neither OR-tools nor PuLP nor highspy. ``highs_lp`` and ``cpsat_model`` load theirs
+on import, as the searches that use them did: their callers pay the load before any time limit.
 """
 
 from __future__ import annotations

@@ -142,11 +142,11 @@ def test_the_master_lp_gets_the_time_left() -> None:
     for k, pattern in incumbent_patterns(p, kinds, best_greedy(p)):
         master.add(k, pattern)
     assert master.solve(2.5) is not None
-    assert master.h.getOptionValue("time_limit")[1] == 2.5
+    assert master.h.option("time_limit") == 2.5
 
 
 def test_the_master_costs_are_scaled_to_about_one() -> None:
     p = mixed_cluster()
     master = Master(p, kinds_of(p))
-    scale = master.h.getOptionValue("user_objective_scale")[1]
+    scale = master.h.option("user_objective_scale")
     assert 0.05 <= float(p.weight.max()) * 2.0 ** scale <= 0.1
