@@ -143,7 +143,7 @@ def _steered(problem: Problem, policy: str) -> Placer:
     def steered(state: PlacementState, c: int, want: int) -> int:
         unused = partial[problem.demand[c, partial] == 0]
         if len(unused) == 0:
-            return place(state, c, want)
+            return place(state, c, want, None)
         return preferred_first(state, c, want, np.asarray((state.free[:, unused] <= 0).all(axis=1)), place)
     return steered
 
