@@ -1,32 +1,13 @@
 """What a PodGroup's ``minResources`` means: its scheduler's admission check, never a placement sum.
 
-Decided per source, in the source's own words (each source's ``admission``, in its module of
-``kube.gang_sources``):
-
-- **Volcano** (``scheduling.volcano.sh``): "minResources defines the minimal resource of members/tasks
-  to run the pod group; if there's not enough resources to start all tasks, the scheduler will not
-  start anyone" is read by the *enqueue* action only: a PodGroup still ``Pending`` moves to
-  ``Inqueue`` when every ``JobEnqueueableFn`` permits it. The overcommit plugin (in Volcano's default
-  configuration) permits it when ``inqueue + minResources`` fits, "only compar[ing] the requested
-  resource", in the cluster's idle room, ``total * overCommitFactor - used`` (factor 1.2). Placement
-  (the gang plugin's ``JobReady``/``JobPipelined``) counts ``minMember`` tasks (and ``minTaskMember``)
-  and never looks at ``minResources`` again. Operators fill it for the whole application (spark-operator:
-  the driver plus every executor the driver creates later), so a placement sum would never place a Spark
-  driver, nor the pending executors of a running application whose ``minMember`` is met. A group
-  past ``Pending`` (``Inqueue``, ``Running``...) is admitted: no check. Queues (capability, deserved
-  share) are not modelled.
-- **scheduler-plugins Coscheduling** (``scheduling.x-k8s.io``, ``scheduling.sigs.k8s.io``): PreFilter
-  checks ``minResources`` plus ``pods: minMember`` with ``CheckClusterResource`` against the free room
-  summed over all nodes (allocatable less the requests of the pods there, the group's own pods not
-  counted), "not as a placement sum": "This resource check may not always pre-catch unschedulable pod
-  group". A shortfall rejects every member with "resource gap".
-- **KubeRay** writes a Volcano or a scheduler-plugins PodGroup (``minResources``: head plus every
-  worker's ``minReplicas``): read as the scheduler it names reads it.
-- **KAI-Scheduler** (``scheduling.run.ai/v2alpha2``) and the **Workload API** (``scheduling.k8s.io``
-  PodGroup) have no quota-like field: ``minMember`` / ``gang.minCount`` are all that holds a group back.
-
-Where kubeplace reads the names (``kube.gangs.min_resources``: ``requests.X`` as ``X``, ``limits.*`` and
-``count/*`` ignored), both checks compare what it read.
+Decided per source, in the source's own words: each source's ``admission`` in its module of
+``kube.gang_sources`` (Volcano's enqueue with overcommit in ``volcano.py``, Coscheduling's
+``CheckClusterResource`` in ``scheduler_plugins.py``). KubeRay writes a Volcano or a scheduler-plugins
+PodGroup (``minResources``: head plus every worker's ``minReplicas``): read as the scheduler it names
+reads it. KAI-Scheduler and the Workload API have no quota-like field: ``minMember`` /
+``gang.minCount`` are all that holds a group back. Where kubeplace reads the names
+(``gang_sources.source.min_resources``: ``requests.X`` as ``X``, ``limits.*`` and ``count/*``
+ignored), both checks compare what it read.
 """
 
 from __future__ import annotations

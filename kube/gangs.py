@@ -1,30 +1,11 @@
 """Gangs: PodGroup objects of the schedulers users run, and which pods belong to them.
 
-Each source is a module of ``kube.gang_sources`` and a line of its ``SOURCES``; this module asks
-them. Accepted, all at once:
-
-- scheduler-plugins ``scheduling.x-k8s.io/v1alpha1`` PodGroup (pods join with the label
-  ``scheduling.x-k8s.io/pod-group``) and its older ``scheduling.sigs.k8s.io`` copy (label
-  ``pod-group.scheduling.sigs.k8s.io``);
-- Volcano ``scheduling.volcano.sh/v1beta1`` PodGroup (pods join with the annotation
-  ``scheduling.k8s.io/group-name``);
-- the upstream Workload API's ``scheduling.k8s.io`` PodGroup, v1alpha2 (Kubernetes 1.36) and
-  v1beta1 (1.37), of the same shape (pods join with ``spec.schedulingGroup.podGroupName``):
-  ``spec.schedulingPolicy.gang.minCount`` is its min-member (``basic``: 1, no all-or-nothing)
-  and ``spec.schedulingConstraints.topology[0].key`` its topology key;
-- KAI-Scheduler's ``scheduling.run.ai/v2alpha2`` PodGroup (pods join with the annotation
-  ``pod-group-name``): ``spec.minMember``, and ``spec.topologyConstraint``'s
-  ``requiredTopologyLevel`` / ``preferredTopologyLevel`` as the (preferred) topology key;
-- no CRD at all: the pod label ``kubeplace.io/gang`` names the group and the pod
-  annotation ``kubeplace.io/gang-min-member`` gives its min-member;
-- Kueue: pods sharing the annotation ``kueue.x-k8s.io/workload`` (the admitted Workload's name,
-  set on the pod template when Kueue starts the job) were admitted together, their capacity
-  promised: one gang of all its pending pods (:func:`kueue_groups`), whose pods weigh a tier
-  above every other pod (:func:`is_admitted`). With topology-aware scheduling Kueue pins each
-  pod to its node(s) by a nodeSelector once it lifts the ``kueue.x-k8s.io/topology`` gate;
-  gated pods are not pending and wait;
-- JobSet and LeaderWorkerSet pods with exclusive topology: their Job's or group's gang
-  (``kube.followers``).
+Accepted, all at once, each a module of ``kube.gang_sources`` (its docstring says how its pods join
+and what its PodGroup means) and a line of its ``SOURCES``, which this module asks: scheduler-plugins'
+PodGroup (and its older ``scheduling.sigs.k8s.io`` copy), the Workload API's ``scheduling.k8s.io``
+PodGroup, Volcano's, KAI-Scheduler's, CRD-free gangs (the pod label ``kubeplace.io/gang``), JobSet
+and LeaderWorkerSet pods with exclusive topology (``kube.followers``) and Kueue Workloads, whose pods
+weigh a tier above every other pod (:func:`is_admitted`).
 
 A pod that names a PodGroup the snapshot lacks, or one of an API version kubeplace does not
 read, is never placed (:func:`blocked_reason`): placed alone, it would break its gang's rule.
@@ -47,7 +28,6 @@ from kubeplace.kube.gang_sources import (
     KINDS,
     READS,
     SOURCES,
-    STATUS_APIS,
     kai,
     kueue_workloads,
     plain,
@@ -60,21 +40,15 @@ from kubeplace.kube.kueue import KUEUE_WORKLOAD
 from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup
 
-SCHEDULER_PLUGINS_GROUPS = (scheduler_plugins.GROUP, scheduler_plugins.OLD_GROUP)
-VOLCANO_GROUP = volcano.GROUP
 MEMBER_LABELS = (scheduler_plugins.LABEL, scheduler_plugins.OLD_LABEL)
 VOLCANO_ANNOTATION = volcano.ANNOTATION
 KAI_ANNOTATION = kai.ANNOTATION
-KUEUE_GROUP = kueue_workloads.GROUP
 PLAIN_LABEL = plain.LABEL
 PLAIN_MIN_MEMBER = plain.MIN_MEMBER
-GANG_TIMEOUT_ANNOTATION = plain.TIMEOUT_ANNOTATION
 READ_VERSIONS = {group: kind.versions for group, kind in KINDS.items()}
 """The PodGroup API versions kubeplace reads, per API group; a PodGroup of another version of
 these groups is unreadable (its pods are never placed)."""
 POD_GROUP_API_GROUPS = tuple(READ_VERSIONS)
-CRDS = STATUS_APIS
-"""The PodGroup resources whose ``status`` (phase, scheduled count) kubeplace writes."""
 GANG_APIS = READS
 """Every resource the gang rules read from a cluster (one not served lists as empty): the
 PodGroups, the Jobs and LeaderWorkerSets whose followers are planned before they exist, and
@@ -163,7 +137,7 @@ def kueue_groups(pending: list[Pod], running: list[Pod], known: set[GangKey]) ->
         if key is not None and key not in known and pod.annotations.get(KUEUE_WORKLOAD) == key.name:
             counts[key] = counts.get(key, 0) + 1
     waiting = {gang_of(pod) for pod in pending}
-    return [PodGroup(key.namespace, key.name, count, origin=KUEUE_GROUP) for key, count in counts.items()
+    return [PodGroup(key.namespace, key.name, count, origin=kueue_workloads.GROUP) for key, count in counts.items()
             if key in waiting]
 
 
