@@ -34,8 +34,11 @@ from kubeplace.kube.gang_sources import (
     scheduler_plugins,
     volcano,
 )
-from kubeplace.kube.gang_sources.plain import plain_groups
-from kubeplace.kube.gang_sources.source import PREFERRED_TOPOLOGY_KEY, TOPOLOGY_KEY, crd_pod_group, min_resources
+from kubeplace.kube.gang_sources.plain import plain_groups as plain_groups
+from kubeplace.kube.gang_sources.source import PREFERRED_TOPOLOGY_KEY as PREFERRED_TOPOLOGY_KEY
+from kubeplace.kube.gang_sources.source import TOPOLOGY_KEY as TOPOLOGY_KEY
+from kubeplace.kube.gang_sources.source import crd_pod_group
+from kubeplace.kube.gang_sources.source import min_resources as min_resources
 from kubeplace.kube.kueue import KUEUE_WORKLOAD
 from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.objects import DEFAULT_GANG_TIMEOUT_SECONDS, GangKey, Pod, PodGroup
@@ -58,7 +61,6 @@ _MARK_LABELS = tuple(label for source in SOURCES for label in source.labels)
 _MARK_ANNOTATIONS = tuple(annotation for source in SOURCES for annotation in source.annotations)
 _NAMED = tuple(source for source in SOURCES if source.kind is not None)
 """The sources whose gang is a PodGroup object the pod names."""
-__all__ = ["PREFERRED_TOPOLOGY_KEY", "TOPOLOGY_KEY", "min_resources", "plain_groups"]
 
 
 def parse_pod_group(obj: Mapping[str, Any], source: str) -> PodGroup:

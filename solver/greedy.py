@@ -32,11 +32,13 @@ import numpy as np
 from kubeplace.kube.objects import GangKey
 from kubeplace.models.problem import Assignment, BoolArray, Gang, IntArray, Problem
 from kubeplace.solver.placers import Placer, best_fit, candidates, preferred_first, spread
-from kubeplace.solver.policies import BEST_FIT, FGD, POLICIES, SPREAD
+from kubeplace.solver.policies import BEST_FIT as BEST_FIT
+from kubeplace.solver.policies import FGD as FGD
+from kubeplace.solver.policies import POLICIES as POLICIES
+from kubeplace.solver.policies import SPREAD as SPREAD
 from kubeplace.solver.state import PlacementState
 
 _T = TypeVar("_T")
-__all__ = ["BEST_FIT", "FGD", "POLICIES", "SPREAD"]
 
 
 def class_order(problem: Problem) -> list[int]:
