@@ -21,21 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.framework import (
     FILTER,
-    FragmentationTerm,
-    GangDomainsTerm,
-    LoadBalanceTerm,
-    NodesUsedTerm,
+    ObjectiveTerm,
     PluginError,
     PluginFactory,
     PluginSet,
-    PreferenceTerm,
     RunContext,
     missing_members,
 )
@@ -53,7 +49,7 @@ from kubeplace.models.problem import (
     Spread,
 )
 
-TERM_TYPES = (LoadBalanceTerm, NodesUsedTerm, FragmentationTerm, GangDomainsTerm, PreferenceTerm)
+TERM_TYPES = get_args(ObjectiveTerm)
 RULE_TYPES = (GroupCap, Gang, Headroom, Exclusion, Attraction, Spread, NodePreference, DomainPreference)
 
 

@@ -8,17 +8,21 @@ on the fullest node it fits, and keep a node's moves only when all of its pods f
 ``defrag``: at each step, the move that lowers the GPU fragmentation most (the exact measure of
 ``models.fragmentation``, node by node: a move changes only its two nodes'), within the budgets.
 The answer is the exact backend's hint, so the backend starts from it and only improves.
+
+Each is the greedy move of one objective term (``models.terms.TERMS``), one line of :data:`MOVES`
+keyed by the term's type: ``rebalance.solve_moves`` tries the move of every term the objective has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from kubeplace.models.fragmentation import TaskShapes, node_fragmentation
+from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm
 from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import IntArray, fits
 from kubeplace.rebalance.layout import Layout
@@ -206,3 +210,14 @@ def greedy_fragmentation(model: Any, budgets: Budgets) -> IntArray:
         pair = np.array([i, j], dtype=np.int64)
         now[pair] = fragmentation(pair, free[pair], taken[pair])
     return moves.y
+
+
+GreedyMove = Callable[[Any, Budgets], IntArray]
+"""(the view of every candidate move, :func:`everywhere`; the budgets) -> a placement."""
+MOVES: Mapping[type, GreedyMove] = {
+    LoadBalanceTerm: greedy_balance,
+    NodesUsedTerm: greedy_binpack,
+    FragmentationTerm: greedy_fragmentation,
+}
+"""The greedy answer tried for each kind of objective term (``models.terms.TERMS``) that has one, in
+the order they are tried (an equal answer does not replace an earlier one)."""

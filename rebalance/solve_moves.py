@@ -20,10 +20,9 @@ import numpy as np
 
 from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
-from kubeplace.models.framework import FragmentationTerm, LoadBalanceTerm, NodesUsedTerm
 from kubeplace.models.linear_terms import SCALE
 from kubeplace.models.problem import FULL, IntArray
-from kubeplace.rebalance.greedy_moves import everywhere, greedy_balance, greedy_binpack, greedy_fragmentation
+from kubeplace.rebalance.greedy_moves import MOVES, everywhere
 from kubeplace.rebalance.layout import Layout
 from kubeplace.rebalance.model import Budgets, MoveModel, build_moves, objective_goal
 from kubeplace.solver.backends import get_backend
@@ -92,16 +91,12 @@ def run(model: MoveModel, goal: list[tuple[int, int]], settings: Settings, budge
     return get_backend(solver.backend).solve(lm, solver)
 
 
-GREEDY = ((LoadBalanceTerm, greedy_balance), (NodesUsedTerm, greedy_binpack), (FragmentationTerm, greedy_fragmentation))
-"""The greedy answer tried for each kind of term the objective has."""
-
-
 def first_answer(layout: Layout, budgets: Budgets) -> IntArray:
-    """The best greedy answer by the exact objective (fewer moves on a tie); the current
-    placement when none improves on it."""
+    """The best greedy answer (``greedy_moves.MOVES``: one per kind of term the objective has) by the
+    exact objective (fewer moves on a tie); the current placement when none improves on it."""
     view = everywhere(layout)
     best, best_value = layout.x0, layout.value(layout.x0)
-    for kind, greedy in GREEDY:
+    for kind, greedy in MOVES.items():
         if any(isinstance(t, kind) for t in layout.terms):
             y = greedy(view, budgets)
             value = layout.value(y)

@@ -5,7 +5,8 @@
   plus the gang events ``GangTimedOut`` and ``GangBelowMinMember``. The same event for the same
   pod is not repeated within ``repeat_after`` seconds (a pod retried every few seconds would
   flood the namespace);
-- the status of a PodGroup object (scheduler-plugins or Volcano) through its ``status``
+- the status of a PodGroup object (those whose source names a ``status_version``:
+  scheduler-plugins, Volcano; ``kube.gang_sources``) through its ``status``
   subresource: ``phase`` and ``scheduled``; a timed-out gang also gets an ``Unschedulable``
   condition (Volcano's shape; a schema that does not know it drops it). A PodGroup or CRD that is
   not there (404) and CRD-free gangs are skipped.
@@ -33,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubeplace.kube.errors import ClusterError, NotFound
-from kubeplace.kube.gangs import CRDS
+from kubeplace.kube.gang_sources import STATUS_APIS
 from kubeplace.kube.objects import Pod, PodGroup
 
 log = logging.getLogger("kubeplace.serve.events")
@@ -48,7 +49,7 @@ WARNINGS_FIRST, NORMAL_NEXT, LAST = 0, 1, 2
 """Order of the queued Events: Warnings, then Normal ones, then the sender's stop."""
 
 PHASE_SCHEDULED, PHASE_SCHEDULING, PHASE_PENDING = "Scheduled", "Scheduling", "Pending"
-_VERSIONS = {group: version for group, version, _ in CRDS}
+_VERSIONS = {group: version for group, version, _ in STATUS_APIS}
 
 
 class EventClient(Protocol):

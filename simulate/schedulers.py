@@ -7,7 +7,7 @@
 - ``kube-scheduler``: the kube-scheduler emulation (``solver.emulate``: default profile, one pod
   at a time in queue order, no preemption, gang members one by one);
 - ``best-fit``, ``fgd``: kubeplace's one-pod-at-a-time greedy policies in queue order
-  (``solver.greedy.greedy_in_queue``).
+  (``solver.greedy.greedy_in_queue``): those ``simulated`` in ``solver.policies.POLICIES``.
 
 The baselines try their pending pods whenever the cluster changed (a pod arrived or left): a
 queue with perfect hints, no backoff. Their placements are plans like kubeplace's
@@ -32,11 +32,12 @@ from kubeplace.plan.pipeline import plan_placed_by
 from kubeplace.serve.events import EventRecorder
 from kubeplace.serve.loop import Scheduler, ServeSettings
 from kubeplace.serve.snapshots import Snapshots
-from kubeplace.simulate.names import BEST_FIT, FGD, KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
+from kubeplace.simulate.names import KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
 from kubeplace.simulate.trace import RawObject
 from kubeplace.simulate.world import SimClient, World
 from kubeplace.solver import greedy
 from kubeplace.solver.emulate.scheduler import as_candidate, emulate
+from kubeplace.solver.policies import SIMULATED
 
 MAX_CYCLES_AT_ONCE = 10_000
 """Cycles run at one simulated instant before the simulation gives up on it (a loop guard)."""
@@ -146,12 +147,17 @@ class KubeSchedulerPlacer:
 
 
 Placer = Callable[[Snapshot, Aggregation, PluginSet], Assignment]
-PLACERS: dict[str, Callable[[], Placer]] = {
-    KUBE_SCHEDULER: KubeSchedulerPlacer,
-    BEST_FIT: lambda: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.BEST_FIT),
-    FGD: lambda: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, greedy.FGD)}
+
+
+def in_queue(policy: str) -> Callable[[], Placer]:
+    """The greedy ``policy`` (``solver.policies``) one pod at a time in queue order."""
+    return lambda: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, policy)
+
+
+PLACERS: dict[str, Callable[[], Placer]] = {KUBE_SCHEDULER: KubeSchedulerPlacer,
+                                            **{policy: in_queue(policy) for policy in SIMULATED}}
 """Each baseline's placer, made once per simulation (the kube-scheduler's keeps where its
-search stopped)."""
+search stopped): the greedy policies ``simulated`` in ``solver.policies.POLICIES``."""
 assert set(PLACERS) | {KUBEPLACE} == set(SCHEDULERS)
 
 

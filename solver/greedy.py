@@ -24,30 +24,20 @@ room that holds the whole group (best-fit on domains, like a gang with a topolog
 from __future__ import annotations
 
 import functools
-import heapq
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from kubeplace.kube.objects import GangKey
-from kubeplace.models.fragmentation import TaskShapes, popular
 from kubeplace.models.problem import Assignment, BoolArray, Gang, IntArray, Problem
-from kubeplace.solver.fragmentation_deltas import FragmentationTables, best_device_delta, fragmentation_after
+from kubeplace.solver.placers import Placer, best_fit, candidates, preferred_first, spread
+from kubeplace.solver.policies import BEST_FIT as BEST_FIT
+from kubeplace.solver.policies import FGD as FGD
+from kubeplace.solver.policies import POLICIES as POLICIES
+from kubeplace.solver.policies import SPREAD as SPREAD
 from kubeplace.solver.state import PlacementState
 
-FloatArray = npt.NDArray[np.float64]
-BEST_FIT = "best-fit"
-SPREAD = "spread"
-FGD = "fgd"
-POLICIES = (BEST_FIT, SPREAD, FGD)
-
-EXACT_FGD_PODS = 400
-"""Up to this many pending pods, FGD evaluates full node fragmentation per candidate."""
-TIE_BREAK = 1e-3
-"""Weight of best-fit's leftover capacity among nodes of equal fragmentation delta."""
-Placer = Callable[[PlacementState, int, int], int]
 _T = TypeVar("_T")
 
 
@@ -138,55 +128,26 @@ def _place_runs(problem: Problem, state: PlacementState, place: Placer,
 
 
 def _placer(problem: Problem, policy: str, exact_fgd: bool | None = None) -> Placer:
-    if policy == BEST_FIT:
-        return _best_fit
-    if policy == SPREAD:
-        return _spread
-    if policy == FGD:
-        tables = FragmentationTables.of(problem)
-        if exact_fgd is None:
-            exact_fgd = int(problem.count.sum()) <= EXACT_FGD_PODS
-        exact = popular(TaskShapes.of(problem, by_devices=True)) if exact_fgd else None
-
-        def fgd(state: PlacementState, c: int, want: int) -> int:
-            if state.need(c).count > 0:
-                return _fgd(state, tables, c, want, exact)
-            # CPU and memory taken from a node with free GPUs can strand them (FGD counts
-            # that as fragmentation): nodes with no free GPU first, best-fit
-            no_free_gpu = state.device_free.max(axis=1, initial=0) <= 0
-            if exact is None:
-                return _preferred_first(state, c, want, no_free_gpu, _best_fit)
-            return _preferred_first(state, c, want, no_free_gpu, _best_fit,
-                                    lambda k: _fgd(state, tables, c, k, exact))
-        return fgd
-    raise ValueError(f"unknown greedy policy {policy!r}")
+    if policy not in POLICIES:
+        raise ValueError(f"unknown greedy policy {policy!r}")
+    return POLICIES[policy].placer(problem, exact_fgd)
 
 
 def _steered(problem: Problem, policy: str) -> Placer:
     """``policy`` (best-fit or spread), but a pod that needs none of a resource only some
     nodes have (GPUs, say) goes first to the nodes with none of it free, and elsewhere only
     when those are full: CPU-only pods then leave GPU nodes' CPU and memory to the GPU pods."""
-    place = {BEST_FIT: _best_fit, SPREAD: _spread}[policy]
+    place = POLICIES[policy].within
+    assert place is not None, f"{policy} has no placer on a subset of nodes"
     cap = problem.capacity
     partial = np.nonzero((cap == 0).any(axis=0) & (cap > 0).any(axis=0))[0]
 
     def steered(state: PlacementState, c: int, want: int) -> int:
         unused = partial[problem.demand[c, partial] == 0]
         if len(unused) == 0:
-            return place(state, c, want)
-        return _preferred_first(state, c, want, np.asarray((state.free[:, unused] <= 0).all(axis=1)), place)
+            return place(state, c, want, None)
+        return preferred_first(state, c, want, np.asarray((state.free[:, unused] <= 0).all(axis=1)), place)
     return steered
-
-
-def _preferred_first(state: PlacementState, c: int, want: int, preferred: BoolArray,
-                     place: Callable[[PlacementState, int, int, BoolArray | None], int],
-                     rest: Callable[[int], int] | None = None) -> int:
-    """``place`` on the ``preferred`` nodes, then what is left by ``rest`` (default:
-    ``place`` anywhere)."""
-    got = place(state, c, want, preferred)
-    if got >= want:
-        return got
-    return got + (rest(want - got) if rest is not None else place(state, c, want - got, None))
 
 
 def _place_gang(problem: Problem, state: PlacementState, gang: Gang, place: Placer) -> PlacementState:
@@ -284,7 +245,7 @@ def _relaxed(state: PlacementState, j: int, run: Callable[[], _T]) -> _T:
 def _water_fill(state: PlacementState, c: int, want: int, place: Placer, j: int) -> int:
     s = state.rules.spread[j]
     rule = s.rule
-    nodes, m = _relaxed(state, j, lambda: _candidates(state, c))
+    nodes, m = _relaxed(state, j, lambda: candidates(state, c))
     domain = rule.domain[nodes]
     inside = domain >= 0
     room = np.bincount(domain[inside], weights=m[inside], minlength=rule.n_domains).astype(np.int64)
@@ -323,7 +284,7 @@ def _place_carrier(state: PlacementState, c: int, want: int, place: Placer, j: i
     placed = _within(state, rules.anchored(j, everywhere), lambda: _place_plain(state, c, want, place))
     if placed >= want or c not in rules.attr[j].rule.starters or not rules.starter_possible(j):
         return placed
-    nodes, m = _candidates(state, c)
+    nodes, m = candidates(state, c)
     cell = rules.attr[j].rule.cell[nodes]
     if not (cell >= 0).any():
         return placed
@@ -334,99 +295,6 @@ def _place_carrier(state: PlacementState, c: int, want: int, place: Placer, j: i
     chosen = int(fits[np.argmin(room[fits])]) if len(fits) else int(np.argmax(room))
     mask = rules.anchored(j, everywhere) | (rules.attr[j].rule.cell == chosen)
     return placed + _within(state, mask, lambda: _place_plain(state, c, want - placed, place))
-
-
-def _candidates(state: PlacementState, c: int, within: BoolArray | None = None) -> tuple[IntArray, IntArray]:
-    allowed = state.problem.eligible[c] if within is None else state.problem.eligible[c] & within
-    if state.within is not None:
-        allowed = allowed & state.within
-    nodes = np.nonzero(allowed)[0]
-    m = state.fit(c, nodes)
-    return nodes[m > 0], m[m > 0]
-
-
-def _leftover(problem: Problem, nodes: IntArray, free: IntArray, c: int) -> FloatArray:
-    """Free capacity left after one more pod, as a sum of fractions of capacity."""
-    cap = np.maximum(problem.capacity[nodes], 1)
-    return np.asarray(((free - problem.demand[c]) / cap).sum(axis=1), dtype=np.float64)
-
-
-def _best_fit(state: PlacementState, c: int, want: int, within: BoolArray | None = None) -> int:
-    nodes, m = _candidates(state, c, within)
-    if len(nodes) == 0 or want <= 0:
-        return 0
-    order = np.argsort(_leftover(state.problem, nodes, state.free[nodes], c), kind="stable")
-    placed = 0
-    for j in order:
-        if placed >= want:
-            break
-        k = int(min(want - placed, m[j]))
-        state.take(c, int(nodes[j]), k)
-        placed += k
-    return placed
-
-
-def _spread(state: PlacementState, c: int, want: int, within: BoolArray | None = None) -> int:
-    nodes, m = _candidates(state, c, within)
-    if len(nodes) == 0 or want <= 0:
-        return 0
-    p = state.problem
-    cap = np.maximum(p.capacity[nodes], 1).astype(np.float64)
-    load = p.base(measured=True)[nodes] + (p.free[nodes] - state.free[nodes])  # measured load where known
-    used_frac = (load / cap).sum(axis=1)
-    step = (p.demand[c] / cap).sum(axis=1)
-    first = used_frac + step
-    # only the ``want`` nodes that come first can receive a pod before ``want`` are placed
-    ahead = np.lexsort((np.arange(len(nodes)), first))[:want]
-    heap = [(float(first[j]), int(j)) for j in ahead]
-    heapq.heapify(heap)
-    given = np.zeros(len(nodes), dtype=np.int64)
-    placed = 0
-    while heap and placed < want:
-        score, j = heapq.heappop(heap)
-        given[j] += 1
-        placed += 1
-        if given[j] < m[j]:
-            heapq.heappush(heap, (score + float(step[j]), j))
-    for g in np.nonzero(given)[0]:
-        state.take(c, int(nodes[g]), int(given[g]))
-    return placed
-
-
-def _fgd(state: PlacementState, tables: FragmentationTables, c: int, want: int,
-         exact: TaskShapes | None = None) -> int:
-    """One pod at a time onto the node (and device) whose fragmentation grows least, ties
-    to the fuller node; only the node that received the pod is re-evaluated. With
-    ``exact`` shapes (small batches) the full node fragmentation is evaluated, CPU and
-    memory included; otherwise the tabulated GPU part."""
-    nodes, _ = _candidates(state, c)
-    if len(nodes) == 0 or want <= 0:
-        return 0
-    need = state.need(c)
-
-    def deltas(at: IntArray) -> tuple[FloatArray, IntArray]:
-        if exact is not None:
-            return fragmentation_after(state, exact, c, at)
-        return best_device_delta(tables, state.device_free[at], need.milli, need.count)
-
-    leftover = _leftover(state.problem, nodes, state.free[nodes], c)
-    delta, device = deltas(nodes)
-    score = delta + TIE_BREAK * leftover
-    placed = 0
-    while placed < want:
-        j = int(np.argmin(score))
-        if not np.isfinite(score[j]):
-            break
-        node = int(nodes[j])
-        state.take(c, node, 1, (int(device[j]),) if device[j] >= 0 and need.count == 1 else None)
-        placed += 1
-        if state.fit(c, np.array([node]))[0] > 0:
-            d, dev = deltas(np.array([node]))
-            left = _leftover(state.problem, np.array([node]), state.free[[node]], c)
-            score[j], device[j] = d[0] + TIE_BREAK * left[0], dev[0]
-        else:
-            score[j] = np.inf
-    return placed
 
 
 def guided(problem: Problem, quotas: IntArray, node_kind: IntArray) -> Assignment:
@@ -443,10 +311,10 @@ def guided(problem: Problem, quotas: IntArray, node_kind: IntArray) -> Assignmen
         for k in np.argsort(-quotas[c], kind="stable"):
             if quotas[c, k] <= 0:
                 break
-            placed += _spread(state, c, int(quotas[c, k]), node_kind == k)
-        _spread(state, c, int(problem.count[c]) - placed)
+            placed += spread(state, c, int(quotas[c, k]), node_kind == k)
+        spread(state, c, int(problem.count[c]) - placed)
     for c in ruled:  # the inter-pod rules' classes by the rules-aware path, after the others
-        place_class(state, c, int(problem.count[c] - state.per_class[c]), _best_fit)
+        place_class(state, c, int(problem.count[c] - state.per_class[c]), best_fit)
     for gang in problem.gangs:
-        state = _place_gang(problem, state, gang, _best_fit)
+        state = _place_gang(problem, state, gang, best_fit)
     return state.assignment()

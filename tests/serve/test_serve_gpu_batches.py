@@ -71,7 +71,7 @@ def test_a_large_batch_weighs_the_cpu_a_gpu_pod_leaves(backend: str, monkeypatch
     # GPUs alone tell the nodes apart by nothing, and the tie goes to the fuller node: "thin",
     # whose CPU the first pod would take whole, stranding its 7 other GPUs. The whole-node
     # measure (CPU included) keeps both pods on "wide", even in a batch above EXACT_FGD_PODS.
-    monkeypatch.setattr("kubeplace.solver.greedy.EXACT_FGD_PODS", 0)
+    monkeypatch.setattr("kubeplace.solver.placers.EXACT_FGD_PODS", 0)
     snapshot = snapshot_of(node("thin").cpu("8").memory("64Gi").pods(110).gpu(8),
                            node("wide").cpu("64").memory("64Gi").pods(110).gpu(8),
                            *(pod(f"p{i}").cpu("8").memory("1Gi").gpu(1) for i in range(2)))
