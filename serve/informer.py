@@ -189,6 +189,11 @@ class Store:
             objects, typed = self._objects.get(resource, {}), self._typed.get(resource, {})
             return [(obj, typed.get(key)) for key, obj in objects.items()]
 
+    def sizes(self) -> dict[str, int]:
+        """Objects per resource."""
+        with self._lock:
+            return {resource: len(objects) for resource, objects in self._objects.items()}
+
     def resources(self) -> list[str]:
         with self._lock:
             return list(self._objects)

@@ -76,6 +76,10 @@ class SchedulerOutcomes:
             if scheduler != self.ours:
                 self.decision(pod=key, scheduler=scheduler, outcome="unschedulable")
 
+    def sizes(self) -> dict[str, int]:
+        with self._lock:
+            return {"outcomes_pending": len(self._pending)}
+
     def waited(self, key: str) -> float | None:
         """Seconds pod ``key`` has been seen pending (None: not seen pending)."""
         with self._lock:

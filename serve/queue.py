@@ -205,6 +205,13 @@ class SchedulingQueue:
         with self._cond:
             return len(self._active), len(self._waiting)
 
+    def sizes(self) -> dict[str, int]:
+        """The size of each of its tables."""
+        with self._cond:
+            return {"queue_active": len(self._active), "queue_waiting": len(self._waiting),
+                    "queue_attempts": len(self._attempts), "queue_in_flight": len(self._in_flight),
+                    "queue_dirty": len(self._dirty), "queue_stale": len(self._stale)}
+
     def backoff_of(self, unit: Unit) -> float | None:
         """Seconds until the unit is retried; None when it is not backing off."""
         with self._cond:

@@ -202,6 +202,25 @@ def test_a_waiting_gang_times_out_with_event_metric_and_podgroup_status() -> Non
     assert s.metrics.value("kubeplace_gangs_waiting") == 0
 
 
+def test_a_waiting_gang_deleted_is_forgotten_and_no_longer_counted_waiting() -> None:
+    """Its wait, its place among the waiting gangs (the metric) and its last decision went only
+    when 10,000 more gangs had waited: a scheduler that ran for weeks kept them all."""
+    clock = Clock()
+    lone = member("w0", "g", 2).annotation("kubeplace.io/gang-timeout-seconds", "5").manifest()
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"), lone, clock=clock)
+    next_cycle(s)
+    clock.advance(6)
+    next_cycle(s)  # timed out: a decision of the gang
+    assert s.metrics.value("kubeplace_gangs_waiting") == 1 and s.tables()["gangs_since"] == 1
+    assert s.decide.remembered() == 2  # the pod's and the gang's
+    s.store.apply("pods", "DELETED", lone)
+    s.on_change("pods", "DELETED", lone, None)
+    next_cycle(s)
+    tables = s.tables()
+    assert s.metrics.value("kubeplace_gangs_waiting") == 0 and tables["gangs_since"] == tables["gangs_waiting"] == 0
+    assert tables["decisions"] == tables["queue_attempts"] == tables["intake_first_seen"] == 0
+
+
 def test_a_crd_free_gang_timeout_comes_from_its_annotation_and_status_is_skipped() -> None:
     clock = Clock()
     members = [member("w0", "g", 2).annotation("kubeplace.io/gang-timeout-seconds", "5")]
