@@ -155,7 +155,7 @@ class World:
             self._push(a.at, ARRIVE, a.key, 0)
         for n in nodes:
             if n.name not in self._nodes:
-                raise InputError(f"node {n.name!r} is not in the cluster", source=cluster.source, field="nodes")
+                raise InputError(f"node {n.name!r} is not in the cluster", file=cluster.source, field="nodes")
             self._push(n.at, NODE, n.name, int(n.present))
 
     def _measure_fragmentation(self) -> None:

@@ -4,6 +4,9 @@ simulated hours of churn with every table it keeps, and the Python heap, flat.""
 
 from __future__ import annotations
 
+import pytest
+
+from kubeplace.kube.errors import InputError
 from kubeplace.simulate.engine import Churn, simulate
 from kubeplace.simulate.names import KUBEPLACE
 from kubeplace.simulate.schedulers import KubeplaceCycle, SimScheduler
@@ -65,3 +68,8 @@ def test_serve_soaks_for_hours_of_churn_with_every_table_flat() -> None:
     assert counts["gang_timeouts"] > 0 and counts["bindings"] > 100
     assert soak.growing() == [], {name: thirds(v) for name, v in soak.series().items()}
     assert soak.samples[-1].tables["queue_attempts"] >= 1  # the pod that never fits, still retried
+
+
+def test_a_node_event_naming_no_node_of_the_cluster_is_refused_in_one_line() -> None:
+    with pytest.raises(InputError, match="node 'n9' is not in the cluster"):
+        simulate(cluster(node("n0")), trace(), KUBEPLACE, SETUP, churn=Churn((NodeEvent(1, "n9", False),)))
