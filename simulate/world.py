@@ -229,7 +229,8 @@ class World:
             raw["metadata"]["resourceVersion"] = str(next(self._serial))
             self.store.apply("pods", ADDED, raw)
             if key in self._patience and record.start is None:
-                self._push(record.arrival + self._patience[key], GIVE_UP, object_key(raw), record.incarnation)
+                self._push(max(self.clock.now, record.arrival + self._patience[key]), GIVE_UP, object_key(raw),
+                           record.incarnation)
             pod = self.store.typed("pods", object_key(raw))
             if isinstance(pod, Pod):
                 record.gpu_milli = usage_of(pod).gpu
@@ -296,6 +297,7 @@ class World:
         with self._lock:
             self.fragmentation.remove_node(name)
             self._measure_fragmentation()
+
     def _remove(self, key: str, running: bool) -> RawObject | None:
         pod = self.store.typed("pods", key)
         old = self.store.apply("pods", DELETED, {"metadata": _meta(key)})
