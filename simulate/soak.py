@@ -47,7 +47,7 @@ from kubeplace.simulate.world import NodeEvent
 DAY = 86_400.0
 MARGIN = 0.10
 """How far above the middle third's maximum the last third's may go and still be flat."""
-SLACK = 8
+SLACK = 16
 """... plus this many entries (a table of a few entries moves by a few)."""
 CAPPED = {"results": 2 * RESULTS_KEPT}
 """Tables with a fixed cap, that fill up to it in a saw-tooth: bounded when never above it."""

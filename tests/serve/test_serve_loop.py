@@ -9,6 +9,7 @@ from typing import Any
 
 from kubeplace.kube.objects import GangKey
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.informer import Store
 from kubeplace.serve.loop import Scheduler, ServeSettings
 from tests.builders import PodBuilder, node, pod
@@ -297,3 +298,13 @@ def test_an_odd_gang_timeout_annotation_is_its_pods_reason_and_the_rest_is_sched
     (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "w1"]
     assert event["reason"] == "FailedScheduling"
     assert "metadata.annotations.kubeplace.io/gang-timeout-seconds: got '²'" in event["message"]
+
+
+def test_a_victims_decision_is_not_remembered_even_when_the_watch_told_its_deletion_first() -> None:
+    """A victim's deletion (which forgets its pod) may reach serve before its "preempted"
+    decision is logged: that last decision was then kept for ever, one per preemption (a 7-day
+    soak: 293 and growing)."""
+    decide = DecisionLog()
+    decide.forget("default/victim")  # the watch's DELETED first
+    decide(pod="default/victim", node="a", outcome="preempted", why="Preempted by default/p on node a")
+    assert decide.remembered() == 0
