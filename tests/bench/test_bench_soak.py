@@ -20,7 +20,7 @@ def test_soak_short_json_has_every_table_over_time() -> None:
     assert len(doc["samples"]) >= 5 and doc["counts"]["cycles"] > 0 and doc["counts"]["bindings"] > 0
     assert {"queue_attempts", "decisions", "memo_entries", "memory_blocks"} <= set(doc["measures"])
     assert (result.exit_code == 1) == bool(doc["growing"])
-    assert set(doc["measures"]["queue_waiting"]) == {"start", "middle", "end", "max_thirds"}
+    assert set(doc["measures"]["queue_waiting"]) == {"start", "middle", "end", "max_thirds", "mean_thirds"}
 
 
 def test_soak_short_table() -> None:
