@@ -5,18 +5,25 @@ the same objects cycle after cycle until their resource changes (a new object th
 of one object that every cycle calls for every pod or node (its gang, its requests row, its node
 keys) need not run again for an object it has seen. An entry is keyed by the object's identity and
 lives as long as the object does (a weak reference drops it when the object goes), so memory
-follows the objects in use and an id is never reused while its entry lives.
+follows the objects in use and an id is never reused while its entry lives. An object keeps the
+values of its last ``VARIANTS`` argument tuples only: the arguments may change from cycle to cycle
+(the resources of the batch), and an object that lives for weeks must not keep one value per
+batch it ever met.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+_MISSING = object()
 T = TypeVar("T")
 V = TypeVar("V")
 
+VARIANTS = 8
+"""Argument tuples remembered per object (the oldest is forgotten first)."""
 MEMOS: list[IdentityMemo[Any, Any]] = []
 """Every memo made (tests clear them to compare a cold computation with a warm one)."""
 
@@ -27,37 +34,56 @@ def clear_all() -> None:
         memo.clear()
 
 
+def memo_entries() -> int:
+    """Entries of every memo."""
+    return sum(len(memo) for memo in MEMOS)
+
+
 class IdentityMemo(Generic[T, V]):
     """``memo(obj, *args)`` is ``function(obj, *args)``, computed once per live object and ``args``
     (hashable: what else the value depends on, a configuration, compared by equality). An object
     that takes no weak reference is not remembered. Thread-safe as far as it matters: two threads
     may both compute an entry, with equal results."""
 
-    def __init__(self, function: Callable[..., V]) -> None:
+    def __init__(self, function: Callable[..., V], variants: int = VARIANTS) -> None:
         self.function = function
-        self._entries: dict[tuple[int, tuple[Hashable, ...]], tuple[weakref.ref[Any], V]] = {}
+        self.variants = max(1, variants)
+        self._entries: dict[int, tuple[weakref.ref[Any], dict[tuple[Hashable, ...], V]]] = {}
+        """id of an object -> (a weak reference to it, its values by argument tuple, oldest first)."""
+        self._lock = threading.Lock()
         MEMOS.append(self)
 
     def __call__(self, obj: T, *args: Hashable) -> V:
-        key = (id(obj), args)
-        entry = self._entries.get(key)
+        entry = self._entries.get(id(obj))
         if entry is not None and entry[0]() is obj:
-            return entry[1]
+            found = entry[1].get(args, _MISSING)
+            if found is not _MISSING:
+                return found  # type: ignore[return-value]
         value = self.function(obj, *args)
+        key = id(obj)
         try:
             ref = weakref.ref(obj, lambda gone, key=key: self._forget(key, gone))  # type: ignore[misc]
         except TypeError:  # (not weakly referable: computed every time)
             return value
-        self._entries[key] = (ref, value)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0]() is not obj:
+                entry = self._entries[key] = (ref, {})
+            values = entry[1]
+            while len(values) >= self.variants:
+                del values[next(iter(values))]
+            values[args] = value
         return value
 
-    def _forget(self, key: tuple[int, tuple[Hashable, ...]], gone: weakref.ref[Any]) -> None:
+    def _forget(self, key: int, gone: weakref.ref[Any]) -> None:
         entry = self._entries.get(key)
         if entry is not None and entry[0] is gone:
             self._entries.pop(key, None)
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        """Values remembered (of every object and argument tuple)."""
+        return sum(len(values) for _, values in list(self._entries.values()))

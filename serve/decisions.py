@@ -19,8 +19,9 @@ log = logging.getLogger("kubeplace.serve")
 MEMORY = 100_000
 """Pods and gangs whose last decision is remembered; beyond it the oldest half is forgotten
 (a forgotten one is logged again at its next decision)."""
-FINAL = ("bound",)
-"""Outcomes after which a pod has no further decision: it is forgotten at once."""
+FINAL = ("bound", "preempted")
+"""Outcomes after which a pod has no further decision: it is forgotten at once (a victim is
+deleted: the watch's DELETED, which forgets a pod, may come before its decision is logged)."""
 
 
 class DecisionLog:

@@ -173,6 +173,10 @@ class EventRecorder:
         with self._lock:
             return len(self._last)
 
+    def queued(self) -> int:
+        """Events waiting to be sent."""
+        return 0 if self._outbox is None else self._outbox.qsize()
+
     def pod_group_status(self, group: PodGroup, phase: str, scheduled: int, timed_out: str = "") -> bool:
         """Patches the PodGroup's status; False when skipped (CRD-free, 404) or failed."""
         version = _VERSIONS.get(group.origin)

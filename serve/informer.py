@@ -28,6 +28,7 @@ from kubeplace.kube.gangs import GANG_APIS
 from kubeplace.kube.live import STORAGE_APIS
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.kube.parse import parse_node, parse_pod
+from kubeplace.serve.backoff import doubling
 
 RawObject = dict[str, Any]
 log = logging.getLogger("kubeplace.serve.informer")
@@ -188,6 +189,11 @@ class Store:
             objects, typed = self._objects.get(resource, {}), self._typed.get(resource, {})
             return [(obj, typed.get(key)) for key, obj in objects.items()]
 
+    def sizes(self) -> dict[str, int]:
+        """Objects per resource."""
+        with self._lock:
+            return {resource: len(objects) for resource, objects in self._objects.items()}
+
     def resources(self) -> list[str]:
         with self._lock:
             return list(self._objects)
@@ -265,7 +271,7 @@ class Informer:
         return self.resync_seconds is not None and self.clock() - listed_at >= self.resync_seconds
 
     def _pause(self, watched: Watched, error: Exception, failures: int) -> int:
-        delay = min(self.max_retry, 0.5 * 2**failures)
+        delay = doubling(failures + 1, 0.5, self.max_retry)
         log.warning("watch %s failed (%s); retrying in %.1fs", watched.resource, error, delay)
         self._stop.wait(delay)
         return failures + 1

@@ -114,6 +114,10 @@ class Intake:
         with self._lock:
             return [self._first_seen.get(key, default) for key in keys]
 
+    def sizes(self) -> dict[str, int]:
+        with self._lock:
+            return {"intake_first_seen": len(self._first_seen)}
+
     def forget(self, key: str) -> float | None:
         """Forgets a pod's wait (bound, deleted); when it was first seen pending, if it was."""
         with self._lock:

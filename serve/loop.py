@@ -38,6 +38,7 @@ from typing import Protocol
 
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
 from kubeplace.kube.gangs import gang_timeout
+from kubeplace.kube.memo import memo_entries
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE
 from kubeplace.kube.objects import (
     CPU,
@@ -236,6 +237,15 @@ class Scheduler:
         self._binders.shutdown(wait=False, cancel_futures=True)
         self.recorder.close()
 
+    def tables(self) -> dict[str, int]:
+        """The size of every table this scheduler keeps (a soak checks that none grows for ever)."""
+        return {**self.queue.sizes(), **self.intake.sizes(), **self.outcomes.sizes(), **self.preemptions.sizes(),
+                "decisions": self.decide.remembered(), "events_remembered": self.recorder.remembered(),
+                "events_queued": self.recorder.queued(), "assumed": len(self.snapshots.assumed),
+                "gangs_since": len(self._gang_since), "gangs_waiting": len(self._waiting_gangs),
+                "results": len(self.results), "metric_series": self.metrics.series(),
+                "memo_entries": memo_entries(), **{f"store_{r}": n for r, n in self.store.sizes().items()}}
+
     # ------------------------------------------------------------------ informer events
 
     def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None:
@@ -319,6 +329,11 @@ class Scheduler:
         present = {unit_of(p) for p in snapshot.pending}
         for unit in wanted - present:
             self.queue.done(unit)  # nothing of it is pending any more
+            if isinstance(unit, GangKey):  # (deleted, or bound by another): nothing waits for it
+                self._gang_since.pop(unit, None)
+                self._waiting_gangs.discard(unit)
+                self.decide.forget(str(unit))
+                self.metrics.gangs_waiting.set(len(self._waiting_gangs))
         report.pods = len(snapshot.pending)
         decided = Decided(report, started, list(units), snapshot)
         if not snapshot.pending:

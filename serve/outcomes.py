@@ -22,6 +22,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from kubeplace.serve.prometheus import LATENCY_BUCKETS
 
 DEFAULT_SCHEDULER = "default-scheduler"
+SCHEDULERS_COUNTED = 16
+"""Schedulers with series of their own in the metrics; the pods of any further scheduler name
+(any pod may name any scheduler) count under ``OTHER`` (their decision lines keep the name)."""
+OTHER = "other"
 RawObject = Mapping[str, Any]
 Decision = Callable[..., None]
 
@@ -45,6 +49,14 @@ class SchedulerOutcomes:
                                  buckets=LATENCY_BUCKETS, registry=registry)
         self._pending: dict[str, tuple[str, float, bool]] = {}
         self._lock = threading.Lock()
+        self._counted: set[str] = {ours, DEFAULT_SCHEDULER}
+        """Scheduler names with metric series of their own (at most ``SCHEDULERS_COUNTED``)."""
+
+    def _label(self, scheduler: str) -> str:
+        """The scheduler's label value in the metrics (the lock held)."""
+        if scheduler not in self._counted and len(self._counted) < SCHEDULERS_COUNTED:
+            self._counted.add(scheduler)
+        return scheduler if scheduler in self._counted else OTHER
 
     def seen(self, key: str, event: str, raw: RawObject | None) -> None:
         """One watch event of pod ``key`` (its new state, or the old one when deleted)."""
@@ -54,6 +66,7 @@ class SchedulerOutcomes:
         scheduler = str(spec.get("schedulerName") or DEFAULT_SCHEDULER)
         with self._lock:
             known = self._pending.get(key)
+            label = self._label(scheduler)
             if event == "DELETED":
                 self._pending.pop(key, None)
                 return
@@ -66,15 +79,19 @@ class SchedulerOutcomes:
                 report = False
         if spec.get("nodeName") and known is not None:
             seconds = max(0.0, self.clock() - known[1])
-            self.pods.labels(scheduler, "bound").inc()
-            self.latency.labels(scheduler).observe(seconds)
+            self.pods.labels(label, "bound").inc()
+            self.latency.labels(label).observe(seconds)
             if scheduler != self.ours:
                 self.decision(pod=key, scheduler=scheduler, node=spec.get("nodeName"), outcome="bound",
                               seconds=round(seconds, 3))
         elif report:
-            self.pods.labels(scheduler, "unschedulable").inc()
+            self.pods.labels(label, "unschedulable").inc()
             if scheduler != self.ours:
                 self.decision(pod=key, scheduler=scheduler, outcome="unschedulable")
+
+    def sizes(self) -> dict[str, int]:
+        with self._lock:
+            return {"outcomes_pending": len(self._pending)}
 
     def waited(self, key: str) -> float | None:
         """Seconds pod ``key`` has been seen pending (None: not seen pending)."""

@@ -57,6 +57,10 @@ class Metrics:
         """Serves ``/metrics`` on ``address:port`` from a daemon thread; returns the server."""
         return start_http_server(port, addr=address, registry=self.registry)
 
+    def series(self) -> int:
+        """Samples of every metric (a label set of a histogram counts its buckets, sum and count)."""
+        return sum(len(family.samples) for family in self.registry.collect())
+
     def text(self) -> str:
         return generate_latest(self.registry).decode()
 

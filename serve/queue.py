@@ -5,7 +5,8 @@ waits for the first active unit, then for ``window`` seconds more, until ``size`
 active, or until no unit arrived for ``quiet`` seconds (a backlog is handed over at once, a lone
 arrival after ``quiet``), and hands them over together, oldest first. A unit that could not be placed goes to the
 *unschedulable* queue with an exponential backoff (``initial``, doubled per failed attempt, at most
-``maximum`` seconds) and comes back by itself when it is over; a change in the cluster that may
+``maximum`` seconds, however many attempts: :func:`serve.backoff.doubling`) and comes back by
+itself when it is over; a change in the cluster that may
 make it placeable (a node added or updated, a pod deleted, a member of its gang added) brings it
 back at once.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubeplace.kube.objects import GangKey
+from kubeplace.serve.backoff import doubling
 
 Unit = GangKey | str
 """What one cycle plans and binds together: a whole gang, or one pod by its key ``namespace/name``."""
@@ -121,7 +123,7 @@ class SchedulingQueue:
             self._in_flight.discard(unit)
             attempts = self._attempts.get(unit, 0) + 1
             self._attempts[unit] = attempts
-            backoff = min(self.maximum, self.initial * 2.0 ** (attempts - 1))
+            backoff = doubling(attempts, self.initial, self.maximum)
             self._active.pop(unit, None)
             if unit in self._dirty or unit in self._stale:  # it changed while planned: retry at once
                 self._dirty.discard(unit)
@@ -202,6 +204,13 @@ class SchedulingQueue:
         """(active, unschedulable) units."""
         with self._cond:
             return len(self._active), len(self._waiting)
+
+    def sizes(self) -> dict[str, int]:
+        """The size of each of its tables."""
+        with self._cond:
+            return {"queue_active": len(self._active), "queue_waiting": len(self._waiting),
+                    "queue_attempts": len(self._attempts), "queue_in_flight": len(self._in_flight),
+                    "queue_dirty": len(self._dirty), "queue_stale": len(self._stale)}
 
     def backoff_of(self, unit: Unit) -> float | None:
         """Seconds until the unit is retried; None when it is not backing off."""

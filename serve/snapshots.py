@@ -61,6 +61,10 @@ class Assumed:
         with self._lock:
             self._pods.pop(key, None)
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pods)
+
     def current(self) -> dict[str, tuple[str, str, Mapping[str, str]]]:
         """The assumptions in force (the expired ones are dropped)."""
         now = self.clock()

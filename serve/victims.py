@@ -87,6 +87,10 @@ class Preemptions:
         self._removed: dict[str, float] = {}  # victim key -> until when it counts as terminating
         self._nominated: dict[str, tuple[str, float]] = {}  # preemptor key -> (node, until)
 
+    def sizes(self) -> dict[str, int]:
+        with self._lock:
+            return {"victims_removed": len(self._removed), "victims_nominated": len(self._nominated)}
+
     def adjust(self, pods: list[Pod], in_batch: Callable[[Pod], bool]) -> list[Pod]:
         """The pods a cycle's snapshot is built from (one for one), as this scheduler's own writes
         leave them even before the watch shows them: the victims it removed are terminating (never

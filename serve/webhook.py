@@ -84,7 +84,9 @@ class WebhookMetrics:
 @dataclass
 class NamespaceCache:
     """Namespace annotations read through ``reader``, each kept ``ttl`` seconds; a failed read
-    counts as no annotations (and is retried at the next request)."""
+    counts as no annotations (and is retried at the next request). Entries older than ``ttl`` are
+    dropped at each read, so the cache holds the namespaces of the last ``ttl`` seconds, not
+    every namespace ever created (and deleted) in the cluster's life."""
 
     reader: NamespaceReader
     ttl: float = NAMESPACE_TTL
@@ -104,8 +106,18 @@ class NamespaceCache:
             log.warning("namespace annotations unreadable", extra={"fields": {"namespace": name, "why": str(error)}})
             return {}
         with self._lock:
-            self._cache[name] = (now, found)
+            self._cache.pop(name, None)
+            self._cache[name] = (now, found)  # (at the end: the dict stays in time order)
+            while self._cache:
+                oldest = next(iter(self._cache))
+                if now - self._cache[oldest][0] < self.ttl:
+                    break
+                del self._cache[oldest]
         return found
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
 
 
 def _answer(uid: str, allowed: bool, patch: list[dict[str, Any]] | None = None, message: str = "") -> dict[str, Any]:

@@ -15,14 +15,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kubeplace.simulate.cluster import Cluster
 from kubeplace.simulate.measures import Sample, Summary, placement_digest, sample, summarise
 from kubeplace.simulate.names import API_LATENCY
-from kubeplace.simulate.schedulers import Setup, make_scheduler
+from kubeplace.simulate.schedulers import Setup, SimScheduler, make_scheduler
 from kubeplace.simulate.trace import Trace
-from kubeplace.simulate.world import PodRecord, World
+from kubeplace.simulate.world import NodeEvent, PodRecord, World
 
 MAX_INSTANTS = 10_000_000
 """A loop guard: no trace of kubeplace's scale needs this many distinct instants."""
@@ -43,11 +44,25 @@ class Case:
     result: Result
 
 
+@dataclass(frozen=True)
+class Churn:
+    """What happens besides the trace (a soak's): nodes going and coming back, pods whose owner
+    deletes them when they have not started after their patience (trace pod key -> seconds), and
+    ``observe(now, scheduler)`` called after every instant. Without ``history`` the simulator
+    keeps no record of the pods gone and no series of samples (the summary then covers the pods
+    still there), so that its own memory does not grow with simulated time."""
+
+    nodes: tuple[NodeEvent, ...] = ()
+    patience: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    observe: Callable[[float, SimScheduler], None] | None = None
+    history: bool = True
+
+
 def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until: float | None = None,
-             latency: float = API_LATENCY) -> Result:
+             latency: float = API_LATENCY, churn: Churn = Churn()) -> Result:
     """Replays ``trace`` on ``cluster`` with ``scheduler`` until nothing more can happen (or
     simulated time ``until``); a binding counts ``latency`` seconds after it was decided."""
-    world = World(cluster, trace, setup.serve.scheduler_name, latency)
+    world = World(cluster, trace, setup.serve.scheduler_name, latency, churn.nodes, churn.patience, churn.history)
     sim = make_scheduler(scheduler, world, setup)
     samples: list[Sample] = [sample(0.0, world.totals)]
     started, cpu = time.monotonic(), time.process_time()
@@ -73,8 +88,10 @@ def simulate(cluster: Cluster, trace: Trace, scheduler: str, setup: Setup, until
                     sim.run_due()
             if (world.bindings, world.preemptions) != progress:
                 changed_at, progress = now, (world.bindings, world.preemptions)
+            if churn.observe is not None:
+                churn.observe(now, sim)
             here = sample(now, world.totals)
-            if here.at == samples[-1].at:
+            if here.at == samples[-1].at or not churn.history:
                 samples[-1] = here
             elif _differs(here, samples[-1]):
                 samples.append(here)

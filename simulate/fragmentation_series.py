@@ -59,6 +59,8 @@ class Fragmentation:
         """Pod key -> (its node's row, the resources and the milli per device it holds)."""
         rows = np.arange(len(nodes))
         self.per_node = node_fragmentation(shapes, self.free, self.devices.free, rows)
+        self._gone: dict[int, tuple[IntArray, IntArray]] = {}
+        """Rows of the nodes gone (:meth:`remove_node`): their free resources and devices, to restore."""
 
     def take(self, key: str, pod: Pod, node: str) -> None:
         """``pod`` starts on ``node`` (its devices: its device annotation, else first fit)."""
@@ -79,6 +81,24 @@ class Fragmentation:
         i, held, devices = entry
         self.free[i] += held
         self.devices.free[i] += devices
+        self._refresh(i)
+
+    def remove_node(self, name: str) -> None:
+        """The node is gone (its pods released first): it has nothing free any more."""
+        i = self.index.get(name)
+        if i is None or i in self._gone:
+            return
+        self._gone[i] = (self.free[i].copy(), self.devices.free[i].copy())
+        self.free[i] = 0
+        self.devices.free[i] = 0
+        self._refresh(i)
+
+    def restore_node(self, name: str) -> None:
+        """The node is back, empty."""
+        i = self.index.get(name)
+        if i is None or i not in self._gone:
+            return
+        self.free[i], self.devices.free[i] = self._gone.pop(i)
         self._refresh(i)
 
     def _refresh(self, i: int) -> None:

@@ -14,7 +14,7 @@ import copy
 import heapq
 import itertools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +30,20 @@ from kubeplace.simulate.names import API_LATENCY
 from kubeplace.simulate.trace import RawObject, Trace, timestamp
 
 Listener = Callable[[str, str, RawObject | None, RawObject | None], None]
-ARRIVE, LEAVE = 0, 1
-"""Event kinds; at one instant the arrivals go first, the departures last (see :meth:`World.happen`)."""
+NODE, ARRIVE, LEAVE, GIVE_UP = 0, 1, 2, 3
+"""Event kinds, in their order at one instant: nodes going or coming back, the arrivals, the
+departures last (see :meth:`World.happen`), then the pods whose owner gave up waiting."""
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """At ``at`` the node ``name`` of the cluster goes away (``present`` False: deleted, and its
+    pods with it, as the pod garbage collector deletes the pods of a node that is gone; their
+    controllers make them again, pending) or comes back."""
+
+    at: float
+    name: str
+    present: bool
 
 
 class SimClock:
@@ -57,6 +69,8 @@ class PodRecord:
     node: str = ""
     preempted: int = 0
     incarnation: int = 0
+    gave_up: bool = False
+    """Deleted by its owner after waiting its patience (``World``'s ``patience``) without starting."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +106,9 @@ def _add(a: Usage, b: Usage, sign: int = 1) -> Usage:
 
 
 class World:
-    def __init__(self, cluster: Cluster, trace: Trace, scheduler_name: str, latency: float = API_LATENCY) -> None:
+    def __init__(self, cluster: Cluster, trace: Trace, scheduler_name: str, latency: float = API_LATENCY,
+                 nodes: Sequence[NodeEvent] = (), patience: Mapping[str, float] | None = None,
+                 history: bool = True) -> None:
         self.clock = SimClock()
         self.latency = latency
         """Seconds from a binding decided to the pod's run counted as started (the binding lands,
@@ -104,7 +120,17 @@ class World:
         self.preemptions = 0
         self.bindings = 0
         self.bound: list[tuple[str, str]] = []
-        """Every binding of the replay: (store key of the pod, node), in the order made."""
+        """Every binding of the replay: (store key of the pod, node), in the order made (none
+        kept without ``history``)."""
+        self.history = history
+        """False (a soak): a pod's record is dropped once it is gone, and no binding is listed,
+        so that what the simulator keeps does not grow with simulated time."""
+        self.evictions = 0
+        """Pods deleted with their node (``nodes``)."""
+        self.gave_up = 0
+        self._patience = dict(patience or {})
+        """Trace pod key -> seconds after its arrival its owner deletes it if it has not started."""
+        self._nodes = {str((n.get("metadata") or {}).get("name", "")): copy.deepcopy(n) for n in cluster.nodes}
         self._arrivals = {a.key: a for a in trace.arrivals}
         self._origin: dict[str, str] = {}
         """Store key of a pod -> its trace pod's key (they differ for a recreated victim)."""
@@ -127,6 +153,10 @@ class World:
         self._measure_fragmentation()
         for a in trace.arrivals:
             self._push(a.at, ARRIVE, a.key, 0)
+        for n in nodes:
+            if n.name not in self._nodes:
+                raise InputError(f"node {n.name!r} is not in the cluster", file=cluster.source, field="nodes")
+            self._push(n.at, NODE, n.name, int(n.present))
 
     def _measure_fragmentation(self) -> None:
         self.totals.fragmented_gpu = self.fragmentation.fragmented()
@@ -139,13 +169,13 @@ class World:
 
     def next_event(self) -> float | None:
         with self._lock:
-            while self._events and self._events[0][1] == LEAVE and self._cancelled(*self._events[0][3:]):
+            while self._events and self._events[0][1] in (LEAVE, GIVE_UP) and self._cancelled(*self._events[0][3:]):
                 heapq.heappop(self._events)
             return self._events[0][0] if self._events else None
 
     def _cancelled(self, key: str, incarnation: int) -> bool:
-        record = self.records[self._origin[key]]
-        return record.incarnation != incarnation or record.end is not None
+        record = self.records.get(self._origin.get(key, ""))
+        return record is None or record.incarnation != incarnation or record.end is not None
 
     def happen(self, until: float, departures: bool = True) -> int:
         """Applies every event up to ``until`` (the clock is there already), but the departures at
@@ -160,18 +190,22 @@ class World:
         while True:
             with self._lock:
                 if not self._events or self._events[0][0] > until or (
-                        self._events[0][0] == until and self._events[0][1] == LEAVE and not departures):
+                        self._events[0][0] == until and self._events[0][1] >= LEAVE and not departures):
                     return done
                 _, kind, _, key, incarnation = heapq.heappop(self._events)
             done += 1
-            if kind == ARRIVE:
+            if kind == NODE:
+                self._node(key, bool(incarnation))
+            elif kind == ARRIVE:
                 self._arrive(key)
-            else:
+            elif kind == LEAVE:
                 self._leave(key, incarnation)
+            else:
+                self._give_up(key, incarnation)
 
-    def _notify(self, event: str, old: RawObject | None, new: RawObject | None) -> None:
+    def _notify(self, event: str, old: RawObject | None, new: RawObject | None, resource: str = "pods") -> None:
         for listener in self.listeners:
-            listener("pods", event, old, new)
+            listener(resource, event, old, new)
 
     def _arrive(self, key: str) -> None:
         arrival = self._arrivals[key]
@@ -194,6 +228,9 @@ class World:
             raw["metadata"]["uid"] = f"sim-{key.replace('/', '-')}-{record.incarnation}"
             raw["metadata"]["resourceVersion"] = str(next(self._serial))
             self.store.apply("pods", ADDED, raw)
+            if key in self._patience and record.start is None:
+                self._push(max(self.clock.now, record.arrival + self._patience[key]), GIVE_UP, object_key(raw),
+                           record.incarnation)
             pod = self.store.typed("pods", object_key(raw))
             if isinstance(pod, Pod):
                 record.gpu_milli = usage_of(pod).gpu
@@ -215,8 +252,59 @@ class World:
                 return  # preempted since: that departure was cancelled
             self.records[self._origin[key]].end = self.clock.now
             old = self._remove(key, running=True)
+            self._drop_history(key)
         if old is not None:
             self._notify(DELETED, old, None)
+
+    def _give_up(self, key: str, incarnation: int) -> None:
+        """The pod's owner deletes it: it waited its patience and never started."""
+        with self._lock:
+            if self._cancelled(key, incarnation) or self.records[self._origin[key]].start is not None:
+                return
+            record = self.records[self._origin[key]]
+            record.end, record.gave_up = self.clock.now, True
+            self.gave_up += 1
+            old = self._remove(key, running=False)
+            self._drop_history(key)
+        if old is not None:
+            self._notify(DELETED, old, None)
+
+    def _drop_history(self, key: str) -> None:
+        """Without ``history``, forgets a pod that is gone for good (the lock held)."""
+        if not self.history:
+            origin = self._origin.pop(key, None)
+            if origin is not None:
+                self.records.pop(origin, None)
+
+    def _node(self, name: str, present: bool) -> None:
+        """The node goes away with its pods (their controllers make them again), or comes back."""
+        raw = self._nodes[name]
+        with self._lock:
+            there = self.store.get("nodes", name) is not None
+            if there == present:
+                return
+            if present:
+                self.store.apply("nodes", ADDED, raw)
+                self.fragmentation.restore_node(name)
+            node = self.store.typed("nodes", name)
+            if isinstance(node, Node):
+                sign = 1 if present else -1
+                self.totals.capacity = _add(self.totals.capacity, Usage(
+                    node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0), devices_of(node) * WHOLE), sign)
+            victims = [] if present else [k for r, p in self.store.typed_items("pods")
+                                          if isinstance(p, Pod) and p.node_name == name for k in [object_key(r)]]
+            if not present:
+                self.store.apply("nodes", DELETED, raw)
+        if present:
+            self._notify(ADDED, None, raw, "nodes")
+            return
+        self._notify(DELETED, raw, None, "nodes")
+        for key in victims:
+            self._delete_and_recreate(key)
+            self.evictions += 1
+        with self._lock:
+            self.fragmentation.remove_node(name)
+            self._measure_fragmentation()
 
     def _remove(self, key: str, running: bool) -> RawObject | None:
         pod = self.store.typed("pods", key)
@@ -250,7 +338,8 @@ class World:
             record.start = self.clock.now + self.latency if record.start is None else record.start
             record.node = node
             self.bindings += 1
-            self.bound.append((key, node))
+            if self.history:
+                self.bound.append((key, node))
             pod = self.store.typed("pods", key)
             if isinstance(pod, Pod):
                 self.totals.used = _add(self.totals.used, usage_of(pod))
@@ -264,19 +353,28 @@ class World:
 
     def preempt(self, key: str) -> None:
         """The victim is deleted and its controller makes it again, pending."""
+        origin = self._delete_and_recreate(key)
+        with self._lock:
+            self.preemptions += 1
+            if origin is not None:
+                self.records[origin].preempted += 1
+
+    def _delete_and_recreate(self, key: str) -> str | None:
+        """Deletes the pod; its controller makes it again, pending. Returns its trace pod's key
+        (None for a pod of the cluster, not of the trace: it is not made again)."""
         with self._lock:
             raw = self.store.get("pods", key)
             if raw is None:
                 raise NotFound(f"pods {key!r} not found", status=404)
             running = bool((raw.get("spec") or {}).get("nodeName"))
             old = self._remove(key, running)
-            self.preemptions += 1
             origin = self._origin.get(key)
-            if origin is not None:
-                self.records[origin].preempted += 1
+            if not self.history:
+                self._origin.pop(key, None)  # (its next incarnation has a name of its own)
         self._notify(DELETED, old, None)
         if origin is not None:
             self._arrive(origin)
+        return origin
 
     def nominate(self, key: str, status: Mapping[str, Any]) -> None:
         with self._lock:

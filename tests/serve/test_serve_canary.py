@@ -12,6 +12,7 @@ from kubeplace.kube.errors import NotFound
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import ADDED, MODIFIED, Store
 from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.outcomes import SCHEDULERS_COUNTED
 from tests.builders import node, pod
 from tests.metrics_builders import node_metrics
 from tests.serve.fakes import Clock, FakeCluster
@@ -87,3 +88,18 @@ def test_serve_without_a_metrics_api_schedules_by_requests_with_one_warning(capl
     assert bound(s.client) == {"p": "a"}  # type: ignore[arg-type]
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
         "metrics API not available; load-aware rules use requests only"]
+
+
+def test_pods_of_ever_more_scheduler_names_count_under_other_past_a_few() -> None:
+    """Any pod may name any scheduler, and serve sees every pod: a series per name ever seen
+    grew with them (one per CI run's scheduler, per typo)."""
+    s = make(node("a").cpu("4").memory("8Gi"))
+    for i in range(100):
+        raw = pod(f"p{i}").cpu("1").scheduler(f"scheduler-{i}").manifest()
+        s.on_change("pods", ADDED, None, raw)
+        s.on_change("pods", MODIFIED, raw, {**raw, "spec": {**raw["spec"], "nodeName": "a"}})
+    labels = {m.labels["scheduler"] for family in s.metrics.registry.collect() if family.name == "kubeplace_canary_pods"
+              for m in family.samples if m.name == "kubeplace_canary_pods_total"}
+    assert len(labels) == SCHEDULERS_COUNTED - 1 and "other" in labels  # (ours and the default counted none)
+    assert s.metrics.value("kubeplace_canary_pods_total", {"scheduler": "other", "outcome": "bound"}) == 100 - 14
+    assert s.metrics.value("kubeplace_canary_pods_total", {"scheduler": "scheduler-0", "outcome": "bound"}) == 1

@@ -191,6 +191,21 @@ def test_gang_of_is_remembered_per_object_not_per_equal_object() -> None:
     assert lengths([1, 2]) == 2 and len(lengths) == 0  # not weakly referable: computed, not remembered
 
 
+def test_an_object_that_lives_long_keeps_a_few_argument_tuples_only() -> None:
+    """A running pod is the same object for weeks, and the resources of each batch (an argument
+    of its requests row) change with the batch: one value per batch it ever met grew for ever."""
+    rows = memo.IdentityMemo(lambda obj, names: (obj.n, names))
+    x = Sized(1)
+    for batch in range(1000):
+        names = ("cpu", "memory", f"example.com/r{batch}")
+        assert rows(x, names) == (1, names)
+    assert len(rows) == memo.VARIANTS
+    assert rows(x, ("cpu", "memory", "example.com/r999")) == (1, ("cpu", "memory", "example.com/r999"))
+    del x
+    gc.collect()
+    assert len(rows) == 0
+
+
 class Sized:
     def __init__(self, n: int) -> None:
         self.n = n

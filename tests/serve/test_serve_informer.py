@@ -149,3 +149,11 @@ def test_scheduling_cycles_parse_no_pod_again(monkeypatch: pytest.MonkeyPatch) -
     s.queue.cluster_changed()
     next_cycle(s)
     assert calls == [] and [b[0] for b in cluster.bindings] == ["default/p"]
+
+
+def test_a_watch_failing_for_hours_keeps_retrying_at_the_longest_pause() -> None:
+    """``0.5 * 2 ** failures`` overflowed after 1,025 failures in a row (under three hours of an
+    unreachable API server at 10 s a retry) and the resource's thread died with it."""
+    informer = Informer(ScriptedWatch([], [], lambda: None), resources=(PODS,), max_retry=10.0)
+    informer.stop()  # (the pause returns at once)
+    assert informer._pause(PODS, Unreachable("down"), 5000) == 5001

@@ -9,6 +9,7 @@ from typing import Any
 
 from kubeplace.kube.objects import GangKey
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.informer import Store
 from kubeplace.serve.loop import Scheduler, ServeSettings
 from tests.builders import PodBuilder, node, pod
@@ -202,6 +203,25 @@ def test_a_waiting_gang_times_out_with_event_metric_and_podgroup_status() -> Non
     assert s.metrics.value("kubeplace_gangs_waiting") == 0
 
 
+def test_a_waiting_gang_deleted_is_forgotten_and_no_longer_counted_waiting() -> None:
+    """Its wait, its place among the waiting gangs (the metric) and its last decision went only
+    when 10,000 more gangs had waited: a scheduler that ran for weeks kept them all."""
+    clock = Clock()
+    lone = member("w0", "g", 2).annotation("kubeplace.io/gang-timeout-seconds", "5").manifest()
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"), lone, clock=clock)
+    next_cycle(s)
+    clock.advance(6)
+    next_cycle(s)  # timed out: a decision of the gang
+    assert s.metrics.value("kubeplace_gangs_waiting") == 1 and s.tables()["gangs_since"] == 1
+    assert s.decide.remembered() == 2  # the pod's and the gang's
+    s.store.apply("pods", "DELETED", lone)
+    s.on_change("pods", "DELETED", lone, None)
+    next_cycle(s)
+    tables = s.tables()
+    assert s.metrics.value("kubeplace_gangs_waiting") == 0 and tables["gangs_since"] == tables["gangs_waiting"] == 0
+    assert tables["decisions"] == tables["queue_attempts"] == tables["intake_first_seen"] == 0
+
+
 def test_a_crd_free_gang_timeout_comes_from_its_annotation_and_status_is_skipped() -> None:
     clock = Clock()
     members = [member("w0", "g", 2).annotation("kubeplace.io/gang-timeout-seconds", "5")]
@@ -278,3 +298,13 @@ def test_an_odd_gang_timeout_annotation_is_its_pods_reason_and_the_rest_is_sched
     (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "w1"]
     assert event["reason"] == "FailedScheduling"
     assert "metadata.annotations.kubeplace.io/gang-timeout-seconds: got '²'" in event["message"]
+
+
+def test_a_victims_decision_is_not_remembered_even_when_the_watch_told_its_deletion_first() -> None:
+    """A victim's deletion (which forgets its pod) may reach serve before its "preempted"
+    decision is logged: that last decision was then kept for ever, one per preemption (a 7-day
+    soak: 293 and growing)."""
+    decide = DecisionLog()
+    decide.forget("default/victim")  # the watch's DELETED first
+    decide(pod="default/victim", node="a", outcome="preempted", why="Preempted by default/p on node a")
+    assert decide.remembered() == 0

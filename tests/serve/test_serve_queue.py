@@ -6,6 +6,7 @@ import threading
 import time
 
 from kubeplace.kube.objects import GangKey
+from kubeplace.serve.backoff import doubling
 from kubeplace.serve.queue import SchedulingQueue
 from tests.serve.fakes import Clock
 
@@ -166,3 +167,23 @@ def test_next_due_is_when_pop_batch_would_hand_over_without_waiting() -> None:
     queue.unschedulable("ns/a")
     queue.done("ns/b")
     assert queue.next_due(window=1.0, size=10, quiet=0.2) == 102.3  # a's backoff ends
+
+
+def test_backoff_stays_at_the_maximum_past_a_thousand_attempts() -> None:
+    """A pod that never fits is retried every 10 s for ever: ``2.0 ** attempts`` overflowed at
+    the 1,025th attempt (under three hours) and stopped the scheduler."""
+    clock = Clock()
+    queue = SchedulingQueue(initial=1, maximum=10, clock=clock)
+    for attempt in range(1, 3001):
+        queue.add("ns/a")
+        assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
+        backoff = queue.unschedulable("ns/a", "Insufficient cpu")
+        assert backoff == (10 if attempt >= 5 else 2 ** (attempt - 1))
+        clock.advance(backoff)
+
+
+def test_doubling_as_the_kube_scheduler_computes_it() -> None:
+    assert [doubling(a, 1, 10) for a in range(7)] == [0, 1, 2, 4, 8, 10, 10]
+    assert doubling(10**9, 1, 10) == doubling(2000, 0.5, 10) == 10
+    assert doubling(10**9, 0, 10) == 0  # (no loop of a billion steps either)
+    assert doubling(3, 20, 10) == 10  # an initial above the maximum is the maximum

@@ -452,3 +452,14 @@ def test_whatever_a_client_sends_the_server_answers_or_drops_it_and_keeps_servin
         assert status in (200, 400, 408, 413), answer[:300]
     assert post(wire_server, certs, VALID)[0] == 200  # still serving
     json_log()  # every line so far is one JSON object
+
+
+def test_the_namespace_cache_keeps_the_last_ttl_seconds_of_namespaces_only() -> None:
+    """Namespaces come and go (one per CI run, per tenant): each one ever read stayed cached."""
+    now = [0.0]
+    cache = NamespaceCache(lambda name: {"seen": name}, ttl=10.0, clock=lambda: now[0])
+    for i in range(1000):
+        now[0] = float(i)
+        assert cache.annotations(f"ns-{i}") == {"seen": f"ns-{i}"}
+    assert len(cache) == 10
+    assert cache.annotations("ns-995") == {"seen": "ns-995"}  # still cached and fresh
