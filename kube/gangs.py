@@ -48,6 +48,7 @@ VOLCANO_ANNOTATION = volcano.ANNOTATION
 KAI_ANNOTATION = kai.ANNOTATION
 PLAIN_LABEL = plain.LABEL
 PLAIN_MIN_MEMBER = plain.MIN_MEMBER
+GANG_TIMEOUT_ANNOTATION = plain.TIMEOUT_ANNOTATION
 READ_VERSIONS = {group: kind.versions for group, kind in KINDS.items()}
 """The PodGroup API versions kubeplace reads, per API group; a PodGroup of another version of
 these groups is unreadable (its pods are never placed)."""
