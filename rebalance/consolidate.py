@@ -56,6 +56,7 @@ from kubeplace.kube.karpenter import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, N
 from kubeplace.kube.objects import Node, NodePool, Pod
 from kubeplace.kube.price import parse_price
 from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.formulation.capacity import BuyableTemplates, Pairs, bought_rows
 from kubeplace.models.linear import INF
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import NewNode, Provision
@@ -293,15 +294,11 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
                            budget.allowed(sizes.get(pool.name, 0)))
     goal = [(r_of[i], -cands.price[i]) for i in nodes]
     b = lb.add_vars(np.zeros(len(offers), np.int64), np.ones(len(offers), np.int64))
-    for (o, price), v in zip(offers, b.tolist(), strict=True):
-        sel = np.nonzero(model.pair_node == o)[0]
-        for res in range(len(layout.problem.resources)):
-            coefs = layout.demand[model.pair_cls[sel], res]
-            nz = coefs > 0
-            if nz.any():
-                lb.add_row(np.array([*model.y[sel][nz].tolist(), v]),
-                           np.array([*coefs[nz].tolist(), -int(layout.free[o, res])]), -INF, 0)
-        goal.append((int(v), price))
+    templates = np.array([o for o, _ in offers], dtype=np.int64)
+    pairs = Pairs(layout.agg_class[model.pair_cls], model.pair_node, model.y, count[model.pair_cls],
+                  layout.problem.demand)
+    bought_rows(lb, pairs, BuyableTemplates(templates, b, layout.free[templates]))
+    goal += [(int(v), price) for (_, price), v in zip(offers, b.tolist(), strict=True)]
     return _Model(model, r, nodes, goal, b, tuple(o for o, _ in offers))
 
 
