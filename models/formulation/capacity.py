@@ -12,8 +12,9 @@ rows that keep a node's pods within its room are written here, for the role the 
 - :class:`BuyableTemplates`: template nodes bought ``count`` times (a variable; consolidation's
   ``--replace`` buys at most one): their pairs' pods fit in ``count`` x the template's room.
 
-A removable node (consolidation) is an existing node for its capacity; its removal binary
-empties its pairs (``rebalance.consolidate``), it does not scale the row.
+- :class:`RemovableNodes`: nodes that may go (consolidation), a removal binary each: a removed
+  node holds none of its pairs' pods, a kept one keeps those it holds now (its capacity row is an
+  existing node's: the binary empties its pairs rather than scaling the row, the same model).
 
 Rows are built with numpy over the pairs (classes x nodes, never pods) and added in one block,
 so a mode's model is the same, row for row, as when each wrote its own.
@@ -80,6 +81,17 @@ class BuyableTemplates:
     capacity: IntArray
 
 
+@dataclass(frozen=True)
+class RemovableNodes:
+    """Nodes ``nodes[k]`` that may go, ``removed[k]`` a binary: removed, a node holds none of the
+    pods of its pairs; kept, it keeps the ``current[j]`` pods each pair holds now. Only a removed
+    node's pods move: every other node keeps its own."""
+
+    nodes: IntArray
+    removed: IntArray
+    current: IntArray
+
+
 def capacity_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, resource_major: bool = False) -> None:
     """Per node of ``role`` and resource a pod of its pairs requests (> 0; the kubelet checks no
     other): their requests within the node's room. Rows node by node, each resource in turn, or
@@ -129,6 +141,35 @@ def bought_rows(lb: LinearBuilder, pairs: Pairs, role: BuyableTemplates) -> None
     counts, _ = _runs(node[order], res[order])
     if len(counts):
         lb.add_rows(counts, cols[order], coefs[order], -INF, 0)
+
+
+def removal_rows(lb: LinearBuilder, pairs: Pairs, role: RemovableNodes) -> None:
+    """Pair by pair: on a removable node, ``y + ub * removed <= ub`` (removed: nothing stays)
+    and, when it holds pods now, ``y + current * removed >= current`` (kept: they stay); on any
+    other node, ``y >= current`` (its pods stay)."""
+    if len(pairs.var) == 0:
+        return
+    size = int(max(pairs.node.max(), role.nodes.max(initial=-1))) + 1
+    removed_of = np.full(size, -1, dtype=np.int64)
+    removed_of[role.nodes] = role.removed
+    removed = removed_of[pairs.node]
+    removable, held = removed >= 0, role.current > 0
+    kinds = [np.nonzero(removable)[0], np.nonzero(removable & held)[0], np.nonzero(~removable & held)[0]]
+    pair = np.concatenate(kinds)
+    kind = np.concatenate([np.full(len(k), n, np.int64) for n, k in enumerate(kinds)])
+    order = np.lexsort((kind, pair))
+    pair, kind = pair[order], kind[order]
+    two = kind < 2  # removable rows: the pair's variable and its node's binary
+    counts = np.where(two, 2, 1).astype(np.int64)
+    first = np.cumsum(counts) - counts
+    cols = np.zeros(int(counts.sum()), dtype=np.int64)
+    coefs = np.ones(len(cols), dtype=np.int64)
+    cols[first] = pairs.var[pair]
+    cols[first[two] + 1] = removed[pair[two]]
+    coefs[first[two] + 1] = np.where(kind[two] == 0, pairs.ub[pair[two]], role.current[pair[two]])
+    lower = np.where(kind == 0, -INF, role.current[pair])
+    upper = np.where(kind == 0, pairs.ub[pair], INF)
+    lb.add_rows(counts, cols, coefs, lower, upper)
 
 
 def group_cap_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, caps: Sequence[GroupCap]) -> None:

@@ -18,9 +18,11 @@ from kubeplace.models.formulation.capacity import (
     BuyableTemplates,
     ExistingNodes,
     Pairs,
+    RemovableNodes,
     bought_rows,
     capacity_rows,
     group_cap_rows,
+    removal_rows,
 )
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import GroupCap
@@ -86,6 +88,16 @@ def test_a_bought_template_holds_pods_only_when_bought() -> None:
     (bought,) = lb.add_vars(np.zeros(1, np.int64), np.ones(1, np.int64))
     bought_rows(lb, pairs, BuyableTemplates(np.array([1]), np.array([bought]), np.array([[16, 32]])))
     assert rows(lb.build(maximize=False)) == [([(1, 2), (3, 1), (4, -16)], -INF, 0), ([(3, 4), (4, -32)], -INF, 0)]
+
+
+def test_a_removed_node_holds_nothing_a_kept_one_keeps_its_pods_and_the_others_keep_theirs() -> None:
+    lb, pairs = two_nodes()  # node 0 may go (binary 4) and holds 2 pods of class 0; node 1 holds 1 of class 1
+    (removed,) = lb.add_vars(np.zeros(1, np.int64), np.ones(1, np.int64))
+    removal_rows(lb, pairs, RemovableNodes(np.array([0]), np.array([removed]), np.array([2, 0, 0, 1])))
+    assert rows(lb.build(maximize=False)) == [
+        ([(0, 1), (4, 3)], -INF, 3), ([(0, 1), (4, 2)], 2, INF),  # pair 0: removed -> 0; kept -> its 2 stay
+        ([(2, 1), (4, 3)], -INF, 3),  # pair 2: nothing there now, nothing once removed
+        ([(3, 1)], 1, INF)]  # node 1 keeps its pod
 
 
 def test_group_caps_per_node_as_each_role_says() -> None:
