@@ -11,13 +11,15 @@ rows that keep a node's pods within its room are written here, for the role the 
   pairs hold now).
 - :class:`BuyableTemplates`: template nodes bought ``count`` times (a variable; consolidation's
   ``--replace`` buys at most one): their pairs' pods fit in ``count`` x the template's room.
-
 - :class:`RemovableNodes`: nodes that may go (consolidation), a removal binary each: a removed
   node holds none of its pairs' pods, a kept one keeps those it holds now (its capacity row is an
   existing node's: the binary empties its pairs rather than scaling the row, the same model).
 
 Rows are built with numpy over the pairs (classes x nodes, never pods) and added in one block,
-so a mode's model is the same, row for row, as when each wrote its own.
+so a mode's model is the same, row for row, as when each wrote its own (the LP bound's over node
+kinds, ``solver.bound``, leaves out the zero coefficients it wrote). The preemption extension's
+rows per priority level (``models.preempt_rows``) are its own: a node's room with the victims a
+level may not evict, switched by the level's flag.
 """
 
 from __future__ import annotations
