@@ -56,7 +56,13 @@ from kubeplace.kube.karpenter import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, N
 from kubeplace.kube.objects import Node, NodePool, Pod
 from kubeplace.kube.price import parse_price
 from kubeplace.models.config import Configuration, Profile
-from kubeplace.models.formulation.capacity import BuyableTemplates, Pairs, RemovableNodes, bought_rows, removal_rows
+from kubeplace.models.formulation.capacity_rows import (
+    BuyableTemplates,
+    Pairs,
+    RemovableNodes,
+    bought_rows,
+    removal_rows,
+)
 from kubeplace.models.linear import INF
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import NewNode, Provision

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.formulation.capacity import ExistingNodes, Pairs, capacity_rows, group_cap_rows
+from kubeplace.models.formulation.capacity_rows import ExistingNodes, Pairs, capacity_rows, group_cap_rows
 from kubeplace.models.formulation.gpu_rows import DeviceVars
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import Assignment, IntArray, Problem, fits
@@ -146,7 +146,7 @@ def build_moves(layout: Layout, budgets: Budgets, max_targets: int = MAX_TARGETS
 
 def _node_rows(model: MoveModel) -> None:
     """Capacity and group-cap rows of every node over the y and t pairs: room left by the pods
-    that stay, a node overcommitted now may stay as it is (``formulation.capacity``)."""
+    that stay, a node overcommitted now may stay as it is (``formulation.capacity_rows``)."""
     layout = model.layout
     columns = _term_columns(model)
     pairs = Pairs(columns.pair_cls, columns.pair_node, columns.y, columns.y_ub, layout.problem.demand)

@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from kubeplace.models.config import SolverSettings
-from kubeplace.models.formulation.capacity import ExistingNodes, Pairs, capacity_rows
+from kubeplace.models.formulation.capacity_rows import ExistingNodes, Pairs, capacity_rows
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import IntArray, Problem, summed_rows
 from kubeplace.solver.backends import available_backends, get_backend

@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.formulation.capacity import ExistingNodes, Pairs, capacity_rows, group_cap_rows
+from kubeplace.models.formulation.capacity_rows import ExistingNodes, Pairs, capacity_rows, group_cap_rows
 from kubeplace.models.formulation.gpu_rows import DeviceVars, PairModel, device_hint, device_rows, device_use
 from kubeplace.models.formulation.rule_rows import Hint, RuleRows, rule_rows
 from kubeplace.models.framework import ObjectiveTerm

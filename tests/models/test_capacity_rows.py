@@ -1,4 +1,4 @@
-"""``models.formulation.capacity``: the capacity and group-cap rows of every node role, and the one
+"""``models.formulation.capacity_rows``: the capacity and group-cap rows of every node role, and the one
 place that writes them.
 
 Each mode's semantics is a parameter of its role, not a copy: plan leaves out a row that can never
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kubeplace.models.formulation.capacity import (
+from kubeplace.models.formulation.capacity_rows import (
     BuyableTemplates,
     ExistingNodes,
     Pairs,
@@ -28,7 +28,7 @@ from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import GroupCap
 from tests.test_structure import CHECKOUT, Module, product_modules
 
-WRITER = "kubeplace.models.formulation.capacity"
+WRITER = "kubeplace.models.formulation.capacity_rows"
 ROOM = frozenset({"free", "allocatable"})
 """The attributes that hold a node's room: a row built from one is a capacity row."""
 OTHER_ROWS = {
@@ -151,7 +151,7 @@ def _adds_room_rows(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 def test_only_the_writer_builds_rows_from_a_nodes_room() -> None:
     found = room_rows(product_modules())
-    assert found == [], "capacity rows written outside models/formulation/capacity.py:\n" + "\n".join(found)
+    assert found == [], "capacity rows written outside models/formulation/capacity_rows.py:\n" + "\n".join(found)
     modules = product_modules()
     assert all(name in modules for name, _ in OTHER_ROWS)
 
