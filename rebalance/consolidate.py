@@ -60,6 +60,13 @@ from kubeplace.kube.karpenter_disruption import budget_active, not_consolidatabl
 from kubeplace.kube.objects import Node, NodePool, Pod
 from kubeplace.kube.price import parse_price
 from kubeplace.models.config import Configuration, Profile
+from kubeplace.models.formulation.capacity_rows import (
+    BuyableTemplates,
+    Pairs,
+    RemovableNodes,
+    bought_rows,
+    removal_rows,
+)
 from kubeplace.models.linear import INF
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import NewNode, Provision
@@ -288,15 +295,10 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
     r = lb.add_vars(np.zeros(len(nodes), np.int64), np.ones(len(nodes), np.int64))
     r_of = {i: int(v) for i, v in zip(nodes, r.tolist(), strict=True)}
     count = layout.x0.sum(axis=1)
-    for k, (c, i) in enumerate(zip(model.pair_cls.tolist(), model.pair_node.tolist(), strict=True)):
-        x0 = int(layout.x0[c, i])
-        y = int(model.y[k])
-        if i in r_of:  # removed: nothing stays; kept: its pods stay
-            lb.add_row(np.array([y, r_of[i]]), np.array([1, int(count[c])]), -INF, int(count[c]))
-            if x0:
-                lb.add_row(np.array([y, r_of[i]]), np.array([1, x0]), x0, INF)
-        elif x0:
-            lb.add_row(np.array([y]), np.array([1]), x0, INF)
+    pairs = Pairs(layout.agg_class[model.pair_cls], model.pair_node, model.y, count[model.pair_cls],
+                  layout.problem.demand)
+    removal_rows(lb, pairs, RemovableNodes(np.array(nodes, dtype=np.int64), r,
+                                           layout.x0[model.pair_cls, model.pair_node]))
     sizes = _pool_sizes(state)
     for pool in state.snapshot.node_pools:
         for budget in pool.budgets:
@@ -309,15 +311,9 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
                            budget.allowed(sizes.get(pool.name, 0)))
     goal = [(r_of[i], -cands.price[i]) for i in nodes]
     b = lb.add_vars(np.zeros(len(offers), np.int64), np.ones(len(offers), np.int64))
-    for (o, price), v in zip(offers, b.tolist(), strict=True):
-        sel = np.nonzero(model.pair_node == o)[0]
-        for res in range(len(layout.problem.resources)):
-            coefs = layout.demand[model.pair_cls[sel], res]
-            nz = coefs > 0
-            if nz.any():
-                lb.add_row(np.array([*model.y[sel][nz].tolist(), v]),
-                           np.array([*coefs[nz].tolist(), -int(layout.free[o, res])]), -INF, 0)
-        goal.append((int(v), price))
+    templates = np.array([o for o, _ in offers], dtype=np.int64)
+    bought_rows(lb, pairs, BuyableTemplates(templates, b, layout.free[templates]))
+    goal += [(int(v), price) for (_, price), v in zip(offers, b.tolist(), strict=True)]
     return _Model(model, r, nodes, goal, b, tuple(o for o, _ in offers))
 
 

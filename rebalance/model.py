@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.models.formulation.capacity_rows import ExistingNodes, Pairs, capacity_rows, group_cap_rows
 from kubeplace.models.formulation.gpu_rows import DeviceVars
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import Assignment, IntArray, Problem, fits
@@ -138,39 +139,21 @@ def build_moves(layout: Layout, budgets: Budgets, max_targets: int = MAX_TARGETS
     for c in range(layout.n_classes):  # every movable pod stays placed
         sel = np.nonzero(pair_cls == c)[0]
         lb.add_row(y[sel], np.ones(len(sel), np.int64), int(count[c]), int(count[c]))
-    _capacity_rows(model)
-    _group_cap_rows(model)
+    _node_rows(model)
     _budget_rows(model, budgets)
     return model
 
 
-def _capacity_rows(model: MoveModel) -> None:
-    layout, p = model.layout, model.layout.problem
-    now = layout.requests(layout.x0)  # (N, R) what the movable pods take now
-    t_demand = p.demand[model.t_cls] if len(model.t) else np.zeros((0, len(p.resources)), np.int64)
-    for i in range(p.n_nodes):
-        sel = np.nonzero(model.pair_node == i)[0]
-        tsel = np.nonzero(model.t_node == i)[0]
-        cols = np.concatenate([model.y[sel], model.t[tsel]])
-        for r in range(len(p.resources)):
-            coefs = np.concatenate([layout.demand[model.pair_cls[sel], r], t_demand[tsel, r]])
-            nz = coefs > 0
-            if not nz.any():
-                continue
-            cap = max(int(layout.free[i, r]), int(now[i, r]))  # an overcommitted node may stay as it is
-            model.lb.add_row(cols[nz], coefs[nz], -INF, cap)
-
-
-def _group_cap_rows(model: MoveModel) -> None:
+def _node_rows(model: MoveModel) -> None:
+    """Capacity and group-cap rows of every node over the y and t pairs: room left by the pods
+    that stay, a node overcommitted now may stay as it is (``formulation.capacity_rows``)."""
     layout = model.layout
-    for cap in layout.problem.group_caps:
-        member = np.isin(layout.agg_class[model.pair_cls], np.asarray(cap.classes, dtype=np.int64))
-        tmember = np.isin(model.t_cls, np.asarray(cap.classes, dtype=np.int64))
-        for i in range(layout.problem.n_nodes):
-            cols = np.concatenate([model.y[member & (model.pair_node == i)], model.t[tmember & (model.t_node == i)]])
-            now = int(layout.x0[np.isin(layout.agg_class, cap.classes), i].sum())
-            if len(cols) > 1:
-                model.lb.add_row(cols, np.ones(len(cols), np.int64), -INF, max(int(cap.cap[i]), now))
+    columns = _term_columns(model)
+    pairs = Pairs(columns.pair_cls, columns.pair_node, columns.y, columns.y_ub, layout.problem.demand)
+    current = np.concatenate([layout.x0[model.pair_cls, model.pair_node], np.zeros(len(model.t), np.int64)])
+    role = ExistingNodes(columns.nodes, layout.free, current=current.astype(np.int64))
+    capacity_rows(model.lb, pairs, role)
+    group_cap_rows(model.lb, pairs, role, layout.problem.group_caps)
 
 
 def _budget_rows(model: MoveModel, budgets: Budgets) -> None:

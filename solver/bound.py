@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from kubeplace.models.config import SolverSettings
+from kubeplace.models.formulation.capacity_rows import ExistingNodes, Pairs, capacity_rows
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.models.problem import IntArray, Problem, summed_rows
 from kubeplace.solver.backends import available_backends, get_backend
@@ -55,12 +56,8 @@ def kind_model(problem: Problem, integer: bool) -> KindModel:
         sel = cls == c
         if sel.sum() > 1:
             b.add_row(x[sel], np.ones(int(sel.sum()), dtype=np.int64), -INF, int(problem.count[c]))
-    for k in range(n_kinds):
-        sel = kd == k
-        for r in range(len(problem.resources)):
-            coef = problem.demand[cls[sel], r]
-            if (coef > 0).any():
-                b.add_row(x[sel], coef, -INF, int(free[k, r]))
+    pairs = Pairs(cls.astype(np.int64), kd.astype(np.int64), x, problem.count[cls], problem.demand)
+    capacity_rows(b, pairs, ExistingNodes(np.arange(n_kinds, dtype=np.int64), free))
     b.add_objective(x, problem.weight[cls])
     return KindModel(b.build(maximize=True), cls.astype(np.int64), kd.astype(np.int64), node_kind)
 

@@ -21,11 +21,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.models.formulation.capacity_rows import ExistingNodes, Pairs, capacity_rows, group_cap_rows
 from kubeplace.models.formulation.gpu_rows import DeviceVars, PairModel, device_hint, device_rows, device_use
 from kubeplace.models.formulation.rule_rows import Hint, RuleRows, rule_rows
 from kubeplace.models.framework import ObjectiveTerm
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
-from kubeplace.models.problem import Assignment, DeviceUse, Gang, IntArray, Problem, exact_sum
+from kubeplace.models.problem import Assignment, DeviceUse, Gang, IntArray, Problem
 from kubeplace.models.terms import linearise
 
 FloatArray = npt.NDArray[np.float64]
@@ -119,10 +120,7 @@ class _Builder:
         y = builder.add_vars(np.zeros(len(cls), dtype=np.int64), ub)
         b = _Builder(problem, hood, builder, cls.astype(np.int64), node.astype(np.int64), y, ub)
         b._count_rows(remaining)
-        b._capacity_rows()
-        if problem.has_devices:
-            b.devices = device_rows(b)
-        b._group_cap_rows()
+        b._node_rows()
         b._gang_rows(fixed_per_class)
         b.rules = rule_rows(b)
         return b
@@ -137,37 +135,17 @@ class _Builder:
         cols = np.concatenate([self.y[order[starts[c]:starts[c + 1]]] for c in rows])
         self.lb.add_rows(counts[rows], cols, np.ones(len(cols), dtype=np.int64), -INF, remaining[rows])
 
-    def _capacity_rows(self) -> None:
-        p = self.problem
-        order = np.lexsort((self.pair_cls, self.pair_node))
-        node_sorted = self.pair_node[order]
-        bounds = np.searchsorted(node_sorted, self.hood.nodes, side="left")
-        ends = np.searchsorted(node_sorted, self.hood.nodes, side="right")
-        ub = self.y_ub
-        free = p.free
-        for r in range(len(p.resources)):
-            d = p.demand[self.pair_cls[order], r]
-            for i, lo, hi in zip(self.hood.nodes, bounds, ends, strict=True):
-                coef = d[lo:hi]
-                nz = coef > 0
-                if not nz.any() or exact_sum(coef[nz] * ub[order[lo:hi]][nz]) <= free[i, r]:
-                    continue  # not requested here (the kubelet does not check it), or can never bind
-                self.lb.add_row(self.y[order[lo:hi]][nz], coef[nz], -INF, int(free[i, r]))
-
-    def _group_cap_rows(self) -> None:
-        """Caps per node of several classes (one class's cap is its variables' bound; caps per
-        topology domain are ``formulation.rule_rows``')."""
-        for cap in self.problem.group_caps:
-            if cap.domain is not None or len(cap.classes) == 1:
-                continue
-            member = np.nonzero(np.isin(self.pair_cls, np.asarray(cap.classes, dtype=np.int64)))[0]
-            order = member[np.argsort(self.pair_node[member], kind="stable")]
-            nodes, starts = np.unique(self.pair_node[order], return_index=True)
-            ends = np.append(starts[1:], len(order))[: len(starts)]
-            for i, lo, hi in zip(nodes.tolist(), starts.tolist(), ends.tolist(), strict=True):
-                sel = order[lo:hi]
-                if int(self.y_ub[sel].sum()) > int(cap.cap[i]):
-                    self.lb.add_row(self.y[sel], np.ones(len(sel), dtype=np.int64), -INF, int(cap.cap[i]))
+    def _node_rows(self) -> None:
+        """Capacity rows, device rows, and group caps per node of several classes (one class's cap is its
+        variables' bound, ``_own_caps``; caps per topology domain are ``formulation.rule_rows``'),
+        those that can bind only."""
+        pairs = Pairs(self.pair_cls, self.pair_node, self.y, self.y_ub, self.problem.demand)
+        role = ExistingNodes(self.hood.nodes, self.problem.free, skip_slack=True)
+        capacity_rows(self.lb, pairs, role, resource_major=True)
+        if self.problem.has_devices:
+            self.devices = device_rows(self)
+        caps = [cap for cap in self.problem.group_caps if cap.domain is None and len(cap.classes) > 1]
+        group_cap_rows(self.lb, pairs, role, caps)
 
     def _gang_rows(self, fixed_per_class: IntArray) -> None:
         for g, gang in enumerate(self.problem.gangs):
