@@ -80,6 +80,21 @@ class Layout:
         overcommit now may stay as it is (the kubelet does not evict for requests)."""
         return np.maximum(self.free, self.requests(self.x0)) - self.requests(y)
 
+    def within_caps(self, y: IntArray) -> bool:
+        """Whether placement ``y`` keeps every group cap (host ports, volume limits, a domain's
+        cap) on each node or domain, where it held now: a cap the pods that stay already break
+        may stay as broken as it is (as ``room`` lets an overcommitted node stay)."""
+        for cap in self.problem.group_caps:
+            member = np.isin(self.agg_class, np.asarray(cap.classes, dtype=np.int64))
+            after, now = y[member].sum(axis=0), self.x0[member].sum(axis=0)
+            if cap.domain is not None:
+                reach = cap.domain >= 0
+                after = np.bincount(cap.domain[reach], weights=after[reach], minlength=len(cap.cap))
+                now = np.bincount(cap.domain[reach], weights=now[reach], minlength=len(cap.cap))
+            if (after > np.maximum(cap.cap, now)).any():
+                return False
+        return True
+
     def assignment(self, y: IntArray) -> Assignment:
         """Placement ``y`` (C, N) of the movable classes as an assignment of the problem's
         classes; whole-GPU pods take the wholly free devices, lowest index first (pods sharing

@@ -93,12 +93,16 @@ def run(model: MoveModel, goal: list[tuple[int, int]], settings: Settings, budge
 
 def first_answer(layout: Layout, budgets: Budgets) -> IntArray:
     """The best greedy answer (``greedy_moves.MOVES``: one per kind of term the objective has) by the
-    exact objective (fewer moves on a tie); the current placement when none improves on it."""
+    exact objective (fewer moves on a tie); the current placement when none improves on it. The
+    greedy moves keep each node's room but not the group caps: an answer breaking one (two pods
+    with one host port on a node) is no candidate, so it is never kept over the exact answer."""
     view = everywhere(layout)
     best, best_value = layout.x0, layout.value(layout.x0)
     for kind, greedy in MOVES.items():
         if any(isinstance(t, kind) for t in layout.terms):
             y = greedy(view, budgets)
+            if not layout.within_caps(y):
+                continue
             value = layout.value(y)
             if value < best_value - 1e-12 or (value <= best_value + 1e-12 and _moved(layout, y) < _moved(layout, best)):
                 best, best_value = y, value

@@ -177,7 +177,9 @@ def removal_rows(lb: LinearBuilder, pairs: Pairs, role: RemovableNodes) -> None:
 def group_cap_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, caps: Sequence[GroupCap]) -> None:
     """Per cap and node of ``role`` holding pairs of its classes: their pods at most the cap
     (each cap's rows node by node). The caps are per node (``GroupCap.domain`` None); a cap of one
-    class may be its variables' bound instead, as the caller chooses which caps to give."""
+    class may be its variables' bound instead, as the caller chooses which caps to give. A node's
+    row is written whenever its pairs' upper bounds could exceed the cap (the move model's y of
+    one class may hold the class's every pod: two pods with one host port on one node)."""
     on_role = np.isin(pairs.node, role.nodes)
     for cap in caps:
         member = np.nonzero(on_role & np.isin(pairs.cls, np.asarray(cap.classes, dtype=np.int64)))[0]
@@ -189,7 +191,10 @@ def group_cap_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, caps: S
         bound = np.asarray(cap.cap, dtype=np.int64)[nodes]
         if role.current is not None:  # an overcommitted node may stay as it is
             bound = np.maximum(bound, np.add.reduceat(role.current[order], starts))
-        row = np.add.reduceat(pairs.ub[order], starts) > bound if role.skip_slack else counts > 1
+        can_exceed = np.add.reduceat(pairs.ub[order], starts) > bound
+        # without skip_slack every row of two or more pairs is kept (the models stay as they were);
+        # a single pair that could exceed the cap needs its row too: its bound is the class's count
+        row = can_exceed if role.skip_slack else (counts > 1) | can_exceed
         sel = np.repeat(row, counts)
         if row.any():
             lb.add_rows(counts[row], pairs.var[order][sel], np.ones(int(sel.sum()), np.int64), -INF, bound[row])

@@ -93,6 +93,26 @@ def test_binpack_empties_nodes() -> None:
     assert len(plan.moves) == 2 and {m.target for m in plan.moves} == {"a"}
 
 
+def with_host_port(manifest: dict[str, Any], port: int) -> dict[str, Any]:
+    manifest["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
+    return manifest
+
+
+@pytest.mark.parametrize("objective", [Objective.BINPACK, Objective.BALANCE])
+def test_two_pods_of_one_class_with_a_host_port_never_move_onto_one_node(objective: Objective) -> None:
+    """Two replicas holding hostPort 8080, one on each node, and a filler on b: packing wants a
+    empty, balance wants one replica on a beside its twin; the kube-scheduler refuses either
+    (NodePorts). The greedy moves ignored the cap and were kept over the exact answer, whose
+    model had no row for one class alone on a node."""
+    objects = [node(n, 4000, 16384) for n in ("a", "b")]
+    objects += [with_host_port(pod(f"web-{i}", "ns", 500, 256, node_name=n, owner=("ReplicaSet", "web")), 8080)
+                for i, n in enumerate(["a", "b"])]
+    objects.append(pod("filler", "ns", 2000, 256, node_name="b", owner=("ReplicaSet", "filler")))
+    lay = layout_of(state_of([(o, "t") for o in objects]), profile=replace(PROFILE, objective=objective))
+    plan = rebalance(lay, Settings(solver=FAST))
+    assert [(m.name, m.target) for m in plan.moves if m.name.startswith("web")] == []
+
+
 def _brute_force_moves(state: ClusterState, key: str, limit: int) -> int | None:
     """The fewest 1-GPU pods to move (each to some node with room) so that the job fits; GPUs
     counted as the kubelet counts them (whole devices, here as many as the node's allocatable)."""
