@@ -95,8 +95,8 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
     from kubeplace.kube.errors import KubeplaceError
     from kubeplace.kube.kubeconfig import connect
     from kubeplace.serve.app import LeaseSettings, Service
-    from kubeplace.serve.loop import ServeSettings
     from kubeplace.serve.memory import limit_arenas
+    from kubeplace.serve.settings import ServeSettings
 
     limit_arenas()  # before the watch and binding threads allocate (serve.memory)
     configure_logging(log_level)

@@ -19,8 +19,9 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.events import EventRecorder
 from kubeplace.serve.informer import RESOURCES, Informer, Watched
 from kubeplace.serve.leader import AlwaysLeader, LeaderElector
-from kubeplace.serve.loop import LeaderCheck, Scheduler, ServeSettings
+from kubeplace.serve.loop import LeaderCheck, Scheduler
 from kubeplace.serve.prometheus import Metrics
+from kubeplace.serve.settings import ServeSettings
 
 log = logging.getLogger("kubeplace.serve")
 DISRUPTION_BUDGETS = Watched("policy/v1/poddisruptionbudgets")

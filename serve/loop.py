@@ -39,7 +39,6 @@ from typing import Protocol
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
 from kubeplace.kube.gangs import gang_timeout
 from kubeplace.kube.memo import memo_entries
-from kubeplace.kube.metrics import DEFAULT_MAX_AGE
 from kubeplace.kube.objects import (
     CPU,
     MEMORY,
@@ -72,9 +71,9 @@ from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.prebind import PreBindClient, devices_refused, volumes_waiting
 from kubeplace.serve.prometheus import Metrics
 from kubeplace.serve.queue import SchedulingQueue, Unit
+from kubeplace.serve.settings import DEFAULT_SETTINGS, ServeSettings, cycle_options
 from kubeplace.serve.snapshots import Snapshots, UsageSource
 from kubeplace.serve.victims import PreemptClient, Preemptions
-from kubeplace.solver.shares import CYCLE_BASE_SECONDS, CYCLE_SECONDS_PER_POD
 
 log = logging.getLogger("kubeplace.serve")
 RESULTS_KEPT = 1_000
@@ -93,51 +92,6 @@ class ServeClient(PodBinder, PreBindClient, EventClient, PreemptClient, Protocol
 
 class LeaderCheck(Protocol):
     def is_leader(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    scheduler_name: str = "kubeplace"
-    batch_window: float = 1.0
-    """Seconds a batch stays open after its first unit arrived."""
-    batch_size: int = 1000
-    """A batch closes early at this many units (pods or whole gangs)."""
-    batch_quiet: float = 0.2
-    """A batch also closes when no unit arrived for this many seconds (arrivals paused: what
-    is there is all there is for now)."""
-    namespaces: frozenset[str] | None = None
-    """Place only pending pods of these namespaces (None: all); every pod counts as usage."""
-    assume_seconds: float = 30.0
-    """How long a binding decided but not yet seen by the watch counts as usage."""
-    initial_backoff: float = 1.0
-    max_backoff: float = 10.0
-    targets_namespace: str = "kubeplace-system"
-    """Where ``kubeplace rebalance`` records the target nodes of the pods it moved."""
-    targets_refresh: float = 10.0
-    """Seconds the rebalance targets are cached between reads."""
-    usage_refresh: float = 15.0
-    """Seconds the measured usage (metrics API) is cached between reads (metrics-server scrapes
-    every 15 s by default)."""
-    metrics_max_age: float = DEFAULT_MAX_AGE
-    """Measured usage older than this is ignored (0: no limit)."""
-    bind_workers: int = 32
-    """Bindings in flight at once (after the first one of a cycle, see ``kube.binder.bind_concurrently``)."""
-    budget_base: float = CYCLE_BASE_SECONDS
-    budget_per_pod: float = CYCLE_SECONDS_PER_POD
-    """A cycle's solver budget: ``budget_base + budget_per_pod`` x its pending pods, at most the
-    configured time limit (``solver.shares``). The solve stops earlier as soon as nothing more can
-    be placed."""
-    preempt: bool = True
-    """Evict running pods of lower priority where that places pending pods (``serve.preempt``);
-    preemption's own solve has the configured time limit."""
-    eviction_api: bool = False
-    """Remove victims through the Eviction API (honours PodDisruptionBudgets) instead of deleting them."""
-
-
-def cycle_options(solver: SolverSettings, settings: ServeSettings, pods: int) -> SolverSettings:
-    """The solver settings of a cycle of ``pods`` pending pods (see ``ServeSettings.budget_base``)."""
-    seconds = min(solver.time_limit, settings.budget_base + settings.budget_per_pod * pods)
-    return replace(solver, time_limit=seconds, stop_when_placed=True, pack_devices=True)
 
 
 @dataclass
@@ -179,7 +133,7 @@ def _finished(binding: Future[CycleReport] | None) -> None:
 
 class Scheduler:
     def __init__(self, client: ServeClient, store: Store, config: Configuration, profile: Profile,
-                 solver: SolverSettings, settings: ServeSettings = ServeSettings(), *,
+                 solver: SolverSettings, settings: ServeSettings = DEFAULT_SETTINGS, *,
                  leader: LeaderCheck | None = None, recorder: EventRecorder | None = None,
                  metrics: Metrics | None = None, clock: Callable[[], float] = time.monotonic,
                  usage_source: UsageSource | None = None) -> None:

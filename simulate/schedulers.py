@@ -30,7 +30,8 @@ from kubeplace.models.gpu import device_notes
 from kubeplace.models.problem import Assignment
 from kubeplace.plan.pipeline import plan_placed_by
 from kubeplace.serve.events import EventRecorder
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.settings import ServeSettings
 from kubeplace.serve.snapshots import Snapshots
 from kubeplace.simulate.names import KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
 from kubeplace.simulate.trace import RawObject

@@ -36,7 +36,8 @@ import numpy as np
 
 from kubeplace.kube.gangs import GANG_TIMEOUT_ANNOTATION
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.serve.loop import RESULTS_KEPT, ServeSettings
+from kubeplace.serve.loop import RESULTS_KEPT
+from kubeplace.serve.settings import ServeSettings
 from kubeplace.simulate.cluster import Cluster
 from kubeplace.simulate.engine import Churn, simulate
 from kubeplace.simulate.names import KUBEPLACE

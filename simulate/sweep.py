@@ -28,7 +28,7 @@ from typing import Any
 from kubeplace.kube.errors import InputError, expect_int
 from kubeplace.kube.files import read_document
 from kubeplace.models.config_load import MAX_SEED, load_configuration
-from kubeplace.serve.loop import ServeSettings
+from kubeplace.serve.settings import ServeSettings
 from kubeplace.simulate.cluster import Cluster, NodeEdits, edit_nodes, read_cluster
 from kubeplace.simulate.engine import Case, simulate
 from kubeplace.simulate.measures import Sample, Summary

@@ -42,7 +42,7 @@ from kubeplace.models.problem import Assignment
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.serve.app import LeaseSettings, Service
-from kubeplace.serve.loop import ServeSettings
+from kubeplace.serve.settings import ServeSettings
 from kubeplace_bench.cluster_preempt import preemption_measure
 from kubeplace_bench.cluster_scenarios import Scenario
 from kubeplace_bench.controlplane import ApiHttp, ApiRefused, ControlPlane, api_client, node_settled, wait_for

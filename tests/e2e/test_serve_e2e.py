@@ -25,7 +25,7 @@ from kubeplace.kube.client import Cluster
 from kubeplace.kube.kubeconfig import connect
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.app import LeaseSettings, Service
-from kubeplace.serve.loop import ServeSettings
+from kubeplace.serve.settings import ServeSettings
 
 from . import controlplane as cp
 from .test_bind_e2e import create_pods, kwok_nodes, pod_manifest, pod_nodes

@@ -11,8 +11,9 @@ import pytest
 from kubeplace.kube.errors import NotFound
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import ADDED, MODIFIED, Store
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
 from kubeplace.serve.outcomes import SCHEDULERS_COUNTED
+from kubeplace.serve.settings import ServeSettings
 from tests.builders import node, pod
 from tests.metrics_builders import node_metrics
 from tests.serve.fakes import Clock, FakeCluster

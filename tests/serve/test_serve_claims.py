@@ -9,7 +9,8 @@ from typing import Any
 from kubeplace.kube.errors import Conflict
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import Store
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.settings import ServeSettings
 from tests.builders import node, pod
 from tests.device_builders import DRIVER, FILTER_ERROR, claiming, device_class, gpu_slice, request, resource_claim
 from tests.kube.test_kube_claim_binder import FakeClaims

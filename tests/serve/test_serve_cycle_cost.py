@@ -30,7 +30,7 @@ from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.preemption_plan import make_preemption_plan
 from kubeplace.plan.verify import replay_plan
-from kubeplace.serve.loop import cycle_options
+from kubeplace.serve.settings import cycle_options
 from tests.builders import PodBuilder, node, pod, snapshot_of
 from tests.serve.test_serve_loop import member, scheduler
 

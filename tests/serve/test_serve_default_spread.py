@@ -8,7 +8,8 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.framework import Objective
 from kubeplace.models.plugins.topology_spread import DefaultConstraint, PodTopologySpreadArgs
 from kubeplace.serve.informer import RESOURCES, Store
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.settings import ServeSettings
 from tests.builders import node, pod
 from tests.models.test_model_preferences import replica_set
 from tests.serve.fakes import Clock, FakeCluster

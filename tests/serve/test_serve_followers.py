@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import Store
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.settings import ServeSettings
 from tests.models.test_model_followers import job, jobset_leader, racks
 from tests.serve.fakes import Clock, FakeCluster
 from tests.serve.test_serve_loop import bound, next_cycle

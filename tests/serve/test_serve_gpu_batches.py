@@ -14,7 +14,7 @@ from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.config import Configuration, SolverSettings
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.pipeline import Planned, make_plan
-from kubeplace.serve.loop import ServeSettings, cycle_options
+from kubeplace.serve.settings import ServeSettings, cycle_options
 from tests.builders import PodBuilder, node, pod, snapshot_of
 
 CONFIG = Configuration()

@@ -11,7 +11,8 @@ from kubeplace.kube.objects import GangKey
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.informer import Store
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.settings import ServeSettings
 from tests.builders import PodBuilder, node, pod
 from tests.serve.fakes import Clock, FakeCluster
 

@@ -11,7 +11,8 @@ import pytest
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.config_load import load_configuration
 from kubeplace.serve.informer import Store
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.settings import ServeSettings
 from tests.builders import node, pod
 from tests.cli.test_cli_plugin_failures import HEADER, PLUGIN, module_name
 from tests.serve.fakes import Clock, FakeCluster

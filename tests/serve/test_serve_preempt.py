@@ -10,7 +10,8 @@ from typing import Any
 from kubeplace.kube.errors import DisruptionBudget
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import DELETED, MODIFIED, Store
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.settings import ServeSettings
 from tests.builders import node, pod
 from tests.models.test_preemption_rules import gang_member, running
 from tests.serve.fakes import Clock, FakeCluster

@@ -17,7 +17,7 @@ import pytest
 from kubeplace.kube.objects import Pod
 from kubeplace.models.config import SolverSettings
 from kubeplace.serve.events import EventRecorder, TokenBucket
-from kubeplace.serve.loop import ServeSettings, cycle_options
+from kubeplace.serve.settings import ServeSettings, cycle_options
 from tests.builders import node, pod
 from tests.serve.fakes import Clock, FakeCluster
 from tests.serve.test_serve_loop import bound, next_cycle, scheduler
@@ -205,7 +205,7 @@ WARM_THEN_LEAVE_A_POD_OUT = """
 import sys
 from kubeplace.kube.objects import Snapshot
 from kubeplace.plan.pipeline import make_plan
-from kubeplace.serve.loop import cycle_options
+from kubeplace.serve.settings import cycle_options
 from tests.builders import node, pod
 from tests.serve.test_serve_loop import scheduler
 

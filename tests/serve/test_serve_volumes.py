@@ -7,7 +7,8 @@ from typing import Any
 from kubeplace.kube.storage_objects import ANN_SELECTED_NODE
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.informer import MODIFIED, Store
-from kubeplace.serve.loop import Scheduler, ServeSettings
+from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.settings import ServeSettings
 from tests.builders import node, pod
 from tests.kube.test_kube_volume_binder import FakeCluster as VolumeCluster
 from tests.serve.fakes import Clock, FakeCluster

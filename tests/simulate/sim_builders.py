@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from kubeplace.models.config import Configuration, Profile, SolverSettings
-from kubeplace.serve.loop import ServeSettings
+from kubeplace.serve.settings import ServeSettings
 from kubeplace.simulate.cluster import Cluster
 from kubeplace.simulate.engine import Result, simulate
 from kubeplace.simulate.generate import DEFAULT_SHAPES, generate
