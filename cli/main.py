@@ -21,6 +21,7 @@ from kubeplace.cli.options import (
     Source,
     cluster_options,
     load_config,
+    node_timeout_option,
     refuse_input_as_report,
     report_option,
     solver_options,
@@ -109,8 +110,7 @@ def main() -> None:
 @click.option("--apply", is_flag=True,
               help="With --provision: create the new nodes as Karpenter NodeClaims, wait until they are ready, "
                    "and bind the pods of the plan (live cluster only).")
-@click.option("--node-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="SECONDS",
-              help="With --apply: how long to wait for the new nodes to be ready.")
+@node_timeout_option("With --apply")
 def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, namespace: str | None,
          all_namespaces: bool, selector: str | None, metrics_max_age: float, config_path: Path | None,
          scheduler_name: str | None,

@@ -193,6 +193,14 @@ def solver_options(f: F) -> F:
     return functools.reduce(lambda acc, d: d(acc), reversed(decorators), f)
 
 
+def node_timeout_option(when: str) -> Callable[[F], F]:
+    """--node-timeout SECONDS: how long new nodes (NodeClaims) may take to be ready, 1 s to an hour,
+    for ``plan --provision --apply`` and ``rebalance --consolidate --replace --apply`` alike."""
+    return click.option("--node-timeout", type=FiniteFloatRange(min=1, max=3600), default=300.0, show_default=True,
+                        metavar="SECONDS", help=f"{when}: how long to wait for the new nodes to be ready "
+                                                "(initialized) before going on.")
+
+
 def report_option(f: F) -> F:
     """--report FILE: the visual report (kubeplace.report), one self-contained HTML file."""
     return click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,

@@ -22,6 +22,7 @@ from kubeplace.cli.options import (
     cluster_options,
     exit_with,
     load_config,
+    node_timeout_option,
     note_skipped,
     refuse_input_as_report,
     report_option,
@@ -65,9 +66,7 @@ from kubeplace.models.framework import Objective
               help="With --consolidate: nodes of this group of another controller may go too (repeatable; KIND "
                    "eks, eksctl, gke, aks or capi). Karpenter's nodes need no opt-in; control-plane nodes never go.")
 @click.option("--apply", "apply_", is_flag=True, help="Evict the planned pods (default: dry run, nothing written).")
-@click.option("--node-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="SECONDS",
-              help="With --consolidate --replace --apply: how long to wait for the new nodes to be initialized "
-                   "before any drain (nothing is drained when one is not).")
+@node_timeout_option("With --consolidate --replace --apply")
 @click.option("--wave-size", type=click.IntRange(min=1), default=1, show_default=True,
               help="Evictions per wave; the cluster is re-checked against the plan between waves.")
 @click.option("--lease-namespace", default="kubeplace-system", show_default=True,

@@ -34,13 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from kubeplace.kube.errors import InputError
 from kubeplace.kube.gangs import GANG_TIMEOUT_ANNOTATION
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.serve.loop import RESULTS_KEPT
 from kubeplace.serve.settings import ServeSettings
 from kubeplace.simulate.cluster import Cluster
 from kubeplace.simulate.engine import Churn, simulate
-from kubeplace.simulate.names import KUBEPLACE
+from kubeplace.simulate.names import KUBEPLACE, MAX_TRACE_PODS
 from kubeplace.simulate.schedulers import KubeplaceCycle, Setup, SimScheduler
 from kubeplace.simulate.trace import API_VERSION, KIND, parse_trace
 from kubeplace.simulate.world import NodeEvent
@@ -163,8 +164,25 @@ TEMPLATES = {"small": _template("500m", "1Gi"), "large": _template("4", "16Gi"),
              "member": _template("1", "2Gi", **{GANG_TIMEOUT_ANNOTATION: "60"}), "huge": _template("64", "1Gi")}
 
 
+def expected_pods(spec: SoakSpec) -> float:
+    """About how many pods the soak's trace holds: its jobs, and per period a node's worth of
+    fillers and eight more (a high-priority job, two gangs, a pod too big)."""
+    span = spec.days * DAY
+    return span * spec.job_rate + math.ceil(span / spec.period) * (spec.nodes + 8)
+
+
+def check_spec(spec: SoakSpec) -> None:
+    """InputError when the trace would exceed a trace's bound (``simulate.names.MAX_TRACE_PODS``),
+    said before anything is built: ``--days 1e9`` would otherwise draw jobs for ever."""
+    if expected_pods(spec) > MAX_TRACE_PODS:
+        raise InputError(f"about {expected_pods(spec):.3g} pods over {spec.days:g} days: more than a trace may hold",
+                         field="--days", expected=f"at most {MAX_TRACE_PODS:,} pods (fewer days, a lower --job-rate, "
+                                                  "a longer --period or fewer --nodes)")
+
+
 def workload(spec: SoakSpec) -> tuple[Cluster, dict[str, Any], dict[str, float], tuple[NodeEvent, ...]]:
     """The cluster, the trace document, each pod's patience and the nodes' comings and goings."""
+    check_spec(spec)
     rng = np.random.default_rng(spec.seed)
     span = spec.days * DAY
     names = [f"soak-{i}" for i in range(spec.nodes)]

@@ -64,7 +64,8 @@ def soak_table(soak: Soak) -> str:
               help="Ordinary jobs arriving per second.")
 @click.option("--period", type=FiniteFloatRange(min=60), default=1800.0, show_default=True,
               help="Seconds between two high-priority jobs, gangs, pods too big, nodes going away.")
-@click.option("--nodes", type=click.IntRange(min=2), default=6, show_default=True)
+@click.option("--nodes", type=click.IntRange(min=2, max=1000), default=6, show_default=True,
+              help="Nodes of the simulated cluster (a node at a time goes away and comes back).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--tracemalloc", "trace_malloc", is_flag=True, help="Also sample tracemalloc's traced memory (slower).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")

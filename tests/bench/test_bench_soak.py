@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
@@ -27,3 +28,15 @@ def test_soak_short_table() -> None:
     result = CliRunner().invoke(main, SHORT)
     assert result.exit_code in (0, 1), result.output
     assert "simulated days" in result.stdout and "queue_attempts" in result.stdout and "growing:" in result.stdout
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--days", "1e9"], "--days"),  # drew jobs for ever before the trace's bound was checked
+    (["--days", "30", "--job-rate", "1"], "--days"),
+    (["--days", "nan"], "--days"),
+    (["--nodes", "1000000"], "--nodes"),
+])
+def test_a_soak_too_large_is_refused_in_one_line_before_anything_runs(args: list[str], field: str) -> None:
+    result = CliRunner().invoke(main, ["bench", "soak", *args])
+    assert result.exit_code == 2, result.output
+    assert field in result.output and len(result.output.strip().splitlines()) == 1 and not result.stdout.startswith("{")

@@ -328,6 +328,15 @@ def test_cli_a_bad_node_group_is_one_line_and_exit_2(value: str) -> None:
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--node-group" in result.stderr
 
 
+@pytest.mark.parametrize("command", [["rebalance", "--consolidate"], ["plan", "fixtures/demo"]])
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "86400"])
+def test_cli_a_node_timeout_that_is_no_finite_bounded_wait_is_refused(command: list[str], value: str) -> None:
+    """One option for both commands that wait for new nodes (plan --provision --apply, consolidate
+    --replace --apply); nan passed click's FloatRange, and the wait had no ceiling."""
+    result = CliRunner().invoke(main, [*command, "--node-timeout", value, "--time-limit", "1"])
+    assert result.exit_code == 2 and "--node-timeout" in result.output, result.output
+
+
 def test_cli_node_group_without_consolidate_is_refused(tmp_path: Any) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: a}\n")
