@@ -21,6 +21,7 @@ from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.objects import GangKey, Pod
 from kubeplace.kube.parse import parse_pod
 from kubeplace.serve.decisions import DecisionLog
+from kubeplace.serve.gang_members import GangMembers
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED, STORAGE_RESOURCES, RawObject, Store, object_key
 from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.queue import SchedulingQueue, Unit
@@ -40,6 +41,8 @@ class Intake:
         self.scheduler_name, self.namespaces, self.clock = scheduler_name, namespaces, clock
         self._lock = threading.Lock()
         self._first_seen: dict[str, float] = {}
+        self.members = GangMembers(store)
+        """Which gangs have their minMember pods (the queue plans a complete gang at once)."""
 
     def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None:
         if resource == "pods":
@@ -57,13 +60,15 @@ class Intake:
             self.queue.cluster_changed()  # a claim bound, a volume or class added: pods waiting may go
         elif resource.endswith("/podgroups") and new is not None and event in (ADDED, MODIFIED):
             meta = new.get("metadata") or {}
-            self.queue.activate(GangKey(str(meta.get("namespace") or "default"), str(meta.get("name", ""))))
+            gang = GangKey(str(meta.get("namespace") or "default"), str(meta.get("name", "")))
+            self.queue.activate(gang, self.complete(gang))
 
     def pod_changed(self, event: str, old: RawObject | None, new: RawObject | None) -> None:
         raw = new if new is not None else old
         if raw is None:
             return
         key = object_key(raw)
+        self._count_member(event, raw, key)
         if event == DELETED or (raw.get("spec") or {}).get("nodeName"):
             self.assumed.forget(key)
             self.forget(key)
@@ -73,7 +78,10 @@ class Intake:
                     self.queue.cluster_changed()  # capacity freed
                 elif self.is_ours(raw):
                     unit = self.unit_of_raw(raw)
-                    (self.queue.activate if isinstance(unit, GangKey) else self.queue.forget)(unit)
+                    if isinstance(unit, GangKey):
+                        self.queue.activate(unit, self.complete(unit))
+                    else:
+                        self.queue.forget(unit)
             return
         if not self.is_ours(raw):
             return
@@ -81,9 +89,9 @@ class Intake:
             self._first_seen.setdefault(key, self.clock())
         unit = self.unit_of_raw(raw)
         if event == ADDED and isinstance(unit, GangKey):
-            self.queue.activate(unit)  # a new member: its gang may be complete now
+            self.queue.activate(unit, self.complete(unit))  # a new member: its gang may be complete now
         else:
-            self.queue.add(unit)
+            self.queue.add(unit, self.complete(unit))
 
     def resync(self) -> None:
         """Queues every pending pod of the store (at start and on becoming the leader)."""
@@ -96,6 +104,21 @@ class Intake:
                 and not meta.get("deletionTimestamp") and not spec.get("schedulingGates")
                 and (raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                 and (self.namespaces is None or meta.get("namespace", "default") in self.namespaces))
+
+    def complete(self, unit: Unit) -> bool:
+        """A pod alone is complete; a gang once its minMember pods exist."""
+        return not isinstance(unit, GangKey) or self.members.complete(unit)
+
+    def _count_member(self, event: str, raw: RawObject, key: str) -> None:
+        """Counts the pod as a member of its gang (any scheduler's, pending or bound) while it exists."""
+        typed = self.store.typed("pods", key) if self.store.get("pods", key) is raw else None
+        try:
+            pod = typed if isinstance(typed, Pod) else parse_pod(raw)
+        except InputError:
+            return
+        gang = gang_of(pod)
+        if gang is not None:
+            self.members.changed(event, raw, key, gang, pod)
 
     def unit_of_raw(self, raw: RawObject) -> Unit:
         key = object_key(raw)
@@ -116,7 +139,8 @@ class Intake:
 
     def sizes(self) -> dict[str, int]:
         with self._lock:
-            return {"intake_first_seen": len(self._first_seen)}
+            first_seen = len(self._first_seen)
+        return {"intake_first_seen": first_seen, "intake_gangs": len(self.members)}
 
     def forget(self, key: str) -> float | None:
         """Forgets a pod's wait (bound, deleted); when it was first seen pending, if it was."""

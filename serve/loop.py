@@ -232,7 +232,8 @@ class Scheduler:
                     self.metrics.leader.set(1)
                     self.resync_queue()
                 units = self.queue.pop_batch(self.settings.batch_window, self.settings.batch_size, stop,
-                                             timeout=0.2, quiet=self.settings.batch_quiet)
+                                             timeout=0.2, quiet=self.settings.batch_quiet,
+                                             per_unit=self.settings.batch_window_per_unit)
                 if units:
                     try:
                         self.cycle(units, stop)

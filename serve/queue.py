@@ -1,9 +1,20 @@
 """The scheduling queue: which units (a pod, or a whole gang) the next cycle plans.
 
-A unit enters the *active* queue when its first pod is seen pending. :meth:`SchedulingQueue.pop_batch`
-waits for the first active unit, then for ``window`` seconds more, until ``size`` units are
-active, or until no unit arrived for ``quiet`` seconds (a backlog is handed over at once, a lone
-arrival after ``quiet``), and hands them over together, oldest first. A unit that could not be placed goes to the
+A unit enters the *active* queue when its first pod is seen pending. A gang is *complete* once
+its minMember pods exist (the intake says, :class:`serve.gang_members.GangMembers`); until then it
+waits for its members. :meth:`SchedulingQueue.pop_batch` hands over the active units together,
+oldest first, when
+
+- ``size`` complete units are active;
+- the oldest complete unit has waited the *adaptive window*: ``per_unit`` seconds for each
+  other complete unit waiting with it, at most ``window`` (latency that follows the load: a lone
+  unit in an idle queue, a gang as soon as its last member arrived, is handed over at once; a
+  backlog waits a little for more to join its joint plan, never more than ``window``);
+- a gang still incomplete has waited ``window`` (it is planned, and reported waiting);
+- or no unit arrived for ``quiet`` seconds (arrivals paused: what is there is all there is).
+
+Without ``per_unit`` the window is fixed: the oldest unit waits ``window`` whatever the backlog.
+An incomplete gang rides along only when it is due itself. A unit that could not be placed goes to the
 *unschedulable* queue with an exponential backoff (``initial``, doubled per failed attempt, at most
 ``maximum`` seconds, however many attempts: :func:`serve.backoff.doubling`) and comes back by
 itself when it is over; a change in the cluster that may
@@ -32,6 +43,15 @@ class _Waiting:
     reason: str
 
 
+def adaptive_window(window: float, per_unit: float | None, units: int) -> float:
+    """How long the oldest of ``units`` complete units waits for others to join its batch:
+    ``per_unit`` for each other unit waiting (none for a lone unit), at most ``window``; always
+    ``window`` without ``per_unit``."""
+    if per_unit is None:
+        return window
+    return min(window, per_unit * max(0, units - 1))
+
+
 class SchedulingQueue:
     def __init__(self, *, initial: float = 1.0, maximum: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -48,22 +68,27 @@ class SchedulingQueue:
         """In flight when the cluster changed: retried at once if not placed (its plan may be
         stale), but not planned again once bound (nothing of it is left to place)."""
         self._arrived = float("-inf")  # when the newest unit entered the active queue
+        self._incomplete: set[Unit] = set()
+        """Gangs whose minMember pods do not all exist yet, wherever they are (active, backing
+        off, planned): they wait for their members, not for the batch."""
 
     # ------------------------------------------------------------------ producers (informer events)
 
-    def add(self, unit: Unit) -> None:
+    def add(self, unit: Unit, complete: bool = True) -> None:
         """A pending pod of ``unit`` was seen; a unit already queued, backing off or being
-        planned keeps its place."""
+        planned keeps its place. ``complete``: False for a gang whose members do not all exist yet."""
         with self._cond:
+            self._mark(unit, complete)
             if unit in self._in_flight:
                 self._dirty.add(unit)
             elif unit not in self._active and unit not in self._waiting:
                 self._active[unit] = self._arrived = self.clock()
                 self._cond.notify_all()
 
-    def activate(self, unit: Unit) -> None:
+    def activate(self, unit: Unit, complete: bool = True) -> None:
         """Something changed for this unit (a gang member arrived): retry it now."""
         with self._cond:
+            self._mark(unit, complete)
             if unit in self._in_flight:
                 self._dirty.add(unit)
                 return
@@ -87,6 +112,7 @@ class SchedulingQueue:
     def forget(self, unit: Unit) -> None:
         """The unit has no pending pod any more (bound, deleted)."""
         with self._cond:
+            self._incomplete.discard(unit)
             self._active.pop(unit, None)
             self._waiting.pop(unit, None)
             self._attempts.pop(unit, None)
@@ -102,6 +128,8 @@ class SchedulingQueue:
             self._in_flight.discard(unit)
             self._attempts.pop(unit, None)
             self._stale.discard(unit)
+            if unit not in self._dirty:
+                self._incomplete.discard(unit)
             if unit in self._dirty:  # e.g. a gang member that arrived while its gang was bound
                 self._dirty.discard(unit)
                 self._arrive(unit)
@@ -137,8 +165,10 @@ class SchedulingQueue:
     # ------------------------------------------------------------------ the consumer
 
     def pop_batch(self, window: float, size: int, stop: threading.Event | None = None,
-                  timeout: float | None = None, quiet: float | None = None) -> list[Unit]:
-        """The next batch, oldest first; [] when ``timeout`` passes or ``stop`` is set first."""
+                  timeout: float | None = None, quiet: float | None = None,
+                  per_unit: float | None = None) -> list[Unit]:
+        """The next batch, oldest first; [] when ``timeout`` passes or ``stop`` is set first.
+        ``per_unit``: the adaptive window (see the module's docstring); None: a fixed ``window``."""
         give_up = None if timeout is None else self.clock() + timeout
         with self._cond:
             while True:
@@ -146,9 +176,9 @@ class SchedulingQueue:
                 if stop is not None and stop.is_set():
                     return []
                 if self._active:
-                    wake = self._batch_due(window, size, quiet)
+                    wake = self._batch_due(window, size, quiet, per_unit)
                     if self.clock() >= wake:
-                        return self._take(size)
+                        return self._take(window, size, quiet)
                 else:
                     wake = min((w.retry_at for w in self._waiting.values()), default=self.clock() + 1.0)
                 if give_up is not None:
@@ -157,35 +187,55 @@ class SchedulingQueue:
                     wake = min(wake, give_up)
                 self._cond.wait(min(1.0, max(0.001, wake - self.clock())))
 
-    def next_due(self, window: float, size: int, quiet: float | None = None) -> float | None:
+    def next_due(self, window: float, size: int, quiet: float | None = None,
+                 per_unit: float | None = None) -> float | None:
         """When :meth:`pop_batch` with these arguments would next hand over a batch if nothing
         else arrived (a backoff ending counts); None when the queue is empty. ``kubeplace
         simulate`` jumps its simulated clock there instead of waiting."""
         with self._cond:
             times = [w.retry_at for w in self._waiting.values()]
             if self._active:
-                times.append(self._batch_due(window, size, quiet))
+                times.append(self._batch_due(window, size, quiet, per_unit))
             return min(times, default=None)
 
-    def _batch_due(self, window: float, size: int, quiet: float | None) -> float:
-        """When the active units make a batch: now when there are ``size``, else ``window`` after
-        the oldest, or ``quiet`` after the newest if that is sooner (the lock held, units active)."""
-        if len(self._active) >= size:
+    def _batch_due(self, window: float, size: int, quiet: float | None, per_unit: float | None) -> float:
+        """When the active units make a batch (the lock held, units active): now when ``size``
+        of them are complete; else the adaptive window after the oldest complete unit, ``window`` after the
+        oldest incomplete gang, or ``quiet`` after the newest arrival, whichever comes first."""
+        waiting = self._incomplete.intersection(self._active) if self._incomplete else set()
+        complete = len(self._active) - len(waiting)
+        if complete >= size:
             return self.clock()
-        close = min(self._active.values()) + window
-        return close if quiet is None else min(close, self._arrived + quiet)
+        due = float("inf")
+        if complete:
+            oldest = next(since for unit, since in self._active.items() if unit not in waiting)
+            due = oldest + adaptive_window(window, per_unit, complete)
+        if waiting:
+            due = min(due, min(self._active[unit] for unit in waiting) + window)
+        return due if quiet is None else min(due, self._arrived + quiet)
 
     def wake(self) -> None:
         """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""
         with self._cond:
             self._cond.notify_all()
 
-    def _take(self, size: int) -> list[Unit]:
-        units = list(self._active)[:size]
+    def _take(self, window: float, size: int, quiet: float | None) -> list[Unit]:
+        """Up to ``size`` due units, oldest first: every complete one; an incomplete gang once it
+        has waited ``window`` for its members, or arrivals paused for ``quiet`` (the lock held)."""
+        now = self.clock()
+        paused = quiet is not None and now >= self._arrived + quiet
+        units = [unit for unit, since in self._active.items()
+                 if paused or unit not in self._incomplete or now >= since + window][:size]
         for unit in units:
             del self._active[unit]
         self._in_flight.update(units)
         return units
+
+    def _mark(self, unit: Unit, complete: bool) -> None:
+        if complete:
+            self._incomplete.discard(unit)
+        else:
+            self._incomplete.add(unit)
 
     def _flush_due(self) -> None:
         now = self.clock()
@@ -210,7 +260,8 @@ class SchedulingQueue:
         with self._cond:
             return {"queue_active": len(self._active), "queue_waiting": len(self._waiting),
                     "queue_attempts": len(self._attempts), "queue_in_flight": len(self._in_flight),
-                    "queue_dirty": len(self._dirty), "queue_stale": len(self._stale)}
+                    "queue_dirty": len(self._dirty), "queue_stale": len(self._stale),
+                    "queue_incomplete": len(self._incomplete)}
 
     def backoff_of(self, unit: Unit) -> float | None:
         """Seconds until the unit is retried; None when it is not backing off."""

@@ -187,3 +187,98 @@ def test_doubling_as_the_kube_scheduler_computes_it() -> None:
     assert doubling(10**9, 1, 10) == doubling(2000, 0.5, 10) == 10
     assert doubling(10**9, 0, 10) == 0  # (no loop of a billion steps either)
     assert doubling(3, 20, 10) == 10  # an initial above the maximum is the maximum
+
+
+# ---------------------------------------------------------------------- the adaptive window
+
+WINDOW, QUIET, PER_UNIT = 1.0, 0.2, 0.001
+
+
+def adaptive_pop(queue: SchedulingQueue, size: int = 10_000) -> list[object]:
+    return list(queue.pop_batch(WINDOW, size, timeout=0, quiet=QUIET, per_unit=PER_UNIT))
+
+
+def test_a_lone_unit_in_an_idle_queue_is_handed_over_at_once() -> None:
+    """It waited the fixed window (1 s), or the quiet time (0.2 s), before: latency with nothing else to do."""
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add("ns/a")
+    assert adaptive_pop(queue) == ["ns/a"]
+    queue.add(GANG, complete=True)
+    assert queue.next_due(WINDOW, 10_000, QUIET, PER_UNIT) == clock.now
+    assert adaptive_pop(queue) == [GANG]
+
+
+def test_under_a_backlog_the_window_grows_with_it_oldest_first() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    units = [f"ns/p{i}" for i in range(11)]
+    for unit in units:
+        queue.add(unit)
+    assert queue.next_due(WINDOW, 10_000, QUIET, PER_UNIT) == clock.now + 10 * PER_UNIT
+    assert adaptive_pop(queue) == []  # ten more waiting: the batch stays open 10 ms for more to join
+    clock.advance(10 * PER_UNIT)
+    assert adaptive_pop(queue) == units
+
+
+def test_the_window_is_bounded_by_the_batch_window_and_the_size() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    for i in range(5_000):  # 5 s at 1 ms a unit: the batch window (1 s) bounds it
+        queue.add(f"ns/p{i}")
+        clock.advance(0.0001)
+    assert queue.next_due(WINDOW, 10_000, None, PER_UNIT) == 1000.0 + WINDOW
+    clock.now = 1000.0 + WINDOW - 0.001
+    assert queue.pop_batch(WINDOW, 10_000, timeout=0, per_unit=PER_UNIT) == []
+    clock.now = 1000.0 + WINDOW
+    assert len(queue.pop_batch(WINDOW, 10_000, timeout=0, per_unit=PER_UNIT)) == 5_000
+    for i in range(5_000):
+        queue.add(f"ns/q{i}")
+    assert len(adaptive_pop(queue, size=1_000)) == 1_000  # the size closes it at once, as before
+
+
+def test_a_gang_waits_for_its_members_then_is_handed_over_as_soon_as_it_is_complete() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(GANG, complete=False)  # its first member
+    assert adaptive_pop(queue) == []
+    clock.advance(0.05)
+    queue.activate(GANG, complete=False)
+    assert queue.next_due(WINDOW, 10_000, None, PER_UNIT) == 1000.0 + WINDOW
+    clock.advance(0.05)
+    queue.activate(GANG, complete=True)  # its last member
+    assert adaptive_pop(queue) == [GANG]
+
+
+def test_an_incomplete_gang_does_not_ride_along_until_it_is_due_itself() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(GANG, complete=False)
+    queue.add("ns/a")
+    assert adaptive_pop(queue) == ["ns/a"]  # (and one incomplete gang does not close a batch of size 1)
+    clock.advance(WINDOW)  # waited the whole window for its members: planned (and reported waiting)
+    assert adaptive_pop(queue) == [GANG]
+
+
+def test_incomplete_gangs_do_not_fill_a_batch_and_go_when_arrivals_pause() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    gangs = [GangKey("ns", f"g{i}") for i in range(3)]
+    for gang in gangs:
+        queue.add(gang, complete=False)
+    assert queue.pop_batch(WINDOW, 2, timeout=0, quiet=QUIET, per_unit=PER_UNIT) == []
+    clock.advance(QUIET)
+    assert adaptive_pop(queue) == gangs
+
+
+def test_a_gang_completed_while_it_was_planned_comes_back_complete() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(GANG, complete=False)
+    clock.advance(QUIET)
+    assert adaptive_pop(queue) == [GANG]
+    queue.activate(GANG, complete=True)  # its last member arrived during the cycle
+    assert queue.unschedulable(GANG, "gang waiting") == 0
+    assert adaptive_pop(queue) == [GANG]
+    queue.done(GANG)
+    assert queue.sizes()["queue_incomplete"] == 0
