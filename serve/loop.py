@@ -16,8 +16,10 @@ cycle takes a batch of units and
    asking the lease before *every* binding: a replica that is no longer the leader, or asked to
    stop, stops there and leaves the rest to the next cycle or the next leader. A 409 (someone
    else bound it, it is being deleted) is an outcome, counted and logged, never retried for that
-   pod. Under :meth:`Scheduler.run` the bindings go on in a thread of their own while the next
-   batch is planned.
+   pod. Under :meth:`Scheduler.run` the bindings go on in threads of their own while the next
+   batches are planned: binding is never on the planning path (the next cycles count the pods
+   being bound as bound, *assumed*, as the kube-scheduler's cache assumes them); only beyond
+   ``BINDING_CYCLES`` cycles' bindings in flight does planning wait for the oldest.
 
 A gang member that fails to bind is reported; a gang left below minMember gets an Event and is
 re-planned next cycle (its bound members then count as running). A gang whose members do not
@@ -79,6 +81,10 @@ log = logging.getLogger("kubeplace.serve")
 RESULTS_KEPT = 1_000
 ANSWERED = (Outcome.BOUND, Outcome.CONFLICT, Outcome.NOT_FOUND)
 """Binding outcomes that say the API server answered for that pod (no reason to start slowly)."""
+BINDING_CYCLES = 8
+"""Cycles whose bindings may be in flight at once (the API server's QPS limits them, not the
+planning); beyond it the next plan waits for the oldest cycle's bindings: a bound on what is held
+when the API server is far slower than planning, never reached while it keeps up."""
 GANGS_KEPT = 10_000
 """Waiting gangs remembered (since when they wait); beyond it the oldest are forgotten (a gang
 deleted while waiting leaves no other trace to clean up by)."""
@@ -125,9 +131,9 @@ class Decided:
     unplaced: dict[Unit, list[Unplaced]] = field(default_factory=dict)
 
 
-def _finished(binding: Future[CycleReport] | None) -> None:
-    """Waits for a cycle's bindings (its errors are logged where they happen)."""
-    if binding is not None:
+def _finished(bindings: list[Future[CycleReport]]) -> None:
+    """Waits for these cycles' bindings (their errors are logged where they happen)."""
+    for binding in bindings:
         binding.result()
 
 
@@ -161,9 +167,12 @@ class Scheduler:
         self.intake = Intake(self.queue, store, settings.scheduler_name, settings.namespaces, self.snapshots.assumed,
                              self.decide, self.outcomes, clock)
         self._binders = ThreadPoolExecutor(max(1, settings.bind_workers), thread_name_prefix="bind")
-        self._finisher = ThreadPoolExecutor(1, thread_name_prefix="finish")
+        self._finisher = ThreadPoolExecutor(BINDING_CYCLES, thread_name_prefix="finish")
         self._pipelined = False
-        self._binding: Future[CycleReport] | None = None
+        self._binding: list[Future[CycleReport]] = []
+        """The cycles whose bindings are (or were lately) in flight, oldest first."""
+        self._books = threading.Lock()
+        """Guards the gang tables below, which the planning thread and the binding threads share."""
         self.trimmer = Trimmer()
         self._bindings_went_well = False
         self.preemptions = Preemptions(client, self.recorder, self.metrics, settings.scheduler_name,
@@ -214,9 +223,9 @@ class Scheduler:
     def run(self, stop: threading.Event | None = None) -> None:
         """Cycles until ``stop`` (default :attr:`stop_event`) is set; cycles only as leader.
 
-        A cycle's bindings run in a thread of their own while the next batch is planned (its
-        pods already count as bound there, see :class:`serve.snapshots.Assumed`); one cycle binds
-        at a time, so a plan is never more than one batch ahead of the bindings."""
+        A cycle's bindings run in a thread of their own while the next batches are planned (its
+        pods already count as bound there, see :class:`serve.snapshots.Assumed`); at most
+        ``BINDING_CYCLES`` cycles bind at once."""
         stop = stop or self.stop_event
         leading = False
         self._pipelined = True
@@ -248,6 +257,7 @@ class Scheduler:
         finally:
             self._pipelined = False
             _finished(self._binding)
+            self._binding = []
 
     def cycle(self, units: Sequence[Unit], stop: threading.Event | None = None) -> CycleReport:
         """Plans, verifies and binds the pending pods of ``units``. Called by :meth:`run`, it
@@ -259,8 +269,10 @@ class Scheduler:
             return decided.report
         if not self._pipelined:
             return self._finish(decided, stop)
-        _finished(self._binding)
-        self._binding = self._finisher.submit(self._finish_safely, decided, stop)
+        self._binding = [b for b in self._binding if not b.done()]
+        if len(self._binding) >= BINDING_CYCLES:
+            _finished([self._binding.pop(0)])
+        self._binding.append(self._finisher.submit(self._finish_safely, decided, stop))
         return decided.report
 
     def _plan_cycle(self, units: Sequence[Unit]) -> Decided:
@@ -285,10 +297,11 @@ class Scheduler:
         for unit in wanted - present:
             self.queue.done(unit)  # nothing of it is pending any more
             if isinstance(unit, GangKey):  # (deleted, or bound by another): nothing waits for it
-                self._gang_since.pop(unit, None)
-                self._waiting_gangs.discard(unit)
+                with self._books:
+                    self._gang_since.pop(unit, None)
+                    self._waiting_gangs.discard(unit)
+                    self.metrics.gangs_waiting.set(len(self._waiting_gangs))
                 self.decide.forget(str(unit))
-                self.metrics.gangs_waiting.set(len(self._waiting_gangs))
         report.pods = len(snapshot.pending)
         decided = Decided(report, started, list(units), snapshot)
         if not snapshot.pending:
@@ -338,26 +351,27 @@ class Scheduler:
                                             stop, report)
         report.seconds_bind = self.clock() - bind_started
         groups = {g.key: g for g in decided.snapshot.pod_groups}
-        for unit in order:
-            if unit in refused:
-                report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
-                self._waits(unit, by_unit[unit], pods, refused[unit])
-                continue
-            results = outcomes.get(unit, [])
-            if any(r.outcome in (Outcome.NOT_ATTEMPTED, Outcome.UNKNOWN) for r in results):
-                report.interrupted = True  # stopped, not the leader, or the server unreachable: later
-                self.queue.requeue(unit)
-                continue
-            gang = decided.gangs.get(unit) if isinstance(unit, GangKey) else None
-            if results:
-                self._after_binding(unit, [pods[(r.binding.namespace, r.binding.name)] for r in results
-                                           if r.outcome == Outcome.BOUND],
-                                    [r for r in results if r.outcome != Outcome.BOUND], gang,
-                                    groups.get(unit) if isinstance(unit, GangKey) else None, starts[unit],
-                                    unit in unplaced)
-            if unit in unplaced:
-                self._unplaced(unit, unplaced[unit], pods, gang, groups, report, requeue=unit not in by_unit)
-        self.metrics.gangs_waiting.set(len(self._waiting_gangs))
+        with self._books:  # (another cycle's bindings may be answered at the same time)
+            for unit in order:
+                if unit in refused:
+                    report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
+                    self._waits(unit, by_unit[unit], pods, refused[unit])
+                    continue
+                results = outcomes.get(unit, [])
+                if any(r.outcome in (Outcome.NOT_ATTEMPTED, Outcome.UNKNOWN) for r in results):
+                    report.interrupted = True  # stopped, not the leader, or the server unreachable: later
+                    self.queue.requeue(unit)
+                    continue
+                gang = decided.gangs.get(unit) if isinstance(unit, GangKey) else None
+                if results:
+                    self._after_binding(unit, [pods[(r.binding.namespace, r.binding.name)] for r in results
+                                               if r.outcome == Outcome.BOUND],
+                                        [r for r in results if r.outcome != Outcome.BOUND], gang,
+                                        groups.get(unit) if isinstance(unit, GangKey) else None, starts[unit],
+                                        unit in unplaced)
+                if unit in unplaced:
+                    self._unplaced(unit, unplaced[unit], pods, gang, groups, report, requeue=unit not in by_unit)
+            self.metrics.gangs_waiting.set(len(self._waiting_gangs))
         self.metrics.cycle_seconds.observe(self.clock() - decided.started)
         log.info("cycle", extra={"fields": {
             "units": report.units, "pods": report.pods, "bound": len(report.bound), "failed": len(report.failed),

@@ -293,3 +293,49 @@ def test_after_a_cycle_whose_bindings_all_answered_the_next_binds_at_full_width_
     s.on_change("pods", "ADDED", None, s.store.get("pods", "default/p1"))
     next_cycle(s)
     assert widths == [1, s.settings.bind_workers] and len(cluster.bindings) == 2
+
+
+class BlockedBinds(FakeCluster):
+    """The binding of ``blocked`` hangs until ``release`` is set (an API server slow for one pod)."""
+
+    def __init__(self, blocked: str) -> None:
+        super().__init__()
+        self.blocked, self.release, self.hanging = blocked, threading.Event(), threading.Event()
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, dry_run: bool = False,
+             annotations: Mapping[str, str] | None = None) -> None:
+        if name == self.blocked:
+            self.hanging.set()
+            self.release.wait(10)
+        with self._lock:
+            super().bind(namespace, name, uid, node, dry_run, annotations)
+
+
+def test_a_binding_in_flight_never_holds_back_the_next_cycle_and_counts_as_usage() -> None:
+    """The next cycle waited for the last cycle's bindings before its own could start: one slow
+    binding held every later pod back. Now only the capacity it takes is held (assumed)."""
+    cluster = BlockedBinds("p0")
+    s, _ = scheduler(node("a").cpu("2").memory("8Gi"), node("b").cpu("2").memory("8Gi"), cluster=cluster)
+    s.settings = ServeSettings(batch_window=0, batch_window_per_unit=0, bind_workers=4)
+    s.store.apply("pods", "ADDED", pod("p0").cpu("1500m").manifest())
+    s.on_change("pods", "ADDED", None, s.store.get("pods", "default/p0"))
+    runner = threading.Thread(target=s.run)
+    runner.start()
+    try:
+        assert cluster.hanging.wait(5)
+        for name in ("p1", "p2"):  # one cycle each, both while p0's binding hangs
+            s.store.apply("pods", "ADDED", pod(name).cpu("1500m").manifest())
+            s.on_change("pods", "ADDED", None, s.store.get("pods", f"default/{name}"))
+            deadline = time.monotonic() + 5
+            while len(cluster.bindings) < int(name[1]) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        time.sleep(0.2)
+        assert not cluster.release.is_set()
+        placed = bound(cluster)
+        assert len(placed) == 1 and "p0" not in placed  # p1 or p2 on the node p0 leaves room on
+        assert s.queue.counts()[1] == 1  # the other: no room while p0 holds its node
+    finally:
+        cluster.release.set()
+        s.stop_event.set()
+        runner.join(5)
+    assert set(bound(cluster).values()) == {"a", "b"}
