@@ -17,7 +17,7 @@ import threading
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.gangs import GANG_APIS, named_pod_group, parse_pod_group, plain_groups
 from kubeplace.kube.objects import GangKey, Pod
-from kubeplace.serve.informer import CLUSTER, DELETED, RawObject, Store
+from kubeplace.serve.informer import CLUSTER, Store
 
 
 class GangMembers:
@@ -28,21 +28,35 @@ class GangMembers:
         self.store = store
         self._lock = threading.Lock()
         self._members: dict[GangKey, set[str]] = {}
+        self._gang_of: dict[str, GangKey] = {}
         self._sample: dict[GangKey, Pod] = {}
 
-    def changed(self, event: str, raw: RawObject, key: str, gang: GangKey, pod: Pod) -> None:
-        """A pod of ``gang`` was added, changed or deleted."""
-        gone = event == DELETED or bool((raw.get("metadata") or {}).get("deletionTimestamp"))
+    def changed(self, key: str, pod: Pod, gang: GangKey | None) -> None:
+        """The pod ``key`` was added or changed: a member of ``gang`` (None: of none) while it is
+        not terminating."""
+        terminating = pod.deleting
         with self._lock:
-            members = self._members.setdefault(gang, set())
-            if gone:
-                members.discard(key)
-                if not members:
-                    del self._members[gang]
-                    self._sample.pop(gang, None)
+            if self._gang_of.get(key) != gang or terminating:
+                self._drop(key)
+            if gang is None or terminating:
                 return
-            members.add(key)
+            self._gang_of[key] = gang
+            self._members.setdefault(gang, set()).add(key)
             self._sample[gang] = pod
+
+    def deleted(self, key: str) -> None:
+        with self._lock:
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        gang = self._gang_of.pop(key, None)
+        members = self._members.get(gang) if gang is not None else None
+        if gang is None or members is None:
+            return
+        members.discard(key)
+        if not members:
+            del self._members[gang]
+            self._sample.pop(gang, None)
 
     def complete(self, gang: GangKey) -> bool:
         """Its minMember pods exist (False when its minMember cannot be read here)."""

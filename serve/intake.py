@@ -111,14 +111,16 @@ class Intake:
 
     def _count_member(self, event: str, raw: RawObject, key: str) -> None:
         """Counts the pod as a member of its gang (any scheduler's, pending or bound) while it exists."""
+        if event == DELETED:
+            self.members.deleted(key)
+            return
         typed = self.store.typed("pods", key) if self.store.get("pods", key) is raw else None
         try:
             pod = typed if isinstance(typed, Pod) else parse_pod(raw)
         except InputError:
+            self.members.deleted(key)
             return
-        gang = gang_of(pod)
-        if gang is not None:
-            self.members.changed(event, raw, key, gang, pod)
+        self.members.changed(key, pod, gang_of(pod))
 
     def unit_of_raw(self, raw: RawObject) -> Unit:
         key = object_key(raw)

@@ -67,3 +67,14 @@ def test_a_lone_pod_is_planned_at_once() -> None:
     assert units == ["default/p"]
     s.cycle(units)
     assert bound(cluster) == {"p": "a"}
+
+
+def test_a_terminating_member_does_not_count_and_a_gang_gone_is_forgotten() -> None:
+    s, _ = scheduler(node("a").cpu("8").memory("8Gi"))
+    members = [member(f"w{i}", "g", 2).manifest() for i in range(2)]
+    arrive(s, members[0])
+    arrive(s, member("w1", "g", 2).deleting().manifest())
+    assert pop(s) == []  # one member that counts, of 2
+    for manifest in members:
+        arrive(s, manifest, "DELETED")
+    assert s.tables()["intake_gangs"] == 0
