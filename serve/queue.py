@@ -11,10 +11,13 @@ oldest first, when
   unit in an idle queue, a gang as soon as its last member arrived, is handed over at once; a
   backlog waits a little for more to join its joint plan, never more than ``window``);
 - a gang still incomplete has waited ``window`` (it is planned, and reported waiting);
-- or no unit arrived for ``quiet`` seconds (arrivals paused: what is there is all there is).
+- or no unit arrived for ``quiet`` seconds (arrivals paused: what is there is all there is), for
+  the complete units.
 
-Without ``per_unit`` the window is fixed: the oldest unit waits ``window`` whatever the backlog.
-An incomplete gang rides along only when it is due itself. A unit that could not be placed goes to the
+An incomplete gang rides along only when it is due itself: a gang whose members are still being
+created (a slow API server, a busy controller) is not planned half there. Without ``per_unit``
+the window is fixed, as it was: the oldest unit waits ``window`` whatever the backlog, and when
+arrivals pause every unit goes, incomplete or not. A unit that could not be placed goes to the
 *unschedulable* queue with an exponential backoff (``initial``, doubled per failed attempt, at most
 ``maximum`` seconds, however many attempts: :func:`serve.backoff.doubling`) and comes back by
 itself when it is over; a change in the cluster that may
@@ -178,7 +181,7 @@ class SchedulingQueue:
                 if self._active:
                     wake = self._batch_due(window, size, quiet, per_unit)
                     if self.clock() >= wake:
-                        return self._take(window, size, quiet)
+                        return self._take(window, size, quiet if per_unit is None else None)
                 else:
                     wake = min((w.retry_at for w in self._waiting.values()), default=self.clock() + 1.0)
                 if give_up is not None:
@@ -200,8 +203,9 @@ class SchedulingQueue:
 
     def _batch_due(self, window: float, size: int, quiet: float | None, per_unit: float | None) -> float:
         """When the active units make a batch (the lock held, units active): now when ``size``
-        of them are complete; else the adaptive window after the oldest complete unit, ``window`` after the
-        oldest incomplete gang, or ``quiet`` after the newest arrival, whichever comes first."""
+        of them are complete; else the adaptive window after the oldest complete unit, ``window``
+        after the oldest incomplete gang, or ``quiet`` after the newest arrival (with ``per_unit``,
+        only when some unit is complete), whichever comes first."""
         waiting = self._incomplete.intersection(self._active) if self._incomplete else set()
         complete = len(self._active) - len(waiting)
         if complete >= size:
@@ -212,7 +216,9 @@ class SchedulingQueue:
             due = oldest + adaptive_window(window, per_unit, complete)
         if waiting:
             due = min(due, min(self._active[unit] for unit in waiting) + window)
-        return due if quiet is None else min(due, self._arrived + quiet)
+        if quiet is None or (not complete and per_unit is not None):
+            return due
+        return min(due, self._arrived + quiet)
 
     def wake(self) -> None:
         """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""
@@ -221,7 +227,8 @@ class SchedulingQueue:
 
     def _take(self, window: float, size: int, quiet: float | None) -> list[Unit]:
         """Up to ``size`` due units, oldest first: every complete one; an incomplete gang once it
-        has waited ``window`` for its members, or arrivals paused for ``quiet`` (the lock held)."""
+        has waited ``window`` for its members, or arrivals paused for ``quiet`` (the fixed window's
+        rule; None with the adaptive one) (the lock held)."""
         now = self.clock()
         paused = quiet is not None and now >= self._arrived + quiet
         units = [unit for unit, since in self._active.items()

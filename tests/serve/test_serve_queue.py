@@ -260,7 +260,9 @@ def test_an_incomplete_gang_does_not_ride_along_until_it_is_due_itself() -> None
     assert adaptive_pop(queue) == [GANG]
 
 
-def test_incomplete_gangs_do_not_fill_a_batch_and_go_when_arrivals_pause() -> None:
+def test_incomplete_gangs_neither_fill_a_batch_nor_go_when_arrivals_pause() -> None:
+    """Their members may still be on their way (a busy API server): planned half there, each
+    member got a FailedScheduling Event and the gang a cycle more."""
     clock = Clock()
     queue = SchedulingQueue(clock=clock)
     gangs = [GangKey("ns", f"g{i}") for i in range(3)]
@@ -268,14 +270,29 @@ def test_incomplete_gangs_do_not_fill_a_batch_and_go_when_arrivals_pause() -> No
         queue.add(gang, complete=False)
     assert queue.pop_batch(WINDOW, 2, timeout=0, quiet=QUIET, per_unit=PER_UNIT) == []
     clock.advance(QUIET)
+    queue.add("ns/a")
+    clock.advance(QUIET)
+    assert adaptive_pop(queue) == ["ns/a"]
+    assert queue.next_due(WINDOW, 10_000, QUIET, PER_UNIT) == 1000.0 + WINDOW
+    clock.advance(WINDOW - 2 * QUIET)
     assert adaptive_pop(queue) == gangs
+
+
+def test_with_the_fixed_window_every_unit_goes_when_arrivals_pause_as_before() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(GANG, complete=False)
+    queue.add("ns/a")
+    assert queue.pop_batch(WINDOW, 10, timeout=0, quiet=QUIET) == []
+    clock.advance(QUIET)
+    assert queue.pop_batch(WINDOW, 10, timeout=0, quiet=QUIET) == [GANG, "ns/a"]
 
 
 def test_a_gang_completed_while_it_was_planned_comes_back_complete() -> None:
     clock = Clock()
     queue = SchedulingQueue(clock=clock)
     queue.add(GANG, complete=False)
-    clock.advance(QUIET)
+    clock.advance(WINDOW)
     assert adaptive_pop(queue) == [GANG]
     queue.activate(GANG, complete=True)  # its last member arrived during the cycle
     assert queue.unschedulable(GANG, "gang waiting") == 0
