@@ -16,8 +16,9 @@ oldest first, when
 
 An incomplete gang rides along only when it is due itself: a gang whose members are still being
 created (a slow API server, a busy controller) is not planned half there. Without ``per_unit``
-the window is fixed, as it was: the oldest unit waits ``window`` whatever the backlog, and when
-arrivals pause every unit goes, incomplete or not. A unit that could not be placed goes to the
+the window is fixed, as it was (``kubeplace simulate``'s): a batch closes ``window`` after its
+oldest unit, ``quiet`` after the newest arrival or at ``size`` units, and takes every unit,
+complete or not. A unit that could not be placed goes to the
 *unschedulable* queue with an exponential backoff (``initial``, doubled per failed attempt, at most
 ``maximum`` seconds, however many attempts: :func:`serve.backoff.doubling`) and comes back by
 itself when it is over; a change in the cluster that may
@@ -181,7 +182,7 @@ class SchedulingQueue:
                 if self._active:
                     wake = self._batch_due(window, size, quiet, per_unit)
                     if self.clock() >= wake:
-                        return self._take(window, size, quiet if per_unit is None else None)
+                        return self._take(window, size, per_unit is not None)
                 else:
                     wake = min((w.retry_at for w in self._waiting.values()), default=self.clock() + 1.0)
                 if give_up is not None:
@@ -202,37 +203,40 @@ class SchedulingQueue:
             return min(times, default=None)
 
     def _batch_due(self, window: float, size: int, quiet: float | None, per_unit: float | None) -> float:
-        """When the active units make a batch (the lock held, units active): now when ``size``
-        of them are complete; else the adaptive window after the oldest complete unit, ``window``
-        after the oldest incomplete gang, or ``quiet`` after the newest arrival (with ``per_unit``,
-        only when some unit is complete), whichever comes first."""
+        """When the active units make a batch (the lock held, units active). The fixed window (no
+        ``per_unit``): now at ``size`` units, else ``window`` after the oldest or ``quiet`` after the
+        newest arrival. The adaptive one: now when ``size`` of them are complete, else the adaptive
+        window after the oldest complete unit, ``window`` after the oldest incomplete gang, or
+        ``quiet`` after the newest arrival when some unit is complete, whichever comes first."""
+        if per_unit is None:
+            if len(self._active) >= size:
+                return self.clock()
+            close = min(self._active.values()) + window
+            return close if quiet is None else min(close, self._arrived + quiet)
         waiting = self._incomplete.intersection(self._active) if self._incomplete else set()
         complete = len(self._active) - len(waiting)
         if complete >= size:
             return self.clock()
         due = float("inf")
         if complete:
-            oldest = next(since for unit, since in self._active.items() if unit not in waiting)
+            oldest = min(since for unit, since in self._active.items() if unit not in waiting)
             due = oldest + adaptive_window(window, per_unit, complete)
         if waiting:
             due = min(due, min(self._active[unit] for unit in waiting) + window)
-        if quiet is None or (not complete and per_unit is not None):
-            return due
-        return min(due, self._arrived + quiet)
+        return due if quiet is None or not complete else min(due, self._arrived + quiet)
 
     def wake(self) -> None:
         """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""
         with self._cond:
             self._cond.notify_all()
 
-    def _take(self, window: float, size: int, quiet: float | None) -> list[Unit]:
-        """Up to ``size`` due units, oldest first: every complete one; an incomplete gang once it
-        has waited ``window`` for its members, or arrivals paused for ``quiet`` (the fixed window's
-        rule; None with the adaptive one) (the lock held)."""
+    def _take(self, window: float, size: int, adaptive: bool) -> list[Unit]:
+        """Up to ``size`` units, oldest first (the lock held): with the fixed window every one;
+        with the adaptive one every complete one, an incomplete gang once it has waited ``window``
+        for its members."""
         now = self.clock()
-        paused = quiet is not None and now >= self._arrived + quiet
         units = [unit for unit, since in self._active.items()
-                 if paused or unit not in self._incomplete or now >= since + window][:size]
+                 if not adaptive or unit not in self._incomplete or now >= since + window][:size]
         for unit in units:
             del self._active[unit]
         self._in_flight.update(units)

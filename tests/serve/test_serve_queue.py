@@ -286,6 +286,11 @@ def test_with_the_fixed_window_every_unit_goes_when_arrivals_pause_as_before() -
     assert queue.pop_batch(WINDOW, 10, timeout=0, quiet=QUIET) == []
     clock.advance(QUIET)
     assert queue.pop_batch(WINDOW, 10, timeout=0, quiet=QUIET) == [GANG, "ns/a"]
+    queue.add("ns/b")
+    clock.advance(WINDOW / 2)
+    queue.add(GangKey("ns", "young"), complete=False)
+    clock.advance(WINDOW / 2)
+    assert queue.pop_batch(WINDOW, 10, timeout=0) == ["ns/b", GangKey("ns", "young")]
 
 
 def test_a_gang_completed_while_it_was_planned_comes_back_complete() -> None:
