@@ -21,7 +21,7 @@ from kubeplace.cli.binding import bind_placements, report_results, split_bound_m
 from kubeplace.cli.options import Source
 from kubeplace.cli.render import dump, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome
-from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
+from kubeplace.kube.catalogue import PRICE_UNIT
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
@@ -43,7 +43,7 @@ from kubeplace.plan.verify import Violation
 
 
 def apply_provision(src: Source, config: Configuration, profile: Profile, snapshot: Snapshot,
-                    catalogue: Sequence[InstanceType], plan: Plan, timeout: float, output: str) -> bool:
+                    plan: Plan, timeout: float, output: str) -> bool:
     """Creates the new nodes, waits for them, binds the plan; True when every pod was bound."""
     if src.paths:
         raise InputError("--apply creates nodes and binds pods in the live cluster; give no SOURCE", field="--apply")
@@ -52,7 +52,7 @@ def apply_provision(src: Source, config: Configuration, profile: Profile, snapsh
     new_nodes = plan.provision.nodes if plan.provision is not None else ()
     pools = live_pools(cluster)
     pending = {p.key: p for p in snapshot.pending}
-    created = {n.name: create_claim(cluster, snapshot, catalogue, n, pools, pending, to_stderr) for n in new_nodes}
+    created = {n.name: create_claim(cluster, n, pools, pending, to_stderr) for n in new_nodes}
     arrivals = wait_for_nodes(cluster, new_nodes, created, timeout, started, to_stderr)
     arrivals = [withdrawn(cluster, a) for a in arrivals]
     live = src.measured(load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,

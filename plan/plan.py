@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kubeplace.kube.capacity import NodeTemplate
 from kubeplace.kube.catalogue import PRICE_UNIT
 from kubeplace.kube.dra import EXTENDED_CLAIM, ClaimAllocation
 from kubeplace.kube.dra_parse import (
@@ -21,6 +22,7 @@ from kubeplace.kube.dra_parse import (
 )
 from kubeplace.kube.errors import INT32_MAX, InputError
 from kubeplace.kube.objects import GangKey, Node
+from kubeplace.kube.price import Price
 from kubeplace.kube.storage_objects import ClaimChoice
 
 PLAN_KIND = "PlacementPlan"
@@ -140,17 +142,34 @@ class GangStatus:
 
 @dataclass(frozen=True)
 class NewNode:
-    """A node the plan adds (``plan --provision``), as it would register once ready."""
+    """A node the plan adds (``plan --provision``): named ``<nodePool>-<n>``, bought as ``template``
+    (which makes it a node, ``template.to_node(name)``, and a NodeClaim)."""
 
     name: str
-    node_pool: str
-    instance_type: str
-    zone: str
-    capacity_type: str
-    price: int
-    """Billionths of the currency per hour (``kube.catalogue.PRICE_UNIT``)."""
+    template: NodeTemplate
     pods: tuple[str, ...]
     """``namespace/name`` of the pods the plan puts on it."""
+
+    @property
+    def node_pool(self) -> str:
+        return self.template.node_pool.name
+
+    @property
+    def instance_type(self) -> str:
+        return self.template.instance_type.name
+
+    @property
+    def zone(self) -> str:
+        return self.template.offering.zone
+
+    @property
+    def capacity_type(self) -> str:
+        return self.template.offering.capacity_type
+
+    @property
+    def price(self) -> Price:
+        """Billionths of the currency per hour (``kube.price``)."""
+        return self.template.price
 
 
 @dataclass(frozen=True)

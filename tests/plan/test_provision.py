@@ -95,6 +95,23 @@ def test_the_cheapest_nodes_are_bought_with_the_optimum_proved_on_a_small_case()
     assert per_zone == {"a": 4, "b": 4, "c": 4}
 
 
+def test_each_new_node_carries_the_template_it_was_bought_as() -> None:
+    """A plan's new node is its template named ``<nodePool>-<n>``: the node the verifier checked the
+    plan against is the template's, and its price, zone and instance type are read from it."""
+    spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"app": "web"}}}
+    planned = provisioned(node_pool(), *(web(f"web-{i}").spec("topologySpreadConstraints", [spread])
+                                         for i in range(3)), types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and len(provision.nodes) == 3
+    assert provision.registered == tuple(n.template.to_node(n.name) for n in provision.nodes)
+    for new in provision.nodes:
+        assert new.name.startswith("default-") and new.template.node_pool.name == new.node_pool == "default"
+        assert (new.instance_type, new.zone, new.price) == (new.template.instance_type.name,
+                                                            new.template.offering.zone, new.template.offering.price)
+    assert provision.cost == sum(n.template.price for n in provision.nodes)
+
+
 def test_spread_counts_the_existing_nodes_pods_and_new_zones() -> None:
     """Zone a already runs 3 web pods on a full node: the 3 pending ones go to new nodes in b
     and c, never a, though a is as cheap."""
