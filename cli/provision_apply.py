@@ -79,7 +79,8 @@ def compared(arrival: Arrival, live: Snapshot) -> Arrival:
     node = next((n for n in live.nodes if n.name == arrival.node), None)
     if node is None:
         return replace(arrival, node="", note=f"node {arrival.node} of NodeClaim {arrival.claim} is gone")
-    planned = (arrival.planned.instance_type, arrival.planned.zone, arrival.planned.capacity_type)
+    template = arrival.planned.template
+    planned = (template.instance_type.name, template.offering.zone, template.offering.capacity_type)
     registered = chosen(node.labels)
     if registered == planned:
         return arrival
@@ -135,9 +136,10 @@ def still_fitting(snapshot: Snapshot, placements: Sequence[Placement], config: C
 def _report(plan: Plan, arrivals: Sequence[Arrival], results: Sequence[BindResult], seconds: float,
             output: str) -> None:
     nodes = [{"node": a.planned.name, "nodeClaim": a.claim, "registeredAs": a.node,
-              "instanceType": a.planned.instance_type, "zone": a.planned.zone,
-              "capacityType": a.planned.capacity_type, "pricePerHour": a.planned.price / PRICE_UNIT,
-              "seconds": round(a.seconds, 1), "note": a.note} for a in arrivals]
+              "instanceType": a.planned.template.instance_type.name, "zone": a.planned.template.offering.zone,
+              "capacityType": a.planned.template.offering.capacity_type,
+              "pricePerHour": a.planned.template.price / PRICE_UNIT, "seconds": round(a.seconds, 1), "note": a.note}
+             for a in arrivals]
     if output in ("json", "yaml"):
         applied = {"nodes": nodes, "seconds": round(seconds, 1), "results": [
             {"namespace": r.binding.namespace, "name": r.binding.name, "node": r.binding.node,

@@ -63,20 +63,22 @@ def create_claim(cluster: Cluster, new: NewNode, pools: Mapping[str, Mapping[str
     """(the NodeClaim's name, "") once created, or ("", why not): the claim of the template the
     plan bought ``new`` as. ``pods`` by key hold the pods planned on it (their requests are the
     claim's, with its DaemonSet pods')."""
-    meta = pools.get(new.node_pool)
+    template = new.template
+    meta = pools.get(template.node_pool.name)
     if meta is None:
-        return "", f"NodePool {new.node_pool} is no longer in the cluster"
+        return "", f"NodePool {template.node_pool.name} is no longer in the cluster"
     requests: dict[str, int] = {}
     for key in new.pods:
         for resource, amount in pods[key].requests.items():
             requests[resource] = requests.get(resource, 0) + amount
     identity = PoolIdentity(str(meta.get("uid", "")), dict(meta.get("annotations") or {}))
     try:
-        made = cluster.create_object(GROUP, VERSION, PLURAL, new.template.to_nodeclaim(new.name, requests, identity))
+        made = cluster.create_object(GROUP, VERSION, PLURAL, template.to_nodeclaim(new.name, requests, identity))
     except ClusterError as error:
         return "", f"NodeClaim not created: {error}"
     name = str(made.get("metadata", {}).get("name", ""))
-    say(f"created NodeClaim {name} for {new.name} ({new.instance_type}, {new.zone}, {new.capacity_type})")
+    say(f"created NodeClaim {name} for {new.name} ({template.instance_type.name}, {template.offering.zone}, "
+        f"{template.offering.capacity_type})")
     return name, ""
 
 

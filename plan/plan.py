@@ -22,7 +22,6 @@ from kubeplace.kube.dra_parse import (
 )
 from kubeplace.kube.errors import INT32_MAX, InputError
 from kubeplace.kube.objects import GangKey, Node
-from kubeplace.kube.price import Price
 from kubeplace.kube.storage_objects import ClaimChoice
 
 PLAN_KIND = "PlacementPlan"
@@ -150,27 +149,6 @@ class NewNode:
     pods: tuple[str, ...]
     """``namespace/name`` of the pods the plan puts on it."""
 
-    @property
-    def node_pool(self) -> str:
-        return self.template.node_pool.name
-
-    @property
-    def instance_type(self) -> str:
-        return self.template.instance_type.name
-
-    @property
-    def zone(self) -> str:
-        return self.template.offering.zone
-
-    @property
-    def capacity_type(self) -> str:
-        return self.template.offering.capacity_type
-
-    @property
-    def price(self) -> Price:
-        """Billionths of the currency per hour (``kube.price``)."""
-        return self.template.price
-
 
 @dataclass(frozen=True)
 class Provision:
@@ -197,9 +175,10 @@ class Provision:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "provision": [{"node": n.name, "nodePool": n.node_pool, "instanceType": n.instance_type, "zone": n.zone,
-                           "capacityType": n.capacity_type, "pricePerHour": n.price / PRICE_UNIT,
-                           "pods": list(n.pods)} for n in self.nodes],
+            "provision": [{"node": n.name, "nodePool": n.template.node_pool.name,
+                           "instanceType": n.template.instance_type.name, "zone": n.template.offering.zone,
+                           "capacityType": n.template.offering.capacity_type,
+                           "pricePerHour": n.template.price / PRICE_UNIT, "pods": list(n.pods)} for n in self.nodes],
             "provisionCostPerHour": self.cost / PRICE_UNIT,
             "provisionBound": None if self.bound is None else self.bound / PRICE_UNIT,
             "provisionGap": None if self.gap is None else round(self.gap, 6),

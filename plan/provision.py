@@ -265,7 +265,7 @@ def _with_provision(planned: Planned, added: _Added, first: _Round | None, reaso
     for p in plan.placements:
         pods_on.setdefault(p.node, []).append(f"{p.namespace}/{p.name}")
     nodes = tuple(replace(n, pods=tuple(pods_on.get(n.name, ()))) for n in added.new)
-    cost = sum(n.price for n in nodes)
+    cost = sum(n.template.price for n in nodes)
     missed = first is not None and any(f"{u.namespace}/{u.name}" in first.placing for u in plan.unplaced)
     if first is None:  # nothing needed new nodes (or nothing could use them): none is the cheapest
         bound: int | None = cost

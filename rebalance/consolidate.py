@@ -47,7 +47,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -141,7 +141,7 @@ class Consolidation:
 
     def to_dict(self) -> dict[str, Any]:
         unit = PRICE_UNIT
-        added = Provision(self.added, sum(n.price for n in self.added), None, 0, "").to_dict()["provision"]
+        added = Provision(self.added, sum(n.template.price for n in self.added), None, 0, "").to_dict()["provision"]
         return {"moves": [m.to_dict() for m in self.moves],
                 "consolidate": {"drain": [d.to_dict() for d in self.drain], "add": added,
                                 "kept": [{"node": n, "why": w} for n, w in self.kept],
@@ -278,9 +278,6 @@ class _Model:
     r: np.ndarray
     nodes: tuple[int, ...]
     goal: list[tuple[int, int]]
-    b: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    """With ``--replace``: one binary per offering's template node (at ``offers``), bought or not."""
-    offers: tuple[int, ...] = ()
 
 
 def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings, now: datetime.datetime,
@@ -313,7 +310,7 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
     templates = np.array(list(offers), dtype=np.int64)
     bought_rows(lb, pairs, BuyableTemplates(templates, b, layout.free[templates]))
     goal += [(int(v), t.price) for t, v in zip(offers.values(), b.tolist(), strict=True)]
-    return _Model(model, r, nodes, goal, b, tuple(offers))
+    return _Model(model, r, nodes, goal)
 
 
 @dataclass(frozen=True)
@@ -446,7 +443,7 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
         added = planned.plan.provision.nodes if planned.plan.provision is not None else ()
         moves = tuple(sorted((_move(p, target[(p.namespace, p.name)]) for p in moving),
                              key=lambda m: (m.source, m.namespace, m.name)))
-        cost = before - sum(cands.price[i] for i in removed) + sum(n.price for n in added)
+        cost = before - sum(cands.price[i] for i in removed) + sum(n.template.price for n in added)
         return _Answer(tuple(removed), moves, added, cost)
 
     answer, status, bound = _search(model, settings, budget, before, provisioned)
