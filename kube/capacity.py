@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from kubeplace.kube import node_claims
 from kubeplace.kube.catalogue import InstanceType, Offering
 from kubeplace.kube.errors import InputError, expect_mapping, expect_name, expect_namespace, unique_objects
 from kubeplace.kube.karpenter import (
@@ -41,17 +42,6 @@ from kubeplace.kube.karpenter import (
     parse_node_claim,
     parse_node_pool,
 )
-from kubeplace.kube.node_claims import (
-    DO_NOT_DISRUPT,
-    HASH_ANNOTATIONS,
-    PLANNED_NODE_ANNOTATION,
-    PoolIdentity,
-    claim_requirements,
-    node_class_label,
-    quantity,
-    taint_object,
-)
-from kubeplace.kube.node_claims import VERSION as CLAIM_VERSION
 from kubeplace.kube.node_selector import Requirement
 from kubeplace.kube.objects import Node, NodeClaim, NodePool, Pod, Taint
 from kubeplace.kube.price import Price
@@ -103,7 +93,8 @@ class NodeTemplate:
         node = replace(self.node, taints=self.node_pool.taints)
         return replace(node, name=name, labels={**node.labels, HOSTNAME_LABEL: name}) if name else node
 
-    def to_nodeclaim(self, planned_node: str, pods_requests: Mapping[str, int], pool: PoolIdentity) -> dict[str, Any]:
+    def to_nodeclaim(self, planned_node: str, pods_requests: Mapping[str, int],
+                     pool: node_claims.PoolIdentity) -> dict[str, Any]:
         """The NodeClaim (a ``karpenter.sh/v1`` object, ready to create) for the new node
         ``planned_node`` of a plan, as ``kube.node_claims`` says; ``pods_requests`` are the
         summed requests of the pods planned on it (integer units)."""
@@ -111,31 +102,32 @@ class NodeTemplate:
         ref = node_pool.node_class_ref
         labels = {**node_pool.labels, NODEPOOL_LABEL: node_pool.name}
         if ref is not None:
-            labels[node_class_label(ref.group, ref.kind)] = ref.name
-        annotations = {key: pool.annotations[key] for key in HASH_ANNOTATIONS if key in pool.annotations}
-        annotations[PLANNED_NODE_ANNOTATION] = planned_node
-        annotations[DO_NOT_DISRUPT] = "true"
+            labels[node_claims.node_class_label(ref.group, ref.kind)] = ref.name
+        hashes = node_claims.HASH_ANNOTATIONS
+        annotations = {key: pool.annotations[key] for key in hashes if key in pool.annotations}
+        annotations[node_claims.PLANNED_NODE_ANNOTATION] = planned_node
+        annotations[node_claims.DO_NOT_DISRUPT] = "true"
         requests = dict(pods_requests)
         for resource, amount in self.daemon_overhead.items():
             requests[resource] = requests.get(resource, 0) + amount
         spec: dict[str, Any] = {
-            "requirements": claim_requirements(node_pool, {**self.node.labels, **labels},
-                                               [a.node.labels for a in self.alternatives]),
-            "resources": {"requests": {r: quantity(r, a) for r, a in sorted(requests.items())}},
+            "requirements": node_claims.claim_requirements(node_pool, {**self.node.labels, **labels},
+                                                           [a.node.labels for a in self.alternatives]),
+            "resources": {"requests": {r: node_claims.quantity(r, a) for r, a in sorted(requests.items())}},
             "expireAfter": node_pool.expire_after,
         }
         if node_pool.taints:
-            spec["taints"] = [taint_object(t) for t in node_pool.taints]
+            spec["taints"] = [node_claims.taint_object(t) for t in node_pool.taints]
         if node_pool.startup_taints:
-            spec["startupTaints"] = [taint_object(t) for t in node_pool.startup_taints]
+            spec["startupTaints"] = [node_claims.taint_object(t) for t in node_pool.startup_taints]
         if ref is not None:
             spec["nodeClassRef"] = {"group": ref.group, "kind": ref.kind, "name": ref.name}
         return {
-            "apiVersion": f"{GROUP}/{CLAIM_VERSION}", "kind": "NodeClaim",
+            "apiVersion": f"{GROUP}/{node_claims.VERSION}", "kind": "NodeClaim",
             "metadata": {
                 "generateName": f"{node_pool.name}-", "labels": dict(sorted(labels.items())),
                 "annotations": annotations,
-                "ownerReferences": [{"apiVersion": f"{GROUP}/{CLAIM_VERSION}", "kind": "NodePool",
+                "ownerReferences": [{"apiVersion": f"{GROUP}/{node_claims.VERSION}", "kind": "NodePool",
                                      "name": node_pool.name, "uid": pool.uid, "blockOwnerDeletion": True}],
             },
             "spec": spec,
