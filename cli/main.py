@@ -163,7 +163,7 @@ def plan(source: Sequence[Path], kubeconfig: str | None, context: str | None, na
     if apply and catalogue is not None:
         from kubeplace.cli.provision_apply import apply_provision
 
-        ok = apply_provision(src, config, profile, snapshot, catalogue, planned.plan, node_timeout, output)
+        ok = apply_provision(src, config, profile, snapshot, planned.plan, node_timeout, output)
         sys.exit(0 if ok else EXIT_INCOMPLETE)
 
 

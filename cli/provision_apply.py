@@ -21,7 +21,7 @@ from kubeplace.cli.binding import bind_placements, report_results, split_bound_m
 from kubeplace.cli.options import Source
 from kubeplace.cli.render import dump, stdout_console, table
 from kubeplace.kube.binder import Binding, BindResult, Outcome
-from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
+from kubeplace.kube.catalogue import PRICE_UNIT
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
@@ -43,7 +43,7 @@ from kubeplace.plan.verify import Violation
 
 
 def apply_provision(src: Source, config: Configuration, profile: Profile, snapshot: Snapshot,
-                    catalogue: Sequence[InstanceType], plan: Plan, timeout: float, output: str) -> bool:
+                    plan: Plan, timeout: float, output: str) -> bool:
     """Creates the new nodes, waits for them, binds the plan; True when every pod was bound."""
     if src.paths:
         raise InputError("--apply creates nodes and binds pods in the live cluster; give no SOURCE", field="--apply")
@@ -52,7 +52,7 @@ def apply_provision(src: Source, config: Configuration, profile: Profile, snapsh
     new_nodes = plan.provision.nodes if plan.provision is not None else ()
     pools = live_pools(cluster)
     pending = {p.key: p for p in snapshot.pending}
-    created = {n.name: create_claim(cluster, snapshot, catalogue, n, pools, pending, to_stderr) for n in new_nodes}
+    created = {n.name: create_claim(cluster, n, pools, pending, to_stderr) for n in new_nodes}
     arrivals = wait_for_nodes(cluster, new_nodes, created, timeout, started, to_stderr)
     arrivals = [withdrawn(cluster, a) for a in arrivals]
     live = src.measured(load_live_snapshot(cluster, scheduler_name=profile.scheduler_name,
@@ -79,7 +79,8 @@ def compared(arrival: Arrival, live: Snapshot) -> Arrival:
     node = next((n for n in live.nodes if n.name == arrival.node), None)
     if node is None:
         return replace(arrival, node="", note=f"node {arrival.node} of NodeClaim {arrival.claim} is gone")
-    planned = (arrival.planned.instance_type, arrival.planned.zone, arrival.planned.capacity_type)
+    template = arrival.planned.template
+    planned = (template.instance_type.name, template.offering.zone, template.offering.capacity_type)
     registered = chosen(node.labels)
     if registered == planned:
         return arrival
@@ -135,9 +136,10 @@ def still_fitting(snapshot: Snapshot, placements: Sequence[Placement], config: C
 def _report(plan: Plan, arrivals: Sequence[Arrival], results: Sequence[BindResult], seconds: float,
             output: str) -> None:
     nodes = [{"node": a.planned.name, "nodeClaim": a.claim, "registeredAs": a.node,
-              "instanceType": a.planned.instance_type, "zone": a.planned.zone,
-              "capacityType": a.planned.capacity_type, "pricePerHour": a.planned.price / PRICE_UNIT,
-              "seconds": round(a.seconds, 1), "note": a.note} for a in arrivals]
+              "instanceType": a.planned.template.instance_type.name, "zone": a.planned.template.offering.zone,
+              "capacityType": a.planned.template.offering.capacity_type,
+              "pricePerHour": a.planned.template.price / PRICE_UNIT, "seconds": round(a.seconds, 1), "note": a.note}
+             for a in arrivals]
     if output in ("json", "yaml"):
         applied = {"nodes": nodes, "seconds": round(seconds, 1), "results": [
             {"namespace": r.binding.namespace, "name": r.binding.name, "node": r.binding.node,

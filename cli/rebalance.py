@@ -156,7 +156,7 @@ def _run(a: dict[str, Any]) -> None:
         consolidation = replace(consolidation, moves=tuple(with_owners(consolidation.moves, state)))
         if a["report_path"] is not None:
             _consolidation_report(consolidation, state, config, events, a["report_path"])
-        _consolidated(consolidation, cluster, a, state.snapshot, catalogue)
+        _consolidated(consolidation, cluster, a, state.snapshot)
     moves = with_owners(moves, state)
     if a["apply_"] and moves:
         previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -203,13 +203,13 @@ def _catalogue(a: dict[str, Any]) -> tuple[Any, ...]:
     return load_catalogue(list(a["catalogue_paths"])) if a["catalogue_paths"] else ()
 
 
-def _consolidated(result: Any, cluster: Any, a: dict[str, Any], snapshot: Any, catalogue: tuple[Any, ...]) -> None:
+def _consolidated(result: Any, cluster: Any, a: dict[str, Any], snapshot: Any) -> None:
     doc = result.to_dict()
     ok = True
     if a["apply_"] and result.drain:
         from kubeplace.rebalance.drain import Replacement, drain_nodes
 
-        replacement = Replacement(result.added, snapshot, catalogue, a["node_timeout"])
+        replacement = Replacement(result.added, snapshot, a["node_timeout"])
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             report = drain_nodes(cluster, result.drain, result.moves, wave_size=a["wave_size"],

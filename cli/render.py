@@ -79,8 +79,9 @@ def print_plan(plan: Plan, output: str, console: Console) -> None:
         console.print()
         new = table("NEW NODE", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY TYPE", "PRICE/H", "PODS")
         for n in plan.provision.nodes:
-            new.add_row(n.name, n.node_pool, n.instance_type, n.zone, n.capacity_type, f"{n.price / PRICE_UNIT:.4f}",
-                        str(len(n.pods)))
+            t = n.template
+            new.add_row(n.name, t.node_pool.name, t.instance_type.name, t.offering.zone, t.offering.capacity_type,
+                        f"{t.price / PRICE_UNIT:.4f}", str(len(n.pods)))
         console.print(new)
     if plan.preemptions:
         console.print()

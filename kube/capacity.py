@@ -1,5 +1,6 @@
-"""The nodes Karpenter could add: one candidate per (NodePool, instance type, zone, capacity type)
-the NodePool's requirements admit, typed as the :class:`Node` it would register as.
+"""The nodes Karpenter could add: one candidate, a :class:`NodeTemplate`, per (NodePool, instance
+type, zone, capacity type) the NodePool's requirements admit, with the :class:`Node` it would
+register as.
 
 A candidate's allocatable is what Karpenter packs pods against: the instance type's capacity less
 its overhead (kube-reserved, system-reserved, eviction threshold: ``InstanceType.Allocatable``)
@@ -24,10 +25,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from kubeplace.kube import node_claims
 from kubeplace.kube.catalogue import InstanceType, Offering
 from kubeplace.kube.errors import InputError, expect_mapping, expect_name, expect_namespace, unique_objects
 from kubeplace.kube.karpenter import (
     ARCH_LABEL,
+    GROUP,
     GTE,
     HOSTNAME_LABEL,
     INSTANCE_TYPE_LABEL,
@@ -41,6 +44,7 @@ from kubeplace.kube.karpenter import (
 )
 from kubeplace.kube.node_selector import Requirement
 from kubeplace.kube.objects import Node, NodeClaim, NodePool, Pod, Taint
+from kubeplace.kube.price import Price
 from kubeplace.kube.selectors import IN, requirement_matches, terms_match
 from kubeplace.kube.taints import untolerated
 
@@ -53,8 +57,11 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A node Karpenter could launch for ``node_pool`` as ``instance_type`` bought as ``offering``."""
+class NodeTemplate:
+    """A node Karpenter could launch for ``node_pool`` as ``instance_type`` bought as ``offering``:
+    Karpenter's ``NodeClaimTemplate`` narrowed to one instance type and offering. It is what the
+    provisioning buys, what a plan's new node carries, the node the model places pods on
+    (:meth:`to_node`) and the NodeClaim that launches it (:meth:`to_nodeclaim`)."""
 
     node_pool: NodePool
     instance_type: InstanceType
@@ -64,7 +71,7 @@ class Candidate:
     allocatable left for pending pods once its DaemonSet pods run."""
     daemon_overhead: Mapping[str, int]
     """The requests of the DaemonSet pods that would run on it (``pods`` counts them)."""
-    alternatives: tuple[Candidate, ...] = ()
+    alternatives: tuple[NodeTemplate, ...] = ()
     """With ``minValues`` in its NodePool: the other (instance type, offering) its NodeClaim admits
     (none cheaper, so that the provider still launches this instance type), which keep at least
     minValues distinct values of each such key; ``node``'s allocatable is the least of theirs and
@@ -75,6 +82,56 @@ class Candidate:
         """Taints the node registers with that a daemon removes once it is ready: Karpenter
         packs pods without asking them to tolerate these."""
         return self.node_pool.startup_taints
+
+    @property
+    def price(self) -> Price:
+        return self.offering.price
+
+    def to_node(self, name: str = "") -> Node:
+        """The node as its pods see it once it is ready (the startup taints removed); named
+        ``name`` (its hostname label too) when given, as a plan's new node ``<nodePool>-<n>``."""
+        node = replace(self.node, taints=self.node_pool.taints)
+        return replace(node, name=name, labels={**node.labels, HOSTNAME_LABEL: name}) if name else node
+
+    def to_nodeclaim(self, planned_node: str, pods_requests: Mapping[str, int],
+                     pool: node_claims.PoolIdentity) -> dict[str, Any]:
+        """The NodeClaim (a ``karpenter.sh/v1`` object, ready to create) for the new node
+        ``planned_node`` of a plan, as ``kube.node_claims`` says; ``pods_requests`` are the
+        summed requests of the pods planned on it (integer units)."""
+        node_pool = self.node_pool
+        ref = node_pool.node_class_ref
+        labels = {**node_pool.labels, NODEPOOL_LABEL: node_pool.name}
+        if ref is not None:
+            labels[node_claims.node_class_label(ref.group, ref.kind)] = ref.name
+        hashes = node_claims.HASH_ANNOTATIONS
+        annotations = {key: pool.annotations[key] for key in hashes if key in pool.annotations}
+        annotations[node_claims.PLANNED_NODE_ANNOTATION] = planned_node
+        annotations[node_claims.DO_NOT_DISRUPT] = "true"
+        requests = dict(pods_requests)
+        for resource, amount in self.daemon_overhead.items():
+            requests[resource] = requests.get(resource, 0) + amount
+        spec: dict[str, Any] = {
+            "requirements": node_claims.claim_requirements(node_pool, {**self.node.labels, **labels},
+                                                           [a.node.labels for a in self.alternatives]),
+            "resources": {"requests": {r: node_claims.quantity(r, a) for r, a in sorted(requests.items())}},
+            "expireAfter": node_pool.expire_after,
+        }
+        if node_pool.taints:
+            spec["taints"] = [node_claims.taint_object(t) for t in node_pool.taints]
+        if node_pool.startup_taints:
+            spec["startupTaints"] = [node_claims.taint_object(t) for t in node_pool.startup_taints]
+        if ref is not None:
+            spec["nodeClassRef"] = {"group": ref.group, "kind": ref.kind, "name": ref.name}
+        return {
+            "apiVersion": f"{GROUP}/{node_claims.VERSION}", "kind": "NodeClaim",
+            "metadata": {
+                "generateName": f"{node_pool.name}-", "labels": dict(sorted(labels.items())),
+                "annotations": annotations,
+                "ownerReferences": [{"apiVersion": f"{GROUP}/{node_claims.VERSION}", "kind": "NodePool",
+                                     "name": node_pool.name, "uid": pool.uid, "blockOwnerDeletion": True}],
+            },
+            "spec": spec,
+        }
 
 
 def capacity_objects(kinds: Mapping[tuple[str, str], Sequence[tuple[Mapping[str, Any], str]]], nodes: Sequence[Node],
@@ -163,7 +220,7 @@ def _admits(requirement: Requirement, defined: Mapping[str, str]) -> bool:
 
 
 def candidate_node(pool: NodePool, instance_type: InstanceType, offering: Offering,
-                   daemon_pods: Sequence[Pod] = ()) -> Candidate:
+                   daemon_pods: Sequence[Pod] = ()) -> NodeTemplate:
     """The node Karpenter would register for one admitted (instance type, offering) of ``pool``
     (kwok's ``addInstanceLabels``: the NodePool's template labels and ``karpenter.sh/nodepool``,
     its single-value In requirements, the instance type's and the offering's labels, the
@@ -182,15 +239,15 @@ def candidate_node(pool: NodePool, instance_type: InstanceType, offering: Offeri
                    for resource, amount in instance_type.allocatable().items()}
     node = Node(name=name, labels=labels, taints=(*pool.taints, *pool.startup_taints), allocatable=allocatable,
                 source=instance_type.source)
-    return Candidate(pool, instance_type, offering, node, overhead)
+    return NodeTemplate(pool, instance_type, offering, node, overhead)
 
 def candidate_nodes(pools: Iterable[NodePool], catalogue: Sequence[InstanceType],
-                    daemon_pods: Sequence[Pod] = ()) -> list[Candidate]:
+                    daemon_pods: Sequence[Pod] = ()) -> list[NodeTemplate]:
     """Every candidate: one per (NodePool, instance type, zone, capacity type) admitted, NodePools
     by descending weight then name (Karpenter's order), offerings in catalogue order; none of a
     static NodePool or of one whose minValues the catalogue cannot meet (:func:`unused_pools`)."""
     ordered = sorted(pools, key=lambda pool: (-pool.weight, pool.name))
-    found: list[Candidate] = []
+    found: list[NodeTemplate] = []
     for pool in ordered:
         if pool.replicas is not None:
             continue
@@ -241,9 +298,9 @@ def unmet_min_values(pool: NodePool, admitted: Sequence[tuple[InstanceType, Offe
     return unmet
 
 
-def with_alternatives(pool: NodePool, candidates: Sequence[Candidate]) -> list[Candidate]:
+def with_alternatives(pool: NodePool, candidates: Sequence[NodeTemplate]) -> list[NodeTemplate]:
     """The candidates of ``pool`` with the alternatives their NodeClaims list to keep the NodePool's
-    minValues (see :class:`Candidate`), and their allocatable the least of all of them: pods
+    minValues (see :class:`NodeTemplate`), and their allocatable the least of all of them: pods
     packed on the node then fit every alternative, as Karpenter's minValues asks of a NodeClaim.
     A candidate for which no such set exists (the dearest types, whose alternatives would be
     cheaper and launched instead) is left out."""
@@ -268,12 +325,12 @@ class _Found:
     """A NodePool's candidates indexed for :func:`_alternatives`: by instance type, cheapest
     first, with their label keys and the values of each minValues key."""
 
-    def __init__(self, candidates: Sequence[Candidate], keys: Iterable[str]) -> None:
-        self.by_type: dict[str, list[Candidate]] = {}
+    def __init__(self, candidates: Sequence[NodeTemplate], keys: Iterable[str]) -> None:
+        self.by_type: dict[str, list[NodeTemplate]] = {}
         for candidate in candidates:
             self.by_type.setdefault(candidate.instance_type.name, []).append(candidate)
         self.shape = {c.node.name: frozenset(c.node.labels) - {HOSTNAME_LABEL} for c in candidates}
-        self.peers: dict[tuple[frozenset[str], frozenset[tuple[str, str]] | None], list[Candidate]] = {}
+        self.peers: dict[tuple[frozenset[str], frozenset[tuple[str, str]] | None], list[NodeTemplate]] = {}
         for candidate in sorted(candidates, key=lambda c: c.offering.price):
             shape = self.shape[candidate.node.name]
             self.peers.setdefault((shape, None), []).append(candidate)
@@ -281,7 +338,7 @@ class _Found:
         self.values = {c.node.name: {key: key_values(c.instance_type, c.offering, key) for key in keys}
                        for c in candidates}
 
-    def admitted(self, group: Sequence[Candidate]) -> list[Candidate]:
+    def admitted(self, group: Sequence[NodeTemplate]) -> list[NodeTemplate]:
         """The candidates of ``group[0]``'s label keys a NodeClaim listing ``group`` admits: their
         instance types crossed with their offerings' zones and capacity types."""
         shape = self.shape[group[0].node.name]
@@ -292,8 +349,8 @@ class _Found:
                 and self.shape[c.node.name] == shape]
 
 
-def _alternatives(pool: NodePool, chosen: Candidate, found: _Found) -> list[Candidate] | None:
-    """Alternatives for ``chosen`` (:class:`Candidate`), taken greedily: each brings a value a
+def _alternatives(pool: NodePool, chosen: NodeTemplate, found: _Found) -> list[NodeTemplate] | None:
+    """Alternatives for ``chosen`` (:class:`NodeTemplate`), taken greedily: each brings a value a
     minValues still lacks, keeps everything the NodeClaim admits at least as dear as ``chosen``
     (the kwok provider launches the instance type whose cheapest offering is cheapest, the first
     listed, ``chosen``'s, on a tie), and registers the same label keys; those holding as much as
@@ -323,7 +380,7 @@ def _alternatives(pool: NodePool, chosen: Candidate, found: _Found) -> list[Cand
         group.append(taken)
 
 
-def _holds(candidate: Candidate, chosen: Candidate) -> bool:
+def _holds(candidate: NodeTemplate, chosen: NodeTemplate) -> bool:
     """Whether ``candidate``'s allocatable is at least ``chosen``'s in every resource."""
     return all(candidate.node.allocatable.get(r, 0) >= amount for r, amount in chosen.node.allocatable.items())
 

@@ -1,17 +1,17 @@
 """NodeClaims for the new nodes of a provisioning plan, and what their status says.
 
-A claim is built as Karpenter builds its own (``NodeClaimTemplate.ToNodeClaim`` in
-``pkg/controllers/provisioning/scheduling``): named ``<nodePool>-`` plus a generated suffix, owned
-by its NodePool, labelled with the NodePool's template labels, ``karpenter.sh/nodepool`` and the
-NodeClass label, annotated with the NodePool's hash (so that its drift check treats it as its
-own), with the template's taints, startup taints, nodeClassRef and expireAfter, and as resource
-requests the pods planned on it plus its DaemonSet pods. It is also annotated
-``karpenter.sh/do-not-disrupt`` (removed from the node once its pods are bound). Its
-requirements are the NodePool's, narrowed to exactly the chosen node: every label the candidate
-registers with (instance type, zone, capacity type, architecture, OS, family, size, the
+A claim is built (``kube.capacity.NodeTemplate.to_nodeclaim``) as Karpenter builds its own
+(``NodeClaimTemplate.ToNodeClaim`` in ``pkg/controllers/provisioning/scheduling``): named
+``<nodePool>-`` plus a generated suffix, owned by its NodePool, labelled with the NodePool's
+template labels, ``karpenter.sh/nodepool`` and the NodeClass label, annotated with the NodePool's
+hash (so that its drift check treats it as its own), with the template's taints, startup taints,
+nodeClassRef and expireAfter, and as resource requests the pods planned on it plus its DaemonSet
+pods. It is also annotated ``karpenter.sh/do-not-disrupt`` (removed from the node once its pods are
+bound). Its requirements are the NodePool's, narrowed to exactly the chosen node: every label the
+candidate registers with (instance type, zone, capacity type, architecture, OS, family, size, the
 template's labels) becomes ``In [that value]``; a requirement on another label is kept as the
 NodePool has it. With ``minValues`` in the NodePool, a key the candidate's alternatives
-(``kube.capacity.Candidate.alternatives``) vary on lists the chosen value first and theirs after,
+(``kube.capacity.NodeTemplate.alternatives``) vary on lists the chosen value first and theirs after,
 with its ``minValues``: no offering the claim then admits is cheaper than the chosen one.
 
 Karpenter launches a claim created this way (the kwok provider picks the cheapest offering its
@@ -26,13 +26,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubeplace.kube.capacity import Candidate
 from kubeplace.kube.karpenter import (
     CAPACITY_TYPE_LABEL,
     GROUP,
     HOSTNAME_LABEL,
     INSTANCE_TYPE_LABEL,
-    NODEPOOL_LABEL,
     ZONE_LABEL,
 )
 from kubeplace.kube.objects import NodePool, Taint
@@ -60,45 +58,6 @@ class PoolIdentity:
 
     uid: str
     annotations: Mapping[str, str]
-
-
-def node_claim(candidate: Candidate, planned_node: str, pods_requests: Mapping[str, int],
-               pool: PoolIdentity) -> dict[str, Any]:
-    """The NodeClaim (a ``karpenter.sh/v1`` object, ready to create) for the new node
-    ``planned_node`` of the plan, bought as ``candidate``; ``pods_requests`` are the summed
-    requests of the pods planned on it (integer units)."""
-    node_pool = candidate.node_pool
-    ref = node_pool.node_class_ref
-    labels = {**node_pool.labels, NODEPOOL_LABEL: node_pool.name}
-    if ref is not None:
-        labels[node_class_label(ref.group, ref.kind)] = ref.name
-    annotations = {key: pool.annotations[key] for key in HASH_ANNOTATIONS if key in pool.annotations}
-    annotations[PLANNED_NODE_ANNOTATION] = planned_node
-    annotations[DO_NOT_DISRUPT] = "true"
-    requests = dict(pods_requests)
-    for resource, amount in candidate.daemon_overhead.items():
-        requests[resource] = requests.get(resource, 0) + amount
-    spec: dict[str, Any] = {
-        "requirements": claim_requirements(node_pool, {**candidate.node.labels, **labels},
-                                           [a.node.labels for a in candidate.alternatives]),
-        "resources": {"requests": {r: quantity(r, a) for r, a in sorted(requests.items())}},
-        "expireAfter": node_pool.expire_after,
-    }
-    if node_pool.taints:
-        spec["taints"] = [_taint(t) for t in node_pool.taints]
-    if node_pool.startup_taints:
-        spec["startupTaints"] = [_taint(t) for t in node_pool.startup_taints]
-    if ref is not None:
-        spec["nodeClassRef"] = {"group": ref.group, "kind": ref.kind, "name": ref.name}
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeClaim",
-        "metadata": {
-            "generateName": f"{node_pool.name}-", "labels": dict(sorted(labels.items())), "annotations": annotations,
-            "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodePool", "name": node_pool.name,
-                                 "uid": pool.uid, "blockOwnerDeletion": True}],
-        },
-        "spec": spec,
-    }
 
 
 def claim_requirements(node_pool: NodePool, labels: Mapping[str, str],
@@ -136,7 +95,7 @@ def quantity(resource: str, amount: int) -> str:
     return f"{amount}m" if resource == "cpu" else str(amount)
 
 
-def _taint(taint: Taint) -> dict[str, str]:
+def taint_object(taint: Taint) -> dict[str, str]:
     return {"key": taint.key, **({"value": taint.value} if taint.value else {}), "effect": taint.effect}
 
 

@@ -17,13 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from kubeplace.kube.capacity import Candidate, candidate_nodes
-from kubeplace.kube.catalogue import InstanceType
 from kubeplace.kube.client import Cluster
 from kubeplace.kube.errors import ClusterError, NotFound
 from kubeplace.kube.karpenter import GROUP
-from kubeplace.kube.node_claims import DO_NOT_DISRUPT, PLURAL, VERSION, PoolIdentity, claim_state, node_claim
-from kubeplace.kube.objects import Pod, Snapshot
+from kubeplace.kube.node_claims import DO_NOT_DISRUPT, PLURAL, VERSION, PoolIdentity, claim_state
+from kubeplace.kube.objects import Pod
 from kubeplace.plan.plan import NewNode
 
 POLL_SECONDS = 1.0
@@ -60,36 +58,28 @@ def live_pools(cluster: Cluster) -> dict[str, Mapping[str, Any]]:
             for p in cluster.list_objects(GROUP, VERSION, "nodepools")}
 
 
-def create_claim(cluster: Cluster, snapshot: Snapshot, catalogue: Sequence[InstanceType], new: NewNode,
-                 pools: Mapping[str, Mapping[str, Any]], pods: Mapping[str, Pod], say: Say) -> tuple[str, str]:
-    """(the NodeClaim's name, "") once created, or ("", why not); ``pods`` by key hold the pods
-    planned on it (their requests are the claim's, with its DaemonSet pods')."""
-    candidate = bought_as(new, snapshot, catalogue)
-    meta = pools.get(new.node_pool)
+def create_claim(cluster: Cluster, new: NewNode, pools: Mapping[str, Mapping[str, Any]], pods: Mapping[str, Pod],
+                 say: Say) -> tuple[str, str]:
+    """(the NodeClaim's name, "") once created, or ("", why not): the claim of the template the
+    plan bought ``new`` as. ``pods`` by key hold the pods planned on it (their requests are the
+    claim's, with its DaemonSet pods')."""
+    template = new.template
+    meta = pools.get(template.node_pool.name)
     if meta is None:
-        return "", f"NodePool {new.node_pool} is no longer in the cluster"
+        return "", f"NodePool {template.node_pool.name} is no longer in the cluster"
     requests: dict[str, int] = {}
     for key in new.pods:
         for resource, amount in pods[key].requests.items():
             requests[resource] = requests.get(resource, 0) + amount
     identity = PoolIdentity(str(meta.get("uid", "")), dict(meta.get("annotations") or {}))
     try:
-        made = cluster.create_object(GROUP, VERSION, PLURAL, node_claim(candidate, new.name, requests, identity))
+        made = cluster.create_object(GROUP, VERSION, PLURAL, template.to_nodeclaim(new.name, requests, identity))
     except ClusterError as error:
         return "", f"NodeClaim not created: {error}"
     name = str(made.get("metadata", {}).get("name", ""))
-    say(f"created NodeClaim {name} for {new.name} ({new.instance_type}, {new.zone}, {new.capacity_type})")
+    say(f"created NodeClaim {name} for {new.name} ({template.instance_type.name}, {template.offering.zone}, "
+        f"{template.offering.capacity_type})")
     return name, ""
-
-
-def bought_as(new: NewNode, snapshot: Snapshot, catalogue: Sequence[InstanceType]) -> Candidate:
-    """The candidate a new node of the plan was bought as (its NodePool, instance type and
-    offering, with the alternatives its NodePool's minValues ask for), as
-    :func:`kube.capacity.candidate_nodes` builds it for the plan."""
-    pool = next(p for p in snapshot.node_pools if p.name == new.node_pool)
-    return next(c for c in candidate_nodes([pool], catalogue, snapshot.daemon_pods)
-                if c.instance_type.name == new.instance_type and c.offering.zone == new.zone
-                and c.offering.capacity_type == new.capacity_type)
 
 
 class ClaimLister(Protocol):

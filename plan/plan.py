@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kubeplace.kube.capacity import NodeTemplate
 from kubeplace.kube.catalogue import PRICE_UNIT
 from kubeplace.kube.dra import EXTENDED_CLAIM, ClaimAllocation
 from kubeplace.kube.dra_parse import (
@@ -140,15 +141,11 @@ class GangStatus:
 
 @dataclass(frozen=True)
 class NewNode:
-    """A node the plan adds (``plan --provision``), as it would register once ready."""
+    """A node the plan adds (``plan --provision``): named ``<nodePool>-<n>``, bought as ``template``
+    (which makes it a node, ``template.to_node(name)``, and a NodeClaim)."""
 
     name: str
-    node_pool: str
-    instance_type: str
-    zone: str
-    capacity_type: str
-    price: int
-    """Billionths of the currency per hour (``kube.catalogue.PRICE_UNIT``)."""
+    template: NodeTemplate
     pods: tuple[str, ...]
     """``namespace/name`` of the pods the plan puts on it."""
 
@@ -178,9 +175,10 @@ class Provision:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "provision": [{"node": n.name, "nodePool": n.node_pool, "instanceType": n.instance_type, "zone": n.zone,
-                           "capacityType": n.capacity_type, "pricePerHour": n.price / PRICE_UNIT,
-                           "pods": list(n.pods)} for n in self.nodes],
+            "provision": [{"node": n.name, "nodePool": n.template.node_pool.name,
+                           "instanceType": n.template.instance_type.name, "zone": n.template.offering.zone,
+                           "capacityType": n.template.offering.capacity_type,
+                           "pricePerHour": n.template.price / PRICE_UNIT, "pods": list(n.pods)} for n in self.nodes],
             "provisionCostPerHour": self.cost / PRICE_UNIT,
             "provisionBound": None if self.bound is None else self.bound / PRICE_UNIT,
             "provisionGap": None if self.gap is None else round(self.gap, 6),

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
-from kubeplace.kube.capacity import Candidate, candidate_nodes, unused_pools
+from kubeplace.kube.capacity import NodeTemplate, candidate_nodes, unused_pools
 from kubeplace.kube.catalogue import InstanceType
 from kubeplace.kube.errors import InputError
-from kubeplace.kube.karpenter import HOSTNAME_LABEL, check_limits
+from kubeplace.kube.karpenter import check_limits
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.models.aggregate import Aggregation, aggregate
 from kubeplace.models.config import Configuration, Profile, SolverSettings, instantiate
@@ -30,7 +31,7 @@ from kubeplace.models.problem import Assignment
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.pipeline import Planned, make_plan, with_stand_ins
 from kubeplace.plan.plan import NewNode, Provision
-from kubeplace.plan.provision_items import items_of, offers_of, pool_room, template_node, with_companions
+from kubeplace.plan.provision_items import items_of, offers_of, pool_room, with_companions
 from kubeplace.solver.budget import Budget
 from kubeplace.solver.cutting_stock import Bin
 from kubeplace.solver.cutting_stock_columns import provision
@@ -51,10 +52,14 @@ NO_CANDIDATE = ("no new node can host it: no offering of the catalogue is availa
 
 @dataclass(frozen=True)
 class _Added:
-    """New nodes chosen so far: each as a node and the candidate it was bought as."""
+    """New nodes chosen so far (their pods are the plan's, known at the end)."""
 
-    nodes: tuple[Node, ...] = ()
-    bought: tuple[Candidate, ...] = ()
+    new: tuple[NewNode, ...] = ()
+
+    @cached_property
+    def nodes(self) -> tuple[Node, ...]:
+        """As they register once ready, under their names in the plan."""
+        return tuple(n.template.to_node(n.name) for n in self.new)
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
         chosen = _provision_round(snapshot, planned, left, candidates, added, config, profile, seconds)
         reasons.update(chosen.reasons)
         first = first or chosen
-        if len(chosen.added.nodes) == len(added.nodes):
+        if len(chosen.added.new) == len(added.new):
             break
         added, intended = chosen.added, with_later(intended, chosen.intended)
         planned = _replanned(snapshot, added, config, profile, replace(settings, stop_when_placed=True), budget,
@@ -110,11 +115,10 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
     if not candidates:
         reasons = {f"{u.namespace}/{u.name}": NO_CANDIDATE for u in planned.plan.unplaced
                    if not u.left_to_default_scheduler}
-    if added.nodes:
+    if added.new:
         used = {p.node for p in planned.plan.placements}
-        kept = _Added(*zip(*[(n, c) for n, c in zip(added.nodes, added.bought, strict=True) if n.name in used],
-                           strict=True)) if used & {n.name for n in added.nodes} else _Added()
-        if len(kept.nodes) < len(added.nodes):
+        kept = _Added(tuple(n for n in added.new if n.name in used))
+        if len(kept.new) < len(added.new):
             trimmed = _replanned(snapshot, kept, config, profile, replace(settings, stop_when_placed=True), budget,
                                  intended)
             if not trimmed.violations and trimmed.plan.summary.placed_weight >= planned.plan.summary.placed_weight:
@@ -135,7 +139,7 @@ def _objective_pass(snapshot: Snapshot, planned: Planned, added: _Added, config:
     """With a good part of the time limit left, the plan on the grown cluster once more, spending
     part of it on the profile's objective (3) from the plan so far; kept when it is verified, places
     as much and leaves no new node empty (a node bought for nothing)."""
-    if not added.nodes or budget.left() < budget.part(PROVISION_OBJECTIVE_SHARE).seconds:
+    if not added.new or budget.left() < budget.part(PROVISION_OBJECTIVE_SHARE).seconds:
         return planned
     intended = tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
     grown = replace(snapshot, nodes=(*snapshot.nodes, *added.nodes))
@@ -143,7 +147,7 @@ def _objective_pass(snapshot: Snapshot, planned: Planned, added: _Added, config:
     better = make_plan(grown, config, profile, replace(settings, time_limit=seconds), None, intended)
     used = {p.node for p in better.plan.placements}
     if (better.violations or better.plan.summary.placed_weight < planned.plan.summary.placed_weight
-            or any(n.name not in used for n in added.nodes)):
+            or any(n.name not in used for n in added.new)):
         return planned
     return better
 
@@ -156,15 +160,15 @@ def _replanned(snapshot: Snapshot, added: _Added, config: Configuration, profile
 
 
 def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tuple[str, str]],
-                     candidates: Sequence[Candidate], added: _Added, config: Configuration, profile: Profile,
+                     candidates: Sequence[NodeTemplate], added: _Added, config: Configuration, profile: Profile,
                      seconds: float) -> _Round:
     """New nodes for the pods ``left`` (the plan so far places the others), on top of ``added``."""
     nodes = (*snapshot.nodes, *added.nodes)
     placed = {} if planned is None else {(p.namespace, p.name): p.node for p in planned.plan.placements}
-    templates = [template_node(c) for c in candidates]
+    templates = [c.to_node() for c in candidates]
     named = {t.name for t in templates}
     spare = {a.node.name: a for c in candidates for a in c.alternatives if a.node.name not in named}
-    companion_nodes = {name: template_node(a) for name, a in spare.items()}
+    companion_nodes = {name: a.to_node() for name, a in spare.items()}
     pending = tuple(pod for pod in snapshot.pending if (pod.namespace, pod.name) in left)
     now_bound = tuple(replace(pod, node_name=placed[(pod.namespace, pod.name)]) for pod in snapshot.pending
                       if (pod.namespace, pod.name) in placed)
@@ -177,7 +181,7 @@ def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tupl
     index = {name: i for i, name in enumerate(p.node_names)}
     columns = np.array([index[t.name] for t in templates], dtype=np.int64)
     companions = [np.array([index[a.node.name] for a in c.alternatives], dtype=np.int64) for c in candidates]
-    room = pool_room(snapshot.node_pools, snapshot.node_claims, snapshot.nodes, added.bought)
+    room = pool_room(snapshot.node_pools, snapshot.node_claims, snapshot.nodes, [n.template for n in added.new])
     offers = offers_of(candidates, p, columns, snapshot.node_pools, room)
     item_set = items_of(agg, columns, candidates, offers, companions)
     result = provision(item_set.items, offers, Budget.of(seconds))
@@ -187,23 +191,22 @@ def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tupl
     reasons = {planning.pending[m].key: _unhostable_reason(agg, c, (columns, companions), candidates,
                                                            (every_column, everyone), after)
                for c in item_set.unhostable for m in p.members[c]}
-    new_nodes, bought = list(added.nodes), list(added.bought)
+    new_nodes = list(added.new)
     names = {n.name for n in nodes}
     on_node = []
     for b in result.bins:
         candidate = candidates[b.offer]
-        node = _materialised(candidate, names)
-        names.add(node.name)
-        new_nodes.append(node)
-        bought.append(candidate)
-        on_node.append((b, node.name))
+        name = _free_name(candidate.node_pool.name, names)
+        names.add(name)
+        new_nodes.append(NewNode(name, candidate, ()))
+        on_node.append((b, name))
     intended = _level_order(on_node, item_set.cls, item_set.pinned, p.members, planning.pending)
-    return _Round(_Added(tuple(new_nodes), tuple(bought)), tuple(intended), result.bound, result.cost,
-                  result.greedy_cost, result.status, reasons)
+    return _Round(_Added(tuple(new_nodes)), tuple(intended), result.bound, result.cost, result.greedy_cost,
+                  result.status, reasons)
 
 
 def _unhostable_reason(agg: Aggregation, c: int, offered: tuple[np.ndarray, Sequence[np.ndarray]],
-                       candidates: Sequence[Candidate], every: tuple[np.ndarray, Sequence[Candidate]],
+                       candidates: Sequence[NodeTemplate], every: tuple[np.ndarray, Sequence[NodeTemplate]],
                        after: After) -> str:
     """Why no new node can host class ``c``: the NodePools whose nodes could are at their limits;
     their minValues are not met among the instance types compatible with it (it fits some
@@ -245,14 +248,12 @@ def _level_order(on_node: Sequence[tuple[Bin, str]], cls: np.ndarray, pinned: np
     return [(pod, node) for _, _, pod, node in sorted(ranked)]
 
 
-def _materialised(candidate: Candidate, names: set[str]) -> Node:
-    """The candidate as the node ``<nodePool>-<n>`` (the first free n from 1), ready."""
+def _free_name(pool: str, names: set[str]) -> str:
+    """The name of a new node of NodePool ``pool``: ``<nodePool>-<n>``, the first free n from 1."""
     n = 1
-    while f"{candidate.node_pool.name}-{n}" in names:
+    while f"{pool}-{n}" in names:
         n += 1
-    name = f"{candidate.node_pool.name}-{n}"
-    node = template_node(candidate)
-    return replace(node, name=name, labels={**node.labels, HOSTNAME_LABEL: name})
+    return f"{pool}-{n}"
 
 
 def _with_provision(planned: Planned, added: _Added, first: _Round | None, reasons: dict[str, str],
@@ -263,10 +264,8 @@ def _with_provision(planned: Planned, added: _Added, first: _Round | None, reaso
     pods_on: dict[str, list[str]] = {}
     for p in plan.placements:
         pods_on.setdefault(p.node, []).append(f"{p.namespace}/{p.name}")
-    nodes = tuple(NewNode(n.name, c.node_pool.name, c.instance_type.name, c.offering.zone, c.offering.capacity_type,
-                          c.offering.price, tuple(pods_on.get(n.name, ())))
-                  for n, c in zip(added.nodes, added.bought, strict=True))
-    cost = sum(n.price for n in nodes)
+    nodes = tuple(replace(n, pods=tuple(pods_on.get(n.name, ()))) for n in added.new)
+    cost = sum(n.template.price for n in nodes)
     missed = first is not None and any(f"{u.namespace}/{u.name}" in first.placing for u in plan.unplaced)
     if first is None:  # nothing needed new nodes (or nothing could use them): none is the cheapest
         bound: int | None = cost

@@ -15,7 +15,7 @@ Inter-pod rules across nodes become:
 * required anti-affinity of a class with itself, or a spread, over a key each template holds
   alone (the hostname): at most one pod (``maxSkew`` pods) of the class per new node;
 * NodePool ``minValues``: a class may use an offer only when it is eligible on the offer's
-  alternatives too (``kube.capacity.Candidate.alternatives``: the other instance types the
+  alternatives too (``kube.capacity.NodeTemplate.alternatives``: the other instance types the
   NodeClaim lists), as Karpenter keeps minValues among the instance types compatible with a pod;
 * NodePool weight: a class's items may use only the offers of the highest-weight NodePools that
   have an offer able to host it and room under their limits for one more node (Karpenter tries
@@ -26,11 +26,11 @@ Inter-pod rules across nodes become:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.capacity import Candidate
+from kubeplace.kube.capacity import NodeTemplate
 from kubeplace.kube.karpenter import NODEPOOL_LABEL
 from kubeplace.kube.objects import Node, NodeClaim, NodePool
 from kubeplace.models.aggregate import Aggregation
@@ -49,12 +49,7 @@ class ItemSet:
     """Classes no offer can host at all."""
 
 
-def template_node(candidate: Candidate) -> Node:
-    """The candidate as its pods see it once it is ready: the startup taints removed."""
-    return replace(candidate.node, taints=candidate.node_pool.taints)
-
-
-def offers_of(candidates: Sequence[Candidate], problem: Problem, columns: IntArray, pools: Sequence[NodePool],
+def offers_of(candidates: Sequence[NodeTemplate], problem: Problem, columns: IntArray, pools: Sequence[NodePool],
               room: Mapping[str, Mapping[str, int]]) -> Offers:
     """The offers of ``candidates`` (template nodes at ``columns`` of ``problem``)."""
     limit_names = sorted({name for pool in pools for name in pool.limits})
@@ -70,7 +65,7 @@ def offers_of(candidates: Sequence[Candidate], problem: Problem, columns: IntArr
 
 
 def pool_room(pools: Sequence[NodePool], claims: Sequence[NodeClaim], nodes: Sequence[Node],
-              added: Sequence[Candidate]) -> dict[str, dict[str, int]]:
+              added: Sequence[NodeTemplate]) -> dict[str, dict[str, int]]:
     """What each NodePool's limits leave: the limit less its NodeClaims' capacity, the allocatable
     of its labelled nodes no claim launched (as ``kube.karpenter.check_limits`` counts them) and
     the capacity of the nodes this plan adds."""
@@ -88,7 +83,7 @@ def pool_room(pools: Sequence[NodePool], claims: Sequence[NodeClaim], nodes: Seq
             for pool in pools if pool.limits}
 
 
-def items_of(agg: Aggregation, columns: IntArray, candidates: Sequence[Candidate], offers: Offers,
+def items_of(agg: Aggregation, columns: IntArray, candidates: Sequence[NodeTemplate], offers: Offers,
              companions: Sequence[IntArray] = ()) -> ItemSet:
     """The classes of ``agg`` as items over the template columns (see the module's text);
     ``companions[j]`` are the columns of offer j's alternatives (none without minValues)."""

@@ -47,12 +47,12 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from kubeplace.kube.capacity import candidate_nodes
+from kubeplace.kube.capacity import NodeTemplate, candidate_nodes
 from kubeplace.kube.catalogue import PRICE_UNIT, InstanceType
 from kubeplace.kube.errors import InputError
 from kubeplace.kube.karpenter import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
@@ -71,7 +71,6 @@ from kubeplace.models.linear import INF
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import NewNode, Provision
 from kubeplace.plan.provision import make_provision_plan
-from kubeplace.plan.provision_items import template_node
 from kubeplace.rebalance.cluster_state import ClusterState
 from kubeplace.rebalance.do_not_disrupt import DO_NOT_DISRUPT, protection
 from kubeplace.rebalance.layout import Layout, build_layout
@@ -142,7 +141,7 @@ class Consolidation:
 
     def to_dict(self) -> dict[str, Any]:
         unit = PRICE_UNIT
-        added = Provision(self.added, sum(n.price for n in self.added), None, 0, "").to_dict()["provision"]
+        added = Provision(self.added, sum(n.template.price for n in self.added), None, 0, "").to_dict()["provision"]
         return {"moves": [m.to_dict() for m in self.moves],
                 "consolidate": {"drain": [d.to_dict() for d in self.drain], "add": added,
                                 "kept": [{"node": n, "why": w} for n, w in self.kept],
@@ -279,16 +278,13 @@ class _Model:
     r: np.ndarray
     nodes: tuple[int, ...]
     goal: list[tuple[int, int]]
-    b: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    """With ``--replace``: one binary per offering's template node (at ``offers``), bought or not."""
-    offers: tuple[int, ...] = ()
 
 
 def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Settings, now: datetime.datetime,
-           offers: Sequence[tuple[int, int]] = ()) -> _Model:
-    """The move model with a removal binary per node that may go and, for ``offers`` ((template
-    node index, price) of the provisioning's candidates), a binary per offering: its template
-    holds pods only when bought, within its allocatable."""
+           offers: Mapping[int, NodeTemplate] = {}) -> _Model:
+    """The move model with a removal binary per node that may go and, for ``offers`` (the
+    provisioning's candidates by the index of their template node), a binary per offering: its
+    template holds pods only when bought, within its allocatable."""
     model = build_moves(layout, settings.budgets, max(layout.problem.n_nodes, 1), spread=False)
     lb = model.lb
     nodes = cands.nodes
@@ -311,10 +307,10 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
                            budget.allowed(sizes.get(pool.name, 0)))
     goal = [(r_of[i], -cands.price[i]) for i in nodes]
     b = lb.add_vars(np.zeros(len(offers), np.int64), np.ones(len(offers), np.int64))
-    templates = np.array([o for o, _ in offers], dtype=np.int64)
+    templates = np.array(list(offers), dtype=np.int64)
     bought_rows(lb, pairs, BuyableTemplates(templates, b, layout.free[templates]))
-    goal += [(int(v), price) for (_, price), v in zip(offers, b.tolist(), strict=True)]
-    return _Model(model, r, nodes, goal, b, tuple(o for o, _ in offers))
+    goal += [(int(v), t.price) for t, v in zip(offers.values(), b.tolist(), strict=True)]
+    return _Model(model, r, nodes, goal)
 
 
 @dataclass(frozen=True)
@@ -423,12 +419,12 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
     budget = Budget(started, seconds)
     snap = state.snapshot
     candidates = candidate_nodes(snap.node_pools, catalogue, snap.daemon_pods)
-    templates = [template_node(c) for c in candidates]
+    templates = [c.to_node() for c in candidates]
     layout = build_layout(replace(state, snapshot=replace(snap, nodes=(*snap.nodes, *templates))), rules, config,
                           profile)
     cands = _candidates(state, layout, catalogue, node_groups, now)
     index = {name: i for i, name in enumerate(layout.problem.node_names)}
-    offers = [(index[t.name], c.offering.price) for t, c in zip(templates, candidates, strict=True)]
+    offers = {index[t.name]: c for t, c in zip(templates, candidates, strict=True)}
     model = _build(layout, cands, state, settings, now, offers)
     before = cands.cost_before
 
@@ -447,7 +443,7 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
         added = planned.plan.provision.nodes if planned.plan.provision is not None else ()
         moves = tuple(sorted((_move(p, target[(p.namespace, p.name)]) for p in moving),
                              key=lambda m: (m.source, m.namespace, m.name)))
-        cost = before - sum(cands.price[i] for i in removed) + sum(n.price for n in added)
+        cost = before - sum(cands.price[i] for i in removed) + sum(n.template.price for n in added)
         return _Answer(tuple(removed), moves, added, cost)
 
     answer, status, bound = _search(model, settings, budget, before, provisioned)
@@ -455,7 +451,7 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
     return _result(state, layout, cands, answer, f"{status} (replace)", bound, started, notes)
 
 
-def capacity_bound(layout: Layout, cands: _Candidates, offers: Sequence[tuple[int, int]] = ()) -> int:
+def capacity_bound(layout: Layout, cands: _Candidates, offers: Mapping[int, NodeTemplate] = {}) -> int:
     """A lower bound on the cost after by linear programming: the nodes that stay whatever
     (kept or unpriced) hold what they can of the movable pods' requests, and the rest is bought
     fractionally, per resource, from the nodes that may go (up to one each) and the ``offers``
@@ -463,10 +459,10 @@ def capacity_bound(layout: Layout, cands: _Candidates, offers: Sequence[tuple[in
     integrality and the resources' coupling are relaxed, so no answer costs less."""
     now = layout.requests(layout.x0)
     room = np.maximum(layout.free, now)
-    variable = set(cands.nodes) | {o for o, _ in offers}
+    variable = {*cands.nodes, *offers}
     fixed = [i for i in range(layout.problem.n_nodes) if i not in variable]
     need = now.sum(axis=0) - room[fixed].sum(axis=0)
-    sources = [(cands.price[i], i, False) for i in cands.nodes] + [(price, o, True) for o, price in offers]
+    sources = [(cands.price[i], i, False) for i in cands.nodes] + [(t.price, o, True) for o, t in offers.items()]
     best = 0.0
     for r in range(len(layout.problem.resources)):
         left, cost = float(need[r]), 0.0

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kubeplace.kube.catalogue import InstanceType
 from kubeplace.kube.errors import ClusterError, NotFound
 from kubeplace.kube.objects import Snapshot
 from kubeplace.plan.new_nodes import (
@@ -73,8 +72,7 @@ class Replacement:
 
     nodes: tuple[NewNode, ...]
     snapshot: Snapshot
-    """The input consolidated: the NodePools, the DaemonSet pods and the pods that move."""
-    catalogue: tuple[InstanceType, ...]
+    """The input consolidated: the pods that move."""
     timeout: float
     """Seconds to wait for every new node to be initialized."""
 
@@ -162,8 +160,7 @@ def launch(cluster: Any, replacement: Replacement, say: Say,
     created: dict[str, tuple[str, str]] = {}
     try:
         for new in replacement.nodes:
-            created[new.name] = create_claim(cluster, replacement.snapshot, replacement.catalogue, new, pools, pods,
-                                             say)
+            created[new.name] = create_claim(cluster, new, pools, pods, say)
         arrivals = wait_for_nodes(cluster, replacement.nodes, created, replacement.timeout, started, say, on_poll)
     except (KeyboardInterrupt, ClusterError) as error:  # Ctrl-C or SIGTERM, or the claims could not be read
         what = "interrupted" if isinstance(error, KeyboardInterrupt) else str(error)

@@ -69,8 +69,9 @@ def plan_report(snapshot: Snapshot, plan: Plan, summary: Sequence[str], events: 
     placed = [Placed(pending[(p.namespace, p.name)], p.node, p.gpus) for p in plan.placements]
     added = () if plan.provision is None else plan.provision.registered
     notes = () if plan.provision is None else tuple(
-        f"new node {n.name}: NodePool {n.node_pool}, {n.instance_type} in {n.zone} ({n.capacity_type}), "
-        f"{n.price / PRICE_UNIT:.4f}/h, {len(n.pods)} pod(s)" for n in plan.provision.nodes)
+        f"new node {n.name}: NodePool {n.template.node_pool.name}, {n.template.instance_type.name} in "
+        f"{n.template.offering.zone} ({n.template.offering.capacity_type}), {n.template.price / PRICE_UNIT:.4f}/h, "
+        f"{len(n.pods)} pod(s)" for n in plan.provision.nodes)
     load = cluster_load((*snapshot.nodes, *added), snapshot.bound, pods_after(snapshot, (), placed, conv), conv)
     return Report("plan", plan.source or snapshot.source, tuple(summary), load, plan.unplaced, (), tuple(events),
                   notes)

@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kubeplace.kube.capacity import Candidate, candidate_nodes
+from kubeplace.kube.capacity import NodeTemplate, candidate_nodes
 from kubeplace.kube.catalogue import parse_catalogue
 from kubeplace.kube.kubeconfig import connect
 from kubeplace.kube.live import load_live_snapshot
@@ -149,7 +149,7 @@ def test_karpenter_launches_the_node_kubeplace_computes_as_the_cheapest_that_fit
                         "the pod bound to Karpenter's node")
 
 
-def _cheapest_fitting(node_pool: dict[str, Any], pod: dict[str, Any], daemons: list[dict[str, Any]]) -> Candidate:
+def _cheapest_fitting(node_pool: dict[str, Any], pod: dict[str, Any], daemons: list[dict[str, Any]]) -> NodeTemplate:
     """kubeplace's answer from the same objects: the cheapest candidate whose allocatable, net of
     overhead and DaemonSet pods, holds the pod's requests."""
     snapshot = build_snapshot([(obj, "e2e") for obj in (node_pool, pod, *daemons)], scheduler_name="default-scheduler")

@@ -11,10 +11,10 @@ import yaml
 from click.testing import CliRunner
 
 from kubeplace.cli.main import main
-from kubeplace.kube.capacity import Candidate, candidate_node, candidate_nodes
+from kubeplace.kube.capacity import NodeTemplate, candidate_node, candidate_nodes
 from kubeplace.kube.catalogue import parse_catalogue
 from kubeplace.kube.karpenter import parse_node_claim, parse_node_pool
-from kubeplace.kube.node_claims import PoolIdentity, claim_state, node_claim
+from kubeplace.kube.node_claims import PoolIdentity, claim_state
 from kubeplace.kube.objects import Pod, Taint
 from tests.builders import pod
 
@@ -46,7 +46,7 @@ CATALOGUE = parse_catalogue([
     "instance_types.json")
 
 
-def spot_candidate(daemons: tuple[Pod, ...] = ()) -> Candidate:
+def spot_candidate(daemons: tuple[Pod, ...] = ()) -> NodeTemplate:
     pool = parse_node_pool(NODE_POOL)
     (instance_type,) = CATALOGUE
     offering = next(o for o in instance_type.offerings if o.capacity_type == "spot")
@@ -56,7 +56,7 @@ def spot_candidate(daemons: tuple[Pod, ...] = ()) -> Candidate:
 def built(daemons: tuple[Pod, ...] = ()) -> dict[str, Any]:
     identity = PoolIdentity("uid-1", {"karpenter.sh/nodepool-hash": "123", "karpenter.sh/nodepool-hash-version": "v3",
                                       "other": "not copied"})
-    return node_claim(spot_candidate(daemons), "general-1", {"cpu": 2500, "memory": 3 * GI, "pods": 2}, identity)
+    return spot_candidate(daemons).to_nodeclaim("general-1", {"cpu": 2500, "memory": 3 * GI, "pods": 2}, identity)
 
 
 def test_the_claim_is_the_node_pools_own_as_karpenter_builds_it() -> None:
@@ -182,7 +182,7 @@ def test_min_values_is_carried_with_the_alternatives_the_chosen_node_stays_the_c
         for name, memory, price in (("c-4x-amd64-linux", "8Gi", 0.08), ("m-4x-amd64-linux", "16Gi", 0.1))],
         "instance_types.json")
     (cheap,) = candidate_nodes([pool], types)
-    claim = node_claim(cheap, "general-1", {"cpu": 1000}, PoolIdentity("uid-1", {}))
+    claim = cheap.to_nodeclaim("general-1", {"cpu": 1000}, PoolIdentity("uid-1", {}))
     requirements = {r["key"]: r for r in claim["spec"]["requirements"]}
     assert requirements["karpenter.kwok.sh/instance-family"] == {
         "key": "karpenter.kwok.sh/instance-family", "operator": "In", "values": ["c", "m"], "minValues": 2}

@@ -90,9 +90,25 @@ def test_the_cheapest_nodes_are_bought_with_the_optimum_proved_on_a_small_case()
     assert provision.bound == provision.cost and provision.status == "optimal"
     assert provision.greedy_cost == int(1.6 * PRICE_UNIT)
     assert planned.plan.summary.status == "optimal"  # time was left for the profile's objective (3)
-    zone_of = {n.name: n.zone for n in provision.nodes}
+    zone_of = {n.name: n.template.offering.zone for n in provision.nodes}
     per_zone = Counter(zone_of[node] for key, node in nodes_of(planned).items() if key.startswith("default/web"))
     assert per_zone == {"a": 4, "b": 4, "c": 4}
+
+
+def test_each_new_node_carries_the_template_it_was_bought_as() -> None:
+    """A plan's new node is its template named ``<nodePool>-<n>``: the node the verifier checked the
+    plan against is the template's, and its price in the plan is the template's."""
+    spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"app": "web"}}}
+    planned = provisioned(node_pool(), *(web(f"web-{i}").spec("topologySpreadConstraints", [spread])
+                                         for i in range(3)), types=THREE_ZONES)
+    provision = planned.plan.provision
+    assert provision is not None and len(provision.nodes) == 3
+    assert provision.registered == tuple(n.template.to_node(n.name) for n in provision.nodes)
+    assert [n.name for n in provision.nodes] == ["default-1", "default-2", "default-3"]
+    assert provision.cost == sum(n.template.price for n in provision.nodes)
+    listed = provision.to_dict()["provision"]
+    assert [d["pricePerHour"] for d in listed] == [n.template.offering.price / PRICE_UNIT for n in provision.nodes]
 
 
 def test_spread_counts_the_existing_nodes_pods_and_new_zones() -> None:
@@ -106,7 +122,7 @@ def test_spread_counts_the_existing_nodes_pods_and_new_zones() -> None:
     planned = provisioned(node_pool(), full, *running, *pending, types=THREE_ZONES)
     provision = planned.plan.provision
     assert provision is not None and planned.plan.summary.pods_placed == 3
-    zones = Counter(n.zone for n in provision.nodes for _ in n.pods)
+    zones = Counter(n.template.offering.zone for n in provision.nodes for _ in n.pods)
     assert zones["a"] == 0 and zones["b"] >= 1 and zones["c"] >= 1
 
 
@@ -118,7 +134,7 @@ def test_hostname_anti_affinity_puts_one_pod_on_each_new_node() -> None:
     provision = planned.plan.provision
     assert provision is not None and planned.plan.summary.pods_placed == 4
     assert len(provision.nodes) == 4 and all(len(n.pods) == 1 for n in provision.nodes)
-    assert {n.instance_type for n in provision.nodes} == {"small"}
+    assert {n.template.instance_type.name for n in provision.nodes} == {"small"}
 
 
 def test_a_gang_with_a_zone_topology_key_runs_in_one_zone() -> None:
@@ -128,7 +144,7 @@ def test_a_gang_with_a_zone_topology_key_runs_in_one_zone() -> None:
     planned = provisioned(node_pool(), *gang, types=THREE_ZONES)
     provision = planned.plan.provision
     assert provision is not None and planned.plan.summary.pods_placed == 6
-    assert {n.zone for n in provision.nodes} == {"c"}  # the spot nodes of c are the cheapest
+    assert {n.template.offering.zone for n in provision.nodes} == {"c"}  # the spot nodes of c are the cheapest
 
 
 def test_node_pool_limits_cap_the_new_nodes_and_the_rest_says_why() -> None:
@@ -139,7 +155,7 @@ def test_node_pool_limits_cap_the_new_nodes_and_the_rest_says_why() -> None:
     provision = planned.plan.provision
     assert provision is not None and len(provision.nodes) == 2
     assert planned.plan.summary.pods_placed == 4 and len(planned.plan.unplaced) == 2
-    assert sum(int(n.instance_type == "large") * 8 for n in provision.nodes) <= 16
+    assert sum(int(n.template.instance_type.name == "large") * 8 for n in provision.nodes) <= 16
 
 
 def test_taints_of_the_template_apply_to_the_new_nodes() -> None:
@@ -164,7 +180,8 @@ def test_the_higher_weight_node_pool_is_used_first_though_dearer() -> None:
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}])
     planned = provisioned(spot, on_demand, pod("p").cpu("1").memory("1Gi"), types=types)
     provision = planned.plan.provision
-    assert provision is not None and [(n.node_pool, n.name) for n in provision.nodes] == [("spot", "spot-1")]
+    assert provision is not None
+    assert [(n.template.node_pool.name, n.name) for n in provision.nodes] == [("spot", "spot-1")]
 
 
 def test_pods_fitting_the_existing_nodes_buy_nothing() -> None:
@@ -236,7 +253,7 @@ def test_gpu_pods_get_devices_on_the_cheapest_gpu_nodes() -> None:
     planned = provisioned(node_pool(), *pods, types=types)
     provision = planned.plan.provision
     assert provision is not None and planned.plan.summary.pods_placed == 3
-    assert sorted(n.instance_type for n in provision.nodes) == ["g4", "g8"]
+    assert sorted(n.template.instance_type.name for n in provision.nodes) == ["g4", "g8"]
     assert provision.cost == int(5.5 * PRICE_UNIT) == provision.bound
     per_node: dict[str, set[int]] = {}
     for p in planned.plan.placements:
@@ -293,7 +310,8 @@ def test_a_bound_volume_pins_the_new_node_to_its_zone() -> None:
     planned = provisioned(node_pool(), storage_class("standard", provisioner="ebs.csi.aws.com"), pv, pvc, worker,
                           types=THREE_ZONES)
     provision = planned.plan.provision
-    assert provision is not None and [(n.zone, n.pods) for n in provision.nodes] == [("b", ("default/db",))]
+    assert provision is not None
+    assert [(n.template.offering.zone, n.pods) for n in provision.nodes] == [("b", ("default/db",))]
 
 
 def test_a_limit_below_what_the_node_pool_holds_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -360,7 +378,8 @@ def test_a_static_node_pool_is_never_offered() -> None:
     planned = provisioned(static("fixed"), dynamic, *(web(f"w{i}") for i in range(3)), types=TWO_TYPES)
     provision = planned.plan.provision
     assert provision is not None and planned.plan.summary.pods_placed == 3
-    assert {(n.node_pool, n.instance_type) for n in provision.nodes} == {("dynamic", "large")}
+    assert {(n.template.node_pool.name, n.template.instance_type.name) for n in provision.nodes} == {
+        ("dynamic", "large")}
     alone = provisioned(static("fixed"), web("w0"), types=TWO_TYPES)
     assert alone.plan.provision is not None and alone.plan.provision.nodes == ()
     (w0,) = alone.plan.unplaced
@@ -387,7 +406,7 @@ def test_min_values_met_buys_the_cheapest_type_with_room_for_its_alternative() -
                                           "minValues": 2}])
     planned = provisioned(two, *(web(f"w{i}") for i in range(3)), types=TWO_TYPES)
     provision = planned.plan.provision
-    assert provision is not None and [n.instance_type for n in provision.nodes] == ["small"] * 3
+    assert provision is not None and [n.template.instance_type.name for n in provision.nodes] == ["small"] * 3
     assert planned.plan.summary.pods_placed == 3 and provision.cost == provision.bound == int(0.3 * PRICE_UNIT)
     only_small = web("only-small").selector(INSTANCE_TYPE, "small")
     refused = provisioned(two, only_small, web("big", "5"), types=TWO_TYPES)

@@ -395,7 +395,7 @@ def test_replace_buys_a_cheaper_node_for_the_pods_of_the_removed_ones() -> None:
     result = consolidate(state, CATALOGUE, Rules(), CONFIG, PROFILE, settings, replace_nodes=True)
     assert result.cost_after == PRICE_UNIT // 10 and drained(result) == {"n0", "n1"}
     (new,) = result.added
-    assert (new.instance_type, new.node_pool) == ("small", "default") and len(new.pods) == 2
+    assert (new.template.instance_type.name, new.template.node_pool.name) == ("small", "default") and len(new.pods) == 2
     assert {m.target for m in result.moves} == {new.name} and result.bound <= result.cost_after
     doc = result.to_dict()["consolidate"]
     assert doc["add"][0]["instanceType"] == "small" and doc["costPerHourAfter"] == 0.1

@@ -91,7 +91,7 @@ def replaced() -> tuple[ClusterState, Consolidation]:
 
 
 def apply(cluster: KarpenterCluster, state: ClusterState, result: Consolidation, timeout: float = 5.0) -> Any:
-    replacement = Replacement(result.added, state.snapshot, CATALOGUE, timeout)
+    replacement = Replacement(result.added, state.snapshot, timeout)
     return drain_nodes(cluster, result.drain, result.moves, replacement=replacement, say=lambda line: None)
 
 
