@@ -21,7 +21,10 @@ the best and the devices the policy chooses, and moves on; a pod that fits nowhe
 
 best-fit and fgd break ties by the smallest node name, as the kube-scheduler fork vendored by the
 FGD authors' simulator does "for reproducibility" (their published figures come from it; with random
-ties FGD falls several points). Scores are integers, rounded as that simulator rounds them.
+ties FGD falls several points). That simulator first renames its nodes with a seeded random prefix,
+so the order that breaks ties is a parameter (``tie_rank``: each node's position, smallest first;
+by default the node names' order; ``bench.fgd_protocol`` passes the simulator's renamed order).
+Scores are integers, rounded as that simulator rounds them.
 
 Timing is wall seconds; memory is the growth of the resident set during the run (see
 :func:`measure`).
@@ -125,13 +128,22 @@ class PolicyResult:
 Choice = tuple[int, tuple[int, ...]]
 
 
-class _Ties:
-    """Picks among equally good candidates: at random (seeded) or by the smallest node name."""
+TieRank = Sequence[int] | None
 
-    def __init__(self, cluster: Cluster, mode: str, seed: int) -> None:
+
+class _Ties:
+    """Picks among equally good candidates: at random (seeded) or by the smallest ``rank`` (each
+    node's position in the tie-break order; by default the order of the node names)."""
+
+    def __init__(self, cluster: Cluster, mode: str, seed: int, rank: TieRank = None) -> None:
         self.rng = np.random.default_rng(seed)
         self.mode = mode
-        self.rank = np.argsort(np.argsort(np.array([n.name for n in cluster.nodes]), kind="stable"))
+        if rank is None:
+            self.rank = np.argsort(np.argsort(np.array([n.name for n in cluster.nodes]), kind="stable"))
+        else:
+            if sorted(rank) != list(range(len(cluster.nodes))):
+                raise ValueError("tie_rank must be a permutation of the node positions")
+            self.rank = np.asarray(rank, dtype=np.int64)
 
     def best(self, nodes: IntArray, score: IntArray) -> int:
         """Position in ``nodes`` of a highest-scoring candidate (the first of a node on ties)."""
@@ -167,8 +179,8 @@ def _least(capacity: IntArray, requested: IntArray) -> IntArray:
 
 
 class _BestFit:
-    def __init__(self, cluster: Cluster, seed: int) -> None:
-        self.c, self.ties = cluster, _Ties(cluster, "name", seed)
+    def __init__(self, cluster: Cluster, seed: int, rank: TieRank = None) -> None:
+        self.c, self.ties = cluster, _Ties(cluster, "name", seed, rank)
 
     def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
         c, pod = self.c, w.pods[j]
@@ -180,8 +192,8 @@ class _BestFit:
 
 
 class _Fgd:
-    def __init__(self, cluster: Cluster, seed: int, dist: TaskDistribution) -> None:
-        self.c, self.ties = cluster, _Ties(cluster, "name", seed)
+    def __init__(self, cluster: Cluster, seed: int, dist: TaskDistribution, rank: TieRank = None) -> None:
+        self.c, self.ties = cluster, _Ties(cluster, "name", seed, rank)
         self.index = FragIndex(cluster, dist)
 
     def _score(self, nodes: IntArray, after: IntArray) -> IntArray:
@@ -204,15 +216,16 @@ class _Fgd:
 
 
 def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], dist: TaskDistribution,
-                        seed: int = 0) -> list[tuple[int, Placed]]:
-    """Places ``pods`` in order on ``cluster`` (mutated); returns (pod index, placement) pairs."""
+                        seed: int = 0, tie_rank: TieRank = None) -> list[tuple[int, Placed]]:
+    """Places ``pods`` in order on ``cluster`` (mutated); returns (pod index, placement) pairs.
+    ``tie_rank`` orders the nodes for best-fit's and fgd's ties (default: by name)."""
     chooser: _Default | _BestFit | _Fgd
     if policy == "default-scheduler":
         chooser = _Default(cluster, seed)
     elif policy == "best-fit":
-        chooser = _BestFit(cluster, seed)
+        chooser = _BestFit(cluster, seed, tie_rank)
     elif policy == "fgd":
-        chooser = _Fgd(cluster, seed, dist)
+        chooser = _Fgd(cluster, seed, dist, tie_rank)
     else:
         raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
     w = cluster.workload(pods)

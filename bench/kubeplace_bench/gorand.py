@@ -106,6 +106,13 @@ class GoRand:
         """``rand.Int()`` on a 64-bit platform."""
         return self.int63()
 
+    def float64(self) -> float:
+        """``rand.Float64()``: Int63 / 2**63, drawn again on the (rare) 1.0."""
+        while True:
+            f = float(self.int63()) / (1 << 63)
+            if f != 1.0:
+                return f
+
     def int31(self) -> int:
         return self.int63() >> 32
 

@@ -32,6 +32,7 @@ func main() {
 		r.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
 		fmt.Println(items)
 		fmt.Println(r.Perm(20))
+		fmt.Println(r.Float64())
 	}
 }
 """
@@ -47,6 +48,7 @@ def python_draws() -> list[str]:
         r.shuffled(items)
         out.append("[" + " ".join(map(str, items)) + "]")
         out.append("[" + " ".join(map(str, r.perm(20))) + "]")
+        out.append(repr(r.float64()))
     return out
 
 
