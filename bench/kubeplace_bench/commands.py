@@ -119,6 +119,7 @@ def _add_subcommands() -> None:
     from kubeplace_bench.commands_capacity import capacity_command
     from kubeplace_bench.commands_cluster import cluster_command
     from kubeplace_bench.commands_consolidate import consolidate_scale_command
+    from kubeplace_bench.commands_fgd import fgd_protocol_command
     from kubeplace_bench.commands_fidelity import fidelity_command
     from kubeplace_bench.commands_gangs import gangs_command
     from kubeplace_bench.commands_load import load_aware_command
@@ -132,7 +133,8 @@ def _add_subcommands() -> None:
 
     for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command, load_aware_command,
                     throughput_command, openb_simulate_command, capacity_command, provision_scale_command,
-                    fidelity_command, simulate_ray_command, consolidate_scale_command, soak_command):
+                    fidelity_command, simulate_ray_command, consolidate_scale_command, soak_command,
+                    fgd_protocol_command):
         bench.add_command(command)
     openb.add_command(openb_trace_command)
 
