@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -23,7 +24,9 @@ from kubeplace_bench.fgd_protocol import (
     run_policy,
     typical_pods,
 )
-from kubeplace_bench.fragmentation import task_distribution
+from kubeplace_bench.fgd_score import GoFragScore
+from kubeplace_bench.fgd_score import score as go_score
+from kubeplace_bench.fragmentation import node_fragmentation, task_distribution
 from kubeplace_bench.gorand import GoRand
 from kubeplace_bench.gpusim import Cluster, NodeSpec, PodSpec
 from kubeplace_bench.openb import read_pods
@@ -86,6 +89,24 @@ def test_the_metric_is_merge_alloc_discrete_s() -> None:
     assert rows_of(pods_asking([1000, 500, 1000]), [0, 2]) == ([1000, 1500, 2500], [1000, 1000, 2000])
 
 
+def test_the_float_fragmentation_is_the_exact_one_up_to_rounding() -> None:
+    rng = np.random.default_rng(3)
+    pods = [PodSpec(f"p{k}", int(rng.choice([1000, 4000, 8000, 16000])), 1024, n, m, models)
+            for k, (n, m, models) in enumerate(rng.choice(np.array([(1, 250, ()), (1, 500, ("T4",)), (1, 1000, ()),
+                                                                     (2, 1000, ()), (0, 0, ())], dtype=object),
+                                                           size=300))]
+    dist = task_distribution(pods)
+    cluster = Cluster.build([NodeSpec(f"n{k}", 32000, 65536, 4, ("T4", "V100")[k % 2]) for k in range(40)])
+    cluster.cpu_free[:] = rng.integers(0, 32000, 40)
+    cluster.dev_free[:, :4] = rng.choice([0, 100, 250, 500, 750, 1000], size=(40, 4))
+    go = GoFragScore(dist, len(pods), cluster.models).frag(cluster.cpu_free, cluster.dev_free, cluster.model_id)
+    exact = node_fragmentation(cluster.cpu_free, cluster.dev_free, [n.model for n in cluster.nodes], dist)
+    assert np.allclose(go, exact, rtol=0, atol=1e-9)
+    before = np.array([4000.0, 4000.0, 4000.0])
+    after = np.array([4000.0, np.nextafter(4000.0, 5000.0), np.nextafter(4000.0, 0.0)])
+    assert list(go_score(before, after)) == [50, 49, 50]  # one ulp more fragmentation is 49: rounding decides
+
+
 def test_typical_pods_keep_the_gpu_spec_as_written(tmp_path: Path) -> None:
     csv = tmp_path / "pods.csv"
     csv.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
@@ -139,7 +160,7 @@ PUBLISHED = published_path(None)
 
 @needs_go
 @pytest.mark.skipif(OPENB is None or PUBLISHED is None, reason="the openb trace or the published figures are absent")
-@pytest.mark.parametrize(("trace", "seed", "policy"), [("default", 42, "fgd"), ("cpu250", 45, "best-fit")])
+@pytest.mark.parametrize(("trace", "seed", "policy"), [("cpu250", 43, "fgd"), ("default", 42, "best-fit")])
 def test_published_per_seed_values_are_reproduced(trace: str, seed: int, policy: str) -> None:
     from kubeplace_bench.openb import read_nodes
 
