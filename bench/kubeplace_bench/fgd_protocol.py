@@ -61,7 +61,7 @@ def _copy(p: PodSpec, name: str) -> PodSpec:
 def protocol_run(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seed: int, tune: float = TUNE) -> ProtocolRun:
     """The simulator's pod sequence and node order for ``seed`` (see the module docstring)."""
     rng = GoRand(seed)
-    rng.int()
+    rng.go_int()
     original = sorted(pods, key=lambda p: p.name.encode())
     order: list[object] = list(original)
     rng.shuffled(order)

@@ -102,7 +102,7 @@ class GoRand:
     def int63(self) -> int:
         return self.uint64() & MASK63
 
-    def int(self) -> int:
+    def go_int(self) -> int:
         """``rand.Int()`` on a 64-bit platform."""
         return self.int63()
 

@@ -45,7 +45,7 @@ def test_tuning_up_appends_copies_of_random_originals_and_stops_at_the_first_tha
     run = protocol_run(NODES, pods, 42)
     originals = sorted(pods, key=lambda p: p.name)
     rng = GoRand(42)
-    rng.int()
+    rng.go_int()
     shuffled: list[object] = list(originals)
     rng.shuffled(shuffled)
     assert [p.name for p in run.pods[:4]] == [p.name for p in shuffled if isinstance(p, PodSpec)]

@@ -42,7 +42,7 @@ def python_draws() -> list[str]:
     out = []
     for seed in (0, 1, 42, 51, -7, 1 << 40):
         r = GoRand(seed)
-        out.append(str(r.int()))
+        out.append(str(r.go_int()))
         out += [str(r.intn(n)) for n in (1, 2, 3, 7, 64, 1000, 1213, 1 << 30, 2147483647)]
         items: list[object] = list(range(50))
         r.shuffled(items)
