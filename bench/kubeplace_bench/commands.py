@@ -91,7 +91,8 @@ def bench_openb(nodes_csv: Path, pods_csv: Path, time_limit: float, output: str,
 @click.option("--policies", default="kubeplace,default-scheduler,best-fit,fgd", show_default=True,
               help="Policies to run, comma separated.")
 @click.option("--shuffle", is_flag=True,
-              help="FGD artifact's variant: the whole list plus draws up to 130%, in a random order.")
+              help="FGD artifact's variant: the whole list plus draws up to 130%, in a random order "
+                   "(numpy's draws; `bench fgd-protocol` runs the authors' own).")
 @click.option("--profile", "objective", type=click.Choice([o.value for o in Objective]), default="defrag",
               show_default=True, help="kubeplace's profile objective in each window.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
