@@ -148,8 +148,10 @@ def test_command_json(tmp_path: Path) -> None:
     assert all(0 <= r["alloc_at_130"] <= 100 and r["trace"] == "pods" for r in records)
     assert records[0]["published"] == 91.5 and "published" not in records[1]
     table = CliRunner().invoke(bench, ["fgd-protocol", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42",
-                                       "--published", str(published)])
+                                       "--published", str(published), "--scheduler", "fgd", "--scheduler",
+                                       "kubeplace", "--window", "20", "--time-limit", "0.2"])
     assert table.exit_code == 0 and "91.50" in table.stdout
+    assert "pods seed 42 kubeplace:" in table.stderr and "pods" in table.stdout.split("kubeplace")[0]
 
 
 # --- the authors' published values -----------------------------------------------------------------
