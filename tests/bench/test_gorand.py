@@ -66,3 +66,22 @@ def test_the_draws_are_go_s_own(tmp_path: Path) -> None:
 def test_seed_one_starts_as_go_documents() -> None:
     # Go's own regression value: rand.New(rand.NewSource(1)).Int63() == 5577006791947779410
     assert GoRand(1).int63() == 5577006791947779410
+
+
+def test_without_go_one_line_names_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeplace.kube.errors import InputError
+    from kubeplace_bench import gorand
+
+    gorand.rng_cooked.cache_clear()
+    monkeypatch.setenv("GOROOT", str(tmp_path))
+    with pytest.raises(InputError, match="cannot read Go's math/rand source"):
+        GoRand(42)
+    (tmp_path / "src" / "math" / "rand").mkdir(parents=True)
+    (tmp_path / "src" / "math" / "rand" / "rng.go").write_text("package rand\n")
+    with pytest.raises(InputError, match="no 607-entry rngCooked table"):
+        GoRand(42)
+    monkeypatch.delenv("GOROOT")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(InputError, match="`go` is not on PATH"):
+        GoRand(42)
+    gorand.rng_cooked.cache_clear()
