@@ -13,8 +13,10 @@ Their simulator (hkust-adsl/kubernetes-scheduler-simulator) produces it as follo
    per-device milli but adds its total); while they ask for more, ``rand.Intn(len)`` drops one;
 4. the scheduler starts: each of its informers' reflectors draws one ``rand.Float64()`` from the
    same global source for its watch timeout (client-go ``reflector.go``), ``INFORMER_DRAWS`` of them
-   before the nodes are created (10: the count that reproduces every published seed tried; 0-9 and
-   11-15 do not);
+   before the nodes are created. The count is the published figures': on default seed 42, 0-9 and
+   11-15 give other figures, and with 10 all 280 runs tried (14 lists x 10 seeds, FGD and best-fit)
+   equal theirs. (The draws come from goroutines, so a run of the simulator could in principle
+   interleave them otherwise; the published runs did not.);
 5. the nodes sorted by name and renamed ``"%04d-" + name`` with the prefixes of ``rand.Perm``;
    its kube-scheduler takes the smallest name among equal scores, so a node's prefix is its
    tie-break rank;
