@@ -17,11 +17,15 @@ the best and the devices the policy chooses, and moves on; a pod that fits nowhe
 - ``fgd``: for every node and device, the drop in the node's FGD fragmentation
   (``bench.fragmentation``, against the workload's task shapes) ``d = F_before - F_after`` (milli),
   score ``int(100 * sigmoid(d / 1000))``; a node's score is its best device's (the lowest index on
-  ties), highest wins.
+  ties), highest wins. Where d is exactly 0 the simulator's float sums decide between 49 and 50
+  (``bench.fgd_score``), as they decide its ties.
 
 best-fit and fgd break ties by the smallest node name, as the kube-scheduler fork vendored by the
 FGD authors' simulator does "for reproducibility" (their published figures come from it; with random
-ties FGD falls several points). Scores are integers, rounded as that simulator rounds them.
+ties FGD falls several points). That simulator first renames its nodes with a seeded random prefix,
+so the order that breaks ties is a parameter (``tie_rank``: each node's position, smallest first;
+by default the node names' order; ``bench.fgd_protocol`` passes the simulator's renamed order).
+Scores are integers, rounded as that simulator rounds them.
 
 Timing is wall seconds; memory is the growth of the resident set during the run (see
 :func:`measure`).
@@ -41,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from kubeplace_bench.fgd_score import GoFragScore
+from kubeplace_bench.fgd_score import score as go_score
 from kubeplace_bench.fragmentation import FragIndex, TaskDistribution, cluster_fragmentation
 from kubeplace_bench.gpusim import WHOLE, Cluster, IntArray, Metrics, NodeSpec, Placed, PodSpec, Workload, metrics
 
@@ -125,13 +131,22 @@ class PolicyResult:
 Choice = tuple[int, tuple[int, ...]]
 
 
-class _Ties:
-    """Picks among equally good candidates: at random (seeded) or by the smallest node name."""
+TieRank = Sequence[int] | None
 
-    def __init__(self, cluster: Cluster, mode: str, seed: int) -> None:
+
+class _Ties:
+    """Picks among equally good candidates: at random (seeded) or by the smallest ``rank`` (each
+    node's position in the tie-break order; by default the order of the node names)."""
+
+    def __init__(self, cluster: Cluster, mode: str, seed: int, rank: TieRank = None) -> None:
         self.rng = np.random.default_rng(seed)
         self.mode = mode
-        self.rank = np.argsort(np.argsort(np.array([n.name for n in cluster.nodes]), kind="stable"))
+        if rank is None:
+            self.rank = np.argsort(np.argsort(np.array([n.name for n in cluster.nodes]), kind="stable"))
+        else:
+            if sorted(rank) != list(range(len(cluster.nodes))):
+                raise ValueError("tie_rank must be a permutation of the node positions")
+            self.rank = np.asarray(rank, dtype=np.int64)
 
     def best(self, nodes: IntArray, score: IntArray) -> int:
         """Position in ``nodes`` of a highest-scoring candidate (the first of a node on ties)."""
@@ -167,8 +182,8 @@ def _least(capacity: IntArray, requested: IntArray) -> IntArray:
 
 
 class _BestFit:
-    def __init__(self, cluster: Cluster, seed: int) -> None:
-        self.c, self.ties = cluster, _Ties(cluster, "name", seed)
+    def __init__(self, cluster: Cluster, seed: int, rank: TieRank = None) -> None:
+        self.c, self.ties = cluster, _Ties(cluster, "name", seed, rank)
 
     def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
         c, pod = self.c, w.pods[j]
@@ -180,39 +195,70 @@ class _BestFit:
 
 
 class _Fgd:
-    def __init__(self, cluster: Cluster, seed: int, dist: TaskDistribution) -> None:
-        self.c, self.ties = cluster, _Ties(cluster, "name", seed)
-        self.index = FragIndex(cluster, dist)
+    """FGD's score from the exact fragmentation (``FragIndex``, integers), except where the exact
+    drop is 0: there the simulator's float sums (``bench.fgd_score``) decide between 49 and 50
+    when the placement moves amounts between its slots (a node whose free cpu crosses a typical
+    pod's, or whose devices change)."""
 
-    def _score(self, nodes: IntArray, after: IntArray) -> IntArray:
+    def __init__(self, cluster: Cluster, seed: int, dist: TaskDistribution, rank: TieRank = None) -> None:
+        self.c, self.ties = cluster, _Ties(cluster, "name", seed, rank)
+        self.index = FragIndex(cluster, dist)
+        self.go = GoFragScore(dist, dist.listed or dist.total, cluster.models)
+        self.go_before = self.go.frag(cluster.cpu_free, cluster.dev_free, cluster.model_id)
+        self.cpu_levels = np.unique(dist.cpu)
+
+    def _score(self, nodes: IntArray, after: IntArray, cpu: int, dev_after: IntArray | None) -> IntArray:
+        """``dev_after``: the candidates' free milli per device after, None when unchanged."""
         drop = (self.index.scaled[nodes] - after) / max(self.index.w_total, 1)  # milli-GPU
         score: IntArray = (100.0 / (1.0 + np.exp(-drop / 1000.0))).astype(np.int64)
+        zero = after == self.index.scaled[nodes]
+        if dev_after is None:  # cpu only: the slots move only where the free cpu crosses a level
+            free = self.c.cpu_free[nodes]
+            zero &= (np.searchsorted(self.cpu_levels, free, side="right")
+                     != np.searchsorted(self.cpu_levels, free - cpu, side="right"))
+        if zero.any():
+            at = nodes[zero]
+            dev = self.c.dev_free[at] if dev_after is None else dev_after[zero]
+            score[zero] = go_score(self.go_before[at], self.go.frag(self.c.cpu_free[at] - cpu, dev,
+                                                                   self.c.model_id[at]))
         return score
 
     def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
         c, pod, index = self.c, w.pods[j], self.index
         if pod.is_share:
             cand, devices = index.share_candidates(nodes, pod.gpu_milli)
-            k = self.ties.best(cand, self._score(cand, index.after_share(cand, devices, pod.cpu, pod.gpu_milli)))
+            dev = c.dev_free[cand].copy()
+            dev[np.arange(len(cand)), devices] -= pod.gpu_milli
+            after = index.after_share(cand, devices, pod.cpu, pod.gpu_milli)
+            k = self.ties.best(cand, self._score(cand, after, pod.cpu, dev))
             return int(cand[k]), (int(devices[k]),)
-        after = index.after_whole(nodes, pod.cpu, pod.num_gpu) if pod.num_gpu else index.after_cpu_only(nodes, pod.cpu)
-        i = int(nodes[self.ties.best(nodes, self._score(nodes, after))])
+        if pod.num_gpu:
+            dev = c.dev_free[nodes].copy()
+            free = dev == WHOLE  # any free devices taken leave the same free values
+            dev[free & (np.cumsum(free, axis=1) <= pod.num_gpu)] = 0
+            score = self._score(nodes, index.after_whole(nodes, pod.cpu, pod.num_gpu), pod.cpu, dev)
+        else:
+            score = self._score(nodes, index.after_cpu_only(nodes, pod.cpu), pod.cpu, None)
+        i = int(nodes[self.ties.best(nodes, score)])
         return i, c.first_fit_devices(pod, i)
 
     def placed(self, i: int) -> None:
         self.index.refresh(np.array([i]))
+        at = np.array([i])
+        self.go_before[i] = self.go.frag(self.c.cpu_free[at], self.c.dev_free[at], self.c.model_id[at])[0]
 
 
 def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], dist: TaskDistribution,
-                        seed: int = 0) -> list[tuple[int, Placed]]:
-    """Places ``pods`` in order on ``cluster`` (mutated); returns (pod index, placement) pairs."""
+                        seed: int = 0, tie_rank: TieRank = None) -> list[tuple[int, Placed]]:
+    """Places ``pods`` in order on ``cluster`` (mutated); returns (pod index, placement) pairs.
+    ``tie_rank`` orders the nodes for best-fit's and fgd's ties (default: by name)."""
     chooser: _Default | _BestFit | _Fgd
     if policy == "default-scheduler":
         chooser = _Default(cluster, seed)
     elif policy == "best-fit":
-        chooser = _BestFit(cluster, seed)
+        chooser = _BestFit(cluster, seed, tie_rank)
     elif policy == "fgd":
-        chooser = _Fgd(cluster, seed, dist)
+        chooser = _Fgd(cluster, seed, dist, tie_rank)
     else:
         raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
     w = cluster.workload(pods)

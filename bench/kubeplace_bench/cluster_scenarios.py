@@ -254,8 +254,9 @@ def openb(seed: int, data_dir: Path | None = None, n_nodes: int = OPENB_SAMPLE_N
         shares += 0 < p.gpu_milli < WHOLE
         affinity = None
         if p.models:
+            models = list(dict.fromkeys(p.models))  # gpu_spec as written may repeat a model
             affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": MODEL_LABEL, "operator": "In", "values": list(p.models)}]}]}}}
+                {"matchExpressions": [{"key": MODEL_LABEL, "operator": "In", "values": models}]}]}}}
         shape = f"gpu{gpus}" if gpus else "cpu"
         pod_docs.append(pod(j, shape, p.cpu, p.mem, gpus, affinity=affinity))
     gpus_total = sum(n.gpus for n in nodes)

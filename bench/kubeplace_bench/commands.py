@@ -91,7 +91,8 @@ def bench_openb(nodes_csv: Path, pods_csv: Path, time_limit: float, output: str,
 @click.option("--policies", default="kubeplace,default-scheduler,best-fit,fgd", show_default=True,
               help="Policies to run, comma separated.")
 @click.option("--shuffle", is_flag=True,
-              help="FGD artifact's variant: the whole list plus draws up to 130%, in a random order.")
+              help="FGD artifact's variant: the whole list plus draws up to 130%, in a random order "
+                   "(numpy's draws; `bench fgd-protocol` runs the authors' own).")
 @click.option("--profile", "objective", type=click.Choice([o.value for o in Objective]), default="defrag",
               show_default=True, help="kubeplace's profile objective in each window.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -119,6 +120,7 @@ def _add_subcommands() -> None:
     from kubeplace_bench.commands_capacity import capacity_command
     from kubeplace_bench.commands_cluster import cluster_command
     from kubeplace_bench.commands_consolidate import consolidate_scale_command
+    from kubeplace_bench.commands_fgd import fgd_protocol_command
     from kubeplace_bench.commands_fidelity import fidelity_command
     from kubeplace_bench.commands_gangs import gangs_command
     from kubeplace_bench.commands_load import load_aware_command
@@ -132,7 +134,8 @@ def _add_subcommands() -> None:
 
     for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command, load_aware_command,
                     throughput_command, openb_simulate_command, capacity_command, provision_scale_command,
-                    fidelity_command, simulate_ray_command, consolidate_scale_command, soak_command):
+                    fidelity_command, simulate_ray_command, consolidate_scale_command, soak_command,
+                    fgd_protocol_command):
         bench.add_command(command)
     openb.add_command(openb_trace_command)
 

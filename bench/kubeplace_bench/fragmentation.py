@@ -47,6 +47,7 @@ class TaskDistribution:
     num: IntArray  # (M,)
     models: tuple[tuple[str, ...], ...]  # (M,), () = any
     weight: IntArray  # (M,) pod counts
+    listed: int = 0  # pods in the list the shapes were taken from (0: the shapes' own total)
 
     @property
     def total(self) -> int:
@@ -78,6 +79,7 @@ def task_distribution(pods: Sequence[PodSpec], popularity: float = POPULARITY) -
         num=np.array([s[2] for s, _ in kept], dtype=np.int64),
         models=tuple(s[3] for s, _ in kept),
         weight=np.array([n for _, n in kept], dtype=np.int64),
+        listed=len(pods),
     )
 
 

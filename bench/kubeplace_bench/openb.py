@@ -15,8 +15,10 @@ become pending Pods of namespace ``openb`` with ``schedulerName: kubeplace``:
 - GPU shares (``num_gpu == 1``, ``gpu_milli < 1000``, a multiple of 10) request Koordinator's
   ``koordinator.sh/gpu-core`` and ``koordinator.sh/gpu-memory-ratio`` of ``gpu_milli / 10`` and no
   ``nvidia.com/gpu``; GPU resources are written as requests and limits (extended resources);
-- ``gpu_spec`` (models separated by ``|``, repeats dropped) becomes required node affinity
-  ``nvidia.com/gpu.product In [...]``;
+- ``gpu_spec`` (models separated by ``|``) of a GPU pod becomes required node affinity
+  ``nvidia.com/gpu.product In [...]`` (each model once); the pod keeps the models as written,
+  repeats included, since FGD's typical pods are keyed by that string (``PodSpec.models``); a
+  CPU-only pod's ``gpu_spec`` is ignored, as the FGD authors' converter ignores it;
 - every pod is pending whatever its trace phase (the benchmark treats the whole list as pending);
   ``creationTimestamp`` is 2023-01-01T00:00:00Z plus ``creation_time`` seconds (plus the row
   number for the 5-column files that have no times), so creation order is the trace's.
@@ -160,7 +162,8 @@ def read_pods(path: Path) -> list[PodSpec]:
         if milli % 10:
             raise rows.fail(f"gpu_milli {milli} is not a multiple of 10", "gpu_milli",
                             "a multiple of 10 (Koordinator shares are whole percents)")
-        models = tuple(dict.fromkeys(m.strip() for m in _text(row, "gpu_spec").split("|") if m.strip()))
+        # as written, repeats kept: FGD's typical pods tell "V100M16|V100M32|V100M32" from "V100M16|V100M32"
+        models = tuple(m.strip() for m in _text(row, "gpu_spec").split("|") if m.strip()) if num else ()
         out.append(PodSpec(name, rows.integer(row, "cpu_milli"), rows.integer(row, "memory_mib", default=0), num,
                            milli if num else 0, models,
                            rows.integer(row, "creation_time", default=0) if has_time else index,
@@ -271,7 +274,7 @@ def pod_manifest(pod: PodSpec, *, name: str | None = None, node: str = "",
     if pod.models:
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": MODEL_LABEL, "operator": "In", "values": list(pod.models)}]}]}}}
+                {"key": MODEL_LABEL, "operator": "In", "values": list(dict.fromkeys(pod.models))}]}]}}}
     if node:
         spec["nodeName"] = node
         if devices:

@@ -211,7 +211,7 @@ def replay(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, seeds: Sequenc
             cluster = Cluster.build(nodes)
             t0 = time.perf_counter()
             if policy == KUBEPLACE:
-                placed, failures = _kubeplace_windows(cluster, nodes, arrivals, window, time_limit, seed,
+                placed, failures = kubeplace_windows(cluster, nodes, arrivals, window, time_limit, seed,
                                                        objective)
             else:
                 placed, failures = [j for j, _ in place_one_at_a_time(policy, cluster, arrivals, dist, seed)], 0
@@ -232,7 +232,7 @@ def replay(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], *, seeds: Sequenc
             "policies": out}
 
 
-def _kubeplace_windows(cluster: Cluster, nodes: Sequence[NodeSpec], arrivals: Sequence[PodSpec], window: int,
+def kubeplace_windows(cluster: Cluster, nodes: Sequence[NodeSpec], arrivals: Sequence[PodSpec], window: int,
                        time_limit: float, seed: int, objective: str) -> tuple[list[int], int]:
     bound: list[tuple[PodSpec, str, str, tuple[int, ...]]] = []
     placed: list[int] = []
