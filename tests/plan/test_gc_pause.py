@@ -42,3 +42,20 @@ def test_nested_the_outermost_puts_the_collector_back() -> None:
     with pytest.raises(ValueError), fewer_collections():
         raise ValueError("a plan that fails")
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_plan_is_verified_with_fewer_collections(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubeplace.plan.checks as checks
+
+    seen: list[int] = []
+    verify = checks.verify
+
+    def watched(*args: object, **kwargs: object) -> object:
+        seen.append(gc.get_threshold()[0])
+        return verify(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(checks, "verify", watched)
+    before = gc.get_threshold()
+    snap = snapshot_of(node("n").cpu("4").memory("8Gi"), pod("p").cpu("1"))
+    assert checks.verify_plan(snap, (), Configuration(), Profile()) == []
+    assert seen == [max(before[0], YOUNG_THRESHOLD)] and gc.get_threshold() == before
