@@ -74,6 +74,8 @@ def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str,
     """A pending leader whose followers do not exist yet is placed only with room held for all of
     them (their stand-in placed in the same plan, every one of its copies), and a stand-in only
     with its leader."""
+    if not any(pod.reserved_for for pod in snapshot.pending):
+        return  # no stand-in: no leader waits for its followers
     placed = {f"{namespace}/{name}" for namespace, name, _ in placements}
     nodes = {(namespace, name): node for namespace, name, node in placements}
     pending = {pod.key for pod in snapshot.pending}
