@@ -95,7 +95,7 @@ def build(args: PodTopologySpreadArgs, ctx: RunContext) -> tuple[PodTopologySpre
     matcher = Matcher(ctx.snapshot.namespace_labels)
     score = SpreadScore(args.weight, soft, {}, runs, matcher)
     pending: dict[SpreadId, int] = {}
-    for pod in ctx.snapshot.pending:
+    for pod in ctx.snapshot.pending if soft else ():  # (no soft constraint: no pod to count)
         for spread in score.counting(pod):
             pending[spread] = pending.get(spread, 0) + 1
     return (PodTopologySpread(live, keys, runs, Matcher(ctx.snapshot.namespace_labels)),

@@ -301,7 +301,8 @@ def build(_args: None, ctx: RunContext) -> VolumeBinding:
     reach = VolumeReach.of(storage, snapshot.nodes)
     modes = {name: _mode(name, storage, reach) for name in storage.classes}
     prebound = _prebound(claims.values(), storage)
-    follows, tickets = _reserve(queue_order(pending), claims, modes, prebound, reach, snapshot.nodes)
+    with_claims = [p for p in pending if claims[p.key] != NO_CLAIMS]  # (the others own, follow, reserve nothing)
+    follows, tickets = _reserve(queue_order(with_claims), claims, modes, prebound, reach, snapshot.nodes)
     owns: dict[str, list[str]] = defaultdict(list)
     for followed in follows.values():
         for claim_key, owner in followed:
