@@ -16,6 +16,7 @@ from kubeplace_bench.scale import run_scale
 from kubeplace_bench.synthetic import RULES, SyntheticSpec, as_list, manifests
 
 COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_plan", "seconds_verify",
+           "cpu_seconds_plan", "cpu_seconds_verify",
            "pods_placed", "default_scheduler_placed", "default_scheduler_seconds", "greedy_objective", "objective",
            "status", "plan_peak_mib", "peak_mib")
 

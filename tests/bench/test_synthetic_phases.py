@@ -23,6 +23,7 @@ def test_phases_are_timed_and_the_pipeline_left_as_it_was() -> None:
     assert all(s >= 0 for s in seconds.values()) and seconds["greedy"] <= seconds["solve"]
     assert run["pods_placed"] == 60 and run["default_scheduler_placed"] == 0
     assert 0 < run["plan_peak_mib"] <= run["peak_mib"]
+    assert run["cpu_seconds_plan"] > 0 and run["cpu_seconds_verify"] >= 0
     assert {name: getattr(pipeline, name) for name in before} == before
 
 
