@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from kubeplace.kube.dra import ContainerRequests, Devices, PodClaim
 from kubeplace.kube.node_selector import Requirement as Requirement
@@ -227,8 +228,9 @@ class Pod:
     source: str = field(default="", compare=False)
     """Where it was read from, for messages; not part of equality (files and API agree)."""
 
-    @property
+    @cached_property
     def key(self) -> str:
+        """``namespace/name``; spelled once per object (every step of a plan asks for it, per pod)."""
         return f"{self.namespace}/{self.name}"
 
     @property

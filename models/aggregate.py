@@ -198,7 +198,7 @@ def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions,
     ok, needs, bad = [], [], []
     for pod, more in zip(pods, extra, strict=True):
         try:
-            needs.append(gpu_need({**pod.requests, **more}, conv))
+            needs.append(gpu_need({**pod.requests, **more} if more else pod.requests, conv))
             ok.append(pod)
         except GpuRequestError as e:
             bad.append(replace(pod, unmodelled=(*pod.unmodelled, f"invalid GPU request: {e}")))
@@ -275,10 +275,11 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
                         dtype=np.int64).reshape(len(nodes), len(resources))
     used, beyond_full = _usage(nodes, snapshot.bound, resources)
 
-    keyed = [(_demand_vector(p, resources, x), (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
+    vectors = [_demand_vector(p, resources, x) for p, x in zip(modelled, extra, strict=True)]
+    keyed = [(vector, (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
               tuple(f.pod_key(p) for f in plugins.filters),
               tuple(c.pod_key(p) for c in plugins.constraints), _alone(p))
-             for p, need, x in zip(modelled, needs, extra, strict=True)]
+             for p, need, vector in zip(modelled, needs, vectors, strict=True)]
     class_of_pod, first = _group(keyed)
     members = [list[int]() for _ in first]
     pending_index = {id(p): i for i, p in enumerate(pending)}
@@ -332,7 +333,8 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         gpu_count=gpu_count,
         gpu_milli=gpu_milli,
         device_free=devices.free,
-        workload=_workload(snapshot.bound, modelled, needs, resources, conv),
+        workload=_workload(snapshot.bound, modelled, needs, resources, conv,
+                           [None if x else vector for x, vector in zip(extra, vectors, strict=True)]),
         queue_rank=queue_rank(snapshot.pending),
         gpu=conv,
         measured=measured,
@@ -422,15 +424,16 @@ def _hold_nominated_room(nominated: Sequence[Pod], class_pods: Sequence[Pod], no
 
 
 def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuNeed], resources: Sequence[str],
-              conv: GpuConventions) -> Workload:
+              conv: GpuConventions, vectors: Sequence[tuple[int, ...] | None]) -> Workload:
     """Shapes of running and pending pods with their counts (GPU fragmentation is measured
-    against what the cluster runs, not only against the batch being placed)."""
+    against what the cluster runs, not only against the batch being placed). ``vectors``: each
+    pending pod's demand vector where it is already known (the pod's own requests), else None."""
     shapes: dict[Shape, int] = {}
     running = (_RUNNING_SHAPES(pod, tuple(resources), conv) for pod in bound)
     for key in (k for k in running if k is not None):
         shapes[key] = shapes.get(key, 0) + 1
-    for pod, need in zip(pending, needs, strict=True):
-        key = _shape(pod, need, resources)
+    for pod, need, vector in zip(pending, needs, vectors, strict=True):
+        key = _shape(pod, need, resources) if vector is None else (vector, min(need.count, MAX_DEVICES + 1), need.milli)
         shapes[key] = shapes.get(key, 0) + pod.copies
     keys = list(shapes)
     demand = np.array([k[0] for k in keys], dtype=np.int64).reshape(len(keys), len(resources))

@@ -129,6 +129,8 @@ class SpreadId:
 
 def spread_ids(pod: Pod) -> tuple[SpreadId, ...]:
     """The pod's DoNotSchedule constraints (selectors already merged with matchLabelKeys)."""
+    if not pod.spread:
+        return ()
     hard = [c for c in pod.spread if c.hard]
     keys = tuple(sorted({c.topology_key for c in hard}))
     affinity = (tuple(sorted(pod.node_selector.items())), pod.required_terms)

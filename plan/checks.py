@@ -14,6 +14,7 @@ from kubeplace.models.framework import FilterPlugin, PluginSet
 from kubeplace.models.plugins import RULES
 from kubeplace.models.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
 from kubeplace.models.plugins.volume_binding import NAME as VOLUME_BINDING
+from kubeplace.plan.gc_pause import fewer_collections
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import VerifySettings, Violation, rule_checks, verify
 from kubeplace.plan.verify_gpu import verify_devices
@@ -48,6 +49,12 @@ def verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Con
     and that what binding it writes is the placed pods' own (``plan.verify_owned``).
     ``plugins``: the profile's plugins instantiated for this snapshot, when the caller has them
     (they are built again otherwise)."""
+    with fewer_collections():
+        return _verify_plan(snapshot, placements, config, profile, plugins)
+
+
+def _verify_plan(snapshot: Snapshot, placements: Sequence[Placement], config: Configuration,
+                 profile: Profile, plugins: PluginSet | None) -> list[Violation]:
     counted = [(p.namespace, p.name, p.node, p.count) for p in placements]
     settings = verify_settings(config, profile)
     plugins = plugins or instantiate(config, profile, snapshot)

@@ -28,6 +28,7 @@ from kubeplace.models.terms import objective_value
 from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.explain import After, explain
 from kubeplace.plan.gang_status import gang_statuses
+from kubeplace.plan.gc_pause import fewer_collections
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
 from kubeplace.plan.verify import Violation, replay_plan
 from kubeplace.solver.budget import NO_DEADLINE, Budget
@@ -63,6 +64,12 @@ def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, setti
               intended: Sequence[tuple[str, str]] = ()) -> Planned:
     """``intended``: (pod key, node name) pairs made elsewhere (the provisioning's nodes), in
     order: one more candidate for the solver, kept only where the model's rules take it."""
+    with fewer_collections():
+        return _make_plan(snapshot, config, profile, settings, on_event, intended)
+
+
+def _make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
+               on_event: Callable[[Event], None] | None, intended: Sequence[tuple[str, str]]) -> Planned:
     plugins = instantiate(config, profile, with_stand_ins(snapshot))
     snapshot = plugins.defaulted(snapshot)  # the default spread constraints, for every step below
     planning = plugins.defaulted(with_stand_ins(snapshot))
@@ -96,17 +103,18 @@ Placer = Callable[[Snapshot, Aggregation, PluginSet], Assignment]
 def plan_placed_by(snapshot: Snapshot, config: Configuration, profile: Profile, place: Placer, name: str) -> Planned:
     """The plan of ``place``'s placement instead of the solver's (a baseline scheduler's policy, for
     ``kubeplace simulate``): built and checked by the independent verifier like every plan."""
-    plugins = instantiate(config, profile, with_stand_ins(snapshot))
-    snapshot = plugins.defaulted(snapshot)
-    planning = plugins.defaulted(with_stand_ins(snapshot))
-    agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
-    terms = plugins.terms(agg.problem)
-    started = time.monotonic()
-    a = place(planning, agg, plugins)
-    report = SolveReport(a, "greedy", evaluate.placed_weight(agg.problem, a), evaluate.pods_placed(a),
-                         objective_value(agg.problem, a, terms), None, time.monotonic() - started, name,
-                         (name,))
-    return _verified(snapshot, planning, config, profile, agg, report, plugins, terms)
+    with fewer_collections():
+        plugins = instantiate(config, profile, with_stand_ins(snapshot))
+        snapshot = plugins.defaulted(snapshot)
+        planning = plugins.defaulted(with_stand_ins(snapshot))
+        agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
+        terms = plugins.terms(agg.problem)
+        started = time.monotonic()
+        a = place(planning, agg, plugins)
+        report = SolveReport(a, "greedy", evaluate.placed_weight(agg.problem, a), evaluate.pods_placed(a),
+                             objective_value(agg.problem, a, terms), None, time.monotonic() - started, name,
+                             (name,))
+        return _verified(snapshot, planning, config, profile, agg, report, plugins, terms)
 
 
 def _verified(snapshot: Snapshot, planning: Snapshot, config: Configuration, profile: Profile, agg: Aggregation,

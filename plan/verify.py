@@ -24,7 +24,7 @@ from kubeplace.kube.plan_view import Placed, PlanView
 from kubeplace.kube.replay import Counted, Replay, replay
 from kubeplace.kube.storage_objects import ClaimChoice
 from kubeplace.models.plugins import RULES
-from kubeplace.models.rules import Verifier
+from kubeplace.models.rules import NodeCheck, Verifier
 
 ExtraCheck = Callable[[Pod, Node], str | None]
 
@@ -138,6 +138,12 @@ class _Checker:
         self._bound: dict[str, list[Pod]] = {}  # node name -> the snapshot's pods bound there
         for pod in snapshot.bound:
             self._bound.setdefault(pod.node_name, []).append(pod)
+        self._nominated: dict[str, list[Pod]] = {}  # node name -> the pods nominated to it, in snapshot order
+        for pod in snapshot.nominated:
+            self._nominated.setdefault(pod.nominated_node, []).append(pod)
+        self._node_checks: list[tuple[str, NodeCheck]] = [
+            (rule.name, rule.verifier.node) for rule in settings.rules if rule.verifier.node is not None]
+        self._there: dict[str, list[Pod]] = {}  # node name -> its running pods, then those placed so far
 
     def bound_on(self, node_name: str) -> Sequence[Pod]:
         """The snapshot's pods bound to ``node_name`` (looked up, not searched for: a plan of P
@@ -162,11 +168,15 @@ class _Checker:
             return [*problems, ("NodeName", "no such node in the snapshot")]
         problems += _pair_rules(pod, node, self.snapshot, self.settings, self.extra_checks)
         here = self.placed.setdefault(node_name, [])
-        holding = [p for p in self.snapshot.nominated if p.nominated_node == node_name and p.priority >= pod.priority]
-        if any(rule.verifier.node is not None for rule in self.settings.rules):
-            there = [*(p for p in self.bound_on(node_name) if not p.finished), *(p for p, _ in here), *holding]
-            problems += ((rule.name, detail) for rule in self.settings.rules if rule.verifier.node is not None
-                         for detail in rule.verifier.node(pod, count, node, there))
+        if self._node_checks:
+            there = self._there.get(node_name)
+            if there is None:
+                there = self._there[node_name] = [p for p in self.bound_on(node_name) if not p.finished]
+            holding = [p for p in self._nominated.get(node_name, ()) if p.priority >= pod.priority]
+            seen = [*there, *holding] if holding else there
+            problems += ((name, detail) for name, check in self._node_checks
+                         for detail in check(pod, count, node, seen))
+            there.append(pod)  # (after the checks above, which have read it all)
         here.append((pod, count))
         self.accepted.append(Placed(pod, node, count))
         return problems

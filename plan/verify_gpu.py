@@ -61,13 +61,16 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[Devices],
         pod, node = pods.get((namespace, name)), nodes.get(node_name)
         if pod is None or node is None:
             continue  # the main verifier reports these
+        need = gpu_demand(pod.requests, settings)
+        if not devices and need[0] == 0:
+            continue  # no GPU asked for, none given
         if snapshot.devices.serves(settings.gpu.device_resource, node.allocatable):
             continue  # served by DRA there: its devices are the claim's (DynamicResources' check)
         if node_name not in load:
             devices_of[node_name] = device_count(node, settings)
             load[node_name] = _bound_load(node, devices_of[node_name], bound.get(node_name, []), settings)
         for share in _dealt(devices, copies):
-            for problem in _place(gpu_demand(pod.requests, settings), share, devices_of[node_name], load[node_name]):
+            for problem in _place(need, share, devices_of[node_name], load[node_name]):
                 out.append(Violation(namespace, name, node_name, RULE, problem))
     return out
 

@@ -38,8 +38,9 @@ def verify_owned(snapshot: Snapshot, placements: Sequence[Placement], allocates_
         pod = pods.get((placement.namespace, placement.name))
         if pod is None:
             continue
-        details = [*_uid(placement, pod), *_claims(placement, pod, allocates_claims),
-                   *_volumes(placement, pod, chooses_volumes)]
+        details = [*_uid(placement, pod)]
+        if placement.claims or placement.volumes:
+            details += [*_claims(placement, pod, allocates_claims), *_volumes(placement, pod, chooses_volumes)]
         findings += [(placement.namespace, placement.name, placement.node, OWNERSHIP, d) for d in details]
     return findings
 

@@ -165,16 +165,20 @@ def incumbent_patterns(problem: Problem, kinds: Kinds, a: Assignment) -> list[tu
     """(kind, pattern) of every node, from an assignment's actual node contents."""
     d = a.devices
     out = []
+    with_devices = problem.has_devices
+    by_node = np.lexsort((a.cls, a.node))  # each node's pairs together, by class (pairs are unique)
+    starts = np.searchsorted(a.node[by_node], np.arange(problem.n_nodes + 1))
+    devices_by_node = np.argsort(d.node, kind="stable")
+    device_starts = np.searchsorted(d.node[devices_by_node], np.arange(problem.n_nodes + 1))
+    no_slots = np.zeros(0, dtype=np.int64)
     for i in range(problem.n_nodes):
-        on = a.node == i
+        on = by_node[starts[i]:starts[i + 1]]
         cls, n = a.cls[on], a.counts[on]
-        order = np.argsort(cls)
-        cls, n = cls[order], n[order]
-        slot_of = {int(dev): s for s, dev in enumerate(device_slots(problem, i))}
+        slot_of = {int(dev): s for s, dev in enumerate(device_slots(problem, i) if with_devices else no_slots)}
         slots = np.zeros((len(cls), len(slot_of)), dtype=np.int64)
         pos = {int(c): j for j, c in enumerate(cls)}
-        for c, dev, k in zip(d.cls[d.node == i].tolist(), d.device[d.node == i].tolist(),
-                             d.counts[d.node == i].tolist(), strict=True):
+        used = devices_by_node[device_starts[i]:device_starts[i + 1]]
+        for c, dev, k in zip(d.cls[used].tolist(), d.device[used].tolist(), d.counts[used].tolist(), strict=True):
             slots[pos[c], slot_of[dev]] += k
         k = int(kinds.of_node[i])
         out.append((k, canonical(Pattern(cls, n, slots), kinds.shapes[k].devices, _milli(problem))))

@@ -11,12 +11,14 @@ import yaml
 
 from kubeplace.cli.options import int_list
 from kubeplace.cli.render import progress, stdout_console, table
+from kubeplace_bench.phases import PHASES
 from kubeplace_bench.scale import run_scale
 from kubeplace_bench.synthetic import RULES, SyntheticSpec, as_list, manifests
 
 COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_plan", "seconds_verify",
+           "cpu_seconds_plan", "cpu_seconds_verify",
            "pods_placed", "default_scheduler_placed", "default_scheduler_seconds", "greedy_objective", "objective",
-           "status", "peak_mib")
+           "status", "plan_peak_mib", "peak_mib")
 
 
 @click.command("synthetic")
@@ -30,9 +32,15 @@ COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_p
               help="mix: hostname anti-affinity, zone spread and rack groups on part of the pods.")
 @click.option("--write-list", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Only write the cluster (first size) as one YAML List file, as kubectl prints it.")
+@click.option("--phases", is_flag=True, default=False,
+              help="Also time the plan's phases (aggregation, greedy, solve, explain, verification, ...): "
+                   "a column each, in seconds.")
+@click.option("--default-scheduler/--no-default-scheduler", default=True, show_default=True,
+              help="Also run the one-pod-at-a-time default-scheduler emulation on the same cluster.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 def synthetic_command(node_counts: list[int], pod_counts: list[int], backends: str, time_limit: float, seed: int,
-                      rules: str, write_list: Path | None, output: str) -> None:
+                      rules: str, write_list: Path | None, phases: bool, default_scheduler: bool,
+                      output: str) -> None:
     """Time from a loaded snapshot to a verified plan, pods placed and peak memory."""
     if len(node_counts) != len(pod_counts):
         raise click.BadParameter("give one pod count per node count", param_hint="--pods")
@@ -48,12 +56,15 @@ def synthetic_command(node_counts: list[int], pod_counts: list[int], backends: s
     for n, p in sizes:
         for b in backends.split(","):
             with progress(True, time_limit, label=f"{n} nodes, {p} pods, {b}") as on_event:
-                results.append(run_scale(SyntheticSpec(n, p, seed, rules=rules), b, time_limit, on_event).to_dict())
+                results.append(run_scale(SyntheticSpec(n, p, seed, rules=rules), b, time_limit, on_event,
+                                         phases, default_scheduler).to_dict())
     if output == "json":
         click.echo(json.dumps({"runs": results}, indent=2))
         return
-    rows = table(*(c.upper() for c in COLUMNS))
+    phase_names = [name for name, _, _ in PHASES] if phases else []
+    rows = table(*(c.upper() for c in COLUMNS), *(f"s_{name}".upper() for name in phase_names))
     for r in results:
-        rows.add_row(*(str(r[c]) for c in COLUMNS))
+        rows.add_row(*(str(r[c]) for c in COLUMNS),
+                     *(str(r["phase_seconds"].get(name, "-")) for name in phase_names))
     stdout_console().print(rows)
 

@@ -88,3 +88,16 @@ def test_typed_lists_of_read_kinds_are_expanded(tmp_path: Path) -> None:
 def test_only_malformed_objects_are_refused(tmp_path: Path, document: Any, problem: str) -> None:
     with pytest.raises(InputError, match=problem):
         load_snapshot([write(tmp_path / "x.yaml", document)])
+
+
+def test_a_pods_key_is_spelled_once_and_follows_a_replaced_name() -> None:
+    import pickle
+    from dataclasses import replace
+
+    from kubeplace.kube.objects import Pod
+
+    pod = Pod("ns", "a")
+    assert pod.key == "ns/a" and pod.key is pod.key
+    assert replace(pod, name="b").key == "ns/b" and replace(pod, namespace="other").key == "other/a"
+    again = pickle.loads(pickle.dumps(pod))
+    assert again == pod and again.key == "ns/a"

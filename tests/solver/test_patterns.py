@@ -11,7 +11,16 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings, inst
 from kubeplace.models.problem import Assignment, DeviceUse, Problem
 from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import greedy
-from kubeplace.solver.patterns import Master, _valid, incumbent_patterns, kinds_of, pattern_placement
+from kubeplace.solver.patterns import (
+    Kinds,
+    Master,
+    _valid,
+    device_slots,
+    incumbent_patterns,
+    kinds_of,
+    pattern_placement,
+)
+from kubeplace.solver.pricing import Pattern, canonical
 from kubeplace.solver.pricing_bound import node_bound
 from kubeplace.solver.solve import solve
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
@@ -150,3 +159,37 @@ def test_the_master_costs_are_scaled_to_about_one() -> None:
     master = Master(p, kinds_of(p))
     scale = master.h.option("user_objective_scale")
     assert 0.05 <= float(p.weight.max()) * 2.0 ** scale <= 0.1
+
+
+def _patterns_node_by_node(p: Problem, kinds: Kinds, a: Assignment) -> list[tuple[int, Pattern]]:
+    """Each node's pattern read plainly, node by node (what ``incumbent_patterns`` reads at once)."""
+    d, out = a.devices, []
+    for i in range(p.n_nodes):
+        on = a.node == i
+        cls, n = a.cls[on], a.counts[on]
+        order = np.argsort(cls)
+        cls, n = cls[order], n[order]
+        slot_of = {int(dev): s for s, dev in enumerate(device_slots(p, i))}
+        slots = np.zeros((len(cls), len(slot_of)), dtype=np.int64)
+        pos = {int(c): j for j, c in enumerate(cls)}
+        for c, dev, k in zip(d.cls[d.node == i].tolist(), d.device[d.node == i].tolist(),
+                             d.counts[d.node == i].tolist(), strict=True):
+            slots[pos[c], slot_of[dev]] += k
+        k = int(kinds.of_node[i])
+        out.append((k, canonical(Pattern(cls, n, slots), kinds.shapes[k].devices, p.gpu_milli)))
+    return out
+
+
+def test_incumbent_patterns_are_each_nodes_contents_whatever_the_pairs_order() -> None:
+    p = mixed_cluster()
+    kinds = kinds_of(p)
+    a = best_greedy(p)
+    rng = np.random.default_rng(5)
+    shuffled = rng.permutation(len(a.cls))
+    d = a.devices
+    devices = rng.permutation(len(d.cls))
+    mixed = Assignment(a.cls[shuffled], a.node[shuffled], a.counts[shuffled],
+                       DeviceUse(d.cls[devices], d.node[devices], d.device[devices], d.counts[devices]))
+    assert len(d.cls) and len(set(a.node.tolist())) > 1
+    for found, plain in zip(incumbent_patterns(p, kinds, mixed), _patterns_node_by_node(p, kinds, a), strict=True):
+        assert found[0] == plain[0] and found[1].key() == plain[1].key()

@@ -6,74 +6,74 @@ with the leader. Gang identity is ``kube.gangs.gang_of``'s. Imports only ``kubep
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 
 from kubeplace.kube.gangs import gang_of, named_pod_group
 from kubeplace.kube.objects import GangKey, Snapshot
-from kubeplace.kube.plan_view import Finding, PlanView
+from kubeplace.kube.plan_view import Finding, Placed, PlanView
 
 
 def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
+    """Over the plan's accepted placements (their pods are the snapshot's pending ones, their
+    nodes its nodes)."""
     snapshot = view.snapshot
-    placements = [(p.pod.namespace, p.pod.name, p.node.name) for p in view.placements]
-    copies: dict[tuple[str, str], int] = {}
-    for p in view.placements:
-        copies[(p.pod.namespace, p.pod.name)] = copies.get((p.pod.namespace, p.pod.name), 0) + p.count
-    yield from _gang_topology(snapshot, placements)
-    yield from _unreadable_gangs(snapshot, placements)
-    yield from _followers_reserved(snapshot, placements, copies)
+    yield from _gang_topology(snapshot, view.placements)
+    yield from _unreadable_gangs(snapshot, view.placements)
+    yield from _followers_reserved(snapshot, view.placements)
 
 
-def _gang_topology(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Finding]:
+def _gang_topology(snapshot: Snapshot, placements: Sequence[Placed]) -> Iterator[Finding]:
     """A gang with a topology key runs on nodes with one value of that label: running
     members (first) and placed ones share the value; a placed member on a node without the
     label, or with another value than the first member's, is a violation."""
     keys = {g.key: g.topology_key for g in snapshot.pod_groups if g.topology_key}
     if not keys:
         return
-    pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
     nodes = {node.name: node for node in snapshot.nodes}
     first: dict[GangKey, str] = {}
     for pod in snapshot.bound:
         gang = gang_of(pod)
         if gang is not None and gang in keys and pod.node_name in nodes:
             first.setdefault(gang, nodes[pod.node_name].labels.get(keys[gang], ""))
-    for namespace, name, node_name in placements:
-        member, node = pending.get((namespace, name)), nodes.get(node_name)
-        if node is None or member is None or (placed := gang_of(member)) not in keys:
+    for member, node in ((p.pod, p.node) for p in placements):
+        if (placed := gang_of(member)) not in keys:
             continue
         key = keys[placed]
         value = node.labels.get(key)
         want = first.setdefault(placed, value or "")
         if value is None:
-            yield namespace, name, node_name, f"gang {placed.name}: node has no label {key}"
+            yield member.namespace, member.name, node.name, f"gang {placed.name}: node has no label {key}"
         elif value != want:
-            yield (namespace, name, node_name,
+            yield (member.namespace, member.name, node.name,
                    f"gang {placed.name}: {key}={value}, other members in {key}={want or '(no label)'}")
 
 
-def _unreadable_gangs(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]]) -> Iterator[Finding]:
+def _unreadable_gangs(snapshot: Snapshot, placements: Sequence[Placed]) -> Iterator[Finding]:
     """A pod naming a PodGroup that the snapshot lacks, or that kubeplace cannot read, runs with
     no gang rule checked: it must not be placed; nor a leader whose job no domain could hold."""
     groups = {g.key: g for g in snapshot.pod_groups}
-    pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
-    for namespace, name, node_name in placements:
-        pod = pending.get((namespace, name))
-        gang = gang_of(pod) if pod is not None else None
-        if pod is None or gang is None:
+    for pod, node_name in ((p.pod, p.node.name) for p in placements):
+        gang = gang_of(pod)
+        if gang is None:
             continue
         named = named_pod_group(pod)[1]
         group = groups.get(gang)
         if (group is None and named) or (group is not None and group.unreadable):
-            why = group.unreadable if group is not None else f"its PodGroup {namespace}/{named} is not in the snapshot"
-            yield namespace, name, node_name, why
+            why = (group.unreadable if group is not None
+                   else f"its PodGroup {pod.namespace}/{named} is not in the snapshot")
+            yield pod.namespace, pod.name, node_name, why
 
 
-def _followers_reserved(snapshot: Snapshot, placements: Sequence[tuple[str, str, str]],
-                        copies: Mapping[tuple[str, str], int]) -> Iterator[Finding]:
+def _followers_reserved(snapshot: Snapshot, accepted: Sequence[Placed]) -> Iterator[Finding]:
     """A pending leader whose followers do not exist yet is placed only with room held for all of
     them (their stand-in placed in the same plan, every one of its copies), and a stand-in only
     with its leader."""
+    if not any(pod.reserved_for for pod in snapshot.pending):
+        return  # no stand-in: no leader waits for its followers
+    copies: dict[tuple[str, str], int] = {}
+    for p in accepted:
+        copies[(p.pod.namespace, p.pod.name)] = copies.get((p.pod.namespace, p.pod.name), 0) + p.count
+    placements = [(p.pod.namespace, p.pod.name, p.node.name) for p in accepted]
     placed = {f"{namespace}/{name}" for namespace, name, _ in placements}
     nodes = {(namespace, name): node for namespace, name, node in placements}
     pending = {pod.key for pod in snapshot.pending}

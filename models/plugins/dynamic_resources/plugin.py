@@ -70,6 +70,8 @@ from kubeplace.models.problem import BoolArray, Gang, GroupCap, IntArray
 from kubeplace.models.volumes import queue_order
 
 NAME = "DynamicResources"
+NO_CLAIMS = PodDeviceClaims()
+"""A pod without device claims (shared: frozen)."""
 MAX_PER_NODE = 256
 """The most pods of one class counted onto one node's devices."""
 
@@ -92,7 +94,9 @@ class DynamicResources:
         default_factory=dict, compare=False, repr=False)
 
     def _claims(self, pod: Pod) -> PodDeviceClaims:
-        return self.claims.get(pod.key, PodDeviceClaims())
+        if not self.claims:  # no pod has any (the common case): no key to spell per call
+            return NO_CLAIMS
+        return self.claims.get(pod.key, NO_CLAIMS)
 
     def _served(self, pod: Pod, node: Node) -> tuple[str, ...]:
         return served_on(self._claims(pod).extended, node)

@@ -62,6 +62,8 @@ def check_plan(view: PlanView, _args: None) -> list[Finding]:
         pod, node = placed.pod, placed.node
         namespace, name, node_name = pod.namespace, pod.name, node.name
         listed = (allocations or {}).get((namespace, name), ())
+        if not listed and not pod.resource_claims and not devices.classes:
+            continue  # no claim of its own, none allocated for it, no class to serve its extended resources
         chosen = {a.claim: a for a in listed}
         details = [f"claim {c} is listed {n} times for the pod" for c, n in Counter(a.claim for a in listed).items()
                    if n > 1]

@@ -138,7 +138,7 @@ def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Se
     live = tuple(sorted({TermId.of(t, p.namespace) for p in pending for t in p.preferred_anti_affinity}, key=repr))
     score = InterPodAffinityScore(args.weight, matcher, existing, tuple((p, tuple(on)) for p, on in by_class.values()),
                                   live)
-    for pod in pending:
+    for pod in pending if live else ():  # (no live term: no pod to count)
         for term in score.selecting(pod)[1]:
             score.pending[term] = score.pending.get(term, 0) + 1
     return score

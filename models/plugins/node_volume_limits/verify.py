@@ -25,6 +25,8 @@ def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
             attached.setdefault((attachment.node, attachment.attacher), set()).add(pv.csi_handle)
     added: dict[tuple[str, str], set[str]] = {}
     for placed in view.placements:
+        if not placed.pod.volumes:
+            continue  # no volume to attach
         node = placed.node
         csi_node = storage.csi_nodes.get(node.name)
         limits = {d.name: d.allocatable_count for d in (csi_node.drivers if csi_node else ())

@@ -49,6 +49,8 @@ def counting(live: Sequence[SpreadId], matcher: Matcher, counted_by: dict[int, t
              pod: Pod) -> tuple[SpreadId, ...]:
     """The constraints of ``live`` that count ``pod``, remembered per label class of pods in
     ``counted_by`` (pods of one class match the same selectors)."""
+    if not live:
+        return ()
     cls = matcher.label_class(pod)
     found = counted_by.get(cls)
     if found is None:

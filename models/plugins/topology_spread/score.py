@@ -22,6 +22,8 @@ from kubeplace.models.problem import DomainPreference, NodePreference, Problem, 
 def soft_spread_ids(pod: Pod) -> tuple[SpreadId, ...]:
     """The pod's ScheduleAnyway constraints as they count pods: every soft key is required of a
     scored node (``requireAllTopologies``; not for the system defaults), minDomains does not apply."""
+    if not pod.spread:
+        return ()
     soft = [c for c in pod.spread if not c.hard]
     keys = tuple(sorted({c.topology_key for c in soft if not c.system_default}))
     affinity = (tuple(sorted(pod.node_selector.items())), pod.required_terms)
@@ -93,7 +95,7 @@ def build(args: PodTopologySpreadArgs, ctx: RunContext) -> tuple[PodTopologySpre
     matcher = Matcher(ctx.snapshot.namespace_labels)
     score = SpreadScore(args.weight, soft, {}, runs, matcher)
     pending: dict[SpreadId, int] = {}
-    for pod in ctx.snapshot.pending:
+    for pod in ctx.snapshot.pending if soft else ():  # (no soft constraint: no pod to count)
         for spread in score.counting(pod):
             pending[spread] = pending.get(spread, 0) + 1
     return (PodTopologySpread(live, keys, runs, Matcher(ctx.snapshot.namespace_labels)),

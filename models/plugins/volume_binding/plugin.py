@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -70,6 +71,10 @@ from kubeplace.models.volumes import (
 )
 
 NAME = "VolumeBinding"
+NO_CLAIMS = PodClaims()
+"""A pod without claims (shared: frozen)."""
+NO_CLAIMS_KEY = ("", (), (), (), ())
+"""The pod key of a pod without claims, followed or owned claims (what ``pod_key`` spells out)."""
 PROVISION, LOCAL, POOLED = "provision", "local", "pooled"
 """How a storage class's claims get static volumes (see the module docstring)."""
 
@@ -98,8 +103,20 @@ class VolumeBinding:
 
     # ------------------------------------------------------------------ filter
 
+    @cached_property
+    def _without_claims(self) -> bool:
+        """No pending pod has a claim (the common case): no pod's key to spell per call."""
+        return all(claims == NO_CLAIMS for claims in self.claims.values())
+
+    def _claims(self, pod: Pod) -> PodClaims:
+        if self._without_claims:
+            return NO_CLAIMS
+        return self.claims.get(pod.key, NO_CLAIMS)
+
     def pod_key(self, pod: Pod) -> Hashable:
-        claims = self.claims.get(pod.key, PodClaims())
+        if self._without_claims and not self.follows and not self.owns:
+            return NO_CLAIMS_KEY
+        claims = self._claims(pod)
         bound = tuple(("missing",) if pv is None else (pv.node_affinity,) for _, pv in claims.bound)
         return (claims.rejection, self.follows.get(pod.key, ()), self.owns.get(pod.key, ()), bound,
                 tuple(map(self._delayed_key, claims.delayed)))
@@ -122,7 +139,7 @@ class VolumeBinding:
         return (self.label_keys, self.storage.csi_nodes, self.drivers, self.uses_name)
 
     def rejection(self, pod: Pod) -> str:
-        return self.claims.get(pod.key, PodClaims()).rejection
+        return self._claims(pod).rejection
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         if self.rejection(pod):
@@ -131,7 +148,7 @@ class VolumeBinding:
 
     def node_reasons(self, pod: Pod, nodes: Sequence[Node]) -> list[tuple[str, ...]]:
         """Per node, the reasons the kube-scheduler's Filter gives (FindPodVolumes), in its order."""
-        claims = self.claims.get(pod.key, PodClaims())
+        claims = self._claims(pod)
         return [self._reasons(claims, node) for node in nodes]
 
     def _reasons(self, claims: PodClaims, node: Node) -> tuple[str, ...]:
@@ -187,7 +204,7 @@ class VolumeBinding:
         return caps + self._with_owners(view)
 
     def _local_needs(self, pod: Pod, class_name: str) -> list[PersistentVolumeClaim]:
-        claims = self.claims.get(pod.key, PodClaims())
+        claims = self._claims(pod)
         followed = {key for key, _ in self.follows.get(pod.key, ())}
         return [c for c in claims.delayed if c.storage_class == class_name and c.selected_node is None
                 and c.key not in self.prebound and c.key not in followed]
@@ -215,13 +232,15 @@ class VolumeBinding:
         """For each placed pod with delayed claims, the volume each binds to ("" = provisioned
         for its node), the volumes of the whole plan distinct. A claim with no volume it may take
         is left out: the verifier then refuses that placement."""
+        if self._without_claims:
+            return {}
         reserved = {*self.tickets.values(), *(v.name for v in self.prebound.values())}
         chosen: dict[str, str] = {}  # claim key -> volume ("" provision): one choice per claim, shared by its pods
         local: dict[tuple[str, str], list[PersistentVolumeClaim]] = defaultdict(list)
         later: list[tuple[PersistentVolumeClaim, Node]] = []
         seen: set[str] = set()
         for pod, node in self._owners_first(placed):
-            for claim in self.claims.get(pod.key, PodClaims()).delayed:
+            for claim in self._claims(pod).delayed:
                 if claim.key in seen:
                     continue  # bound once: the first placed pod of the claim (its owner) chooses
                 seen.add(claim.key)
@@ -246,7 +265,7 @@ class VolumeBinding:
                 reserved.add(static.name)
         out: dict[str, list[ClaimChoice]] = defaultdict(list)
         for pod, _ in placed:
-            for claim in {c.key: c for c in self.claims.get(pod.key, PodClaims()).delayed}.values():
+            for claim in {c.key: c for c in self._claims(pod).delayed}.values():
                 if claim.key in chosen:
                     out[pod.key].append(ClaimChoice(claim.name, chosen[claim.key]))
         return {key: tuple(sorted(choices, key=lambda c: c.claim)) for key, choices in out.items()}
@@ -282,7 +301,8 @@ def build(_args: None, ctx: RunContext) -> VolumeBinding:
     reach = VolumeReach.of(storage, snapshot.nodes)
     modes = {name: _mode(name, storage, reach) for name in storage.classes}
     prebound = _prebound(claims.values(), storage)
-    follows, tickets = _reserve(queue_order(pending), claims, modes, prebound, reach, snapshot.nodes)
+    with_claims = [p for p in pending if claims[p.key] != NO_CLAIMS]  # (the others own, follow, reserve nothing)
+    follows, tickets = _reserve(queue_order(with_claims), claims, modes, prebound, reach, snapshot.nodes)
     owns: dict[str, list[str]] = defaultdict(list)
     for followed in follows.values():
         for claim_key, owner in followed:

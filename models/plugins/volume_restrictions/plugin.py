@@ -76,7 +76,8 @@ def build(_args: None, ctx: RunContext) -> VolumeRestrictions:
             missing[pod.key] = not_found("persistentvolumeclaim", absent)
     used = {f"{pod.namespace}/{v.claim}" for pod in snapshot.bound for v in pod.volumes if not v.ephemeral}
     conflicted = set()
-    for pod in queue_order([p for p in snapshot.pending if not p.unmodelled and p.key not in missing]):
+    # (a pod without volumes mounts no ReadWriteOncePod claim: left out of the walk)
+    for pod in queue_order([p for p in snapshot.pending if p.volumes and not p.unmodelled and p.key not in missing]):
         wanted = read_write_once_pod_claims(pod, storage)
         if wanted & used:
             conflicted.add(pod.key)

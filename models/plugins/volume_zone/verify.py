@@ -22,7 +22,7 @@ def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
     storage = view.snapshot.storage
     for placed in view.placements:
         node, pod = placed.node, placed.pod
-        if not any(k in node.labels for k in _ZONE_LABELS):
+        if not pod.volumes or not any(k in node.labels for k in _ZONE_LABELS):
             continue
         for volume in _bound_volumes(pod, storage):
             for key, text in volume.labels.items():

@@ -324,3 +324,22 @@ def test_one_pod_naming_a_claim_twice_needs_a_volume_per_entry_as_the_kube_sched
     two = plan(snapshot_of(zoned("n1", "a"), storage_class("local"), volume("pv-1", node="n1"),
                            volume("pv-2", node="n1"), claim("data"), pod("web").cpu("1").spec("volumes", entries)))
     assert where(two) == {"web": "n1"} and len(chosen(two)["web"]) == 1
+
+
+def test_a_pod_without_claims_has_the_key_spelled_out_whether_or_not_other_pods_have_any() -> None:
+    from kubeplace.kube.objects import Snapshot
+    from kubeplace.models.config import Profile, instantiate
+    from kubeplace.models.plugins.volume_binding import VolumeBinding
+    from kubeplace.models.plugins.volume_binding.plugin import NO_CLAIMS_KEY
+
+    def binding_of(snap: Snapshot) -> VolumeBinding:
+        return next(f for f in instantiate(Configuration(), Profile(), snap).filters if isinstance(f, VolumeBinding))
+
+    alone = snapshot_of(pod("plain").cpu("1"))
+    plain = alone.pending[0]
+    assert binding_of(alone).pod_key(plain) == NO_CLAIMS_KEY and binding_of(alone).choose([]) == {}
+    both = cluster(claim("data", storage_class="gp3"), mounting(pod("db").cpu("1"), "data"), pod("plain").cpu("1"))
+    beside = binding_of(both)
+    assert not beside._without_claims  # the slow path: another pod has a claim
+    assert beside.pod_key(plain) == NO_CLAIMS_KEY
+    assert beside.pod_key(next(p for p in both.pending if p.name == "db")) != NO_CLAIMS_KEY
