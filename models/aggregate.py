@@ -20,6 +20,7 @@ from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
+from kubeplace.models.bound_usage import bound_usage
 from kubeplace.models.devices import dra_devices
 from kubeplace.models.framework import ExtraResources, FilterPlugin, NodeKeyBasis, PluginSet
 from kubeplace.models.gpu import MAX_DEVICES, DeviceTable, GpuNeed, GpuRequestError, device_fit, gpu_need
@@ -161,35 +162,6 @@ def _capacity_row(node: Node, resources: tuple[str, ...], offered: Mapping[str, 
     return tuple(clamp_allocatable(int(offered.get(r, node.allocatable.get(r, 0)))) for r in resources)
 
 
-def _requests(pod: Pod, resources: tuple[str, ...]) -> tuple[int, ...]:
-    return tuple(max(int(pod.requests.get(name, 0)), 0) for name in resources)
-
-
-_REQUESTS: IdentityMemo[Pod, tuple[int, ...]] = IdentityMemo(_requests)
-"""A running pod's requests (none negative), once per pod object (and resources)."""
-
-
-def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]) -> tuple[IntArray, FloatArray]:
-    """(N, R) raw requests of the bound pods per node, summed exactly, saturated at FULL; and
-    (N, R) what the saturation left out (0 but on a node whose pods ask for 4x its allocatable
-    and more of a quantity near the limit): the true load is their sum."""
-    index = {n.name: i for i, n in enumerate(nodes)}
-    sums = [[0] * len(resources) for _ in nodes]
-    names = tuple(resources)
-    for pod in bound:
-        i = index.get(pod.node_name)
-        if i is not None:
-            row = sums[i]
-            for r, amount in enumerate(_REQUESTS(pod, names)):
-                row[r] += amount
-    try:
-        used = np.minimum(np.array(sums, dtype=np.int64), FULL)
-    except OverflowError:  # a sum beyond int64 (absurd requests): saturated one by one
-        used = np.array([[min(v, FULL) for v in row] for row in sums], dtype=np.int64)
-    beyond = np.array([[float(max(v - FULL, 0)) for v in row] for row in sums], dtype=np.float64)
-    return used.reshape(len(nodes), len(resources)), beyond.reshape(len(nodes), len(resources))
-
-
 def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions,
                extra: Sequence[Mapping[str, int]]) -> tuple[list[Pod], list[GpuNeed], list[Pod]]:
     """Pods with a readable GPU need, their needs, and the pods whose request is invalid. The
@@ -273,7 +245,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
     capacity = np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
                         dtype=np.int64).reshape(len(nodes), len(resources))
-    used, beyond_full = _usage(nodes, snapshot.bound, resources)
+    used, beyond_full = bound_usage(nodes, snapshot.bound, resources)  # (from the last cycle's sums)
 
     keyed = [(_demand_vector(p, resources, x), (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
               tuple(f.pod_key(p) for f in plugins.filters),
