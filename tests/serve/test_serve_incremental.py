@@ -5,6 +5,8 @@ for int64. And a serve cycle after each such change plans on the changed cluster
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import replace
 from typing import Any
 
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod
 from kubeplace.models import bound_usage as bu
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED
+from kubeplace.serve.memory import Collector
 from tests.builders import node, pod
 from tests.serve.test_serve_loop import bound, scheduler
 
@@ -167,3 +170,32 @@ def test_the_next_cycle_plans_on_what_changed_since_the_last(change: str) -> Non
     report = s.cycle(["default/second"])
     assert report.bound == ["default/second"], report
     assert bound(cluster)["second"] == "b"
+
+
+class Cyclic:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_between_cycles_the_young_garbage_is_collected_and_the_rest_frozen_until_the_full_collection() -> None:
+    """The automatic full collection scanned every object alive in the middle of a cycle (0.2-0.4 s
+    at 2,000 nodes); between cycles the young garbage goes, the survivors are frozen, and every
+    ``every`` seconds everything is collected once (cyclic garbage among the frozen too)."""
+    now = [0.0]
+    collector = Collector(every=300.0, clock=lambda: now[0])
+    try:
+        young = weakref.ref(Cyclic())  # garbage that only the collector frees
+        kept = Cyclic()
+        collector.between_cycles()
+        assert young() is None and gc.get_freeze_count() > 0 and collector.full == 0
+        frozen = weakref.ref(kept)
+        del kept  # frozen when it became garbage: freed by the next full collection only
+        gc.collect(2)
+        collector.between_cycles()
+        assert frozen() is not None
+        now[0] = 300.0
+        collector.between_cycles()
+        assert frozen() is None and collector.full == 1
+    finally:
+        collector.close()
+    assert gc.get_freeze_count() == 0
