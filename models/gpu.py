@@ -142,6 +142,8 @@ class DeviceTable:
         served = [bool(dra) and devices_of(n, conv) == 0 and dra[i][0] > 0 for i, n in enumerate(nodes)]
         counts = [min(dra[i][0], MAX_DEVICES) if served[i] else devices_of(n, conv) for i, n in enumerate(nodes)]
         width = max(counts, default=0)
+        if not width:  # (no node has a device: nothing of the bound pods to take either)
+            return DeviceTable(np.full((len(nodes), 0), -1, dtype=np.int64))
         free = np.full((len(nodes), max(width, 1)), -1, dtype=np.int64)
         for i, g in enumerate(counts):
             free[i, :g] = WHOLE
