@@ -20,6 +20,7 @@ from kubeplace.models import bound_usage as bu
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED
 from kubeplace.serve.memory import Collector
 from tests.builders import node, pod
+from tests.serve import cycles
 from tests.serve.test_serve_loop import bound, scheduler
 
 STEPS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -199,3 +200,18 @@ def test_between_cycles_the_young_garbage_is_collected_and_the_rest_frozen_until
     finally:
         collector.close()
     assert gc.get_freeze_count() == 0
+
+
+def test_cycle_after_cycle_the_usage_is_updated_from_the_last_cycle_not_summed_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve's cycles (one gang each, as the gangs bench) on 40 nodes running 60 pods: after the
+    first, every aggregation updates the kept sums with the few pods that changed."""
+    s, fake = cycles.cluster(40, 60)
+    assert len(cycles.gang_cycle(s, fake, 0)[1].bound) == cycles.GANG
+    summed: list[int] = []
+    real = bu._summed
+    monkeypatch.setattr(bu, "_summed", lambda *a: summed.append(1) or real(*a))
+    for serial in range(1, 6):
+        assert len(cycles.gang_cycle(s, fake, serial)[1].bound) == cycles.GANG
+    assert summed == [] and len(fake.bindings) == 6 * cycles.GANG
+    s.close()
