@@ -20,7 +20,7 @@ from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
-from kubeplace.models.bound_usage import bound_usage
+from kubeplace.models.bound_usage import bound_usage, counted
 from kubeplace.models.devices import dra_devices
 from kubeplace.models.framework import ExtraResources, FilterPlugin, NodeKeyBasis, PluginSet
 from kubeplace.models.gpu import MAX_DEVICES, DeviceTable, GpuNeed, GpuRequestError, device_fit, gpu_need
@@ -397,10 +397,9 @@ def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuN
               conv: GpuConventions) -> Workload:
     """Shapes of running and pending pods with their counts (GPU fragmentation is measured
     against what the cluster runs, not only against the batch being placed)."""
-    shapes: dict[Shape, int] = {}
-    running = (_RUNNING_SHAPES(pod, tuple(resources), conv) for pod in bound)
-    for key in (k for k in running if k is not None):
-        shapes[key] = shapes.get(key, 0) + 1
+    names = tuple(resources)
+    shapes: dict[Shape, int] = counted(bound, lambda pod: _RUNNING_SHAPES(pod, names, conv),  # type: ignore[assignment]
+                                       ("running shapes", names, conv))  # (from the last cycle's counts)
     for pod, need in zip(pending, needs, strict=True):
         key = _shape(pod, need, resources)
         shapes[key] = shapes.get(key, 0) + pod.copies

@@ -1,4 +1,5 @@
-"""The bound pods' requests per node, updated from the last computation instead of summed again.
+"""The bound pods' requests per node (and their counts by shape), updated from the last
+computation instead of summed again.
 
 ``serve`` plans cycle after cycle on the same nodes with nearly the same bound pods (a cycle binds
 a few, the watch confirms or deletes a few): summing every bound pod's requests per node again is
@@ -11,13 +12,17 @@ the typed objects ``serve``'s store keeps are new objects whenever their resourc
 bound, resized, its node changed), so a changed pod is one that went and one that came. Anything
 else (other nodes, most pods changed, a request too large for exact int64 sums) sums from scratch.
 
-The answer is exactly :func:`summed_usage`'s; tests compare them on random sequences of changes.
+:func:`counted` does the same for the running pods' counts by a key (their shapes, which GPU
+fragmentation weighs), in the order the keys first appear, as counting them in order does.
+
+The answers are exactly those computed from scratch; tests compare them on random sequences of
+changes.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,9 +104,10 @@ def bound_usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence
 
 
 def forget() -> None:
-    """Drops the kept sums (tests compare a cold computation with a warm one)."""
+    """Drops the kept sums and counts (tests compare a cold computation with a warm one)."""
     with _LOCK:
         _LAST.clear()
+        _LAST_COUNTS.clear()
 
 
 def _summed(nodes: tuple[Node, ...], pods: dict[int, Pod], names: tuple[str, ...]) -> _Sums | None:
@@ -112,13 +118,22 @@ def _summed(nodes: tuple[Node, ...], pods: dict[int, Pod], names: tuple[str, ...
     return _Sums(nodes, index, pods, total)
 
 
-def _updated(last: _Sums, pods: dict[int, Pod], names: tuple[str, ...]) -> _Sums | None:
-    """``last`` with the pods that came added and those that went taken off; None when more
-    than a quarter of the pods differ (summing again is then as fast)."""
-    came = [p for key, p in pods.items() if last.pods.get(key) is not p]
-    went = [p for key, p in last.pods.items() if pods.get(key) is not p]
-    if len(came) + len(went) > max(len(pods), len(last.pods)) // 4:
+def _changes(last: dict[int, Pod], pods: dict[int, Pod]) -> tuple[list[Pod], list[Pod]] | None:
+    """The pods that came and those that went since ``last``; None when more than a quarter of
+    the pods differ (summing again is then as fast)."""
+    came = [p for key, p in pods.items() if last.get(key) is not p]
+    went = [p for key, p in last.items() if pods.get(key) is not p]
+    if len(came) + len(went) > max(len(pods), len(last)) // 4:
         return None
+    return came, went
+
+
+def _updated(last: _Sums, pods: dict[int, Pod], names: tuple[str, ...]) -> _Sums | None:
+    """``last`` with the pods that came added and those that went taken off."""
+    changes = _changes(last.pods, pods)
+    if changes is None:
+        return None
+    came, went = changes
     total = last.total.copy()
     if not _add(total, last.index, came, names, 1) or not _add(total, last.index, went, names, -1):
         return None
@@ -143,3 +158,48 @@ def _add(total: IntArray, index: dict[str, int], pods: Iterable[Pod], names: tup
         np.add.at(total, np.array(rows, dtype=np.int64),
                   sign * np.array(values, dtype=np.int64).reshape(len(rows), len(names)))
     return True
+
+
+@dataclass(frozen=True)
+class _Counts:
+    pods: dict[int, Pod]
+    count: dict[Hashable, int]
+    """Key -> pods of it (more than 0)."""
+
+
+_LAST_COUNTS: dict[Hashable, _Counts] = {}
+
+
+def counted(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], kept_as: Hashable) -> dict[Hashable, int]:
+    """``{key_of(pod): how many pods}`` of the bound pods whose key is not None, in the order the
+    keys first appear in ``bound``: exactly what counting them in order gives, from the counts
+    kept (as ``kept_as``: one entry per caller and arguments, the last ``KEPT``) when few pods
+    changed. ``key_of`` must be a pure function of the pod object."""
+    pods = {id(p): p for p in bound}
+    with _LOCK:
+        last = _LAST_COUNTS.get(kept_as)
+    changes = _changes(last.pods, pods) if last is not None else None
+    if last is None or changes is None:
+        count: dict[Hashable, int] = {}
+        for key in map(key_of, bound):
+            if key is not None:
+                count[key] = count.get(key, 0) + 1
+    else:
+        count = dict(last.count)
+        for pod, step in [(p, 1) for p in changes[0]] + [(p, -1) for p in changes[1]]:
+            key = key_of(pod)
+            if key is not None:
+                count[key] = count.get(key, 0) + step
+        count = {k: n for k, n in count.items() if n}
+    with _LOCK:
+        _LAST_COUNTS.pop(kept_as, None)
+        _LAST_COUNTS[kept_as] = _Counts(pods, count)
+        while len(_LAST_COUNTS) > KEPT:
+            del _LAST_COUNTS[next(iter(_LAST_COUNTS))]
+    ordered: dict[Hashable, int] = {}
+    for key in map(key_of, bound):  # (until every key is placed: the first few pods, usually)
+        if len(ordered) == len(count):
+            break
+        if key is not None and key not in ordered:
+            ordered[key] = count[key]
+    return ordered

@@ -49,6 +49,14 @@ def same(nodes: list[Node], pods: list[Pod], resources: tuple[str, ...]) -> None
     want_used, want_beyond = bu.summed_usage(nodes, pods, resources)
     assert np.array_equal(used, want_used) and np.array_equal(beyond, want_beyond)
     assert used.shape == (len(nodes), len(resources)) and used.dtype == np.int64 and beyond.dtype == np.float64
+    for kept_as, key_of in (("cpu", lambda p: p.requests.get(CPU, 0) // 1000),
+                            ("where", lambda p: None if p.node_name == "gone" else (p.node_name, resources))):
+        want: dict[Any, int] = {}
+        for key in map(key_of, pods):
+            if key is not None:
+                want[key] = want.get(key, 0) + 1
+        got = bu.counted(pods, key_of, (kept_as, resources))
+        assert list(got.items()) == list(want.items())  # the same counts, in the same order
 
 
 def step(kind: str, which: int, amount: int, nodes: list[Node], pods: list[Pod], serial: list[int]) -> None:
