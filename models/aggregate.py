@@ -16,7 +16,7 @@ import numpy as np
 
 from kubeplace.kube.gangs import is_admitted
 from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
-from kubeplace.kube.memo import IdentityMemo
+from kubeplace.kube.memo import IdentityMemo, LastOf
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
@@ -155,6 +155,12 @@ _ALLOCATABLE: IdentityMemo[Node, tuple[int, ...]] = IdentityMemo(_allocatable)
 """A node's capacity row, once per node object (and resources)."""
 
 
+_ALLOCATABLE_ARRAY: LastOf[IntArray] = LastOf(
+    lambda nodes, resources: np.array([_ALLOCATABLE(n, resources) for n in nodes],
+                                      dtype=np.int64).reshape(len(nodes), len(resources)))
+"""(N, R) the nodes' capacity rows, kept for the last nodes (the same cycle after cycle)."""
+
+
 def _capacity_row(node: Node, resources: tuple[str, ...], offered: Mapping[str, int]) -> tuple[int, ...]:
     """What the node allocates of each resource (``offered``: the extra resources' plugins' amounts)."""
     if not offered:
@@ -243,8 +249,9 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv, dra_devices(snapshot.devices, nodes, conv.device_resource))
     offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
-    capacity = np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
-                        dtype=np.int64).reshape(len(nodes), len(resources))
+    capacity = (np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
+                         dtype=np.int64).reshape(len(nodes), len(resources))
+                if any(offered) else _ALLOCATABLE_ARRAY(nodes, resources).copy())
     used, beyond_full = bound_usage(nodes, snapshot.bound, resources)  # (from the last cycle's sums)
 
     keyed = [(_demand_vector(p, resources, x), (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,

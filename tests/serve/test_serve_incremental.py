@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kubeplace.kube import memo
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod
 from kubeplace.models import bound_usage as bu
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED
@@ -223,3 +224,22 @@ def test_cycle_after_cycle_the_usage_is_updated_from_the_last_cycle_not_summed_a
         assert len(cycles.gang_cycle(s, fake, serial)[1].bound) == cycles.GANG
     assert summed == [] and len(fake.bindings) == 6 * cycles.GANG
     s.close()
+
+
+def test_what_is_kept_for_the_last_nodes_is_computed_again_for_any_other_node_object() -> None:
+    calls: list[int] = []
+
+    def capacity(nodes: tuple[Node, ...], resource: str) -> Any:
+        calls.append(1)
+        return np.array([n.allocatable.get(resource, 0) for n in nodes], dtype=np.int64)
+
+    last = memo.LastOf(capacity, kept=2)
+    nodes = [a_node(0), a_node(1)]
+    first = last(nodes, CPU)
+    assert last(list(nodes), CPU) is first and len(calls) == 1 and not first.flags.writeable
+    nodes[1] = a_node(1, cpu=8000)  # changed: a new object
+    assert last(nodes, CPU).tolist() == [4000, 8000] and len(calls) == 2
+    assert last(nodes[:1], CPU).tolist() == [4000] and len(calls) == 3  # a node deleted
+    for resource in (MEMORY, PODS, "example.com/r"):
+        last(nodes, resource)
+    assert len(last) == 2  # the last argument tuples only
