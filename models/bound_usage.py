@@ -31,8 +31,8 @@ from kubeplace.kube.memo import IdentityMemo
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.problem import FULL, FloatArray, IntArray
 
-KEPT = 4
-"""Resource tuples whose last sums are kept (each holds its nodes and bound pods)."""
+KEPT = 8
+"""Sums (per resource tuple) and counts (per caller) kept, each holding its bound pods (references)."""
 EXACT_LIMIT = 1 << 40
 """A request at or above it is summed in Python's exact integers (int64 could overflow)."""
 
@@ -170,11 +170,12 @@ class _Counts:
 _LAST_COUNTS: dict[Hashable, _Counts] = {}
 
 
-def counted(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], kept_as: Hashable) -> dict[Hashable, int]:
+def counted(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], kept_as: Hashable,
+            ordered: bool = True) -> dict[Hashable, int]:
     """``{key_of(pod): how many pods}`` of the bound pods whose key is not None, in the order the
-    keys first appear in ``bound``: exactly what counting them in order gives, from the counts
-    kept (as ``kept_as``: one entry per caller and arguments, the last ``KEPT``) when few pods
-    changed. ``key_of`` must be a pure function of the pod object."""
+    keys first appear in ``bound`` (in any order unless ``ordered``): exactly what counting them
+    in order gives, from the counts kept (as ``kept_as``: one entry per caller and arguments, the
+    last ``KEPT``) when few pods changed. ``key_of`` must be a pure function of the pod object."""
     pods = {id(p): p for p in bound}
     with _LOCK:
         last = _LAST_COUNTS.get(kept_as)
@@ -196,10 +197,12 @@ def counted(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], kept
         _LAST_COUNTS[kept_as] = _Counts(pods, count)
         while len(_LAST_COUNTS) > KEPT:
             del _LAST_COUNTS[next(iter(_LAST_COUNTS))]
-    ordered: dict[Hashable, int] = {}
+    if not ordered:
+        return dict(count)
+    in_order: dict[Hashable, int] = {}
     for key in map(key_of, bound):  # (until every key is placed: the first few pods, usually)
-        if len(ordered) == len(count):
+        if len(in_order) == len(count):
             break
-        if key is not None and key not in ordered:
-            ordered[key] = count[key]
-    return ordered
+        if key is not None and key not in in_order:
+            in_order[key] = count[key]
+    return in_order

@@ -58,6 +58,7 @@ def same(nodes: list[Node], pods: list[Pod], resources: tuple[str, ...]) -> None
                 want[key] = want.get(key, 0) + 1
         got = bu.counted(pods, key_of, (kept_as, resources))
         assert list(got.items()) == list(want.items())  # the same counts, in the same order
+        assert bu.counted(pods, key_of, (kept_as, "in any order", resources), ordered=False) == want
 
 
 def step(kind: str, which: int, amount: int, nodes: list[Node], pods: list[Pod], serial: list[int]) -> None:
