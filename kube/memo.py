@@ -112,7 +112,7 @@ class LastOf(Generic[V]):
             return last[1]
         value = self.function(items, *args)
         if hasattr(value, "flags"):  # a numpy array
-            value.flags.writeable = False  # type: ignore[attr-defined]
+            value.flags.writeable = False
         with self._lock:
             self._last.pop(args, None)
             self._last[args] = (items, value)
