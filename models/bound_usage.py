@@ -87,6 +87,8 @@ def bound_usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence
     with _LOCK:
         last = _LAST.get(names)
     current = {id(p): p for p in bound}
+    if len(current) != len(bound):  # the same object twice (counted twice): nothing kept
+        return summed_usage(nodes, bound, resources)
     sums = None
     if last is not None and last.nodes == node_tuple:
         sums = _updated(last, current, names)
@@ -177,8 +179,9 @@ def counted(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], kept
     in order gives, from the counts kept (as ``kept_as``: one entry per caller and arguments, the
     last ``KEPT``) when few pods changed. ``key_of`` must be a pure function of the pod object."""
     pods = {id(p): p for p in bound}
+    twice = len(pods) != len(bound)  # the same object twice (counted twice): nothing kept
     with _LOCK:
-        last = _LAST_COUNTS.get(kept_as)
+        last = None if twice else _LAST_COUNTS.get(kept_as)
     changes = _changes(last.pods, pods) if last is not None else None
     if last is None or changes is None:
         count: dict[Hashable, int] = {}
@@ -194,7 +197,8 @@ def counted(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], kept
         count = {k: n for k, n in count.items() if n}
     with _LOCK:
         _LAST_COUNTS.pop(kept_as, None)
-        _LAST_COUNTS[kept_as] = _Counts(pods, count)
+        if not twice:
+            _LAST_COUNTS[kept_as] = _Counts(pods, count)
         while len(_LAST_COUNTS) > KEPT:
             del _LAST_COUNTS[next(iter(_LAST_COUNTS))]
     if not ordered:

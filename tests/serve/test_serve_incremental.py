@@ -41,7 +41,7 @@ def a_pod(i: int, where: str, cpu: int, memory: int = 1 << 30) -> Pod:
 def changes(draw: st.DrawFn) -> list[tuple[str, int, int]]:
     """Steps of (what changes, which, how much)."""
     kinds = st.sampled_from(("add pod", "delete pod", "resize pod", "move pod", "same pod again", "add node",
-                             "delete node", "change node", "resources", "huge pod", "many pods"))
+                             "delete node", "change node", "resources", "huge pod", "many pods", "a pod twice"))
     return draw(st.lists(st.tuples(kinds, st.integers(0, 40), st.integers(0, 4000)), min_size=1, max_size=12))
 
 
@@ -79,6 +79,8 @@ def step(kind: str, which: int, amount: int, nodes: list[Node], pods: list[Pod],
     elif pods and kind == "move pod":
         i = which % len(pods)
         pods[i] = replace(pods[i], node_name=names[amount % len(names)])
+    elif pods and kind == "a pod twice":  # the same object listed twice (counted twice)
+        pods.append(pods[which % len(pods)])
     elif pods and kind == "same pod again":  # an equal object, not the same one
         i = which % len(pods)
         pods[i] = replace(pods[i])
