@@ -138,14 +138,15 @@ def lost_host_holds(pending: Sequence[Pod], nodes: Sequence[Node],
     ``NodeFailures``; at once when more than one node failed). Until then no placement of the
     whole workload exists, and the pods Kueue admitted together wait together."""
     by_host: dict[str, Node] = {}
-    for node in nodes:
-        by_host.setdefault(node.labels.get(HOSTNAME, node.name), node)
     pinned: dict[GangKey, dict[str, tuple[str, list[str]]]] = {}
     for pod in pending:
         host = pod.node_selector.get(HOSTNAME, "")
         key = member_of(pod) if host and pod.annotations.get(KUEUE_WORKLOAD) and TAS_LABEL in pod.labels else None
         if key is None:
             continue
+        if not by_host:  # (only when a pod is pinned: every cycle's pending pods ask this)
+            for node in nodes:
+                by_host.setdefault(node.labels.get(HOSTNAME, node.name), node)
         why = _lost(by_host.get(host), pod)
         if why:
             pinned.setdefault(key, {}).setdefault(host, (why, []))[1].append(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 _MISSING = object()
@@ -32,6 +32,8 @@ def clear_all() -> None:
     """Forgets every memo's entries."""
     for memo in MEMOS:
         memo.clear()
+    for last in LASTS:
+        last.clear()
 
 
 def memo_entries() -> int:
@@ -87,3 +89,44 @@ class IdentityMemo(Generic[T, V]):
     def __len__(self) -> int:
         """Values remembered (of every object and argument tuple)."""
         return sum(len(values) for _, values in list(self._entries.values()))
+
+
+class LastOf(Generic[V]):
+    """``last(objects, *args)`` is ``function(objects, *args)``, kept for the last ``objects`` per
+    ``args`` (hashable), the last ``kept`` argument tuples only: for what a cycle computes over
+    every node, the same node objects cycle after cycle (a tuple of the same objects compares
+    equal at once; a node that changed is a new object). The value is shared: treat it as
+    read-only (an array is made so)."""
+
+    def __init__(self, function: Callable[..., V], kept: int = 4) -> None:
+        self.function, self.kept = function, max(1, kept)
+        self._last: dict[tuple[Hashable, ...], tuple[tuple[Any, ...], V]] = {}
+        self._lock = threading.Lock()
+        LASTS.append(self)
+
+    def __call__(self, objects: Sequence[Any], *args: Hashable) -> V:
+        items = tuple(objects)
+        with self._lock:
+            last = self._last.get(args)
+        if last is not None and last[0] == items:
+            return last[1]
+        value = self.function(items, *args)
+        if hasattr(value, "flags"):  # a numpy array
+            value.flags.writeable = False
+        with self._lock:
+            self._last.pop(args, None)
+            self._last[args] = (items, value)
+            while len(self._last) > self.kept:
+                del self._last[next(iter(self._last))]
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._last.clear()
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+
+LASTS: list[LastOf[Any]] = []
+"""Every LastOf made."""

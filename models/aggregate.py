@@ -16,10 +16,11 @@ import numpy as np
 
 from kubeplace.kube.gangs import is_admitted
 from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, GpuConventions
-from kubeplace.kube.memo import IdentityMemo
+from kubeplace.kube.memo import IdentityMemo, LastOf
 from kubeplace.kube.metrics import measured_load
 from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
+from kubeplace.models.bound_usage import bound_usage, counted
 from kubeplace.models.devices import dra_devices
 from kubeplace.models.framework import ExtraResources, FilterPlugin, NodeKeyBasis, PluginSet
 from kubeplace.models.gpu import MAX_DEVICES, DeviceTable, GpuNeed, GpuRequestError, device_fit, gpu_need
@@ -154,40 +155,17 @@ _ALLOCATABLE: IdentityMemo[Node, tuple[int, ...]] = IdentityMemo(_allocatable)
 """A node's capacity row, once per node object (and resources)."""
 
 
+_ALLOCATABLE_ARRAY: LastOf[IntArray] = LastOf(
+    lambda nodes, resources: np.array([_ALLOCATABLE(n, resources) for n in nodes],
+                                      dtype=np.int64).reshape(len(nodes), len(resources)))
+"""(N, R) the nodes' capacity rows, kept for the last nodes (the same cycle after cycle)."""
+
+
 def _capacity_row(node: Node, resources: tuple[str, ...], offered: Mapping[str, int]) -> tuple[int, ...]:
     """What the node allocates of each resource (``offered``: the extra resources' plugins' amounts)."""
     if not offered:
         return _ALLOCATABLE(node, resources)
     return tuple(clamp_allocatable(int(offered.get(r, node.allocatable.get(r, 0)))) for r in resources)
-
-
-def _requests(pod: Pod, resources: tuple[str, ...]) -> tuple[int, ...]:
-    return tuple(max(int(pod.requests.get(name, 0)), 0) for name in resources)
-
-
-_REQUESTS: IdentityMemo[Pod, tuple[int, ...]] = IdentityMemo(_requests)
-"""A running pod's requests (none negative), once per pod object (and resources)."""
-
-
-def _usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence[str]) -> tuple[IntArray, FloatArray]:
-    """(N, R) raw requests of the bound pods per node, summed exactly, saturated at FULL; and
-    (N, R) what the saturation left out (0 but on a node whose pods ask for 4x its allocatable
-    and more of a quantity near the limit): the true load is their sum."""
-    index = {n.name: i for i, n in enumerate(nodes)}
-    sums = [[0] * len(resources) for _ in nodes]
-    names = tuple(resources)
-    for pod in bound:
-        i = index.get(pod.node_name)
-        if i is not None:
-            row = sums[i]
-            for r, amount in enumerate(_REQUESTS(pod, names)):
-                row[r] += amount
-    try:
-        used = np.minimum(np.array(sums, dtype=np.int64), FULL)
-    except OverflowError:  # a sum beyond int64 (absurd requests): saturated one by one
-        used = np.array([[min(v, FULL) for v in row] for row in sums], dtype=np.int64)
-    beyond = np.array([[float(max(v - FULL, 0)) for v in row] for row in sums], dtype=np.float64)
-    return used.reshape(len(nodes), len(resources)), beyond.reshape(len(nodes), len(resources))
 
 
 def _gpu_needs(pods: Sequence[Pod], conv: GpuConventions,
@@ -271,9 +249,10 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv, dra_devices(snapshot.devices, nodes, conv.device_resource))
     offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
-    capacity = np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
-                        dtype=np.int64).reshape(len(nodes), len(resources))
-    used, beyond_full = _usage(nodes, snapshot.bound, resources)
+    capacity = (np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
+                         dtype=np.int64).reshape(len(nodes), len(resources))
+                if any(offered) else _ALLOCATABLE_ARRAY(nodes, resources).copy())
+    used, beyond_full = bound_usage(nodes, snapshot.bound, resources)  # (from the last cycle's sums)
 
     vectors = [_demand_vector(p, resources, x) for p, x in zip(modelled, extra, strict=True)]
     keyed = [(vector, (min(need.count, MAX_DEVICES + 1), need.milli), p.priority,
@@ -428,10 +407,9 @@ def _workload(bound: Sequence[Pod], pending: Sequence[Pod], needs: Sequence[GpuN
     """Shapes of running and pending pods with their counts (GPU fragmentation is measured
     against what the cluster runs, not only against the batch being placed). ``vectors``: each
     pending pod's demand vector where it is already known (the pod's own requests), else None."""
-    shapes: dict[Shape, int] = {}
-    running = (_RUNNING_SHAPES(pod, tuple(resources), conv) for pod in bound)
-    for key in (k for k in running if k is not None):
-        shapes[key] = shapes.get(key, 0) + 1
+    names = tuple(resources)
+    shapes: dict[Shape, int] = counted(bound, lambda pod: _RUNNING_SHAPES(pod, names, conv),  # type: ignore[assignment]
+                                       ("running shapes", names, conv))  # (from the last cycle's counts)
     for pod, need, vector in zip(pending, needs, vectors, strict=True):
         key = _shape(pod, need, resources) if vector is None else (vector, min(need.count, MAX_DEVICES + 1), need.milli)
         shapes[key] = shapes.get(key, 0) + pod.copies

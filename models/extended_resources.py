@@ -24,6 +24,8 @@ from kubeplace.kube.objects import Node, Pod
 
 def mapped_resources(pod: Pod, devices: Devices) -> tuple[str, ...]:
     """The extended resources the pod requests that a DeviceClass serves (sorted)."""
+    if not devices.classes:  # (none serves any: every bound pod of every cycle asks this)
+        return ()
     asked = {r for c in pod.container_requests for r in c.requests}
     return tuple(sorted(r for r in asked if pod.requests.get(r, 0) > 0 and devices.class_for(r) is not None))
 

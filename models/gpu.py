@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kubeplace.kube.gpu_conventions import DEFAULT_CONVENTIONS, KOORD_CORE, KOORD_MEMORY, GpuConventions
-from kubeplace.kube.memo import IdentityMemo
+from kubeplace.kube.memo import IdentityMemo, LastOf
 from kubeplace.kube.objects import Node, Pod
 
 WHOLE = 1000
@@ -85,6 +85,8 @@ def _devices(node: Node, conv: GpuConventions) -> int:
 
 
 _DEVICES: IdentityMemo[Node, int] = IdentityMemo(_devices)
+_DEVICE_COUNTS: LastOf[list[int]] = LastOf(lambda nodes, conv: [devices_of(n, conv) for n in nodes])
+"""Every node's devices, kept for the last nodes (the same cycle after cycle)."""
 
 
 def _label_count(node: Node, label: str) -> int | None:
@@ -140,8 +142,11 @@ class DeviceTable:
         by DRA; they are the devices of a node without device-plugin ones (whole GPUs, the ones
         its claims hold taken)."""
         served = [bool(dra) and devices_of(n, conv) == 0 and dra[i][0] > 0 for i, n in enumerate(nodes)]
-        counts = [min(dra[i][0], MAX_DEVICES) if served[i] else devices_of(n, conv) for i, n in enumerate(nodes)]
+        counts = ([min(dra[i][0], MAX_DEVICES) if served[i] else devices_of(n, conv) for i, n in enumerate(nodes)]
+                  if dra else _DEVICE_COUNTS(nodes, conv))
         width = max(counts, default=0)
+        if not width:  # (no node has a device: nothing of the bound pods to take either)
+            return DeviceTable(np.full((len(nodes), 0), -1, dtype=np.int64))
         free = np.full((len(nodes), max(width, 1)), -1, dtype=np.int64)
         for i, g in enumerate(counts):
             free[i, :g] = WHOLE

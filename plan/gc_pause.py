@@ -6,6 +6,8 @@ walks the whole heap over and over: at 20,000 nodes x 100,000 pods it took 8.3 o
 seconds. While a plan is made, what existed before it (the snapshot, the caches) is frozen out of
 the collector's walks (``gc.freeze``) and the youngest generation is collected every
 YOUNG_THRESHOLD allocations; cycles are still collected, and both are put back when it ends.
+Where something else already froze objects (``serve.memory.Collector``, between serve's cycles),
+the freezing is left to it: unfreezing at the plan's end would undo its work.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ OLDER_THRESHOLD = 20
 
 _lock = threading.Lock()
 _depth = [0]
+_froze = [False]
 
 
 @contextmanager
@@ -31,7 +34,9 @@ def fewer_collections() -> Iterator[None]:
         outermost = _depth[0] == 1
         before = gc.get_threshold()
         if outermost:
-            gc.freeze()
+            _froze[0] = gc.get_freeze_count() == 0
+            if _froze[0]:
+                gc.freeze()
             gc.set_threshold(max(before[0], YOUNG_THRESHOLD), max(before[1], OLDER_THRESHOLD),
                              max(before[2], OLDER_THRESHOLD))
     try:
@@ -41,4 +46,5 @@ def fewer_collections() -> Iterator[None]:
             _depth[0] -= 1
             if outermost:
                 gc.set_threshold(*before)
-                gc.unfreeze()
+                if _froze[0]:
+                    gc.unfreeze()

@@ -68,7 +68,7 @@ from kubeplace.serve.informer import (
 )
 from kubeplace.serve.intake import Intake, unit_of
 from kubeplace.serve.leader import AlwaysLeader
-from kubeplace.serve.memory import Trimmer
+from kubeplace.serve.memory import Collector, Trimmer
 from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.prebind import PreBindClient, devices_refused, volumes_waiting
 from kubeplace.serve.prometheus import Metrics
@@ -174,6 +174,7 @@ class Scheduler:
         self._books = threading.Lock()
         """Guards the gang tables below, which the planning thread and the binding threads share."""
         self.trimmer = Trimmer()
+        self.collector = Collector()
         self._bindings_went_well = False
         self.preemptions = Preemptions(client, self.recorder, self.metrics, settings.scheduler_name,
                                        settings.eviction_api, clock, settings.assume_seconds, self.decide)
@@ -199,6 +200,7 @@ class Scheduler:
         self._finisher.shutdown(wait=False, cancel_futures=True)
         self._binders.shutdown(wait=False, cancel_futures=True)
         self.recorder.close()
+        self.collector.close()
 
     def tables(self) -> dict[str, int]:
         """The size of every table this scheduler keeps (a soak checks that none grows for ever)."""
@@ -250,6 +252,8 @@ class Scheduler:
                         log.exception("cycle failed", extra={"fields": {"units": len(units)}})
                         for unit in units:
                             self.queue.unschedulable(unit, "cycle failed")
+                if units:
+                    self.collector.between_cycles()  # (not mid-cycle: serve.memory)
                 self.trimmer.maybe()
                 active, waiting = self.queue.counts()
                 self.metrics.queue_active.set(active)

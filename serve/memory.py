@@ -9,12 +9,22 @@ memory then creeps up for a long time although nothing is kept (a 10-minute chur
 and hands freed memory back to the kernel between cycles (:class:`Trimmer`, at most once per
 ``every`` seconds; ``malloc_trim`` also returns free pages inside the heap). Elsewhere (no
 glibc) both do nothing.
+
+Python's cyclic garbage collector scans, in a full collection, every container object alive: at
+2,000 nodes and 2,500 pods the store's and the memos' objects make one take 0.2-0.4 s, and it
+starts on its own in the middle of whichever cycle allocates past its threshold (once every 20
+cycles or so): a gang's wait. So :class:`Collector` collects the young generations between
+cycles and freezes what survives (``gc.freeze``: never scanned again by the automatic
+collections; freed as usual when its last reference goes), and every ``every`` seconds, between
+cycles, unfreezes and collects it all once, so that cyclic garbage among what was frozen is
+freed too.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -60,3 +70,27 @@ class Trimmer:
         self._last = self.clock()
         self._trim()
         self.trims += 1
+
+
+class Collector:
+    """``between_cycles()``: the young generations collected and what survives frozen; a full
+    collection of everything at most once per ``every`` seconds (see the module's docstring)."""
+
+    def __init__(self, every: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every, self.clock = every, clock
+        self._last = clock()
+        self.full = 0
+
+    def between_cycles(self) -> None:
+        if self.clock() - self._last >= self.every:
+            self._last = self.clock()
+            gc.unfreeze()
+            gc.collect()
+            self.full += 1
+        else:
+            gc.collect(1)
+        gc.freeze()
+
+    def close(self) -> None:
+        """Hands what was frozen back to the automatic collections."""
+        gc.unfreeze()

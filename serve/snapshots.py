@@ -99,8 +99,8 @@ class Snapshots:
         for raw, pod in self._typed("pods", broken):
             if not isinstance(pod, Pod):
                 continue
-            mine = assumed.get(pod.key)
-            if mine is not None and not pod.node_name and pod.uid == mine[0]:
+            mine = assumed.get(pod.key) if assumed and not pod.node_name else None
+            if mine is not None and pod.uid == mine[0]:
                 pod = replace(pod, node_name=mine[1], annotations={**pod.annotations, **mine[2]})
                 raw = with_node_name(raw, mine[1])
             raws.append(raw)

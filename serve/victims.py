@@ -100,6 +100,8 @@ class Preemptions:
             self._removed = {k: t for k, t in self._removed.items() if t > now}
             self._nominated = {k: v for k, v in self._nominated.items() if v[1] > now}
             removed, nominated = set(self._removed), {k: node for k, (node, _) in self._nominated.items()}
+        if not removed and not nominated:  # (the usual case: no pod's key is made)
+            return reserve_nominated(pods, in_batch)
         out = []
         for pod in pods:
             if pod.key in removed and not pod.deleting:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from kubeplace.kube.gang_admission import admission_holds
 from kubeplace.kube.gangs import blocked_reason, gang_of
 from kubeplace.kube.kueue import lost_host_holds
 from kubeplace.kube.objects import GangKey, Node, Pod, PodGroup
+from kubeplace.models.bound_usage import counted
 from kubeplace.models.domains import label_domains
 from kubeplace.models.framework import ClassView, RunContext
 from kubeplace.models.problem import Gang, IntArray, Rule
@@ -84,17 +86,22 @@ class Coscheduling:
         return domain
 
 
+def _gang_and_node(pod: Pod) -> tuple[GangKey, str] | None:
+    key = gang_of(pod)
+    return None if key is None else (key, pod.node_name)
+
+
 def build(_args: None, ctx: RunContext) -> Coscheduling:
     """The running members of the gangs with pending pods (the only gangs a plan places), and the
     gangs whose scheduler would not admit them now."""
     count: dict[GangKey, int] = {}
     nodes: dict[GangKey, set[str]] = {}
     waiting = {gang_of(pod) for pod in ctx.snapshot.pending}
-    for pod in ctx.snapshot.bound:
-        key = gang_of(pod)
-        if key is not None and key in waiting:
-            count[key] = count.get(key, 0) + 1
-            nodes.setdefault(key, set()).add(pod.node_name)
+    for gang_node, members in counted(ctx.snapshot.bound, _gang_and_node, "Coscheduling", ordered=False).items():
+        key, node = cast(tuple[GangKey, str], gang_node)
+        if key in waiting:  # (the counts by gang and node are kept from the last cycle: models.bound_usage)
+            count[key] = count.get(key, 0) + members
+            nodes.setdefault(key, set()).add(node)
     running = {key: Running(count[key], frozenset(nodes[key])) for key in count}
     held = {**lost_host_holds(ctx.snapshot.pending, ctx.snapshot.nodes, gang_of),
             **admission_holds(ctx.snapshot.pod_groups, {k for k in waiting if k is not None}, ctx.snapshot.nodes,

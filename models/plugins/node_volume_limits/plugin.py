@@ -34,6 +34,8 @@ Volumes = Mapping[str, frozenset[str]]
 def pod_volumes(pod: Pod, storage: Storage) -> dict[str, frozenset[str]]:
     """The pod's CSI volumes by driver (filterAttachableVolumes); claims that do not exist, and
     volumes of no CSI driver, are not counted."""
+    if not pod.volumes:  # (most pods: every bound pod of every cycle asks this)
+        return {}
     found: dict[str, set[str]] = {}
     for volume in pod.volumes:
         claim = storage.claim(pod.namespace, volume.claim)
