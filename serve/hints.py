@@ -103,10 +103,12 @@ def unit_hints(pods: Iterable[Pod]) -> frozenset[ClusterEvent]:
     return hints
 
 
-def unplaced_hints(entries: Sequence[Unplaced], pods: Mapping[tuple[str, str], Pod]) -> frozenset[ClusterEvent] | None:
-    """The events that may let the pods a plan left out be placed; None when it left one out
+def unplaced_hints(entries: Sequence[Unplaced], pods: Mapping[tuple[str, str], Pod],
+                   proven: bool) -> frozenset[ClusterEvent] | None:
+    """The events that may let the pods a plan left out be placed; None when the plan was not
+    proven to place all it could (``proven``: its placed weight is its bound) and left one out
     of a node with room for it (the time limit ran out, say): that unit backs off and comes
     back by itself (it may fit as it is)."""
-    if any(LEFT_OUT in reason for entry in entries for reason in entry.reasons):
+    if not proven and any(LEFT_OUT in reason for entry in entries for reason in entry.reasons):
         return None
     return unit_hints(pods[(e.namespace, e.name)] for e in entries)

@@ -126,6 +126,8 @@ class Decided:
     refused: dict[Unit, str] = field(default_factory=dict)
     unplaced: dict[Unit, list[Unplaced]] = field(default_factory=dict)
     nominated: set[Unit] = field(default_factory=set)
+    proven: bool = False
+    """The plan placed all it could (its placed weight is its bound)."""
     """Units held back waiting for their victims to go (the others refused are the verifier's)."""
 
 
@@ -317,6 +319,7 @@ class Scheduler:
             self.metrics.solver_gap.set(plan.summary.gap)
         pods = decided.pods = {(p.namespace, p.name): p for p in snapshot.pending}
         decided.gangs = {g.key: g for g in plan.gangs}
+        decided.proven = plan.summary.bound is not None and plan.summary.placed_weight >= plan.summary.bound
         for p in plan.placements:
             decided.by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
         decided.refused = self._refused(planned.violations, pods, plan)
@@ -369,9 +372,10 @@ class Scheduler:
                                            if r.outcome == Outcome.BOUND],
                                     [r for r in results if r.outcome != Outcome.BOUND], gang,
                                     groups.get(unit) if isinstance(unit, GangKey) else None, starts[unit],
-                                    unit in unplaced, unplaced_hints(unplaced.get(unit, []), pods))
+                                    unit in unplaced, unplaced_hints(unplaced.get(unit, []), pods, decided.proven))
             if unit in unplaced:
-                self._unplaced(unit, unplaced[unit], pods, gang, groups, report, requeue=unit not in by_unit)
+                self._unplaced(unit, unplaced[unit], pods, gang, groups, report,
+                               requeue=unit not in by_unit, proven=decided.proven)
         self.metrics.gangs_waiting.set(len(self._waiting_gangs))
         self.metrics.cycle_seconds.observe(self.clock() - decided.started)
         log.info("cycle", extra={"fields": {
@@ -551,7 +555,7 @@ class Scheduler:
 
     def _unplaced(self, unit: Unit, entries: list[Unplaced], pods: Mapping[tuple[str, str], Pod],
                   gang: GangStatus | None, groups: Mapping[GangKey, PodGroup], report: CycleReport,
-                  requeue: bool) -> None:
+                  requeue: bool, proven: bool) -> None:
         members = [pods[(u.namespace, u.name)] for u in entries]
         gang_key = gang.key if gang is not None else None
         group = groups.get(gang.key) if gang is not None else None
@@ -593,4 +597,4 @@ class Scheduler:
             if gang is not None and gang.key in self._waiting_gangs:  # (reported at its timeout)
                 retry_by = self._gang_since[gang.key] + gang_timeout(group)
             self.queue.unschedulable(unit, entries[0].reasons[0] if entries[0].reasons else "",
-                                     unplaced_hints(entries, pods), retry_by)
+                                     unplaced_hints(entries, pods, proven), retry_by)
