@@ -156,8 +156,10 @@ def assigned_pod_events(event: str, old: RawObject | None, new: RawObject | None
     changes are its unit's, not these): a pod assigned to a node, its room freed (deleted,
     finished, its node taken away), its requests shrunk, its labels changed."""
     was = _assigned(old)
-    if event == DELETED:
-        return [hints.ASSIGNED_POD_DELETE] if was or _assigned(new) else []
+    if event == DELETED:  # (a pending pod nominated to a node held room there: NodeResourcesFit's hint)
+        gone = old if old is not None else new
+        held = was or _assigned(new) or bool(((gone or {}).get("status") or {}).get("nominatedNodeName"))
+        return [hints.ASSIGNED_POD_DELETE] if held else []
     now = _assigned(new)
     if not was:
         return [hints.ASSIGNED_POD_ADD] if now else []

@@ -48,6 +48,8 @@ def test_a_pod_change_is_an_event_for_the_others_where_it_may_help() -> None:
     assert assigned_pod_events(ADDED, None, running) == [hints.ASSIGNED_POD_ADD]
     assert assigned_pod_events(DELETED, running, None) == [hints.ASSIGNED_POD_DELETE]
     assert assigned_pod_events(DELETED, pending, None) == []
+    assert assigned_pod_events(DELETED, changed(pending, "status", "nominatedNodeName", "a"), None) == [
+        hints.ASSIGNED_POD_DELETE]  # the room held for it is free
     assert assigned_pod_events(MODIFIED, running, changed(running, "status", "phase", "Succeeded")) == [
         hints.ASSIGNED_POD_DELETE]  # finished: its room is free
     assert assigned_pod_events(MODIFIED, running, pending) == [hints.ASSIGNED_POD_DELETE]  # its node taken away
