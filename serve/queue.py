@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +45,10 @@ Unit = GangKey | str
 
 MAX_IN_UNSCHEDULABLE = 300.0
 """The kube-scheduler's DefaultPodMaxInUnschedulablePodsDuration (5 minutes)."""
+FLUSH_PERIOD = 30.0
+"""The kube-scheduler looks for units past ``max_in_unschedulable`` every 30 s
+(``flushUnschedulablePodsLeftover``): they come back together, at the multiples of it on the
+queue's clock, not one cycle each."""
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
 """The queues, as the kube-scheduler's ``scheduler_pending_pods`` metric labels them."""
 
@@ -64,8 +69,9 @@ class _Unschedulable:
     tried_at: float
     backoff_until: float
     flush_at: float
-    """When it goes back by itself: ``max_in_unschedulable`` after ``tried_at``, or sooner when
-    the cycle asked (a gang waiting for its members, to be reported at its timeout)."""
+    """When it goes back by itself: at the first flush ``max_in_unschedulable`` after
+    ``tried_at``, or sooner when the cycle asked (a gang waiting for its members, to be
+    reported at its timeout)."""
     reason: str
     hints: frozenset[ClusterEvent]
     pending: bool
@@ -219,6 +225,8 @@ class SchedulingQueue:
                 self._count(BACKOFF, "ScheduleAttemptFailure")
                 return backoff
             flush_at = now + self.max_in_unschedulable
+            if math.isfinite(flush_at):  # (no flush: infinite)
+                flush_at = math.ceil(flush_at / FLUSH_PERIOD) * FLUSH_PERIOD
             entry = _Unschedulable(now, now + backoff, flush_at if retry_by is None else min(flush_at, retry_by),
                                    reason, hints, pending)
             self._unschedulable[unit] = entry

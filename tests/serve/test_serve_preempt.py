@@ -90,7 +90,7 @@ def test_while_its_victims_terminate_the_preemptor_preempts_nobody_else() -> Non
     assert old is not None
     terminating = {**old, "metadata": {**old["metadata"], "deletionTimestamp": "2024-01-01T00:00:00Z"}}
     store.apply("pods", MODIFIED, terminating)
-    s.clock.advance(300)  # type: ignore[attr-defined]  # (nothing helps it yet: planned again at the flush)
+    s.clock.advance(330)  # type: ignore[attr-defined]  # (nothing helps it yet: planned again at the flush)
     report = next_cycle(s)
     assert report is not None and report.unplaced == ["default/high"]
     assert len(cluster.deleted) == 1 and bound(cluster) == {}

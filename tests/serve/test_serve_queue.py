@@ -115,7 +115,7 @@ def test_an_unschedulable_unit_is_not_retried_by_the_timer_nor_an_unrelated_even
     assert queue.move(hints.ASSIGNED_POD_ADD) == 0  # a pod placed helps a pod that lacks room nowhere
     assert queue.move(hints.NODE_DELETE) == 0
     assert queue.pop_batch(window=0, size=10, timeout=0) == [] and queue.is_unschedulable("ns/a")
-    assert queue.next_due(window=0, size=10) == 1300.0  # the flush: 5 minutes after its attempt
+    assert queue.next_due(window=0, size=10) == 1320.0  # the first flush (every 30 s) 5 minutes after its attempt
 
 
 @pytest.mark.parametrize("event", [hints.NODE_ADD, hints.ASSIGNED_POD_DELETE, hints.ASSIGNED_POD_SCALE_DOWN,
@@ -150,7 +150,8 @@ def test_its_own_update_retries_an_unschedulable_unit() -> None:
 
 
 def test_an_unschedulable_unit_is_retried_after_five_minutes_without_any_event() -> None:
-    """The safety net: podMaxInUnschedulablePodsDuration (5 minutes), from its last attempt."""
+    """The safety net: podMaxInUnschedulablePodsDuration (5 minutes) from its last attempt, at the
+    next of the flushes the kube-scheduler runs every 30 s (units come back together)."""
     clock = Clock(0.0)
     queue = SchedulingQueue(clock=clock)
     queue.add("ns/a")
@@ -166,6 +167,15 @@ def test_an_unschedulable_unit_is_retried_after_five_minutes_without_any_event()
     assert queue.next_due(window=0, size=10) == 330.0
     clock.now = 330.0
     assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
+    queue.forget("ns/a")
+    for unit, at in (("ns/b", 331.0), ("ns/c", 345.0), ("ns/d", 360.0)):  # tried within one 30 s period
+        clock.now = at
+        queue.add(unit)
+        assert queue.pop_batch(window=0, size=10, timeout=0) == [unit]
+        queue.unschedulable(unit, "Insufficient cpu", CAPACITY)
+    assert queue.next_due(window=0, size=10) == 660.0
+    clock.now = 660.0
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/b", "ns/c", "ns/d"]  # one batch
 
 
 def test_an_event_while_a_unit_is_planned_retries_it_at_once_if_it_may_help() -> None:
