@@ -70,7 +70,11 @@ def configure_logging(level: str) -> None:
 @click.option("--lease-namespace", default="kubeplace-system", show_default=True, help="The Lease's namespace.")
 @click.option("--identity", default=None, help="This replica's name in the Lease (default: hostname_random).")
 @click.option("--max-backoff", type=FiniteFloatRange(min=0.1), default=10.0, show_default=True,
-              help="Longest wait before an unplaceable pod or gang is planned again.")
+              help="Longest backoff of a pod or gang that could not be placed (doubling from 1 s).")
+@click.option("--max-in-unschedulable", type=FiniteFloatRange(min=1, max=86400), default=300.0, show_default=True,
+              metavar="SECONDS", help="Longest wait of an unplaceable pod or gang for an event that may help it "
+                                      "(a pod deleted, a node added or changed) before it is planned again anyway "
+                                      "(the kube-scheduler's podMaxInUnschedulablePodsDuration).")
 @click.option("--metrics-max-age", type=FiniteFloatRange(min=0), default=300.0, show_default=True,
               metavar="SECONDS", help="Ignore measured usage (metrics.k8s.io) older than this; 0: no limit.")
 @click.option("--bind-workers", type=click.IntRange(min=1, max=256), default=32, show_default=True,
@@ -86,7 +90,8 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
                   config_path: Path | None, namespaces: tuple[str, ...], batch_window: float,
                   batch_window_per_unit: float, batch_size: int,
                   metrics_port: int, metrics_address: str, lease_name: str, lease_namespace: str,
-                  identity: str | None, max_backoff: float, metrics_max_age: float, bind_workers: int, preempt: bool,
+                  identity: str | None, max_backoff: float, max_in_unschedulable: float, metrics_max_age: float,
+                  bind_workers: int, preempt: bool,
                   eviction_api: bool,
                   log_level: str) -> None:
     """Run as a scheduler: watch pending pods, plan each batch as one problem, bind.
@@ -94,7 +99,9 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
     Everything already bound is held fixed, but for the running pods of lower priority that
     preemption evicts (with their grace period) to place pending ones; gangs are bound whole or
     not at all; pods that cannot be placed get a FailedScheduling event with the reasons and are
-    retried with backoff, at once when a node is added or a pod deleted.
+    retried on an event that may help them (a pod deleted or scaled down, a node added or
+    changed, their own update), after their backoff, and at the latest after
+    --max-in-unschedulable.
     """
     from kubeplace.cli.options import load_config
     from kubeplace.kube.errors import KubeplaceError
@@ -112,7 +119,8 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
         settings = ServeSettings(scheduler_name=profile.scheduler_name, batch_window=batch_window,
                                  batch_window_per_unit=batch_window_per_unit, batch_size=batch_size,
                                  namespaces=frozenset(namespaces) if namespaces else None,
-                                 max_backoff=max_backoff, metrics_max_age=metrics_max_age,
+                                 max_backoff=max_backoff, max_in_unschedulable=max_in_unschedulable,
+                                 metrics_max_age=metrics_max_age,
                                  bind_workers=bind_workers, preempt=preempt, eviction_api=eviction_api)
         cluster = connect(kubeconfig, context)
         service = Service(cluster, config, profile, config.solver, settings,

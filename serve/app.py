@@ -105,6 +105,5 @@ class Service:
         self.scheduler.close()
 
     def status(self) -> dict[str, Any]:
-        active, waiting = self.scheduler.queue.counts()
         return {"identity": self.identity, "leader": self.scheduler.leader.is_leader(),
-                "queue": {"active": active, "unschedulable": waiting}}
+                "queue": self.scheduler.queue.pending()}

@@ -59,8 +59,10 @@ from kubeplace.plan.plan import GangStatus, Placement, Plan, Unplaced
 from kubeplace.plan.preemption_plan import make_preemption_plan
 from kubeplace.plan.verify import Violation
 from kubeplace.serve import events as ev
+from kubeplace.serve import hints
 from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
+from kubeplace.serve.hints import ClusterEvent, unit_hints, unplaced_hints
 from kubeplace.serve.informer import (
     RawObject,
     Store,
@@ -129,6 +131,10 @@ class Decided:
     by_unit: dict[Unit, list[Placement]] = field(default_factory=dict)
     refused: dict[Unit, str] = field(default_factory=dict)
     unplaced: dict[Unit, list[Unplaced]] = field(default_factory=dict)
+    nominated: set[Unit] = field(default_factory=set)
+    """Units held back waiting for their victims to go (the others refused are the verifier's)."""
+    proven: bool = False
+    """The plan placed all it could (its placed weight is its bound)."""
 
 
 def _finished(bindings: list[Future[CycleReport]]) -> None:
@@ -150,7 +156,8 @@ class Scheduler:
         self.recorder = recorder or EventRecorder(client)
         self.metrics = metrics or Metrics()
         self.clock = clock
-        self.queue = SchedulingQueue(initial=settings.initial_backoff, maximum=settings.max_backoff, clock=clock)
+        self.queue = SchedulingQueue(initial=settings.initial_backoff, maximum=settings.max_backoff,
+                                     max_in_unschedulable=settings.max_in_unschedulable, clock=clock)
         self.stop_event = threading.Event()
         self.results: list[BindResult] = []
         """The bindings this scheduler attempted, in the order answered (the last RESULTS_KEPT to
@@ -176,6 +183,7 @@ class Scheduler:
         self.trimmer = Trimmer()
         self.collector = Collector()
         self._bindings_went_well = False
+        self._usage_told = float("-inf")
         self.preemptions = Preemptions(client, self.recorder, self.metrics, settings.scheduler_name,
                                        settings.eviction_api, clock, settings.assume_seconds, self.decide)
 
@@ -255,13 +263,19 @@ class Scheduler:
                 if units:
                     self.collector.between_cycles()  # (not mid-cycle: serve.memory)
                 self.trimmer.maybe()
-                active, waiting = self.queue.counts()
-                self.metrics.queue_active.set(active)
-                self.metrics.queue_unschedulable.set(waiting)
+                self._usage_maybe_changed()
+                self.metrics.pending(self.queue.pending())
         finally:
             self._pipelined = False
             _finished(self._binding)
             self._binding = []
+
+    def _usage_maybe_changed(self) -> None:
+        """The measured usage has no watch: every ``usage_refresh`` seconds it may have changed
+        (LoadAware filters by it), an event for the units waiting (none without metrics)."""
+        if self.snapshots.usage_source is not None and self.clock() - self._usage_told >= self.settings.usage_refresh:
+            self._usage_told = self.clock()
+            self.queue.move(hints.NODE_METRICS)
 
     def cycle(self, units: Sequence[Unit], stop: threading.Event | None = None) -> CycleReport:
         """Plans, verifies and binds the pending pods of ``units``. Called by :meth:`run`, it
@@ -293,7 +307,7 @@ class Scheduler:
                                                                                   "why": why}})
                 continue
             report.unplaced.append(object_key(raw))
-            self.queue.unschedulable(unit, why)
+            self.queue.unschedulable(unit, why, frozenset())  # (its own update, or the flush)
             self.decide(pod=object_key(raw), outcome="invalid", why=why)
             self.recorder.pod_event(ev.unparsed_pod(raw), ev.FAILED_SCHEDULING, why, ev.WARNING)
             wanted.discard(unit)
@@ -323,10 +337,13 @@ class Scheduler:
             self.metrics.solver_gap.set(plan.summary.gap)
         pods = decided.pods = {(p.namespace, p.name): p for p in snapshot.pending}
         decided.gangs = {g.key: g for g in plan.gangs}
+        decided.proven = plan.summary.bound is not None and plan.summary.placed_weight >= plan.summary.bound
         for p in plan.placements:
             decided.by_unit.setdefault(unit_of(pods[(p.namespace, p.name)]), []).append(p)
         decided.refused = self._refused(planned.violations, pods, plan)
-        decided.refused.update(self._preempt(plan, pods, snapshot, decided.refused))
+        held = self._preempt(plan, pods, snapshot, decided.refused)
+        decided.refused.update(held)
+        decided.nominated = set(held)
         for u in plan.unplaced:
             decided.unplaced.setdefault(unit_of(pods[(u.namespace, u.name)]), []).append(u)
         for unit, placements in decided.by_unit.items():
@@ -359,7 +376,9 @@ class Scheduler:
             for unit in order:
                 if unit in refused:
                     report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
-                    self._waits(unit, by_unit[unit], pods, refused[unit])
+                    waits_for = (unit_hints(pods[(p.namespace, p.name)] for p in by_unit[unit])
+                                 if unit in decided.nominated else None)  # (its victims' deletion)
+                    self._waits(unit, by_unit[unit], pods, refused[unit], waits_for)
                     continue
                 results = outcomes.get(unit, [])
                 if any(r.outcome in (Outcome.NOT_ATTEMPTED, Outcome.UNKNOWN) for r in results):
@@ -372,9 +391,10 @@ class Scheduler:
                                                if r.outcome == Outcome.BOUND],
                                         [r for r in results if r.outcome != Outcome.BOUND], gang,
                                         groups.get(unit) if isinstance(unit, GangKey) else None, starts[unit],
-                                        unit in unplaced)
+                                        unit in unplaced, unplaced_hints(unplaced.get(unit, []), pods, decided.proven))
                 if unit in unplaced:
-                    self._unplaced(unit, unplaced[unit], pods, gang, groups, report, requeue=unit not in by_unit)
+                    self._unplaced(unit, unplaced[unit], pods, gang, groups, report,
+                                   requeue=unit not in by_unit, proven=decided.proven)
             self.metrics.gangs_waiting.set(len(self._waiting_gangs))
         self.metrics.cycle_seconds.observe(self.clock() - decided.started)
         log.info("cycle", extra={"fields": {
@@ -448,18 +468,20 @@ class Scheduler:
             if isinstance(unit, GangKey):
                 starts[unit] = min(starts[unit], self._gang_since.get(unit, starts[unit]))
             placements = by_unit[unit]
-            waiting = ""
+            waiting, waits_for = "", None
             if any(p.volumes for p in placements) and not halt():  # (halted: its bindings are not attempted)
                 waiting = volumes_waiting(self.client, self.store, self.decide, placements,
                                           unit if isinstance(unit, GangKey) else None)
+                waits_for = hints.PREBIND  # (its claims bound: at once, as a Pending plugin's hint)
             if not waiting and any(p.claims for p in placements) and not halt():
                 waiting = devices_refused(self.client, self.store, self.decide, placements,
                                           unit if isinstance(unit, GangKey) else None)
+                waits_for = None  # (a write refused: backs off)
             if waiting:  # its claims first: the unit is bound in a later cycle
                 for p in placements:
                     self.snapshots.assumed.forget(f"{p.namespace}/{p.name}")
                 report.unplaced += [f"{p.namespace}/{p.name}" for p in placements]
-                self._waits(unit, placements, pods, waiting)
+                self._waits(unit, placements, pods, waiting, waits_for, pending=waits_for is not None)
                 continue
             for p in placements:
                 pod = pods[(p.namespace, p.name)]
@@ -485,10 +507,11 @@ class Scheduler:
         return outcomes, starts
 
     def _waits(self, unit: Unit, placements: Sequence[Placement], pods: Mapping[tuple[str, str], Pod],
-               why: str) -> None:
+               why: str, waits_for: frozenset[ClusterEvent] | None = None, pending: bool = False) -> None:
         """A placed unit not bound this cycle (refused by the verifier, nominated and waiting for
-        its victims, waiting for its claims): back off, and each pod's Event says why."""
-        self.queue.unschedulable(unit, why)
+        its victims, waiting for its claims): back off, or wait for ``waits_for`` (``pending``:
+        and skip the backoff then), and each pod's Event says why."""
+        self.queue.unschedulable(unit, why, waits_for, pending=pending)
         for p in placements:
             self.recorder.pod_event(pods[(p.namespace, p.name)], ev.FAILED_SCHEDULING, why, ev.WARNING)
 
@@ -514,8 +537,10 @@ class Scheduler:
         report.failed[pod.key] = str(result.outcome)
         self.metrics.binds_failed.labels(str(result.outcome)).inc()
 
-    def _after_binding(self, unit: Unit, bound: list[Pod], failed: list[BindResult],
-                       gang: GangStatus | None, group: PodGroup | None, start: float, leftover: bool) -> None:
+    def _after_binding(self, unit: Unit, bound: list[Pod], failed: list[BindResult], gang: GangStatus | None,
+                       group: PodGroup | None, start: float, leftover: bool,
+                       waits_for: frozenset[ClusterEvent] | None) -> None:
+        """``leftover``: the plan left some of the unit's pods out; ``waits_for``: their hints."""
         if not failed:
             if gang is not None:
                 self._waiting_gangs.discard(gang.key)
@@ -524,7 +549,7 @@ class Scheduler:
                 if group is not None:
                     self.recorder.pod_group_status(group, ev.PHASE_SCHEDULED, gang.running + len(bound))
             if leftover:  # members beyond what was placed: try them again later
-                self.queue.unschedulable(unit, "not every pod placed")
+                self.queue.unschedulable(unit, "not every pod placed", waits_for)
             else:
                 self.queue.done(unit)
             return
@@ -549,7 +574,7 @@ class Scheduler:
 
     def _unplaced(self, unit: Unit, entries: list[Unplaced], pods: Mapping[tuple[str, str], Pod],
                   gang: GangStatus | None, groups: Mapping[GangKey, PodGroup], report: CycleReport,
-                  requeue: bool) -> None:
+                  requeue: bool, proven: bool) -> None:
         members = [pods[(u.namespace, u.name)] for u in entries]
         gang_key = gang.key if gang is not None else None
         group = groups.get(gang.key) if gang is not None else None
@@ -587,4 +612,8 @@ class Scheduler:
                 self.recorder.pod_event(pod, ev.GANG_TIMED_OUT, timed_out, ev.WARNING)
         self.metrics.unschedulable.inc(len(members))
         if requeue:
-            self.queue.unschedulable(unit, entries[0].reasons[0] if entries[0].reasons else "")
+            retry_by = None
+            if gang is not None and gang.key in self._waiting_gangs:  # (reported at its timeout)
+                retry_by = self._gang_since[gang.key] + gang_timeout(group)
+            self.queue.unschedulable(unit, entries[0].reasons[0] if entries[0].reasons else "",
+                                     unplaced_hints(entries, pods, proven), retry_by)

@@ -41,7 +41,11 @@ class Metrics:
                                 registry=r)
         self.queue_active = Gauge("kubeplace_queue_active_units", "Units (pods or gangs) waiting for a cycle.",
                                   registry=r)
-        self.queue_unschedulable = Gauge("kubeplace_queue_unschedulable_units", "Units backing off.", registry=r)
+        self.queue_unschedulable = Gauge("kubeplace_queue_unschedulable_units",
+                                         "Units backing off or waiting for an event that may help them.", registry=r)
+        self.pending_units = Gauge(
+            "kubeplace_pending_units", "Units (pods or gangs) in each queue: active, backoff, unschedulable "
+            "(the kube-scheduler's scheduler_pending_pods).", ["queue"], registry=r)
         self.leader = Gauge("kubeplace_leader", "1 while this replica holds the lease.", registry=r)
         self.cycles = Counter("kubeplace_cycles", "Scheduling cycles run.", registry=r)
         self.preemption_attempts = Counter(
@@ -52,6 +56,13 @@ class Metrics:
         self.preemption_wasted = Counter(
             "kubeplace_preemption_wasted_evictions",
             "Victims removed for a pod whose other victims could not be removed (must stay 0).", registry=r)
+
+    def pending(self, queues: dict[str, int]) -> None:
+        """Sets the queue gauges from :meth:`serve.queue.SchedulingQueue.pending`."""
+        for queue, units in queues.items():
+            self.pending_units.labels(queue).set(units)
+        self.queue_active.set(queues.get("active", 0))
+        self.queue_unschedulable.set(queues.get("backoff", 0) + queues.get("unschedulable", 0))
 
     def serve(self, port: int, address: str = "0.0.0.0") -> Any:
         """Serves ``/metrics`` on ``address:port`` from a daemon thread; returns the server."""

@@ -31,6 +31,9 @@ class ServeSettings:
     """How long a binding decided but not yet seen by the watch counts as usage."""
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
+    max_in_unschedulable: float = 300.0
+    """Seconds at most a unit that could not be placed waits for an event that may help it
+    before it is tried again anyway (the kube-scheduler's podMaxInUnschedulablePodsDuration)."""
     targets_namespace: str = "kubeplace-system"
     """Where ``kubeplace rebalance`` records the target nodes of the pods it moved."""
     targets_refresh: float = 10.0

@@ -9,28 +9,40 @@
 - ``best-fit``, ``fgd``: kubeplace's one-pod-at-a-time greedy policies in queue order
   (``solver.greedy.greedy_in_queue``): those ``simulated`` in ``solver.policies.POLICIES``.
 
-The baselines try their pending pods whenever the cluster changed (a pod arrived or left): a
-queue with perfect hints, no backoff. Their placements are plans like kubeplace's
-(``plan.pipeline.plan_placed_by``), so every one of them is checked by the independent verifier;
-a refused placement is not bound and counted.
+The baselines try a pending pod when it arrives, and a pod they could not place again only on
+an event that may make it fit (``serve.hints``: a pod left or was scaled down, a node came or
+changed, a pod was placed for one with pod affinity or a hard spread constraint, a member of its
+gang arrived), at once: the kube-scheduler's queue with its QueueingHints and no backoff (an
+arrival never makes another pending pod fit, so a saturated cluster is not planned again at
+every arrival). Their placements are plans like kubeplace's (``plan.pipeline.plan_placed_by``),
+so every one of them is checked by the independent verifier; a refused placement is not bound,
+counted, and tried again on the next event that may help it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from prometheus_client import CollectorRegistry
+
 from kubeplace.kube.gangs import without_gang
-from kubeplace.kube.objects import Snapshot
+from kubeplace.kube.objects import Pod, Snapshot
 from kubeplace.models.aggregate import Aggregation
 from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.models.framework import PluginSet
 from kubeplace.models.gpu import device_notes
 from kubeplace.models.problem import Assignment
 from kubeplace.plan.pipeline import plan_placed_by
+from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventRecorder
+from kubeplace.serve.hints import unit_hints
+from kubeplace.serve.intake import Intake, unit_of
 from kubeplace.serve.loop import Scheduler
+from kubeplace.serve.outcomes import SchedulerOutcomes
+from kubeplace.serve.queue import SchedulingQueue, Unit
 from kubeplace.serve.settings import ServeSettings
 from kubeplace.serve.snapshots import Snapshots
 from kubeplace.simulate.names import KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
@@ -41,6 +53,8 @@ from kubeplace.solver.emulate.scheduler import as_candidate, emulate
 from kubeplace.solver.policies import SIMULATED
 
 MAX_CYCLES_AT_ONCE = 10_000
+MAX_BATCH = 1_000_000
+"""A baseline tries every pod due at once, in queue order."""
 """Cycles run at one simulated instant before the simulation gives up on it (a loop guard)."""
 CYCLE_SECONDS = 0.01
 """How much later than its batch's instant a ``serve`` cycle's outcomes count (a unit's backoff
@@ -163,7 +177,8 @@ assert set(PLACERS) | {KUBEPLACE} == set(SCHEDULERS)
 
 
 class Baseline:
-    """A one-pod-at-a-time policy, tried whenever the cluster changed."""
+    """A one-pod-at-a-time policy; a pod it could not place is tried again on an event that may
+    help it (``serve.queue.SchedulingQueue`` with no backoff and no flush: perfect hints)."""
 
     def __init__(self, world: World, setup: Setup, name: str) -> None:
         self.name = name
@@ -172,21 +187,36 @@ class Baseline:
         self.place = PLACERS[name]()
         self.client = SimClient(world)
         self.snapshots = Snapshots(world.store, self.client, world.scheduler_name, None, clock=world.clock)
-        self.changed = False
+        self.queue = SchedulingQueue(initial=0.0, maximum=0.0, max_in_unschedulable=math.inf, clock=world.clock)
+        self.intake = Intake(self.queue, world.store, world.scheduler_name, None, self.snapshots.assumed,
+                             DecisionLog(), SchedulerOutcomes(world.scheduler_name, CollectorRegistry(),
+                                                              DecisionLog(), world.clock), world.clock)
         self.refused = 0
         self.cycles = 0
         world.listeners.append(self.on_change)
 
     def on_change(self, resource: str, event: str, old: RawObject | None, new: RawObject | None) -> None:
-        self.changed = True
+        self.intake.on_change(resource, event, old, new)
 
     def due(self) -> float | None:
-        return self.world.clock.now if self.changed and self.world.totals.pending_pods else None
+        return self.queue.next_due(window=0.0, size=MAX_BATCH)
 
     def run_due(self) -> None:
+        for _ in range(MAX_CYCLES_AT_ONCE):
+            units = self.queue.pop_batch(window=0.0, size=MAX_BATCH, timeout=0)
+            if not units:
+                return
+            self._run(units)
+
+    def _run(self, units: list[Unit]) -> None:
+        """Places the pending pods of ``units`` in queue order; the units left out wait."""
+        wanted = set(units)
         snapshot, _ = self.snapshots.take()
-        self.changed = False
+        snapshot = replace(snapshot, pending=tuple(p for p in snapshot.pending if unit_of(p) in wanted))
+        unit_of_pod = {pod.key: unit_of(pod) for pod in snapshot.pending}  # (before gangs are dropped)
         if not snapshot.pending:
+            for unit in units:
+                self.queue.done(unit)
             return
         if self.name == KUBE_SCHEDULER:
             snapshot = without_gangs(snapshot)
@@ -195,11 +225,21 @@ class Baseline:
         refused = {(v.namespace, v.name) for v in planned.violations}
         self.refused += len(refused)
         pods = {pod.key: pod for pod in snapshot.pending}
+        placed = set()
         for p in planned.plan.placements:
             if (p.namespace, p.name) not in refused:
                 key = f"{p.namespace}/{p.name}"
+                placed.add(key)
                 self.world.bind(key, p.node, device_notes(p.gpus, pods[key].requests, self.setup.config.gpu))
-        self.changed = False  # its own bindings are no news to it
+        left: dict[Unit, list[Pod]] = {}
+        for pod in snapshot.pending:
+            if pod.key not in placed:
+                left.setdefault(unit_of_pod[pod.key], []).append(pod)
+        for unit in units:
+            if unit in left:
+                self.queue.unschedulable(unit, "not placed", unit_hints(left[unit]))
+            else:
+                self.queue.done(unit)
 
     def close(self) -> None:
         return None

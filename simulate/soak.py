@@ -7,8 +7,9 @@ days of a steady churn on a small cluster:
 - low-priority jobs that fill every node, then a high-priority job that preempts one of them;
 - gangs that fit, and gangs that time out (one member fewer than their minMember; their owner
   deletes them after ``patience``);
-- pods that never fit: one for the whole soak (retried every maximum backoff, hundreds of
-  thousands of attempts), and more that come and are deleted by their owner after ``patience``;
+- pods that never fit: one for the whole soak (retried on every event that may help it and
+  every 5 minutes, thousands of attempts), and more that come and are deleted by their owner
+  after ``patience``;
 - nodes that go away (their pods deleted and made again by their controllers) and come back.
 
 Every ``every`` simulated seconds it samples the size of each table the scheduler keeps
@@ -72,10 +73,9 @@ class SoakSpec:
     """Seconds after which the owner of a pod that has not started deletes it (but the one pod
     that never fits for the whole soak)."""
     max_backoff: float = 10.0
-    """serve's ``--max-backoff`` (its default: 10 s, the kube-scheduler's podMaxBackoffDuration).
-    A unit that cannot be placed is retried after it, so it sets how many cycles a simulated day
-    takes; the kube-scheduler retries a pod that no cluster event makes placeable only every
-    podMaxInUnschedulablePodsDuration (5 min)."""
+    """serve's ``--max-backoff`` (its default: 10 s, the kube-scheduler's podMaxBackoffDuration):
+    a unit that cannot be placed comes back on an event that may help it once its backoff is
+    over, and without one every podMaxInUnschedulablePodsDuration (5 minutes)."""
     seed: int = 0
     trace_malloc: bool = False
 

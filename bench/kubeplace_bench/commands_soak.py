@@ -59,7 +59,8 @@ def soak_table(soak: Soak) -> str:
 @click.option("--every", type=FiniteFloatRange(min=1), default=3600.0, show_default=True,
               help="Simulated seconds between two samples.")
 @click.option("--max-backoff", type=FiniteFloatRange(min=0.1), default=10.0, show_default=True,
-              help="serve's --max-backoff: a pod that cannot be placed is retried after it (sets the cycles a day).")
+              help="serve's --max-backoff: a pod that cannot be placed comes back on an event that may help it "
+                   "once this backoff is over.")
 @click.option("--job-rate", type=FiniteFloatRange(min=0, min_open=True), default=1 / 60, show_default=True,
               help="Ordinary jobs arriving per second.")
 @click.option("--period", type=FiniteFloatRange(min=60), default=1800.0, show_default=True,

@@ -105,7 +105,7 @@ def test_assumed_pods_count_as_usage_for_the_next_batch() -> None:
     assert report.unplaced == ["default/second"] and len(cluster.bindings) == 1
 
 
-def test_a_node_added_retries_unschedulable_pods_at_once() -> None:
+def test_a_node_added_retries_unschedulable_pods_after_their_backoff() -> None:
     clock = Clock()
     s, cluster = scheduler(node("a").cpu("1").memory("8Gi"), pod("p").cpu("2"), clock=clock)
     next_cycle(s)
@@ -113,18 +113,69 @@ def test_a_node_added_retries_unschedulable_pods_at_once() -> None:
     new = node("b").cpu("4").memory("8Gi").manifest()
     s.store.apply("nodes", "ADDED", new)
     s.on_change("nodes", "ADDED", None, new)
+    assert next_cycle(s) is None and s.queue.pending()["backoff"] == 1  # (its 1 s backoff first)
+    clock.advance(1)
     next_cycle(s)
     assert bound(cluster) == {"p": "b"}
 
 
-def test_a_bound_pod_deleted_retries_unschedulable_pods_at_once() -> None:
-    s, cluster = scheduler(node("a").cpu("2").memory("8Gi"), pod("old").cpu("2").on("a"), pod("p").cpu("2"))
+def test_a_bound_pod_deleted_retries_unschedulable_pods_after_their_backoff() -> None:
+    clock = Clock()
+    s, cluster = scheduler(node("a").cpu("2").memory("8Gi"), pod("old").cpu("2").on("a"), pod("p").cpu("2"),
+                           clock=clock)
     next_cycle(s)
+    clock.advance(1)
     old = s.store.get("pods", "default/old")
     s.store.apply("pods", "DELETED", old)  # type: ignore[arg-type]
     s.on_change("pods", "DELETED", old, None)
     next_cycle(s)
     assert bound(cluster) == {"p": "a"}
+
+
+def test_an_unplaceable_pod_waits_for_an_event_that_may_help_it_not_for_a_timer() -> None:
+    """Through the loop: a pod too big is planned once, then not again while time passes, pods
+    arrive and are bound elsewhere or a node's heartbeat comes (before, every backoff: 1, 2, 4,
+    8, 10, 10... s); a pod deleted brings it back, and so does the five-minute flush."""
+    clock = Clock(0.0)
+    s, cluster = scheduler(node("a").cpu("4").memory("8Gi"), pod("big").cpu("3"), pod("old").cpu("2").on("a"),
+                           clock=clock)
+    planned: list[list[str]] = []
+    cycle = s.cycle
+    s.cycle = lambda units, stop=None: (planned.append(sorted(map(str, units))), cycle(units, stop))[1]  # type: ignore[method-assign]
+
+    def tick(seconds: float) -> None:
+        for _ in range(int(seconds)):
+            clock.advance(1)
+            next_cycle(s)
+
+    tick(1)
+    assert planned == [["default/big"]] and s.queue.is_unschedulable("default/big")
+    small = pod("small").cpu("1").manifest()  # another pod arrives, is placed and bound
+    s.store.apply("pods", "ADDED", small)
+    s.on_change("pods", "ADDED", None, small)
+    tick(2)
+    bound_small = {**small, "spec": {**small["spec"], "nodeName": "a"}}
+    s.store.apply("pods", "MODIFIED", bound_small)
+    s.on_change("pods", "MODIFIED", small, bound_small)
+    tick(120)
+    assert planned == [["default/big"], ["default/small"]] and bound(cluster) == {"small": "a"}
+    s.metrics.pending(s.queue.pending())  # (what run() sets after each cycle)
+    assert s.metrics.value("kubeplace_pending_units", {"queue": "unschedulable"}) == 1
+    old = s.store.get("pods", "default/old")
+    s.store.apply("pods", "DELETED", old)  # type: ignore[arg-type]
+    s.on_change("pods", "DELETED", old, None)
+    tick(1)
+    assert planned[-1] == ["default/big"] and bound(cluster) == {"small": "a", "big": "a"}
+
+
+def test_an_unplaceable_pod_is_planned_again_after_five_minutes_without_events() -> None:
+    clock = Clock(0.0)
+    s, _ = scheduler(node("a").cpu("1").memory("8Gi"), pod("p").cpu("2"), clock=clock)
+    tries = 0
+    for _ in range(601):
+        tries += next_cycle(s) is not None
+        clock.advance(1)
+    assert tries == 3  # at 0, 300 and 600 s (before: 65 times, every 10 s after the first few)
 
 
 def test_a_heartbeat_on_a_node_is_not_a_change() -> None:

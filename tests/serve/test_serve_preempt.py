@@ -73,7 +73,8 @@ def test_victims_go_gracefully_the_preemptor_is_nominated_then_bound() -> None:
     assert s.metrics.value("kubeplace_preemption_wasted_evictions_total") == 0
 
     nominated(s, store, cluster, "high")
-    gone(s, store, "low")  # wakes the preemptor
+    gone(s, store, "low")  # wakes the preemptor (after its 1 s backoff)
+    s.clock.advance(1)  # type: ignore[attr-defined]
     next_cycle(s)
     assert bound(cluster) == {"high": "n1"}
     assert cluster.deleted == [("default/low", "uid-default-low")]  # nobody else
@@ -89,7 +90,7 @@ def test_while_its_victims_terminate_the_preemptor_preempts_nobody_else() -> Non
     assert old is not None
     terminating = {**old, "metadata": {**old["metadata"], "deletionTimestamp": "2024-01-01T00:00:00Z"}}
     store.apply("pods", MODIFIED, terminating)
-    s.clock.advance(60)  # type: ignore[attr-defined]
+    s.clock.advance(330)  # type: ignore[attr-defined]  # (nothing helps it yet: planned again at the flush)
     report = next_cycle(s)
     assert report is not None and report.unplaced == ["default/high"]
     assert len(cluster.deleted) == 1 and bound(cluster) == {}

@@ -1,13 +1,18 @@
-"""The scheduling queue: batching by window and size, backoff, retries on cluster changes."""
+"""The scheduling queue: batching by window and size, backoff, unschedulable units retried on the
+events that may help them (the kube-scheduler's QueueingHints) and after five minutes."""
 
 from __future__ import annotations
 
 import threading
 import time
 
+import pytest
+
 from kubeplace.kube.objects import GangKey
+from kubeplace.serve import hints
 from kubeplace.serve.backoff import doubling
-from kubeplace.serve.queue import SchedulingQueue
+from kubeplace.serve.hints import CAPACITY, INTER_POD, ClusterEvent
+from kubeplace.serve.queue import MAX_IN_UNSCHEDULABLE, SchedulingQueue
 from tests.serve.fakes import Clock
 
 GANG = GangKey("ns", "g")
@@ -73,17 +78,134 @@ def test_an_unschedulable_unit_comes_back_when_its_backoff_is_over() -> None:
     assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
 
 
-def test_a_cluster_change_retries_every_unschedulable_unit_at_once() -> None:
+def test_a_cluster_change_retries_every_unschedulable_unit_once_its_backoff_is_over() -> None:
+    """A wildcard event moves every unschedulable unit: to the active queue when its backoff is
+    over, else to the backoff queue until it is (the kube-scheduler's queueAfterBackoff)."""
     clock = Clock()
     queue = SchedulingQueue(initial=60, maximum=60, clock=clock)
     for unit in ("ns/a", GANG):
         queue.add(unit)
     queue.pop_batch(window=0, size=10, timeout=0)
-    queue.unschedulable("ns/a")
-    queue.unschedulable(GANG)
-    assert queue.counts() == (0, 2)
+    queue.unschedulable("ns/a", hints=CAPACITY)
+    queue.unschedulable(GANG, hints=CAPACITY)
+    assert queue.counts() == (0, 2) and queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 2}
     assert queue.cluster_changed() == 2
+    assert queue.pending() == {"active": 0, "backoff": 2, "unschedulable": 0}
+    assert queue.pop_batch(window=0, size=10, timeout=0) == []
+    clock.advance(60)
     assert set(queue.pop_batch(window=0, size=10, timeout=0)) == {GANG, "ns/a"}
+
+
+def unschedulable_after_backoff(queue: SchedulingQueue, clock: Clock, unit: str,
+                                hints: frozenset[ClusterEvent] = CAPACITY) -> None:
+    """``unit`` tried, unschedulable with ``hints``, and its backoff over."""
+    queue.add(unit)
+    assert queue.pop_batch(window=0, size=10, timeout=0) == [unit]
+    backoff = queue.unschedulable(unit, "0/1 nodes are available: 1 Insufficient cpu.", hints)
+    clock.advance(backoff)
+
+
+def test_an_unschedulable_unit_is_not_retried_by_the_timer_nor_an_unrelated_event() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(initial=1, maximum=10, clock=clock)
+    unschedulable_after_backoff(queue, clock, "ns/a")
+    for _ in range(29):  # 290 s: far past its backoff, before the flush
+        clock.advance(10)
+        assert queue.pop_batch(window=0, size=10, timeout=0) == []
+    assert queue.move(hints.ASSIGNED_POD_ADD) == 0  # a pod placed helps a pod that lacks room nowhere
+    assert queue.move(hints.NODE_DELETE) == 0
+    assert queue.pop_batch(window=0, size=10, timeout=0) == [] and queue.is_unschedulable("ns/a")
+    assert queue.next_due(window=0, size=10) == 1320.0  # the first flush (every 30 s) 5 minutes after its attempt
+
+
+@pytest.mark.parametrize("event", [hints.NODE_ADD, hints.ASSIGNED_POD_DELETE, hints.ASSIGNED_POD_SCALE_DOWN,
+                                   hints.NODE_ALLOCATABLE, hints.NODE_LABEL, hints.NODE_TAINT])
+def test_an_event_that_may_make_room_retries_an_unschedulable_unit(event: ClusterEvent) -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    unschedulable_after_backoff(queue, clock, "ns/a")
+    assert queue.move(event) == 1
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
+    assert queue.moved[("active", event.label())] == 1
+
+
+def test_a_pod_placed_retries_only_the_units_that_wait_for_one() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    unschedulable_after_backoff(queue, clock, "ns/plain")
+    unschedulable_after_backoff(queue, clock, "ns/affine", CAPACITY | INTER_POD)
+    assert queue.move(hints.ASSIGNED_POD_ADD) == 1
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/affine"]
+    assert queue.is_unschedulable("ns/plain")
+
+
+def test_its_own_update_retries_an_unschedulable_unit() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    unschedulable_after_backoff(queue, clock, "ns/a", frozenset())
+    queue.add("ns/a")  # seen again (a status update): nothing new for it
+    assert queue.pop_batch(window=0, size=10, timeout=0) == []
+    queue.updated("ns/a")  # its spec changed (smaller requests, a toleration...)
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
+
+
+def test_an_unschedulable_unit_is_retried_after_five_minutes_without_any_event() -> None:
+    """The safety net: podMaxInUnschedulablePodsDuration (5 minutes) from its last attempt, at the
+    next of the flushes the kube-scheduler runs every 30 s (units come back together)."""
+    clock = Clock(0.0)
+    queue = SchedulingQueue(clock=clock)
+    queue.add("ns/a")
+    queue.pop_batch(window=0, size=10, timeout=0)
+    queue.unschedulable("ns/a", "Insufficient cpu", CAPACITY)
+    assert queue.next_due(window=0, size=10) == MAX_IN_UNSCHEDULABLE == 300.0
+    clock.now = 299.9
+    assert queue.pop_batch(window=0, size=10, timeout=0) == []
+    clock.now = 300.0
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
+    assert queue.moved[("active", "WildCardUnschedulableTimeout")] == 1
+    queue.unschedulable("ns/a", "Insufficient cpu", CAPACITY, retry_by=330.0)  # (a gang's timeout, say)
+    assert queue.next_due(window=0, size=10) == 330.0
+    clock.now = 330.0
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
+    queue.forget("ns/a")
+    for unit, at in (("ns/b", 331.0), ("ns/c", 345.0), ("ns/d", 360.0)):  # tried within one 30 s period
+        clock.now = at
+        queue.add(unit)
+        assert queue.pop_batch(window=0, size=10, timeout=0) == [unit]
+        queue.unschedulable(unit, "Insufficient cpu", CAPACITY)
+    assert queue.next_due(window=0, size=10) == 660.0
+    clock.now = 660.0
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/b", "ns/c", "ns/d"]  # one batch
+
+
+def test_an_event_while_a_unit_is_planned_retries_it_at_once_if_it_may_help() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(initial=60, maximum=60, clock=clock)
+    for unit in ("ns/a", "ns/b"):
+        queue.add(unit)
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a", "ns/b"]
+    queue.move(hints.ASSIGNED_POD_ADD)  # (no unit waits: remembered for those in flight)
+    assert queue.unschedulable("ns/a", hints=CAPACITY | INTER_POD) == 0.0  # its plan is stale
+    assert queue.unschedulable("ns/b", hints=CAPACITY) == 60  # nothing it waits for happened
+    assert queue.pop_batch(window=0, size=10, timeout=0) == ["ns/a"]
+
+
+def test_the_unschedulable_tables_stay_bounded() -> None:
+    """Units parked and moved again and again: the flush heap is rebuilt, the hint groups go."""
+    clock = Clock()
+    queue = SchedulingQueue(initial=0.001, maximum=0.001, clock=clock)
+    units = [f"ns/p{i}" for i in range(50)]
+    for _ in range(100):
+        for unit in units:
+            queue.add(unit)
+        assert len(queue.pop_batch(window=0, size=100, timeout=0)) == 50
+        for i, unit in enumerate(units):
+            queue.unschedulable(unit, hints=CAPACITY | (INTER_POD if i % 2 else frozenset()))
+        clock.advance(1)
+        queue.move(hints.NODE_ADD)
+    sizes = queue.sizes()
+    assert sizes["queue_flushes"] <= 2 * 50 + 16 and sizes["queue_hint_groups"] == 0
+    assert sizes["queue_unschedulable"] == 0 and sizes["queue_active"] == 50
 
 
 def test_a_new_gang_member_retries_its_gang_only() -> None:

@@ -13,7 +13,7 @@ from kubeplace.models.framework import PluginSet
 from kubeplace.models.problem import Assignment
 from kubeplace.simulate.engine import Result, simulate
 from kubeplace.simulate.names import API_LATENCY, SCHEDULERS
-from kubeplace.simulate.schedulers import PLACERS
+from kubeplace.simulate.schedulers import CYCLE_SECONDS, PLACERS
 from kubeplace.simulate.world import World
 from tests.simulate.sim_builders import SETUP, cluster, node, replay, trace
 
@@ -54,24 +54,28 @@ def test_a_departure_just_before_a_batch_closes_lands_after_it_with_the_latency(
     # a (3 cpu) is bound when its batch closes at QUIET and runs 10 - QUIET - 0.01 s: without the
     # latency it leaves at 9.99, before the batch of b (2 cpu, arriving at 9.8) closes at 10, and b
     # fits; with it a leaves at 10.03, as a binding landing tens of milliseconds late does live,
-    # so b's first batch finds the node full and b starts only after a's departure brings it back.
+    # so b's first batch finds the node full and b starts only after a's departure brings it back,
+    # once its backoff (1 s from its attempt, whose outcome counts CYCLE_SECONDS late) is over.
     cluster_, trace_ = cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 10 - QUIET - 0.01, "template": "three", "name": "a"},
         {"arrivalSeconds": 9.8, "durationSeconds": 5, "template": "two", "name": "b"})
     assert starts(replay(cluster_, trace_, "kubeplace", SETUP))["b"] == pytest.approx(10.0)
-    assert starts(simulate(cluster_, trace_, "kubeplace", SETUP))["b"] == pytest.approx(10.03 + QUIET + API_LATENCY)
+    backoff_over = 10.0 + CYCLE_SECONDS + SETUP.serve.initial_backoff
+    assert starts(simulate(cluster_, trace_, "kubeplace", SETUP))["b"] == pytest.approx(backoff_over + QUIET
+                                                                                       + API_LATENCY)
 
 
 def test_a_pod_whose_run_ends_at_an_instant_is_still_there_for_what_happens_then() -> None:
     # live, a binding lands a little after the instant it was decided, and its pod's run ends
     # that little after the binding instant plus its duration: what arrives or is planned at
     # that instant still sees the pod. a (3 cpu) runs [QUIET, 10 + QUIET); b (2 cpu) arrives at
-    # 10, its batch closes at 10 + QUIET while a is there: it backs off, and a's departure then
-    # brings it back for the next batch.
+    # 10, its batch closes at 10 + QUIET while a is there: it is unschedulable, and a's departure
+    # then brings it back for the batch after its backoff (the kube-scheduler's queueAfterBackoff).
     result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 10, "template": "three", "name": "a"},
         {"arrivalSeconds": 10, "durationSeconds": 5, "template": "two", "name": "b"}), "kubeplace", SETUP)
-    assert starts(result) == pytest.approx({"a": QUIET, "b": 10 + 2 * QUIET})
+    backoff_over = 10 + QUIET + CYCLE_SECONDS + SETUP.serve.initial_backoff
+    assert starts(result) == pytest.approx({"a": QUIET, "b": backoff_over + QUIET})
     # best fit: a (3 cpu) on the tight n1; b (2 cpu) arrives as a leaves and sees n1 still full.
     result = replay(cluster(node("n1", cpu="4"), node("n2", cpu="8")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 10, "template": "three", "name": "a"},
