@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Protocol
 
 from kubeplace.kube.binder import Binding, BindResult, Outcome, PodBinder, bind_concurrently
@@ -60,6 +60,7 @@ from kubeplace.plan.preemption_plan import make_preemption_plan
 from kubeplace.plan.verify import Violation
 from kubeplace.serve import events as ev
 from kubeplace.serve import hints
+from kubeplace.serve.cycle_report import CycleReport, Decided
 from kubeplace.serve.decisions import DecisionLog
 from kubeplace.serve.events import EventClient, EventRecorder
 from kubeplace.serve.hints import ClusterEvent, unit_hints, unplaced_hints
@@ -100,41 +101,6 @@ class ServeClient(PodBinder, PreBindClient, EventClient, PreemptClient, Protocol
 
 class LeaderCheck(Protocol):
     def is_leader(self) -> bool: ...
-
-
-@dataclass
-class CycleReport:
-    units: int = 0
-    pods: int = 0
-    bound: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    unplaced: list[str] = field(default_factory=list)
-    interrupted: bool = False
-    seconds_snapshot: float = 0.0
-    seconds_plan: float = 0.0
-    """make_plan: aggregation, solve and the verifier."""
-    seconds_solve: float = 0.0
-    seconds_bind: float = 0.0
-
-
-@dataclass
-class Decided:
-    """What a cycle planned, waiting to be bound."""
-
-    report: CycleReport
-    started: float
-    units: list[Unit]
-    snapshot: Snapshot
-    steps: str = ""
-    pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
-    gangs: dict[GangKey, GangStatus] = field(default_factory=dict)
-    by_unit: dict[Unit, list[Placement]] = field(default_factory=dict)
-    refused: dict[Unit, str] = field(default_factory=dict)
-    unplaced: dict[Unit, list[Unplaced]] = field(default_factory=dict)
-    nominated: set[Unit] = field(default_factory=set)
-    """Units held back waiting for their victims to go (the others refused are the verifier's)."""
-    proven: bool = False
-    """The plan placed all it could (its placed weight is its bound)."""
 
 
 def _finished(bindings: list[Future[CycleReport]]) -> None:

@@ -18,9 +18,10 @@ import time
 from typing import Any
 
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.serve.cycle_report import CycleReport
 from kubeplace.serve.informer import ADDED, MODIFIED, Store
 from kubeplace.serve.intake import unit_of
-from kubeplace.serve.loop import CycleReport, Scheduler
+from kubeplace.serve.loop import Scheduler
 from kubeplace.serve.settings import ServeSettings
 from tests.builders import node, pod
 from tests.serve.fakes import FakeCluster
