@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kubeplace.models.formulation.capacity_rows import Pairs, PreemptionLevel, level_rows
 from kubeplace.models.formulation.gpu_rows import PairModel
 from kubeplace.models.linear import INF
 from kubeplace.models.preempt_problem import PreemptionProblem
@@ -149,21 +150,15 @@ class VictimRows:
             b.lb.add_row(np.array([z, *flags]), np.array([1] + [-1] * len(flags)), -INF, 0)
 
     def _level_rows(self, b: PairModel, i: int, t: int, flag: int, pairs: IntArray, here: IntArray) -> None:
+        """Node i's room at level t (``formulation.capacity_rows.level_rows``): the pending pods of
+        power >= t there beside the victims below t kept and, once the flag is set, those above it."""
         pp, p = self.pp, self.pp.problem
         above = here[pp.victim_priority[here] >= t]
         below = here[pp.victim_priority[here] < t]
-        if len(above) == 0:
-            return  # nobody it may not evict: the capacity rows say it all
         vclass = pp.n_pending + np.arange(pp.n_victims)
-        for r in range(len(p.resources)):
-            d = p.demand[b.pair_cls[pairs], r]
-            big = int((p.demand[vclass[above], r] * pp.victim_count[above]).sum())
-            if big == 0 or not (d > 0).any():
-                continue
-            dv = p.demand[vclass[below], r]
-            cols = np.concatenate([b.y[pairs][d > 0], self.kept[below][dv > 0], [flag]])
-            coefs = np.concatenate([d[d > 0], dv[dv > 0], [big]])
-            b.lb.add_row(cols, coefs, -INF, int(p.free[i, r]))
+        held = (p.demand[vclass[above]] * pp.victim_count[above][:, None]).sum(axis=0)
+        level = PreemptionLevel(p.free[i], flag, held, self.kept[below], p.demand[vclass[below]])
+        level_rows(b.lb, Pairs(b.pair_cls[pairs], b.pair_node[pairs], b.y[pairs], b.y_ub[pairs], p.demand), level)
 
     def _highest(self, b: PairModel) -> None:
         pp = self.pp

@@ -14,12 +14,13 @@ rows that keep a node's pods within its room are written here, for the role the 
 - :class:`RemovableNodes`: nodes that may go (consolidation), a removal binary each: a removed
   node holds none of its pairs' pods, a kept one keeps those it holds now (its capacity row is an
   existing node's: the binary empties its pairs rather than scaling the row, the same model).
+- :class:`PreemptionLevel`: an existing node at one priority level of the pods that may go
+  there (``models.preempt_rows``): its room with the victims the level may evict counted as
+  kept, and, once the level's flag is set, the victims it may not evict as held.
 
 Rows are built with numpy over the pairs (classes x nodes, never pods) and added in one block,
 so a mode's model is the same, row for row, as when each wrote its own (the LP bound's over node
-kinds, ``solver.bound``, leaves out the zero coefficients it wrote). The preemption extension's
-rows per priority level (``models.preempt_rows``) are its own: a node's room with the victims a
-level may not evict, switched by the level's flag.
+kinds, ``solver.bound``, leaves out the zero coefficients it wrote).
 """
 
 from __future__ import annotations
@@ -92,6 +93,22 @@ class RemovableNodes:
     nodes: IntArray
     removed: IntArray
     current: IntArray
+
+
+@dataclass(frozen=True)
+class PreemptionLevel:
+    """One node at one preemption level: the pods of its pairs (the pending pods of the level's
+    power or above there) fit in its room ``free`` (R,) beside the victims the level may evict,
+    as far as they are kept (variables ``kept``, ``kept_demand`` (V, R) per pod), and, once
+    ``flag`` is set (a pod of the level goes there), beside ``held`` (R,), the whole load of the
+    victims it may not evict. A resource it holds none of, or the pairs request none of, gets no
+    row: the node's capacity row says it all."""
+
+    free: IntArray
+    flag: int
+    held: IntArray
+    kept: IntArray
+    kept_demand: IntArray
 
 
 def capacity_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, resource_major: bool = False) -> None:
@@ -172,6 +189,19 @@ def removal_rows(lb: LinearBuilder, pairs: Pairs, role: RemovableNodes) -> None:
     lower = np.where(kind == 0, -INF, role.current[pair])
     upper = np.where(kind == 0, pairs.ub[pair], INF)
     lb.add_rows(counts, cols, coefs, lower, upper)
+
+
+def level_rows(lb: LinearBuilder, pairs: Pairs, level: PreemptionLevel) -> None:
+    """Per resource the level holds and its pairs request: the pairs' requests, the kept
+    victims' and ``held`` x the flag within the room (the pairs, then the victims, then the flag)."""
+    demand = pairs.demand[pairs.cls]
+    for r in range(pairs.demand.shape[1]):
+        d, dv = demand[:, r], level.kept_demand[:, r]
+        if level.held[r] == 0 or not (d > 0).any():
+            continue
+        cols = np.concatenate([pairs.var[d > 0], level.kept[dv > 0], [level.flag]])
+        coefs = np.concatenate([d[d > 0], dv[dv > 0], [level.held[r]]])
+        lb.add_row(cols, coefs, -INF, int(level.free[r]))
 
 
 def group_cap_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, caps: Sequence[GroupCap]) -> None:
