@@ -163,9 +163,12 @@ class Provision:
     """What Karpenter's way (first-fit decreasing, cheapest type per node) pays for the same pods."""
     status: str
     rounds: int = 1
-    registered: tuple[Node, ...] = field(default=(), compare=False)
-    """The new nodes as they would register once ready (labels, taints, allocatable): what the
-    verifier checked the plan against, and what the report draws."""
+
+    @property
+    def registered(self) -> tuple[Node, ...]:
+        """The new nodes as they would register once ready (labels, taints, allocatable), from
+        their templates: what the verifier checked the plan against, and what the report draws."""
+        return tuple(n.template.to_node(n.name) for n in self.nodes)
 
     @property
     def gap(self) -> float | None:

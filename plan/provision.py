@@ -276,7 +276,7 @@ def _with_provision(planned: Planned, added: _Added, first: _Round | None, reaso
     unplaced = tuple(u if u.left_to_default_scheduler else
                      replace(u, reasons=(*u.reasons, *_at(reasons, f"{u.namespace}/{u.name}"), *unused))
                      for u in plan.unplaced)
-    provision_summary = Provision(nodes, cost, bound, greedy_cost, status, rounds, added.nodes)
+    provision_summary = Provision(nodes, cost, bound, greedy_cost, status, rounds)
     return replace(planned, plan=replace(plan, unplaced=unplaced, provision=provision_summary))
 
 
