@@ -21,7 +21,7 @@ from kubeplace.models.gpu import WHOLE
 from kubeplace.models.preempt_problem import PreemptionProblem
 from kubeplace.models.preempt_rows import values_of_evicted
 from kubeplace.models.preemption import NO_POWER
-from kubeplace.models.problem import Assignment, IntArray
+from kubeplace.models.problem import Assignment, GroupCap, IntArray
 from kubeplace.solver.budget import NO_DEADLINE, Budget
 
 MAX_TRIES = 64
@@ -49,7 +49,7 @@ class _State:
         load = p.demand[nz].T @ col[nz]
         if not ((load <= p.free[i]) | (load <= 0)).all():
             return False
-        if any(int(col[list(cap.classes)].sum()) > int(cap.cap[i]) for cap in p.group_caps if cap.classes):
+        if any(self._over(cap, i) for cap in p.group_caps if cap.classes):
             return False
         if p.has_devices:
             whole = nz[(p.gpu_milli[nz] >= WHOLE) & (p.gpu_count[nz] > 0)]
@@ -70,6 +70,14 @@ class _State:
             if not ((total <= p.free[i]) | (total <= 0)).all():
                 return False
         return True
+
+    def _over(self, cap: GroupCap, i: int) -> bool:
+        """Whether node i's pods of ``cap``, or with a domain those of node i's domain, exceed it."""
+        classes = list(cap.classes)
+        if cap.domain is None:
+            return int(self.y[classes, i].sum()) > int(cap.cap[i])
+        d = int(cap.domain[i])
+        return d >= 0 and int(self.y[np.ix_(classes, np.nonzero(cap.domain == d)[0])].sum()) > int(cap.cap[d])
 
 
 Edits = list[tuple[int, int, int]]
