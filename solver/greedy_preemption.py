@@ -73,7 +73,7 @@ class _State:
 
     def _over(self, cap: GroupCap, i: int) -> bool:
         """Whether node i's pods of ``cap``, or with a domain those of node i's domain, exceed it."""
-        classes = list(cap.classes)
+        classes = np.asarray(cap.classes, dtype=np.int64)
         if cap.domain is None:
             return int(self.y[classes, i].sum()) > int(cap.cap[i])
         d = int(cap.domain[i])
