@@ -34,15 +34,7 @@ from kubeplace.models.aggregate import Aggregation, FilterTable, aggregate, base
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.framework import ObjectiveTerm, PluginSet
 from kubeplace.models.preemption import NO_POWER, Candidates, candidates, not_preempting
-from kubeplace.models.problem import (
-    Assignment,
-    BoolArray,
-    DomainPreference,
-    Gang,
-    IntArray,
-    Preference,
-    Problem,
-)
+from kubeplace.models.problem import Assignment, BoolArray, DomainPreference, Gang, IntArray, Preference, Problem
 
 ClassKey = tuple[Any, ...]
 """What splits a class: ``("pending", power)`` or ``("victim", node, unit, priority, budgets)``."""
