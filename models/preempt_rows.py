@@ -123,9 +123,9 @@ class VictimRows:
                 b.lb.add_row(np.array([self.kept[v], z]), np.array([1, int(count[v])]), int(count[v]), int(count[v]))
 
     def _levels(self, b: PairModel) -> None:
-        pp = self.pp
-        count, prio = pp.victim_count, pp.victim_priority
-        pending = b.pair_cls < pp.n_pending
+        pp, p, n = self.pp, self.pp.problem, self.pp.n_pending
+        count, prio, demand = pp.victim_count, pp.victim_priority, p.demand
+        pending = b.pair_cls < n
         justified: dict[int, list[int]] = {}  # victim class -> b variables of levels above it
         for i in np.unique(pp.victim_node).tolist():
             here = np.nonzero(pp.victim_node == i)[0]
@@ -137,9 +137,15 @@ class VictimRows:
                 at = pairs[power == t]
                 b.lb.add_row(np.concatenate([b.y[at], [flag]]),
                              np.concatenate([np.ones(len(at), np.int64), [-int(b.y_ub[at].sum())]]), -INF, 0)
-                for v in here[prio[here] < t].tolist():
+                above, below = here[prio[here] >= t], here[prio[here] < t]
+                for v in below.tolist():
                     justified.setdefault(v, []).append(int(flag))
-                self._level_rows(b, int(i), int(t), int(flag), pairs[power >= t], here)
+                # node i's room at level t: its pods of power >= t beside the victims below t kept
+                # and, once the flag is set, the whole load of those above it
+                held = (demand[n + above] * count[above][:, None]).sum(axis=0)
+                level = PreemptionLevel(p.free[i], int(flag), held, self.kept[below], demand[n + below])
+                on = pairs[power >= t]
+                level_rows(b.lb, Pairs(b.pair_cls[on], b.pair_node[on], b.y[on], b.y_ub[on], demand), level)
         for v in range(pp.n_victims):
             flags = justified.get(v, [])
             if pp.victim_unit[v] < 0:  # evicted <= count * (levels above it here)
@@ -148,17 +154,6 @@ class VictimRows:
         for g, z in enumerate(self.units):
             flags = sorted({f for v in np.nonzero(pp.victim_unit == g)[0].tolist() for f in justified.get(v, [])})
             b.lb.add_row(np.array([z, *flags]), np.array([1] + [-1] * len(flags)), -INF, 0)
-
-    def _level_rows(self, b: PairModel, i: int, t: int, flag: int, pairs: IntArray, here: IntArray) -> None:
-        """Node i's room at level t (``formulation.capacity_rows.level_rows``): the pending pods of
-        power >= t there beside the victims below t kept and, once the flag is set, those above it."""
-        pp, p = self.pp, self.pp.problem
-        above = here[pp.victim_priority[here] >= t]
-        below = here[pp.victim_priority[here] < t]
-        vclass = pp.n_pending + np.arange(pp.n_victims)
-        held = (p.demand[vclass[above]] * pp.victim_count[above][:, None]).sum(axis=0)
-        level = PreemptionLevel(p.free[i], flag, held, self.kept[below], p.demand[vclass[below]])
-        level_rows(b.lb, Pairs(b.pair_cls[pairs], b.pair_node[pairs], b.y[pairs], b.y_ub[pairs], p.demand), level)
 
     def _highest(self, b: PairModel) -> None:
         pp = self.pp
