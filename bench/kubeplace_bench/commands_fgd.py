@@ -55,8 +55,9 @@ def published_path(option: Path | None, start: Path | None = None) -> Path | Non
               help="Also the offline figures (every arrival known, the same cluster): an upper bound on the "
                    "GPU allocation any placement reaches (scheduler \"bound\") and a feasible placement's "
                    "(\"offline\").")
-@click.option("--bound-time-limit", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
-              help="Seconds for the bound's column generation, and again for the offline placement, per run.")
+@click.option("--bound-time-limit", type=click.FloatRange(min=1.0), default=40.0, show_default=True,
+              help="Seconds per run for the bound's column generation, and again for each of the offline "
+                   "placement's two searches.")
 @click.option("--published", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="published_alloc_at_130.csv [default: shared/reference/fgd/ in a folder above the checkout].")
 @click.option("--window", type=click.IntRange(min=1), default=100, show_default=True,
@@ -118,7 +119,7 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
 
 
 def _offline(nodes: Any, run: Any, trace: str, seed: int, seconds: float) -> list[dict[str, Any]]:
-    from kubeplace_bench.offline_bound import offline
+    from kubeplace_bench.offline import offline
 
     found = offline(nodes, run.pods, seconds, seed)
     click.echo(f"{trace} seed {seed} bound: {found.bound_percent:.2f}, offline placement: {found.placed_percent:.2f}"

@@ -20,10 +20,8 @@ nodes start empty; a pod may be left out, as nothing forces an offline placement
   finds no improving column it equals the LP's optimum.
   Relaxed (so the bound may exceed the optimum): the cpu and memory of the nodes of one kind
   are pooled, and columns may repeat a class on several devices beyond its count.
-* a feasible placement, :func:`offline_placement`: kubeplace's own column generation over exact
-  node patterns (``kubeplace.solver.patterns``, per node cpu, memory and devices), its MIP and
-  greedy completion, replayed pod by pod on the benchmarks' independent simulator
-  (``bench.gpusim.Cluster.place``), which refuses any pod that does not fit.
+* a feasible placement (``bench.offline``), from the same LP with columns cut to fit one real
+  node (:func:`node_columns`).
 
 CPU-only pods take no GPU, so both leave them out: they can only take room.
 """
@@ -32,19 +30,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.problem import Assignment, Problem
-from kubeplace.solver.pricing_bound import copies, knapsack_table
-from kubeplace_bench.gpusim import WHOLE, BoolArray, Cluster, IntArray, NodeSpec, PodSpec
+from kubeplace_bench import offline_pricing as pricing
+from kubeplace_bench.gpusim import WHOLE, BoolArray, IntArray, NodeSpec, PodSpec
 
 FloatArray = npt.NDArray[np.float64]
-Placements = tuple[tuple[int, int, tuple[int, ...]], ...]
-"""(pod index, node index, devices) of each placed pod."""
 CPU_UNIT = 1000  # the master's cpu rows in cores, its memory rows in GiB: coefficients of like size
 MEM_UNIT = 1024
 GAP = 1e-6
@@ -98,27 +93,25 @@ def shapes_of(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec]) -> Shapes:
                   tuple(tuple(classes[c]) for c in cls), eligible)
 
 
-def best_node(s: Shapes, k: int, value: FloatArray) -> tuple[float, IntArray]:
-    """The most ``value`` (per class, per pod) one empty node of kind ``k`` can hold with its
-    devices packed exactly, and the pods per class that reach it: ``j`` devices taken whole by
-    the best whole-GPU pods that fit in j, the other ``D - j`` each holding the best shares
-    (a class at most ``count`` times on one device)."""
-    n_dev = int(s.kind_gpus[k])
-    out = np.zeros(len(value), dtype=np.int64)
-    usable = s.eligible[:, k] & (value > 0)
-    share = np.nonzero(usable & (s.gpus == 1) & (s.milli < WHOLE))[0]
-    whole = np.nonzero(usable & (s.milli >= WHOLE) & (s.gpus <= n_dev))[0]
-    per_device, fill = 0.0, np.zeros(len(share), dtype=np.int64)
-    if len(share):
-        unit = int(np.gcd.reduce(np.concatenate([s.milli[share], [WHOLE]])))
-        size, cap = s.milli[share] // unit, WHOLE // unit
-        table, choice = knapsack_table(cap, size, value[share], np.minimum(s.count[share], cap // size))
-        per_device, fill = float(table[cap]), copies(choice, size, cap)
-    table, choice = knapsack_table(n_dev, s.gpus[whole], value[whole], s.count[whole])
-    j = int(np.argmax(table + (n_dev - np.arange(n_dev + 1)) * per_device))
-    out[whole] = copies(choice, s.gpus[whole], j)
-    out[share] += fill * (n_dev - j)
-    return float(table[j]) + (n_dev - j) * per_device, out
+def best_node(s: Shapes, k: int, value: FloatArray, exact: str = "") -> tuple[float, IntArray]:
+    """``offline_pricing.best_node`` for one node of kind ``k``; ``exact`` "cpu" or "memory" keeps
+    that resource per node as well."""
+    request = {"cpu": (s.cpu, s.kind_cpu), "memory": (s.mem, s.kind_mem)}.get(exact)
+    return pricing.best_node(value, s.eligible[:, k], s.gpus, s.milli, s.count, int(s.kind_gpus[k]),
+                             None if request is None else request[0], 0 if request is None else int(request[1][k]))
+
+
+def fits_node(s: Shapes, k: int, counts: IntArray) -> bool:
+    return bool(s.cpu @ counts <= s.kind_cpu[k] and s.mem @ counts <= s.kind_mem[k])
+
+
+@dataclass(frozen=True)
+class Column:
+    """What one node of kind ``kind`` holds (pods per class), on ``nodes`` nodes in the LP's solution."""
+
+    kind: int
+    counts: IntArray
+    nodes: float
 
 
 @dataclass(frozen=True)
@@ -130,8 +123,8 @@ class UpperBound:
     converged: bool
     iterations: int
     seconds: float
-    quotas: IntArray
-    """(C, K) pods of each class on each kind in the last LP solution, rounded down."""
+    columns: tuple[Column, ...]
+    """The LP's solution (columns on no node left out)."""
 
 
 class _Master:
@@ -147,6 +140,7 @@ class _Master:
         self.h.add_empty_rows(np.full(len(upper), -INF), upper)
         self.inf = INF
         self.columns: list[tuple[int, IntArray]] = []
+        self.solved = 0  # columns at the last solve
 
     def add(self, k: int, counts: IntArray) -> None:
         s, (cls,) = self.s, np.nonzero(counts)
@@ -157,14 +151,6 @@ class _Master:
         self.h.add_col(float(s.weight[cls] @ n), 0.0, self.inf, rows, vals)
         self.columns.append((k, counts))
 
-    def quotas(self) -> IntArray:
-        """(C, K) pods per class and kind in the last solution, rounded down."""
-        x = np.zeros((self.n_classes, self.n_kinds))
-        if self.columns:
-            for (k, counts), lam in zip(self.columns, self.h.values(), strict=True):
-                x[:, k] += lam * counts
-        return np.floor(x + 1e-6).astype(np.int64)
-
     def solve(self) -> tuple[float, FloatArray, FloatArray, FloatArray, FloatArray]:
         """(LP value, node duals mu, count duals pi, cpu duals theta, memory duals phi), all >= 0
         (any duals >= 0 give a valid bound; before the first column: 0, and all duals 0)."""
@@ -172,20 +158,31 @@ class _Master:
         if not self.columns:
             return 0.0, np.zeros(nk), np.zeros(nc), np.zeros(nk), np.zeros(nk)
         optimal = self.h.solve(600.0)
+        self.solved = len(self.columns)
         d = np.maximum(self.h.row_duals(), 0.0)
         return self.h.objective() if optimal else 0.0, d[:nk], d[nk:nk + nc], d[nk + nc:2 * nk + nc], d[2 * nk + nc:]
 
+    def solution(self) -> tuple[Column, ...]:
+        if self.solved != len(self.columns):
+            self.solve()
+        if not self.columns:
+            return ()
+        values = self.h.values()
+        return tuple(Column(k, counts, float(lam)) for (k, counts), lam in zip(self.columns, values, strict=True)
+                     if lam > 1e-9)
 
-def upper_bound(s: Shapes, seconds: float = 60.0) -> UpperBound:
-    """The configuration LP's Lagrangian bound (see the module's text), by column generation until
-    no node prices out, the bound meets the LP, or ``seconds`` have passed; never above the
-    cluster's GPU milli or what the pods ask for."""
+
+Pricing = Callable[[int, FloatArray, float], tuple[float, list[IntArray]]]
+"""(kind, reduced value per class, the kind's node dual) -> (a bound on one node's best reduced
+value, columns worth adding)."""
+
+
+def _generate(s: Shapes, seconds: float, price: Pricing) -> UpperBound:
+    """Column generation: every iteration the Lagrangian bound at the master's duals (the least
+    kept), until no column is added, the bound meets the LP, or ``seconds`` have passed."""
     started = time.monotonic()
-    trivial = float(min(s.capacity_milli, int(s.weight @ s.count)))
-    if len(s.count) == 0:
-        return UpperBound(0.0, 0.0, True, 0, 0.0, np.zeros((0, len(s.kind_nodes)), dtype=np.int64))
     master = _Master(s)
-    best, lp, iterations, converged = trivial, 0.0, 0, False
+    best, lp, iterations, converged = float(min(s.capacity_milli, int(s.weight @ s.count))), 0.0, 0, False
     cpu, mem = s.cpu / CPU_UNIT, s.mem / MEM_UNIT
     while iterations < MAX_ITERATIONS and time.monotonic() - started < seconds:
         iterations += 1
@@ -194,110 +191,73 @@ def upper_bound(s: Shapes, seconds: float = 60.0) -> UpperBound:
                                                               + phi * s.kind_mem / MEM_UNIT)).sum())
         added = 0
         for k in range(len(s.kind_nodes)):
-            z, counts = best_node(s, k, s.weight - pi - theta[k] * cpu - phi[k] * mem)
+            z, found = price(k, s.weight - pi - theta[k] * cpu - phi[k] * mem, float(mu[k]))
             bound += float(s.kind_nodes[k]) * max(0.0, z)
-            if z > mu[k] * (1 + 1e-9) + 1e-6 and counts.any():
+            for counts in found:
                 master.add(k, counts)
                 added += 1
         best = min(best, bound)
         if added == 0 or best - lp <= GAP * s.capacity_milli:
             converged = True
             break
-    return UpperBound(best, lp, converged, iterations, time.monotonic() - started, master.quotas())
+    return UpperBound(best, lp, converged, iterations, time.monotonic() - started, master.solution())
 
 
-@dataclass(frozen=True)
-class Offline:
-    """The offline figures of one pod list, in GPU milli and percent of the cluster's."""
-
-    bound: UpperBound
-    bound_milli: float
-    """The least of the configuration LP's bound and the pattern generation's proved bound."""
-    placed_milli: int
-    """GPU milli of a feasible placement (checked pod by pod by ``gpusim``)."""
-    capacity_milli: int
-    placements: Placements
-    seconds: float
-
-    @property
-    def bound_percent(self) -> float:
-        """The bound as alloc_at_130 rounds a row (``fgd_protocol.alloc_at``): allocations are whole
-        milli and rounding is monotone, so no row, hence no mean of rows, is above it."""
-        return percent(math.floor(self.bound_milli + 1e-6), self.capacity_milli)
-
-    @property
-    def placed_percent(self) -> float:
-        return percent(self.placed_milli, self.capacity_milli)
+def _improving(value: FloatArray, dual: float, counts: IntArray) -> bool:
+    return bool(counts.any() and float(value @ counts) > dual * (1 + 1e-9) + 1e-6)
 
 
-def percent(milli: int, capacity_milli: int) -> float:
-    """GPU milli in percent of the cluster's, rounded as ``fgd_protocol.alloc_at`` rounds a row."""
-    return round(milli / (capacity_milli // WHOLE) / 10, 2)
+def upper_bound(s: Shapes, seconds: float = 60.0) -> UpperBound:
+    """The configuration LP's Lagrangian bound (see the module's text), by column generation; never
+    above the cluster's GPU milli or what the pods ask for."""
+    def pooled(k: int, value: FloatArray, dual: float) -> tuple[float, list[IntArray]]:
+        z, counts = best_node(s, k, value)
+        return z, [counts] if _improving(value, dual, counts) else []
+
+    return _generate(s, seconds, pooled)
 
 
-def offline_placement(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], s: Shapes, quotas: IntArray,
-                      seconds: float, seed: int = 0) -> tuple[Placements, float | None]:
-    """kubeplace's pattern placement (``solver.patterns``) of the GPU pods within ``seconds``,
-    started from the better of best-fit and the greedy guided by ``quotas`` (pods per class and
-    kind, from the bound's LP), as (pod, node, devices), every pod accepted by the independent
-    simulator (a refusal raises); and the generation's proved bound (GPU milli), if it has one."""
-    from kubeplace.solver.budget import Budget
-    from kubeplace.solver.greedy import BEST_FIT, greedy, guided
-    from kubeplace.solver.patterns import pattern_placement
+def node_columns(s: Shapes, seconds: float) -> UpperBound:
+    """The same LP with columns that fit one real node (cpu and memory per node too), for the
+    offline placement: the pricings that keep cpu, or memory, per node (``offline_pricing``), their
+    nodes cut down to the other resource by dropping the pods of least value per request. The pricing is a
+    heuristic here, so its LP is no bound; its Lagrangian values still are (each pricing bounds
+    the best real node from above)."""
+    def fitting(k: int, value: FloatArray, dual: float) -> tuple[float, list[IntArray]]:
+        z, found = math.inf, []
+        for exact in ("cpu", "memory"):
+            bound, counts = best_node(s, k, value, exact)
+            z = min(z, bound)
+            counts = fitted(s, k, counts, value)
+            if _improving(value, dual, counts):
+                found.append(counts)
+        return z, found
 
-    problem = _problem(nodes, s)
-    incumbent = max((greedy(problem, BEST_FIT), guided(problem, quotas, s.node_kind)), key=lambda a: _milli(s, a))
-    result = pattern_placement(problem, incumbent, Budget.of(seconds), seed=seed)
-    found = result.assignment
-    a = incumbent if found is None or _milli(s, found) < _milli(s, incumbent) else found
-    out = []
-    next_member = [0] * len(s.count)
-    d = a.devices
-    for c, i, n in zip(a.cls.tolist(), a.node.tolist(), a.counts.tolist(), strict=True):
-        on = (d.cls == c) & (d.node == i)
-        slots = sorted(dev for dev, k in zip(d.device[on].tolist(), d.counts[on].tolist(), strict=True)
-                       for _ in range(k))
-        for p in range(n):  # pod p takes slots p, p + n, ...: distinct devices (no device holds more than n)
-            out.append((s.members[c][next_member[c]], i, tuple(slots[p::n])))
-            next_member[c] += 1
-    return checked(nodes, pods, out), result.proved_bound
+    return _generate(s, seconds, fitting)
 
 
-def checked(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec],
-            placements: Sequence[tuple[int, int, tuple[int, ...]]]) -> Placements:
-    """The placements, each accepted in turn by ``gpusim.Cluster.place`` (cpu, memory, GPU model,
-    each device's free milli, whole devices free); ValueError naming the first it refuses."""
-    cluster = Cluster.build(nodes)
-    seen: set[int] = set()
-    for j, i, devices in placements:
-        reason = "placed twice" if j in seen else cluster.place(pods[j], i, devices)
-        if reason is not None:
-            raise ValueError(f"offline placement of {pods[j].name} on {nodes[i].name} {list(devices)}: {reason}")
-        seen.add(j)
-    return tuple(placements)
+def fitted(s: Shapes, k: int, counts: IntArray, value: FloatArray) -> IntArray:
+    """``counts`` less pods, one at a time, until one node of kind ``k`` holds their cpu and
+    memory: each time a pod of the class of least value per unit of the resources short."""
+    counts = counts.copy()
+    while True:
+        over_cpu, over_mem = s.cpu @ counts > s.kind_cpu[k], s.mem @ counts > s.kind_mem[k]
+        if not (over_cpu or over_mem):
+            return counts
+        (on,) = np.nonzero(counts)
+        use = over_cpu * s.cpu[on] / s.kind_cpu[k] + over_mem * s.mem[on] / s.kind_mem[k]
+        counts[on[int(np.argmin(value[on] / np.maximum(use, 1e-12)))]] -= 1
 
 
-def _milli(s: Shapes, a: Assignment) -> int:
-    return int((s.weight[a.cls] * a.counts).sum())
+def quotas(s: Shapes, columns: Sequence[Column]) -> IntArray:
+    """(C, K) pods per class and kind in an LP solution, rounded down."""
+    x = np.zeros((len(s.count), len(s.kind_nodes)))
+    for col in columns:
+        x[:, col.kind] += col.nodes * col.counts
+    return np.floor(x + 1e-6).astype(np.int64)
 
 
-def _problem(nodes: Sequence[NodeSpec], s: Shapes) -> Problem:
-    """The GPU pods and the nodes as kubeplace's aggregated Problem (cpu and memory; devices)."""
-    capacity = np.array([[n.cpu, n.mem] for n in nodes], dtype=np.int64).reshape(len(nodes), 2)
-    device_free = np.full((len(nodes), max(1, int(s.kind_gpus.max(initial=0)))), -1, dtype=np.int64)
-    for i, n in enumerate(nodes):
-        device_free[i, : n.gpus] = WHOLE
-    return Problem(("cpu", "memory"), tuple(n.name for n in nodes), capacity, np.zeros_like(capacity),
-                   np.stack([s.cpu, s.mem], axis=1), s.count.copy(), s.weight, s.eligible[:, s.node_kind],
-                   s.members, gpu_count=s.gpus.copy(), gpu_milli=s.milli.copy(), device_free=device_free)
-
-
-def offline(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0, seed: int = 0) -> Offline:
-    """The bound and a feasible placement of ``pods`` (all known in advance) on empty ``nodes``."""
-    started = time.monotonic()
-    s = shapes_of(nodes, pods)
-    bound = upper_bound(s, seconds)
-    placements, proved = offline_placement(nodes, pods, s, bound.quotas, seconds, seed) if len(s.count) else ((), None)
-    placed = sum(pods[j].gpu_total for j, _, _ in placements)
-    least = bound.milli if proved is None else min(bound.milli, proved)
-    return Offline(bound, least, placed, s.capacity_milli, placements, time.monotonic() - started)
+def spill_milli(s: Shapes, columns: Sequence[Column]) -> float:
+    """GPU milli of an LP solution on columns no real node holds (cpu or memory over a node's)."""
+    return sum(col.nodes * float(s.weight @ col.counts) for col in columns
+               if not fits_node(s, col.kind, col.counts))

@@ -49,7 +49,7 @@ def test_tuning_up_appends_copies_of_random_originals_and_stops_at_the_first_tha
     shuffled: list[object] = list(originals)
     rng.shuffled(shuffled)
     assert [p.name for p in run.pods[:4]] == [p.name for p in shuffled if isinstance(p, PodSpec)]
-    total, expected = 4500, []
+    total, expected = 4500, list[str]()
     while True:  # the simulator compares the per-device milli, adds the total
         pick = originals[rng.intn(4)]
         if total + pick.gpu_milli > 13000:

@@ -8,13 +8,16 @@ import itertools
 import random
 import shutil
 
+import numpy as np
 import pytest
 
 from kubeplace_bench.cluster_scenarios import default_openb_dir
 from kubeplace_bench.commands_fgd import published_path
 from kubeplace_bench.fgd_protocol import PUBLISHED_POLICY, protocol_run, read_published
 from kubeplace_bench.gpusim import Cluster, NodeSpec, PodSpec
-from kubeplace_bench.offline_bound import checked, offline, shapes_of, upper_bound
+from kubeplace_bench.offline import checked, offline
+from kubeplace_bench.offline_bound import shapes_of, upper_bound
+from kubeplace_bench.offline_pricing import best_node
 from kubeplace_bench.openb import read_nodes, read_pods
 
 
@@ -44,11 +47,31 @@ def test_the_bound_is_the_optimum_and_the_placement_reaches_it(nodes: list[NodeS
     assert found.placed_milli == sum(pods[j].gpu_total for j, _, _ in found.placements)
 
 
-def test_a_cpu_short_node_bounds_below_its_devices() -> None:
+def test_a_cpu_short_node_bounds_at_what_its_cpu_holds() -> None:
     nodes = [node("a", 2, cpu=8000)]  # two 1-GPU pods of 6 cores: one fits
     found = offline(nodes, [pod("p0", 1, cpu=6000), pod("p1", 1, cpu=6000)], seconds=5)
     assert found.placed_percent == 50.0
-    assert 50.0 <= found.bound_percent <= 66.67  # the LP's 8 / 12 of the two pods, or better
+    assert upper_bound(shapes_of(nodes, [pod("p0", 1, cpu=6000), pod("p1", 1, cpu=6000)])).milli == 4000 / 3
+    assert found.bound_percent == 50.0  # the pooled LP's 8 / 12 of two pods, cut by the pricing that keeps cpu per node
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_pricings_agree_and_bound_the_best_node(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 7))
+    gpus = rng.choice([1, 1, 1, 2, 4], n)
+    milli = np.where(gpus == 1, rng.choice([150, 250, 400, 600, 1000], n), 1000)
+    cpu = rng.choice([1000, 3000, 5000, 9000], n)
+    value, eligible, count = (gpus * milli).astype(np.float64), np.ones(n, dtype=np.bool_), rng.integers(1, 4, n)
+    devices, node_cpu = int(rng.choice([1, 2, 4])), int(rng.choice([8000, 16000]))
+    pooled = best_node(value, eligible, gpus, milli, count, devices)
+    two_d = best_node(value, eligible, gpus, milli, count, devices, np.zeros(n, dtype=np.int64), 1)
+    assert pooled[0] == pytest.approx(two_d[0]) == pytest.approx(value @ pooled[1])
+    by_cpu = best_node(value, eligible, gpus, milli, count, devices, cpu, node_cpu)
+    assert by_cpu[0] == pytest.approx(value @ by_cpu[1]) and by_cpu[0] <= pooled[0] + 1e-9
+    pods = [PodSpec(f"c{c}-{k}", int(cpu[c]), 1024, int(gpus[c]), int(milli[c])) for c in range(n)
+            for k in range(int(count[c]))]
+    assert by_cpu[0] + 1e-6 >= best_by_search([NodeSpec("a", node_cpu, 262144, devices, "V100")], pods)
 
 
 def test_cpu_only_pods_are_left_out_and_a_list_without_gpu_pods_bounds_at_zero() -> None:
