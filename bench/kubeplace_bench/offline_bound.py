@@ -80,6 +80,9 @@ def shapes_of(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec]) -> Shapes:
                           for n in nodes], dtype=np.int64)
     classes: dict[tuple[int, int, int, int, tuple[str, ...]], list[int]] = {}
     for j, p in enumerate(pods):
+        if (p.num_gpu > 1 and p.gpu_milli != WHOLE) or p.gpu_milli > WHOLE:
+            raise ValueError(f"pod {p.name}: {p.num_gpu} GPUs of {p.gpu_milli} milli (the bound knows shares of one "
+                             "device and whole devices, as openb.read_pods accepts them)")
         if p.gpu_total > 0:
             classes.setdefault((p.cpu, p.mem, p.num_gpu, p.gpu_milli, p.models), []).append(j)
     kind, cls = list(kinds), list(classes)

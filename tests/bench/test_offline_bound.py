@@ -80,6 +80,11 @@ def test_cpu_only_pods_are_left_out_and_a_list_without_gpu_pods_bounds_at_zero()
     assert (found.bound_percent, found.placed_percent, found.placements) == (0.0, 0.0, ())
 
 
+def test_a_share_of_several_devices_is_refused_not_left_out() -> None:
+    with pytest.raises(ValueError, match="pod s: 2 GPUs of 500 milli"):
+        shapes_of([node("a", 2)], [pod("s", 2, 500)])
+
+
 def test_the_referee_refuses_an_infeasible_placement() -> None:
     nodes = [node("a", 2)]
     pods = [pod("p0", 1, 600), pod("p1", 1, 600)]
