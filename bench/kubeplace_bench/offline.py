@@ -3,15 +3,17 @@
 :func:`offline` gives the upper bound (``bench.offline_bound``) and an actual placement of the
 GPU pods on the empty nodes, whose allocation lies below it:
 
-1. when the bound's LP solution leans on columns no real node holds (cpu or memory pooled over a
-   kind's nodes), the LP again with columns cut to fit one node (``offline_bound.node_columns``);
-2. the best of: the LP's columns on whole nodes (each column on ``floor(nodes)`` nodes of its
-   kind, shares onto devices best-fit) with the pods left by kubeplace's greedy
-   (``solver.patterns.complete``); and kubeplace's column generation over exact node patterns
-   (``solver.patterns``) from the better of best-fit and the greedy that follows the LP's pods
-   per kind (that start led further than the columns' on default; the columns' own placement is
-   the better one where cpu and memory run out first, gpushare100);
-3. every pod replayed on the benchmarks' independent simulator (``gpusim.Cluster.place``), which
+1. the bound: the configuration LP, cpu and memory pooled over each kind's nodes;
+2. kubeplace's column generation over exact node patterns (``solver.patterns``) from the better
+   of best-fit and the greedy that follows the LP's pods per kind;
+3. when that placement is still more than ``LOOSE`` below the bound and the LP leans on columns no
+   real node holds: the LP again with columns cut to fit one node
+   (``offline_bound.node_columns``, whose pricing keeps cpu or memory per node and may lower the
+   bound), its columns placed on whole nodes (each on ``floor(nodes)`` nodes of its kind, shares
+   onto devices best-fit), the pods left by kubeplace's greedy (``solver.patterns.complete``);
+   the better of that and step 2 (on gpushare100, where cpu and memory run out first, it is this
+   one; on default step 2's);
+4. every pod replayed on the benchmarks' independent simulator (``gpusim.Cluster.place``), which
    refuses any pod that does not fit (:func:`checked`).
 """
 
@@ -33,8 +35,10 @@ from kubeplace_bench.offline_bound import upper_bound as lp_bound
 Placement = tuple[int, int, tuple[int, ...]]
 """(class or pod index, node index, devices)."""
 SPILL = 0.001
-"""Share of the capacity an LP solution may hold on columns no node holds before the offline
-placement looks for columns that fit (step 1)."""
+"""Share of the capacity the bound's LP solution may hold on columns no node holds before the
+columns that fit are looked for (step 3)."""
+LOOSE = 0.01
+"""Share of the capacity between the bound and the placement of step 2 above which step 3 runs."""
 
 
 @dataclass(frozen=True)
@@ -69,39 +73,46 @@ def percent(milli: int, capacity_milli: int) -> float:
 
 def offline(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0, seed: int = 0) -> Offline:
     """The bound and a feasible placement of ``pods`` (all known in advance) on empty ``nodes``;
-    ``seconds`` for the bound's LP, for the LP of columns that fit (when needed), and for the
-    pattern generation each."""
+    ``seconds`` for the bound's LP, for the pattern generation, and for the LP of columns that
+    fit (when needed) each."""
+    from kubeplace.solver.patterns import complete
+
     started = time.monotonic()
     s = shapes_of(nodes, pods)
     bound = lp_bound(s, seconds)
     if not len(s.count):
         return Offline(bound, 0.0, 0, s.capacity_milli, (), time.monotonic() - started)
-    columns = bound.columns
-    if spill_milli(s, columns) > SPILL * s.capacity_milli:
-        fitting = node_columns(s, seconds)
-        columns = fitting.columns
-        bound = UpperBound(min(bound.milli, fitting.milli), bound.lp_milli, bound.converged,
-                           bound.iterations + fitting.iterations, bound.seconds + fitting.seconds, bound.columns)
-    placements, proved = offline_placement(nodes, pods, s, columns, seconds, seed)
-    placed = sum(pods[j].gpu_total for j, _, _ in placements)
+    problem = _problem(nodes, s)
+    best, proved = _patterns(problem, s, bound.columns, seconds, seed)
     least = bound.milli if proved is None else min(bound.milli, proved)
+    loose = least - _milli(s, best) > LOOSE * s.capacity_milli
+    if loose and spill_milli(s, bound.columns) > SPILL * s.capacity_milli:
+        fitting = node_columns(s, seconds)
+        least = min(least, fitting.milli)
+        best = max(best, complete(problem, _assignment(realised(s, fitting.columns))), key=lambda a: _milli(s, a))
+    placements = checked(nodes, pods, _placements(s, best))
+    placed = sum(pods[j].gpu_total for j, _, _ in placements)
     return Offline(bound, least, placed, s.capacity_milli, placements, time.monotonic() - started)
 
 
-def offline_placement(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], s: Shapes, columns: Sequence[Column],
-                      seconds: float, seed: int = 0) -> tuple[tuple[Placement, ...], float | None]:
-    """Steps 2-3 of the module's text from an LP solution's ``columns``: the placements, and the
-    pattern generation's proved bound (GPU milli) when it has one."""
+def _patterns(problem: Problem, s: Shapes, columns: Sequence[Column], seconds: float,
+              seed: int) -> tuple[Assignment, float | None]:
+    """Step 2: kubeplace's pattern generation from the better of best-fit and the greedy that
+    follows the LP's ``columns`` by kind (the better of that start and its result), and the
+    generation's proved bound (GPU milli) when it has one."""
     from kubeplace.solver.budget import Budget
     from kubeplace.solver.greedy import BEST_FIT, greedy, guided
-    from kubeplace.solver.patterns import complete, pattern_placement
+    from kubeplace.solver.patterns import pattern_placement
 
-    problem = _problem(nodes, s)
     incumbent = max((greedy(problem, BEST_FIT), guided(problem, quotas(s, columns), s.node_kind)),
                     key=lambda a: _milli(s, a))
     result = pattern_placement(problem, incumbent, Budget.of(seconds), seed=seed)
-    options = [incumbent, complete(problem, _assignment(realised(s, columns)))]
-    a = max(options + ([] if result.assignment is None else [result.assignment]), key=lambda a: _milli(s, a))
+    found = result.assignment
+    return incumbent if found is None or _milli(s, found) < _milli(s, incumbent) else found, result.proved_bound
+
+
+def _placements(s: Shapes, a: Assignment) -> list[Placement]:
+    """(pod, node, devices) of an assignment, its classes' pods taken in turn."""
     out = []
     next_member = [0] * len(s.count)
     d = a.devices
@@ -112,7 +123,7 @@ def offline_placement(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], s: Sha
         for p in range(n):  # pod p takes slots p, p + n, ...: distinct devices (no device holds more than n)
             out.append((s.members[c][next_member[c]], i, tuple(slots[p::n])))
             next_member[c] += 1
-    return checked(nodes, pods, out), result.proved_bound
+    return out
 
 
 def realised(s: Shapes, columns: Sequence[Column]) -> list[Placement]:
