@@ -78,7 +78,7 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
 
     With --bound, two more records per run: "bound", no placement of the run's pods (all known in
     advance, empty nodes) allocates more, and "offline", what an actual placement of them
-    allocates (see kubeplace_bench.offline_bound); both are the allocation once every pod has
+    allocates (see kubeplace_bench.offline); both are the allocation once every pod has
     arrived, which bounds (and, for "offline", is comparable to) the figure at 130%."""
     from kubeplace_bench.fgd_protocol import (
         PUBLISHED_POLICY,
