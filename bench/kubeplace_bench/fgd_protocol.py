@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kubeplace_bench.baselines import lp_bound, place_one_at_a_time
+from kubeplace_bench.baselines import place_one_at_a_time
 from kubeplace_bench.fragmentation import TaskDistribution, task_distribution
 from kubeplace_bench.gorand import GoRand
 from kubeplace_bench.gpusim import WHOLE, Cluster, NodeSpec, PodSpec
@@ -123,13 +123,6 @@ def run_policy(policy: str, nodes: Sequence[NodeSpec], run: ProtocolRun, dist: T
     cluster = Cluster.build(nodes)
     placed = [j for j, _ in place_one_at_a_time(policy, cluster, run.pods, dist, tie_rank=run.tie_rank)]
     return alloc_at(*rows_of(run.pods, placed), sum(n.gpus for n in nodes))
-
-
-def bound_percent(nodes: Sequence[NodeSpec], run: ProtocolRun) -> float:
-    """The LP bound (``baselines.lp_bound``) on the GPU milli of the run's whole pod list, all
-    arrivals known, in percent of the cluster's GPU milli."""
-    capacity = WHOLE * sum(n.gpus for n in nodes)
-    return round(100 * lp_bound(nodes, run.pods).gpu_milli / capacity, 2)
 
 
 def typical_pods(pods: Sequence[PodSpec]) -> TaskDistribution:

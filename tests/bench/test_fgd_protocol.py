@@ -49,7 +49,7 @@ def test_tuning_up_appends_copies_of_random_originals_and_stops_at_the_first_tha
     shuffled: list[object] = list(originals)
     rng.shuffled(shuffled)
     assert [p.name for p in run.pods[:4]] == [p.name for p in shuffled if isinstance(p, PodSpec)]
-    total, expected = 4500, []
+    total, expected = 4500, list[str]()
     while True:  # the simulator compares the per-device milli, adds the total
         pick = originals[rng.intn(4)]
         if total + pick.gpu_milli > 13000:
@@ -144,8 +144,12 @@ def test_command_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     records = json.loads(result.stdout)
     assert [(r["seed"], r["scheduler"]) for r in records] == [
-        (42, "fgd"), (42, "best-fit"), (42, "bound"), (43, "fgd"), (43, "best-fit"), (43, "bound")]
+        (42, "fgd"), (42, "best-fit"), (42, "bound"), (42, "offline"),
+        (43, "fgd"), (43, "best-fit"), (43, "bound"), (43, "offline")]
     assert all(0 <= r["alloc_at_130"] <= 100 and r["trace"] == "pods" for r in records)
+    for seed in (42, 43):
+        figure = {r["scheduler"]: r["alloc_at_130"] for r in records if r["seed"] == seed}
+        assert figure["offline"] <= figure["bound"] and max(figure["fgd"], figure["best-fit"]) <= figure["bound"]
     assert records[0]["published"] == 91.5 and "published" not in records[1]
     table = CliRunner().invoke(bench, ["fgd-protocol", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42",
                                        "--published", str(published), "--scheduler", "fgd", "--scheduler",
