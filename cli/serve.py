@@ -57,10 +57,9 @@ def configure_logging(level: str) -> None:
 @click.option("--batch-window", type=FiniteFloatRange(min=0), default=1.0, show_default=True,
               help="The most seconds a batch stays open after its first pending pod (and an incomplete "
                    "gang waits for its members).")
-@click.option("--batch-window-per-unit", type=FiniteFloatRange(min=0, max=60), default=None,
-              metavar="SECONDS", help="Adaptive batching (off by default): the batch window grows by this much per "
-                                      "unit waiting beyond the first, up to --batch-window; a lone pod or complete "
-                                      "gang is planned at once (e.g. 0.001).")
+@click.option("--batch-window-per-unit", type=FiniteFloatRange(min=0, max=60), default=0.001, show_default=True,
+              metavar="SECONDS", help="The batch window grows by this much per unit waiting beyond the first, up to "
+                                      "--batch-window: a lone pod or complete gang is planned at once.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
               help="A batch closes early at this many units (pods or whole gangs).")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=10251, show_default=True,
@@ -89,7 +88,7 @@ def configure_logging(level: str) -> None:
               show_default=True)
 def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: str | None,
                   config_path: Path | None, namespaces: tuple[str, ...], batch_window: float,
-                  batch_window_per_unit: float | None, batch_size: int,
+                  batch_window_per_unit: float, batch_size: int,
                   metrics_port: int, metrics_address: str, lease_name: str, lease_namespace: str,
                   identity: str | None, max_backoff: float, max_in_unschedulable: float, metrics_max_age: float,
                   bind_workers: int, preempt: bool,

@@ -31,7 +31,10 @@ PodGroup: :meth:`SchedulingQueue.activate`), or when it has waited ``max_in_unsc
 seconds (the kube-scheduler's podMaxInUnschedulablePodsDuration, 5 minutes: the safety net).
 An event brings it to the active queue if its backoff is over, else to the backoff queue
 (``queueAfterBackoff``). The backoff is ``initial`` doubled per failed attempt, at most
-``maximum`` seconds (:func:`serve.backoff.doubling`). A unit that failed for no reason the
+``maximum`` seconds (:func:`serve.backoff.doubling`), but an idle queue (no unit a batch would
+take) plans a unit an event moved to the backoff queue at once, as the kube-scheduler pops its
+backoff queue when its active queue is empty (SchedulerPopFromBackoffQ, on by default since
+1.33): the room it waited for may be free now, and the next arrival would take it. A unit that failed for no reason the
 cycle understood (an error, a binding that failed, a plan refused) is given no hints: it goes
 to the backoff queue and comes back by itself when its backoff is over, as the kube-scheduler
 does with a pod that failed with no rejecting plugin.
@@ -75,6 +78,10 @@ class _Waiting:
     attempts: int
     retry_at: float
     reason: str
+    after_event: bool = False
+    """Moved here from the unschedulable units by an event that may help it (the kube-scheduler's
+    podBackoffQ), not backing off after a failure the cycle did not understand (its
+    podErrorBackoffQ): an idle queue plans it before its backoff is over."""
 
 
 def adaptive_window(window: float, per_unit: float | None, units: int) -> float:
@@ -288,6 +295,8 @@ class SchedulingQueue:
                 self._flush_due()
                 if stop is not None and stop.is_set():
                     return []
+                if self._idle(per_unit is not None) and self._pop_from_backoff(size):
+                    return self._take(window, size, per_unit is not None)
                 if self._active:
                     wake = self._batch_due(window, size, quiet, per_unit)
                     if self.clock() >= wake:
@@ -309,6 +318,8 @@ class SchedulingQueue:
             times = [self._next_flush()]
             if self._active:
                 times.append(self._batch_due(window, size, quiet, per_unit))
+            if self._idle(per_unit is not None) and self._backing_off_after_event():
+                times.append(self.clock())  # (handed over at once: _pop_from_backoff)
             due = min(times)
             return None if due == float("inf") else due
 
@@ -341,6 +352,34 @@ class SchedulingQueue:
         if waiting:
             due = min(due, min(self._active[unit] for unit in waiting) + window)
         return due if quiet is None or not complete else min(due, self._arrived + quiet)
+
+    def _idle(self, adaptive: bool) -> bool:
+        """No unit is active that a batch would take (with the adaptive window, a gang waiting for
+        its members is not: the kube-scheduler's PreEnqueue keeps such pods out of its active
+        queue); the lock held."""
+        if adaptive and self._incomplete:
+            return all(unit in self._incomplete for unit in self._active)
+        return not self._active
+
+    def _backing_off_after_event(self) -> list[Unit]:
+        """The complete units backing off after an event that may help them, the soonest
+        backoff's first (the lock held)."""
+        units = [u for u, w in self._waiting.items() if w.after_event and u not in self._incomplete]
+        return sorted(units, key=lambda u: self._waiting[u].retry_at)
+
+    def _pop_from_backoff(self, size: int) -> bool:
+        """The queue idle: up to ``size`` units backing off after an event that may help them
+        go to the active queue before their backoff is over, as the kube-scheduler pops its
+        backoff queue when its active queue is empty (SchedulerPopFromBackoffQ, on since 1.33):
+        an idle scheduler does not let a unit wait for nothing while the room it waits for may
+        be free (and taken by the next arrival). Returns whether any did (the lock held)."""
+        units = self._backing_off_after_event()[:size]
+        now = self.clock()
+        for unit in units:
+            del self._waiting[unit]
+            self._active[unit] = self._arrived = now
+            self._count(ACTIVE, "PopFromBackoffQ")
+        return bool(units)
 
     def wake(self) -> None:
         """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""
@@ -386,8 +425,9 @@ class SchedulingQueue:
         entry = self._unschedulable[unit]
         self._drop_unschedulable(unit)
         if entry.backoff_until > now and not immediately:
-            self._waiting[unit] = _Waiting(self._attempts.get(unit, 0), entry.backoff_until, entry.reason)
+            self._waiting[unit] = _Waiting(self._attempts.get(unit, 0), entry.backoff_until, entry.reason, True)
             self._count(BACKOFF, event)
+            self._cond.notify_all()  # (an idle queue plans it: _pop_from_backoff)
         else:
             self._arrive(unit, now)
             self._count(ACTIVE, event)
