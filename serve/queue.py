@@ -9,10 +9,13 @@ waits for its members. :meth:`SchedulingQueue.pop_batch` hands over the active u
 oldest first, when
 
 - ``size`` complete units are active;
-- the oldest complete unit has waited the *adaptive window*: ``per_unit`` seconds for each
-  other complete unit waiting with it, at most ``window`` (latency that follows the load: a lone
-  unit in an idle queue, a gang as soon as its last member arrived, is handed over at once; a
-  backlog waits a little for more to join its joint plan, never more than ``window``);
+- the oldest complete unit has waited the *adaptive window*: ``least`` seconds, and ``per_unit``
+  more for each other complete unit waiting with it, at most ``window`` (latency that follows the
+  load: a lone unit in an idle queue, a gang as soon as its last member arrived, is handed over
+  after ``least`` at most, the time a client takes to create the next pod of a burst, so that a
+  burst created pod by pod still gets one joint plan, as ``kubeplace simulate``'s pods arriving at
+  one instant do; a backlog waits a little for more to join its joint plan, never more than
+  ``window``);
 - a gang still incomplete has waited ``window`` (it is planned, and reported waiting);
 - or no unit arrived for ``quiet`` seconds (arrivals paused: what is there is all there is), for
   the complete units.
@@ -84,13 +87,13 @@ class _Waiting:
     podErrorBackoffQ): an idle queue plans it before its backoff is over."""
 
 
-def adaptive_window(window: float, per_unit: float | None, units: int) -> float:
+def adaptive_window(window: float, per_unit: float | None, units: int, least: float = 0.0) -> float:
     """How long the oldest of ``units`` complete units waits for others to join its batch:
-    ``per_unit`` for each other unit waiting (none for a lone unit), at most ``window``; always
+    ``least``, and ``per_unit`` more for each other unit waiting, at most ``window``; always
     ``window`` without ``per_unit``."""
     if per_unit is None:
         return window
-    return min(window, per_unit * max(0, units - 1))
+    return min(window, least + per_unit * max(0, units - 1))
 
 
 @dataclass(frozen=True)
@@ -286,9 +289,10 @@ class SchedulingQueue:
 
     def pop_batch(self, window: float, size: int, stop: threading.Event | None = None,
                   timeout: float | None = None, quiet: float | None = None,
-                  per_unit: float | None = None) -> list[Unit]:
+                  per_unit: float | None = None, least: float = 0.0) -> list[Unit]:
         """The next batch, oldest first; [] when ``timeout`` passes or ``stop`` is set first.
-        ``per_unit``: the adaptive window (see the module's docstring); None: a fixed ``window``."""
+        ``per_unit`` (and ``least``): the adaptive window (see the module's docstring); None: a
+        fixed ``window``."""
         give_up = None if timeout is None else self.clock() + timeout
         with self._cond:
             while True:
@@ -298,7 +302,7 @@ class SchedulingQueue:
                 if self._idle(per_unit is not None) and self._pop_from_backoff(size):
                     return self._take(window, size, per_unit is not None)
                 if self._active:
-                    wake = self._batch_due(window, size, quiet, per_unit)
+                    wake = self._batch_due(window, size, quiet, per_unit, least)
                     if self.clock() >= wake:
                         return self._take(window, size, per_unit is not None)
                 else:
@@ -310,14 +314,14 @@ class SchedulingQueue:
                 self._cond.wait(min(1.0, max(0.001, wake - self.clock())))
 
     def next_due(self, window: float, size: int, quiet: float | None = None,
-                 per_unit: float | None = None) -> float | None:
+                 per_unit: float | None = None, least: float = 0.0) -> float | None:
         """When :meth:`pop_batch` with these arguments would next hand over a batch if nothing
         else arrived (a backoff ending or an unschedulable unit's flush counts); None when the
         queue is empty. ``kubeplace simulate`` jumps its simulated clock there instead of waiting."""
         with self._cond:
             times = [self._next_flush()]
             if self._active:
-                times.append(self._batch_due(window, size, quiet, per_unit))
+                times.append(self._batch_due(window, size, quiet, per_unit, least))
             if self._idle(per_unit is not None) and self._backing_off_after_event():
                 times.append(self.clock())  # (handed over at once: _pop_from_backoff)
             due = min(times)
@@ -330,7 +334,8 @@ class SchedulingQueue:
         unschedulable = self._flushes[0][0] if self._flushes else float("inf")
         return min(min((w.retry_at for w in self._waiting.values()), default=float("inf")), unschedulable)
 
-    def _batch_due(self, window: float, size: int, quiet: float | None, per_unit: float | None) -> float:
+    def _batch_due(self, window: float, size: int, quiet: float | None, per_unit: float | None,
+                   least: float = 0.0) -> float:
         """When the active units make a batch (the lock held, units active). The fixed window (no
         ``per_unit``): now at ``size`` units, else ``window`` after the oldest or ``quiet`` after the
         newest arrival. The adaptive one: now when ``size`` of them are complete, else the adaptive
@@ -348,7 +353,7 @@ class SchedulingQueue:
         due = float("inf")
         if complete:
             oldest = min(since for unit, since in self._active.items() if unit not in waiting)
-            due = oldest + adaptive_window(window, per_unit, complete)
+            due = oldest + adaptive_window(window, per_unit, complete, least)
         if waiting:
             due = min(due, min(self._active[unit] for unit in waiting) + window)
         return due if quiet is None or not complete else min(due, self._arrived + quiet)

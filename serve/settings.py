@@ -22,6 +22,11 @@ class ServeSettings:
     lone unit in an idle queue, a gang once its last member exists, is planned at once. None:
     the fixed window (a batch closes ``batch_window`` after its first unit or ``batch_quiet``
     after its last). ``kubeplace simulate`` replays it as serve runs it (the same queue)."""
+    batch_window_min: float = 0.05
+    """With ``batch_window_per_unit``, the least a batch stays open after its oldest complete
+    unit: the time a client takes to create the next pods of a burst (tens of milliseconds each
+    on a loaded API server), so that they join one plan live as pods arriving at one instant do
+    in ``kubeplace simulate``. A gang whose members took that long to create waits no more."""
     batch_size: int = 1000
     """A batch closes early at this many units (pods or whole gangs)."""
     batch_quiet: float = 0.2
