@@ -4,6 +4,7 @@ left as it was found."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,6 +13,14 @@ from kubeplace.models.config import Configuration, Profile, SolverSettings
 from kubeplace.plan import gc_pause
 from kubeplace.plan.gc_pause import YOUNG_THRESHOLD, fewer_collections
 from tests.builders import node, pod, snapshot_of
+
+
+@pytest.fixture(autouse=True)
+def nothing_frozen() -> Iterator[None]:
+    """A test that ran serve's loop (tests/serve/test_serve_loop.py) leaves its Collector's
+    freezing behind: these tests start from a collector that nothing froze."""
+    gc_pause.unfreeze()
+    yield
 
 
 def test_a_plan_is_made_with_fewer_collections_and_the_collector_put_back(
