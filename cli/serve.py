@@ -57,10 +57,13 @@ def configure_logging(level: str) -> None:
 @click.option("--batch-window", type=FiniteFloatRange(min=0), default=1.0, show_default=True,
               help="The most seconds a batch stays open after its first pending pod (and an incomplete "
                    "gang waits for its members).")
-@click.option("--batch-window-per-unit", type=FiniteFloatRange(min=0, max=60), default=None,
-              metavar="SECONDS", help="Adaptive batching (off by default): the batch window grows by this much per "
-                                      "unit waiting beyond the first, up to --batch-window; a lone pod or complete "
-                                      "gang is planned at once (e.g. 0.001).")
+@click.option("--batch-window-per-unit", type=FiniteFloatRange(min=0, max=60), default=0.001, show_default=True,
+              metavar="SECONDS", help="The batch window grows by this much per unit waiting beyond the first, up to "
+                                      "--batch-window, from --batch-window-min.")
+@click.option("--batch-window-min", type=FiniteFloatRange(min=0, max=60), default=0.05, show_default=True,
+              metavar="SECONDS", help="The least a batch stays open after its first complete pod or gang (pods a "
+                                      "client creates together join one plan); a gang whose members took that long "
+                                      "to create is planned at once.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
               help="A batch closes early at this many units (pods or whole gangs).")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=10251, show_default=True,
@@ -89,7 +92,7 @@ def configure_logging(level: str) -> None:
               show_default=True)
 def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: str | None,
                   config_path: Path | None, namespaces: tuple[str, ...], batch_window: float,
-                  batch_window_per_unit: float | None, batch_size: int,
+                  batch_window_per_unit: float, batch_window_min: float, batch_size: int,
                   metrics_port: int, metrics_address: str, lease_name: str, lease_namespace: str,
                   identity: str | None, max_backoff: float, max_in_unschedulable: float, metrics_max_age: float,
                   bind_workers: int, preempt: bool,
@@ -118,7 +121,8 @@ def serve_command(kubeconfig: str | None, context: str | None, scheduler_name: s
         config = load_config(config_path)
         profile = config.profile(scheduler_name)
         settings = ServeSettings(scheduler_name=profile.scheduler_name, batch_window=batch_window,
-                                 batch_window_per_unit=batch_window_per_unit, batch_size=batch_size,
+                                 batch_window_per_unit=batch_window_per_unit, batch_window_min=batch_window_min,
+                                 batch_size=batch_size,
                                  namespaces=frozenset(namespaces) if namespaces else None,
                                  max_backoff=max_backoff, max_in_unschedulable=max_in_unschedulable,
                                  metrics_max_age=metrics_max_age,

@@ -218,7 +218,8 @@ class Scheduler:
                     self.resync_queue()
                 units = self.queue.pop_batch(self.settings.batch_window, self.settings.batch_size, stop,
                                              timeout=0.2, quiet=self.settings.batch_quiet,
-                                             per_unit=self.settings.batch_window_per_unit)
+                                             per_unit=self.settings.batch_window_per_unit,
+                                             least=self.settings.batch_window_min)
                 if units:
                     try:
                         self.cycle(units, stop)

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kubeplace.plan import gc_pause
+
 log = logging.getLogger("kubeplace.serve.memory")
 M_ARENA_MAX = -8
 """glibc's mallopt parameter number of the arena limit."""
@@ -84,13 +86,13 @@ class Collector:
     def between_cycles(self) -> None:
         if self.clock() - self._last >= self.every:
             self._last = self.clock()
-            gc.unfreeze()
+            gc_pause.unfreeze()
             gc.collect()
             self.full += 1
         else:
             gc.collect(1)
-        gc.freeze()
+        gc_pause.freeze()  # (through plan.gc_pause: its plans then leave the survivors frozen)
 
     def close(self) -> None:
         """Hands what was frozen back to the automatic collections."""
-        gc.unfreeze()
+        gc_pause.unfreeze()

@@ -9,10 +9,13 @@ waits for its members. :meth:`SchedulingQueue.pop_batch` hands over the active u
 oldest first, when
 
 - ``size`` complete units are active;
-- the oldest complete unit has waited the *adaptive window*: ``per_unit`` seconds for each
-  other complete unit waiting with it, at most ``window`` (latency that follows the load: a lone
-  unit in an idle queue, a gang as soon as its last member arrived, is handed over at once; a
-  backlog waits a little for more to join its joint plan, never more than ``window``);
+- the oldest complete unit has waited the *adaptive window*: ``least`` seconds, and ``per_unit``
+  more for each other complete unit waiting with it, at most ``window`` (latency that follows the
+  load: a lone unit in an idle queue, a gang as soon as its last member arrived, is handed over
+  after ``least`` at most, the time a client takes to create the next pod of a burst, so that a
+  burst created pod by pod still gets one joint plan, as ``kubeplace simulate``'s pods arriving at
+  one instant do; a backlog waits a little for more to join its joint plan, never more than
+  ``window``);
 - a gang still incomplete has waited ``window`` (it is planned, and reported waiting);
 - or no unit arrived for ``quiet`` seconds (arrivals paused: what is there is all there is), for
   the complete units.
@@ -31,7 +34,10 @@ PodGroup: :meth:`SchedulingQueue.activate`), or when it has waited ``max_in_unsc
 seconds (the kube-scheduler's podMaxInUnschedulablePodsDuration, 5 minutes: the safety net).
 An event brings it to the active queue if its backoff is over, else to the backoff queue
 (``queueAfterBackoff``). The backoff is ``initial`` doubled per failed attempt, at most
-``maximum`` seconds (:func:`serve.backoff.doubling`). A unit that failed for no reason the
+``maximum`` seconds (:func:`serve.backoff.doubling`), but an idle queue (no unit a batch would
+take) plans a unit an event moved to the backoff queue at once, as the kube-scheduler pops its
+backoff queue when its active queue is empty (SchedulerPopFromBackoffQ, on by default since
+1.33): the room it waited for may be free now, and the next arrival would take it. A unit that failed for no reason the
 cycle understood (an error, a binding that failed, a plan refused) is given no hints: it goes
 to the backoff queue and comes back by itself when its backoff is over, as the kube-scheduler
 does with a pod that failed with no rejecting plugin.
@@ -75,15 +81,19 @@ class _Waiting:
     attempts: int
     retry_at: float
     reason: str
+    after_event: bool = False
+    """Moved here from the unschedulable units by an event that may help it (the kube-scheduler's
+    podBackoffQ), not backing off after a failure the cycle did not understand (its
+    podErrorBackoffQ): an idle queue plans it before its backoff is over."""
 
 
-def adaptive_window(window: float, per_unit: float | None, units: int) -> float:
+def adaptive_window(window: float, per_unit: float | None, units: int, least: float = 0.0) -> float:
     """How long the oldest of ``units`` complete units waits for others to join its batch:
-    ``per_unit`` for each other unit waiting (none for a lone unit), at most ``window``; always
+    ``least``, and ``per_unit`` more for each other unit waiting, at most ``window``; always
     ``window`` without ``per_unit``."""
     if per_unit is None:
         return window
-    return min(window, per_unit * max(0, units - 1))
+    return min(window, least + per_unit * max(0, units - 1))
 
 
 @dataclass(frozen=True)
@@ -279,17 +289,20 @@ class SchedulingQueue:
 
     def pop_batch(self, window: float, size: int, stop: threading.Event | None = None,
                   timeout: float | None = None, quiet: float | None = None,
-                  per_unit: float | None = None) -> list[Unit]:
+                  per_unit: float | None = None, least: float = 0.0) -> list[Unit]:
         """The next batch, oldest first; [] when ``timeout`` passes or ``stop`` is set first.
-        ``per_unit``: the adaptive window (see the module's docstring); None: a fixed ``window``."""
+        ``per_unit`` (and ``least``): the adaptive window (see the module's docstring); None: a
+        fixed ``window``."""
         give_up = None if timeout is None else self.clock() + timeout
         with self._cond:
             while True:
                 self._flush_due()
                 if stop is not None and stop.is_set():
                     return []
+                if self._idle(per_unit is not None) and self._pop_from_backoff(size):
+                    return self._take(window, size, per_unit is not None)
                 if self._active:
-                    wake = self._batch_due(window, size, quiet, per_unit)
+                    wake = self._batch_due(window, size, quiet, per_unit, least)
                     if self.clock() >= wake:
                         return self._take(window, size, per_unit is not None)
                 else:
@@ -301,14 +314,16 @@ class SchedulingQueue:
                 self._cond.wait(min(1.0, max(0.001, wake - self.clock())))
 
     def next_due(self, window: float, size: int, quiet: float | None = None,
-                 per_unit: float | None = None) -> float | None:
+                 per_unit: float | None = None, least: float = 0.0) -> float | None:
         """When :meth:`pop_batch` with these arguments would next hand over a batch if nothing
         else arrived (a backoff ending or an unschedulable unit's flush counts); None when the
         queue is empty. ``kubeplace simulate`` jumps its simulated clock there instead of waiting."""
         with self._cond:
             times = [self._next_flush()]
             if self._active:
-                times.append(self._batch_due(window, size, quiet, per_unit))
+                times.append(self._batch_due(window, size, quiet, per_unit, least))
+            if self._idle(per_unit is not None) and self._backing_off_after_event():
+                times.append(self.clock())  # (handed over at once: _pop_from_backoff)
             due = min(times)
             return None if due == float("inf") else due
 
@@ -319,7 +334,8 @@ class SchedulingQueue:
         unschedulable = self._flushes[0][0] if self._flushes else float("inf")
         return min(min((w.retry_at for w in self._waiting.values()), default=float("inf")), unschedulable)
 
-    def _batch_due(self, window: float, size: int, quiet: float | None, per_unit: float | None) -> float:
+    def _batch_due(self, window: float, size: int, quiet: float | None, per_unit: float | None,
+                   least: float = 0.0) -> float:
         """When the active units make a batch (the lock held, units active). The fixed window (no
         ``per_unit``): now at ``size`` units, else ``window`` after the oldest or ``quiet`` after the
         newest arrival. The adaptive one: now when ``size`` of them are complete, else the adaptive
@@ -337,10 +353,38 @@ class SchedulingQueue:
         due = float("inf")
         if complete:
             oldest = min(since for unit, since in self._active.items() if unit not in waiting)
-            due = oldest + adaptive_window(window, per_unit, complete)
+            due = oldest + adaptive_window(window, per_unit, complete, least)
         if waiting:
             due = min(due, min(self._active[unit] for unit in waiting) + window)
         return due if quiet is None or not complete else min(due, self._arrived + quiet)
+
+    def _idle(self, adaptive: bool) -> bool:
+        """No unit is active that a batch would take (with the adaptive window, a gang waiting for
+        its members is not: the kube-scheduler's PreEnqueue keeps such pods out of its active
+        queue); the lock held."""
+        if adaptive and self._incomplete:
+            return all(unit in self._incomplete for unit in self._active)
+        return not self._active
+
+    def _backing_off_after_event(self) -> list[Unit]:
+        """The complete units backing off after an event that may help them, the soonest
+        backoff's first (the lock held)."""
+        units = [u for u, w in self._waiting.items() if w.after_event and u not in self._incomplete]
+        return sorted(units, key=lambda u: self._waiting[u].retry_at)
+
+    def _pop_from_backoff(self, size: int) -> bool:
+        """The queue idle: up to ``size`` units backing off after an event that may help them
+        go to the active queue before their backoff is over, as the kube-scheduler pops its
+        backoff queue when its active queue is empty (SchedulerPopFromBackoffQ, on since 1.33):
+        an idle scheduler does not let a unit wait for nothing while the room it waits for may
+        be free (and taken by the next arrival). Returns whether any did (the lock held)."""
+        units = self._backing_off_after_event()[:size]
+        now = self.clock()
+        for unit in units:
+            del self._waiting[unit]
+            self._active[unit] = self._arrived = now
+            self._count(ACTIVE, "PopFromBackoffQ")
+        return bool(units)
 
     def wake(self) -> None:
         """Wakes a waiting :meth:`pop_batch` (after ``stop`` was set)."""
@@ -386,8 +430,9 @@ class SchedulingQueue:
         entry = self._unschedulable[unit]
         self._drop_unschedulable(unit)
         if entry.backoff_until > now and not immediately:
-            self._waiting[unit] = _Waiting(self._attempts.get(unit, 0), entry.backoff_until, entry.reason)
+            self._waiting[unit] = _Waiting(self._attempts.get(unit, 0), entry.backoff_until, entry.reason, True)
             self._count(BACKOFF, event)
+            self._cond.notify_all()  # (an idle queue plans it: _pop_from_backoff)
         else:
             self._arrive(unit, now)
             self._count(ACTIVE, event)

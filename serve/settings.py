@@ -16,12 +16,17 @@ class ServeSettings:
     batch_window: float = 1.0
     """The most seconds a batch stays open after its first unit arrived (and an incomplete gang
     waits for its members before it is planned anyway)."""
-    batch_window_per_unit: float | None = None
-    """When set, the batch window grows with the backlog: a batch stays open this many seconds
-    for each complete unit waiting in it beyond the first, at most ``batch_window``
-    (``serve.queue``); a lone unit in an idle queue, a gang once its last member exists, is
-    planned at once. None (the default): the fixed window. Off by default until ``kubeplace
-    simulate`` replays it too (its fidelity to live serve is checked by tests/e2e)."""
+    batch_window_per_unit: float | None = 0.001
+    """The batch window grows with the backlog: a batch stays open this many seconds for each
+    complete unit waiting in it beyond the first, at most ``batch_window`` (``serve.queue``); a
+    lone unit in an idle queue, a gang once its last member exists, is planned at once. None:
+    the fixed window (a batch closes ``batch_window`` after its first unit or ``batch_quiet``
+    after its last). ``kubeplace simulate`` replays it as serve runs it (the same queue)."""
+    batch_window_min: float = 0.05
+    """With ``batch_window_per_unit``, the least a batch stays open after its oldest complete
+    unit: the time a client takes to create the next pods of a burst (tens of milliseconds each
+    on a loaded API server), so that they join one plan live as pods arriving at one instant do
+    in ``kubeplace simulate``. A gang whose members took that long to create waits no more."""
     batch_size: int = 1000
     """A batch closes early at this many units (pods or whole gangs)."""
     batch_quiet: float = 0.2

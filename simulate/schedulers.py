@@ -125,12 +125,15 @@ class KubeplaceCycle:
 
     def due(self) -> float | None:
         s = self.settings
-        return self.scheduler.queue.next_due(s.batch_window, s.batch_size, s.batch_quiet)
+        return self.scheduler.queue.next_due(s.batch_window, s.batch_size, s.batch_quiet, s.batch_window_per_unit,
+                                             s.batch_window_min)
 
     def run_due(self) -> None:
         s = self.settings
         for _ in range(MAX_CYCLES_AT_ONCE):
-            units = self.scheduler.queue.pop_batch(s.batch_window, s.batch_size, timeout=0, quiet=s.batch_quiet)
+            units = self.scheduler.queue.pop_batch(s.batch_window, s.batch_size, timeout=0, quiet=s.batch_quiet,
+                                                   per_unit=s.batch_window_per_unit,
+                                                   least=s.batch_window_min)  # (as serve batches live)
             if not units:
                 return
             self.cycles += 1

@@ -19,18 +19,16 @@ from kubeplace_bench.fidelity import (
     simulated,
     usages,
 )
-from tests.simulate.sim_builders import SETUP, cluster, node, trace
-
-QUIET = SETUP.serve.batch_quiet
+from tests.simulate.sim_builders import cluster, node, trace
 
 
-def test_a_departure_within_the_latencies_of_a_batch_shows_in_the_spread() -> None:
-    # a (3 cpu) leaves 10 ms before b's batch closes at 10 s with the default latency, and
-    # 10 ms after it with the larger one: b fits at once in one replay, waits for a in the other,
-    # and so runs 0.23 s longer into the end, [15, 20]
+def test_a_departure_within_the_latencies_of_a_plan_shows_in_the_spread() -> None:
+    # a (3 cpu) leaves 10 ms before b (2 cpu, of a higher priority) is planned at 10 s with the
+    # default latency, and 10 ms after it with the larger ones: b fits at once in one replay, and
+    # preempts a in the others, where a starts over after b and runs into the end, [15, 20]
     nodes, pods = cluster(node("n", cpu="4")), trace(
-        {"arrivalSeconds": 0, "durationSeconds": 10 - QUIET - API_LATENCY - 0.01, "template": "three", "name": "a"},
-        {"arrivalSeconds": 9.8, "durationSeconds": 5, "template": "two", "name": "b"})
+        {"arrivalSeconds": 0, "durationSeconds": 10 - API_LATENCY - 0.01, "template": "three", "name": "a"},
+        {"arrivalSeconds": 10, "durationSeconds": 5, "template": "two", "name": "b", "priority": 1000})
     reference = simulated(nodes, pods, "kubeplace", 20.0)
     spread = own_spread(nodes, pods, "kubeplace", 20.0, reference, usages(pods), capacity_of(nodes), 5.0)
     assert spread["latencies"] == list(SPREAD_LATENCIES) and spread["other_pods_bound"] == 0

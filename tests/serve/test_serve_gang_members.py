@@ -10,8 +10,6 @@ from tests.builders import node, pod
 from tests.serve.test_serve_loop import X_K8S, bound, member, pod_group, scheduler
 
 GANG = GangKey("default", "g")
-PER_UNIT = 0.001
-"""``--batch-window-per-unit`` as these tests run serve (the adaptive window, off by default)."""
 
 
 def arrive(s: Scheduler, manifest: dict[str, Any], event: str = "ADDED") -> None:
@@ -20,8 +18,8 @@ def arrive(s: Scheduler, manifest: dict[str, Any], event: str = "ADDED") -> None
 
 
 def pop(s: Scheduler) -> list[Any]:
-    """What the serve loop's pop would hand over now with the adaptive window (1 s, 1 ms per unit)."""
-    return list(s.queue.pop_batch(1.0, 1000, timeout=0, quiet=None, per_unit=PER_UNIT))
+    """What the serve loop's pop would hand over now (its default window: 1 s, 1 ms per unit)."""
+    return list(s.queue.pop_batch(1.0, 1000, timeout=0, quiet=None, per_unit=s.settings.batch_window_per_unit))
 
 
 def test_a_crd_free_gang_is_planned_when_its_last_member_arrives_not_before() -> None:

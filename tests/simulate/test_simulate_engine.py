@@ -13,12 +13,13 @@ from kubeplace.models.framework import PluginSet
 from kubeplace.models.problem import Assignment
 from kubeplace.simulate.engine import Result, simulate
 from kubeplace.simulate.names import API_LATENCY, SCHEDULERS
-from kubeplace.simulate.schedulers import CYCLE_SECONDS, PLACERS
+from kubeplace.simulate.schedulers import PLACERS
 from kubeplace.simulate.world import World
 from tests.simulate.sim_builders import SETUP, cluster, node, replay, trace
 
-QUIET = SETUP.serve.batch_quiet
-"""kubeplace's batch closes when no unit arrived for this long: its pods start that much later."""
+LEAST = SETUP.serve.batch_window_min
+"""How much later kubeplace's pods start than they arrive when they come alone: serve's adaptive
+batch window stays open that long for the pods a client creates together."""
 
 
 def starts(result: Result) -> dict[str, float | None]:
@@ -31,7 +32,7 @@ def test_a_pod_waits_for_the_room_a_departure_frees(scheduler: str) -> None:
     result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
         {"arrivalSeconds": 5, "durationSeconds": 50, "template": "three", "name": "b"}), scheduler, SETUP)
-    lag = QUIET if scheduler == "kubeplace" else 0.0
+    lag = LEAST if scheduler == "kubeplace" else 0.0
     assert starts(result) == pytest.approx({"a": 0.0 + lag, "b": 100.0 + 2 * lag})
     ends = {r.key.split("/")[1]: r.end for r in result.pods}
     assert ends == pytest.approx({"a": 100.0 + lag, "b": 150.0 + 2 * lag})
@@ -45,37 +46,38 @@ def test_the_api_latency_delays_each_start_and_so_each_departure(scheduler: str)
     result = simulate(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
         {"arrivalSeconds": 5, "durationSeconds": 50, "template": "three", "name": "b"}), scheduler, SETUP)
-    lag = (QUIET if scheduler == "kubeplace" else 0.0) + API_LATENCY
+    lag = (LEAST if scheduler == "kubeplace" else 0.0) + API_LATENCY
     assert starts(result) == pytest.approx({"a": lag, "b": 100.0 + 2 * lag})
     assert {r.key.split("/")[1]: r.end for r in result.pods} == pytest.approx({"a": 100.0 + lag, "b": 150.0 + 2 * lag})
 
 
-def test_a_departure_just_before_a_batch_closes_lands_after_it_with_the_latency() -> None:
-    # a (3 cpu) is bound when its batch closes at QUIET and runs 10 - QUIET - 0.01 s: without the
-    # latency it leaves at 9.99, before the batch of b (2 cpu, arriving at 9.8) closes at 10, and b
-    # fits; with it a leaves at 10.03, as a binding landing tens of milliseconds late does live,
-    # so b's first batch finds the node full and b starts only after a's departure brings it back,
-    # once its backoff (1 s from its attempt, whose outcome counts CYCLE_SECONDS late) is over.
+def test_a_departure_just_after_a_plan_lands_after_it_with_the_latency() -> None:
+    # a (3 cpu) is bound at LEAST and runs 9.99 s: without the latency it leaves at 9.99 + LEAST,
+    # before b (2 cpu, alone: planned at 10 + LEAST), and b fits; with it a leaves 0.03 s after b's
+    # plan, as a binding landing tens of milliseconds late does live, so b's first plan finds the
+    # node full: a's departure moves b to the backoff queue and the idle queue plans it at once
+    # (SchedulerPopFromBackoffQ), not when its backoff (1 s) is over.
     cluster_, trace_ = cluster(node("n", cpu="4")), trace(
-        {"arrivalSeconds": 0, "durationSeconds": 10 - QUIET - 0.01, "template": "three", "name": "a"},
-        {"arrivalSeconds": 9.8, "durationSeconds": 5, "template": "two", "name": "b"})
-    assert starts(replay(cluster_, trace_, "kubeplace", SETUP))["b"] == pytest.approx(10.0)
-    backoff_over = 10.0 + CYCLE_SECONDS + SETUP.serve.initial_backoff
-    assert starts(simulate(cluster_, trace_, "kubeplace", SETUP))["b"] == pytest.approx(backoff_over + QUIET
-                                                                                       + API_LATENCY)
+        {"arrivalSeconds": 0, "durationSeconds": 9.99, "template": "three", "name": "a"},
+        {"arrivalSeconds": 10.0, "durationSeconds": 5, "template": "two", "name": "b"})
+    result = replay(cluster_, trace_, "kubeplace", SETUP)
+    assert starts(result)["b"] == pytest.approx(10.0 + LEAST) and result.summary.cycles == 2
+    result = simulate(cluster_, trace_, "kubeplace", SETUP)
+    a_left = LEAST + API_LATENCY + 9.99
+    assert starts(result)["b"] == pytest.approx(a_left + API_LATENCY) and result.summary.cycles == 3
 
 
 def test_a_pod_whose_run_ends_at_an_instant_is_still_there_for_what_happens_then() -> None:
     # live, a binding lands a little after the instant it was decided, and its pod's run ends
     # that little after the binding instant plus its duration: what arrives or is planned at
-    # that instant still sees the pod. a (3 cpu) runs [QUIET, 10 + QUIET); b (2 cpu) arrives at
-    # 10, its batch closes at 10 + QUIET while a is there: it is unschedulable, and a's departure
-    # then brings it back for the batch after its backoff (the kube-scheduler's queueAfterBackoff).
+    # that instant still sees the pod. a (3 cpu) runs [LEAST, 10 + LEAST); b (2 cpu) arrives at
+    # 10, its batch closes at 10 + LEAST while a is there: it is unschedulable, and a's departure
+    # then moves it to the backoff queue, which the idle queue plans at once
+    # (SchedulerPopFromBackoffQ): b's second cycle, at the same instant, places it.
     result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 10, "template": "three", "name": "a"},
         {"arrivalSeconds": 10, "durationSeconds": 5, "template": "two", "name": "b"}), "kubeplace", SETUP)
-    backoff_over = 10 + QUIET + CYCLE_SECONDS + SETUP.serve.initial_backoff
-    assert starts(result) == pytest.approx({"a": QUIET, "b": backoff_over + QUIET})
+    assert starts(result) == pytest.approx({"a": LEAST, "b": 10.0 + LEAST}) and result.summary.cycles == 3
     # best fit: a (3 cpu) on the tight n1; b (2 cpu) arrives as a leaves and sees n1 still full.
     result = replay(cluster(node("n1", cpu="4"), node("n2", cpu="8")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 10, "template": "three", "name": "a"},
@@ -86,13 +88,13 @@ def test_a_pod_whose_run_ends_at_an_instant_is_still_there_for_what_happens_then
 def test_a_unit_backing_off_comes_back_after_the_batch_that_closes_when_its_backoff_ends() -> None:
     # live a cycle's outcomes come a few milliseconds after its batch closed, so the backoff of a
     # unit it could not place ends just after the batch that closes whole seconds later. b
-    # (3 cpu) fails at 1 + QUIET while a runs and backs off 1 s; c (1 cpu) arrives at 2, its
-    # batch closes at 2 + QUIET without b (whose return would hold it open QUIET longer).
+    # (3 cpu) fails at 1 + LEAST while a runs and backs off 1 s; c (1 cpu) arrives at 2, its batch
+    # closes at 2 + LEAST without b (whose return would hold it open one unit's window longer).
     result = replay(cluster(node("n", cpu="4")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 100, "template": "two", "name": "a"},
         {"arrivalSeconds": 1, "durationSeconds": 5, "template": "three", "name": "b"},
         {"arrivalSeconds": 2, "durationSeconds": 5, "template": "one", "name": "c"}), "kubeplace", SETUP)
-    assert starts(result)["c"] == pytest.approx(2 + QUIET)
+    assert starts(result)["c"] == pytest.approx(2.0 + LEAST, abs=1e-6)
 
 
 def test_simulated_time_does_not_sleep() -> None:
@@ -102,8 +104,8 @@ def test_simulated_time_does_not_sleep() -> None:
     started = time.monotonic()
     result = replay(cluster(node("n")), trace(*items), "kubeplace", SETUP)
     assert time.monotonic() - started < 60
-    assert result.summary.end == pytest.approx(23 * 3600 + QUIET + 1800)
-    assert result.summary.started == 24 and result.summary.delay.p99 == pytest.approx(QUIET)
+    assert result.summary.end == pytest.approx(23 * 3600 + LEAST + 1800)
+    assert result.summary.started == 24 and result.summary.delay.p99 == pytest.approx(LEAST)
 
 
 def test_kubeplace_starts_a_gang_whole_once_it_fits() -> None:
@@ -115,7 +117,7 @@ def test_kubeplace_starts_a_gang_whole_once_it_fits() -> None:
     gang = [r for r in result.pods if r.gang == "g"]
     assert len(gang) == 3
     assert len({r.start for r in gang}) == 1
-    assert gang[0].start == pytest.approx(100.0 + 2 * QUIET)  # big left at 100 + QUIET; requeued at once
+    assert gang[0].start == pytest.approx(100.0 + 2 * LEAST)  # big left at 100 + LEAST; requeued: LEAST more
     assert result.summary.gang_wait.pods == 1
     assert result.summary.gang_wait.p50 == pytest.approx(gang[0].start - 10.0)
 
