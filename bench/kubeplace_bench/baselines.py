@@ -135,12 +135,17 @@ TieRank = Sequence[int] | None
 
 
 class _Ties:
-    """Picks among equally good candidates: at random (seeded) or by the smallest ``rank`` (each
-    node's position in the tie-break order; by default the order of the node names)."""
+    """Picks among equally good candidates: at random (seeded), by the smallest ``rank`` (each
+    node's position in the tie-break order; by default the order of the node names), or
+    (``fuller``) the fuller node first, by best-fit's leftover (cpu and GPU milli free, each over
+    the simulator's normaliser), then by ``rank``."""
 
     def __init__(self, cluster: Cluster, mode: str, seed: int, rank: TieRank = None) -> None:
         self.rng = np.random.default_rng(seed)
         self.mode = mode
+        self.cluster = cluster
+        self.watch = False  # by rank, note in fuller_differs when the fuller node would have won
+        self.fuller_differs = False
         if rank is None:
             self.rank = np.argsort(np.argsort(np.array([n.name for n in cluster.nodes]), kind="stable"))
         else:
@@ -155,7 +160,17 @@ class _Ties:
             return int(tied[0])
         if self.mode == "random":
             return int(tied[self.rng.integers(len(tied))])
-        return int(tied[np.argmin(self.rank[nodes[tied]])])
+        at = nodes[tied]
+        by_rank = int(tied[np.argmin(self.rank[at])])
+        if self.mode != "fuller" and not self.watch:
+            return by_rank
+        c = self.cluster
+        left = c.cpu_free[at] / MAX_SPEC_CPU + c.dev_free[at].sum(axis=1) / MAX_SPEC_GPU
+        fuller = int(tied[np.lexsort((self.rank[at], left))[0]])
+        if self.mode == "fuller":
+            return fuller
+        self.fuller_differs |= fuller != by_rank
+        return by_rank
 
 
 class _Default:
@@ -194,14 +209,15 @@ class _BestFit:
         return i, c.best_fit_device(pod, i)
 
 
-class _Fgd:
+class FgdChooser:
     """FGD's score from the exact fragmentation (``FragIndex``, integers), except where the exact
     drop is 0: there the simulator's float sums (``bench.fgd_score``) decide between 49 and 50
     when the placement moves amounts between its slots (a node whose free cpu crosses a typical
     pod's, or whose devices change)."""
 
-    def __init__(self, cluster: Cluster, seed: int, dist: TaskDistribution, rank: TieRank = None) -> None:
-        self.c, self.ties = cluster, _Ties(cluster, "name", seed, rank)
+    def __init__(self, cluster: Cluster, seed: int, dist: TaskDistribution, rank: TieRank = None,
+                 ties: str = "name") -> None:
+        self.c, self.ties = cluster, _Ties(cluster, ties, seed, rank)
         self.index = FragIndex(cluster, dist)
         self.go = GoFragScore(dist, dist.listed or dist.total, cluster.models)
         self.go_before = self.go.frag(cluster.cpu_free, cluster.dev_free, cluster.model_id)
@@ -248,17 +264,24 @@ class _Fgd:
         self.go_before[i] = self.go.frag(self.c.cpu_free[at], self.c.dev_free[at], self.c.model_id[at])[0]
 
 
+def fgd_chooser(cluster: Cluster, dist: TaskDistribution, tie_rank: TieRank = None, fuller: bool = False) -> FgdChooser:
+    """FGD's node choice on ``cluster`` (its ``choose(workload, j, feasible nodes)``, then
+    ``placed(node)`` after each placement); ``fuller``: equal scores go to the fuller node first
+    (``_Ties``), then by ``tie_rank``."""
+    return FgdChooser(cluster, 0, dist, tie_rank, "fuller" if fuller else "name")
+
+
 def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], dist: TaskDistribution,
                         seed: int = 0, tie_rank: TieRank = None) -> list[tuple[int, Placed]]:
     """Places ``pods`` in order on ``cluster`` (mutated); returns (pod index, placement) pairs.
     ``tie_rank`` orders the nodes for best-fit's and fgd's ties (default: by name)."""
-    chooser: _Default | _BestFit | _Fgd
+    chooser: _Default | _BestFit | FgdChooser
     if policy == "default-scheduler":
         chooser = _Default(cluster, seed)
     elif policy == "best-fit":
         chooser = _BestFit(cluster, seed, tie_rank)
     elif policy == "fgd":
-        chooser = _Fgd(cluster, seed, dist, tie_rank)
+        chooser = FgdChooser(cluster, seed, dist, tie_rank)
     else:
         raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
     w = cluster.workload(pods)
@@ -271,7 +294,7 @@ def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], 
         reason = cluster.place(w.pods[j], i, devices)
         if reason is not None:  # a baseline only ever picks feasible placements
             raise AssertionError(f"{policy} chose an invalid placement for {w.names[j]}: {reason}")
-        if isinstance(chooser, _Fgd):
+        if isinstance(chooser, FgdChooser):
             chooser.placed(i)
         out.append((j, Placed(w.names[j], cluster.nodes[i].name, devices)))
     return out

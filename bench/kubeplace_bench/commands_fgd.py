@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
-SCHEDULERS = ("fgd", "best-fit", "kubeplace")
+SCHEDULERS = ("fgd", "best-fit", "kubeplace", "kubeplace-plan")
 PUBLISHED_SHARED = Path("shared") / "reference" / "fgd" / "published_alloc_at_130.csv"
 
 
@@ -61,9 +61,9 @@ def published_path(option: Path | None, start: Path | None = None) -> Path | Non
 @click.option("--published", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="published_alloc_at_130.csv [default: shared/reference/fgd/ in a folder above the checkout].")
 @click.option("--window", type=click.IntRange(min=1), default=100, show_default=True,
-              help="kubeplace plans this many arrivals at a time.")
+              help="kubeplace places this many arrivals at a time.")
 @click.option("--time-limit", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
-              help="kubeplace's solver budget per window, seconds.")
+              help="kubeplace-plan's solver budget per window, seconds.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: list[int],
                          schedulers: tuple[str, ...], bound: bool, bound_time_limit: float, published: Path | None,
@@ -73,8 +73,10 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
     tie-break order of the authors' simulator; each pod tried once. The figure is the GPU
     allocation (percent) when 130% has arrived, as the authors compute it (alloc_at_130).
 
-    Needs Go installed (its math/rand seeding table). kubeplace, when asked, plans windows of
-    arrivals with the earlier ones bound (profile defrag).
+    Needs Go installed (its math/rand seeding table). kubeplace places windows of arrivals, each
+    with FGD's score twice (ties by the node order, ties to the fuller node), keeping the
+    placement that allocates more (bench.online); kubeplace-plan makes a full plan per window
+    with the earlier arrivals bound (profile defrag; slow: minutes per run).
 
     With --bound, two more records per run: "bound", no placement of the run's pods (all known in
     advance, empty nodes) allocates more, and "offline", what an actual placement of them
@@ -102,17 +104,23 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
             run = protocol_run(nodes, pods, seed)
             for scheduler in schedulers:
                 t0 = time.perf_counter()
-                value = (_kubeplace(nodes, run, window, time_limit, seed) if scheduler == "kubeplace"
-                         else run_policy(scheduler, nodes, run, dist))
+                if scheduler == "kubeplace":
+                    value = _online(nodes, run, dist, window)
+                elif scheduler == "kubeplace-plan":
+                    value = _kubeplace_plan(nodes, run, window, time_limit, seed)
+                else:
+                    value = run_policy(scheduler, nodes, run, dist)
+                seconds = time.perf_counter() - t0
                 record: dict[str, Any] = {"trace": trace, "seed": seed, "scheduler": scheduler,
-                                          "alloc_at_130": None if math.isnan(value) else value}
+                                          "alloc_at_130": None if math.isnan(value) else value,
+                                          "seconds": round(seconds, 1)}
                 ref = reference.get((trace, PUBLISHED_POLICY.get(scheduler, ""), seed))
                 if ref is not None:
                     record["published"] = ref
                 records.append(record)
                 click.echo(f"{trace} seed {seed} {scheduler}: {value:.2f}"
                            + (f" (published {ref:.2f})" if ref is not None else "")
-                           + f" [{time.perf_counter() - t0:.1f}s]", err=True)
+                           + f" [{seconds:.1f}s]", err=True)
             if bound:
                 records += _offline(nodes, run, trace, seed, bound_time_limit)
     click.echo(json.dumps(records, indent=2) if output == "json" else table(records, path))
@@ -128,7 +136,16 @@ def _offline(nodes: Any, run: Any, trace: str, seed: int, seconds: float) -> lis
             {"trace": trace, "seed": seed, "scheduler": "offline", "alloc_at_130": found.placed_percent}]
 
 
-def _kubeplace(nodes: Any, run: Any, window: int, time_limit: float, seed: int) -> float:
+def _online(nodes: Any, run: Any, dist: Any, window: int) -> float:
+    from kubeplace_bench.fgd_protocol import alloc_at, rows_of
+    from kubeplace_bench.gpusim import Cluster
+    from kubeplace_bench.online import place_in_windows
+
+    result = place_in_windows(Cluster.build(nodes), run.pods, dist, window, run.tie_rank)
+    return alloc_at(*rows_of(run.pods, result.placed), sum(n.gpus for n in nodes))
+
+
+def _kubeplace_plan(nodes: Any, run: Any, window: int, time_limit: float, seed: int) -> float:
     from kubeplace_bench.fgd_protocol import alloc_at, rows_of
     from kubeplace_bench.gpusim import Cluster
     from kubeplace_bench.report import kubeplace_windows
@@ -139,7 +156,8 @@ def _kubeplace(nodes: Any, run: Any, window: int, time_limit: float, seed: int) 
 
 def table(records: list[dict[str, Any]], published: Path | None) -> str:
     """One line per (trace, seed, scheduler), the published value and the difference beside ours,
-    then the mean per (trace, scheduler). A run with no row near 130% arrived shows nan."""
+    then the mean per (trace, scheduler), and for the other schedulers the difference from FGD's
+    mean on the same trace. A run with no row near 130% arrived shows nan."""
 
     def ours(r: dict[str, Any]) -> float:
         return math.nan if r["alloc_at_130"] is None else float(r["alloc_at_130"])
@@ -152,12 +170,15 @@ def table(records: list[dict[str, Any]], published: Path | None) -> str:
         ref = r.get("published")
         lines.append(f"{r['trace']:<28} {r['seed']:>4} {r['scheduler']:<10} {ours(r):>7.2f} "
                      + (f"{ref:>9.2f} {ours(r) - ref:>+6.2f}" if ref is not None else f"{'-':>9}"))
-    lines += ["", head.replace("seed", "runs")]
+    lines += ["", head.replace("seed", "runs") + f" {'vs fgd':>7}"]
+    means = {key: sum(ours(r) for r in rows) / len(rows) for key, rows in groups.items()}
     for (trace, scheduler), rows in groups.items():
-        mean = sum(ours(r) for r in rows) / len(rows)
+        mean = means[(trace, scheduler)]
         refs = [r["published"] for r in rows if "published" in r]
         ref = sum(refs) / len(refs) if refs and len(refs) == len(rows) else math.nan
+        fgd = means.get((trace, "fgd"), math.nan) if scheduler != "fgd" else math.nan
         lines.append(f"{trace:<28} {len(rows):>4} {scheduler:<10} {mean:>7.2f} "
-                     + (f"{ref:>9.2f} {mean - ref:>+6.2f}" if not math.isnan(ref) else f"{'-':>9}"))
+                     + (f"{ref:>9.2f} {mean - ref:>+6.2f}" if not math.isnan(ref) else f"{'-':>9} {'':>6}")
+                     + (f" {mean - fgd:>+7.2f}" if not math.isnan(fgd) else ""))
     lines.append(f"published: {published}" if published is not None else "published: not found")
     return "\n".join(lines)

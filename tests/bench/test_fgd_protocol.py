@@ -156,6 +156,9 @@ def test_command_json(tmp_path: Path) -> None:
                                        "kubeplace", "--window", "20", "--time-limit", "0.2"])
     assert table.exit_code == 0 and "91.50" in table.stdout
     assert "pods seed 42 kubeplace:" in table.stderr and "pods" in table.stdout.split("kubeplace")[0]
+    kubeplace_mean = table.stdout.splitlines()[-2]  # its mean, and the difference from FGD's
+    assert "vs fgd" in table.stdout and kubeplace_mean.split()[:2] == ["pods", "1"] and "kubeplace" in kubeplace_mean
+    assert all(r["seconds"] >= 0 for r in records if r["scheduler"] != "bound")
 
 
 # --- the authors' published values -----------------------------------------------------------------
