@@ -133,7 +133,8 @@ def _offline(nodes: Any, run: Any, trace: str, seed: int, seconds: float) -> lis
     click.echo(f"{trace} seed {seed} bound: {found.bound_percent:.2f}, offline placement: {found.placed_percent:.2f}"
                f" [{found.seconds:.1f}s{'' if found.bound.converged else ', bound LP not converged'}]", err=True)
     return [{"trace": trace, "seed": seed, "scheduler": "bound", "alloc_at_130": found.bound_percent},
-            {"trace": trace, "seed": seed, "scheduler": "offline", "alloc_at_130": found.placed_percent}]
+            {"trace": trace, "seed": seed, "scheduler": "offline", "alloc_at_130": found.placed_percent,
+             "seconds": round(found.seconds, 1)}]
 
 
 def _online(nodes: Any, run: Any, dist: Any, window: int) -> float:
