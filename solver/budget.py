@@ -31,11 +31,6 @@ class CountedClock:
     def __call__(self) -> float:
         return self.now
 
-    def from_now(self) -> Budget:
-        """This budget's seconds again, from now: a call whose preparation (building its model)
-        is not charged to it."""
-        return Budget(self.clock(), self.seconds, self.clock)
-
     def charge(self, seconds: float) -> None:
         self.now += seconds
 
