@@ -31,9 +31,9 @@ from kubeplace.plan.gang_status import gang_statuses
 from kubeplace.plan.gc_pause import fewer_collections
 from kubeplace.plan.plan import Placement, Plan, ResourceUse, Summary, Unplaced
 from kubeplace.plan.verify import Violation, replay_plan
-from kubeplace.solver.budget import NO_DEADLINE, Budget
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.emulate.scheduler import as_candidate, emulate
-from kubeplace.solver.run import Event
+from kubeplace.solver.run import Event, run_budget
 from kubeplace.solver.solve import SolveReport, solve
 
 EMULATION_PAIRS = 50_000_000
@@ -61,25 +61,30 @@ class Planned:
 
 def make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
               on_event: Callable[[Event], None] | None = None,
-              intended: Sequence[tuple[str, str]] = ()) -> Planned:
+              intended: Sequence[tuple[str, str]] = (), budget: Budget | None = None) -> Planned:
     """``intended``: (pod key, node name) pairs made elsewhere (the provisioning's nodes), in
-    order: one more candidate for the solver, kept only where the model's rules take it."""
+    order: one more candidate for the solver, kept only where the model's rules take it.
+    ``budget``: the solve's, when a caller's phase gives it one (else ``run_budget`` of
+    ``settings``, made when the solve starts)."""
     with fewer_collections():
-        return _make_plan(snapshot, config, profile, settings, on_event, intended)
+        return _make_plan(snapshot, config, profile, settings, on_event, intended, budget)
 
 
 def _make_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
-               on_event: Callable[[Event], None] | None, intended: Sequence[tuple[str, str]]) -> Planned:
+               on_event: Callable[[Event], None] | None, intended: Sequence[tuple[str, str]],
+               budget: Budget | None) -> Planned:
     plugins = instantiate(config, profile, with_stand_ins(snapshot))
     snapshot = plugins.defaulted(snapshot)  # the default spread constraints, for every step below
     planning = plugins.defaulted(with_stand_ins(snapshot))
     agg = aggregate(planning, plugins, config.gpu, profile.placement_weight)
     terms = plugins.terms(agg.problem)
-    steps = _emulation(planning, agg, plugins, settings)
+    # the emulation runs before the solve, bounded by the same limit but not charged to it (up to
+    # about 5 s on a large cluster); with one worker it is never cut (its budget is counted)
+    steps = _emulation(planning, agg, plugins, run_budget(settings, budget))
     seeds = [] if steps is None else [(as_candidate(agg.problem, steps), "kube-scheduler emulation")]
     if intended:
         seeds.append((as_candidate(agg.problem, _steps_of(planning, agg.problem, intended)), "provisioning"))
-    report = solve(agg.problem, terms, settings, on_event, seeds)
+    report = solve(agg.problem, terms, settings, on_event, seeds, budget)
     planned = _verified(snapshot, planning, config, profile, agg, report, plugins, terms)
     emulated = None if steps is None else _emulation_kept(agg.problem, report, steps, terms)
     if emulated is not None:
@@ -172,20 +177,19 @@ def replay_order(snapshot: Snapshot, placements: tuple[Placement, ...]) -> tuple
 
 
 def _emulation(snapshot: Snapshot, agg: Aggregation, plugins: PluginSet,
-               settings: SolverSettings) -> list[tuple[int, int]] | None:
+               budget: Budget) -> list[tuple[int, int]] | None:
     """With inter-pod rules, the kube-scheduler's one-pod-at-a-time placement (``solver.emulate``),
     as (class, node) steps in its order: one more candidate, so that a plan never places fewer
     pods than it would; None without inter-pod rules or beyond
-    EMULATION_PAIRS nodes x pods. With the profile's filters, for at most the solver's time limit
-    (the queue's beginning only, if it runs out; whole with one worker, so runs repeat)."""
+    EMULATION_PAIRS nodes x pods. With the profile's filters, within ``budget`` (the queue's
+    beginning only, if it runs out; whole on a counted budget, which it never charges, so runs repeat)."""
     p = agg.problem
     pods = [snapshot.pending[m] for members in p.members for m in members]
     if not p.has_domain_rules or p.n_nodes * len(pods) > EMULATION_PAIRS:
         return None
     class_of = {snapshot.pending[m].key: c for c, members in enumerate(p.members) for m in members}
     node_of = {name: i for i, name in enumerate(p.node_names)}
-    emulated = emulate(snapshot, pods, plugins.filters,
-                       budget=NO_DEADLINE if settings.workers <= 1 else Budget.of(settings.time_limit))
+    emulated = emulate(snapshot, pods, plugins.filters, budget=budget)
     return [(class_of[f"{ns}/{name}"], node_of[node]) for ns, name, node in emulated.placements]
 
 

@@ -80,19 +80,20 @@ class _Round:
 
 def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], config: Configuration,
                         profile: Profile, settings: SolverSettings,
-                        on_event: Callable[[Event], None] | None = None) -> Planned:
-    """The plan with new nodes (see the module's text); ``Plan.provision`` says which and at what cost."""
+                        on_event: Callable[[Event], None] | None = None, budget: Budget | None = None) -> Planned:
+    """The plan with new nodes (see the module's text); ``Plan.provision`` says which and at what
+    cost. Within ``budget`` (a caller's phase; else ``settings.time_limit``), from now."""
     if not snapshot.node_pools:
         raise InputError("--provision needs at least one karpenter.sh/v1 NodePool in the snapshot",
                          file=snapshot.source or "the cluster", obj="NodePool")
     check_limits(snapshot.node_pools, snapshot.node_claims, snapshot.nodes)
-    budget = Budget.of(settings.time_limit)
+    budget = Budget.of(settings.time_limit) if budget is None else budget.from_now()
     candidates = candidate_nodes(snapshot.node_pools, catalogue, snapshot.daemon_pods)
     unused = tuple(unused_pools(snapshot.node_pools, catalogue))
     planned: Planned | None = None
     if snapshot.nodes:
-        stage_a = replace(settings, time_limit=budget.part(STAGE_A).seconds, stop_when_placed=True)
-        planned = make_plan(snapshot, config, profile, stage_a, on_event)
+        planned = make_plan(snapshot, config, profile, replace(settings, stop_when_placed=True), on_event,
+                            budget=budget.part(STAGE_A))
     added, first, reasons, rounds = _Added(), None, {}, 0
     intended = () if planned is None else tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
     for round_number in range(1, REPAIR_ROUNDS + 2):
@@ -101,8 +102,8 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
                 {(u.namespace, u.name) for u in planned.plan.unplaced if not u.left_to_default_scheduler})
         if not left or not candidates:
             break
-        seconds = budget.split(ROUND).at_least(PROVISION_MIN_SECONDS).seconds
-        chosen = _provision_round(snapshot, planned, left, candidates, added, config, profile, seconds)
+        chosen = _provision_round(snapshot, planned, left, candidates, added, config, profile,
+                                  budget.split(ROUND).at_least(PROVISION_MIN_SECONDS))
         reasons.update(chosen.reasons)
         first = first or chosen
         if len(chosen.added.new) == len(added.new):
@@ -111,7 +112,7 @@ def make_provision_plan(snapshot: Snapshot, catalogue: Sequence[InstanceType], c
         planned = _replanned(snapshot, added, config, profile, replace(settings, stop_when_placed=True), budget,
                              intended)
     if planned is None:  # no node, and none added
-        planned = make_plan(snapshot, config, profile, replace(settings, time_limit=PROVISION_MIN_SECONDS), on_event)
+        planned = make_plan(snapshot, config, profile, settings, on_event, budget=Budget.of(PROVISION_MIN_SECONDS))
     if not candidates:
         reasons = {f"{u.namespace}/{u.name}": NO_CANDIDATE for u in planned.plan.unplaced
                    if not u.left_to_default_scheduler}
@@ -143,8 +144,7 @@ def _objective_pass(snapshot: Snapshot, planned: Planned, added: _Added, config:
         return planned
     intended = tuple((f"{p.namespace}/{p.name}", p.node) for p in planned.plan.placements)
     grown = replace(snapshot, nodes=(*snapshot.nodes, *added.nodes))
-    seconds = budget.split(PROVISION_OBJECTIVE_PASS_SHARE).seconds
-    better = make_plan(grown, config, profile, replace(settings, time_limit=seconds), None, intended)
+    better = make_plan(grown, config, profile, settings, None, intended, budget.split(PROVISION_OBJECTIVE_PASS_SHARE))
     used = {p.node for p in better.plan.placements}
     if (better.violations or better.plan.summary.placed_weight < planned.plan.summary.placed_weight
             or any(n.name not in used for n in added.new)):
@@ -154,15 +154,16 @@ def _objective_pass(snapshot: Snapshot, planned: Planned, added: _Added, config:
 
 def _replanned(snapshot: Snapshot, added: _Added, config: Configuration, profile: Profile, settings: SolverSettings,
                budget: Budget, intended: Sequence[tuple[str, str]]) -> Planned:
-    seconds = max(PROVISION_MIN_SECONDS, min(budget.part(GROWN).seconds, budget.left()))
+    plan_budget = budget.within(budget.part(GROWN).seconds).at_least(PROVISION_MIN_SECONDS)
     grown = replace(snapshot, nodes=(*snapshot.nodes, *added.nodes))
-    return make_plan(grown, config, profile, replace(settings, time_limit=seconds), None, intended)
+    return make_plan(grown, config, profile, settings, None, intended, plan_budget)
 
 
 def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tuple[str, str]],
                      candidates: Sequence[NodeTemplate], added: _Added, config: Configuration, profile: Profile,
-                     seconds: float) -> _Round:
-    """New nodes for the pods ``left`` (the plan so far places the others), on top of ``added``."""
+                     budget: Budget) -> _Round:
+    """New nodes for the pods ``left`` (the plan so far places the others), on top of ``added``,
+    within ``budget``'s seconds from when the provisioning model is built."""
     nodes = (*snapshot.nodes, *added.nodes)
     placed = {} if planned is None else {(p.namespace, p.name): p.node for p in planned.plan.placements}
     templates = [c.to_node() for c in candidates]
@@ -184,7 +185,7 @@ def _provision_round(snapshot: Snapshot, planned: Planned | None, left: set[tupl
     room = pool_room(snapshot.node_pools, snapshot.node_claims, snapshot.nodes, [n.template for n in added.new])
     offers = offers_of(candidates, p, columns, snapshot.node_pools, room)
     item_set = items_of(agg, columns, candidates, offers, companions)
-    result = provision(item_set.items, offers, Budget.of(seconds))
+    result = provision(item_set.items, offers, budget.from_now())
     after = After.of(p, Assignment.empty())
     everyone = (*candidates, *spare.values())
     every_column = np.array([*columns.tolist(), *(index[name] for name in spare)], dtype=np.int64)

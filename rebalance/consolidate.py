@@ -390,7 +390,7 @@ def consolidate(state: ClusterState, catalogue: Sequence[InstanceType], rules: R
     result = _result(state, layout, cands, answer, status, bound, started, notes)
     if not replace_nodes:
         return result
-    other = _replaced(state, catalogue, rules, config, profile, settings, notes, node_groups, now, budget.seconds)
+    other = _replaced(state, catalogue, rules, config, profile, settings, notes, node_groups, now, budget)
     if other.cost_after < result.cost_after or (other.cost_after == result.cost_after
                                                 and len(other.moves) < len(result.moves)):
         return replace(other, bound=min(other.bound, result.bound), seconds=time.monotonic() - started)
@@ -410,13 +410,13 @@ def _result(state: ClusterState, layout: Layout, cands: _Candidates, answer: _An
 
 def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rules, config: Configuration,
               profile: Profile, settings: Settings, notes: tuple[str, ...], node_groups: frozenset[str],
-              now: datetime.datetime, seconds: float) -> Consolidation:
+              now: datetime.datetime, budget: Budget) -> Consolidation:
     """The answer that may add nodes: the provisioning's candidates (one template node per
     NodePool x offering, as it would register) join the model as nodes to buy, at most one of
     each; the pods of the nodes it removes are then planned by ``plan --provision`` on the nodes
     left, which chooses the new nodes itself (NodePool weights and limits included) and verifies."""
     started = time.monotonic()
-    budget = Budget(started, seconds)
+    budget = budget.from_now()
     snap = state.snapshot
     candidates = candidate_nodes(snap.node_pools, catalogue, snap.daemon_pods)
     templates = [c.to_node() for c in candidates]
@@ -434,9 +434,8 @@ def _replaced(state: ClusterState, catalogue: Sequence[InstanceType], rules: Rul
         view = replace(snap, nodes=tuple(n for n in snap.nodes if n.name not in gone),
                        pending=tuple(replace(p, node_name="") for p in moving),
                        bound=tuple(p for p in snap.bound if p.node_name not in gone), reserved=())
-        replan = budget.at_least(CONSOLIDATE_REPLAN_MIN_SECONDS)
-        planned = make_provision_plan(view, catalogue, config, profile,
-                                      replace(settings.solver, time_limit=replan.seconds))
+        planned = make_provision_plan(view, catalogue, config, profile, settings.solver,
+                                      budget=budget.at_least(CONSOLIDATE_REPLAN_MIN_SECONDS))
         target = {(p.namespace, p.name): p.node for p in planned.plan.placements}
         if planned.violations or any((p.namespace, p.name) not in target for p in moving):
             return None
@@ -517,8 +516,8 @@ def _replanned(state: ClusterState, layout: Layout, removed: Sequence[int], valu
     view = replace(snap, nodes=tuple(n for n in snap.nodes if n.name not in gone),
                    pending=tuple(replace(p, node_name="") for p in moving),
                    bound=tuple(p for p in snap.bound if p.node_name not in gone), reserved=())
-    solver = replace(settings.solver, time_limit=budget.seconds, stop_when_placed=True)
-    planned = make_plan(view, config, profile, solver, intended=_intended(layout, values, model, gone))
+    planned = make_plan(view, config, profile, replace(settings.solver, stop_when_placed=True),
+                        intended=_intended(layout, values, model, gone), budget=budget)
     target = {(p.namespace, p.name): p.node for p in planned.plan.placements}
     if planned.violations or any((p.namespace, p.name) not in target for p in moving):
         return None

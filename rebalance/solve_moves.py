@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -85,10 +85,9 @@ def run(model: MoveModel, goal: list[tuple[int, int]], settings: Settings, budge
         rows: Sequence[tuple[list[tuple[int, int]], int]] = (), hint: IntArray | None = None) -> BackendResult:
     """One backend call on the move model within ``budget`` (at least MOVES_MIN_SECONDS, counted
     from the call: building the model is not charged to it)."""
-    seconds = max(budget.left(), MOVES_MIN_SECONDS)
+    call = budget.at_least(MOVES_MIN_SECONDS)
     lm = model.build(goal, list(rows), hint)
-    solver = replace(settings.solver, time_limit=seconds)
-    return get_backend(solver.backend).solve(lm, solver)
+    return get_backend(settings.solver.backend).solve(lm, settings.solver, call.from_now())
 
 
 def first_answer(layout: Layout, budgets: Budgets) -> IntArray:

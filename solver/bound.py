@@ -74,9 +74,8 @@ def placed_weight_bound(problem: Problem, budget: Budget | None = None) -> int |
     backend = lp_backend()
     if backend is None:
         return None
-    result = get_backend(backend).solve(kind_model(problem, integer=False).model,
-                                     SolverSettings(backend, (budget or Budget.of(LP_BOUND_DEFAULT_SECONDS)).left(),
-                                                    workers=1))
+    result = get_backend(backend).solve(kind_model(problem, integer=False).model, SolverSettings(backend, workers=1),
+                                        budget or Budget.of(LP_BOUND_DEFAULT_SECONDS))
     if not result.status.has_solution or result.objective is None:
         return None
     return int(np.floor(result.objective + 1e-6))

@@ -97,10 +97,22 @@ class Budget:
         """This budget ending ``seconds`` earlier: its end kept for a phase after it."""
         return Budget(self.start, self.seconds - seconds, self.clock)
 
+    def from_now(self) -> Budget:
+        """This budget's seconds again, from now: a call whose preparation (building its model)
+        is not charged to it."""
+        return Budget(self.clock(), self.seconds, self.clock)
+
     def charge(self, seconds: float) -> None:
         """Counts ``seconds`` handed out when the clock is counted (a wall clock counts itself)."""
         if isinstance(self.clock, CountedClock):
             self.clock.charge(seconds)
+
+    def spend(self, seconds: float) -> Budget:
+        """A call's budget of ``seconds`` from now, charged to this one first when counted (a
+        counted clock does not move while the call runs, so the call's own budget starts after
+        the charge: it has all its ``seconds``)."""
+        self.charge(seconds)
+        return Budget(self.clock(), seconds, self.clock)
 
 
 NO_DEADLINE = Budget(0.0, math.inf)

@@ -21,7 +21,7 @@ def kind_quotas(problem: Problem, budget: Budget) -> tuple[IntArray, IntArray] |
     counted ``budget``, CP-SAT solves it on deterministic time, so runs repeat exactly."""
     km = kind_model(problem, integer=True)
     backend = "cpsat" if budget.counted else (lp_backend() or "cpsat")
-    result = get_backend(backend).solve(km.model, SolverSettings(backend, budget.left(), workers=1))
+    result = get_backend(backend).solve(km.model, SolverSettings(backend, workers=1), budget)
     if not result.status.has_solution or result.values is None:
         return None
     n_kinds = int(km.node_kind.max()) + 1 if len(km.node_kind) else 0

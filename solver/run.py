@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kubeplace.models import evaluate
 from kubeplace.models.config import SolverSettings
@@ -48,18 +48,14 @@ class Run:
     problem: Problem
     terms: Sequence[ObjectiveTerm]
     settings: SolverSettings
+    budget: Budget
+    """The solve's (``run_budget``: counted when deterministic); every backend call takes a slice of it."""
     on_event: OnEvent | None
     started: float
     incumbent: Assignment
     bound: int | None = None
     steps: list[str] = field(default_factory=list)
     proved: bool = False
-    budget: Budget = field(init=False)
-    """``settings.time_limit`` from ``started``; counted (``solver.budget.CountedClock``) when
-    deterministic."""
-
-    def __post_init__(self) -> None:
-        self.budget = run_budget(self.settings, self.started)
 
     @property
     def deterministic(self) -> bool:
@@ -93,26 +89,30 @@ class Run:
                                 objective_value(p, a, self.terms), self.bound,
                                 time.monotonic() - self.started))
 
-    def slice(self, share: float) -> SolverSettings:
-        """The settings of one backend call that may take ``share`` of the time left."""
-        seconds = max(SLICE_MIN_SECONDS, self.left() * share)
-        self.budget.charge(seconds)
-        return replace(self.settings, time_limit=seconds)
+    def slice(self, share: float) -> Budget:
+        """The budget of one backend call that may take ``share`` of the time left."""
+        return self.budget.spend(self.budget.split(share).at_least(SLICE_MIN_SECONDS).total)
 
 
-def run_budget(settings: SolverSettings, started: float) -> Budget:
-    """A solve's budget: ``settings.time_limit`` from ``started`` on the wall clock, or counted
-    from zero with one worker (``Run.deterministic``)."""
+def run_budget(settings: SolverSettings, within: Budget | None = None, started: float | None = None) -> Budget:
+    """A solve's budget, made once where a run starts: the seconds of ``within`` (a caller's
+    phase), else ``settings.time_limit`` (the user's), from ``started`` (now) on the wall clock;
+    with one worker counted from zero instead (``Run.deterministic``: the phase's whole seconds,
+    not what the wall clock says is left, so that runs repeat). A phase's seconds count from
+    when its solve starts: building the model is not charged to it."""
+    seconds = settings.time_limit if within is None else within.seconds
+    if within is not None and within.counted:
+        return within
     if settings.workers <= 1:
-        return Budget(0.0, settings.time_limit, CountedClock())
-    return Budget(started, settings.time_limit, time.monotonic)
+        return Budget(0.0, seconds, CountedClock())
+    return Budget(time.monotonic() if started is None else started, seconds, time.monotonic)
 
 
 def stage_one(run: Run, backend: Backend, hood: Neighbourhood, share: float, stage: int = 0) -> BackendResult:
     """Places more of weight ``stage``, the higher stages keeping what the incumbent places."""
     floors = evaluate.stage_weights(run.problem, run.incumbent)[:stage]
     form = placement_model(run.problem, hood, run.incumbent.on_nodes(hood.nodes), floors=floors)
-    result = backend.solve(form.model, run.slice(share))
+    result = backend.solve(form.model, run.settings, run.slice(share))
     if result.status.has_solution and result.values is not None:
         run.offer(hood.fixed.merge(form.assignment(result.values)), "place")
     return result
@@ -124,7 +124,7 @@ def stage_two(run: Run, backend: Backend, hood: Neighbourhood, share: float) -> 
     mu = evaluate.mean_utilisation(run.problem, run.incumbent)
     floors = evaluate.stage_weights(run.problem, run.incumbent)
     form = objective_model(run.problem, hood, run.terms, floors, mu, run.incumbent.on_nodes(hood.nodes))
-    result = backend.solve(form.model, run.slice(share))
+    result = backend.solve(form.model, run.settings, run.slice(share))
     if result.status.has_solution and result.values is not None:
         run.offer(hood.fixed.merge(form.assignment(result.values)), "objective")
     return result

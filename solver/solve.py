@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,26 +77,28 @@ class SolveReport:
 
 
 def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings = DEFAULT_SETTINGS,
-          on_event: Callable[[Event], None] | None = None, seeds: Sequence[tuple[Assignment, str]] = ()) -> SolveReport:
-    """Independent parts are solved one by one, each with a share of the time limit, when
+          on_event: Callable[[Event], None] | None = None, seeds: Sequence[tuple[Assignment, str]] = (),
+          budget: Budget | None = None) -> SolveReport:
+    """Within ``budget`` (the caller's; else ``run_budget``: the settings' time limit from now).
+    Independent parts are solved one by one, each with a share of the budget, when
     the objective separates over them (the balance term does not: its mean is the whole
     cluster's). ``seeds`` are placements made elsewhere (the kube-scheduler emulation) that
     compete with the greedy ones, whole or part by part."""
+    whole = run_budget(settings, budget)
     parts = [(c, n) for c, n in components(problem) if len(n)] if separable(terms) else []
     if len(parts) <= 1:
-        return _solve_one(problem, terms, settings, on_event, seeds)
+        return _solve_one(problem, terms, settings, whole, on_event, seeds)
     started = time.monotonic()
-    whole = Budget(started, settings.time_limit)
     pairs = [int(problem.eligible[np.ix_(c, n)].sum()) for c, n in parts]
     reports = []
     for k, (classes, nodes) in enumerate(parts):
-        if settings.workers <= 1:  # deterministic: fixed shares of the whole, not what the clock says is left
-            seconds = max(PART_MIN_SECONDS, whole.total * pairs[k] / max(sum(pairs), 1))
-        else:
-            seconds = max(PART_MIN_SECONDS, whole.split(pairs[k] / max(sum(pairs[k:]), 1)).total)
+        # counted: fixed shares of the whole, not what the clock says is left
+        part = whole.part(pairs[k] / max(sum(pairs), 1)) if whole.counted else \
+            whole.split(pairs[k] / max(sum(pairs[k:]), 1))
         sub = subproblem(problem, classes, nodes)
         sub_seeds = [(restrict(a, classes, nodes), name) for a, name in seeds]
-        reports.append((_solve_one(sub, terms, replace(settings, time_limit=seconds), None, sub_seeds), classes, nodes))
+        reports.append((_solve_one(sub, terms, settings, part.at_least(PART_MIN_SECONDS), None, sub_seeds),
+                        classes, nodes))
     merged = Assignment.empty()
     for rep, classes, nodes in reports:
         merged = merged.merge(lift(rep.assignment, classes, nodes))
@@ -116,12 +118,11 @@ def solve(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSett
     return report
 
 
-def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings,
+def _solve_one(problem: Problem, terms: Sequence[ObjectiveTerm], settings: SolverSettings, budget: Budget,
                on_event: Callable[[Event], None] | None, seeds: Sequence[tuple[Assignment, str]] = ()) -> SolveReport:
     started = time.monotonic()
-    budget = run_budget(settings, started)  # the Run's: the guided greedy and the LP bound take parts of it
-    best, name = _best_greedy(problem, terms, settings, budget, seeds)
-    run = Run(problem, terms, settings, on_event, started, best, steps=[name])
+    best, name = _best_greedy(problem, terms, settings, budget, seeds)  # the guided greedy takes a part
+    run = Run(problem, terms, settings, budget, on_event, started, best, steps=[name])
     backend = get_backend(settings.backend)
     everything = placeable_weight(problem)
     if settings.stop_when_placed and evaluate.placed_weight(problem, best) >= everything:

@@ -97,8 +97,7 @@ def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverS
         if stage == Stage.PLACE:  # the place share, split between the weight stages left
             share /= pp.problem.n_stages - weight_stage
         form = stage_model(pp, stage, incumbent, terms, weight_stage)
-        seconds = budget.split(share).at_least(PREEMPTION_MIN_SECONDS).left()
-        result = backend.solve(form.model, replace(settings, time_limit=seconds))
+        result = backend.solve(form.model, settings, budget.split(share).at_least(PREEMPTION_MIN_SECONDS))
         if say is not None:
             say(f"preemption stage {stage.name.lower()}: {result.status.value}")
         proven = proven and result.status.value == "optimal"

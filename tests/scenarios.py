@@ -49,6 +49,7 @@ from kubeplace.plan.preemption_plan import make_preemption_plan, verify_preempti
 from kubeplace.plan.verify import Violation
 from kubeplace.solver.backends import available_backends, get_backend
 from kubeplace.solver.backends.base import Status
+from kubeplace.solver.budget import Budget
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
 
@@ -119,7 +120,7 @@ def backend_problem(name: str) -> str | None:
     b = LinearBuilder()
     x = b.add_vars(np.array([0], dtype=np.int64), np.array([1], dtype=np.int64))
     b.add_objective(x, np.array([1], dtype=np.int64))
-    result = get_backend(name).solve(b.build(maximize=True), SolverSettings(time_limit=5, workers=1, seed=0))
+    result = get_backend(name).solve(b.build(maximize=True), SolverSettings(workers=1, seed=0), Budget.of(5))
     if result.status == Status.ERROR:
         return result.message or f"{name}: status error"
     if result.status != Status.OPTIMAL or result.objective != 1:

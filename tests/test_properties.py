@@ -36,6 +36,7 @@ from kubeplace.plan.checks import verify_plan
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import Status
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import POLICIES, greedy
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 from tests.scenarios import usable_backends
@@ -200,7 +201,7 @@ def test_cpsat_and_milp_agree_on_optima(cluster: Cluster) -> None:
     hood = Neighbourhood.whole(problem)
     incumbent = best_greedy(problem, terms)
     first = placement_model(problem, hood, incumbent)
-    stage1 = {b: get_backend(b).solve(first.model, SOLVE) for b in ("cpsat", *MILP_BACKENDS)}
+    stage1 = {b: get_backend(b).solve(first.model, SOLVE, Budget.of(TIME_LIMIT)) for b in ("cpsat", *MILP_BACKENDS)}
     optimal1 = {b: r for b, r in stage1.items() if r.status == Status.OPTIMAL}
     if len(optimal1) < 2 or "cpsat" not in optimal1:
         return
@@ -214,7 +215,7 @@ def test_cpsat_and_milp_agree_on_optima(cluster: Cluster) -> None:
     placed = first.assignment(values)
     mu = evaluate.mean_utilisation(problem, incumbent)
     second = objective_model(problem, hood, terms, (weights["cpsat"],), mu, placed)
-    stage2 = {b: get_backend(b).solve(second.model, SOLVE) for b in ("cpsat", *MILP_BACKENDS)}
+    stage2 = {b: get_backend(b).solve(second.model, SOLVE, Budget.of(TIME_LIMIT)) for b in ("cpsat", *MILP_BACKENDS)}
     optimal2 = {b: r.objective for b, r in stage2.items() if r.status == Status.OPTIMAL}
     if len(optimal2) >= 2:
         found = [float(v or 0) for v in optimal2.values()]

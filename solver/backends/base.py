@@ -13,6 +13,7 @@ from typing import Protocol
 
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import IntArray, LinearModel
+from kubeplace.solver.budget import Budget
 
 
 class Status(enum.Enum):
@@ -53,8 +54,9 @@ class Backend(Protocol):
         """True when the solver library (and binary) can be used here."""
         ...
 
-    def solve(self, model: LinearModel, settings: SolverSettings,
+    def solve(self, model: LinearModel, settings: SolverSettings, budget: Budget,
               on_progress: Callable[[Progress], None] | None = None) -> BackendResult:
-        """Within ``settings.time_limit`` seconds (this call's share), with its workers, gap and
-        seed; ``on_progress`` hears of every new incumbent or bound."""
+        """Within ``budget`` (this call's part of the run's; what is ``left()`` when the call
+        starts is the one number the library is given, building the model included), with
+        ``settings``' workers, gap and seed; ``on_progress`` hears of every new incumbent or bound."""
         ...

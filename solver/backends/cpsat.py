@@ -38,6 +38,7 @@ import numpy as np
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import INF, IntArray, LinearModel
 from kubeplace.solver.backends.base import BackendResult, Progress, Status
+from kubeplace.solver.budget import Budget
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -58,9 +59,9 @@ class CpSatBackend:
             return False
         return True
 
-    def solve(self, model: LinearModel, settings: SolverSettings,
+    def solve(self, model: LinearModel, settings: SolverSettings, budget: Budget,
               on_progress: Callable[[Progress], None] | None = None) -> BackendResult:
-        start = time.perf_counter()
+        seconds, start = budget.left(), time.perf_counter()
         _check_supported(model)
         trivial = _trivially_infeasible(model)
         if trivial:
@@ -74,7 +75,7 @@ class CpSatBackend:
         cp = cp_model.CpModel()
         build_model(cp.proto, model)
         solver = cp_model.CpSolver()
-        remaining = settings.time_limit - (time.perf_counter() - start)
+        remaining = seconds - (time.perf_counter() - start)
         _set_parameters(solver.parameters, settings, max(remaining, MIN_SOLVER_SECONDS))
         callback = None
         if on_progress is not None:

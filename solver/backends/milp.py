@@ -50,6 +50,7 @@ import numpy.typing as npt
 from kubeplace.models.config import SolverSettings
 from kubeplace.models.linear import INF, IntArray, LinearModel
 from kubeplace.solver.backends.base import BackendResult, Progress, Status
+from kubeplace.solver.budget import Budget
 
 NAMES = ("milp", "highs", "cbc")
 MIN_SOLVER_SECONDS = 0.05
@@ -78,9 +79,9 @@ class MilpBackend:
     def available(self) -> bool:
         return self.solver() is not None
 
-    def solve(self, model: LinearModel, settings: SolverSettings,
+    def solve(self, model: LinearModel, settings: SolverSettings, budget: Budget,
               on_progress: Callable[[Progress], None] | None = None) -> BackendResult:
-        start = time.perf_counter()
+        limit, start = budget.left(), time.perf_counter()
         solver = self.solver()
         if solver is None:
             return BackendResult(Status.ERROR, None, None, None, 0.0,
@@ -97,10 +98,10 @@ class MilpBackend:
         built = time.perf_counter() - start
         try:
             if solver == "highs":
-                seconds = max(settings.time_limit - built, MIN_SOLVER_SECONDS)
+                seconds = max(limit - built, MIN_SOLVER_SECONDS)
                 bound = _solve_highs(pulp, prob, xs, model, rows, settings, seconds, start, on_progress)
             else:
-                seconds = max(settings.time_limit - 2 * built, MIN_SOLVER_SECONDS)
+                seconds = max(limit - 2 * built, MIN_SOLVER_SECONDS)
                 bound = _solve_cbc(pulp, prob, xs, model, settings, seconds)
         except pulp.PulpSolverError as err:
             return BackendResult(Status.ERROR, None, None, None, time.perf_counter() - start,

@@ -20,6 +20,7 @@ from kubeplace.models.problem import Assignment, Problem
 from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.plan.verify import verify
 from kubeplace.solver.backends import get_backend
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import POLICIES, greedy
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
@@ -325,7 +326,7 @@ def test_the_rows_alone_keep_every_rule(name: str, backend: str) -> None:
     for hood in (Neighbourhood.whole(problem), Neighbourhood(half, start.on_nodes(half, inside=False))):
         form = placement_model(problem, hood, start.on_nodes(hood.nodes))
         assert form.model.hint is not None and form.model.violations(form.model.hint) == []  # a complete, feasible hint
-        result = get_backend(backend).solve(form.model, SolverSettings(backend, 5.0, workers=1))
+        result = get_backend(backend).solve(form.model, SolverSettings(backend, 5.0, workers=1), Budget.of(5.0))
         assert result.values is not None
         answer = hood.fixed.merge(form.assignment(result.values))
         assert evaluate.rule_violations(problem, answer) == []

@@ -19,6 +19,7 @@ from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import Plan
 from kubeplace.plan.verify import verify
 from kubeplace.solver.backends import get_backend
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import BEST_FIT, FGD, SPREAD, greedy
 from kubeplace.solver.split import subproblem
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
@@ -195,7 +196,7 @@ def test_objective_model_prices_each_domain() -> None:
     for with_domains, zones in ((True, {"b1"}), (False, {"a1", "b1"})):
         used = terms if with_domains else tuple(t for t in terms if not isinstance(t, GangDomainsTerm))
         form = objective_model(problem, Neighbourhood.whole(problem), used, (int(problem.weight[0]) * 3,), mu)
-        result = get_backend("cpsat").solve(form.model, SolverSettings(time_limit=5, workers=1))
+        result = get_backend("cpsat").solve(form.model, SolverSettings(time_limit=5, workers=1), Budget.of(5))
         assert result.values is not None
         a = form.assignment(result.values)
         assert {problem.node_names[i] for i in a.node} == zones

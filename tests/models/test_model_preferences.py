@@ -30,6 +30,7 @@ from kubeplace.plan.pipeline import Planned, make_plan
 from kubeplace.plan.plan import Placement
 from kubeplace.plan.verify import verify
 from kubeplace.solver.backends import get_backend
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.greedy import POLICIES, greedy
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
@@ -247,7 +248,7 @@ def test_the_linear_goal_moves_pods_off_a_hint_that_ignores_the_preferences(back
     form = objective_model(problem, hood, prefs, evaluate.stage_weights(problem, hint),
                            evaluate.mean_utilisation(problem, hint), hint)
     assert form.model.hint is not None and form.model.violations(form.model.hint) == []
-    result = get_backend(backend).solve(form.model, SolverSettings(time_limit=5, workers=1))
+    result = get_backend(backend).solve(form.model, SolverSettings(time_limit=5, workers=1), Budget.of(5))
     assert result.values is not None
     answer = form.assignment(result.values)
     best = 15.0 if make is frontend else 0.0  # six replicas in three zones: three pairs of 50 points, weight 2

@@ -15,6 +15,7 @@ from kubeplace.models.config import BACKEND_NAMES, SolverSettings
 from kubeplace.models.linear import INF, LinearBuilder, LinearModel
 from kubeplace.solver.backends import BACKENDS, available_backends, get_backend
 from kubeplace.solver.backends.base import Progress, Status
+from kubeplace.solver.budget import Budget
 
 AVAILABLE = available_backends()
 SETTINGS = SolverSettings(time_limit=10.0, workers=1, seed=0)
@@ -107,7 +108,7 @@ def check_solution(model: LinearModel, result_values: np.ndarray | None, objecti
 @pytest.mark.parametrize("backend_name", AVAILABLE)
 @pytest.mark.parametrize("case", CATALOGUE, ids=lambda c: c.name)
 def test_catalogue(backend_name: str, case: Case) -> None:
-    result = get_backend(backend_name).solve(case.model, SETTINGS)
+    result = get_backend(backend_name).solve(case.model, SETTINGS, Budget.of(SETTINGS.time_limit))
     if case.optimum is None:
         assert result.status is Status.INFEASIBLE, result.message
         assert result.values is None
@@ -155,7 +156,7 @@ def brute_force(model: LinearModel) -> int | None:
 def test_random_models_match_brute_force(model: LinearModel) -> None:
     expected = brute_force(model)
     for name in AVAILABLE:
-        result = get_backend(name).solve(model, SETTINGS)
+        result = get_backend(name).solve(model, SETTINGS, Budget.of(SETTINGS.time_limit))
         if expected is None:
             assert result.status is Status.INFEASIBLE, (name, result.message)
         else:
@@ -180,7 +181,7 @@ def test_progress_reports_each_incumbent(backend_name: str) -> None:
     seen: list[Progress] = []
     model = _big_knapsack()
     result = get_backend(backend_name).solve(
-        model, SolverSettings(time_limit=10.0, workers=1), on_progress=seen.append)
+        model, SolverSettings(time_limit=10.0, workers=1), Budget.of(10.0), on_progress=seen.append)
     assert result.status is Status.OPTIMAL, result.message
     assert seen, "no progress reported"
     objectives = [p.objective for p in seen]
@@ -193,7 +194,7 @@ def test_progress_reports_each_incumbent(backend_name: str) -> None:
 @pytest.mark.parametrize("backend_name", AVAILABLE)
 def test_time_limit_with_incumbent_is_feasible(backend_name: str) -> None:
     model = _market_split_slack()
-    result = get_backend(backend_name).solve(model, SolverSettings(time_limit=1.0, workers=1))
+    result = get_backend(backend_name).solve(model, SolverSettings(time_limit=1.0, workers=1), Budget.of(1.0))
     assert result.status is Status.FEASIBLE, result.message
     check_solution(model, result.values, result.objective)
     assert result.bound is not None and result.objective is not None
@@ -202,7 +203,7 @@ def test_time_limit_with_incumbent_is_feasible(backend_name: str) -> None:
 
 def test_cpsat_single_worker_is_reproducible() -> None:
     model = _big_knapsack(60)
-    runs = [get_backend("cpsat").solve(model, SolverSettings(time_limit=10.0, workers=1, seed=3))
+    runs = [get_backend("cpsat").solve(model, SolverSettings(time_limit=10.0, workers=1, seed=3), Budget.of(10.0))
             for _ in range(2)]
     assert runs[0].values is not None and runs[1].values is not None
     assert np.array_equal(runs[0].values, runs[1].values)
@@ -211,7 +212,7 @@ def test_cpsat_single_worker_is_reproducible() -> None:
 @pytest.mark.parametrize("backend_name", AVAILABLE)
 def test_gap_limit_is_not_reported_as_optimal(backend_name: str) -> None:
     result = get_backend(backend_name).solve(
-        _big_knapsack(200), SolverSettings(time_limit=5.0, workers=1, relative_gap=0.2))
+        _big_knapsack(200), SolverSettings(time_limit=5.0, workers=1, relative_gap=0.2), Budget.of(5.0))
     assert result.status.has_solution, result.message
     assert result.bound is not None and result.objective is not None
     if result.status is Status.OPTIMAL:
@@ -223,7 +224,7 @@ def test_gap_limit_is_not_reported_as_optimal(backend_name: str) -> None:
 def test_cpsat_reports_invalid_model_as_error() -> None:
     model = linear_model([-INF] * 3, [INF] * 3, [([0, 1, 2], [4000] * 3, -INF, 5)], [1, 1, 1],
                          maximize=True)
-    result = get_backend("cpsat").solve(model, SETTINGS)
+    result = get_backend("cpsat").solve(model, SETTINGS, Budget.of(SETTINGS.time_limit))
     assert result.status is Status.ERROR
     assert "overflow" in result.message
 
@@ -232,7 +233,7 @@ def test_cpsat_rejects_continuous_variables() -> None:
     builder = LinearBuilder()
     builder.add_vars(np.zeros(2, dtype=np.int64), np.full(2, 4), integer=False)
     with pytest.raises(ValueError, match="continuous"):
-        get_backend("cpsat").solve(builder.build(maximize=True), SETTINGS)
+        get_backend("cpsat").solve(builder.build(maximize=True), SETTINGS, Budget.of(SETTINGS.time_limit))
 
 
 @pytest.mark.parametrize("backend_name", [n for n in AVAILABLE if n != "cpsat"])
@@ -243,7 +244,7 @@ def test_milp_accepts_continuous_variables(backend_name: str) -> None:
     builder.add_row(np.concatenate([x, y]), np.array([1, 1]), -INF, 5)
     builder.add_objective(np.concatenate([x, y]), np.array([1, 2]))
     model = builder.build(maximize=True)
-    result = get_backend(backend_name).solve(model, SETTINGS)
+    result = get_backend(backend_name).solve(model, SETTINGS, Budget.of(SETTINGS.time_limit))
     # A model with continuous variables is an LP relaxation: its optimum is what counts
     # (kubeplace uses it as a bound); fractional values are not returned as integers.
     assert result.status is Status.OPTIMAL and result.objective == pytest.approx(8), result.message
@@ -253,7 +254,7 @@ def test_milp_accepts_continuous_variables(backend_name: str) -> None:
 @pytest.mark.parametrize("backend_name", AVAILABLE)
 def test_trivially_infeasible_bounds(backend_name: str) -> None:
     model = linear_model([2], [1], [], [1], maximize=True)
-    assert get_backend(backend_name).solve(model, SETTINGS).status is Status.INFEASIBLE
+    assert get_backend(backend_name).solve(model, SETTINGS, Budget.of(SETTINGS.time_limit)).status is Status.INFEASIBLE
 
 
 def test_registry() -> None:

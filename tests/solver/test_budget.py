@@ -97,3 +97,127 @@ def test_a_wall_clock_budget_ignores_charges() -> None:
 def test_no_deadline() -> None:
     assert NO_DEADLINE.left() == math.inf and not NO_DEADLINE.expired()
     assert NO_DEADLINE.within(2.0).left() <= 2.0
+
+
+def test_a_spent_call_budget_has_all_its_seconds_on_a_counted_clock() -> None:
+    """``spend``: the call's budget starts after the charge, so a counted call is not born spent;
+    ``from_now``: the same seconds again after the call's preparation."""
+    run = Budget.of(10.0, CountedClock())
+    call = run.spend(2.5)
+    assert call.left() == 2.5 and run.left() == 7.5
+    later = run.within(4.0)
+    run.charge(1.0)
+    assert later.left() == 3.0 and later.from_now().left() == 4.0
+
+
+def test_a_run_slice_is_a_share_of_what_is_left_of_the_run() -> None:
+    """Every backend call of a solve gets a slice of the run's one budget (at least the named
+    floor), charged to it: the calls together never get more than the run was given."""
+    from kubeplace.models.problem import Assignment
+    from kubeplace.solver.run import Run
+    from kubeplace.solver.shares import SLICE_MIN_SECONDS
+    from tests.solver.test_solver_priority_tiers import chain  # a small problem
+
+    settings = SolverSettings(time_limit=2.0, workers=1)
+    run = Run(chain(3, 4), (), settings, run_budget(settings), None, 0.0, Assignment.empty())
+    given = []
+    for share in (0.5, 1.0, 0.3, 1.0, 1.0):
+        left = run.left()
+        call = run.slice(share)
+        assert call.total == max(SLICE_MIN_SECONDS, left * share)
+        assert run.left() == max(0.0, left - call.total)
+        given.append(call.total)
+    assert sum(given) <= 2.0 + 3 * SLICE_MIN_SECONDS
+
+
+def test_a_callers_budget_reaches_the_solve_and_is_charged() -> None:
+    """``make_plan(budget=...)``: the phase's budget is the solve's (no seconds recomputed from the
+    settings' time limit): a counted one is charged with every backend call the solve makes."""
+    from kubeplace.models.config import Configuration, Profile
+    from kubeplace.plan.pipeline import make_plan
+    from tests.builders import node, pod, snapshot_of
+
+    snap = snapshot_of(node("a").cpu("4").memory("8Gi"), node("b").cpu("4").memory("8Gi"),
+                       *[pod(f"p{i}").cpu("1").memory("1Gi") for i in range(5)])
+    clock = CountedClock()
+    phase = Budget.of(3.0, clock)
+    planned = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=100.0, workers=1), budget=phase)
+    assert len(planned.plan.placements) == 5
+    assert 0.0 < clock.now <= 3.0 and phase.left() == 3.0 - clock.now  # not the settings' 100 s
+    wall = run_budget(SolverSettings(time_limit=100.0, workers=2), Budget.of(3.0, clock))
+    assert wall.counted and wall.total == 3.0  # a counted phase stays counted, whatever the workers
+
+
+def test_a_phase_of_the_wall_clock_becomes_a_counted_run_with_one_worker() -> None:
+    """A caller's wall-clock phase: with one worker the solve counts its seconds from zero (runs
+    repeat); with more, the same seconds on the wall clock from when the solve starts."""
+    phase = Budget.of(4.0)
+    counted = run_budget(SolverSettings(time_limit=100.0, workers=1), phase)
+    assert counted.counted and counted.left() == 4.0
+    wall = run_budget(SolverSettings(time_limit=100.0, workers=2), phase)
+    assert not wall.counted and wall.total == 4.0
+
+
+ENTRIES = {
+    ("solver/run.py", "run_budget"): "a solve's budget, from the settings or a caller's phase",
+    ("solver/solve_preemption.py", "solve_preemption"): "the preemption solve's own limit (a second solve)",
+    ("plan/provision.py", "make_provision_plan"): "plan --provision's entry",
+    ("rebalance/solve_moves.py", "rebalance"): "rebalance's entry",
+    ("rebalance/consolidate.py", "consolidate"): "rebalance --consolidate's entry",
+    ("rebalance/makeroom.py", "make_room"): "make-room's entry",
+}
+"""Where the user's seconds (``SolverSettings.time_limit``) become a Budget: once per entry point.
+Everything under an entry takes a part of that Budget, and a backend call gets a Budget too."""
+
+
+def _seconds_handed_down() -> list[str]:
+    """In the solver phases (``solver/`` with its backends, ``plan/``, ``rebalance/``): a read of
+    ``.time_limit`` outside ENTRIES, a ``time_limit=`` keyword or positional seconds in
+    ``SolverSettings(...)`` (seconds handed down in the settings instead of a Budget), and a
+    deadline made by hand (``time.monotonic() + ...``) outside ``solver/budget.py``."""
+    import ast
+
+    from tests.solver.test_shares import CHECKOUT, PHASES, product_modules
+
+    found: list[str] = []
+
+    def visit(node: ast.AST, where: str, name: str) -> None:
+        """``name``: the function ``node`` is in (the innermost)."""
+        if isinstance(node, ast.FunctionDef):
+            name = node.name
+        if isinstance(node, ast.Attribute) and node.attr == "time_limit" and (where, name) not in ENTRIES:
+            found.append(f"{where}:{node.lineno}: reads .time_limit in {name or 'the module'}")
+        if isinstance(node, ast.Call):
+            callee = ast.unparse(node.func)
+            if any(k.arg == "time_limit" for k in node.keywords):
+                found.append(f"{where}:{node.lineno}: time_limit= in {callee}(...): hand down a Budget")
+            if callee == "SolverSettings" and len(node.args) > 1:
+                found.append(f"{where}:{node.lineno}: seconds in SolverSettings(...): hand down a Budget")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and any(
+                ast.unparse(side) in ("time.monotonic()", "time.perf_counter()") for side in (node.left, node.right)):
+            found.append(f"{where}:{node.lineno}: a deadline by hand: {ast.unparse(node)}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, where, name)
+
+    for module in product_modules().values():
+        where = module.path.relative_to(CHECKOUT).as_posix()
+        if where.split("/")[0] in PHASES and where != "solver/budget.py":
+            visit(ast.parse(module.path.read_text()), where, "")
+    return sorted(set(found))
+
+
+def test_the_users_seconds_become_a_budget_once_per_entry_point() -> None:
+    found = _seconds_handed_down()
+    assert not found, "\n".join(found)
+
+
+def test_each_entry_still_makes_its_budget() -> None:
+    """An entry of ENTRIES that no longer reads the seconds is taken off the list."""
+    import ast
+
+    from tests.solver.test_shares import CHECKOUT
+
+    for (where, name), why in ENTRIES.items():
+        tree = ast.parse((CHECKOUT / where).read_text())
+        function = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+        assert any(isinstance(n, ast.Attribute) and n.attr == "time_limit" for n in ast.walk(function)), (where, why)

@@ -10,6 +10,7 @@ from kubeplace.models.linear import INF, LinearBuilder
 from kubeplace.models.preempt_rows import Stage
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.milp import divided_by_gcd, merged_rows
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.solve_preemption import stage_model
 from tests.builders import node, pod, snapshot_of
 from tests.models.test_preemption_rules import running
@@ -37,6 +38,6 @@ def test_warm_started_cbc_finds_the_optimum_on_byte_sized_rows() -> None:
                                 running("r0", "n0", 2, 0), pod("p0").cpu(2).priority(0),
                                 pod("p1").cpu(1).memory("3Gi").priority(3), pod("p2").cpu(3).memory("3Gi").priority(3)))
     form = stage_model(pp, Stage.PLACE, pp.all_kept(), pp.terms)
-    result = get_backend("cbc").solve(form.model, SolverSettings(backend="cbc", time_limit=10, workers=1))
-    cpsat = get_backend("cpsat").solve(form.model, SolverSettings(time_limit=10, workers=1))
+    result = get_backend("cbc").solve(form.model, SolverSettings(backend="cbc", workers=1), Budget.of(10))
+    cpsat = get_backend("cpsat").solve(form.model, SolverSettings(workers=1), Budget.of(10))
     assert result.status.value == "optimal" and result.objective == cpsat.objective

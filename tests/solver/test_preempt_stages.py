@@ -18,6 +18,7 @@ from kubeplace.models.preempt_problem import PreemptionProblem, preemption_probl
 from kubeplace.models.preempt_rows import Stage, victim_values
 from kubeplace.models.problem import Assignment
 from kubeplace.solver.backends import get_backend
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.solve_preemption import feasible, solve_preemption, stage_model
 from tests.builders import node, pod, snapshot_of
 from tests.models.test_preemption_rules import gang_member, pdb, running
@@ -50,7 +51,7 @@ def solved(pp: PreemptionProblem, stage: Stage, incumbent: Assignment, backend: 
     """The stage's optimum, which must improve on ``incumbent`` by the stage's own objective."""
     form = stage_model(pp, stage, incumbent, pp.terms)
     lm = form.model
-    result = get_backend(backend).solve(lm, SolverSettings(backend=backend, time_limit=10, workers=1))
+    result = get_backend(backend).solve(lm, SolverSettings(backend=backend, time_limit=10, workers=1), Budget.of(10))
     assert result.status.value == "optimal" and result.values is not None and lm.hint is not None
     sign = -1 if lm.maximize else 1
     assert sign * lm.evaluate(result.values) < sign * lm.evaluate(lm.hint), "the stage's objective improved"

@@ -27,7 +27,8 @@ from kubeplace.plan.plan import Plan
 from kubeplace.plan.preemption_plan import make_preemption_plan, verify_preempting
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.bound import stage_room_gone
-from kubeplace.solver.run import Run
+from kubeplace.solver.budget import Budget
+from kubeplace.solver.run import Run, run_budget
 from kubeplace.solver.solve import _place_by_stage, solve
 from tests.builders import node, pod, snapshot_of
 from tests.models.test_preemption_rules import running
@@ -111,7 +112,7 @@ def test_staged_solves_from_nothing_keep_what_the_stages_above_place(backend: st
     for stage in range(p.n_stages):
         floors = evaluate.stage_weights(p, incumbent)[:stage]
         form = placement_model(p, Neighbourhood.whole(p), incumbent, floors=floors)
-        result = get_backend(backend).solve(form.model, settings_for(backend))
+        result = get_backend(backend).solve(form.model, settings_for(backend), Budget.of(10))
         assert result.status.value == "optimal" and result.values is not None
         incumbent = form.assignment(result.values)
     assert sorted(incumbent.cls.tolist()) == [40, 41, 42, 43, 44]
@@ -162,10 +163,11 @@ def test_pods_placed_per_priority_are_lexicographically_maximal_on_every_backend
     the solve's first incumbent, is often optimal already here)."""
     problem, optimum = case
     for backend in BACKENDS:
-        budget = settings_for(backend, STAGED_BUDGET)
-        staged = Run(problem, (), budget, None, time.monotonic(), Assignment.empty())
+        staged_settings = settings_for(backend, STAGED_BUDGET)
+        staged = Run(problem, (), staged_settings, run_budget(staged_settings), None, time.monotonic(),
+                     Assignment.empty())
         assert _place_by_stage(staged, get_backend(backend), Neighbourhood.whole(problem), 1.0), backend
-        for a in (solve(problem, (), budget).assignment, staged.incumbent):
+        for a in (solve(problem, (), staged_settings).assignment, staged.incumbent):
             assert (a.counts > 0).all() and (a.load(problem) <= problem.free).all()
             placed = a.placed_per_class(problem.n_classes)
             assert (placed <= problem.count).all()
