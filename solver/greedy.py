@@ -108,7 +108,13 @@ def greedy_in_queue(problem: Problem, policy: str = FGD, exact: bool | None = No
     arrivals): the same FGD placer in queue order ends with more GPUs allocated than in
     largest-first order, whose big pods take the nodes later arrivals of the stream fit best.
     A gang is placed whole when its first member comes up. ``exact`` as for :func:`greedy`."""
-    return _place_runs(problem, PlacementState.start(problem), _placer(problem, policy, exact), queue_runs(problem))
+    return in_queue_order(problem, _placer(problem, policy, exact))
+
+
+def in_queue_order(problem: Problem, place: Placer) -> Assignment:
+    """The pending pods by ``place`` in scheduling-queue order (``simulate``'s policies use it with
+    their own placers); gangs whole, the inter-pod rules as for every greedy."""
+    return _place_runs(problem, PlacementState.start(problem), place, queue_runs(problem))
 
 
 def _place_runs(problem: Problem, state: PlacementState, place: Placer,

@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from kubeplace.simulate.policies.go_score import GoFragScore
+from kubeplace.simulate.policies.go_score import score as go_score
+from kubeplace.simulate.policies.typical import node_fragmentation, task_distribution
 from kubeplace_bench.baselines import place_one_at_a_time
 from kubeplace_bench.cluster_scenarios import default_openb_dir
 from kubeplace_bench.commands import bench
@@ -24,9 +27,6 @@ from kubeplace_bench.fgd_protocol import (
     run_policy,
     typical_pods,
 )
-from kubeplace_bench.fgd_score import GoFragScore
-from kubeplace_bench.fgd_score import score as go_score
-from kubeplace_bench.fragmentation import node_fragmentation, task_distribution
 from kubeplace_bench.gorand import GoRand
 from kubeplace_bench.gpusim import Cluster, NodeSpec, PodSpec
 from kubeplace_bench.openb import read_pods
