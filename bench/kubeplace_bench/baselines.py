@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from kubeplace.simulate.policies import POLICIES as SIMULATED
-from kubeplace.simulate.policies.devices import Chooser, TieOrder
+from kubeplace.simulate.policies.node_view import Chooser, TieOrder
 from kubeplace.simulate.policies.typical import TaskDistribution
 from kubeplace_bench.fragmentation import cluster_fragmentation
 from kubeplace_bench.gpusim import WHOLE, Cluster, IntArray, Metrics, NodeSpec, Placed, PodSpec, metrics

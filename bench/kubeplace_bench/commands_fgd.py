@@ -13,6 +13,7 @@ import click
 
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
 SCHEDULERS = ("fgd", "best-fit", "kubeplace")
+VIA = ("device", "simulate")
 PUBLISHED_SHARED = Path("shared") / "reference" / "fgd" / "published_alloc_at_130.csv"
 
 
@@ -58,17 +59,21 @@ def published_path(option: Path | None, start: Path | None = None) -> Path | Non
               help="kubeplace plans this many arrivals at a time.")
 @click.option("--time-limit", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="kubeplace's solver budget per window, seconds.")
+@click.option("--via", type=click.Choice(VIA), default="device", show_default=True,
+              help="fgd and best-fit on the benchmarks' device simulator, or through kubeplace simulate's engine "
+                   "(the nodes renamed with the seeded prefixes, the pods a trace; the same implementation).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: list[int],
                          schedulers: tuple[str, ...], bound: bool, published: Path | None, window: int,
-                         time_limit: float, output: str) -> None:
+                         time_limit: float, via: str, output: str) -> None:
     """The FGD paper's protocol (Weng et al., ATC 2023), draw for draw: per trace and tag seed, the
     pods sorted by name and shuffled, tuned to 130% of the GPU capacity, the nodes in the seeded
     tie-break order of the authors' simulator; each pod tried once. The figure is the GPU
     allocation (percent) when 130% has arrived, as the authors compute it (alloc_at_130).
 
     Needs Go installed (its math/rand seeding table). kubeplace, when asked, plans windows of
-    arrivals with the earlier ones bound (profile defrag)."""
+    arrivals with the earlier ones bound (profile defrag). With --via simulate, fgd and best-fit
+    run through kubeplace simulate (every pod of the run arriving in its order, one cycle)."""
     from kubeplace_bench.fgd_protocol import (
         PUBLISHED_POLICY,
         bound_percent,
@@ -78,6 +83,7 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
         trace_name,
         typical_pods,
     )
+    from kubeplace_bench.fgd_simulate import run_policy_in_simulate
     from kubeplace_bench.openb import read_nodes, read_pods
 
     nodes = read_nodes(nodes_csv)
@@ -92,8 +98,12 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
             run = protocol_run(nodes, pods, seed)
             for scheduler in schedulers:
                 t0 = time.perf_counter()
-                value = (_kubeplace(nodes, run, window, time_limit, seed) if scheduler == "kubeplace"
-                         else run_policy(scheduler, nodes, run, dist))
+                if scheduler == "kubeplace":
+                    value = _kubeplace(nodes, run, window, time_limit, seed)
+                elif via == "simulate":
+                    value = run_policy_in_simulate(scheduler, nodes, run, dist)
+                else:
+                    value = run_policy(scheduler, nodes, run, dist)
                 record: dict[str, Any] = {"trace": trace, "seed": seed, "scheduler": scheduler,
                                           "alloc_at_130": None if math.isnan(value) else value}
                 ref = reference.get((trace, PUBLISHED_POLICY.get(scheduler, ""), seed))

@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from kubeplace.models.problem import IntArray
-from kubeplace.simulate.policies.devices import (
+from kubeplace.simulate.policies.node_view import (
     Choice,
     DeviceView,
     PodShape,
-    SimPolicy,
     TieOrder,
     gpu_total,
     tightest_device,
 )
+from kubeplace.simulate.policies.policy import SimPolicy
 from kubeplace.simulate.policies.typical import TaskDistribution
 
 NAME = "best-fit"

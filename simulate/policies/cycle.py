@@ -21,10 +21,14 @@ from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import CPU, Pod, Snapshot
 from kubeplace.kube.parse import parse_pod
 from kubeplace.models.aggregate import Aggregation
+from kubeplace.models.config import Profile
 from kubeplace.models.framework import PluginSet
 from kubeplace.models.gpu import GpuRequestError, gpu_need
+from kubeplace.models.plugins.gpu_model.args import GPUModelArgs
+from kubeplace.models.plugins.gpu_model.plugin import NAME as GPU_MODEL
 from kubeplace.models.problem import Assignment, IntArray, Problem
-from kubeplace.simulate.policies.devices import SimPolicy, TieOrder
+from kubeplace.simulate.policies.node_view import TieOrder
+from kubeplace.simulate.policies.policy import SimPolicy
 from kubeplace.simulate.policies.typical import TaskDistribution, task_distribution
 from kubeplace.simulate.trace import Trace
 from kubeplace.solver.greedy import in_queue_order
@@ -36,7 +40,7 @@ Placer = Callable[[Snapshot, Aggregation, PluginSet], Assignment]
 
 @dataclass(frozen=True)
 class Shape:
-    """A pod as the policies read it (``devices.PodShape``), and its GPU models as written."""
+    """A pod as the policies read it (``node_view.PodShape``), and its GPU models as written."""
 
     cpu: int
     num_gpu: int = 0
@@ -85,7 +89,7 @@ def trace_typical(trace: Trace, conv: GpuConventions, marks: ModelMarks) -> Task
 
 @dataclass
 class StateView:
-    """``devices.DeviceView`` of a placement state, brought up to date by :meth:`sync`."""
+    """``node_view.DeviceView`` of a placement state, brought up to date by :meth:`sync`."""
 
     models: tuple[str, ...]
     model_id: IntArray
@@ -147,3 +151,11 @@ def cycle_placer(policy: SimPolicy, typical: TaskDistribution, marks: ModelMarks
         return in_queue_order(p, one_at_a_time)
 
     return place
+
+
+def marks_of(profile: Profile) -> ModelMarks:
+    """The profile's GPUModel args (its defaults when the profile gives none)."""
+    args = profile.plugin_args.get(GPU_MODEL)
+    if not isinstance(args, GPUModelArgs):
+        args = GPUModelArgs()
+    return ModelMarks(args.nodeLabel, args.podAnnotation)

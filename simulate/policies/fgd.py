@@ -13,17 +13,17 @@ import numpy as np
 
 from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import IntArray
-from kubeplace.simulate.policies.devices import (
+from kubeplace.simulate.policies.go_score import GoFragScore
+from kubeplace.simulate.policies.go_score import score as go_score
+from kubeplace.simulate.policies.node_view import (
     Choice,
     DeviceView,
     PodShape,
-    SimPolicy,
     TieOrder,
     is_share,
     lowest_devices,
 )
-from kubeplace.simulate.policies.go_score import GoFragScore
-from kubeplace.simulate.policies.go_score import score as go_score
+from kubeplace.simulate.policies.policy import SimPolicy
 from kubeplace.simulate.policies.typical import FragIndex, TaskDistribution
 
 NAME = "fgd"

@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import IntArray
 from kubeplace.simulate.policies.typical import FloatArray, TaskDistribution
 
@@ -41,7 +42,8 @@ class GoFragScore:
         self.cpu = dist.cpu.astype(np.int64)
         self.num = dist.num.astype(np.int64)
         self.cpu_only = dist.milli == 0
-        self.groups = sorted({int(m) for m in dist.milli if m})  # the per-device milli asked
+        self.groups = sorted({int(m) for m in dist.milli if m}) or [WHOLE]  # the per-device milli asked
+        # (a list of CPU-only pods has none: one group that no shape reads keeps the arrays whole)
         self.group_of = np.array([self.groups.index(int(m)) if m else 0 for m in dist.milli], dtype=np.int64)
         # access[m, model id]: typical pod m may run on a node of that model ("" for no GPU model)
         self.access = np.array([[not models or name in models for name in node_models] for models in dist.models],

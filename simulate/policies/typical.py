@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import BoolArray, IntArray
-from kubeplace.simulate.policies.devices import DeviceView
+from kubeplace.simulate.policies.node_view import DeviceView
 
 FloatArray = npt.NDArray[np.float64]
 

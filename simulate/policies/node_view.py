@@ -9,17 +9,13 @@ caller takes the pod and calls :meth:`Chooser.refresh` on the nodes that changed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import IntArray
-
-if TYPE_CHECKING:
-    from kubeplace.simulate.policies.typical import TaskDistribution
 
 
 class DeviceView(Protocol):
@@ -78,15 +74,6 @@ class Chooser(Protocol):
 
     def refresh(self, nodes: IntArray) -> None:
         """The view changed on ``nodes`` (a pod was taken there, or taken back)."""
-
-
-@dataclass(frozen=True)
-class SimPolicy:
-    """One line of ``simulate.policies.POLICIES``: a name (the ``--scheduler`` choice) and its
-    chooser, made per cluster state from the view, the typical pods and the tie order."""
-
-    name: str
-    chooser: Callable[[DeviceView, TaskDistribution, TieOrder], Chooser]
 
 
 class TieOrder:
