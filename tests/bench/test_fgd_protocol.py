@@ -147,6 +147,11 @@ def test_command_json(tmp_path: Path) -> None:
         (42, "fgd"), (42, "best-fit"), (42, "bound"), (43, "fgd"), (43, "best-fit"), (43, "bound")]
     assert all(0 <= r["alloc_at_130"] <= 100 and r["trace"] == "pods" for r in records)
     assert records[0]["published"] == 91.5 and "published" not in records[1]
+    via = CliRunner().invoke(bench, ["fgd-protocol", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42,43",
+                                     "--scheduler", "fgd", "--scheduler", "best-fit", "--via", "simulate",
+                                     "--published", str(published), "-o", "json"])
+    assert via.exit_code == 0, via.output
+    assert json.loads(via.stdout) == [r for r in records if r["scheduler"] != "bound"]  # the same implementation
     table = CliRunner().invoke(bench, ["fgd-protocol", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42",
                                        "--published", str(published), "--scheduler", "fgd", "--scheduler",
                                        "kubeplace", "--window", "20", "--time-limit", "0.2"])
@@ -171,4 +176,21 @@ def test_published_per_seed_values_are_reproduced(trace: str, seed: int, policy:
     pods = read_pods(OPENB / f"openb_pod_list_{trace}.csv")
     value = run_policy(policy, nodes, protocol_run(nodes, pods, seed), typical_pods(pods))
     published = read_published(PUBLISHED)[(f"openb_pod_list_{trace}", PUBLISHED_POLICY[policy], seed)]
+    assert abs(value - published) <= 0.05, (value, published)
+
+
+@needs_go
+@pytest.mark.skipif(OPENB is None or PUBLISHED is None, reason="the openb trace or the published figures are absent")
+def test_simulate_reproduces_a_published_per_seed_value() -> None:
+    """The protocol's seed-42 default run (10,866 pods) through ``kubeplace simulate``'s engine with
+    its ``fgd``: the authors' published figure (the device simulator's equality with simulate on
+    small runs is tests/simulate/test_simulate_policies.py)."""
+    from kubeplace_bench.fgd_simulate import run_policy_in_simulate
+    from kubeplace_bench.openb import read_nodes
+
+    assert OPENB is not None and PUBLISHED is not None
+    nodes = read_nodes(OPENB / "openb_node_list_gpu_node.csv")
+    pods = read_pods(OPENB / "openb_pod_list_default.csv")
+    value = run_policy_in_simulate("fgd", nodes, protocol_run(nodes, pods, 42), typical_pods(pods))
+    published = read_published(PUBLISHED)[("openb_pod_list_default", PUBLISHED_POLICY["fgd"], 42)]
     assert abs(value - published) <= 0.05, (value, published)
