@@ -29,7 +29,8 @@ MARKS = ModelMarks(MODEL_LABEL, "kubeplace.io/gpu-model")
 
 
 def test_the_simulated_policies_are_one_registry() -> None:
-    assert SCHEDULERS == (KUBEPLACE, KUBE_SCHEDULER, *POLICIES) == ("kubeplace", "kube-scheduler", "best-fit", "fgd")
+    assert SCHEDULERS == (KUBEPLACE, KUBE_SCHEDULER, *POLICIES)
+    assert {"best-fit", "fgd"} <= set(POLICIES)
     assert set(PLACERS) == {KUBE_SCHEDULER, *POLICIES}
     assert "fgd" not in SOLVER_POLICIES  # the solver's FGD-style greedy is its warm start, by another name
 
