@@ -166,7 +166,7 @@ def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], 
                         seed: int = 0, tie_rank: TieRank = None) -> list[tuple[int, Placed]]:
     """Places ``pods`` in order on ``cluster`` (mutated); returns (pod index, placement) pairs.
     ``tie_rank`` orders the nodes for best-fit's and fgd's ties (default: by name)."""
-    chooser: Chooser
+    chooser: _Default | Chooser  # (the default scheduler reads memory too: a PodSpec)
     if policy == "default-scheduler":
         chooser = _Default(cluster, seed)
     elif policy in SIMULATED:
