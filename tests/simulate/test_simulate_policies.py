@@ -29,7 +29,7 @@ MARKS = ModelMarks(MODEL_LABEL, "kubeplace.io/gpu-model")
 
 
 def test_the_simulated_policies_are_one_registry() -> None:
-    assert SCHEDULERS == (KUBEPLACE, KUBE_SCHEDULER, *POLICIES)
+    assert (KUBEPLACE, KUBE_SCHEDULER, *POLICIES) == SCHEDULERS
     assert {"best-fit", "fgd"} <= set(POLICIES)
     assert set(PLACERS) == {KUBE_SCHEDULER, *POLICIES}
     assert "fgd" not in SOLVER_POLICIES  # the solver's FGD-style greedy is its warm start, by another name
@@ -125,3 +125,18 @@ def test_a_trace_without_gpu_pods_or_a_cluster_without_gpus(policy: str) -> None
         run = ProtocolRun(with_gpu, (0,))
         placed = placed_indices(run, simulate_run(policy, nodes, run, typical_pods(with_gpu)))
         assert placed == ([0, 1, 2] if nodes[0].gpus else [0, 1])
+
+
+def test_typical_pods_given_even_empty_are_used_not_the_traces() -> None:
+    """``Setup.typical`` is taken as given, even when it holds no shape (FGD then scores every
+    candidate alike: the tie order decides); the trace's own would keep "g" off "y", where the
+    3-cpu pods could no longer use the GPUs."""
+    from kubeplace.simulate.policies.typical import task_distribution
+
+    nodes = [NodeSpec("x", 4000, 8192, 2, "T4"), NodeSpec("y", 3500, 8192, 2, "T4")]
+    pods = (PodSpec("g", 1000, 1024, 1, 500), PodSpec("h", 3000, 1024, 1, 500), PodSpec("i", 3000, 1024, 1, 500))
+    run = ProtocolRun(pods, (1, 0))  # y first on ties
+    node_of_g = {False: "0001-x", True: "0000-y"}
+    for empty in (False, True):
+        result = simulate_run("fgd", nodes, run, task_distribution([] if empty else pods))
+        assert {r.key: r.node for r in result.pods}["openb/p0-g"] == node_of_g[empty]
