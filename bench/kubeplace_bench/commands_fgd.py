@@ -11,8 +11,11 @@ from typing import Any
 
 import click
 
+from kubeplace.simulate.policies import POLICIES
+
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
-SCHEDULERS = ("fgd", "best-fit", "kubeplace")
+SCHEDULERS = (*POLICIES, "kubeplace")
+"""The policies of ``kubeplace.simulate.policies`` (the same as ``simulate``'s), and kubeplace."""
 VIA = ("device", "simulate")
 PUBLISHED_SHARED = Path("shared") / "reference" / "fgd" / "published_alloc_at_130.csv"
 
