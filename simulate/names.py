@@ -1,13 +1,13 @@
 """The names of the schedulers a simulation compares, and its defaults (light: the command
 line's choices)."""
 
-from kubeplace.solver.policies import SIMULATED
+from kubeplace.simulate.policies import POLICIES
 
 KUBEPLACE = "kubeplace"
 KUBE_SCHEDULER = "kube-scheduler"
-SCHEDULERS = (KUBEPLACE, KUBE_SCHEDULER, *SIMULATED)
-"""kubeplace's ``serve`` cycle, the kube-scheduler emulation, then the greedy policies of
-``solver.policies`` it compares (the simulate command's and the bench's ``--scheduler`` choices)."""
+SCHEDULERS = (KUBEPLACE, KUBE_SCHEDULER, *POLICIES)
+"""kubeplace's ``serve`` cycle, the kube-scheduler emulation, then the FGD authors' policies of
+``simulate.policies`` (the simulate command's and the bench's ``--scheduler`` choices)."""
 
 API_LATENCY = 0.04
 """Seconds from a binding decided to the pod counted as started, its run ending its duration

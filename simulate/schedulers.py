@@ -6,8 +6,9 @@
   batch is due (:meth:`serve.queue.SchedulingQueue.next_due`) and the cycle with it.
 - ``kube-scheduler``: the kube-scheduler emulation (``solver.emulate``: default profile, one pod
   at a time in queue order, no preemption, gang members one by one);
-- ``best-fit``, ``fgd``: kubeplace's one-pod-at-a-time greedy policies in queue order
-  (``solver.greedy.greedy_in_queue``): those ``simulated`` in ``solver.policies.POLICIES``.
+- ``best-fit``, ``fgd``: the FGD authors' policies exactly as their simulator runs them, one pod
+  at a time in queue order (``simulate.policies``: their score, typical pods, device choice and
+  tie order; ``simulate.policies.cycle`` runs them in a cycle).
 
 The baselines try a pending pod when it arrives, and a pod they could not place again only on
 an event that may make it fit (``serve.hints``: a pod left or was scaled down, a node came or
@@ -46,11 +47,12 @@ from kubeplace.serve.queue import SchedulingQueue, Unit
 from kubeplace.serve.settings import ServeSettings
 from kubeplace.serve.snapshots import Snapshots
 from kubeplace.simulate.names import KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
+from kubeplace.simulate.policies import POLICIES
+from kubeplace.simulate.policies.cycle import cycle_placer, marks_of, trace_typical
+from kubeplace.simulate.policies.typical import TaskDistribution
 from kubeplace.simulate.trace import RawObject
 from kubeplace.simulate.world import SimClient, World
-from kubeplace.solver import greedy
 from kubeplace.solver.emulate.scheduler import as_candidate, emulate
-from kubeplace.solver.policies import SIMULATED
 
 MAX_CYCLES_AT_ONCE = 10_000
 MAX_BATCH = 1_000_000
@@ -89,6 +91,8 @@ class Setup:
     profile: Profile
     solver: SolverSettings
     serve: ServeSettings
+    typical: TaskDistribution | None = None
+    """FGD's typical pods (``simulate.policies.typical``); None: those of the trace replayed."""
 
 
 class CycleClock:
@@ -167,15 +171,21 @@ class KubeSchedulerPlacer:
 Placer = Callable[[Snapshot, Aggregation, PluginSet], Assignment]
 
 
-def in_queue(policy: str) -> Callable[[], Placer]:
-    """The greedy ``policy`` (``solver.policies``) one pod at a time in queue order."""
-    return lambda: lambda _s, agg, _p: greedy.greedy_in_queue(agg.problem, policy)
+def simulated(policy: str) -> Callable[[World, Setup], Placer]:
+    """The policy ``simulate.policies.POLICIES`` names, against the typical pods of the setup or
+    the trace."""
+
+    def make(world: World, setup: Setup) -> Placer:
+        marks = marks_of(setup.profile)
+        typical = setup.typical if setup.typical is not None else trace_typical(world.trace, setup.config.gpu, marks)
+        return cycle_placer(POLICIES[policy], typical, marks)
+    return make
 
 
-PLACERS: dict[str, Callable[[], Placer]] = {KUBE_SCHEDULER: KubeSchedulerPlacer,
-                                            **{policy: in_queue(policy) for policy in SIMULATED}}
+PLACERS: dict[str, Callable[[World, Setup], Placer]] = {KUBE_SCHEDULER: lambda _w, _s: KubeSchedulerPlacer(),
+                                                        **{policy: simulated(policy) for policy in POLICIES}}
 """Each baseline's placer, made once per simulation (the kube-scheduler's keeps where its
-search stopped): the greedy policies ``simulated`` in ``solver.policies.POLICIES``."""
+search stopped): the kube-scheduler emulation and the policies of ``simulate.policies``."""
 assert set(PLACERS) | {KUBEPLACE} == set(SCHEDULERS)
 
 
@@ -187,7 +197,7 @@ class Baseline:
         self.name = name
         self.world = world
         self.setup = setup
-        self.place = PLACERS[name]()
+        self.place = PLACERS[name](world, setup)
         self.client = SimClient(world)
         self.snapshots = Snapshots(world.store, self.client, world.scheduler_name, None, clock=world.clock)
         self.queue = SchedulingQueue(initial=0.0, maximum=0.0, max_in_unschedulable=math.inf, clock=world.clock)

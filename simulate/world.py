@@ -113,6 +113,7 @@ class World:
         self.latency = latency
         """Seconds from a binding decided to the pod's run counted as started (the binding lands,
         and the watch tells it); its run ends ``duration`` after that."""
+        self.trace = trace
         self.store = Store()
         self.scheduler_name = scheduler_name
         self.listeners: list[Listener] = []

@@ -7,8 +7,9 @@ pod changes, so nodes are ranked once per class, not once per pod:
 - ``best-fit`` fills the node that will have the least free capacity left;
 - ``spread`` gives each next pod to the node with the most free capacity left
   (LeastAllocated), with a heap;
-- ``fgd`` takes the node whose GPU fragmentation, measured against the workload's task
-  shapes weighted by the devices they ask for (``models.fragmentation``), grows least
+- ``frag-greedy`` (kubeplace's FGD-style warm start, not the FGD authors' policy, which is
+  ``simulate.policies.fgd``) takes the node whose GPU fragmentation, measured against the
+  workload's task shapes weighted by the devices they ask for (``models.fragmentation``), grows least
   (Weng et al., ATC 2023); pods without GPUs go best-fit to nodes with no free GPU first.
 
 ``greedy_in_queue`` runs a policy one pod at a time in scheduling-queue order instead.
@@ -33,7 +34,7 @@ from kubeplace.kube.objects import GangKey
 from kubeplace.models.problem import Assignment, BoolArray, Gang, IntArray, Problem
 from kubeplace.solver.placers import Placer, best_fit, candidates, preferred_first, spread
 from kubeplace.solver.policies import BEST_FIT as BEST_FIT
-from kubeplace.solver.policies import FGD as FGD
+from kubeplace.solver.policies import FRAG_GREEDY as FRAG_GREEDY
 from kubeplace.solver.policies import POLICIES as POLICIES
 from kubeplace.solver.policies import SPREAD as SPREAD
 from kubeplace.solver.state import PlacementState
@@ -102,13 +103,19 @@ def _copies(problem: Problem, c: int, members: tuple[int, ...]) -> int:
     return int(problem.count[c]) if len(members) == 1 else 1
 
 
-def greedy_in_queue(problem: Problem, policy: str = FGD, exact: bool | None = None) -> Assignment:
+def greedy_in_queue(problem: Problem, policy: str = FRAG_GREEDY, exact: bool | None = None) -> Assignment:
     """``policy`` one pod at a time in scheduling-queue order, as a one-at-a-time scheduler
     would see a small batch of arrivals. Measured on FGD's saturation replay (windows of 100
     arrivals): the same FGD placer in queue order ends with more GPUs allocated than in
     largest-first order, whose big pods take the nodes later arrivals of the stream fit best.
     A gang is placed whole when its first member comes up. ``exact`` as for :func:`greedy`."""
-    return _place_runs(problem, PlacementState.start(problem), _placer(problem, policy, exact), queue_runs(problem))
+    return in_queue_order(problem, _placer(problem, policy, exact))
+
+
+def in_queue_order(problem: Problem, place: Placer) -> Assignment:
+    """The pending pods by ``place`` in scheduling-queue order (``simulate``'s policies use it with
+    their own placers); gangs whole, the inter-pod rules as for every greedy."""
+    return _place_runs(problem, PlacementState.start(problem), place, queue_runs(problem))
 
 
 def _place_runs(problem: Problem, state: PlacementState, place: Placer,

@@ -30,7 +30,7 @@ from kubeplace.solver.backends import get_backend
 from kubeplace.solver.backends.base import Backend, Status
 from kubeplace.solver.bound import placed_weight_bound, stage_room_gone
 from kubeplace.solver.budget import Budget
-from kubeplace.solver.greedy import FGD, POLICIES, greedy, greedy_in_queue, guided
+from kubeplace.solver.greedy import FRAG_GREEDY, POLICIES, greedy, greedy_in_queue, guided
 from kubeplace.solver.guided import kind_quotas
 from kubeplace.solver.lns import improve
 from kubeplace.solver.repair import repair
@@ -181,9 +181,9 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Sol
     in_queue = int(problem.count.sum()) <= QUEUE_ORDER_PODS
     pack = settings.pack_devices and problem.has_devices
     exact = True if pack else None  # whole-node FGD whatever the batch's size
-    candidates = [(greedy_in_queue(problem, FGD, exact), "fgd, queue order") if policy == FGD and in_queue
-                  else (greedy(problem, policy, exact=exact), policy)
-                  for policy in POLICIES if policy != FGD or problem.has_devices]
+    candidates = [(greedy_in_queue(problem, FRAG_GREEDY, exact), f"{FRAG_GREEDY}, queue order")
+                  if policy == FRAG_GREEDY and in_queue else (greedy(problem, policy, exact=exact), policy)
+                  for policy in POLICIES if policy != FRAG_GREEDY or problem.has_devices]
     if settings.stop_when_placed and with_guided:
         everything = placeable_weight(problem)
         with_guided = not any(evaluate.placed_weight(problem, c) >= everything
@@ -210,7 +210,7 @@ def _packed(problem: Problem, candidates: Sequence[tuple[Assignment, str]], best
     in a stream of batches, the next batch's GPU pods need the devices this one leaves whole."""
     weight = evaluate.placed_weight(problem, best)
     for candidate, policy in candidates:
-        if policy.startswith(FGD) and evaluate.placed_weight(problem, candidate) >= weight:
+        if policy.startswith(FRAG_GREEDY) and evaluate.placed_weight(problem, candidate) >= weight:
             return candidate, policy
     return best, name
 

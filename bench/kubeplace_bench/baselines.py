@@ -9,23 +9,15 @@ the best and the devices the policy chooses, and moves on; a pod that fits nowhe
   score_memory) // 2``, highest wins; as kube-scheduler does, a zero cpu or memory request counts as
   100m / 200Mi when scoring, and ties are broken at random (seeded), as its ``selectHost`` does.
   Device: a share takes the lowest-index device with room, whole GPUs the lowest-index free devices.
-- ``best-fit``: the BestFit score of FGD's simulator (hkust-adsl/kubernetes-scheduler-simulator):
-  ``s = 0.5 (cpu_free - cpu) / 128000 + 0.5 (gpu_free - gpu) / 8000`` (milli, node totals after
-  the placement; memory only filters), node score ``int((1 - s) * 100)``, highest wins. Device: a
-  share takes the device with the least free milli that fits (the simulator's "best" GPU
-  selection), whole GPUs the lowest-index free devices.
-- ``fgd``: for every node and device, the drop in the node's FGD fragmentation
-  (``bench.fragmentation``, against the workload's task shapes) ``d = F_before - F_after`` (milli),
-  score ``int(100 * sigmoid(d / 1000))``; a node's score is its best device's (the lowest index on
-  ties), highest wins. Where d is exactly 0 the simulator's float sums decide between 49 and 50
-  (``bench.fgd_score``), as they decide its ties.
+- ``best-fit`` and ``fgd``: the FGD authors' (hkust-adsl/kubernetes-scheduler-simulator), the one
+  implementation ``kubeplace simulate`` runs too: ``kubeplace.simulate.policies`` (``best_fit``,
+  ``fgd``), on this simulator's cluster (a ``DeviceView``), against the typical pods given.
 
 best-fit and fgd break ties by the smallest node name, as the kube-scheduler fork vendored by the
 FGD authors' simulator does "for reproducibility" (their published figures come from it; with random
 ties FGD falls several points). That simulator first renames its nodes with a seeded random prefix,
 so the order that breaks ties is a parameter (``tie_rank``: each node's position, smallest first;
 by default the node names' order; ``bench.fgd_protocol`` passes the simulator's renamed order).
-Scores are integers, rounded as that simulator rounds them.
 
 Timing is wall seconds; memory is the growth of the resident set during the run (see
 :func:`measure`).
@@ -45,16 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from kubeplace_bench.fgd_score import GoFragScore
-from kubeplace_bench.fgd_score import score as go_score
-from kubeplace_bench.fragmentation import FragIndex, TaskDistribution, cluster_fragmentation
-from kubeplace_bench.gpusim import WHOLE, Cluster, IntArray, Metrics, NodeSpec, Placed, PodSpec, Workload, metrics
+from kubeplace.simulate.policies import POLICIES as SIMULATED
+from kubeplace.simulate.policies.node_view import Chooser, TieOrder
+from kubeplace.simulate.policies.typical import TaskDistribution
+from kubeplace_bench.fragmentation import cluster_fragmentation
+from kubeplace_bench.gpusim import WHOLE, Cluster, IntArray, Metrics, NodeSpec, Placed, PodSpec, metrics
 
-POLICIES = ("default-scheduler", "best-fit", "fgd")
+POLICIES = ("default-scheduler", *SIMULATED)
 NONZERO_CPU = 100  # milli, kube-scheduler's DefaultMilliCPURequest
 NONZERO_MEM = 200  # MiB, kube-scheduler's DefaultMemoryRequest
-MAX_SPEC_CPU = 128000  # milli, the normalisers of FGD's simulator
-MAX_SPEC_GPU = 8000
 
 
 @dataclass
@@ -134,53 +125,25 @@ Choice = tuple[int, tuple[int, ...]]
 TieRank = Sequence[int] | None
 
 
-class _Ties:
-    """Picks among equally good candidates: at random (seeded), by the smallest ``rank`` (each
-    node's position in the tie-break order; by default the order of the node names), or
-    (``fuller``) the fuller node first, by best-fit's leftover (cpu and GPU milli free, each over
-    the simulator's normaliser), then by ``rank``."""
+class _RandomTies:
+    """Picks among equally good candidates at random (seeded), as the kube-scheduler's ``selectHost``."""
 
-    def __init__(self, cluster: Cluster, mode: str, seed: int, rank: TieRank = None) -> None:
+    def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
-        self.mode = mode
-        self.cluster = cluster
-        self.watch = False  # by rank, note in fuller_differs when the fuller node would have won
-        self.fuller_differs = False
-        if rank is None:
-            self.rank = np.argsort(np.argsort(np.array([n.name for n in cluster.nodes]), kind="stable"))
-        else:
-            if sorted(rank) != list(range(len(cluster.nodes))):
-                raise ValueError("tie_rank must be a permutation of the node positions")
-            self.rank = np.asarray(rank, dtype=np.int64)
 
     def best(self, nodes: IntArray, score: IntArray) -> int:
-        """Position in ``nodes`` of a highest-scoring candidate (the first of a node on ties)."""
         tied = np.flatnonzero(score == score.max())
-        if len(tied) == 1:
-            return int(tied[0])
-        if self.mode == "random":
-            return int(tied[self.rng.integers(len(tied))])
-        at = nodes[tied]
-        by_rank = int(tied[np.argmin(self.rank[at])])
-        if self.mode != "fuller" and not self.watch:
-            return by_rank
-        c = self.cluster
-        left = c.cpu_free[at] / MAX_SPEC_CPU + c.dev_free[at].sum(axis=1) / MAX_SPEC_GPU
-        fuller = int(tied[np.lexsort((self.rank[at], left))[0]])
-        if self.mode == "fuller":
-            return fuller
-        self.fuller_differs |= fuller != by_rank
-        return by_rank
+        return int(tied[0]) if len(tied) == 1 else int(tied[self.rng.integers(len(tied))])
 
 
 class _Default:
     def __init__(self, cluster: Cluster, seed: int) -> None:
-        self.c, self.ties = cluster, _Ties(cluster, "random", seed)
+        self.c, self.ties = cluster, _RandomTies(seed)
         self.nz_cpu = np.zeros(len(cluster.nodes), dtype=np.int64)  # non-zero requested, for scoring
         self.nz_mem = np.zeros(len(cluster.nodes), dtype=np.int64)
 
-    def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
-        c, pod = self.c, w.pods[j]
+    def choose(self, pod: PodSpec, nodes: IntArray) -> Choice:
+        c = self.c
         cpu, mem = pod.cpu or NONZERO_CPU, pod.mem or NONZERO_MEM
         score = (_least(c.cpu_cap[nodes], self.nz_cpu[nodes] + cpu)
                  + _least(c.mem_cap[nodes], self.nz_mem[nodes] + mem)) // 2
@@ -189,6 +152,9 @@ class _Default:
         self.nz_mem[i] += mem
         return i, c.first_fit_devices(pod, i)
 
+    def refresh(self, nodes: IntArray) -> None:
+        return None
+
 
 def _least(capacity: IntArray, requested: IntArray) -> IntArray:
     score: IntArray = np.where((capacity > 0) & (requested <= capacity),
@@ -196,92 +162,18 @@ def _least(capacity: IntArray, requested: IntArray) -> IntArray:
     return score
 
 
-class _BestFit:
-    def __init__(self, cluster: Cluster, seed: int, rank: TieRank = None) -> None:
-        self.c, self.ties = cluster, _Ties(cluster, "name", seed, rank)
-
-    def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
-        c, pod = self.c, w.pods[j]
-        left = (0.5 * (c.cpu_free[nodes] - pod.cpu) / MAX_SPEC_CPU
-                + 0.5 * (c.dev_free[nodes].sum(axis=1) - pod.gpu_total) / MAX_SPEC_GPU)
-        score = ((1.0 - left) * 100).astype(np.int64)
-        i = int(nodes[self.ties.best(nodes, score)])
-        return i, c.best_fit_device(pod, i)
-
-
-class FgdChooser:
-    """FGD's score from the exact fragmentation (``FragIndex``, integers), except where the exact
-    drop is 0: there the simulator's float sums (``bench.fgd_score``) decide between 49 and 50
-    when the placement moves amounts between its slots (a node whose free cpu crosses a typical
-    pod's, or whose devices change)."""
-
-    def __init__(self, cluster: Cluster, seed: int, dist: TaskDistribution, rank: TieRank = None,
-                 ties: str = "name") -> None:
-        self.c, self.ties = cluster, _Ties(cluster, ties, seed, rank)
-        self.index = FragIndex(cluster, dist)
-        self.go = GoFragScore(dist, dist.listed or dist.total, cluster.models)
-        self.go_before = self.go.frag(cluster.cpu_free, cluster.dev_free, cluster.model_id)
-        self.cpu_levels = np.unique(dist.cpu)
-
-    def _score(self, nodes: IntArray, after: IntArray, cpu: int, dev_after: IntArray | None) -> IntArray:
-        """``dev_after``: the candidates' free milli per device after, None when unchanged."""
-        drop = (self.index.scaled[nodes] - after) / max(self.index.w_total, 1)  # milli-GPU
-        score: IntArray = (100.0 / (1.0 + np.exp(-drop / 1000.0))).astype(np.int64)
-        zero = after == self.index.scaled[nodes]
-        if dev_after is None:  # cpu only: the slots move only where the free cpu crosses a level
-            free = self.c.cpu_free[nodes]
-            zero &= (np.searchsorted(self.cpu_levels, free, side="right")
-                     != np.searchsorted(self.cpu_levels, free - cpu, side="right"))
-        if zero.any():
-            at = nodes[zero]
-            dev = self.c.dev_free[at] if dev_after is None else dev_after[zero]
-            score[zero] = go_score(self.go_before[at], self.go.frag(self.c.cpu_free[at] - cpu, dev,
-                                                                   self.c.model_id[at]))
-        return score
-
-    def choose(self, w: Workload, j: int, nodes: IntArray) -> Choice:
-        c, pod, index = self.c, w.pods[j], self.index
-        if pod.is_share:
-            cand, devices = index.share_candidates(nodes, pod.gpu_milli)
-            dev = c.dev_free[cand].copy()
-            dev[np.arange(len(cand)), devices] -= pod.gpu_milli
-            after = index.after_share(cand, devices, pod.cpu, pod.gpu_milli)
-            k = self.ties.best(cand, self._score(cand, after, pod.cpu, dev))
-            return int(cand[k]), (int(devices[k]),)
-        if pod.num_gpu:
-            dev = c.dev_free[nodes].copy()
-            free = dev == WHOLE  # any free devices taken leave the same free values
-            dev[free & (np.cumsum(free, axis=1) <= pod.num_gpu)] = 0
-            score = self._score(nodes, index.after_whole(nodes, pod.cpu, pod.num_gpu), pod.cpu, dev)
-        else:
-            score = self._score(nodes, index.after_cpu_only(nodes, pod.cpu), pod.cpu, None)
-        i = int(nodes[self.ties.best(nodes, score)])
-        return i, c.first_fit_devices(pod, i)
-
-    def placed(self, i: int) -> None:
-        self.index.refresh(np.array([i]))
-        at = np.array([i])
-        self.go_before[i] = self.go.frag(self.c.cpu_free[at], self.c.dev_free[at], self.c.model_id[at])[0]
-
-
-def fgd_chooser(cluster: Cluster, dist: TaskDistribution, tie_rank: TieRank = None, fuller: bool = False) -> FgdChooser:
-    """FGD's node choice on ``cluster`` (its ``choose(workload, j, feasible nodes)``, then
-    ``placed(node)`` after each placement); ``fuller``: equal scores go to the fuller node first
-    (``_Ties``), then by ``tie_rank``."""
-    return FgdChooser(cluster, 0, dist, tie_rank, "fuller" if fuller else "name")
-
-
 def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], dist: TaskDistribution,
                         seed: int = 0, tie_rank: TieRank = None) -> list[tuple[int, Placed]]:
     """Places ``pods`` in order on ``cluster`` (mutated); returns (pod index, placement) pairs.
     ``tie_rank`` orders the nodes for best-fit's and fgd's ties (default: by name)."""
-    chooser: _Default | _BestFit | FgdChooser
+    chooser: _Default | Chooser  # (the default scheduler reads memory too: a PodSpec)
     if policy == "default-scheduler":
         chooser = _Default(cluster, seed)
-    elif policy == "best-fit":
-        chooser = _BestFit(cluster, seed, tie_rank)
-    elif policy == "fgd":
-        chooser = FgdChooser(cluster, seed, dist, tie_rank)
+    elif policy in SIMULATED:
+        ties = (TieOrder.by_name([n.name for n in cluster.nodes]) if tie_rank is None else TieOrder(tie_rank))
+        if len(ties.rank) != len(cluster.nodes):
+            raise ValueError("tie_rank must be a permutation of the node positions")
+        chooser = SIMULATED[policy].chooser(cluster, dist, ties)
     else:
         raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")
     w = cluster.workload(pods)
@@ -290,12 +182,11 @@ def place_one_at_a_time(policy: str, cluster: Cluster, pods: Sequence[PodSpec], 
         nodes = np.flatnonzero(cluster.feasible(w, j))
         if not len(nodes):
             continue
-        i, devices = chooser.choose(w, j, nodes)
+        i, devices = chooser.choose(w.pods[j], nodes)
         reason = cluster.place(w.pods[j], i, devices)
         if reason is not None:  # a baseline only ever picks feasible placements
             raise AssertionError(f"{policy} chose an invalid placement for {w.names[j]}: {reason}")
-        if isinstance(chooser, FgdChooser):
-            chooser.placed(i)
+        chooser.refresh(np.array([i]))
         out.append((j, Placed(w.names[j], cluster.nodes[i].name, devices)))
     return out
 

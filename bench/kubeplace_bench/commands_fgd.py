@@ -11,8 +11,12 @@ from typing import Any
 
 import click
 
+from kubeplace.simulate.policies import POLICIES
+
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
-SCHEDULERS = ("fgd", "best-fit", "kubeplace", "kubeplace-plan")
+SCHEDULERS = (*POLICIES, "kubeplace", "kubeplace-plan")
+"""The policies of ``kubeplace.simulate.policies`` (the same as ``simulate``'s), and kubeplace."""
+VIA = ("device", "simulate")
 PUBLISHED_SHARED = Path("shared") / "reference" / "fgd" / "published_alloc_at_130.csv"
 
 
@@ -64,10 +68,13 @@ def published_path(option: Path | None, start: Path | None = None) -> Path | Non
               help="kubeplace places this many arrivals at a time.")
 @click.option("--time-limit", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="kubeplace-plan's solver budget per window, seconds.")
+@click.option("--via", type=click.Choice(VIA), default="device", show_default=True,
+              help="fgd and best-fit on the benchmarks' device simulator, or through kubeplace simulate's engine "
+                   "(the nodes renamed with the seeded prefixes, the pods a trace; the same implementation).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: list[int],
                          schedulers: tuple[str, ...], bound: bool, bound_time_limit: float, published: Path | None,
-                         window: int, time_limit: float, output: str) -> None:
+                         window: int, time_limit: float, via: str, output: str) -> None:
     """The FGD paper's protocol (Weng et al., ATC 2023), draw for draw: per trace and tag seed, the
     pods sorted by name and shuffled, tuned to 130% of the GPU capacity, the nodes in the seeded
     tie-break order of the authors' simulator; each pod tried once. The figure is the GPU
@@ -76,7 +83,9 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
     Needs Go installed (its math/rand seeding table). kubeplace places windows of arrivals, each
     with FGD's score twice (ties by the node order, ties to the fuller node), keeping the
     placement that allocates more (bench.online); kubeplace-plan makes a full plan per window
-    with the earlier arrivals bound (profile defrag; slow: minutes per run).
+    with the earlier arrivals bound (profile defrag; slow: minutes per run). With --via simulate,
+    fgd and best-fit run through kubeplace simulate (every pod of the run arriving in its order,
+    one cycle).
 
     With --bound, two more records per run: "bound", no placement of the run's pods (all known in
     advance, empty nodes) allocates more, and "offline", what an actual placement of them
@@ -90,6 +99,7 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
         trace_name,
         typical_pods,
     )
+    from kubeplace_bench.fgd_simulate import run_policy_in_simulate
     from kubeplace_bench.openb import read_nodes, read_pods
 
     nodes = read_nodes(nodes_csv)
@@ -108,6 +118,8 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
                     value = _online(nodes, run, dist, window)
                 elif scheduler == "kubeplace-plan":
                     value = _kubeplace_plan(nodes, run, window, time_limit, seed)
+                elif via == "simulate":
+                    value = run_policy_in_simulate(scheduler, nodes, run, dist)
                 else:
                     value = run_policy(scheduler, nodes, run, dist)
                 seconds = time.perf_counter() - t0

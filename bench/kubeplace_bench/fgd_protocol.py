@@ -26,7 +26,7 @@ Their simulator (hkust-adsl/kubernetes-scheduler-simulator) produces it as follo
    (percent) over the rows whose ``round(arrived / total, 0)`` is 130 (within 129-131 when none).
 
 FGD's typical pods are the original list's most popular (cpu, gpu milli, gpu count, GPU models as
-written) shapes covering 95% of it (``bench.fragmentation.task_distribution``).
+written) shapes covering 95% of it (``kubeplace.simulate.policies.typical.task_distribution``).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kubeplace.simulate.policies.typical import TaskDistribution, task_distribution
 from kubeplace_bench.baselines import place_one_at_a_time
-from kubeplace_bench.fragmentation import TaskDistribution, task_distribution
 from kubeplace_bench.gorand import GoRand
 from kubeplace_bench.gpusim import WHOLE, Cluster, NodeSpec, PodSpec
 

@@ -2,7 +2,7 @@
 arrivals, each placed twice from the same cluster state, the better placement kept.
 
 The arrivals come in windows of ``window`` pods (the last one shorter). Each window is placed
-pod by pod in arrival order with FGD's node score (``baselines.fgd_chooser``: the authors'
+pod by pod in arrival order with FGD's node score (``kubeplace.simulate.policies.fgd``: the authors'
 fragmentation against the trace's typical pods, integer scores) twice:
 
 - equal scores broken by the seeded node order, as FGD's simulator breaks them (FGD's own
@@ -17,8 +17,9 @@ does not stays pending, as in FGD's protocol.
 
 What the window knows that FGD's one-pod view does not: how each choice of ties plays out over
 the next ``window`` arrivals. Measured (docs/scaling-and-benchmarks.md, "FGD's own protocol"):
-never below FGD on the mean of a trace tried. The fragmentation score lives in the benchmark
-(``bench.fragmentation``, ``bench.fgd_score``) until it moves into the product.
+above FGD's mean on ten of the fourteen lists, below it on four. The FGD score is the product's
+(``simulate.policies``); the window choice and the fuller-node ties (``WindowTies``) are still
+the benchmark's.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace_bench.baselines import FgdChooser, TieRank, fgd_chooser
-from kubeplace_bench.fragmentation import TaskDistribution
+from kubeplace.simulate.policies.best_fit import MAX_SPEC_CPU, MAX_SPEC_GPU
+from kubeplace.simulate.policies.fgd import Fgd
+from kubeplace.simulate.policies.node_view import TieOrder
+from kubeplace.simulate.policies.typical import TaskDistribution
+from kubeplace_bench.baselines import TieRank
 from kubeplace_bench.gpusim import Cluster, IntArray, PodSpec, Workload
 
 _State = tuple[IntArray, ...]
@@ -37,10 +41,47 @@ TIES = ("name", "fuller")
 """The two ways of breaking FGD's equal scores a window tries, in this order."""
 
 
+class WindowTies(TieOrder):
+    """FGD's tie order (``mode`` "name"), or (``mode`` "fuller") the fuller node first, by
+    best-fit's leftover (cpu and GPU milli free, each over the simulator's normaliser), then the
+    order. With ``watch``, notes in ``fuller_differs`` when the fuller node would have won a tie
+    the order broke."""
+
+    def __init__(self, cluster: Cluster, rank: Sequence[int]) -> None:
+        super().__init__(rank)
+        self.cluster = cluster
+        self.mode = TIES[0]
+        self.watch = False
+        self.fuller_differs = False
+
+    def best(self, nodes: IntArray, score: IntArray) -> int:
+        tied = np.flatnonzero(score == score.max())
+        if len(tied) == 1:
+            return int(tied[0])
+        at = nodes[tied]
+        by_rank = int(tied[np.argmin(self.rank[at])])
+        if self.mode != "fuller" and not self.watch:
+            return by_rank
+        c = self.cluster
+        left = c.cpu_free[at] / MAX_SPEC_CPU + c.dev_free[at].sum(axis=1) / MAX_SPEC_GPU
+        fuller = int(tied[np.lexsort((self.rank[at], left))[0]])
+        if self.mode == "fuller":
+            return fuller
+        self.fuller_differs |= fuller != by_rank
+        return by_rank
+
+
 @dataclass(frozen=True)
 class OnlineResult:
     placed: list[int]  # indices of the pods placed, in arrival order
     windows_won: dict[str, int]  # per way of breaking ties, the windows whose placement was kept
+
+
+@dataclass
+class _Placer:
+    cluster: Cluster
+    fgd: Fgd
+    ties: WindowTies
 
 
 def place_in_windows(cluster: Cluster, pods: Sequence[PodSpec], dist: TaskDistribution, window: int,
@@ -52,25 +93,29 @@ def place_in_windows(cluster: Cluster, pods: Sequence[PodSpec], dist: TaskDistri
     would break otherwise: the second starts there (and is not made when no pod is such)."""
     if window < 1:
         raise ValueError("window must be at least 1")
-    chooser = fgd_chooser(cluster, dist, tie_rank)
+    rank = TieOrder.by_name([n.name for n in cluster.nodes]).rank if tie_rank is None else tie_rank
+    if len(rank) != len(cluster.nodes):
+        raise ValueError("tie_rank must be a permutation of the node positions")
+    ties = WindowTies(cluster, [int(r) for r in rank])
+    placer = _Placer(cluster, Fgd(cluster, dist, ties), ties)
     w = cluster.workload(pods)
     placed: list[int] = []
     won = dict.fromkeys(TIES, 0)
     for start in range(0, len(w), window):
         arrivals = range(start, min(start + window, len(w)))
-        chooser.ties.mode = TIES[0]
-        got, fork = _place(chooser, w, arrivals, watch=True)
+        ties.mode = TIES[0]
+        got, fork = _place(placer, w, arrivals, watch=True)
         if fork is None:
             won[TIES[0]] += 1
             placed += got
             continue
         j, before = fork
-        first = (_key(chooser, w, got), got, _save(chooser))
-        _load(chooser, before)
-        chooser.ties.mode = TIES[1]
-        second_got = [k for k in got if k < j] + _place(chooser, w, range(j, arrivals.stop), watch=False)[0]
-        if first[0] <= _key(chooser, w, second_got):  # FGD's own ties on equal outcomes
-            _load(chooser, first[2])
+        first = (_key(placer, w, got), got, _save(placer))
+        _load(placer, before)
+        ties.mode = TIES[1]
+        second_got = [k for k in got if k < j] + _place(placer, w, range(j, arrivals.stop), watch=False)[0]
+        if first[0] <= _key(placer, w, second_got):  # FGD's own ties on equal outcomes
+            _load(placer, first[2])
             won[TIES[0]] += 1
             placed += got
         else:
@@ -79,47 +124,47 @@ def place_in_windows(cluster: Cluster, pods: Sequence[PodSpec], dist: TaskDistri
     return OnlineResult(placed, won)
 
 
-def _key(chooser: FgdChooser, w: Workload, got: list[int]) -> tuple[int, int]:
+def _key(placer: _Placer, w: Workload, got: list[int]) -> tuple[int, int]:
     """Smaller is better: more GPU milli placed, then less fragmentation left in the cluster."""
-    return -sum(int(w.pods[j].gpu_total) for j in got), int(chooser.index.scaled.sum())
+    return -sum(int(w.pods[j].gpu_total) for j in got), int(placer.fgd.index.scaled.sum())
 
 
-def _place(chooser: FgdChooser, w: Workload, arrivals: range, watch: bool
+def _place(placer: _Placer, w: Workload, arrivals: range, watch: bool
            ) -> tuple[list[int], tuple[int, _State] | None]:
     """The pods of ``arrivals`` that fit, placed one at a time; with ``watch``, also the first pod
     whose equal scores the fuller node would break otherwise, and the state before it."""
-    cluster, got = chooser.c, []
+    cluster, ties, got = placer.cluster, placer.ties, []
     fork: tuple[int, _State] | None = None
-    chooser.ties.watch = watch
+    ties.watch = watch
     for j in arrivals:
         nodes = np.flatnonzero(cluster.feasible(w, j))
         if not len(nodes):
             continue
-        chooser.ties.fuller_differs = False
-        i, devices = chooser.choose(w, j, nodes)
-        if chooser.ties.fuller_differs and fork is None:
-            fork = (j, _save(chooser))
-            chooser.ties.watch = False
+        ties.fuller_differs = False
+        i, devices = placer.fgd.choose(w.pods[j], nodes)
+        if ties.fuller_differs and fork is None:
+            fork = (j, _save(placer))
+            ties.watch = False
         reason = cluster.place(w.pods[j], i, devices)
         if reason is not None:  # FGD only ever picks feasible placements
             raise AssertionError(f"kubeplace chose an invalid placement for {w.names[j]}: {reason}")
-        chooser.placed(i)
+        placer.fgd.refresh(np.array([i]))
         got.append(j)
-    chooser.ties.watch = False
+    ties.watch = False
     return got, fork
 
 
-def _arrays(chooser: FgdChooser) -> list[IntArray]:
-    """Every array the cluster and the chooser's fragmentation index change when a pod is placed."""
-    c, x = chooser.c, chooser.index
+def _arrays(placer: _Placer) -> list[IntArray]:
+    """Every array the cluster and FGD's fragmentation index change when a pod is placed."""
+    c, x = placer.cluster, placer.fgd.index
     return [c.cpu_free, c.mem_free, c.dev_free, c.max_free, c.whole_free, x.count, x.usable, x.scaled, x.total,
-            x.distinct, chooser.go_before]
+            x.distinct, placer.fgd.go_before]
 
 
-def _save(chooser: FgdChooser) -> _State:
-    return tuple(a.copy() for a in _arrays(chooser))
+def _save(placer: _Placer) -> _State:
+    return tuple(a.copy() for a in _arrays(placer))
 
 
-def _load(chooser: FgdChooser, state: _State) -> None:
-    for target, saved in zip(_arrays(chooser), state, strict=True):
+def _load(placer: _Placer, state: _State) -> None:
+    for target, saved in zip(_arrays(placer), state, strict=True):
         target[...] = saved

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from kubeplace.simulate.policies.typical import TaskDistribution, task_distribution
 from kubeplace_bench import openb
 from kubeplace_bench.baselines import (
     POLICIES,
@@ -41,7 +42,7 @@ from kubeplace_bench.baselines import (
     place_one_at_a_time,
     run_baseline,
 )
-from kubeplace_bench.fragmentation import TaskDistribution, cluster_fragmentation, task_distribution
+from kubeplace_bench.fragmentation import cluster_fragmentation
 from kubeplace_bench.gpusim import WHOLE, Cluster, NodeSpec, Placed, PodSpec, metrics
 
 KUBEPLACE = "kubeplace"

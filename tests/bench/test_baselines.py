@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from kubeplace.plan.plan import Placement
+from kubeplace.simulate.policies.typical import TaskDistribution, task_distribution
 from kubeplace_bench.baselines import lp_bound, measure, place_one_at_a_time, run_baseline
-from kubeplace_bench.fragmentation import TaskDistribution, task_distribution
 from kubeplace_bench.gpusim import Cluster, NodeSpec, Placed, PodSpec
 from kubeplace_bench.report import replay, saturation_sample, validate
 

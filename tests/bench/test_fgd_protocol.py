@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from kubeplace.simulate.policies.go_score import GoFragScore
+from kubeplace.simulate.policies.go_score import score as go_score
+from kubeplace.simulate.policies.typical import node_fragmentation, task_distribution
 from kubeplace_bench.baselines import place_one_at_a_time
 from kubeplace_bench.cluster_scenarios import default_openb_dir
 from kubeplace_bench.commands import bench
@@ -24,9 +28,6 @@ from kubeplace_bench.fgd_protocol import (
     run_policy,
     typical_pods,
 )
-from kubeplace_bench.fgd_score import GoFragScore
-from kubeplace_bench.fgd_score import score as go_score
-from kubeplace_bench.fragmentation import node_fragmentation, task_distribution
 from kubeplace_bench.gorand import GoRand
 from kubeplace_bench.gpusim import Cluster, NodeSpec, PodSpec
 from kubeplace_bench.openb import read_pods
@@ -151,6 +152,14 @@ def test_command_json(tmp_path: Path) -> None:
         figure = {r["scheduler"]: r["alloc_at_130"] for r in records if r["seed"] == seed}
         assert figure["offline"] <= figure["bound"] and max(figure["fgd"], figure["best-fit"]) <= figure["bound"]
     assert records[0]["published"] == 91.5 and "published" not in records[1]
+    via = CliRunner().invoke(bench, ["fgd-protocol", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42,43",
+                                     "--scheduler", "fgd", "--scheduler", "best-fit", "--via", "simulate",
+                                     "--published", str(published), "-o", "json"])
+    assert via.exit_code == 0, via.output
+    def figures(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in rs if r["scheduler"] in ("fgd", "best-fit")]
+
+    assert figures(json.loads(via.stdout)) == figures(records)  # the same implementation
     table = CliRunner().invoke(bench, ["fgd-protocol", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42",
                                        "--published", str(published), "--scheduler", "fgd", "--scheduler",
                                        "kubeplace", "--window", "20", "--time-limit", "0.2"])
@@ -178,4 +187,21 @@ def test_published_per_seed_values_are_reproduced(trace: str, seed: int, policy:
     pods = read_pods(OPENB / f"openb_pod_list_{trace}.csv")
     value = run_policy(policy, nodes, protocol_run(nodes, pods, seed), typical_pods(pods))
     published = read_published(PUBLISHED)[(f"openb_pod_list_{trace}", PUBLISHED_POLICY[policy], seed)]
+    assert abs(value - published) <= 0.05, (value, published)
+
+
+@needs_go
+@pytest.mark.skipif(OPENB is None or PUBLISHED is None, reason="the openb trace or the published figures are absent")
+def test_simulate_reproduces_a_published_per_seed_value() -> None:
+    """The protocol's seed-42 default run (10,866 pods) through ``kubeplace simulate``'s engine with
+    its ``fgd``: the authors' published figure (the device simulator's equality with simulate on
+    small runs is tests/simulate/test_simulate_policies.py)."""
+    from kubeplace_bench.fgd_simulate import run_policy_in_simulate
+    from kubeplace_bench.openb import read_nodes
+
+    assert OPENB is not None and PUBLISHED is not None
+    nodes = read_nodes(OPENB / "openb_node_list_gpu_node.csv")
+    pods = read_pods(OPENB / "openb_pod_list_default.csv")
+    value = run_policy_in_simulate("fgd", nodes, protocol_run(nodes, pods, 42), typical_pods(pods))
+    published = read_published(PUBLISHED)[("openb_pod_list_default", PUBLISHED_POLICY["fgd"], 42)]
     assert abs(value - published) <= 0.05, (value, published)

@@ -5,13 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kubeplace.simulate.policies.typical import FragIndex, TaskDistribution, node_fragmentation, task_distribution
 from kubeplace_bench.fragmentation import (
-    FragIndex,
-    TaskDistribution,
     cluster_fragmentation,
     fragmentation_ratio,
-    node_fragmentation,
-    task_distribution,
 )
 from kubeplace_bench.gpusim import Cluster, NodeSpec, PodSpec, metrics
 

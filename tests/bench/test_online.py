@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from kubeplace.simulate.policies.typical import task_distribution
 from kubeplace_bench.baselines import place_one_at_a_time
-from kubeplace_bench.fragmentation import task_distribution
 from kubeplace_bench.gpusim import Cluster, NodeSpec, PodSpec
 from kubeplace_bench.online import place_in_windows
 

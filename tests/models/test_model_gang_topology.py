@@ -20,7 +20,7 @@ from kubeplace.plan.plan import Plan
 from kubeplace.plan.verify import verify
 from kubeplace.solver.backends import get_backend
 from kubeplace.solver.budget import Budget
-from kubeplace.solver.greedy import BEST_FIT, FGD, SPREAD, greedy
+from kubeplace.solver.greedy import BEST_FIT, FRAG_GREEDY, SPREAD, greedy
 from kubeplace.solver.split import subproblem
 from tests.builders import NodeBuilder, PodBuilder, node, pod, snapshot_of
 
@@ -112,7 +112,7 @@ def test_plain_gang_with_the_annotation_on_its_pods() -> None:
     assert zones_of(plan, NODES) == {"b"}
 
 
-@pytest.mark.parametrize("policy", [BEST_FIT, SPREAD, FGD])
+@pytest.mark.parametrize("policy", [BEST_FIT, SPREAD, FRAG_GREEDY])
 def test_greedy_tries_each_domain(policy: str) -> None:
     snap = snapshot_of(*TWO_ZONES, group("job", 3), *[member(f"w{i}") for i in range(3)])
     problem = aggregate(snap, instantiate(Configuration(), Profile(), snap)).problem

@@ -171,7 +171,7 @@ def test_random_gpu_plans_verify_and_beat_greedy(snap: object) -> None:
     assert verify(snap, [(p.namespace, p.name, p.node) for p in placements]) == []  # type: ignore[arg-type]
     assert verify_devices(snap, [(p.namespace, p.name, p.node, p.gpus) for p in placements]) == []  # type: ignore[arg-type]
     problem = planned.aggregation.problem
-    for policy in ("best-fit", "spread", "fgd"):
+    for policy in ("best-fit", "spread", "frag-greedy"):
         g = greedy(problem, policy)
         assert planned.report.placed_weight >= int((problem.weight[g.cls] * g.counts).sum())
 

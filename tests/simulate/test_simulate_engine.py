@@ -167,7 +167,7 @@ def test_a_placement_the_verifier_refuses_is_never_bound(monkeypatch: pytest.Mon
         y[0, 0] = 1  # a 3-cpu pod on the 2-cpu node
         return Assignment.from_dense(y)
 
-    monkeypatch.setitem(PLACERS, "best-fit", lambda: too_big)
+    monkeypatch.setitem(PLACERS, "best-fit", lambda _world, _setup: too_big)
     result = replay(cluster(node("small", cpu="2")), trace(
         {"arrivalSeconds": 0, "durationSeconds": 5, "template": "three", "name": "a"}), "best-fit", SETUP)
     assert result.summary.refused == 1 and result.summary.started == 0

@@ -45,7 +45,7 @@ def test_a_cpu_pod_goes_where_no_gpu_is_free() -> None:
         pod("web").cpu("1").memory("1Gi"))
     problem = problem_of(snap)
     assert nodes_used(problem, greedy(problem, "best-fit")) == {"gpu"}
-    assert nodes_used(problem, checked(snap, problem, greedy(problem, "fgd"))) == {"cpu"}
+    assert nodes_used(problem, checked(snap, problem, greedy(problem, "frag-greedy"))) == {"cpu"}
 
 
 def test_queue_order_is_priority_then_creation() -> None:
@@ -77,8 +77,8 @@ def test_queue_order_places_the_earlier_arrival() -> None:
     def placed(a: Assignment) -> list[str]:
         return sorted(snap.pending[m].name for c, k in zip(a.cls, a.counts, strict=True)  # type: ignore[attr-defined]
                       for m in problem.members[int(c)][:int(k)])
-    assert placed(greedy(problem, "fgd")) == ["late"]
-    in_queue = checked(snap, problem, greedy_in_queue(problem, "fgd"))
+    assert placed(greedy(problem, "frag-greedy")) == ["late"]
+    in_queue = checked(snap, problem, greedy_in_queue(problem, "frag-greedy"))
     assert placed(in_queue) == ["early", "later"]
     assert int(np.sum(in_queue.counts)) == 2
 
@@ -88,7 +88,7 @@ def test_a_small_gpu_batch_starts_from_the_queue_order_fgd() -> None:
     # both 1-GPU pods, so its placement is the one the solver starts from
     snap = _three_arrivals()
     plan = make_plan(snap, Configuration(), Profile(), SolverSettings(time_limit=1, workers=1)).plan  # type: ignore[arg-type]
-    assert plan.steps[0] == "greedy (fgd, queue order)"
+    assert plan.steps[0] == "greedy (frag-greedy, queue order)"
     assert sorted(p.name for p in plan.placements) == ["early", "later"]
 
 
@@ -119,8 +119,8 @@ def test_popularity_by_devices_counts_a_pod_once_per_device() -> None:
 def test_fgd_keeps_the_empty_8_gpu_node_for_the_8_gpu_shape() -> None:
     snap = _last_big_node()
     problem = problem_of(snap)
-    assert nodes_used(problem, checked(snap, problem, greedy_in_queue(problem, "fgd"))) == {"b"}
-    assert nodes_used(problem, checked(snap, problem, greedy(problem, "fgd"))) == {"b"}
+    assert nodes_used(problem, checked(snap, problem, greedy_in_queue(problem, "frag-greedy"))) == {"b"}
+    assert nodes_used(problem, checked(snap, problem, greedy(problem, "frag-greedy"))) == {"b"}
 
 
 def test_the_defrag_profile_keeps_the_empty_8_gpu_node() -> None:
@@ -144,7 +144,7 @@ def test_a_share_of_several_devices_gets_them_all() -> None:
     snap = snapshot_of(node("g").cpu("8").memory("8Gi").gpu(2).allocatable("nvidia.com/gpucores", "200"),
                        pod("p").cpu("1").gpu(2).request("nvidia.com/gpucores", "20"))
     problem = problem_of(snap)
-    a = greedy(problem, "fgd")
+    a = greedy(problem, "frag-greedy")
     assert sorted(a.devices.device.tolist()) == [0, 1] and a.devices.counts.tolist() == [1, 1]
 
 
@@ -156,5 +156,5 @@ def test_queue_order_runs_every_copy_of_a_stand_in() -> None:
     snap = snapshot_of(*racks(big="5"), job("train", 4), jobset_leader("train"))
     problem = problem_of(snap)
     assert sum(n for _, n in queue_runs(problem)) == int(problem.count.sum()) == 4
-    in_queue = greedy_in_queue(problem, "fgd")
+    in_queue = greedy_in_queue(problem, "frag-greedy")
     assert int(np.sum(in_queue.counts)) == 4

@@ -7,7 +7,7 @@ or without cpu, no access); a satisfied pod adds its unusable milli to Q2 and th
 node's fragmentation is the sum of the slots except Q3, in slot order, and FGD's score is
 ``int(100 * sigmoid((F_before - F_after) / 1000))``.
 
-The exact value of F is :func:`bench.fragmentation.node_fragmentation`'s; the float one matters
+The exact value of F is :func:`simulate.policies.typical.node_fragmentation`'s; the float one matters
 where the true drop is 0 and the score 50: when a placement only moves amounts between slots
 (a CPU-only pod that leaves a node short of cpu turns XL into XR and Q2 into Q1), the two float
 sums round differently and the simulator scores 49 or 50, which decides ties. This module adds
@@ -24,10 +24,10 @@ import math
 
 import numpy as np
 
-from kubeplace_bench.fragmentation import TaskDistribution
-from kubeplace_bench.gpusim import IntArray
+from kubeplace.models.gpu import WHOLE
+from kubeplace.models.problem import IntArray
+from kubeplace.simulate.policies.typical import FloatArray, TaskDistribution
 
-FloatArray = np.ndarray
 Q1, Q2, Q3, Q4, XL, XR, NO_ACCESS = range(7)
 SLOTS = 7
 
@@ -42,7 +42,8 @@ class GoFragScore:
         self.cpu = dist.cpu.astype(np.int64)
         self.num = dist.num.astype(np.int64)
         self.cpu_only = dist.milli == 0
-        self.groups = sorted({int(m) for m in dist.milli if m})  # the per-device milli asked
+        self.groups = sorted({int(m) for m in dist.milli if m}) or [WHOLE]  # the per-device milli asked
+        # (a list of CPU-only pods has none: one group that no shape reads keeps the arrays whole)
         self.group_of = np.array([self.groups.index(int(m)) if m else 0 for m in dist.milli], dtype=np.int64)
         # access[m, model id]: typical pod m may run on a node of that model ("" for no GPU model)
         self.access = np.array([[not models or name in models for name in node_models] for models in dist.models],
