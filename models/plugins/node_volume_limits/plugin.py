@@ -89,6 +89,12 @@ class NodeVolumeLimits:
                              self._attached(node.name, driver) & self.wanted_anywhere.get(driver, frozenset()))
                             for driver in self.limits.get(node.name, {})))
 
+    def node_key_basis(self) -> object:
+        """What ``node_key`` reads: the limited nodes' limits and attached volumes, and the
+        pending pods' volumes (none of them without a limited node)."""
+        return (self.limits, {name: self.attached.get(name) for name in self.limits},
+                self.wanted_anywhere if self.limits else None)
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         wanted = self.wanted.get(pod.key, {})
         return np.array([all(self._room(node.name, driver) >= len(names - self._attached(node.name, driver))

@@ -44,6 +44,9 @@ class VolumeRestrictions:
     def node_key(self, node: Node) -> Hashable:
         return None
 
+    def node_key_basis(self) -> object:
+        return ()  # (every node has the same key)
+
     def rejection(self, pod: Pod) -> str:
         return self.missing.get(pod.key, "")
 
