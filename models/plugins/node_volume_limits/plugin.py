@@ -134,7 +134,7 @@ def build(_args: None, ctx: RunContext) -> NodeVolumeLimits:
               for name, csi in storage.csi_nodes.items()}
     attached: dict[str, dict[str, set[str]]] = {}
     for pod in snapshot.bound:
-        for driver, names in pod_volumes(pod, storage).items():
+        for driver, names in pod_volumes(pod, storage).items() if pod.volumes else ():
             attached.setdefault(pod.node_name, {}).setdefault(driver, set()).update(names)
     for attachment in storage.attachments:
         pv = storage.volumes.get(attachment.volume)
