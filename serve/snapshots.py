@@ -113,7 +113,7 @@ class Snapshots:
         if adjust is not None:
             pods = adjust(pods)
         if keep is not None:
-            kept = [i for i, pod in enumerate(pods) if keep(pod) or not _read_alone(pod, self.scheduler_name)]
+            kept = [i for i, pod in enumerate(pods) if not _read_alone(pod, self.scheduler_name) or keep(pod)]
             raws, pods = [raws[i] for i in kept], [pods[i] for i in kept]
         others = [obj for resource in self.store.resources() if resource not in ("nodes", "pods")
                   for obj in self.store.items(resource)] + self._usage_objects()
