@@ -100,9 +100,10 @@ def _shape_matrix(shapes: TaskShapes, free: IntArray, device_free: IntArray, nod
                                np.where(fits_other, 0.0, total[:, None])), dtype=np.float64)
 
 
-BANK_BYTES = 64 << 20
+BANK_BYTES = 16 << 20
 """Memory a bank of node rows may take before it starts again (see :class:`_Bank`)."""
-BANKS_KEPT = 4
+BANKS_KEPT = 2
+"""Sets of task shapes whose banks are kept (the workload's, and one that just changed)."""
 
 
 class _Bank:
