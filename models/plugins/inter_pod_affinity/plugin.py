@@ -75,7 +75,9 @@ class Index:
         existing: dict[TermId, set[str]] = {}
         for pod in snap.bound:  # (the running pods with anti-affinity: few, so looked at first)
             node = node_of.get(pod.node_name) if pod.anti_affinity else None
-            for term in anti_ids(pod) if node is not None else ():
+            if node is None:
+                continue
+            for term in anti_ids(pod):
                 if term.topology_key in node.labels:
                     existing.setdefault(term, set()).add(node.labels[term.topology_key])
         live_terms = tuple(sorted({t for p in snap.pending for t in anti_ids(p)}, key=repr))
