@@ -461,3 +461,12 @@ class Snapshot:
     daemon_pods: tuple[Pod, ...] = ()
     """The pod each DaemonSet runs on every node it selects (``kube.capacity.daemon_set_pod``):
     what a new node loses to DaemonSets before pending pods land."""
+
+    @cached_property
+    def bound_by_node(self) -> Mapping[str, tuple[Pod, ...]]:
+        """The bound pods by node name, in snapshot order: indexed once per snapshot for every
+        reader (the verifier's checks, the plan view), not once each."""
+        by_node: dict[str, list[Pod]] = {}
+        for pod in self.bound:
+            by_node.setdefault(pod.node_name, []).append(pod)
+        return {name: tuple(pods) for name, pods in by_node.items()}

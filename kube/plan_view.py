@@ -50,9 +50,6 @@ class PlanView:
         placed: dict[str, list[tuple[Pod, int]]] = {}
         for p in self.placements:
             placed.setdefault(p.node.name, []).append((p.pod, p.count))
-        bound: dict[str, list[Pod]] = {}
-        for pod in self.snapshot.bound:
-            bound.setdefault(pod.node_name, []).append(pod)
         object.__setattr__(self, "by_node", {name: tuple(pods) for name, pods in placed.items()})
-        object.__setattr__(self, "bound_by_node", {name: tuple(pods) for name, pods in bound.items()})
+        object.__setattr__(self, "bound_by_node", self.snapshot.bound_by_node)
 

@@ -167,6 +167,10 @@ class _Counts:
     pods: dict[int, Pod]
     count: dict[Hashable, int]
     """Key -> pods of it (more than 0)."""
+    prefix: tuple[Pod, ...] = ()
+    """The bound pods up to the last one whose key came first (the order was found there)."""
+    order: tuple[Hashable, ...] = ()
+    """The keys in the order they first appear in ``prefix``."""
 
 
 _LAST_COUNTS: dict[Hashable, _Counts] = {}
@@ -195,18 +199,34 @@ def counted(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], kept
             if key is not None:
                 count[key] = count.get(key, 0) + step
         count = {k: n for k, n in count.items() if n}
+    prefix, order = _first_order(bound, key_of, count, last) if ordered else ((), ())
     with _LOCK:
         _LAST_COUNTS.pop(kept_as, None)
         if not twice:
-            _LAST_COUNTS[kept_as] = _Counts(pods, count)
+            _LAST_COUNTS[kept_as] = _Counts(pods, count, prefix, order)
         while len(_LAST_COUNTS) > KEPT:
             del _LAST_COUNTS[next(iter(_LAST_COUNTS))]
     if not ordered:
         return dict(count)
-    in_order: dict[Hashable, int] = {}
-    for key in map(key_of, bound):  # (until every key is placed: the first few pods, usually)
-        if len(in_order) == len(count):
+    return {key: count[key] for key in order}
+
+
+def _first_order(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], count: dict[Hashable, int],
+                 last: _Counts | None) -> tuple[tuple[Pod, ...], tuple[Hashable, ...]]:
+    """The keys of ``count`` in the order they first appear in ``bound``, and the pods up to the
+    one where the last key first appears: the last call's order when its keys are the same and
+    ``bound`` still begins with the same pods up to there (the keys are then met in the same
+    order, and all of them), else found by walking ``bound``."""
+    if (last is not None and last.order and len(last.order) == len(count) and set(last.order) == count.keys()
+            and tuple(bound[: len(last.prefix)]) == last.prefix):
+        return last.prefix, last.order
+    order: dict[Hashable, None] = {}
+    end = 0
+    for i, pod in enumerate(bound):  # (until every key is placed: the first few pods, usually)
+        if len(order) == len(count):
             break
-        if key is not None and key not in in_order:
-            in_order[key] = count[key]
-    return in_order
+        key = key_of(pod)
+        if key is not None and key not in order:
+            order[key] = None
+            end = i + 1
+    return tuple(bound[:end]), tuple(order)

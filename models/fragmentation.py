@@ -23,6 +23,7 @@ were still arriving.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,19 +81,100 @@ def popular(shapes: TaskShapes, coverage: float = 0.95) -> TaskShapes:
 
 def node_fragmentation(shapes: TaskShapes, free: IntArray, device_free: IntArray, nodes: IntArray) -> FloatArray:
     """(B,) fragmentation of ``nodes`` given their free resources (B, R) and devices (B, D)."""
+    if len(shapes.weight) == 0 or device_free.shape[1] == 0:
+        return np.zeros(len(nodes))
+    return np.asarray(_per_shape(shapes, free, device_free, nodes) @ shapes.weight, dtype=np.float64)
+
+
+def _shape_matrix(shapes: TaskShapes, free: IntArray, device_free: IntArray, nodes: IntArray) -> FloatArray:
+    """(B, M) what each task shape cannot use of each node's free GPU capacity (milli)."""
     dev = np.maximum(device_free, 0)
     total = dev.sum(axis=1).astype(np.float64)  # (B,)
-    if len(shapes.weight) == 0 or dev.shape[1] == 0:
-        return np.zeros(len(nodes))
     fits_other = fits(free[:, None, shapes.resources], shapes.demand[None, :, :])  # (B, M)
     fits_other &= shapes.eligible[:, nodes].T
     roomy = device_free[:, None, :] >= shapes.milli[None, :, None]  # (B, M, D)
     fits_gpu = roomy.sum(axis=2) >= shapes.count[None, :]
     unusable = np.where(~roomy, dev[:, None, :], 0).sum(axis=2)  # (B, M)
     gpu_task = shapes.count > 0
-    frag = np.where(gpu_task[None, :], np.where(fits_other & fits_gpu, unusable, total[:, None]),
-                    np.where(fits_other, 0.0, total[:, None]))
-    return np.asarray(frag @ shapes.weight, dtype=np.float64)
+    return np.asarray(np.where(gpu_task[None, :], np.where(fits_other & fits_gpu, unusable, total[:, None]),
+                               np.where(fits_other, 0.0, total[:, None])), dtype=np.float64)
+
+
+BANK_BYTES = 16 << 20
+"""Memory a bank of node rows may take before it starts again (see :class:`_Bank`)."""
+BANKS_KEPT = 2
+"""Sets of task shapes whose banks are kept (the workload's, and one that just changed)."""
+
+
+class _Bank:
+    """Rows of :func:`_shape_matrix` for one set of task shapes, by the node state they are of
+    (its free resources and devices): a node's row is a function of its state alone, and most
+    nodes keep their state from one cycle (or one candidate) to the next."""
+
+    def __init__(self, width: int) -> None:
+        self.index: dict[bytes, int] = {}
+        self.rows = np.empty((64, width), dtype=np.float64)
+        self.limit = max(1024, BANK_BYTES // (8 * max(width, 1)))
+
+    def make_room(self, rows: int) -> None:
+        """Starts again when ``rows`` more would pass the limit (before any row is looked up)."""
+        if len(self.index) + rows > self.limit:
+            self.index.clear()
+
+    def store(self, keys: list[bytes], rows: FloatArray) -> None:
+        n = len(self.index)
+        if n + len(keys) > len(self.rows):
+            grown = np.empty((max(2 * len(self.rows), n + len(keys)), self.rows.shape[1]), dtype=np.float64)
+            grown[:n] = self.rows[:n]
+            self.rows = grown
+        self.rows[n: n + len(keys)] = rows
+        for k, key in enumerate(keys):
+            self.index[key] = n + k
+
+
+_BANKS: dict[bytes, _Bank] = {}
+_BANKS_LOCK = threading.Lock()
+
+
+def _per_shape(shapes: TaskShapes, free: IntArray, device_free: IntArray, nodes: IntArray) -> FloatArray:
+    """:func:`_shape_matrix`, its rows taken from the bank of these shapes where a node's state
+    was met before (the values are the same: each row is computed alone, elementwise); only for
+    integer states and shapes every node accepts (the workload's)."""
+    if (free.dtype != np.int64 or device_free.dtype != np.int64 or not len(nodes)
+            or not bool(shapes.eligible.all())):
+        return _shape_matrix(shapes, free, device_free, nodes)
+    states = np.ascontiguousarray(np.concatenate([free[:, shapes.resources], device_free], axis=1))
+    width = states.shape[1] * 8
+    raw = states.tobytes()
+    keys = [raw[i * width: (i + 1) * width] for i in range(len(states))]
+    shape_key = b"".join((np.array([*shapes.demand.shape, device_free.shape[1]], dtype=np.int64).tobytes(),
+                          np.ascontiguousarray(shapes.demand, dtype=np.int64).tobytes(),
+                          np.ascontiguousarray(shapes.resources, dtype=np.int64).tobytes(),
+                          np.ascontiguousarray(shapes.count, dtype=np.int64).tobytes(),
+                          np.ascontiguousarray(shapes.milli, dtype=np.int64).tobytes()))
+    with _BANKS_LOCK:
+        bank = _BANKS.pop(shape_key, None) or _Bank(len(shapes.weight))
+        _BANKS[shape_key] = bank
+        while len(_BANKS) > BANKS_KEPT:
+            del _BANKS[next(iter(_BANKS))]
+        bank.make_room(len(keys))
+        index = bank.index
+        found = [index.get(key, -1) for key in keys]
+        missing: dict[bytes, int] = {}
+        for i, at in enumerate(found):
+            if at < 0:
+                missing.setdefault(keys[i], i)
+        if missing:
+            rows = list(missing.values())
+            bank.store(list(missing), _shape_matrix(shapes, free[rows], device_free[rows], nodes[rows]))
+            found = [index[key] for key in keys]
+        return bank.rows[np.array(found, dtype=np.int64)]
+
+
+def forget_banks() -> None:
+    """Drops the banked rows (tests compare a cold computation with a warm one)."""
+    with _BANKS_LOCK:
+        _BANKS.clear()
 
 
 def cluster_fragmentation(problem: Problem, a: Assignment, by_devices: bool = False) -> tuple[float, float]:

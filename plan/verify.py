@@ -135,9 +135,7 @@ class _Checker:
         self.accepted: list[Placed] = []  # the placements checked, in plan order
         self.placed: dict[str, list[tuple[Pod, int]]] = {}  # node name -> pods placed there (and
         # how many of each), in plan order
-        self._bound: dict[str, list[Pod]] = {}  # node name -> the snapshot's pods bound there
-        for pod in snapshot.bound:
-            self._bound.setdefault(pod.node_name, []).append(pod)
+        self._bound = snapshot.bound_by_node  # node name -> the snapshot's pods bound there
         self._nominated: dict[str, list[Pod]] = {}  # node name -> the pods nominated to it, in snapshot order
         for pod in snapshot.nominated:
             self._nominated.setdefault(pod.nominated_node, []).append(pod)

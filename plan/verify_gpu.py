@@ -49,9 +49,7 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[Devices],
                    settings: VerifySettings = DEFAULT_SETTINGS) -> list[Violation]:
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
     nodes = {n.name: n for n in snapshot.nodes}
-    bound: dict[str, list[Pod]] = {}
-    for other in snapshot.bound:
-        bound.setdefault(other.node_name, []).append(other)
+    bound = snapshot.bound_by_node
     devices_of: dict[str, int] = {}
     load: dict[str, dict[int, int]] = {}  # only the nodes the plan places on, each worked out once
     out = []
@@ -68,7 +66,7 @@ def verify_devices(snapshot: Snapshot, placements: Sequence[Devices],
             continue  # served by DRA there: its devices are the claim's (DynamicResources' check)
         if node_name not in load:
             devices_of[node_name] = device_count(node, settings)
-            load[node_name] = _bound_load(node, devices_of[node_name], bound.get(node_name, []), settings)
+            load[node_name] = _bound_load(node, devices_of[node_name], bound.get(node_name, ()), settings)
         for share in _dealt(devices, copies):
             for problem in _place(need, share, devices_of[node_name], load[node_name]):
                 out.append(Violation(namespace, name, node_name, RULE, problem))

@@ -375,7 +375,8 @@ class Scheduler:
 
     def _snapshot(self, wanted: set[Unit]) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
         snapshot, broken = self.snapshots.take(lambda pods: self.preemptions.adjust(pods,
-                                                                                  lambda p: unit_of(p) in wanted))
+                                                                                  lambda p: unit_of(p) in wanted),
+                                               keep=lambda p: unit_of(p) in wanted)
         return replace(snapshot, pending=tuple(p for p in snapshot.pending if unit_of(p) in wanted)), broken
 
     def _preempt(self, plan: Plan, pods: Mapping[tuple[str, str], Pod], snapshot: Snapshot,

@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from kubeplace.kube.errors import ClusterError, InputError
+from kubeplace.kube.gangs import gang_of
 from kubeplace.kube.metrics import DEFAULT_MAX_AGE, fresh_metrics
 from kubeplace.kube.objects import Node, Pod, Snapshot
 from kubeplace.kube.parse import build_snapshot, parse_pod
@@ -87,11 +88,14 @@ class Snapshots:
         self._targets: tuple[float, list[Target]] = (float("-inf"), [])
         self._usage: tuple[float, list[RawObject], str] = (float("-inf"), [], "")
 
-    def take(self, adjust: Callable[[list[Pod]], list[Pod]] | None = None) -> tuple[Snapshot,
-                                                                                  list[tuple[RawObject, str]]]:
+    def take(self, adjust: Callable[[list[Pod]], list[Pod]] | None = None,
+             keep: Callable[[Pod], bool] | None = None) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
         """The snapshot of the whole store (every pending pod of ours), and the objects left out
         with why. ``adjust`` may change the pods (one for one) before the snapshot is built
-        (preemption: the room of nominated pods, ``serve.preempt``)."""
+        (preemption: the room of nominated pods, ``serve.preempt``). With ``keep``, a pending pod
+        of ours that nothing else reads (:func:`_read_alone`: no gang, not nominated) is in the
+        snapshot only when ``keep`` says so: a cycle plans some units of a backlog of thousands,
+        and the snapshot is built over the pods it holds."""
         assumed = self.assumed.current()
         broken: list[tuple[RawObject, str]] = []
         nodes = [n for _, n in self._typed("nodes", broken) if isinstance(n, Node)]
@@ -108,6 +112,9 @@ class Snapshots:
         self._steer(raws, pods)
         if adjust is not None:
             pods = adjust(pods)
+        if keep is not None:
+            kept = [i for i, pod in enumerate(pods) if not _read_alone(pod, self.scheduler_name) or keep(pod)]
+            raws, pods = [raws[i] for i in kept], [pods[i] for i in kept]
         others = [obj for resource in self.store.resources() if resource not in ("nodes", "pods")
                   for obj in self.store.items(resource)] + self._usage_objects()
         namespaces = set(self.namespaces) if self.namespaces is not None else None
@@ -185,6 +192,14 @@ class Snapshots:
         targets = parse_targets(data, datetime.datetime.now(datetime.UTC))
         self._targets = (self.clock(), targets)
         return targets
+
+
+def _read_alone(pod: Pod, scheduler_name: str) -> bool:
+    """A pending pod of ours that only its own plan reads: no node (not using capacity), not
+    nominated (not holding room), not gated, not going, in no gang of any kind (no gang, Job,
+    LeaderWorkerSet or Kueue Workload counts it): leaving it out changes nothing of the rest."""
+    return (pod.scheduler_name == scheduler_name and not pod.node_name and not pod.nominated_node
+            and not pod.deleting and not pod.finished and not pod.scheduling_gates and gang_of(pod) is None)
 
 
 def _namespaced(obj: RawObject) -> str:

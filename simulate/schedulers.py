@@ -224,7 +224,7 @@ class Baseline:
     def _run(self, units: list[Unit]) -> None:
         """Places the pending pods of ``units`` in queue order; the units left out wait."""
         wanted = set(units)
-        snapshot, _ = self.snapshots.take()
+        snapshot, _ = self.snapshots.take(keep=lambda p: unit_of(p) in wanted)
         snapshot = replace(snapshot, pending=tuple(p for p in snapshot.pending if unit_of(p) in wanted))
         unit_of_pod = {pod.key: unit_of(pod) for pod in snapshot.pending}  # (before gangs are dropped)
         if not snapshot.pending:

@@ -15,6 +15,8 @@ from kubeplace.kube.objects import Snapshot, Taint
 from kubeplace.models.aggregate import aggregate
 from kubeplace.models.config import Configuration, Profile, instantiate
 from tests.builders import node, pod, snapshot_of
+from tests.models.plugins.volume_plans import EBS, cluster
+from tests.volume_builders import claim, csi_node, mounting, volume
 
 
 def eligible(snapshot: Snapshot) -> list[list[bool]]:
@@ -59,3 +61,25 @@ def test_unchanged_nodes_reuse_last_cycles_groups() -> None:
     again = [t.node_group for t in aggregate(first, instantiate(Configuration(), Profile(), first)).filters]
     assert any(a is b for a, b in zip(groups, again, strict=True))
     assert all(np.array_equal(a, b) for a, b in zip(groups, again, strict=True))
+
+
+def test_unchanged_nodes_reuse_every_filters_groups() -> None:
+    """Every in-tree filter says what its node keys read (``node_key_basis``), so a cycle on the
+    same nodes computes no node key again (the volume filters' included)."""
+    first = cycle_one(("disk", "ssd"))
+    groups = [t.node_group for t in aggregate(first, instantiate(Configuration(), Profile(), first)).filters]
+    again = [t.node_group for t in aggregate(first, instantiate(Configuration(), Profile(), first)).filters]
+    assert all(a is b for a, b in zip(groups, again, strict=True))
+
+
+def test_a_volume_attached_between_cycles_regroups_the_nodes_of_a_limited_driver() -> None:
+    """The same node objects, one more volume running on n2: its room under its CSINode's limit
+    is gone."""
+    pending = (claim("a", storage_class="gp3"), mounting(pod("p").cpu("1"), "a"))
+    running = (volume("pv-run", storage_class="gp3", claim_ref=("default", "run"), csi=(EBS, "h-run")),
+               claim("run", volume="pv-run", storage_class="gp3"))
+    first = cluster(csi_node("n2", (EBS, 1)), *running, *pending)
+    assert eligible(first)[0][1]
+    second = cluster(csi_node("n2", (EBS, 1)), *running, mounting(pod("running").on("n2"), "run"), *pending)
+    second = replace(second, nodes=first.nodes)
+    assert not eligible(second)[0][1]

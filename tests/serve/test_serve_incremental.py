@@ -19,7 +19,9 @@ from kubeplace.kube import memo
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod
 from kubeplace.models import bound_usage as bu
 from kubeplace.serve.informer import ADDED, DELETED, MODIFIED
+from kubeplace.serve.intake import unit_of
 from kubeplace.serve.memory import Collector
+from kubeplace.serve.queue import Unit
 from tests.builders import node, pod
 from tests.serve import cycles
 from tests.serve.test_serve_loop import bound, scheduler
@@ -246,3 +248,24 @@ def test_what_is_kept_for_the_last_nodes_is_computed_again_for_any_other_node_ob
     for resource in (MEMORY, PODS, "example.com/r"):
         last(nodes, resource)
     assert len(last) == 2  # the last argument tuples only
+
+
+def test_a_cycles_snapshot_holds_the_pending_pods_others_read_and_its_own_not_the_rest_of_the_backlog() -> None:
+    """A cycle's snapshot is built over the store's pods but the plain pending pods of other units
+    (a saturated cluster's backlog of thousands); a gang member, a nominated pod, a pod of another
+    scheduler are still read, and the snapshot the cycle plans on is the one built over every pod."""
+    s, _ = scheduler(node("n1").cpu("4").memory("8Gi"),
+                     *(pod(f"wait-{i}").cpu("1").memory("1Gi") for i in range(3)),
+                     pod("mine").cpu("1").memory("1Gi"),
+                     pod("gang-a").cpu("1").memory("1Gi").label("kubeplace.io/gang", "g")
+                     .annotation("kubeplace.io/gang-min-member", "1"),
+                     pod("nominated").cpu("1").memory("1Gi").status("nominatedNodeName", "n1"),
+                     pod("other").cpu("1").memory("1Gi").scheduler("default-scheduler"))
+    wanted: set[Unit] = {"default/mine"}
+    narrowed, _ = s.snapshots.take(keep=lambda p: unit_of(p) in wanted)
+    whole, _ = s.snapshots.take()
+    assert sorted(p.name for p in narrowed.pending) == ["gang-a", "mine", "nominated"]
+    assert sorted(p.name for p in whole.pending) == ["gang-a", "mine", "nominated", "wait-0", "wait-1", "wait-2"]
+    planned, _ = s._snapshot(wanted)
+    adjusted, _ = s.snapshots.take(lambda pods: s.preemptions.adjust(pods, lambda p: unit_of(p) in wanted))
+    assert planned == replace(adjusted, pending=tuple(p for p in adjusted.pending if unit_of(p) in wanted))

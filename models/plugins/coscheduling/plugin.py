@@ -97,7 +97,9 @@ def build(_args: None, ctx: RunContext) -> Coscheduling:
     count: dict[GangKey, int] = {}
     nodes: dict[GangKey, set[str]] = {}
     waiting = {gang_of(pod) for pod in ctx.snapshot.pending}
-    for gang_node, members in counted(ctx.snapshot.bound, _gang_and_node, "Coscheduling", ordered=False).items():
+    members_by_gang = (counted(ctx.snapshot.bound, _gang_and_node, "Coscheduling", ordered=False)
+                       if waiting - {None} else {})  # (no gang pending: its running members are not counted)
+    for gang_node, members in members_by_gang.items():
         key, node = cast(tuple[GangKey, str], gang_node)
         if key in waiting:  # (the counts by gang and node are kept from the last cycle: models.bound_usage)
             count[key] = count.get(key, 0) + members

@@ -72,16 +72,20 @@ class Index:
         snap = ctx.snapshot
         matcher = Matcher(snap.namespace_labels)
         node_of = {n.name: n for n in snap.nodes}
-        running = [(p, node_of[p.node_name]) for p in snap.bound if p.node_name in node_of]
         existing: dict[TermId, set[str]] = {}
-        for pod, node in running:
-            for term in anti_ids(pod) if pod.anti_affinity else ():
+        for pod in snap.bound:  # (the running pods with anti-affinity: few, so looked at first)
+            node = node_of.get(pod.node_name) if pod.anti_affinity else None
+            if node is None:
+                continue
+            for term in anti_ids(pod):
                 if term.topology_key in node.labels:
                     existing.setdefault(term, set()).add(node.labels[term.topology_key])
         live_terms = tuple(sorted({t for p in snap.pending for t in anti_ids(p)}, key=repr))
         live_groups = tuple(sorted({g for p in snap.pending if (g := group_id(p))}, key=repr))
         # (what only the batch's own rules read is not looked up when no pending pod has any)
-        running_by_class = _by_label_class(matcher, running) if live_terms or live_groups else []
+        running_by_class = (_by_label_class(matcher, [(p, node_of[p.node_name]) for p in snap.bound
+                                                      if p.node_name in node_of])
+                            if live_terms or live_groups else [])
         forbidden = {t: frozenset(n.labels[t.topology_key] for p, nodes in running_by_class for n in nodes
                                   if t.topology_key in n.labels and matcher.matches(t, p)) for t in live_terms}
         free = ([p for p, _ in _by_label_class(matcher, [(p, None) for p in snap.pending if not p.affinity])]

@@ -67,8 +67,10 @@ def ratio(load: Mapping[str, int], node: Node, resource: str) -> float:
 
 
 def check_plan(view: PlanView, args: LoadAwareSettings) -> Iterator[Finding]:
-    nodes = {node.name: node for node in view.snapshot.nodes}
     loads = measured_loads(view)
+    if not loads:
+        return  # no node measured: nothing to check
+    nodes = {node.name: node for node in view.snapshot.nodes}
     for node_name, pods in view.by_node.items():
         load, node = loads.get(node_name), nodes[node_name]
         if load is None:

@@ -89,6 +89,12 @@ class NodeVolumeLimits:
                              self._attached(node.name, driver) & self.wanted_anywhere.get(driver, frozenset()))
                             for driver in self.limits.get(node.name, {})))
 
+    def node_key_basis(self) -> object:
+        """What ``node_key`` reads: the limited nodes' limits and attached volumes, and the
+        pending pods' volumes (none of them without a limited node)."""
+        return (self.limits, {name: self.attached.get(name) for name in self.limits},
+                self.wanted_anywhere if self.limits else None)
+
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
         wanted = self.wanted.get(pod.key, {})
         return np.array([all(self._room(node.name, driver) >= len(names - self._attached(node.name, driver))
@@ -128,7 +134,7 @@ def build(_args: None, ctx: RunContext) -> NodeVolumeLimits:
               for name, csi in storage.csi_nodes.items()}
     attached: dict[str, dict[str, set[str]]] = {}
     for pod in snapshot.bound:
-        for driver, names in pod_volumes(pod, storage).items():
+        for driver, names in pod_volumes(pod, storage).items() if pod.volumes else ():
             attached.setdefault(pod.node_name, {}).setdefault(driver, set()).update(names)
     for attachment in storage.attachments:
         pv = storage.volumes.get(attachment.volume)

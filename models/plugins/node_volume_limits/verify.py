@@ -16,6 +16,8 @@ from kubeplace.kube.storage_objects import Storage
 def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
     storage = view.snapshot.storage
     attached: dict[tuple[str, str], set[str]] = {}
+    if not any(placed.pod.volumes for placed in view.placements):
+        return  # no volume to attach (the running pods' volumes are not looked at)
     for pod in view.snapshot.bound:
         for driver, handle in _csi_volumes(pod, storage):
             attached.setdefault((pod.node_name, driver), set()).add(handle)

@@ -152,10 +152,9 @@ class DomainCounter:
     domains: dict[Hashable, IntArray] = field(default_factory=dict)
     index: dict[str, int] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.index.update((n.name, i) for i, n in enumerate(self.nodes))
-
     def count(self, spread: SpreadId) -> tuple[IntArray, IntArray]:
+        if not self.index:  # (made when a constraint is first counted: a cycle without one makes none)
+            self.index.update((n.name, i) for i, n in enumerate(self.nodes))
         inputs = (spread.hard_keys, spread.node_affinity, spread.tolerations)
         if inputs not in self.eligible:
             self.eligible[inputs] = eligible_nodes(spread, self.nodes)

@@ -86,12 +86,12 @@ class SpreadScore:
 def build(args: PodTopologySpreadArgs, ctx: RunContext) -> tuple[PodTopologySpread, SpreadScore]:
     live = tuple(sorted({s for p in ctx.snapshot.pending for s in spread_ids(p)}, key=repr))
     keys = tuple(sorted({s.topology_key for s in live}))
+    soft = tuple(sorted({s for p in ctx.snapshot.pending for s in soft_spread_ids(p)}, key=repr))
     running: dict[Hashable, tuple[Pod, list[str]]] = {}
-    for pod in ctx.snapshot.bound:
+    for pod in ctx.snapshot.bound if live or soft else ():  # (only a constraint counts them)
         key = (pod.namespace, frozenset(pod.labels.items()), pod.deleting)
         running.setdefault(key, (pod, []))[1].append(pod.node_name)
     runs = tuple((p, tuple(names)) for p, names in running.values())
-    soft = tuple(sorted({s for p in ctx.snapshot.pending for s in soft_spread_ids(p)}, key=repr))
     matcher = Matcher(ctx.snapshot.namespace_labels)
     score = SpreadScore(args.weight, soft, {}, runs, matcher)
     pending: dict[SpreadId, int] = {}

@@ -44,6 +44,9 @@ class VolumeRestrictions:
     def node_key(self, node: Node) -> Hashable:
         return None
 
+    def node_key_basis(self) -> object:
+        return ()  # (every node has the same key)
+
     def rejection(self, pod: Pod) -> str:
         return self.missing.get(pod.key, "")
 
@@ -74,10 +77,12 @@ def build(_args: None, ctx: RunContext) -> VolumeRestrictions:
                        is None), None)
         if absent is not None:
             missing[pod.key] = not_found("persistentvolumeclaim", absent)
-    used = {f"{pod.namespace}/{v.claim}" for pod in snapshot.bound for v in pod.volumes if not v.ephemeral}
     conflicted = set()
     # (a pod without volumes mounts no ReadWriteOncePod claim: left out of the walk)
-    for pod in queue_order([p for p in snapshot.pending if p.volumes and not p.unmodelled and p.key not in missing]):
+    walked = queue_order([p for p in snapshot.pending if p.volumes and not p.unmodelled and p.key not in missing])
+    used = ({f"{pod.namespace}/{v.claim}" for pod in snapshot.bound for v in pod.volumes if not v.ephemeral}
+            if walked else set())
+    for pod in walked:
         wanted = read_write_once_pod_claims(pod, storage)
         if wanted & used:
             conflicted.add(pod.key)

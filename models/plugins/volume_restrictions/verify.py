@@ -12,6 +12,8 @@ from kubeplace.kube.plan_view import Finding, PlanView
 
 def check_plan(view: PlanView, _args: None) -> Iterator[Finding]:
     storage = view.snapshot.storage
+    if not any(placed.pod.volumes for placed in view.placements):
+        return  # no claim to share (the running pods' claims are not looked at)
     users = {f"{p.namespace}/{v.claim}": p.key for p in view.snapshot.bound for v in p.volumes if not v.ephemeral}
     for placed in view.placements:
         pod = placed.pod
