@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from kubeplace.simulate.policies.typical import TaskDistribution
 from kubeplace_bench.baselines import TieRank
 from kubeplace_bench.gpusim import Cluster, IntArray, PodSpec, Workload
 
-_State = tuple[IntArray, ...]
+_State = tuple[np.ndarray[Any, Any], ...]
 TIES = ("name", "fuller")
 """The two ways of breaking FGD's equal scores a window tries, in this order."""
 
@@ -154,7 +155,7 @@ def _place(placer: _Placer, w: Workload, arrivals: range, watch: bool
     return got, fork
 
 
-def _arrays(placer: _Placer) -> list[IntArray]:
+def _arrays(placer: _Placer) -> list[np.ndarray[Any, Any]]:
     """Every array the cluster and FGD's fragmentation index change when a pod is placed."""
     c, x = placer.cluster, placer.fgd.index
     return [c.cpu_free, c.mem_free, c.dev_free, c.max_free, c.whole_free, x.count, x.usable, x.scaled, x.total,
