@@ -44,22 +44,13 @@ import numpy.typing as npt
 
 from kubeplace.models.gpu import WHOLE
 from kubeplace.models.problem import BoolArray, IntArray
-from kubeplace.simulate.policies.node_view import DeviceView
+from kubeplace.simulate.policies.node_view import DeviceView, PodShape
 
 FloatArray = npt.NDArray[np.float64]
 
 
-class ListedPod(Protocol):
-    """A pod of the list the typical pods are taken from."""
-
-    @property
-    def cpu(self) -> int: ...
-
-    @property
-    def num_gpu(self) -> int: ...
-
-    @property
-    def gpu_milli(self) -> int: ...
+class ListedPod(PodShape, Protocol):
+    """A pod of the list the typical pods are taken from: a pod's shape and its GPU models."""
 
     @property
     def models(self) -> tuple[str, ...]:
