@@ -130,7 +130,7 @@ def simulate_command(ctx: click.Context, cluster_paths: tuple[Path, ...], worklo
               help="Mean run time, seconds (exponential).")
 @click.option("--shape", "shapes", multiple=True, metavar="NAME=CPU/MEMORY[/GPUS]:WEIGHT",
               help="A pod shape of the mix (repeatable; default: small, large and 1-GPU pods).")
-@click.option("--gang-fraction", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+@click.option("--gang-fraction", type=FiniteFloatRange(0, 1), default=0.0, show_default=True,
               help="Share of jobs that are gangs.")
 @click.option("--gang-sizes", default="4", show_default=True, callback=int_list, help="Gang sizes to draw from.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)

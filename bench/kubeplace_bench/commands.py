@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from kubeplace.cli.options import KubeplaceGroup, int_list
+from kubeplace.cli.options import FiniteFloatRange, KubeplaceGroup, int_list
 from kubeplace.models.framework import Objective
 
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
@@ -52,7 +52,7 @@ def bench() -> None:
 @bench.command("openb")
 @click.option("--nodes", "nodes_csv", type=_CSV, required=True, help="openb node list.")
 @click.option("--pods", "pods_csv", type=_CSV, required=True, help="openb pod list (all pods pending).")
-@click.option("--time-limit", type=click.FloatRange(min=0.05), default=10.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=0.05), default=10.0, show_default=True,
               help="kubeplace's solver budget, seconds.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--placements-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -86,7 +86,7 @@ def bench_openb(nodes_csv: Path, pods_csv: Path, time_limit: float, output: str,
 @click.option("--seeds", default="1,2,3", show_default=True, callback=int_list, help="Sampling seeds.")
 @click.option("--window", type=click.IntRange(min=1), default=100, show_default=True,
               help="kubeplace plans this many arrivals at a time.")
-@click.option("--time-limit", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=0.05), default=1.0, show_default=True,
               help="kubeplace's solver budget per window, seconds.")
 @click.option("--policies", default="kubeplace,default-scheduler,best-fit,fgd", show_default=True,
               help="Policies to run, comma separated.")

@@ -12,20 +12,20 @@ from typing import NoReturn
 
 import click
 
-from kubeplace.cli.options import EXIT_INPUT
+from kubeplace.cli.options import EXIT_INPUT, FiniteFloatRange
 
 
 @click.command("capacity")
 @click.option("--workload", "workloads", multiple=True, metavar="NAME",
               help="Run this workload (repeatable): web, batch, memory, gpu-gangs, spot, consolidation. Default: all.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Workload seed (and kubeplace's solver seed).")
-@click.option("--scale", type=click.FloatRange(min=0.01, max=10.0), default=1.0, show_default=True,
+@click.option("--scale", type=FiniteFloatRange(min=0.01, max=10.0), default=1.0, show_default=True,
               help="Multiplies every workload's pod count (0.2: a quick run).")
-@click.option("--time-limit", type=click.FloatRange(min=0.05), default=30.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=0.05), default=30.0, show_default=True,
               help="kubeplace's solver budget per workload, seconds.")
-@click.option("--settle", type=click.FloatRange(min=1.0), default=60.0, show_default=True,
+@click.option("--settle", type=FiniteFloatRange(min=1.0), default=60.0, show_default=True,
               help="Karpenter's run of a workload ends after this many seconds without a binding, node or eviction.")
-@click.option("--timeout", type=click.FloatRange(min=10.0), default=600.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(min=10.0), default=600.0, show_default=True,
               help="The longest a workload's Karpenter run may take, seconds.")
 @click.option("--kubeplace-checkout", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
               help="Run `kubeplace plan --provision` from this kubeplace checkout (default: this one).")

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import click
 
-from kubeplace.cli.options import EXIT_INPUT
+from kubeplace.cli.options import EXIT_INPUT, FiniteFloatRange
 
 
 @click.command("cluster")
@@ -22,9 +22,9 @@ from kubeplace.cli.options import EXIT_INPUT
                    "preempt-gpu-gang-fits, preempt-many. "
                    "Default: all.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Scenario seed (and kubeplace's solver seed).")
-@click.option("--time-limit", type=click.FloatRange(min=0.05), default=10.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=0.05), default=10.0, show_default=True,
               help="kubeplace's solver budget per scenario, seconds.")
-@click.option("--settle", type=click.FloatRange(min=0.5), default=5.0, show_default=True,
+@click.option("--settle", type=FiniteFloatRange(min=0.5), default=5.0, show_default=True,
               help="The kube-scheduler copy ends after this many seconds without a new binding.")
 @click.option("--openb-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Directory of the openb CSVs (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from kubeplace.cli.options import FiniteFloatRange
 from kubeplace_bench.commands_provision import echo_row
 from kubeplace_bench.consolidate_scale import ConsolidateScaleSpec, run_consolidate_scale
 
@@ -14,7 +15,7 @@ COLUMNS = ("nodes", "pods", "cost_before", "cost_after", "bound", "gap", "nodes_
 @click.command("consolidate-scale")
 @click.option("--nodes", type=click.IntRange(min=1), default=200, show_default=True, help="Karpenter nodes.")
 @click.option("--replace", "replace_nodes", is_flag=True, help="Also answers that add cheaper nodes (--replace).")
-@click.option("--time-limit", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=1.0), default=30.0, show_default=True,
               help="The consolidation's --time-limit.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")

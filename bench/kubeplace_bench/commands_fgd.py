@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from kubeplace.cli.options import FiniteFloatRange
 from kubeplace.simulate.policies import POLICIES
 
 _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
@@ -59,14 +60,14 @@ def published_path(option: Path | None, start: Path | None = None) -> Path | Non
               help="Also the offline figures (every arrival known, the same cluster): an upper bound on the "
                    "GPU allocation any placement reaches (scheduler \"bound\") and a feasible placement's "
                    "(\"offline\").")
-@click.option("--bound-time-limit", type=click.FloatRange(min=1.0), default=40.0, show_default=True,
+@click.option("--bound-time-limit", type=FiniteFloatRange(min=1.0), default=40.0, show_default=True,
               help="Seconds per run for the bound's column generation, and again for each of the offline "
                    "placement's two searches.")
 @click.option("--published", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="published_alloc_at_130.csv [default: shared/reference/fgd/ in a folder above the checkout].")
 @click.option("--window", type=click.IntRange(min=1), default=100, show_default=True,
               help="kubeplace places this many arrivals at a time.")
-@click.option("--time-limit", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=0.05), default=1.0, show_default=True,
               help="kubeplace-plan's solver budget per window, seconds.")
 @click.option("--via", type=click.Choice(VIA), default="device", show_default=True,
               help="fgd and best-fit on the benchmarks' device simulator, or through kubeplace simulate's engine "

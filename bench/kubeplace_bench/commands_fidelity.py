@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from kubeplace.cli.options import FiniteFloatRange
+
 DEFAULTS_NOTE = "the default: 260 jobs, about 340 pods with gangs, about 4 minutes per scheduler"
 
 
@@ -27,9 +29,9 @@ def _seed_range(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--jobs", type=click.IntRange(min=1), default=260, show_default=True,
               help=f"Jobs of the generated trace ({DEFAULTS_NOTE}).")
 @click.option("--seed", type=int, default=7, show_default=True, help="The trace generator's seed.")
-@click.option("--compress", type=click.FloatRange(min=1), default=10.0, show_default=True,
+@click.option("--compress", type=FiniteFloatRange(min=1), default=10.0, show_default=True,
               help="The trace's times are divided by this factor.")
-@click.option("--tick", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+@click.option("--tick", type=FiniteFloatRange(min=0.1), default=1.0, show_default=True,
               help="Arrivals are rounded to this many (compressed) seconds.")
 @click.option("--nodes", type=click.IntRange(min=1), default=8, show_default=True,
               help="kwok nodes of 16 CPU / 64 GiB / 4 GPUs.")

@@ -8,7 +8,7 @@ import json
 
 import click
 
-from kubeplace.cli.options import int_list
+from kubeplace.cli.options import FiniteFloatRange, int_list
 from kubeplace.models.config import SolverSettings
 
 
@@ -17,16 +17,16 @@ from kubeplace.models.config import SolverSettings
 @click.option("--nodes", type=click.IntRange(min=1), default=300, show_default=True)
 @click.option("--gangs", type=click.IntRange(min=1), default=500, show_default=True,
               help="At most this many gangs (fewer when the cluster is full first).")
-@click.option("--time-limit", type=click.FloatRange(min=0.05), default=30.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=0.05), default=30.0, show_default=True,
               help="kubeplace's solver budget for the whole batch, seconds.")
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--throughput/--no-throughput", default=True, show_default=True,
               help="Also run 1,000 gangs of 3-8 pods over a simulated minute on 5,000 nodes.")
 @click.option("--throughput-nodes", type=click.IntRange(min=1), default=5000, show_default=True)
 @click.option("--throughput-gangs", type=click.IntRange(min=1), default=1000, show_default=True)
-@click.option("--window", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+@click.option("--window", type=FiniteFloatRange(min=0.01), default=1.0, show_default=True,
               help="Batch window of the throughput run, simulated seconds.")
-@click.option("--window-time-limit", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
+@click.option("--window-time-limit", type=FiniteFloatRange(min=0.05), default=2.0, show_default=True,
               help="Solver budget per window in the throughput run.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def gangs_command(seeds: list[int], nodes: int, gangs: int, time_limit: float, workers: int, throughput: bool,

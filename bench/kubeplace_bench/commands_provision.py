@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from kubeplace.cli.options import FiniteFloatRange
 from kubeplace.cli.render import stdout_console, table
 from kubeplace_bench.capacity_workloads import WORKLOADS
 from kubeplace_bench.provision_scale import ProvisionScaleSpec, run_capacity_workload, run_provision_scale
@@ -27,14 +28,14 @@ COLUMNS = ("pods", "instance_types", "offerings", "seconds_snapshot", "seconds_p
               help="Zones each type is offered in, on-demand and spot.")
 @click.option("--shapes", type=click.IntRange(min=1), default=40, show_default=True, help="Distinct pod shapes.")
 @click.option("--spot-pool", is_flag=True, help="A spot NodePool of weight 50 beside the on-demand one.")
-@click.option("--time-limit", type=click.FloatRange(min=1.0), default=45.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=1.0), default=45.0, show_default=True,
               help="The plan's --time-limit.")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--workload", "workloads", multiple=True, type=click.Choice(PROVISIONING), metavar="NAME",
               help="Instead of the synthetic backlog, plan this workload of `bench capacity` (repeatable: "
                    f"{', '.join(PROVISIONING)}) from its catalogue and NodePools, without a cluster or Karpenter; "
                    "--seed is the workload's and the solver's, --pods/--types/--zones/--shapes do not apply.")
-@click.option("--scale", type=click.FloatRange(min=0.01, max=10.0), default=1.0, show_default=True,
+@click.option("--scale", type=FiniteFloatRange(min=0.01, max=10.0), default=1.0, show_default=True,
               help="With --workload: multiplies its pod count, as in `bench capacity`.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 def provision_scale_command(pods: int, types: int, zones: int, shapes: int, spot_pool: bool, time_limit: float,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from kubeplace.cli.options import EXIT_INPUT
+from kubeplace.cli.options import EXIT_INPUT, FiniteFloatRange
 
 
 @click.command("rebalance")
@@ -24,7 +24,7 @@ from kubeplace.cli.options import EXIT_INPUT
 @click.option("--openb-nodes", type=click.IntRange(min=4), default=250, show_default=True,
               help="Nodes sampled from openb.")
 @click.option("--no-openb", is_flag=True, help="Skip the openb cluster.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
+@click.option("--time-limit", type=FiniteFloatRange(min=0.1), default=20.0, show_default=True,
               help="kubeplace's solver budget per run, seconds.")
 @click.option("--defrag-seeds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Seeds per defragmentation case.")

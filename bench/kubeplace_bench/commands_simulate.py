@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from kubeplace.cli.options import FiniteFloatRange
 from kubeplace.cli.render import dump, say, stdout_console, table
 from kubeplace.simulate.engine import Case, simulate
 from kubeplace.simulate.names import SCHEDULERS
@@ -28,7 +29,7 @@ _CSV = click.Path(path_type=Path, exists=True, dir_okay=False)
               help="Scheduler under test (repeatable; default: all).")
 @click.option("--first", type=click.IntRange(min=1), default=None,
               help="Replay only the trace's first N pods (by arrival).")
-@click.option("--until", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--until", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="Stop at this simulated second.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import yaml
 
-from kubeplace.cli.options import int_list
+from kubeplace.cli.options import FiniteFloatRange, int_list
 from kubeplace.cli.render import progress, stdout_console, table
 from kubeplace_bench.phases import PHASES
 from kubeplace_bench.scale import run_scale
@@ -26,7 +26,7 @@ COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_p
               help="Node counts, comma-separated (e.g. 500,5000).")
 @click.option("--pods", "pod_counts", default="2000", callback=int_list, help="Pending pod counts, one per node count.")
 @click.option("--backend", "backends", default="cpsat", help="Backends, comma-separated (cpsat,milp,highs,cbc).")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=10.0, show_default=True)
+@click.option("--time-limit", type=FiniteFloatRange(min=0.1), default=10.0, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--rules", type=click.Choice(RULES), default="none", show_default=True,
               help="mix: hostname anti-affinity, zone spread and rack groups on part of the pods.")

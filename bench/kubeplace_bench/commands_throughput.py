@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from kubeplace.cli.options import EXIT_INPUT
+from kubeplace.cli.options import EXIT_INPUT, FiniteFloatRange
 
 if TYPE_CHECKING:
     from kubeplace_bench.cluster import Say
@@ -42,19 +42,19 @@ COLUMNS = (  # key (dotted: nested), heading, format
 @click.option("--nodes", type=click.IntRange(min=1), default=1000, show_default=True, help="kwok nodes.")
 @click.option("--pods", type=click.IntRange(min=0), default=None,
               help="Pods (default: basic 3000, gangs 5500 = about 1000 gangs, gpu as openb's sample, churn 3000).")
-@click.option("--arrival-seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
+@click.option("--arrival-seconds", type=FiniteFloatRange(min=0), default=60.0, show_default=True,
               help="gangs: the gangs arrive evenly over this many seconds.")
-@click.option("--duration", type=click.FloatRange(min=0), default=600.0, show_default=True,
+@click.option("--duration", type=FiniteFloatRange(min=0), default=600.0, show_default=True,
               help="churn: seconds of deleting and creating pods.")
-@click.option("--churn-rate", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
+@click.option("--churn-rate", type=FiniteFloatRange(min=0.1), default=20.0, show_default=True,
               help="churn: pods deleted and created a second.")
 @click.option("--openb", "openb_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
               help="gpu: the openb CSV directory (default: $KUBEPLACE_OPENB_DIR, else shared/data/openb above the "
                    "checkout; synthetic openb-like shapes when neither is there).")
 @click.option("--synthetic-gpu", is_flag=True, help="gpu: synthetic openb-like shapes even when the trace is found.")
-@click.option("--settle", type=click.FloatRange(min=1), default=15.0, show_default=True,
+@click.option("--settle", type=FiniteFloatRange(min=1), default=15.0, show_default=True,
               help="A run ends after this many seconds without a new binding.")
-@click.option("--timeout", type=click.FloatRange(min=10), default=900.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(min=10), default=900.0, show_default=True,
               help="Bound on each scheduler's run and on each wait, seconds.")
 @click.option("--qps", type=click.IntRange(min=1), default=5000, show_default=True,
               help="The kube-scheduler's client QPS and burst.")
