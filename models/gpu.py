@@ -181,7 +181,8 @@ class DeviceTable:
 
 _NODE_ROWS: dict[str, tuple[Node, tuple[Pod, ...], GpuConventions, int, npt.NDArray[np.int64]]] = {}
 """Node name -> the row of free milli per device its bound pods left, with the node, the pods
-(in order), the conventions and the table's width it was computed for: the last table's."""
+(in order), the conventions and the table's width it was computed for: the last table's, for
+its nodes only (a cluster whose nodes come and go for months keeps no row of a node gone)."""
 
 
 def _take_bound_by_node(table: DeviceTable, nodes: Sequence[Node], bound: Sequence[Pod],
@@ -209,6 +210,10 @@ def _take_bound_by_node(table: DeviceTable, nodes: Sequence[Node], bound: Sequen
         row = table.free[i].copy()
         row.flags.writeable = False
         _NODE_ROWS[node.name] = (node, pods, conv, width, row)
+    if len(_NODE_ROWS) > len(nodes):  # nodes gone (autoscaled away, renamed): their rows go too
+        here = {node.name for node in nodes}
+        for name in [name for name in _NODE_ROWS if name not in here]:
+            del _NODE_ROWS[name]
 
 
 def forget_rows() -> None:

@@ -135,3 +135,13 @@ def test_the_same_node_states_are_not_computed_again(monkeypatch: pytest.MonkeyP
     dev[7, 0] = 0
     fr.node_fragmentation(shapes, free, dev, every)
     assert rows == [1]
+
+
+def test_the_kept_rows_are_those_of_the_last_table_s_nodes_only() -> None:
+    """A cluster whose nodes come and go (autoscaling, for months) keeps no row of a node gone."""
+    gpu.forget_rows()
+    for generation in range(50):
+        nodes = [Node(f"g{generation}-n{i}", allocatable={CPU: 64000, MEMORY: 1 << 38, GPU: 2}) for i in range(3)]
+        pods = [a_pod(i, node.name, 1, 0, None) for i, node in enumerate(nodes)]
+        gpu.DeviceTable.build(nodes, pods, DEFAULT_CONVENTIONS)
+    assert set(gpu._NODE_ROWS) == {f"g49-n{i}" for i in range(3)}
