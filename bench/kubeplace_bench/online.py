@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from kubeplace.simulate.policies.best_fit import MAX_SPEC_CPU, MAX_SPEC_GPU
+from kubeplace.simulate.policies.best_fit import leftover
 from kubeplace.simulate.policies.fgd import Fgd
 from kubeplace.simulate.policies.node_view import TieOrder
 from kubeplace.simulate.policies.typical import TaskDistribution
@@ -44,9 +44,8 @@ TIES = ("name", "fuller")
 
 class WindowTies(TieOrder):
     """FGD's tie order (``mode`` "name"), or (``mode`` "fuller") the fuller node first, by
-    best-fit's leftover (cpu and GPU milli free, each over the simulator's normaliser), then the
-    order. With ``watch``, notes in ``fuller_differs`` when the fuller node would have won a tie
-    the order broke."""
+    best-fit's leftover (``best_fit.leftover``), then the order. With ``watch``, notes in
+    ``fuller_differs`` when the fuller node would have won a tie the order broke."""
 
     def __init__(self, cluster: Cluster, rank: Sequence[int]) -> None:
         super().__init__(rank)
@@ -63,9 +62,7 @@ class WindowTies(TieOrder):
         by_rank = int(tied[np.argmin(self.rank[at])])
         if self.mode != "fuller" and not self.watch:
             return by_rank
-        c = self.cluster
-        left = c.cpu_free[at] / MAX_SPEC_CPU + c.dev_free[at].sum(axis=1) / MAX_SPEC_GPU
-        fuller = int(tied[np.lexsort((self.rank[at], left))[0]])
+        fuller = int(tied[np.lexsort((self.rank[at], leftover(self.cluster, at)))[0]])
         if self.mode == "fuller":
             return fuller
         self.fuller_differs |= fuller != by_rank

@@ -8,6 +8,7 @@ devices."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from kubeplace.models.problem import IntArray
 from kubeplace.simulate.policies.node_view import (
@@ -28,15 +29,22 @@ MAX_SPEC_GPU = 8000
 """milli-GPU, the simulator's normaliser (8 GPUs)."""
 
 
+def leftover(view: DeviceView, nodes: IntArray, cpu: int = 0, gpu_milli: int = 0) -> npt.NDArray[np.float64]:
+    """Best-fit's measure: what ``nodes`` would have left after a pod of ``cpu`` and ``gpu_milli``,
+    cpu and GPU milli each over the simulator's normaliser, weighted half and half (smaller:
+    fuller)."""
+    left: npt.NDArray[np.float64] = (0.5 * (view.cpu_free[nodes] - cpu) / MAX_SPEC_CPU
+                                     + 0.5 * (view.dev_free[nodes].sum(axis=1) - gpu_milli) / MAX_SPEC_GPU)
+    return left
+
+
 class BestFit:
     def __init__(self, view: DeviceView, _typical: TaskDistribution, ties: TieOrder) -> None:
         self.view, self.ties = view, ties
 
     def choose(self, pod: PodShape, nodes: IntArray) -> Choice:
         v = self.view
-        left = (0.5 * (v.cpu_free[nodes] - pod.cpu) / MAX_SPEC_CPU
-                + 0.5 * (v.dev_free[nodes].sum(axis=1) - gpu_total(pod)) / MAX_SPEC_GPU)
-        score = ((1.0 - left) * 100).astype(np.int64)
+        score = ((1.0 - leftover(v, nodes, pod.cpu, gpu_total(pod))) * 100).astype(np.int64)
         i = int(nodes[self.ties.best(nodes, score)])
         return i, tightest_device(v, pod, i)
 
