@@ -35,3 +35,17 @@ def test_attachable_volume_limits() -> None:
     assert rules(snapshot, [("p", "n2"), ("shares", "n2")]) == []  # the shared volume is attached already
     assert rules(snapshot, [("p", "n2"), ("q", "n2")]) == ["NodeVolumeLimits: 3 volumes of ebs.csi.aws.com on the "
                                                            "node, limit 2"]
+
+
+def test_a_volume_two_placed_pods_share_is_counted_once_per_node() -> None:
+    """As the kube-scheduler counts unique volumes per node (nodevolumelimits/csi.go keys them by
+    driver and handle): pods of the batch that share a claim (bound or not yet) attach it once,
+    so a node with room for one volume takes all of them, as the second pod finds it attached."""
+    for bound in (True, False):
+        objects = [volume("pv-shared", storage_class="gp3", claim_ref=("default", "shared"), csi=(EBS, "vol-s")),
+                   claim("shared", volume="pv-shared", storage_class="gp3")] if bound else [
+                       claim("shared", storage_class="gp3")]
+        made = plan(snapshot_of(
+            zoned("n1", "b", cpu="8"), storage_class("gp3", provisioner=EBS), csi_node("n1", (EBS, 1)), *objects,
+            *(mounting(pod(f"web-{i}").cpu("1"), "shared") for i in range(3))))
+        assert where(made) == {f"web-{i}": "n1" for i in range(3)}, (bound, why(made))
