@@ -72,7 +72,7 @@ from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import NewNode, Provision
 from kubeplace.plan.provision import make_provision_plan
 from kubeplace.rebalance.cluster_state import ClusterState
-from kubeplace.rebalance.do_not_disrupt import DO_NOT_DISRUPT, protection
+from kubeplace.rebalance.do_not_disrupt import DO_NOT_DISRUPT, node_protected, protection
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import MoveModel, build_moves
 from kubeplace.rebalance.movable import DAEMONSET, DELETING, MIRROR, NOT_RUNNING, STATIC, Rules
@@ -254,7 +254,7 @@ def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[Instanc
 
 def _keep_reason(node: Node, annotations: Mapping[str, str], pool: NodePool | None, blocking: Mapping[str, str],
                  empty: bool) -> str:
-    if annotations.get(DO_NOT_DISRUPT, "").lower() == "true":
+    if node_protected(annotations):
         return f'annotated {DO_NOT_DISRUPT}: "true"'
     if node.name in blocking:
         return blocking[node.name]

@@ -150,6 +150,16 @@ def test_a_do_not_disrupt_node_stays() -> None:
     assert "n0" not in drained(result) and len(result.drain) == 3
 
 
+def test_a_node_annotated_do_not_disrupt_otherwise_than_true_may_go() -> None:
+    """Karpenter's ValidateNodeDisruptable compares the node's annotation with "true" exactly (no
+    duration on a node): "True" or "1h" do not keep it."""
+    for value in ("True", "TRUE", "1h"):
+        nodes = [karpenter_node("n0", annotations={"karpenter.sh/do-not-disrupt": value}),
+                 *[karpenter_node(f"n{i}") for i in range(1, 4)]]
+        result = run(fragmented(nodes=nodes))
+        assert len(result.drain) == 3 and not any("do-not-disrupt" in why for _, why in result.kept), result.kept
+
+
 def test_the_nodepool_disruption_budget() -> None:
     assert len(run(fragmented(budgets=[{"nodes": "1"}])).drain) == 1
     assert len(run(fragmented(budgets=[{"nodes": "50%"}])).drain) == 2
