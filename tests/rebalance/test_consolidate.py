@@ -167,6 +167,27 @@ def test_the_nodepool_disruption_budget() -> None:
     assert len(run(fragmented(budgets=[{"nodes": "0", "reasons": ["Empty"]}])).drain) == 3
 
 
+def test_a_budget_percentage_is_of_the_nodes_karpenter_counts() -> None:
+    """Karpenter's budget mapping (BuildDisruptionBudgetMapping) takes a percentage of its NodePool's
+    managed, initialized nodes whose instance is not terminating, and subtracts those already being
+    disrupted (not Ready, being deleted, tainted karpenter.sh/disrupted)."""
+    def claim(name: str, condition: str) -> dict[str, Any]:
+        c = node_claim(name)
+        c["status"]["conditions"] = [{"type": condition, "status": "True",
+                                      "lastTransitionTime": "2026-01-01T00:00:00Z"}] if condition else []
+        return c
+
+    not_counted = [karpenter_node("u0"), claim("u0", ""), karpenter_node("u1"), claim("u1", ""),  # not initialized
+                   karpenter_node("t0"), claim("t0", "InstanceTerminating")]
+    assert len(run(fragmented(budgets=[{"nodes": "25%"}], extra=not_counted)).drain) == 1  # 25% of 4, not of 7
+    sick = karpenter_node("sick", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    sick["status"] = {"conditions": [{"type": "Ready", "status": "False"}]}
+    tainted = karpenter_node("tainted", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    tainted["spec"] = {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}
+    assert len(run(fragmented(budgets=[{"nodes": "3"}], extra=[sick, tainted])).drain) == 1  # 3 - 2 disrupted
+    assert len(run(fragmented(budgets=[{"nodes": "3"}], extra=[sick])).drain) == 2
+
+
 def test_a_pod_that_may_not_move_keeps_its_node() -> None:
     nodes = [karpenter_node(f"n{i}") for i in range(4)]
     bare = pod("bare", "default", 100, 64, node_name="n2", owner=None)
