@@ -64,6 +64,13 @@ VOLUME_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "glus
 INLINE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
 """Inline volume sources the kube-scheduler's VolumeRestrictions checks for disk conflicts."""
 
+IN_TREE_DRIVERS = {"kubernetes.io/aws-ebs": "ebs.csi.aws.com", "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+                   "kubernetes.io/azure-disk": "disk.csi.azure.com", "kubernetes.io/cinder": "cinder.csi.openstack.org",
+                   "kubernetes.io/portworx-volume": "pxd.portworx.com"}
+"""The in-tree volume plugins whose volumes the kube-scheduler counts as their CSI driver's
+(NodeVolumeLimits' ``isCSIMigrationOn``, always on for these), by provisioner name; the other
+in-tree provisioners (azure-file, vsphere-volume...) count nowhere."""
+
 Sourced = tuple[Mapping[str, Any], str]
 
 
@@ -157,8 +164,38 @@ def parse_volume(obj: Mapping[str, Any], source: str = "") -> PersistentVolume:
         deleting=metadata.get("deletionTimestamp") is not None,
         csi_driver=expect_str(csi.get("driver"), "spec.csi.driver"),
         csi_handle=expect_str(csi.get("volumeHandle"), "spec.csi.volumeHandle"),
+        migrated=_migrated(spec, expect_string_map(metadata.get("labels"), "metadata.labels")),
         source=source,
     )
+
+
+def _migrated(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
+    """(CSI driver, volume handle) of an in-tree volume source as csi-translation-lib translates
+    it (``TranslateInTreePVToCSI``), for the volume limits; ("", "") for a source it does not, or
+    fails to, translate."""
+    if (ebs := spec.get("awsElasticBlockStore")) is not None:
+        volume = expect_str(expect_mapping(ebs, "spec.awsElasticBlockStore").get("volumeID"),
+                            "spec.awsElasticBlockStore.volumeID")
+        handle = volume.removeprefix("aws://").rsplit("/", 1)[-1] if volume.startswith("aws://") else volume
+        return ("ebs.csi.aws.com", handle) if handle else ("", "")
+    if (gce := spec.get("gcePersistentDisk")) is not None:
+        disk = expect_str(expect_mapping(gce, "spec.gcePersistentDisk").get("pdName"), "spec.gcePersistentDisk.pdName")
+        zones = [z for z in (labels.get("failure-domain.beta.kubernetes.io/zone")
+                             or labels.get("topology.kubernetes.io/zone", "")).split("__")]
+        if len(zones) > 1:
+            regions = {z.rsplit("-", 1)[0] for z in zones}
+            return ("pd.csi.storage.gke.io", f"projects/UNSPECIFIED/regions/{regions.pop()}/disks/{disk}") if len(
+                regions) == 1 else ("", "")
+        return "pd.csi.storage.gke.io", f"projects/UNSPECIFIED/zones/{zones[0] or 'UNSPECIFIED'}/disks/{disk}"
+    if (azure := spec.get("azureDisk")) is not None:
+        source = expect_mapping(azure, "spec.azureDisk")
+        kind = expect_str(source.get("kind"), "spec.azureDisk.kind") or "Shared"  # (the API server's default)
+        uri = expect_str(source.get("diskURI"), "spec.azureDisk.diskURI")
+        return ("disk.csi.azure.com", uri) if kind.lower() == "managed" else ("", "")  # (others: not translated)
+    for field, driver in (("cinder", "cinder.csi.openstack.org"), ("portworxVolume", "pxd.portworx.com")):
+        if (source := spec.get(field)) is not None:
+            return driver, expect_str(expect_mapping(source, f"spec.{field}").get("volumeID"), f"spec.{field}.volumeID")
+    return "", ""
 
 
 def parse_storage_class(obj: Mapping[str, Any], source: str = "") -> StorageClass:

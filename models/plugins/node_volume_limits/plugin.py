@@ -9,8 +9,10 @@ batch, a group rule per driver caps the pods a node takes to its room left, each
 its most new volumes of that driver (exact when every such pod adds as many), on the nodes only
 where the pending pods' volumes of that driver, each counted once, do not all fit: pods sharing a
 claim attach it once per node (the kube-scheduler counts unique volumes), so where all of them fit
-any number of those pods do. In-tree volumes are not counted (as the kube-scheduler, where CSI
-migration is off for them).
+any number of those pods do. A volume of an in-tree plugin the kube-scheduler migrates to CSI
+(AWS EBS, GCE PD, Azure Disk, Cinder, Portworx: ``kube.storage.IN_TREE_DRIVERS``), bound or by its
+class's provisioner, counts as its CSI driver's, as csi-translation-lib translates it; its
+VolumeAttachments do not count (the kube-scheduler counts those of CSI volumes only).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.storage import IN_TREE_DRIVERS
 from kubeplace.kube.storage_objects import Storage
 from kubeplace.models.framework import ClassView, RunContext
 from kubeplace.models.problem import UNCAPPED, BoolArray, Gang, GroupCap
@@ -46,10 +49,11 @@ def pod_volumes(pod: Pod, storage: Storage) -> dict[str, frozenset[str]]:
             continue
         pv = storage.volumes.get(claim.volume_name) if claim.volume_name else None
         if pv is not None:
-            driver, handle = pv.csi_driver, pv.csi_handle
+            driver, handle = (pv.csi_driver, pv.csi_handle) if pv.csi_driver else pv.migrated
         else:
             storage_class = storage.classes.get(claim.storage_class) if claim.storage_class else None
-            driver, handle = (storage_class.provisioner, f"~{claim.key}") if storage_class else ("", "")
+            driver, handle = (IN_TREE_DRIVERS.get(storage_class.provisioner, storage_class.provisioner),
+                              f"~{claim.key}") if storage_class else ("", "")
         if driver and handle:
             found.setdefault(driver, set()).add(f"{driver}/{handle}")
     return {driver: frozenset(names) for driver, names in found.items()}
