@@ -188,13 +188,13 @@ def _migrated(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, 
                 regions) == 1 else ("", "")
         return "pd.csi.storage.gke.io", f"projects/UNSPECIFIED/zones/{zones[0] or 'UNSPECIFIED'}/disks/{disk}"
     if (azure := spec.get("azureDisk")) is not None:
-        source = expect_mapping(azure, "spec.azureDisk")
-        kind = expect_str(source.get("kind"), "spec.azureDisk.kind") or "Shared"  # (the API server's default)
-        uri = expect_str(source.get("diskURI"), "spec.azureDisk.diskURI")
+        disk = expect_mapping(azure, "spec.azureDisk")
+        kind = expect_str(disk.get("kind"), "spec.azureDisk.kind") or "Shared"  # (the API server's default)
+        uri = expect_str(disk.get("diskURI"), "spec.azureDisk.diskURI")
         return ("disk.csi.azure.com", uri) if kind.lower() == "managed" else ("", "")  # (others: not translated)
     for field, driver in (("cinder", "cinder.csi.openstack.org"), ("portworxVolume", "pxd.portworx.com")):
-        if (source := spec.get(field)) is not None:
-            return driver, expect_str(expect_mapping(source, f"spec.{field}").get("volumeID"), f"spec.{field}.volumeID")
+        if (raw := spec.get(field)) is not None:
+            return driver, expect_str(expect_mapping(raw, f"spec.{field}").get("volumeID"), f"spec.{field}.volumeID")
     return "", ""
 
 
