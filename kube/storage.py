@@ -180,17 +180,17 @@ def _migrated(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, 
         return ("ebs.csi.aws.com", handle) if handle else ("", "")
     if (gce := spec.get("gcePersistentDisk")) is not None:
         disk = expect_str(expect_mapping(gce, "spec.gcePersistentDisk").get("pdName"), "spec.gcePersistentDisk.pdName")
-        zones = [z for z in (labels.get("failure-domain.beta.kubernetes.io/zone")
-                             or labels.get("topology.kubernetes.io/zone", "")).split("__")]
+        zones = (labels.get("failure-domain.beta.kubernetes.io/zone") or labels.get("topology.kubernetes.io/zone", "")
+                 ).split("__")
         if len(zones) > 1:
             regions = {z.rsplit("-", 1)[0] for z in zones}
             return ("pd.csi.storage.gke.io", f"projects/UNSPECIFIED/regions/{regions.pop()}/disks/{disk}") if len(
                 regions) == 1 else ("", "")
         return "pd.csi.storage.gke.io", f"projects/UNSPECIFIED/zones/{zones[0] or 'UNSPECIFIED'}/disks/{disk}"
     if (azure := spec.get("azureDisk")) is not None:
-        disk = expect_mapping(azure, "spec.azureDisk")
-        kind = expect_str(disk.get("kind"), "spec.azureDisk.kind") or "Shared"  # (the API server's default)
-        uri = expect_str(disk.get("diskURI"), "spec.azureDisk.diskURI")
+        azure_disk = expect_mapping(azure, "spec.azureDisk")
+        kind = expect_str(azure_disk.get("kind"), "spec.azureDisk.kind") or "Shared"  # (the API server's default)
+        uri = expect_str(azure_disk.get("diskURI"), "spec.azureDisk.diskURI")
         return ("disk.csi.azure.com", uri) if kind.lower() == "managed" else ("", "")  # (others: not translated)
     for field, driver in (("cinder", "cinder.csi.openstack.org"), ("portworxVolume", "pxd.portworx.com")):
         if (raw := spec.get(field)) is not None:
