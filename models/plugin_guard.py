@@ -324,7 +324,9 @@ def _checked_answer(hook: str, answer: Any) -> Any:
 class PluginFailures:
     """The filter that refuses every node to a pod a guarded user plugin fails on (any of its
     hooks about the pod alone but its filter, which refuses the pod itself), the failure as the
-    whole reason (as an Error status of a kube-scheduler Filter is); the verifier checks it too."""
+    whole reason (as an Error status of a kube-scheduler Filter is), and every pod to a node a
+    guarded part's build failed on (a score or constraint part has no filter of its own to refuse
+    it), with that failure as the node's reason; the verifier checks it too."""
 
     guarded: tuple[Guarded, ...]
     name: str = "UserPluginFailures"
@@ -333,16 +335,22 @@ class PluginFailures:
     def failure(self, pod: Pod) -> str:
         return next((m for g in self.guarded if (m := g.pod_failure(pod))), "")
 
+    def node_failure(self, node: Node) -> str:
+        return next((g.faults.nodes[node.name] for g in self.guarded if node.name in g.faults.nodes), "")
+
     def pod_key(self, pod: Pod) -> Hashable:
         return self.failure(pod)
 
     def node_key(self, node: Node) -> Hashable:
-        return None
+        return self.node_failure(node)
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
-        if not self.failure(pod):
-            return np.ones(len(nodes), dtype=np.bool_)
-        return np.zeros(len(nodes), dtype=np.bool_)
+        if self.failure(pod):
+            return np.zeros(len(nodes), dtype=np.bool_)
+        return np.array([not self.node_failure(n) for n in nodes], dtype=np.bool_)
+
+    def node_reasons(self, pod: Pod, nodes: Sequence[Node]) -> list[tuple[str, ...]]:
+        return [(m,) if (m := self.node_failure(n)) else () for n in nodes]
 
     def filter_error(self, pod: Pod) -> str:
         return self.failure(pod)
