@@ -241,7 +241,8 @@ def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[Instanc
         empty = i is None or int(runs[i]) == 0
         why = skip or _keep_reason(node, annotations, pools.get(pool_name), blocking, empty)
         if not why and isinstance(owner, Owner) and owner.kind == KARPENTER:  # timed by the claim that owns it
-            why = not_consolidatable(pools[pool_name], claims[owner.claim], now)
+            why = _being_disrupted(state, node.name, owner.claim) or not_consolidatable(
+                pools[pool_name], claims[owner.claim], now)
         if why or i is None or not isinstance(owner, Owner):
             kept.append((node.name, why or "not in the model"))
             continue
@@ -251,6 +252,14 @@ def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[Instanc
     notes += [f"--node-group {group}: no node of the input belongs to it"
               for group in sorted(node_groups - groups_seen)]
     return _Candidates(tuple(nodes), price, reason, pool_of, owner_of_node, tuple(kept), cost, tuple(notes))
+
+
+def _being_disrupted(state: ClusterState, node: str, claim: str) -> str:
+    """Why Karpenter is already removing the node (``ValidateNodeDisruptable``: "node is deleting or
+    marked for deletion"): its Node or NodeClaim being deleted, or the node tainted
+    ``karpenter.sh/disrupted``; "" otherwise (a node not Ready may still go)."""
+    why = state.disrupting.get(node, "") or state.disrupting.get(f"NodeClaim/{claim}", "")
+    return f"Karpenter is removing it already ({why})" if why and why != "not Ready" else ""
 
 
 def _keep_reason(node: Node, annotations: Mapping[str, str], pool: NodePool | None, blocking: Mapping[str, str],

@@ -188,6 +188,20 @@ def test_a_budget_percentage_is_of_the_nodes_karpenter_counts() -> None:
     assert len(run(fragmented(budgets=[{"nodes": "3"}], extra=[sick])).drain) == 2
 
 
+def test_a_node_karpenter_removes_already_is_no_candidate() -> None:
+    """Karpenter's ValidateNodeDisruptable refuses a node being deleted or marked for deletion
+    (tainted karpenter.sh/disrupted by a command in progress): it is not removed twice."""
+    deleting = {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["karpenter.sh/termination"]}
+    for mark in ({"metadata": deleting},
+                 {"spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}):
+        nodes = [karpenter_node(f"n{i}") for i in range(4)]
+        for part, fields in mark.items():
+            nodes[0][part] = {**nodes[0].get(part, {}), **fields}
+        result = run(fragmented(nodes=nodes))
+        assert "n0" not in drained(result), mark
+        assert dict(result.kept)["n0"].startswith("Karpenter is removing it already"), result.kept
+
+
 def test_a_pod_that_may_not_move_keeps_its_node() -> None:
     nodes = [karpenter_node(f"n{i}") for i in range(4)]
     bare = pod("bare", "default", 100, 64, node_name="n2", owner=None)
