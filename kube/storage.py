@@ -169,33 +169,40 @@ def parse_volume(obj: Mapping[str, Any], source: str = "") -> PersistentVolume:
     )
 
 
+IN_TREE_SOURCES = {"awsElasticBlockStore": ("volumeID", "ebs.csi.aws.com"),
+                   "gcePersistentDisk": ("pdName", "pd.csi.storage.gke.io"),
+                   "azureDisk": ("diskURI", "disk.csi.azure.com"), "cinder": ("volumeID", "cinder.csi.openstack.org"),
+                   "portworxVolume": ("volumeID", "pxd.portworx.com")}
+"""The in-tree volume sources the kube-scheduler counts as a CSI driver's: the field naming the
+volume (the API server requires it) and the driver."""
+
+
 def _migrated(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
     """(CSI driver, volume handle) of an in-tree volume source as csi-translation-lib translates
     it (``TranslateInTreePVToCSI``), for the volume limits; ("", "") for a source it does not, or
-    fails to, translate."""
-    if (ebs := spec.get("awsElasticBlockStore")) is not None:
-        volume = expect_str(expect_mapping(ebs, "spec.awsElasticBlockStore").get("volumeID"),
-                            "spec.awsElasticBlockStore.volumeID")
-        handle = volume.removeprefix("aws://").rsplit("/", 1)[-1] if volume.startswith("aws://") else volume
-        return ("ebs.csi.aws.com", handle) if handle else ("", "")
-    if (gce := spec.get("gcePersistentDisk")) is not None:
-        disk = expect_str(expect_mapping(gce, "spec.gcePersistentDisk").get("pdName"), "spec.gcePersistentDisk.pdName")
+    fails to, translate. InputError when the source lacks the field naming its volume."""
+    name = next((n for n in IN_TREE_SOURCES if spec.get(n) is not None), "")
+    if not name:
+        return "", ""
+    key, driver = IN_TREE_SOURCES[name]
+    source = expect_mapping(spec.get(name), f"spec.{name}")
+    volume = expect_str(source.get(key), f"spec.{name}.{key}")
+    if not volume:
+        raise InputError("Required value", field=f"spec.{name}.{key}")
+    if name == "awsElasticBlockStore":  # KubernetesVolumeIDToEBSVolumeID
+        return driver, volume.removeprefix("aws://").rsplit("/", 1)[-1] if volume.startswith("aws://") else volume
+    if name == "gcePersistentDisk":
         zones = (labels.get("failure-domain.beta.kubernetes.io/zone") or labels.get("topology.kubernetes.io/zone", "")
                  ).split("__")
         if len(zones) > 1:
             regions = {z.rsplit("-", 1)[0] for z in zones}
-            return ("pd.csi.storage.gke.io", f"projects/UNSPECIFIED/regions/{regions.pop()}/disks/{disk}") if len(
-                regions) == 1 else ("", "")
-        return "pd.csi.storage.gke.io", f"projects/UNSPECIFIED/zones/{zones[0] or 'UNSPECIFIED'}/disks/{disk}"
-    if (azure := spec.get("azureDisk")) is not None:
-        azure_disk = expect_mapping(azure, "spec.azureDisk")
-        kind = expect_str(azure_disk.get("kind"), "spec.azureDisk.kind") or "Shared"  # (the API server's default)
-        uri = expect_str(azure_disk.get("diskURI"), "spec.azureDisk.diskURI")
-        return ("disk.csi.azure.com", uri) if kind.lower() == "managed" else ("", "")  # (others: not translated)
-    for field, driver in (("cinder", "cinder.csi.openstack.org"), ("portworxVolume", "pxd.portworx.com")):
-        if (raw := spec.get(field)) is not None:
-            return driver, expect_str(expect_mapping(raw, f"spec.{field}").get("volumeID"), f"spec.{field}.volumeID")
-    return "", ""
+            return (driver, f"projects/UNSPECIFIED/regions/{regions.pop()}/disks/{volume}") if len(regions) == 1 else (
+                "", "")
+        return driver, f"projects/UNSPECIFIED/zones/{zones[0] or 'UNSPECIFIED'}/disks/{volume}"
+    if name == "azureDisk":  # a kind other than Managed is not translated (Shared: the API server's default)
+        kind = expect_str(source.get("kind"), "spec.azureDisk.kind") or "Shared"
+        return (driver, volume) if kind.lower() == "managed" else ("", "")
+    return driver, volume
 
 
 def parse_storage_class(obj: Mapping[str, Any], source: str = "") -> StorageClass:

@@ -100,3 +100,15 @@ def test_in_tree_sources_translate_as_csi_translation_lib_does() -> None:
     assert _migrated({"cinder": {"volumeID": "v1"}}, {}) == ("cinder.csi.openstack.org", "v1")
     assert _migrated({"portworxVolume": {"volumeID": "p1"}}, {}) == ("pxd.portworx.com", "p1")
     assert _migrated({"nfs": {"server": "s", "path": "/"}}, {}) == ("", "")
+
+
+def test_an_in_tree_source_without_its_volume_is_refused_as_the_api_server_refuses_it() -> None:
+    import pytest
+
+    from kubeplace.kube.errors import InputError
+    from kubeplace.kube.storage import _migrated
+
+    for source, key in (("awsElasticBlockStore", "volumeID"), ("gcePersistentDisk", "pdName"),
+                        ("azureDisk", "diskURI"), ("cinder", "volumeID"), ("portworxVolume", "volumeID")):
+        with pytest.raises(InputError, match=f"spec.{source}.{key}"):
+            _migrated({source: {}}, {})
