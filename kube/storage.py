@@ -64,6 +64,13 @@ VOLUME_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "glus
 INLINE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
 """Inline volume sources the kube-scheduler's VolumeRestrictions checks for disk conflicts."""
 
+IN_TREE_DRIVERS = {"kubernetes.io/aws-ebs": "ebs.csi.aws.com", "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+                   "kubernetes.io/azure-disk": "disk.csi.azure.com", "kubernetes.io/cinder": "cinder.csi.openstack.org",
+                   "kubernetes.io/portworx-volume": "pxd.portworx.com"}
+"""The in-tree volume plugins whose volumes the kube-scheduler counts as their CSI driver's
+(NodeVolumeLimits' ``isCSIMigrationOn``, always on for these), by provisioner name; the other
+in-tree provisioners (azure-file, vsphere-volume...) count nowhere."""
+
 Sourced = tuple[Mapping[str, Any], str]
 
 
@@ -157,8 +164,45 @@ def parse_volume(obj: Mapping[str, Any], source: str = "") -> PersistentVolume:
         deleting=metadata.get("deletionTimestamp") is not None,
         csi_driver=expect_str(csi.get("driver"), "spec.csi.driver"),
         csi_handle=expect_str(csi.get("volumeHandle"), "spec.csi.volumeHandle"),
+        migrated=_migrated(spec, expect_string_map(metadata.get("labels"), "metadata.labels")),
         source=source,
     )
+
+
+IN_TREE_SOURCES = {"awsElasticBlockStore": ("volumeID", "ebs.csi.aws.com"),
+                   "gcePersistentDisk": ("pdName", "pd.csi.storage.gke.io"),
+                   "azureDisk": ("diskURI", "disk.csi.azure.com"), "cinder": ("volumeID", "cinder.csi.openstack.org"),
+                   "portworxVolume": ("volumeID", "pxd.portworx.com")}
+"""The in-tree volume sources the kube-scheduler counts as a CSI driver's: the field naming the
+volume (the API server requires it) and the driver."""
+
+
+def _migrated(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
+    """(CSI driver, volume handle) of an in-tree volume source as csi-translation-lib translates
+    it (``TranslateInTreePVToCSI``), for the volume limits; ("", "") for a source it does not, or
+    fails to, translate. InputError when the source lacks the field naming its volume."""
+    name = next((n for n in IN_TREE_SOURCES if spec.get(n) is not None), "")
+    if not name:
+        return "", ""
+    key, driver = IN_TREE_SOURCES[name]
+    source = expect_mapping(spec.get(name), f"spec.{name}")
+    volume = expect_str(source.get(key), f"spec.{name}.{key}")
+    if not volume:
+        raise InputError("Required value", field=f"spec.{name}.{key}")
+    if name == "awsElasticBlockStore":  # KubernetesVolumeIDToEBSVolumeID
+        return driver, volume.removeprefix("aws://").rsplit("/", 1)[-1] if volume.startswith("aws://") else volume
+    if name == "gcePersistentDisk":
+        zones = (labels.get("failure-domain.beta.kubernetes.io/zone") or labels.get("topology.kubernetes.io/zone", "")
+                 ).split("__")
+        if len(zones) > 1:
+            regions = {z.rsplit("-", 1)[0] for z in zones}
+            return (driver, f"projects/UNSPECIFIED/regions/{regions.pop()}/disks/{volume}") if len(regions) == 1 else (
+                "", "")
+        return driver, f"projects/UNSPECIFIED/zones/{zones[0] or 'UNSPECIFIED'}/disks/{volume}"
+    if name == "azureDisk":  # a kind other than Managed is not translated (Shared: the API server's default)
+        kind = expect_str(source.get("kind"), "spec.azureDisk.kind") or "Shared"
+        return (driver, volume) if kind.lower() == "managed" else ("", "")
+    return driver, volume
 
 
 def parse_storage_class(obj: Mapping[str, Any], source: str = "") -> StorageClass:

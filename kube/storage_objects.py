@@ -93,6 +93,10 @@ class PersistentVolume:
     deleting: bool = False
     csi_driver: str = ""
     csi_handle: str = ""
+    migrated: tuple[str, str] = ("", "")
+    """An in-tree source's (CSI driver, volume handle) as the kube-scheduler counts it against the
+    driver's volume limit (``kube.storage.IN_TREE_DRIVERS``); ("", "") for a CSI source or one not
+    counted."""
     source: str = field(default="", compare=False)
 
 

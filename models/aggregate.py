@@ -209,7 +209,9 @@ class _NodeGroups:
 
 
 _LAST_NODE_GROUPS: dict[tuple[type, str], _NodeGroups] = {}
-"""Per filter class and name, the node groups of the last cycle (holds that cycle's nodes)."""
+"""Per filter class and name, the node groups of the last cycle (holds that cycle's nodes); the
+``NODE_GROUPS_KEPT`` used last only (a user plugin's name is its own: it may change every run)."""
+NODE_GROUPS_KEPT = 64
 
 
 def _node_groups(plugin: FilterPlugin, nodes: Sequence[Node]) -> tuple[IntArray, list[int]]:
@@ -224,7 +226,10 @@ def _node_groups(plugin: FilterPlugin, nodes: Sequence[Node]) -> tuple[IntArray,
         return last.node_group, last.node_reps
     node_group, node_reps = _group([plugin.node_key(n) for n in nodes])
     node_group.flags.writeable = False  # shared with the next cycles' tables
+    _LAST_NODE_GROUPS.pop(slot, None)  # (re-inserted: the dict stays in order of use)
     _LAST_NODE_GROUPS[slot] = _NodeGroups(basis, node_tuple, node_group, node_reps)
+    while len(_LAST_NODE_GROUPS) > NODE_GROUPS_KEPT:
+        del _LAST_NODE_GROUPS[next(iter(_LAST_NODE_GROUPS))]
     return node_group, node_reps
 
 

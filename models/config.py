@@ -17,7 +17,7 @@ from kubeplace.kube.errors import KubeplaceError
 from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import Snapshot
 from kubeplace.models.framework import Objective, PluginFactory, PluginSet, Registry, RunContext, build_plugins
-from kubeplace.models.plugin_guard import guard, guarded_factory, with_failures
+from kubeplace.models.plugin_guard import NO_FAULTS, Faults, guard, guarded_factory, with_failures
 from kubeplace.models.plugins import DEFAULT_PLUGINS, OBJECTIVE_SCORES, in_tree_registry
 
 PLACEMENT_WEIGHTS = ("pods", "gpu")
@@ -100,16 +100,17 @@ def instantiate(config: Configuration, profile: Profile, snapshot: Snapshot) -> 
     the extension point its factory declares (:class:`models.framework.PluginError`); the user
     plugins (those not in tree) behind the guard of :mod:`models.plugin_guard`."""
     in_tree = in_tree_registry()
+    faults: dict[str, Faults] = {}
     chosen = []
     for name in profile.plugin_names(config.registry):
         factory = config.registry[name]
         args = profile.plugin_args.get(name)
         if args is None and factory.args_type is not None:
             args = factory.args_type()
-        chosen.append((factory if in_tree.get(name) is factory else guarded_factory(factory), args))
+        chosen.append((factory if in_tree.get(name) is factory else guarded_factory(factory, faults), args))
     guarded = {factory.name for factory, _ in chosen if in_tree.get(factory.name) is not config.registry[factory.name]}
 
     def wrap(factory: PluginFactory, part: Any) -> Any:
-        return guard(factory, part) if factory.name in guarded else part
+        return guard(factory, part, faults.get(factory.name, NO_FAULTS)) if factory.name in guarded else part
 
     return with_failures(build_plugins(chosen, RunContext(snapshot), wrap))

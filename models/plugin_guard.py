@@ -10,18 +10,24 @@ hook by what the error concerns:
   planned as usual (:class:`PluginFailures`, the filter that refuses them, with that reason);
 - a hook about one node (``node_key``, ``extra_allocatable``) fails that node for the plugin: the
   plugin's filter refuses it, with the same reason for that node;
-- a hook about the whole problem (``terms``, ``constraints``), or the plugin's build, is no one
-  pod's: :class:`~kubeplace.models.framework.PluginError`, one line naming the plugin and the hook
-  (the CLI's exit 2); ``node_key_basis`` only saves work, so a failing one turns the reuse off.
+- the plugin's build on the run's snapshot, when it fails, is built again without some pending
+  pods, and some nodes (with the pods bound to them), to find the objects it fails on (halving,
+  at most ``ATTRIBUTION_BUILDS`` builds): such a pod is refused with ``plugin X failed: build():
+  <error>`` as its reason, such a node is refused by the plugin with it, and the plugin built
+  without them plans every other pod (``serve`` keeps scheduling past one malformed object);
+- a build that fails without any pending pod and on every node, or past the budget, and a hook
+  about the whole problem (``terms``, ``constraints``), are no one pod's:
+  :class:`~kubeplace.models.framework.PluginError`, one line naming the plugin and the hook (the
+  CLI's exit 2); ``node_key_basis`` only saves work, so a failing one turns the reuse off.
 
 In-tree plugins are not guarded: an exception there is kubeplace's bug, shown as such.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 import numpy as np
 
@@ -50,6 +56,7 @@ from kubeplace.models.problem import (
 )
 
 TERM_TYPES = get_args(ObjectiveTerm)
+T = TypeVar("T")
 RULE_TYPES = (GroupCap, Gang, Headroom, Exclusion, Attraction, Spread, NodePreference, DomainPreference)
 
 
@@ -71,6 +78,20 @@ def _hashable(key: object) -> Hashable:
     return key
 
 
+@dataclass(frozen=True)
+class Faults:
+    """The objects a plugin's build failed on (:func:`guarded_factory`), each with its failure:
+    the plugin was built without them."""
+
+    pods: Mapping[str, str] = field(default_factory=dict)
+    """By pod key (``namespace/name``): pending pods, refused."""
+    nodes: Mapping[str, str] = field(default_factory=dict)
+    """By node name: nodes the plugin refuses."""
+
+
+NO_FAULTS = Faults()
+
+
 @dataclass(eq=False)
 class Guarded:
     """A user plugin's part with every hook it has guarded (see the module). It has every optional
@@ -82,6 +103,8 @@ class Guarded:
     reason: str
     filter_failures: dict[Hashable, str] = field(default_factory=dict)
     """Per pod key, the failure of the part's filter for pods of that key."""
+    faults: Faults = NO_FAULTS
+    """The objects its build failed on: never shown to the part."""
 
     def _has(self, hook: str) -> bool:
         return callable(getattr(self.part, hook, None))
@@ -89,6 +112,8 @@ class Guarded:
     # --- per pod ---------------------------------------------------------------------------
 
     def pod_key(self, pod: Pod) -> Hashable:
+        if self.faults.pods and pod.key in self.faults.pods:
+            return Failed(self.faults.pods[pod.key])
         if not self._has("pod_key"):
             return None
         try:
@@ -128,7 +153,7 @@ class Guarded:
     def _pod_hook(self, hook: str, pod: Pod, neutral: Any) -> Any:
         """The part's answer, or ``neutral`` (as without the hook) when it fails: the pod is then
         refused by :class:`PluginFailures`, which calls the hook again to say why."""
-        if not self._has(hook):
+        if not self._has(hook) or (self.faults.pods and pod.key in self.faults.pods):
             return neutral
         try:
             return _checked_answer(hook, getattr(self.part, hook)(pod))
@@ -138,6 +163,8 @@ class Guarded:
     # --- per node --------------------------------------------------------------------------
 
     def node_key(self, node: Node) -> Hashable:
+        if self.faults.nodes and node.name in self.faults.nodes:
+            return Failed(self.faults.nodes[node.name])
         if not self._has("node_key"):
             return None
         try:
@@ -154,7 +181,7 @@ class Guarded:
         return object()  # equal to nothing: no reuse
 
     def extra_allocatable(self, node: Node) -> Mapping[str, int]:
-        if not self._has("extra_allocatable"):
+        if not self._has("extra_allocatable") or (self.faults.nodes and node.name in self.faults.nodes):
             return {}
         try:
             return dict(_checked_answer("extra_allocatable", self.part.extra_allocatable(node)))
@@ -297,7 +324,9 @@ def _checked_answer(hook: str, answer: Any) -> Any:
 class PluginFailures:
     """The filter that refuses every node to a pod a guarded user plugin fails on (any of its
     hooks about the pod alone but its filter, which refuses the pod itself), the failure as the
-    whole reason (as an Error status of a kube-scheduler Filter is); the verifier checks it too."""
+    whole reason (as an Error status of a kube-scheduler Filter is), and every pod to a node a
+    guarded part's build failed on (a score or constraint part has no filter of its own to refuse
+    it), with that failure as the node's reason; the verifier checks it too."""
 
     guarded: tuple[Guarded, ...]
     name: str = "UserPluginFailures"
@@ -306,37 +335,118 @@ class PluginFailures:
     def failure(self, pod: Pod) -> str:
         return next((m for g in self.guarded if (m := g.pod_failure(pod))), "")
 
+    def node_failure(self, node: Node) -> str:
+        return next((g.faults.nodes[node.name] for g in self.guarded if node.name in g.faults.nodes), "")
+
     def pod_key(self, pod: Pod) -> Hashable:
         return self.failure(pod)
 
     def node_key(self, node: Node) -> Hashable:
-        return None
+        return self.node_failure(node)
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> BoolArray:
-        if not self.failure(pod):
-            return np.ones(len(nodes), dtype=np.bool_)
-        return np.zeros(len(nodes), dtype=np.bool_)
+        if self.failure(pod):
+            return np.zeros(len(nodes), dtype=np.bool_)
+        return np.array([not self.node_failure(n) for n in nodes], dtype=np.bool_)
+
+    def node_reasons(self, pod: Pod, nodes: Sequence[Node]) -> list[tuple[str, ...]]:
+        return [(m,) if (m := self.node_failure(n)) else () for n in nodes]
 
     def filter_error(self, pod: Pod) -> str:
         return self.failure(pod)
 
 
-def guarded_factory(factory: PluginFactory) -> PluginFactory:
-    """``factory`` whose build failing (for this run's snapshot) is one line naming the plugin."""
+ATTRIBUTION_BUILDS = 64
+"""The most builds spent finding the objects a failing build fails on, per plugin and run: halving
+finds each in about 2 log2(n) builds (n pods or nodes); beyond it the build's failure is whole."""
+
+
+def guarded_factory(factory: PluginFactory, faults: dict[str, Faults] | None = None) -> PluginFactory:
+    """``factory`` whose build, when it fails on this run's snapshot, is built again without the
+    pending pods and nodes it fails on (:func:`attributed_build`), those filed in ``faults`` under
+    the plugin's name; PluginError (one line naming the plugin) when no such objects are found."""
     build = factory.build
 
     def guarded_build(args: Any, ctx: RunContext) -> Any:
-        try:
-            return build(args, ctx)
-        except Exception as e:  # the user's code: one line
-            raise PluginError(f"plugin '{factory.name}' failed to build: {type(e).__name__}: {e}") from None
+        built, found = attributed_build(factory.name, lambda c: build(args, c), ctx)
+        if faults is not None and (found.pods or found.nodes):
+            faults[factory.name] = found
+        return built
 
     return PluginFactory(factory.name, factory.point, factory.args_type, guarded_build)
 
 
-def guard(factory: PluginFactory, part: Any) -> Guarded:
-    """``part`` of a user plugin behind the guard; PluginError when its ``name`` or (for a
-    filter) its ``reason`` cannot be read as a string."""
+class _OverBudget(Exception):
+    pass
+
+
+def attributed_build(name: str, build: Callable[[RunContext], Any], ctx: RunContext) -> tuple[Any, Faults]:
+    """``build(ctx)``, or when it raises, the build on the snapshot without the pending pods (and
+    then the nodes with their bound pods) it fails on, found by halving, and those objects with
+    the failure; PluginError when the build fails without any pending pod on every node, or when
+    finding them takes more than ``ATTRIBUTION_BUILDS`` builds."""
+    try:
+        return build(ctx), NO_FAULTS
+    except Exception as e:  # the user's code: find what it fails on
+        error = e
+    whole = PluginError(f"plugin '{name}' failed to build: {type(error).__name__}: {error}")
+    snapshot = ctx.snapshot
+    budget = [ATTRIBUTION_BUILDS]
+
+    def works(pending: Sequence[Pod], nodes: Sequence[Node]) -> bool:
+        if budget[0] <= 0:
+            raise _OverBudget
+        budget[0] -= 1
+        names = {n.name for n in nodes}
+        try:
+            build(replace(ctx, snapshot=replace(snapshot, pending=tuple(pending), nodes=tuple(nodes),
+                                                bound=tuple(p for p in snapshot.bound if p.node_name in names))))
+        except Exception:  # the user's code: this part of the snapshot fails it
+            return False
+        return True
+
+    try:
+        bad_nodes: list[Node] = []
+        if not works((), snapshot.nodes):
+            bad_nodes = _culprits(list(snapshot.nodes), lambda kept: works((), kept), failing=True)
+            if len(bad_nodes) == len(snapshot.nodes):
+                raise whole from None
+        gone = {n.name for n in bad_nodes}
+        nodes = [n for n in snapshot.nodes if n.name not in gone]
+        bad_pods = _culprits(list(snapshot.pending), lambda kept: works(kept, nodes), failing=not bad_nodes)
+    except _OverBudget:
+        raise whole from None
+    refused = {id(p) for p in bad_pods}
+    left = replace(snapshot, pending=tuple(p for p in snapshot.pending if id(p) not in refused), nodes=tuple(nodes),
+                   bound=tuple(p for p in snapshot.bound if p.node_name not in gone))
+    try:
+        built = build(replace(ctx, snapshot=left))
+    except Exception:  # the user's code, failing on what it built without: no one object's fault
+        raise whole from None
+    message = failure(name, "build", error)
+    return built, Faults({p.key: message for p in bad_pods}, {n.name: message for n in bad_nodes})
+
+
+def _culprits(items: list[T], works: Callable[[list[T]], bool], failing: bool = False) -> list[T]:
+    """The items without which ``works`` holds (it holds on none), found by halving: those that
+    fail it each alone, or with others kept, in ``items``' order. ``failing``: it is known not to
+    hold on all of them."""
+
+    def search(candidates: list[T], kept: list[T]) -> list[T]:
+        if not candidates or (not (failing and candidates is items) and works(kept + candidates)):
+            return []
+        if len(candidates) == 1:
+            return candidates
+        first, second = candidates[: len(candidates) // 2], candidates[len(candidates) // 2:]
+        bad = search(first, kept)
+        return bad + search(second, kept + [c for c in first if all(c is not b for b in bad)])  # (few bad)
+
+    return search(items, [])
+
+
+def guard(factory: PluginFactory, part: Any, faults: Faults = NO_FAULTS) -> Guarded:
+    """``part`` of a user plugin behind the guard (refusing ``faults``, what its build failed on);
+    PluginError when its ``name`` or (for a filter) its ``reason`` cannot be read as a string."""
     try:
         name = part.name
         reason = part.reason if not missing_members(part, FILTER) else ""
@@ -344,7 +454,7 @@ def guard(factory: PluginFactory, part: Any) -> Guarded:
             raise TypeError("name and reason must be strings")
     except Exception as e:  # the user's code: one line
         raise PluginError(f"plugin '{factory.name}': {type(e).__name__}: {e}") from None
-    return Guarded(part, name, reason)
+    return Guarded(part, name, reason, faults=faults)
 
 
 def with_failures(plugins: PluginSet) -> PluginSet:

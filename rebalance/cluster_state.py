@@ -38,6 +38,11 @@ class ClusterState:
     """Node name -> its annotations (``karpenter.sh/do-not-disrupt``, a price), for consolidation."""
     machines: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Cluster API Machines, ``NAMESPACE/NAME`` -> labels: a node's MachineDeployment, for consolidation."""
+    disrupting: Mapping[str, str] = field(default_factory=dict)
+    """Node or NodeClaim name (``NodeClaim/NAME`` for a claim) -> why Karpenter counts it as being
+    disrupted against its NodePool's budget: not Ready, being deleted, tainted
+    ``karpenter.sh/disrupted``; or ``terminating`` for a claim whose instance is being terminated
+    (Karpenter counts it nowhere). For consolidation's budgets (``BuildDisruptionBudgetMapping``)."""
 
 
 def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", source: str = "") -> ClusterState:
@@ -47,9 +52,13 @@ def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", sour
     raw: dict[str, Mapping[str, Any]] = {}
     annotations: dict[str, Mapping[str, str]] = {}
     machines: dict[str, Mapping[str, str]] = {}
+    disrupting: dict[str, str] = {}
     for obj, where in objects:
         if obj.get("kind") == "Node":
             annotations[str((obj.get("metadata") or {}).get("name"))] = _annotations(obj, where)
+        if obj.get("kind") in ("Node", "NodeClaim") and (why := _disrupting(obj)):
+            name = str((obj.get("metadata") or {}).get("name"))
+            disrupting[name if obj.get("kind") == "Node" else f"NodeClaim/{name}"] = why
         if obj.get("kind") == "Machine" and str(obj.get("apiVersion", "")).startswith(f"{CAPI_GROUP}/"):
             machines.update(_machine(obj, where))
         if obj.get("kind") != "Pod":
@@ -61,7 +70,31 @@ def state_of(objects: Sequence[Sourced], scheduler_name: str = "kubeplace", sour
         except InputError as error:
             raise error.located(file=where, obj=object_label(obj)) from None
         raw[key] = obj
-    return ClusterState(snapshot, facts, snapshot.disruption_budgets, raw, annotations, machines)
+    return ClusterState(snapshot, facts, snapshot.disruption_budgets, raw, annotations, machines, disrupting)
+
+
+DISRUPTED_TAINT = "karpenter.sh/disrupted"
+"""The taint Karpenter puts on the nodes of a disruption command it is carrying out."""
+
+
+def _disrupting(obj: Mapping[str, Any]) -> str:
+    """Why Karpenter's budget mapping counts this Node or NodeClaim (already parsed, so its shape is
+    valid) as being disrupted (``countBudgetConsumers``): "" when it does not."""
+    metadata = obj.get("metadata") or {}
+    conditions = [c for c in ((obj.get("status") or {}).get("conditions") or []) if isinstance(c, Mapping)]
+    if obj.get("kind") == "NodeClaim":
+        if any(c.get("type") == "InstanceTerminating" and c.get("status") == "True" for c in conditions):
+            return "terminating"
+        return "being deleted" if metadata.get("deletionTimestamp") else ""
+    if metadata.get("deletionTimestamp"):
+        return "being deleted"
+    ready = [c.get("status") for c in conditions if c.get("type") == "Ready"]
+    if conditions and ready != ["True"]:  # (a node whose input has no conditions at all: a file, read as Ready)
+        return "not Ready"
+    taints = (obj.get("spec") or {}).get("taints") or []
+    if any(isinstance(t, Mapping) and t.get("key") == DISRUPTED_TAINT for t in taints):
+        return f"tainted {DISRUPTED_TAINT}"
+    return ""
 
 
 def _machine(obj: Mapping[str, Any], where: str) -> dict[str, Mapping[str, str]]:

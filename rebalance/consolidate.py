@@ -22,7 +22,8 @@ The model is the move model (``rebalance.model``: movable pods in classes, capac
 rows per node, ``--max-moves`` and PodDisruptionBudgets on the moves) with one removal binary
 ``r[i]`` per node that may go: the pods of a removed node all move (``y[c, i] = 0``), those of a
 kept node stay (``y[c, i] = x0[c, i]``), and each NodePool disruption budget (``nodes`` a count or
-a percentage of the NodePool's nodes, rounded up as Karpenter rounds it; for its ``reasons``,
+a percentage of the NodePool's nodes as Karpenter counts them, rounded up as Karpenter rounds it,
+less those already being disrupted (:func:`_pool_sizes`); for its ``reasons``,
 ``Empty`` for a node whose pods all go with it, else ``Underutilized``; a budget with a
 ``schedule`` only while active at ``now``, as Karpenter's ``Budget.IsActive``) bounds the removals
 it covers. Stage 1 minimises the cost per hour of the
@@ -72,7 +73,7 @@ from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import NewNode, Provision
 from kubeplace.plan.provision import make_provision_plan
 from kubeplace.rebalance.cluster_state import ClusterState
-from kubeplace.rebalance.do_not_disrupt import DO_NOT_DISRUPT, protection
+from kubeplace.rebalance.do_not_disrupt import DO_NOT_DISRUPT, node_protected, protection
 from kubeplace.rebalance.layout import Layout, build_layout
 from kubeplace.rebalance.model import MoveModel, build_moves
 from kubeplace.rebalance.movable import DAEMONSET, DELETING, MIRROR, NOT_RUNNING, STATIC, Rules
@@ -240,7 +241,8 @@ def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[Instanc
         empty = i is None or int(runs[i]) == 0
         why = skip or _keep_reason(node, annotations, pools.get(pool_name), blocking, empty)
         if not why and isinstance(owner, Owner) and owner.kind == KARPENTER:  # timed by the claim that owns it
-            why = not_consolidatable(pools[pool_name], claims[owner.claim], now)
+            why = _being_disrupted(state, node.name, owner.claim) or not_consolidatable(
+                pools[pool_name], claims[owner.claim], now)
         if why or i is None or not isinstance(owner, Owner):
             kept.append((node.name, why or "not in the model"))
             continue
@@ -252,9 +254,17 @@ def _candidates(state: ClusterState, layout: Layout, catalogue: Sequence[Instanc
     return _Candidates(tuple(nodes), price, reason, pool_of, owner_of_node, tuple(kept), cost, tuple(notes))
 
 
+def _being_disrupted(state: ClusterState, node: str, claim: str) -> str:
+    """Why Karpenter is already removing the node (``ValidateNodeDisruptable``: "node is deleting or
+    marked for deletion"): its Node or NodeClaim being deleted, or the node tainted
+    ``karpenter.sh/disrupted``; "" otherwise (a node not Ready may still go)."""
+    why = state.disrupting.get(node, "") or state.disrupting.get(f"NodeClaim/{claim}", "")
+    return f"Karpenter is removing it already ({why})" if why and why != "not Ready" else ""
+
+
 def _keep_reason(node: Node, annotations: Mapping[str, str], pool: NodePool | None, blocking: Mapping[str, str],
                  empty: bool) -> str:
-    if annotations.get(DO_NOT_DISRUPT, "").lower() == "true":
+    if node_protected(annotations):
         return f'annotated {DO_NOT_DISRUPT}: "true"'
     if node.name in blocking:
         return blocking[node.name]
@@ -263,12 +273,24 @@ def _keep_reason(node: Node, annotations: Mapping[str, str], pool: NodePool | No
     return ""
 
 
-def _pool_sizes(state: ClusterState) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    for node in state.snapshot.nodes:
-        pool = node.labels.get(NODEPOOL_LABEL, "")
-        if pool:
-            sizes[pool] = sizes.get(pool, 0) + 1
+def _pool_sizes(state: ClusterState) -> dict[str, tuple[int, int]]:
+    """NodePool -> the nodes its budgets' percentages are of, and those of them already being
+    disrupted, as Karpenter counts them (``BuildDisruptionBudgetMapping``): the nodes of a NodeClaim
+    (managed) that is initialized and whose instance is not terminating; disrupted, those not
+    Ready, being deleted (the Node or its NodeClaim) or tainted ``karpenter.sh/disrupted``."""
+    snap = state.snapshot
+    claims = {claim.name: claim for claim in snap.node_claims}
+    sizes: dict[str, tuple[int, int]] = {}
+    for node in snap.nodes:
+        owner = owner_of(node, state.node_annotations.get(node.name, {}), snap.node_claims, state.machines)
+        if not isinstance(owner, Owner) or owner.kind != KARPENTER:
+            continue  # not managed: not counted
+        claim = claims[owner.claim]
+        if claim.initialized_at is None or state.disrupting.get(f"NodeClaim/{claim.name}") == "terminating":
+            continue
+        disrupted = node.name in state.disrupting or f"NodeClaim/{claim.name}" in state.disrupting
+        total, busy = sizes.get(owner.name, (0, 0))
+        sizes[owner.name] = (total + 1, busy + int(disrupted))
     return sizes
 
 
@@ -303,8 +325,9 @@ def _build(layout: Layout, cands: _Candidates, state: ClusterState, settings: Se
             covered = [r_of[i] for i in nodes if cands.pool[i] == pool.name
                        and (not budget.reasons or cands.reason[i] in budget.reasons)]
             if covered:
+                total, disrupted = sizes.get(pool.name, (0, 0))
                 lb.add_row(np.array(covered), np.ones(len(covered), np.int64), -INF,
-                           budget.allowed(sizes.get(pool.name, 0)))
+                           max(budget.allowed(total) - disrupted, 0))
     goal = [(r_of[i], -cands.price[i]) for i in nodes]
     b = lb.add_vars(np.zeros(len(offers), np.int64), np.ones(len(offers), np.int64))
     templates = np.array(list(offers), dtype=np.int64)

@@ -1,8 +1,10 @@
-"""``karpenter.sh/do-not-disrupt`` on a pod, read as Karpenter reads it (``IsDoNotDisruptActive``
-in ``pkg/utils/pod``): ``"true"`` protects the pod; a positive Go duration (``"5m"``, ``"1h30m"``)
-protects it until it has run that long since ``status.startTime`` (always, when the pod has no
-start time); any other value is no protection. Only a running pod protects its node: one being
-deleted or finished does not (``IsActive``)."""
+"""``karpenter.sh/do-not-disrupt``, read as Karpenter reads it. On a pod (``IsDoNotDisruptActive``
+in ``pkg/utils/pod``): exactly ``"true"`` protects the pod (``"True"``, ``"TRUE"``, ``"yes"`` are
+no durations: no protection); a positive Go duration (``"5m"``, ``"1h30m"``) protects it until it
+has run that long since ``status.startTime`` (always, when the pod has no start time); any other
+value is no protection. Only a running pod protects its node: one being deleted or finished does
+not (``IsActive``). On a node (``StateNode.ValidateNodeDisruptable``): exactly ``"true"``, no
+duration (:func:`node_protected`)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ def protection(annotations: Mapping[str, str], raw_status: Mapping[str, Any], no
     value = annotations.get(DO_NOT_DISRUPT)
     if value is None:
         return ""
-    if value.lower() == "true":  # Karpenter: exactly "true"; kubeplace keeps "True" too
+    if value == "true":  # exactly, as Karpenter compares it
         return value
     ns = go_duration_ns(value)
     if ns is None or ns <= 0:
@@ -29,6 +31,12 @@ def protection(annotations: Mapping[str, str], raw_status: Mapping[str, Any], no
     if started is None:
         return value
     return value if now < started + datetime.timedelta(microseconds=ns // 1000) else ""
+
+
+def node_protected(annotations: Mapping[str, str]) -> bool:
+    """A node annotated ``karpenter.sh/do-not-disrupt: "true"`` (exactly: Karpenter compares the
+    string, and reads no duration on a node)."""
+    return annotations.get(DO_NOT_DISRUPT) == "true"
 
 
 def _time(text: object) -> datetime.datetime | None:

@@ -21,6 +21,7 @@ only through the controller that owns it:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -49,24 +50,13 @@ class GroupKind:
     kind: str
     label: str
     what: str
-    remove: str
-    """How to remove one drained node's machine from its group (``{node}``, ``{group}``,
-    ``{instance}`` filled in): printed, never run."""
 
 
 GROUP_KINDS = (
-    GroupKind("eks", "eks.amazonaws.com/nodegroup", "EKS managed node group",
-              "aws autoscaling terminate-instance-in-auto-scaling-group --instance-id {instance} "
-              "--should-decrement-desired-capacity"),
-    GroupKind("eksctl", "alpha.eksctl.io/nodegroup-name", "eksctl node group",
-              "aws autoscaling terminate-instance-in-auto-scaling-group --instance-id {instance} "
-              "--should-decrement-desired-capacity"),
-    GroupKind("gke", "cloud.google.com/gke-nodepool", "GKE node pool",
-              "gcloud compute instance-groups managed delete-instances <the managed instance group of node pool "
-              "{group}> --instances {node}"),
-    GroupKind("aks", "kubernetes.azure.com/agentpool", "AKS agent pool",
-              "az aks nodepool delete-machines --nodepool-name {group} --machine-names {node} "
-              "--resource-group <group> --cluster-name <cluster>"),
+    GroupKind("eks", "eks.amazonaws.com/nodegroup", "EKS managed node group"),
+    GroupKind("eksctl", "alpha.eksctl.io/nodegroup-name", "eksctl node group"),
+    GroupKind("gke", "cloud.google.com/gke-nodepool", "GKE node pool"),
+    GroupKind("aks", "kubernetes.azure.com/agentpool", "AKS agent pool"),
 )
 KINDS = (KARPENTER, CAPI, *(g.kind for g in GROUP_KINDS))
 OPT_IN_KINDS = (CAPI, *(g.kind for g in GROUP_KINDS))
@@ -160,10 +150,65 @@ def skip_reason(node: Node, annotations: Mapping[str, str], owner: Owner | str, 
 
 
 def removal_command(node: Node, owner: Owner) -> str:
-    """What removes the machine of a drained node of an opted-in group other than Cluster API."""
-    group = next(g for g in GROUP_KINDS if g.kind == owner.kind)
-    instance = node.provider_id.rsplit("/", 1)[-1] if node.provider_id else "<the node's instance ID>"
-    return group.remove.format(node=node.name, group=owner.name, instance=instance)
+    """What removes the machine of a drained node of an opted-in group other than Cluster API
+    (printed, never run): everything the node's provider ID and labels say filled in, ``<...>``
+    only for what they do not."""
+    if owner.kind == "gke":
+        return _gke_command(node, owner.name)
+    if owner.kind == "aks":
+        return _aks_command(node, owner.name)
+    return _aws_command(node)
+
+
+AWS_ZONE = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)(?:-[a-z0-9-]+)?[a-z]$")
+"""An AWS availability zone (``us-east-1a``, a Local Zone ``us-west-2-lax-1a``): its region first."""
+
+
+def _aws_command(node: Node) -> str:
+    """EKS and eksctl: the instance from ``aws:///ZONE/INSTANCE``, the region from its zone."""
+    parts = node.provider_id.removeprefix("aws://").strip("/").split("/") if node.provider_id else []
+    instance = parts[-1] if parts and parts[-1] else "<the node's instance ID>"
+    zone = parts[0] if len(parts) == 2 else node.labels.get("topology.kubernetes.io/zone", "")
+    region = match.group(1) if (match := AWS_ZONE.match(zone)) else ""
+    return (f"aws autoscaling terminate-instance-in-auto-scaling-group --instance-id {instance} "
+            f"--should-decrement-desired-capacity{f' --region {region}' if region else ''}")
+
+
+GKE_INSTANCE = re.compile(r"^(gke-.+-[0-9a-f]{8})-[a-z0-9]{4}$")
+"""A GKE node pool's instance: ``gke-CLUSTER-POOL-HASH-XXXX``, of the managed instance group
+``gke-CLUSTER-POOL-HASH-grp`` (GKE names both so)."""
+
+
+def _gke_command(node: Node, pool: str) -> str:
+    """GKE: project, zone and instance from ``gce://PROJECT/ZONE/INSTANCE``, the managed instance
+    group from the instance's name."""
+    parts = node.provider_id.removeprefix("gce://").split("/") if node.provider_id.startswith("gce://") else []
+    project, zone, instance = parts if len(parts) == 3 else (
+        "<project>", node.labels.get("topology.kubernetes.io/zone") or "<zone>", node.name)
+    group = f"{match.group(1)}-grp" if (match := GKE_INSTANCE.match(instance)) else (
+        f"<the managed instance group of node pool {pool}>")
+    return (f"gcloud compute instance-groups managed delete-instances {group} --instances {instance} "
+            f"--project {project} --zone {zone}")
+
+
+AZURE_SCALE_SET = re.compile(r"^azure:///subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/"
+                             r"Microsoft\.Compute/virtualMachineScaleSets/", re.IGNORECASE)
+AKS_NODE_GROUP = re.compile(r"^MC_([^_]+)_([^_]+)_([^_]+)$", re.IGNORECASE)
+"""AKS's default node resource group, ``MC_<resource group>_<cluster>_<location>``: read only when
+no part holds an underscore (otherwise the split is ambiguous)."""
+
+
+def _aks_command(node: Node, pool: str) -> str:
+    """AKS: the subscription and node resource group from the scale set's provider ID (or the
+    ``kubernetes.azure.com/cluster`` label), the cluster's resource group and name from the node
+    resource group's default name."""
+    scale_set = AZURE_SCALE_SET.match(node.provider_id)
+    node_group = scale_set.group(2) if scale_set else node.labels.get("kubernetes.azure.com/cluster", "")
+    named = AKS_NODE_GROUP.match(node_group)
+    group, cluster = (named.group(1), named.group(2)) if named else ("<resource group>", "<cluster>")
+    subscription = f" --subscription {scale_set.group(1)}" if scale_set else ""
+    return (f"az aks nodepool delete-machines --nodepool-name {pool} --machine-names {node.name} "
+            f"--resource-group {group} --cluster-name {cluster}{subscription}")
 
 
 def parse_node_groups(values: Sequence[str]) -> frozenset[str]:

@@ -204,6 +204,13 @@ class Store:
             return [obj for objects in self._objects.values() for obj in objects.values()]
 
 
+QUICK_WATCH = 1.0
+"""Seconds: a watch that ends sooner without an event, or with 410 Gone, twice in a row or more,
+is started again (listing again after 410) only after a pause doubling from 0.5 s to
+``max_retry``, as client-go's reflector paces ListAndWatch: a server that ends every watch at once
+is not asked again and again (a full LIST each time after 410) as fast as it answers."""
+
+
 class Informer:
     """Keeps a :class:`Store` current from the API; see the module docstring."""
 
@@ -246,15 +253,22 @@ class Informer:
         version = ""
         listed_at = 0.0
         failures = 0
+        quick = 0
         while not self._stop.is_set():
+            if quick >= 2:  # (the first at once, as a 410 after a compaction wants)
+                self._stop.wait(doubling(quick - 1, 0.5, self.max_retry))
+            started = time.monotonic()
             try:
                 if not version or self._resync_due(listed_at):
                     version = self._relist(watched)
                     listed_at = self.clock()
-                version = self._watch(watched, version, listed_at)
+                seen = self._watch(watched, version, listed_at)
+                quick = quick + 1 if seen == version and time.monotonic() - started < QUICK_WATCH else 0
+                version = seen
                 failures = 0
             except Gone as error:
                 log.info("watch %s: %s; listing again", watched.resource, error)
+                quick = quick + 1 if time.monotonic() - started < QUICK_WATCH else 0
                 version = ""
             except NotFound as error:
                 if not watched.optional:

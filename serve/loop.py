@@ -53,6 +53,7 @@ from kubeplace.kube.objects import (
 )
 from kubeplace.kube.raw_objects import object_label
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.models.framework import PluginError
 from kubeplace.models.gpu import device_notes
 from kubeplace.plan.pipeline import make_plan
 from kubeplace.plan.plan import GangStatus, Placement, Plan, Unplaced
@@ -249,7 +250,10 @@ class Scheduler:
         returns once the plan is made and the bindings go on in the binding thread (the report
         fills in as they do); otherwise it returns when they are done."""
         stop = stop or self.stop_event
-        decided = self._plan_cycle(units)
+        try:
+            decided = self._plan_cycle(units)
+        except PluginError as error:  # a plugin failing for the whole batch: each pod's reason
+            return self._plugin_failed(units, str(error))
         if decided.report.pods == 0:
             return decided.report
         if not self._pipelined:
@@ -259,6 +263,22 @@ class Scheduler:
             _finished([self._binding.pop(0)])
         self._binding.append(self._finisher.submit(self._finish_safely, decided, stop))
         return decided.report
+
+    def _plugin_failed(self, units: Sequence[Unit], why: str) -> CycleReport:
+        """The units of a cycle whose plan a plugin failed (a hook about the whole batch, or a build
+        failing on no one object: ``models.plugin_guard``): each pending pod's Event and its unit's
+        backoff say so, as the kube-scheduler fails a pod whose plugin returns an error."""
+        report = CycleReport(units=len(units))
+        wanted = set(units)
+        for raw in self.store.items("pods"):
+            if not (raw.get("spec") or {}).get("nodeName") and self.intake.unit_of_raw(raw) in wanted:
+                report.unplaced.append(object_key(raw))
+                self.decide(pod=object_key(raw), outcome="error", why=why)
+                self.recorder.pod_event(ev.unparsed_pod(raw), ev.FAILED_SCHEDULING, why, ev.WARNING)
+        log.warning("plugin failed", extra={"fields": {"units": len(units), "why": why}})
+        for unit in units:
+            self.queue.unschedulable(unit, why)
+        return report
 
     def _plan_cycle(self, units: Sequence[Unit]) -> Decided:
         """Snapshot, plan and verify; the placements to bind are assumed from now on."""

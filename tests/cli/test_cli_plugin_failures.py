@@ -298,3 +298,43 @@ def test_score_terms_are_checked_as_the_objective_reads_them(tmp_path: Path, ter
         return
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (code, out, err)
     assert err.startswith("error: plugin Rows failed: terms(): TypeError: "), err
+
+
+SCORE_ONLY = '''
+from dataclasses import dataclass
+from kubeplace.plugins import SCORE, LoadBalanceTerm, PluginFactory
+
+
+@dataclass(frozen=True)
+class Scores:
+    name: str = "Scores"
+
+    def terms(self, problem):
+        return [LoadBalanceTerm("cpu", 1)]
+
+
+def _build(args, ctx):
+    if any(n.labels.get("special") == "true" for n in ctx.snapshot.nodes):
+        raise ValueError("build broke")
+    return Scores()
+
+
+FACTORY = PluginFactory("Scores", SCORE, None, _build)
+'''
+
+
+def test_a_score_plugin_s_build_failing_on_one_node_refuses_that_node(tmp_path: Path) -> None:
+    """A score (or constraint) plugin has no filter of its own: the node its build fails on is
+    refused by the guard's filter, with the failure as that node's reason, the rest planned."""
+    (tmp_path / f"{module_name(tmp_path)}.py").write_text(SCORE_ONLY)
+    config = tmp_path / "config.yaml"
+    config.write_text(HEADER + f"userPlugins:\n- {{name: Scores, import: '{module_name(tmp_path)}:FACTORY'}}\n"
+                      "profiles:\n- plugins: {enabled: [Scores]}\n")
+    code, out, err = run("plan", str(cluster_file(tmp_path)), "--config", str(config), "-o", "json", *FAST)
+    assert code == 0, (code, out, err)
+    assert {p["node"] for p in json.loads(out)["placements"]} == {"n1"}, out
+    text = cluster_file(tmp_path).read_text().replace("cpu: '4'", "cpu: '1'", 1)  # n1 holds one pod only
+    (tmp_path / "small.yaml").write_text(text)
+    code, out, err = run("plan", str(tmp_path / "small.yaml"), "--config", str(config), "-o", "json", *FAST)
+    [left] = json.loads(out)["unplaced"]
+    assert "1 plugin Scores failed: build(): ValueError: build broke" in left["reasons"][0], left

@@ -83,3 +83,34 @@ def test_a_volume_attached_between_cycles_regroups_the_nodes_of_a_limited_driver
     second = cluster(csi_node("n2", (EBS, 1)), *running, mounting(pod("running").on("n2"), "run"), *pending)
     second = replace(second, nodes=first.nodes)
     assert not eligible(second)[0][1]
+
+
+def test_the_node_groups_kept_are_those_of_the_filters_used_last() -> None:
+    """A user plugin names itself (it may take another name every run): the groups kept are those
+    of the last NODE_GROUPS_KEPT filters, not of every name ever seen (each holds a cycle's nodes)."""
+    from dataclasses import dataclass
+
+    from kubeplace.models import aggregate as agg
+
+    @dataclass(frozen=True)
+    class Named:
+        name: str
+        reason: str = "no"
+
+        def pod_key(self, p: object) -> None:
+            return None
+
+        def node_key(self, n: object) -> str:
+            return "same"
+
+        def node_key_basis(self) -> int:
+            return 0
+
+        def filter(self, p: object, nodes: list[object]) -> np.ndarray:
+            return np.ones(len(nodes), dtype=np.bool_)
+
+    nodes = [node(f"n{i}").cpu(4).build() for i in range(3)]
+    for i in range(3 * agg.NODE_GROUPS_KEPT):
+        agg._node_groups(Named(f"run-{i}"), nodes)
+    assert len(agg._LAST_NODE_GROUPS) <= agg.NODE_GROUPS_KEPT
+    assert (Named, f"run-{3 * agg.NODE_GROUPS_KEPT - 1}") in agg._LAST_NODE_GROUPS

@@ -150,11 +150,56 @@ def test_a_do_not_disrupt_node_stays() -> None:
     assert "n0" not in drained(result) and len(result.drain) == 3
 
 
+def test_a_node_annotated_do_not_disrupt_otherwise_than_true_may_go() -> None:
+    """Karpenter's ValidateNodeDisruptable compares the node's annotation with "true" exactly (no
+    duration on a node): "True" or "1h" do not keep it."""
+    for value in ("True", "TRUE", "1h"):
+        nodes = [karpenter_node("n0", annotations={"karpenter.sh/do-not-disrupt": value}),
+                 *[karpenter_node(f"n{i}") for i in range(1, 4)]]
+        result = run(fragmented(nodes=nodes))
+        assert len(result.drain) == 3 and not any("do-not-disrupt" in why for _, why in result.kept), result.kept
+
+
 def test_the_nodepool_disruption_budget() -> None:
     assert len(run(fragmented(budgets=[{"nodes": "1"}])).drain) == 1
     assert len(run(fragmented(budgets=[{"nodes": "50%"}])).drain) == 2
     # a budget for empty nodes only does not limit the removal of under-used ones
     assert len(run(fragmented(budgets=[{"nodes": "0", "reasons": ["Empty"]}])).drain) == 3
+
+
+def test_a_budget_percentage_is_of_the_nodes_karpenter_counts() -> None:
+    """Karpenter's budget mapping (BuildDisruptionBudgetMapping) takes a percentage of its NodePool's
+    managed, initialized nodes whose instance is not terminating, and subtracts those already being
+    disrupted (not Ready, being deleted, tainted karpenter.sh/disrupted)."""
+    def claim(name: str, condition: str) -> dict[str, Any]:
+        c = node_claim(name)
+        c["status"]["conditions"] = [{"type": condition, "status": "True",
+                                      "lastTransitionTime": "2026-01-01T00:00:00Z"}] if condition else []
+        return c
+
+    not_counted = [karpenter_node("u0"), claim("u0", ""), karpenter_node("u1"), claim("u1", ""),  # not initialized
+                   karpenter_node("t0"), claim("t0", "InstanceTerminating")]
+    assert len(run(fragmented(budgets=[{"nodes": "25%"}], extra=not_counted)).drain) == 1  # 25% of 4, not of 7
+    sick = karpenter_node("sick", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    sick["status"] = {"conditions": [{"type": "Ready", "status": "False"}]}
+    tainted = karpenter_node("tainted", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    tainted["spec"] = {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}
+    assert len(run(fragmented(budgets=[{"nodes": "3"}], extra=[sick, tainted])).drain) == 1  # 3 - 2 disrupted
+    assert len(run(fragmented(budgets=[{"nodes": "3"}], extra=[sick])).drain) == 2
+
+
+def test_a_node_karpenter_removes_already_is_no_candidate() -> None:
+    """Karpenter's ValidateNodeDisruptable refuses a node being deleted or marked for deletion
+    (tainted karpenter.sh/disrupted by a command in progress): it is not removed twice."""
+    deleting = {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["karpenter.sh/termination"]}
+    for mark in ({"metadata": deleting},
+                 {"spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}):
+        nodes = [karpenter_node(f"n{i}") for i in range(4)]
+        for part, fields in mark.items():
+            nodes[0][part] = {**nodes[0].get(part, {}), **fields}
+        result = run(fragmented(nodes=nodes))
+        assert "n0" not in drained(result), mark
+        assert dict(result.kept)["n0"].startswith("Karpenter is removing it already"), result.kept
 
 
 def test_a_pod_that_may_not_move_keeps_its_node() -> None:

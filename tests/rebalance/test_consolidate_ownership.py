@@ -383,6 +383,9 @@ def _catalogue(tmp_path: Any) -> Any:
     ("876000h", "2024-01-01T00:00:00Z", True),   # a century: still protected
     ("1h30m", "2024-01-01T00:00:00Z", False),
     ("yes", None, False),                        # not a duration: no protection, as in Karpenter
+    ("True", None, False),                       # Karpenter compares with "true" exactly
+    ("TRUE", None, False),
+    ("true", "2024-01-01T00:00:00Z", True),
     ("-5m", None, False),
     ("0s", None, False),
 ])  # fmt: skip

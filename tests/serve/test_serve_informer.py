@@ -157,3 +157,26 @@ def test_a_watch_failing_for_hours_keeps_retrying_at_the_longest_pause() -> None
     informer = Informer(ScriptedWatch([], [], lambda: None), resources=(PODS,), max_retry=10.0)
     informer.stop()  # (the pause returns at once)
     assert informer._pause(PODS, Unreachable("down"), 5000) == 5001
+
+
+def test_a_watch_that_ends_at_once_again_and_again_is_paced() -> None:
+    """410 Gone right after every list (or a watch the server ends at once, with no event): the
+    first is listed (watched) again at once, the next ones after a doubling pause, so the informer
+    does not LIST the whole resource as fast as the server answers (client-go's reflector backs
+    off too)."""
+    import time
+
+    a = versioned(pod("a").manifest(), 5)
+    for watches, lists in (([Gone("too old resource version", status=410)] * 6, [([a], 10)] * 7),
+                           ([[]] * 6, [([a], 10)])):
+        stop = threading.Event()
+        script = ScriptedWatch(list(lists), list(watches), stop.set)
+        informer = Informer(script, resources=(PODS,), max_retry=0.2)
+        informer._stop = stop
+        started = time.monotonic()
+        thread = threading.Thread(target=informer.run, args=(PODS,), daemon=True)
+        thread.start()
+        thread.join(10)
+        assert not thread.is_alive()
+        # 7 watches: the 2nd at once, the 3rd to 7th after 0.2 s each (0.5 s capped by max_retry)
+        assert time.monotonic() - started >= 0.9, watches[0]

@@ -39,3 +39,69 @@ def test_a_plugin_failing_for_one_pod_is_that_pods_reason_and_the_others_are_bou
     (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "odd"]
     assert event["reason"] == "FailedScheduling"
     assert f"plugin Broken failed: {hook}(): ValueError: {hook} broke" in event["message"], event["message"]
+
+
+BUILD_FAILS_ON = {
+    "pod": "    if any(p.labels.get('special') == 'true' for p in ctx.snapshot.pending):\n"
+           "        raise ValueError('build broke')\n",
+    "node": "    if any(n.labels.get('special') == 'true' for n in ctx.snapshot.nodes):\n"
+            "        raise ValueError('build broke')\n",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(BUILD_FAILS_ON))
+def test_a_build_failing_on_one_object_is_its_pods_reason_and_the_others_are_bound(tmp_path: Path,
+                                                                                    fault: str) -> None:
+    """The build of a plugin for the cycle fails on one pending pod (or one node): that pod is not
+    bound, its Event says why, and the other pods are bound in the same cycle (on the other node)."""
+    source = PLUGIN.replace("    return Broken(args)", BUILD_FAILS_ON[fault] + "    return Broken(args)")
+    (tmp_path / f"{module_name(tmp_path)}.py").write_text(source)
+    path = tmp_path / "config.yaml"
+    path.write_text(HEADER + f"userPlugins:\n- {{name: Broken, import: '{module_name(tmp_path)}:FACTORY'}}\n"
+                    "profiles:\n- plugins: {enabled: [Broken]}\n")
+    config = load_configuration(path)
+    store = Store()
+    store.replace("nodes", [node("n1").cpu("4").manifest(), node("n2").cpu("4").label("special", "true").manifest()])
+    odd = pod("odd").cpu("1") if fault == "node" else pod("odd").cpu("1").label("special", "true")
+    store.replace("pods", [pod("plain").cpu("1").manifest(), pod("other").cpu("3").manifest(), odd.manifest()])
+    cluster = FakeCluster()
+    s = Scheduler(cluster, store, config, config.profiles[0], SolverSettings(time_limit=5, workers=1),
+                  ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), clock=Clock())
+    s.resync_queue()
+    report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    if fault == "node":  # n2 refused by the plugin: 'other' and one 1-CPU pod fill n1, the last does not fit
+        assert len(report.bound) == 2 and "default/other" in report.bound, report
+        assert {b[1] for b in cluster.bindings} == {"n1"}, cluster.bindings
+        (left,) = report.unplaced
+        (event,) = [e for e in cluster.events if f"default/{e['involvedObject']['name']}" == left]
+        assert "1 plugin Broken failed: build(): ValueError: build broke" in event["message"], event["message"]
+        return
+    assert sorted(report.bound) == ["default/other", "default/plain"], report
+    (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "odd"]
+    assert event["reason"] == "FailedScheduling"
+    assert "plugin Broken failed: build(): ValueError: build broke" in event["message"], event["message"]
+
+
+@pytest.mark.parametrize("hook", ["terms", "constraints"])
+def test_a_hook_about_the_whole_batch_failing_is_each_pods_reason(tmp_path: Path, hook: str) -> None:
+    """A score or constraint plugin failing for the whole batch fails each of its pods as the
+    kube-scheduler fails a pod on a plugin's error: the pod's FailedScheduling Event and its unit's
+    backoff say which plugin failed and how (not a bare "cycle failed"), and the scheduler goes on."""
+    (tmp_path / f"{module_name(tmp_path)}.py").write_text(PLUGIN)
+    path = tmp_path / "config.yaml"
+    path.write_text(HEADER + f"userPlugins:\n- {{name: Broken, import: '{module_name(tmp_path)}:FACTORY'}}\n"
+                    "profiles:\n- plugins: {enabled: [Broken]}\n"
+                    f"  pluginConfig: [{{name: Broken, args: {{hook: {hook}}}}}]\n")
+    config = load_configuration(path)
+    store = Store()
+    store.replace("nodes", [node("n1").cpu("4").manifest()])
+    store.replace("pods", [pod("a").cpu("1").manifest(), pod("b").cpu("1").manifest()])
+    cluster = FakeCluster()
+    s = Scheduler(cluster, store, config, config.profiles[0], SolverSettings(time_limit=5, workers=1),
+                  ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), clock=Clock())
+    s.resync_queue()
+    report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
+    assert not cluster.bindings and sorted(report.unplaced) == ["default/a", "default/b"], report
+    why = f"plugin Broken failed: {hook}(): ValueError: {hook} broke"
+    assert sorted(e["involvedObject"]["name"] for e in cluster.events if why in e["message"]) == ["a", "b"]
+    assert s.queue.sizes()["queue_waiting"] + s.queue.sizes()["queue_unschedulable"] == 2

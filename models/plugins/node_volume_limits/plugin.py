@@ -6,8 +6,13 @@ PersistentVolume's CSI source, an unbound one as a new volume of its class's pro
 node has attached is what its running pods mount plus its VolumeAttachments. As a filter, a pod
 fails where its volumes that are not attached there yet would exceed the limit; across the
 batch, a group rule per driver caps the pods a node takes to its room left, each pod counted for
-its most new volumes of that driver (exact when every such pod adds as many). In-tree volumes are
-not counted (as the kube-scheduler, where CSI migration is off for them).
+its most new volumes of that driver (exact when every such pod adds as many), on the nodes only
+where the pending pods' volumes of that driver, each counted once, do not all fit: pods sharing a
+claim attach it once per node (the kube-scheduler counts unique volumes), so where all of them fit
+any number of those pods do. A volume of an in-tree plugin the kube-scheduler migrates to CSI
+(AWS EBS, GCE PD, Azure Disk, Cinder, Portworx: ``kube.storage.IN_TREE_DRIVERS``), bound or by its
+class's provisioner, counts as its CSI driver's, as csi-translation-lib translates it; its
+VolumeAttachments do not count (the kube-scheduler counts those of CSI volumes only).
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from functools import cached_property
 import numpy as np
 
 from kubeplace.kube.objects import Node, Pod
+from kubeplace.kube.storage import IN_TREE_DRIVERS
 from kubeplace.kube.storage_objects import Storage
 from kubeplace.models.framework import ClassView, RunContext
-from kubeplace.models.problem import BoolArray, Gang, GroupCap
+from kubeplace.models.problem import UNCAPPED, BoolArray, Gang, GroupCap
 
 NAME = "NodeVolumeLimits"
 MAX_VOLUME_COUNT = "node(s) exceed max volume count"
@@ -43,10 +49,11 @@ def pod_volumes(pod: Pod, storage: Storage) -> dict[str, frozenset[str]]:
             continue
         pv = storage.volumes.get(claim.volume_name) if claim.volume_name else None
         if pv is not None:
-            driver, handle = pv.csi_driver, pv.csi_handle
+            driver, handle = (pv.csi_driver, pv.csi_handle) if pv.csi_driver else pv.migrated
         else:
             storage_class = storage.classes.get(claim.storage_class) if claim.storage_class else None
-            driver, handle = (storage_class.provisioner, f"~{claim.key}") if storage_class else ("", "")
+            driver, handle = (IN_TREE_DRIVERS.get(storage_class.provisioner, storage_class.provisioner),
+                              f"~{claim.key}") if storage_class else ("", "")
         if driver and handle:
             found.setdefault(driver, set()).add(f"{driver}/{handle}")
     return {driver: frozenset(names) for driver, names in found.items()}
@@ -107,8 +114,11 @@ class NodeVolumeLimits:
             members = tuple(c for c, k in enumerate(counts) if k > 0)
             if members:
                 most = max(counts)
-                cap = np.array([self._room(n.name, driver) // most for n in view.nodes], dtype=np.int64)
-                rules.append(GroupCap(f"attachable volumes of {driver}", members, cap))
+                everything = self.wanted_anywhere.get(driver, frozenset())
+                cap = np.array([UNCAPPED if len(everything - self._attached(n.name, driver)) <= room else room // most
+                                for n in view.nodes for room in (self._room(n.name, driver),)], dtype=np.int64)
+                if (cap < UNCAPPED).any():
+                    rules.append(GroupCap(f"attachable volumes of {driver}", members, cap))
         return rules
 
     def _room(self, node: str, driver: str) -> int:

@@ -2,7 +2,9 @@
 attached to a node (those its running pods mount, its VolumeAttachments, and those of the pods
 placed there, each volume counted once by driver and handle) stay within its CSINode's
 ``allocatable.count`` for each driver (the kube-scheduler's nodevolumelimits/csi.go). An unbound
-claim counts as a new volume of its class's provisioner. Imports only ``kubeplace.kube``."""
+claim counts as a new volume of its class's provisioner; an in-tree volume the kube-scheduler
+migrates to CSI as its CSI driver's (``kube.storage.IN_TREE_DRIVERS``). Imports only
+``kubeplace.kube``."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Iterator
 
 from kubeplace.kube.objects import Pod
 from kubeplace.kube.plan_view import Finding, PlanView
+from kubeplace.kube.storage import IN_TREE_DRIVERS
 from kubeplace.kube.storage_objects import Storage
 
 
@@ -53,8 +56,10 @@ def _csi_volumes(pod: Pod, storage: Storage) -> set[tuple[str, str]]:
             continue
         pv = storage.volumes.get(claim.volume_name) if claim.volume_name else None
         if pv is not None:
-            if pv.csi_driver and pv.csi_handle:
-                found.add((pv.csi_driver, pv.csi_handle))
+            driver, handle = (pv.csi_driver, pv.csi_handle) if pv.csi_driver else pv.migrated
+            if driver and handle:
+                found.add((driver, handle))
         elif claim.storage_class in storage.classes:
-            found.add((storage.classes[claim.storage_class].provisioner, f"new volume for {claim.key}"))
+            provisioner = storage.classes[claim.storage_class].provisioner
+            found.add((IN_TREE_DRIVERS.get(provisioner, provisioner), f"new volume for {claim.key}"))
     return found
