@@ -17,10 +17,16 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from kubeplace.models.linear import INF as NO_BOUND
 from kubeplace.solver.backends.base import Status
 
 Terms = Sequence[tuple[int, int]]
 """(coefficient, variable) pairs."""
+
+
+def _each(bound: Sequence[int] | int | Any, n: int) -> list[int]:
+    """One integer bound per row, from one for all or one each."""
+    return [int(bound)] * n if isinstance(bound, int) or getattr(bound, "ndim", 1) == 0 else [int(b) for b in bound]
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,27 @@ class IntModel:
     def add_eq(self, terms: Terms, value: int) -> None:
         """sum(terms) == value."""
         self._m.add(self._sum(terms) == value)
+
+    def add_rows(self, counts: Sequence[int] | Any, cols: Sequence[int] | Any, coefs: Sequence[int] | Any,
+                 lower: Sequence[int] | int | Any, upper: Sequence[int] | int | Any) -> None:
+        """Rows as ``models.linear.Rows`` writes them (``linear.INF`` for no bound): row r is
+        ``lower[r] <= sum of the next counts[r] coefficient x variable <= upper[r]``, added as
+        ``add_le``, ``add_ge`` or ``add_eq``."""
+        counts = [int(c) for c in counts]
+        lows = _each(lower, len(counts))
+        highs = _each(upper, len(counts))
+        cols, coefs = [int(c) for c in cols], [int(c) for c in coefs]
+        start = 0
+        for n, low, high in zip(counts, lows, highs, strict=True):
+            terms = list(zip(coefs[start:start + n], cols[start:start + n], strict=True))
+            start += n
+            if low == high:
+                self.add_eq(terms, low)
+                continue
+            if high < NO_BOUND:
+                self.add_le(terms, high)
+            if low > -NO_BOUND:
+                self.add_ge(terms, low)
 
     def add_implication(self, a: int, b: int) -> None:
         """Boolean a implies boolean b."""
