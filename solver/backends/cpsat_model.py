@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from ortools.sat.python import cp_model
 
 from kubeplace.models.linear import INF as NO_BOUND
@@ -24,9 +26,9 @@ Terms = Sequence[tuple[int, int]]
 """(coefficient, variable) pairs."""
 
 
-def _each(bound: Sequence[int] | int | Any, n: int) -> list[int]:
+def _each(bound: npt.ArrayLike, n: int) -> list[int]:
     """One integer bound per row, from one for all or one each."""
-    return [int(bound)] * n if isinstance(bound, int) or getattr(bound, "ndim", 1) == 0 else [int(b) for b in bound]
+    return [int(b) for b in np.broadcast_to(np.asarray(bound, dtype=np.int64), (n,))]
 
 
 @dataclass(frozen=True)
@@ -68,18 +70,18 @@ class IntModel:
         """sum(terms) == value."""
         self._m.add(self._sum(terms) == value)
 
-    def add_rows(self, counts: Sequence[int] | Any, cols: Sequence[int] | Any, coefs: Sequence[int] | Any,
-                 lower: Sequence[int] | int | Any, upper: Sequence[int] | int | Any) -> None:
+    def add_rows(self, counts: npt.ArrayLike, cols: npt.ArrayLike, coefs: npt.ArrayLike, lower: npt.ArrayLike,
+                 upper: npt.ArrayLike) -> None:
         """Rows as ``models.linear.Rows`` writes them (``linear.INF`` for no bound): row r is
         ``lower[r] <= sum of the next counts[r] coefficient x variable <= upper[r]``, added as
         ``add_le``, ``add_ge`` or ``add_eq``."""
-        counts = [int(c) for c in counts]
-        lows = _each(lower, len(counts))
-        highs = _each(upper, len(counts))
-        cols, coefs = [int(c) for c in cols], [int(c) for c in coefs]
+        sizes = [int(c) for c in np.asarray(counts, dtype=np.int64)]
+        lows, highs = _each(lower, len(sizes)), _each(upper, len(sizes))
+        variables = [int(c) for c in np.asarray(cols, dtype=np.int64)]
+        factors = [int(c) for c in np.asarray(coefs, dtype=np.int64)]
         start = 0
-        for n, low, high in zip(counts, lows, highs, strict=True):
-            terms = list(zip(coefs[start:start + n], cols[start:start + n], strict=True))
+        for n, low, high in zip(sizes, lows, highs, strict=True):
+            terms = list(zip(factors[start:start + n], variables[start:start + n], strict=True))
             start += n
             if low == high:
                 self.add_eq(terms, low)
