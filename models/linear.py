@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +22,16 @@ _Scalar = TypeVar("_Scalar", bound=np.generic)
 
 INF = 1 << 53
 """Bound standing for +infinity; exact in float64 so both backends read it the same."""
+
+
+class Rows(Protocol):
+    """What rows are written into: a ``LinearBuilder``, or a backend's own model (HiGHS's
+    incremental LP, CP-SAT's ``IntModel``) for the searches that build one, each reading ``INF``
+    as no bound. The capacity writer (``models.formulation.capacity_rows``) writes into any."""
+
+    def add_rows(self, counts: IntArray, cols: IntArray, coefs: IntArray,
+                 lb: IntArray | int, ub: IntArray | int) -> None:
+        """Adds len(counts) rows; row r uses the next counts[r] entries of cols/coefs."""
 
 
 @dataclass(frozen=True)

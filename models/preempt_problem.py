@@ -20,7 +20,7 @@ the preemption stages (``models.preempt_rows``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -34,7 +34,8 @@ from kubeplace.models.aggregate import Aggregation, FilterTable, aggregate, base
 from kubeplace.models.config import Configuration, Profile, instantiate
 from kubeplace.models.framework import ObjectiveTerm, PluginSet
 from kubeplace.models.preemption import NO_POWER, Candidates, candidates, not_preempting
-from kubeplace.models.problem import Assignment, BoolArray, DomainPreference, Gang, IntArray, Preference, Problem
+from kubeplace.models.problem import Assignment, BoolArray, IntArray, Problem
+from kubeplace.models.renumber import renumbered_rules
 
 ClassKey = tuple[Any, ...]
 """What splits a class: ``("pending", power)`` or ``("victim", node, unit, priority, budgets)``."""
@@ -215,36 +216,10 @@ def split_classes(agg: Aggregation, key: Callable[[int], ClassKey]) -> tuple[Agg
         weight_stage=p.stage_of_class[parent],
         eligible=p.eligible[parent].reshape(len(parts), p.n_nodes),
         members=tuple(tuple(m) for _, _, m in parts),
-        **_split_rules(p, children),
+        **renumbered_rules(p, children),
         gpu_count=p.gpu_count[parent] if has_gpu else p.gpu_count,
         gpu_milli=p.gpu_milli[parent] if has_gpu else p.gpu_milli,
     )
     filters = tuple(FilterTable(t.plugin, t.pod_key_of_class[parent], t.node_group, t.masks) for t in agg.filters)
     class_pods = tuple(agg.class_pods[c] for c in parent.tolist())
     return Aggregation(problem, class_pods, filters, agg.left, beyond_full=agg.beyond_full), [k for k, _, _ in parts]
-
-
-def _split_rules(p: Problem, children: Mapping[int, Sequence[int]]) -> dict[str, Any]:
-    """Every rule of ``p`` over classes, each class replaced by its ``children`` (in order):
-    group caps (with their domains), gangs, the inter-pod rules and the preferences (a
-    per-node preference's row repeated for each child)."""
-
-    def remap(classes: Sequence[int]) -> tuple[int, ...]:
-        return tuple(sorted(n for c in classes for n in children.get(c, [])))
-
-    def preference(pref: Preference) -> Preference:
-        if isinstance(pref, DomainPreference):
-            return replace(pref, carriers=remap(pref.carriers), counted=remap(pref.counted))
-        rows = sorted((n, k) for k, c in enumerate(pref.classes) for n in children.get(c, []))
-        return replace(pref, classes=tuple(n for n, _ in rows),
-                       raw=pref.raw[np.array([k for _, k in rows], dtype=np.int64)])
-
-    return {
-        "group_caps": tuple(replace(g, classes=remap(g.classes)) for g in p.group_caps),
-        "gangs": tuple(replace(g, classes=remap(g.classes)) for g in p.gangs if isinstance(g, Gang)),
-        "exclusions": tuple(replace(r, carriers=remap(r.carriers), matched=remap(r.matched)) for r in p.exclusions),
-        "spreads": tuple(replace(r, carriers=remap(r.carriers), counted=remap(r.counted)) for r in p.spreads),
-        "attractions": tuple(replace(a, carriers=remap(a.carriers), supporters=remap(a.supporters),
-                                     starters=remap(a.starters)) for a in p.attractions),
-        "preferences": tuple(preference(pref) for pref in p.preferences),
-    }

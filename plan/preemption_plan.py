@@ -32,7 +32,9 @@ from kubeplace.plan.pipeline import Planned, claim_allocations, make_plan, pods_
 from kubeplace.plan.plan import GangStatus, Placement, Plan, Preemption, PreemptionSummary, Unplaced
 from kubeplace.plan.verify import Violation
 from kubeplace.plan.verify_preempt import verify_preemptions
+from kubeplace.solver.budget import Budget
 from kubeplace.solver.run import Event
+from kubeplace.solver.shares import PREEMPTION_SOLVE_MIN_SECONDS
 from kubeplace.solver.solve import SolveReport
 from kubeplace.solver.solve_preemption import PreemptionReport, solve_preemption
 
@@ -40,8 +42,11 @@ from kubeplace.solver.solve_preemption import PreemptionReport, solve_preemption
 def make_preemption_plan(snapshot: Snapshot, config: Configuration, profile: Profile, settings: SolverSettings,
                          on_event: Callable[[Event], None] | None = None,
                          preemption: SolverSettings | None = None) -> Planned:
-    """``preemption``: the solver settings of the preemption solve, when not ``settings``'s."""
-    plain = make_plan(snapshot, config, profile, settings, on_event)
+    """``preemption``: the solver settings of the preemption solve, when not ``settings``'s. The
+    time limit of ``settings`` is plan --preempt's one budget: the plan without preemption has it,
+    the preemption solve what that plan leaves (at least ``shares.PREEMPTION_SOLVE_MIN_SECONDS``)."""
+    whole = Budget.of(settings.time_limit)
+    plain = make_plan(snapshot, config, profile, settings, on_event, budget=whole)
     placed = {(p.namespace, p.name) for p in plain.plan.placements}
     left = [pod for pod in snapshot.pending if (pod.namespace, pod.name) not in placed]
     if not left:
@@ -58,7 +63,8 @@ def make_preemption_plan(snapshot: Snapshot, config: Configuration, profile: Pro
     if lowest is None or not any(pw > lowest for pw in _pod_power(pp).values()):
         return _without_victims(plain, pp.not_preempting, attempts)
     start = _start(pp, plain.plan.placements)
-    report = solve_preemption(pp, start, preemption or settings)
+    report = solve_preemption(pp, start, preemption or settings,
+                              whole.split(1.0).at_least(PREEMPTION_SOLVE_MIN_SECONDS))
     if not report.values.evicted.any():  # nobody to evict: the plan without preemption stands
         return _without_victims(plain, pp.not_preempting, attempts)
     return _planned(snapshot, config, profile, pp, report, plain, attempts)

@@ -24,6 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from kubeplace.models.formulation.capacity_rows import (
+    BuyableTemplates,
+    ExistingNodes,
+    Pairs,
+    bought_rows,
+    capacity_rows,
+)
 from kubeplace.models.fragmentation import FloatArray
 from kubeplace.models.problem import BoolArray, IntArray
 from kubeplace.solver.backends.highs_lp import INF, HighsLp
@@ -329,23 +336,12 @@ def _aggregated_bound(items: Items, offers: Offers, candidates: IntArray, budget
     pair_upper = np.where(most > 0, items.count[None, :], 0).astype(np.float64).reshape(-1)
     h.add_vars(np.zeros(n_offers * n_items), pair_upper)
     h.set_integer(np.arange(n_offers + n_offers * n_items, dtype=np.int32))
-
-    def pair(k: int, i: int) -> int:
-        return n_offers + k * n_items + i
-
+    pairs = _pairs(items, most, n_offers)
     for i in range(n_items):
         h.add_row(float(items.count[i]), float(items.count[i]),
-                  np.array([pair(k, i) for k in range(n_offers)], dtype=np.int32), np.ones(n_offers))
-    for k in range(n_offers):
-        capacity = offers.capacity[candidates[k]]
-        for r in range(capacity.shape[0]):
-            used = [i for i in range(n_items) if items.demand[i, r] > 0 and most[k, i] > 0]
-            if used:
-                h.add_row(-INF, 0.0, np.array([k, *(pair(k, i) for i in used)], dtype=np.int32),
-                          np.array([-float(capacity[r]), *(float(items.demand[i, r]) for i in used)]))
-        capped = [i for i in range(n_items) if 0 < most[k, i] < items.count[i]]
-        for i in capped:  # at most ``most`` pods of the item a node
-            h.add_row(-INF, 0.0, np.array([k, pair(k, i)], dtype=np.int32), np.array([-float(most[k, i]), 1.0]))
+                  (n_offers + np.arange(n_offers) * n_items + i).astype(np.int32), np.ones(n_offers))
+    bought_rows(h, pairs, BuyableTemplates(np.arange(n_offers, dtype=np.int64), np.arange(n_offers, dtype=np.int64),
+                                           offers.capacity[candidates], most))
     for p, r in [(p, r) for p in range(offers.room.shape[0]) for r in range(offers.room.shape[1])
                  if offers.room[p, r] < UNLIMITED]:
         members = [k for k in range(n_offers) if offers.pool[candidates[k]] == p and offers.counted[candidates[k], r]]
@@ -355,6 +351,14 @@ def _aggregated_bound(items: Items, offers: Offers, candidates: IntArray, budget
     h.solve(seconds)
     value = h.dual_bound()
     return max(0.0, value) / PRICE_SCALE if np.isfinite(value) else 0.0
+
+
+def _pairs(items: Items, most: IntArray, n_offers: int) -> Pairs:
+    """The aggregated bound's pairs: x_ki, pods of item i on the nodes of offer k (variable
+    n_offers + k * I + i, after the node counts), where one node holds some, offer by offer."""
+    k, i = np.nonzero(most > 0)
+    return Pairs(i.astype(np.int64), k.astype(np.int64), (n_offers + k * items.n_items + i).astype(np.int64),
+                 items.count[i], items.demand)
 
 
 def _enumerated(items: Items, offers: Offers, candidates: IntArray,
@@ -508,11 +512,9 @@ def _knapsack(items: Items, capacity: IntArray, most: IntArray, pi: FloatArray,
     h.set_costs(np.arange(len(used), dtype=np.int32), pi[used])
     if integer:
         h.set_integer(np.arange(len(used), dtype=np.int32))
-    for r in range(capacity.shape[0]):
-        coef = items.demand[used, r].astype(np.float64)
-        nz = np.nonzero(coef > 0)[0]
-        if len(nz):
-            h.add_row(-INF, float(capacity[r]), nz.astype(np.int32), coef[nz])
+    one_node = np.zeros(len(used), dtype=np.int64)
+    capacity_rows(h, Pairs(used.astype(np.int64), one_node, np.arange(len(used), dtype=np.int64), most[used],
+                           items.demand), ExistingNodes(np.zeros(1, np.int64), capacity[None, :]))
     h.solve(KNAPSACK_SECONDS)
     upper = h.dual_bound() if integer else h.objective()
     if not np.isfinite(upper) or not (h.optimal() or h.timed_out()):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubeplace.models.formulation.capacity_rows import BuyableTemplates, Pairs, bought_rows
 from kubeplace.models.problem import BoolArray, IntArray
 from kubeplace.solver.backends.cpsat_model import IntModel
 from kubeplace.solver.budget import Budget
@@ -261,11 +262,13 @@ class _Model:
         return x
 
     def _capacity(self, s: int, capacity: IntArray) -> None:
-        for r in range(capacity.shape[0]):
-            terms = [(int(self.items.demand[i, r]), x) for i, x in enumerate(self.x[s])
-                     if x is not None and self.items.demand[i, r] > 0]
-            if terms:
-                self.m.add_le([*terms, (-int(capacity[r]), self.used[s])], 0)
+        """Slot s is a template node bought once when used: the capacity writer's rows."""
+        held = [(i, x) for i, x in enumerate(self.x[s]) if x is not None]
+        cls = np.array([i for i, _ in held], dtype=np.int64)
+        pairs = Pairs(cls, np.zeros(len(held), np.int64), np.array([x for _, x in held], dtype=np.int64),
+                      np.minimum(self.items.count[cls], self.items.most[cls]), self.items.demand)
+        bought_rows(self.m, pairs, BuyableTemplates(np.zeros(1, np.int64), np.array([self.used[s]], np.int64),
+                                                    capacity[None, :]))
 
     def _load(self, s: int) -> list[tuple[int, int]]:
         """The first resource requested on slot s, as (coefficient, variable) terms."""

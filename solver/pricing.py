@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubeplace.models.formulation.capacity_rows import ExistingNodes, Pairs, capacity_rows
 from kubeplace.models.gpu import WHOLE, GpuNeed, first_fit, pods_fitting
-from kubeplace.models.problem import IntArray, Problem, exact_sum
+from kubeplace.models.problem import IntArray, Problem
 from kubeplace.solver.backends.cpsat_model import IntModel
 from kubeplace.solver.budget import Budget
 from kubeplace.solver.pricing_bound import FloatArray, copies, knapsack_table, node_bound
@@ -232,12 +233,12 @@ class PricingModel:
         return min(k, pods_fitting(self.shape.devices, need)) if need.count else k
 
     def _resources(self) -> None:
-        dem = self.problem.demand[self.cls]
+        """The node's room, as the capacity writer writes an existing node's (a row that can
+        never bind left out)."""
         most = np.array([self._upper(c) for c in self.cls.tolist()], dtype=np.int64)
-        for r in range(dem.shape[1]):
-            col = dem[:, r]
-            if (col > 0).any() and exact_sum(col * most) > self.shape.free[r]:  # else the row can never bind
-                self.m.add_le([(int(a), v) for a, v in zip(col, self.n, strict=True) if a], int(self.shape.free[r]))
+        pairs = Pairs(self.cls.astype(np.int64), np.zeros(len(self.cls), np.int64), np.array(self.n, dtype=np.int64),
+                      most, self.problem.demand)
+        capacity_rows(self.m, pairs, ExistingNodes(np.zeros(1, np.int64), self.shape.free[None, :], skip_slack=True))
 
     def _devices(self) -> None:
         """Per-device loads (z by milli group, y for multi-device shares, b for whole)."""

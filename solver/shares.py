@@ -87,7 +87,12 @@ EXACT_MIN_SECONDS = 0.05
 KNAPSACK_SECONDS = 0.05
 """Time one integer pricing knapsack may take (its bound serves beyond)."""
 
-# --- solver.solve_preemption ---------------------------------------------------------------
+# --- plan --preempt (plan.preemption_plan) and solver.solve_preemption -----------------------
+PREEMPTION_SOLVE_MIN_SECONDS = 1.0
+"""plan --preempt's time limit is one budget: the plan without preemption has it (and ends sooner
+once proved), the preemption solve what that plan leaves, at least this (its greedy and its stages
+must get some time to answer). Before, the preemption solve had a whole limit of its own after the
+plan."""
 PREEMPTION_SHARES = {Stage.PLACE: 0.35, Stage.HIGHEST: 0.15, Stage.BUDGETS: 0.1, Stage.VICTIMS: 0.15,
                      Stage.TERMS: 0.25}
 """Part of the time limit each exact stage may take (what a stage leaves goes to the next): of the

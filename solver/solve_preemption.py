@@ -66,11 +66,11 @@ def feasible(pp: PreemptionProblem, a: Assignment) -> bool:
     return placed == int(a.counts.sum()) and not lm.violations(lm.hint)
 
 
-def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverSettings,
+def solve_preemption(pp: PreemptionProblem, start: Assignment, settings: SolverSettings, budget: Budget,
                      say: Callable[[str], None] | None = None) -> PreemptionReport:
-    """``start``: the pending placements of the plan without preemption."""
+    """``start``: the pending placements of the plan without preemption; ``budget``: the caller's
+    phase (what that plan left of plan --preempt's budget)."""
     started = time.monotonic()
-    budget = Budget(started, settings.time_limit)
     terms = pp.terms
     kept = pp.all_kept()
     incumbent = kept.merge(start)

@@ -14,15 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from kubeplace.models.problem import (
-    Assignment,
-    DeviceUse,
-    DomainPreference,
-    IntArray,
-    NodePreference,
-    Preference,
-    Problem,
-)
+from kubeplace.models.problem import Assignment, DeviceUse, IntArray, Problem
+from kubeplace.models.renumber import renumbered_rules, rule_classes
 
 
 class _Sets:
@@ -62,39 +55,8 @@ def components(problem: Problem) -> list[tuple[IntArray, IntArray]]:
     return sorted(parts, key=lambda p: -int(problem.eligible[np.ix_(p[0], p[1])].sum()))
 
 
-def rule_classes(problem: Problem) -> list[tuple[int, ...]]:
-    """The classes each rule ties together (all of one rule must be solved together)."""
-    groups: list[tuple[int, ...]] = [*(g.classes for g in problem.group_caps), *(g.classes for g in problem.gangs)]
-    groups += [(*r.carriers, *r.matched) for r in problem.exclusions]
-    groups += [(*r.carriers, *r.counted) for r in problem.spreads]
-    groups += [(*r.carriers, *r.counted) for r in problem.preferences if isinstance(r, DomainPreference)]
-    by_name = {a.name: a for a in problem.attractions}
-    groups += [(*a.carriers, *a.supporters, *(c for r in a.rivals for c in by_name[r].carriers))
-               for a in problem.attractions]
-    return [g for g in groups if g]
-
-
 def subproblem(problem: Problem, classes: IntArray, nodes: IntArray) -> Problem:
-    new_index = {int(c): k for k, c in enumerate(classes)}
-
-    def renumber(members: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(new_index[c] for c in members)
-
-    caps = tuple(replace(g, classes=renumber(g.classes), cap=g.cap if g.domain is not None else g.cap[nodes],
-                         domain=None if g.domain is None else g.domain[nodes])
-                 for g in problem.group_caps if g.classes and g.classes[0] in new_index)
-    exclusions = tuple(replace(r, carriers=renumber(r.carriers), matched=renumber(r.matched), domain=r.domain[nodes])
-                       for r in problem.exclusions if r.carriers[0] in new_index)
-    spreads = tuple(replace(r, carriers=renumber(r.carriers), counted=renumber(r.counted), domain=r.domain[nodes])
-                    for r in problem.spreads if r.carriers[0] in new_index)
-    attractions = tuple(replace(a, carriers=renumber(a.carriers), supporters=renumber(a.supporters),
-                                starters=renumber(a.starters), domains=tuple(d[nodes] for d in a.domains),
-                                cell=a.cell[nodes])
-                        for a in problem.attractions if a.carriers[0] in new_index)
-    gangs = tuple(replace(g, classes=tuple(new_index[c] for c in g.classes),
-                          domain=None if g.domain is None else g.domain[nodes],
-                          preferred=None if g.preferred is None else g.preferred[nodes])
-                  for g in problem.gangs if g.classes and g.classes[0] in new_index)
+    """The part of ``problem`` over ``classes`` and ``nodes``, numbered from 0 in their order."""
     has_gpu = problem.gpu_count.shape[0] > 0
     return replace(
         problem,
@@ -106,26 +68,11 @@ def subproblem(problem: Problem, classes: IntArray, nodes: IntArray) -> Problem:
         weight_stage=problem.weight_stage[classes] if problem.weight_stage.shape[0] else problem.weight_stage,
         eligible=problem.eligible[np.ix_(classes, nodes)],
         members=tuple(problem.members[c] for c in classes),
-        group_caps=caps, gangs=gangs, exclusions=exclusions, attractions=attractions, spreads=spreads,
-        preferences=tuple(_sub_preferences(problem.preferences, new_index, nodes)),
+        **renumbered_rules(problem, {int(c): (k,) for k, c in enumerate(classes)}, nodes),
         gpu_count=problem.gpu_count[classes] if has_gpu else problem.gpu_count,
         gpu_milli=problem.gpu_milli[classes] if has_gpu else problem.gpu_milli,
         device_free=problem.device_free[nodes] if problem.device_free.shape[0] else problem.device_free,
     )
-
-
-def _sub_preferences(prefs: tuple[Preference, ...], new_index: dict[int, int], nodes: IntArray) -> list[Preference]:
-    out: list[Preference] = []
-    for pref in prefs:
-        if isinstance(pref, NodePreference):
-            rows = [k for k, c in enumerate(pref.classes) if c in new_index]
-            if rows:
-                out.append(replace(pref, classes=tuple(new_index[pref.classes[k]] for k in rows),
-                                   raw=pref.raw[np.ix_(np.asarray(rows, dtype=np.int64), nodes)]))
-        elif pref.carriers[0] in new_index:
-            out.append(replace(pref, carriers=tuple(new_index[c] for c in pref.carriers),
-                               counted=tuple(new_index[c] for c in pref.counted), domain=pref.domain[nodes]))
-    return out
 
 
 def lift(a: Assignment, classes: IntArray, nodes: IntArray) -> Assignment:

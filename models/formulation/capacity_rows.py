@@ -10,7 +10,9 @@ rows that keep a node's pods within its room are written here, for the role the 
   by the pods that may move stay as it is (the bound is the higher of the room and what the
   pairs hold now).
 - :class:`BuyableTemplates`: template nodes bought ``count`` times (a variable; consolidation's
-  ``--replace`` buys at most one): their pairs' pods fit in ``count`` x the template's room.
+  ``--replace`` buys at most one; the provisioning's cutting stock, in its aggregated bound, any
+  number, and in its exact model a node slot, used or not): their pairs' pods fit in ``count`` x
+  the template's room, and at most ``count`` x the most one node holds of each class.
 - :class:`RemovableNodes`: nodes that may go (consolidation), a removal binary each: a removed
   node holds none of its pairs' pods, a kept one keeps those it holds now (its capacity row is an
   existing node's: the binary empties its pairs rather than scaling the row, the same model).
@@ -18,9 +20,13 @@ rows that keep a node's pods within its room are written here, for the role the 
   there (``models.preempt_rows``): its room with the victims the level may evict counted as
   kept, and, once the level's flag is set, the victims it may not evict as held.
 
-Rows are built with numpy over the pairs (classes x nodes, never pods) and added in one block,
-so a mode's model is the same, row for row, as when each wrote its own (the LP bound's over node
-kinds, ``solver.bound``, leaves out the zero coefficients it wrote).
+Rows go into any ``models.linear.Rows``: the ``LinearBuilder`` of plan, provision, rebalance and
+consolidate, or the backend models the cutting stock and the pattern pricing solve (HiGHS's
+``HighsLp``, CP-SAT's ``IntModel``: their knapsacks are one existing node, their aggregated bound
+and node slots bought templates). Rows are built with numpy over the pairs (classes x nodes,
+never pods) and added in one block, so a mode's model is the same, row for row, as when each
+wrote its own (the LP bound's over node kinds, ``solver.bound``, leaves out the zero
+coefficients it wrote).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from kubeplace.models.linear import INF, LinearBuilder
+from kubeplace.models.linear import INF, Rows
 from kubeplace.models.problem import GroupCap, IntArray, exact_sum, summed_rows
 
 
@@ -77,11 +83,16 @@ class ExistingNodes:
 @dataclass(frozen=True)
 class BuyableTemplates:
     """Template nodes ``nodes[k]``, bought ``count[k]`` times (a variable), each with room
-    ``capacity[k]`` (R,): the pods of a template's pairs fit in ``count[k] * capacity[k]``."""
+    ``capacity[k]`` (R,): the pods of a template's pairs fit in ``count[k] * capacity[k]``.
+
+    ``most``: (K, C) the most pods of each class one node of the template holds (hostname
+    anti-affinity, spread, what fits alone): a pair holds at most ``count[k] * most[k, c]``,
+    written where that can bind (below the pair's upper bound)."""
 
     nodes: IntArray
     count: IntArray
     capacity: IntArray
+    most: IntArray | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +122,7 @@ class PreemptionLevel:
     kept_demand: IntArray
 
 
-def capacity_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, resource_major: bool = False) -> None:
+def capacity_rows(lb: Rows, pairs: Pairs, role: ExistingNodes, resource_major: bool = False) -> None:
     """Per node of ``role`` and resource a pod of its pairs requests (> 0; the kubelet checks no
     other): their requests within the node's room. Rows node by node, each resource in turn, or
     with ``resource_major`` resource by resource (only the order of the rows differs)."""
@@ -140,21 +151,32 @@ def capacity_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, resource
         lb.add_rows(counts, cols, coefs, -INF, room[node[first], res[first]])
 
 
-def bought_rows(lb: LinearBuilder, pairs: Pairs, role: BuyableTemplates) -> None:
+def bought_rows(lb: Rows, pairs: Pairs, role: BuyableTemplates) -> None:
     """Per template of ``role`` and resource a pod of its pairs requests: their requests within
-    ``count * capacity`` (nothing unless bought). Rows template by template, each resource in turn."""
-    if pairs.demand.shape[1] == 0:
+    ``count * capacity`` (nothing unless bought); then, with ``role.most``, per pair that could
+    exceed it, ``y <= count * most``. Rows template by template: each resource in turn, then the
+    pairs' maxima in pair order; in a row the pairs, then the count."""
+    n_res = pairs.demand.shape[1]
+    if n_res == 0:
         return
     members, where = pairs.on(role.nodes)
     demand = pairs.demand[pairs.cls[members]]
     entries = []
-    for r in range(pairs.demand.shape[1]):
+    for r in range(n_res):
         nz = demand[:, r] > 0
         rows = np.unique(where[nz])
         entries.append((where[nz], np.full(int(nz.sum()), r, np.int64), np.zeros(int(nz.sum()), np.int64),
                         pairs.var[members][nz], demand[nz, r]))
         entries.append((rows, np.full(len(rows), r, np.int64), np.ones(len(rows), np.int64), role.count[rows],
                         -role.capacity[rows, r]))
+    if role.most is not None:  # key n_res + the pair's position: after the resources, in pair order
+        most = role.most[where, pairs.cls[members]]
+        capped = np.nonzero(most < pairs.ub[members])[0]
+        key = n_res + capped
+        entries.append((where[capped], key, np.zeros(len(capped), np.int64), pairs.var[members][capped],
+                        np.ones(len(capped), np.int64)))
+        entries.append((where[capped], key, np.ones(len(capped), np.int64), role.count[where[capped]],
+                        -most[capped]))
     node, res, last, cols, coefs = (np.concatenate(part) for part in zip(*entries, strict=True))
     order = np.lexsort((last, res, node))
     counts, _ = _runs(node[order], res[order])
@@ -162,7 +184,7 @@ def bought_rows(lb: LinearBuilder, pairs: Pairs, role: BuyableTemplates) -> None
         lb.add_rows(counts, cols[order], coefs[order], -INF, 0)
 
 
-def removal_rows(lb: LinearBuilder, pairs: Pairs, role: RemovableNodes) -> None:
+def removal_rows(lb: Rows, pairs: Pairs, role: RemovableNodes) -> None:
     """Pair by pair: on a removable node, ``y + ub * removed <= ub`` (removed: nothing stays)
     and, when it holds pods now, ``y + current * removed >= current`` (kept: they stay); on any
     other node, ``y >= current`` (its pods stay)."""
@@ -191,7 +213,7 @@ def removal_rows(lb: LinearBuilder, pairs: Pairs, role: RemovableNodes) -> None:
     lb.add_rows(counts, cols, coefs, lower, upper)
 
 
-def level_rows(lb: LinearBuilder, pairs: Pairs, level: PreemptionLevel) -> None:
+def level_rows(lb: Rows, pairs: Pairs, level: PreemptionLevel) -> None:
     """Per resource the level holds and its pairs request: the pairs' requests, the kept
     victims' and ``held`` x the flag within the room (the pairs, then the victims, then the flag)."""
     demand = pairs.demand[pairs.cls]
@@ -201,10 +223,10 @@ def level_rows(lb: LinearBuilder, pairs: Pairs, level: PreemptionLevel) -> None:
             continue
         cols = np.concatenate([pairs.var[d > 0], level.kept[dv > 0], [level.flag]])
         coefs = np.concatenate([d[d > 0], dv[dv > 0], [level.held[r]]])
-        lb.add_row(cols, coefs, -INF, int(level.free[r]))
+        lb.add_rows(np.array([len(cols)], np.int64), cols, coefs, -INF, int(level.free[r]))
 
 
-def group_cap_rows(lb: LinearBuilder, pairs: Pairs, role: ExistingNodes, caps: Sequence[GroupCap]) -> None:
+def group_cap_rows(lb: Rows, pairs: Pairs, role: ExistingNodes, caps: Sequence[GroupCap]) -> None:
     """Per cap and node of ``role`` holding pairs of its classes: their pods at most the cap
     (each cap's rows node by node). The caps are per node (``GroupCap.domain`` None); a cap of one
     class may be its variables' bound instead, as the caller chooses which caps to give. A node's

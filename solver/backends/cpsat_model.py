@@ -15,12 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from ortools.sat.python import cp_model
 
+from kubeplace.models.linear import INF as NO_BOUND
 from kubeplace.solver.backends.base import Status
 
 Terms = Sequence[tuple[int, int]]
 """(coefficient, variable) pairs."""
+
+
+def _each(bound: npt.ArrayLike, n: int) -> list[int]:
+    """One integer bound per row, from one for all or one each."""
+    return [int(b) for b in np.broadcast_to(np.asarray(bound, dtype=np.int64), (n,))]
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,27 @@ class IntModel:
     def add_eq(self, terms: Terms, value: int) -> None:
         """sum(terms) == value."""
         self._m.add(self._sum(terms) == value)
+
+    def add_rows(self, counts: npt.ArrayLike, cols: npt.ArrayLike, coefs: npt.ArrayLike, lower: npt.ArrayLike,
+                 upper: npt.ArrayLike) -> None:
+        """Rows as ``models.linear.Rows`` writes them (``linear.INF`` for no bound): row r is
+        ``lower[r] <= sum of the next counts[r] coefficient x variable <= upper[r]``, added as
+        ``add_le``, ``add_ge`` or ``add_eq``."""
+        sizes = [int(c) for c in np.asarray(counts, dtype=np.int64)]
+        lows, highs = _each(lower, len(sizes)), _each(upper, len(sizes))
+        variables = [int(c) for c in np.asarray(cols, dtype=np.int64)]
+        factors = [int(c) for c in np.asarray(coefs, dtype=np.int64)]
+        start = 0
+        for n, low, high in zip(sizes, lows, highs, strict=True):
+            terms = list(zip(factors[start:start + n], variables[start:start + n], strict=True))
+            start += n
+            if low == high:
+                self.add_eq(terms, low)
+                continue
+            if high < NO_BOUND:
+                self.add_le(terms, high)
+            if low > -NO_BOUND:
+                self.add_ge(terms, low)
 
     def add_implication(self, a: int, b: int) -> None:
         """Boolean a implies boolean b."""

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kubeplace.models.linear import INF as LINEAR_INF
+
 FloatArray = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.integer[Any]] | Sequence[int]
 Floats = npt.NDArray[np.floating[Any]] | Sequence[float]
@@ -28,6 +30,13 @@ INF = math.inf
 with suppress(ImportError):
     import ortools.sat.python.cp_model_helper  # noqa: F401
 import highspy  # noqa: E402
+
+
+def _bounds(bound: Ints | int, n: int) -> FloatArray:
+    """Integer row bounds as floats, ``models.linear.INF`` (either sign) as HiGHS's infinity."""
+    out = np.broadcast_to(np.asarray(bound, dtype=np.float64), (n,)).copy()
+    out[np.abs(out) >= LINEAR_INF] = np.sign(out[np.abs(out) >= LINEAR_INF]) * INF
+    return out
 
 
 class HighsLp:
@@ -55,6 +64,16 @@ class HighsLp:
 
     def add_row(self, lower: float, upper: float, cols: Ints, coefs: Floats) -> None:
         self._h.addRow(lower, upper, len(cols), np.asarray(cols, dtype=np.int32), np.asarray(coefs, dtype=np.float64))
+
+    def add_rows(self, counts: Ints, cols: Ints, coefs: Ints | Floats, lower: Ints | int,
+                 upper: Ints | int) -> None:
+        """Rows as ``models.linear.Rows`` writes them (integer bounds, ``linear.INF`` for none):
+        row r uses the next counts[r] entries of cols/coefs."""
+        counts = np.asarray(counts, dtype=np.int64)
+        n = len(counts)
+        starts = (np.cumsum(counts) - counts).astype(np.int32)
+        self._h.addRows(n, _bounds(lower, n), _bounds(upper, n), int(counts.sum()), starts,
+                        np.asarray(cols, dtype=np.int32), np.asarray(coefs, dtype=np.float64))
 
     def add_col(self, cost: float, lower: float, upper: float, rows: Ints, coefs: Floats) -> None:
         """One column with its entries in existing rows."""

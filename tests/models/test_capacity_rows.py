@@ -42,17 +42,10 @@ OTHER_ROWS = {
         "not a capacity row: the balance term's tangent cuts read a node's load over its capacity",
     ("kubeplace.solver.cutting_stock_exact", "_pods"):
         "not a capacity row: an item's pods on a slot, at most as many as fit there alone, and none unless used",
-    ("kubeplace.solver.cutting_stock_exact", "_capacity"):
-        "left: the exact provisioning model's slots, a second model (a bought template's rows, in CP-SAT)",
-    ("kubeplace.solver.cutting_stock_columns", "_aggregated_bound"):
-        "left: the cutting stock's aggregated bound, a second model (a bought template's rows, in HiGHS)",
-    ("kubeplace.solver.cutting_stock_columns", "_knapsack"):
-        "left: the cutting stock's pricing knapsack, one offer's room, a second model",
-    ("kubeplace.solver.pricing", "_resources"):
-        "left: the pattern pricing's knapsack, one node shape's room, a second model",
 }
-"""Functions that build rows from a node's room outside the writer, each with why: not a capacity
-row, or left (the cutting stock and the pattern pricing are not yet forms of the one builder)."""
+"""Functions that build rows from a node's room outside the writer, each with why it is not a
+capacity row. The cutting stock (its aggregated bound, its pricing knapsack, its exact model's
+slots) and the pattern pricing's knapsack have their capacity rows from the writer too."""
 def rows(model: LinearModel) -> list[tuple[list[tuple[int, int]], int, int]]:
     out = []
     for r in range(model.n_rows):
@@ -102,6 +95,15 @@ def test_a_bought_template_holds_pods_only_when_bought() -> None:
     (bought,) = lb.add_vars(np.zeros(1, np.int64), np.ones(1, np.int64))
     bought_rows(lb, pairs, BuyableTemplates(np.array([1]), np.array([bought]), np.array([[16, 32]])))
     assert rows(lb.build(maximize=False)) == [([(1, 2), (3, 1), (4, -16)], -INF, 0), ([(3, 4), (4, -32)], -INF, 0)]
+
+
+def test_a_bought_template_holds_at_most_its_count_times_the_most_one_node_holds() -> None:
+    lb, pairs = two_nodes()  # template node 1: at most 1 pod of class 0 and 3 of class 1 on one node
+    (bought,) = lb.add_vars(np.zeros(1, np.int64), np.full(1, 5, np.int64))
+    role = BuyableTemplates(np.array([1]), np.array([bought]), np.array([[16, 32]]), most=np.array([[1, 3]]))
+    bought_rows(lb, pairs, role)  # class 1's maximum is its pairs' upper bound: no row
+    assert rows(lb.build(maximize=False)) == [
+        ([(1, 2), (3, 1), (4, -16)], -INF, 0), ([(3, 4), (4, -32)], -INF, 0), ([(1, 1), (4, -1)], -INF, 0)]
 
 
 def test_a_removed_node_holds_nothing_a_kept_one_keeps_its_pods_and_the_others_keep_theirs() -> None:

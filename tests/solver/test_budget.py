@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -160,7 +161,7 @@ def test_a_phase_of_the_wall_clock_becomes_a_counted_run_with_one_worker() -> No
 
 ENTRIES = {
     ("solver/run.py", "run_budget"): "a solve's budget, from the settings or a caller's phase",
-    ("solver/solve_preemption.py", "solve_preemption"): "the preemption solve's own limit (a second solve)",
+    ("plan/preemption_plan.py", "make_preemption_plan"): "plan --preempt's entry: the plan, then the preemption solve",
     ("plan/provision.py", "make_provision_plan"): "plan --provision's entry",
     ("rebalance/solve_moves.py", "rebalance"): "rebalance's entry",
     ("rebalance/consolidate.py", "consolidate"): "rebalance --consolidate's entry",
@@ -221,3 +222,36 @@ def test_each_entry_still_makes_its_budget() -> None:
         tree = ast.parse((CHECKOUT / where).read_text())
         function = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
         assert any(isinstance(n, ast.Attribute) and n.attr == "time_limit" for n in ast.walk(function)), (where, why)
+
+
+def test_plan_preempt_is_one_budget_the_plan_then_the_preemption_solve(monkeypatch: Any) -> None:
+    """plan --preempt's time limit is one Budget: the plan without preemption has it, the
+    preemption solve what that plan leaves, at least PREEMPTION_SOLVE_MIN_SECONDS (before, it made
+    a Budget of the whole limit of its own, so the two could take twice the limit)."""
+    from kubeplace.plan import preemption_plan
+    from kubeplace.solver.shares import PREEMPTION_SOLVE_MIN_SECONDS
+    from tests.scenarios import load_scenario
+
+    given: dict[str, Budget] = {}
+    plan, solve = preemption_plan.make_plan, preemption_plan.solve_preemption
+
+    def plan_with(*args: Any, budget: Budget | None = None, **kwargs: Any) -> Any:
+        assert budget is not None
+        given["plan"] = budget
+        return plan(*args, budget=budget, **kwargs)
+
+    def solve_with(pp: Any, start: Any, settings: SolverSettings, budget: Budget, *args: Any) -> Any:
+        given["preemption"] = budget
+        return solve(pp, start, settings, budget, *args)
+
+    monkeypatch.setattr(preemption_plan, "make_plan", plan_with)
+    monkeypatch.setattr(preemption_plan, "solve_preemption", solve_with)
+    scenario = load_scenario("preempt-batch")
+    config, profile = scenario.config()
+    planned = preemption_plan.make_preemption_plan(scenario.snapshot(), config, profile,
+                                                   SolverSettings(time_limit=20.0, workers=1))
+    assert planned.plan.preemptions  # the preemption solve ran, and evicted
+    whole, then = given["plan"], given["preemption"]
+    assert whole.total == 20.0
+    assert then.start >= whole.start and then.deadline <= whole.deadline + 1e-6
+    assert then.total >= PREEMPTION_SOLVE_MIN_SECONDS

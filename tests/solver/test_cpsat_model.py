@@ -38,3 +38,20 @@ def test_an_infeasible_model_has_no_values() -> None:
     m.minimize([(1, x)])
     solved = m.solve(5.0, workers=1, seed=0)
     assert solved.status is Status.INFEASIBLE and solved.values == ()
+
+
+def test_the_capacity_writer_s_rows_become_le_ge_and_eq() -> None:
+    """``add_rows`` takes rows as ``models.linear.Rows`` writes them (``linear.INF`` for no bound)."""
+    from kubeplace.models.linear import INF
+
+    m = IntModel()
+    x, y = m.int_var(0, 10, "x"), m.int_var(0, 10, "y")
+    m.add_rows([2, 1, 1], [x, y, y, x], [1, 1, 1, 1], [-INF, 3, 2], [7, INF, 2])  # x + y <= 7, y >= 3, x == 2
+    m.maximize([(1, x), (1, y)])
+    solved = m.solve(5.0, workers=1, seed=0)
+    assert solved.status is Status.OPTIMAL and solved.values == (2, 5)
+    m = IntModel()
+    x = m.int_var(0, 10, "x")
+    m.add_rows([1], [x], [2], -INF, 7)  # one bound for every row
+    m.maximize([(1, x)])
+    assert m.solve(5.0, workers=1, seed=0).values == (3,)

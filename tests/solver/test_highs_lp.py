@@ -54,3 +54,18 @@ def test_an_infeasible_model_has_no_feasible_values() -> None:
     lp.add_row(2.0, INF, np.array([0], dtype=np.int32), np.array([1.0]))
     assert not lp.solve(5.0)
     assert not lp.optimal() and not lp.feasible() and not lp.timed_out()
+
+
+def test_the_capacity_writer_s_rows_go_in_with_its_infinity_as_none() -> None:
+    """``add_rows`` takes rows as ``models.linear.Rows`` writes them: integer bounds, ``linear.INF``
+    for none (a finite bound of 2^53 would be a row HiGHS keeps)."""
+    from kubeplace.models.linear import INF as NONE
+
+    lp = HighsLp(maximize=True)
+    lp.add_vars(np.zeros(2), np.array([10.0, 10.0]))
+    lp.set_costs(np.array([0, 1], dtype=np.int32), np.array([1.0, 1.0]))
+    lp.add_rows(np.array([2, 1]), np.array([0, 1, 1]), np.array([1, 1, 1]), np.array([-NONE, 2]), np.array([7, NONE]))
+    assert lp.solve(5.0)
+    assert abs(lp.objective() - 7.0) < 1e-9 and lp.values()[1] >= 2.0 - 1e-9
+    rows = lp._h.getLp()
+    assert list(rows.row_lower_) == [-INF, 2.0] and list(rows.row_upper_) == [7.0, INF]

@@ -149,6 +149,6 @@ def test_a_running_gang_goes_whole_or_stays() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_answer_is_never_worse_than_the_greedy(backend: str) -> None:
     pp = problem_of(TWO_CHOICES)
-    report = solve_preemption(pp, Assignment.empty(), SolverSettings(backend=backend, time_limit=5, workers=1))
+    report = solve_preemption(pp, Assignment.empty(), SolverSettings(backend=backend, workers=1), Budget.of(5.0))
     assert report.steps[:2] == ("no preemption", "greedy preemption")
     assert evicted(pp, report.assignment) == {"l1", "l2"} and report.status == "optimal"
