@@ -5,9 +5,15 @@ The arrivals come in windows of ``window`` pods (the last one shorter). Each win
 pod by pod in arrival order with FGD's node score (``kubeplace.simulate.policies.fgd``: the authors'
 fragmentation against the trace's typical pods, integer scores) twice:
 
-- equal scores broken by the seeded node order, as FGD's simulator breaks them (FGD's own
-  choice), and
-- equal scores to the fuller node first (best-fit's leftover), then that order.
+- equal scores of a GPU pod broken by the seeded node order, as FGD's simulator breaks them
+  (FGD's own choice), and
+- equal scores to the node with the least free GPU milli first, then that order.
+
+In both, a CPU-only pod's equal scores go to the node with the least free GPU milli (FGD's score
+ties for a CPU-only pod wherever it leaves every typical pod's cpu). The earlier "fuller" ties
+(best-fit's leftover, which counts cpu, so the 32-core 4-GPU nodes looked fullest) spent those
+nodes' cpu and left their GPUs idle: 25 whole GPUs against FGD's 3 at the end of cpu100 seed 44
+(-0.44 points), 24 against 8 on gpushare100 seed 42.
 
 The window keeps the placement that allocates more GPU milli, and on a tie the one that leaves
 the cluster less fragmented (FGD's measure summed over nodes); the other is undone. So each pod is
@@ -17,9 +23,8 @@ does not stays pending, as in FGD's protocol.
 
 What the window knows that FGD's one-pod view does not: how each choice of ties plays out over
 the next ``window`` arrivals. Measured (docs/scaling-and-benchmarks.md, "FGD's own protocol"):
-above FGD's mean on ten of the fourteen lists, below it on four. The FGD score is the product's
-(``simulate.policies``); the window choice and the fuller-node ties (``WindowTies``) are still
-the benchmark's.
+see there. The FGD score is the product's (``simulate.policies``); the window choice and its
+ties (``WindowTies``) are still the benchmark's.
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from kubeplace.simulate.policies.best_fit import leftover
 from kubeplace.simulate.policies.fgd import Fgd
+from kubeplace.simulate.policies.fgd_steered import fewest_free_gpus
 from kubeplace.simulate.policies.node_view import TieOrder
 from kubeplace.simulate.policies.typical import TaskDistribution
 from kubeplace_bench.baselines import TieRank
@@ -43,9 +48,12 @@ TIES = ("name", "fuller")
 
 
 class WindowTies(TieOrder):
-    """FGD's tie order (``mode`` "name"), or (``mode`` "fuller") the fuller node first, by
-    best-fit's leftover (``best_fit.leftover``), then the order. With ``watch``, notes in
-    ``fuller_differs`` when the fuller node would have won a tie the order broke."""
+    """FGD's tie order (``mode`` "name"), or (``mode`` "fuller") the node with the least free GPU
+    milli first, then the order. A CPU-only pod (``cpu_only``, set by the caller before each
+    choice) breaks its ties that way in both modes, as ``simulate.policies.fgd_steered`` does: its
+    cpu goes where it strands the fewest GPUs. So the "name" placement is fgd-steered's. With
+    ``watch``, notes in ``fuller_differs`` when the fuller node would have won a tie of a GPU pod
+    the order broke."""
 
     def __init__(self, cluster: Cluster, rank: Sequence[int]) -> None:
         super().__init__(rank)
@@ -53,19 +61,18 @@ class WindowTies(TieOrder):
         self.mode = TIES[0]
         self.watch = False
         self.fuller_differs = False
+        self.cpu_only = False
 
     def best(self, nodes: IntArray, score: IntArray) -> int:
         tied = np.flatnonzero(score == score.max())
         if len(tied) == 1:
             return int(tied[0])
-        at = nodes[tied]
-        by_rank = int(tied[np.argmin(self.rank[at])])
-        if self.mode != "fuller" and not self.watch:
-            return by_rank
-        fuller = int(tied[np.lexsort((self.rank[at], leftover(self.cluster, at)))[0]])
-        if self.mode == "fuller":
+        fuller = fewest_free_gpus(self.cluster, self.rank, nodes, tied)
+        if self.cpu_only or self.mode == "fuller":
             return fuller
-        self.fuller_differs |= fuller != by_rank
+        by_rank = int(tied[np.argmin(self.rank[nodes[tied]])])
+        if self.watch:
+            self.fuller_differs |= fuller != by_rank
         return by_rank
 
 
@@ -139,6 +146,7 @@ def _place(placer: _Placer, w: Workload, arrivals: range, watch: bool
         if not len(nodes):
             continue
         ties.fuller_differs = False
+        ties.cpu_only = int(w.num[j]) == 0
         i, devices = placer.fgd.choose(w.pods[j], nodes)
         if ties.fuller_differs and fork is None:
             fork = (j, _save(placer))

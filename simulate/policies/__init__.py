@@ -11,8 +11,8 @@ and the bench's device simulator (``kubeplace_bench.baselines``) all take it fro
 
 from __future__ import annotations
 
-from kubeplace.simulate.policies import best_fit, fgd
+from kubeplace.simulate.policies import best_fit, fgd, fgd_steered
 from kubeplace.simulate.policies.policy import SimPolicy
 
-POLICIES: dict[str, SimPolicy] = {p.name: p for p in (best_fit.POLICY, fgd.POLICY)}
+POLICIES: dict[str, SimPolicy] = {p.name: p for p in (best_fit.POLICY, fgd.POLICY, fgd_steered.POLICY)}
 """Every simulated policy, one line each, in the order ``--scheduler`` lists them."""
