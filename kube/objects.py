@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from kubeplace.kube.dra import ContainerRequests, Devices, PodClaim
+from kubeplace.kube.memo import LastOf
 from kubeplace.kube.node_selector import Requirement as Requirement
 from kubeplace.kube.node_selector import SelectorTerm as SelectorTerm
 from kubeplace.kube.storage_objects import Storage
@@ -465,8 +466,18 @@ class Snapshot:
     @cached_property
     def bound_by_node(self) -> Mapping[str, tuple[Pod, ...]]:
         """The bound pods by node name, in snapshot order: indexed once per snapshot for every
-        reader (the verifier's checks, the plan view), not once each."""
-        by_node: dict[str, list[Pod]] = {}
-        for pod in self.bound:
-            by_node.setdefault(pod.node_name, []).append(pod)
-        return {name: tuple(pods) for name, pods in by_node.items()}
+        reader (the verifier's checks, the plan view), not once each; and once for the snapshots
+        a plan derives from one another (defaulted, marked: the same ``bound`` tuple), not once
+        per copy (``kube.memo.LastOf``)."""
+        return _BOUND_BY_NODE(self.bound)
+
+
+def _by_node(bound: tuple[Pod, ...]) -> Mapping[str, tuple[Pod, ...]]:
+    by_node: dict[str, list[Pod]] = {}
+    for pod in bound:
+        by_node.setdefault(pod.node_name, []).append(pod)
+    return {name: tuple(pods) for name, pods in by_node.items()}
+
+
+_BOUND_BY_NODE: LastOf[Mapping[str, tuple[Pod, ...]]] = LastOf(_by_node, kept=2)
+"""``Snapshot.bound_by_node`` of the last bound tuples (shared: read-only)."""

@@ -268,11 +268,13 @@ def _gangs(kinds: Mapping[tuple[str, str], list[Sourced]], pods: Sequence[Pod], 
     sourced = _unique_pod_groups(item for kind in POD_GROUPS for item in kinds.get(kind, []))
     groups = _one_per_group(parse_pod_group(obj, where) for obj, where in sourced)
     groups += plain_groups(pending, {g.key for g in groups})
-    live = [pod for pod in pods if not pod.finished]
     leaders = [pod for pod in pending if (key := leader_gang(pod)) is not None and gang_of(pod) == key]
-    followers, leader_groups = stand_ins(leaders, live, parse_owners(kinds, object_label), nodes)
+    workloads = parse_workloads(kinds.get(KUEUE_KIND, []), object_label)
+    live = [pod for pod in pods if not pod.finished] if leaders or workloads else []  # (else nobody reads them)
+    followers, leader_groups = (stand_ins(leaders, live, parse_owners(kinds, object_label), nodes) if leaders
+                                else ([], []))
     groups += leader_groups
-    gated = gated_stand_ins(live, {n.name: n for n in nodes}, parse_workloads(kinds.get(KUEUE_KIND, []), object_label))
+    gated = gated_stand_ins(live, {n.name: n for n in nodes}, workloads) if workloads else []  # (none gated by Kueue)
     groups += kueue_groups([*pending, *gated], bound, {g.key for g in groups})
     return groups, [*followers, *gated]
 

@@ -313,7 +313,8 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         gpu_milli=gpu_milli,
         device_free=devices.free,
         workload=_workload(snapshot.bound, modelled, needs, resources, conv,
-                           [None if x else vector for x, vector in zip(extra, vectors, strict=True)]),
+                           [None if x else vector for x, vector in zip(extra, vectors, strict=True)])
+        if devices.free.shape[1] or any(need.count or need.milli for need in needs) else None,  # (GPU frag only)
         queue_rank=queue_rank(snapshot.pending),
         gpu=conv,
         measured=measured,

@@ -87,6 +87,11 @@ class Snapshots:
         self.assumed = Assumed(assume_seconds, clock)
         self._targets: tuple[float, list[Target]] = (float("-inf"), [])
         self._usage: tuple[float, list[RawObject], str] = (float("-inf"), [], "")
+        self._typed_last: dict[str, tuple[list[tuple[RawObject, Any]], list[tuple[RawObject, Any]],
+                                          list[tuple[RawObject, str]]]] = {}
+        """Per resource, the store's last list and what :meth:`_typed` made of it (the nodes: the
+        same list cycle after cycle until one changes)."""
+        self._nodes: tuple[list[tuple[RawObject, Any]] | None, list[Node]] = (None, [])
 
     def take(self, adjust: Callable[[list[Pod]], list[Pod]] | None = None,
              keep: Callable[[Pod], bool] | None = None) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
@@ -98,7 +103,10 @@ class Snapshots:
         and the snapshot is built over the pods it holds."""
         assumed = self.assumed.current()
         broken: list[tuple[RawObject, str]] = []
-        nodes = [n for _, n in self._typed("nodes", broken) if isinstance(n, Node)]
+        typed_nodes = self._typed("nodes", broken)
+        if self._nodes[0] is not typed_nodes:  # (the same list: the same nodes)
+            self._nodes = (typed_nodes, [n for _, n in typed_nodes if isinstance(n, Node)])
+        nodes = list(self._nodes[1])
         raws, pods = [], []
         for raw, pod in self._typed("pods", broken):
             if not isinstance(pod, Pod):
@@ -136,18 +144,26 @@ class Snapshots:
                     raise
 
     def _typed(self, resource: str, broken: list[tuple[RawObject, str]]) -> list[tuple[RawObject, Any]]:
-        """(raw, typed) of a resource; one that does not parse goes to ``broken``."""
-        out = []
-        for raw, typed in self.store.typed_items(resource):
+        """(raw, typed) of a resource; one that does not parse goes to ``broken``. Shared, not
+        copied: read-only (the same list while the store's is the same)."""
+        items = self.store.typed_items(resource)
+        last = self._typed_last.get(resource)
+        if last is not None and last[0] is items:
+            broken += last[2]
+            return last[1]
+        out, left_out = [], []
+        for raw, typed in items:
             if typed is None:  # a store without a parser
                 try:
                     typed = parse_watched(resource, raw)
                 except InputError as error:
                     typed = error
             if isinstance(typed, InputError):
-                broken.append((raw, str(typed)))
+                left_out.append((raw, str(typed)))
             else:
                 out.append((raw, typed))
+        self._typed_last[resource] = (items, out, left_out)
+        broken += left_out
         return out
 
     def _steer(self, raws: list[RawObject], pods: list[Pod]) -> None:

@@ -126,10 +126,13 @@ def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Se
     by_class: dict[int, tuple[Pod, list[Node]]] = {}
     own = any(p.preferred_affinity or p.preferred_anti_affinity for p in pending)  # else ``running`` is not read
     for pod in bound:
+        scoring = pod.affinity or pod.preferred_affinity or pod.preferred_anti_affinity
+        if not (scoring or own):  # (most running pods: no term, and no pending term reads them)
+            continue
         node = node_of.get(pod.node_name)
         if node is None:
             continue
-        if pod.affinity or pod.preferred_affinity or pod.preferred_anti_affinity:
+        if scoring:
             for weighted in scoringpreference_terms(pod, args.hardPodAffinityWeight,
                                           not args.ignorePreferredTermsOfExistingPods):
                 existing.setdefault(weighted, DomainCounts()).add(node, weighted[0].topology_key)
