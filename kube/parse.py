@@ -32,6 +32,7 @@ from kubeplace.kube.followers import leader_gang, parse_owners, stand_ins
 from kubeplace.kube.gangs import gang_of, kueue_groups, parse_pod_group, plain_groups
 from kubeplace.kube.kueue import KIND as KUEUE_KIND
 from kubeplace.kube.kueue import gated_stand_ins, parse_workloads
+from kubeplace.kube.memo import LastOf
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
 from kubeplace.kube.nominated import nominated_elsewhere
@@ -216,15 +217,15 @@ def build_snapshot(
     kinds, skipped = by_kind(flatten(objects))
     builtin = {name: PriorityClass(value, name=name) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
     priority_classes = {**builtin, **_priority_classes(kinds.get(PRIORITY_CLASS, []))}
-    nodes = _unique_nodes([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
+    nodes, node_names = _UNIQUE_NODES([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
     runtime_classes = parse_runtime_classes(kinds.get(RUNTIME_CLASS, []), object_label)
     pods = _unique_pods([*pods, *(_admitted_pod(obj, where, priority_classes, runtime_classes)
                                   for obj, where in kinds.get(POD, []))])
-    node_names = {node.name for node in nodes}
-    pending = [
+    pending = [  # (the test inline: a call per pod of the cluster costs more than the test)
         pod
         for pod in pods
-        if _is_pending(pod, scheduler_name)
+        if not pod.node_name and not pod.deleting and not pod.scheduling_gates and not pod.finished
+        and pod.scheduler_name == scheduler_name
         and (namespaces is None or pod.namespace in namespaces)
         and matches(requirements, pod.labels)
     ]
@@ -308,14 +309,14 @@ def _one_per_group(groups: Iterable[PodGroup]) -> list[PodGroup]:
     return list(kept.values())
 
 
-def _is_pending(pod: Pod, scheduler_name: str) -> bool:
-    return (
-        not pod.node_name
-        and not pod.deleting
-        and not pod.scheduling_gates
-        and not pod.finished
-        and pod.scheduler_name == scheduler_name
-    )
+def _nodes_and_names(nodes: tuple[Node, ...]) -> tuple[tuple[Node, ...], frozenset[str]]:
+    unique = tuple(_unique_nodes(nodes))
+    return unique, frozenset(node.name for node in unique)
+
+
+_UNIQUE_NODES: LastOf[tuple[tuple[Node, ...], frozenset[str]]] = LastOf(_nodes_and_names, kept=1)
+"""The nodes sorted (InputError on one named twice) and their names, for the last nodes: ``serve``
+builds each cycle's snapshot from the same node objects."""
 
 
 def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:

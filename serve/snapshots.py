@@ -108,9 +108,11 @@ class Snapshots:
             self._nodes = (typed_nodes, [n for _, n in typed_nodes if isinstance(n, Node)])
         nodes = list(self._nodes[1])
         raws, pods = [], []
-        for raw, pod in self._typed("pods", broken):
+        for raw, pod in self.store.typed_items("pods"):  # (every pod of the cluster: one pass)
             if not isinstance(pod, Pod):
-                continue
+                pod = _parsed(raw, pod, broken)
+                if pod is None:
+                    continue
             mine = assumed.get(pod.key) if assumed and not pod.node_name else None
             if mine is not None and pod.uid == mine[0]:
                 pod = replace(pod, node_name=mine[1], annotations={**pod.annotations, **mine[2]})
@@ -121,7 +123,8 @@ class Snapshots:
         if adjust is not None:
             pods = adjust(pods)
         if keep is not None:
-            kept = [i for i, pod in enumerate(pods) if not _read_alone(pod, self.scheduler_name) or keep(pod)]
+            kept = [i for i, pod in enumerate(pods)  # (a bound pod is never read alone: no call for it)
+                    if pod.node_name or not _read_alone(pod, self.scheduler_name) or keep(pod)]
             raws, pods = [raws[i] for i in kept], [pods[i] for i in kept]
         others = [obj for resource in self.store.resources() if resource not in ("nodes", "pods")
                   for obj in self.store.items(resource)] + self._usage_objects()
@@ -208,6 +211,20 @@ class Snapshots:
         targets = parse_targets(data, datetime.datetime.now(datetime.UTC))
         self._targets = (self.clock(), targets)
         return targets
+
+
+def _parsed(raw: RawObject, typed: Any, broken: list[tuple[RawObject, str]]) -> Pod | None:
+    """A pod the store did not keep typed (a store without a parser): parsed now; None, and the
+    pod in ``broken`` with why, when it does not parse."""
+    if typed is None:
+        try:
+            typed = parse_watched("pods", raw)
+        except InputError as error:
+            typed = error
+    if isinstance(typed, InputError):
+        broken.append((raw, str(typed)))
+        return None
+    return typed if isinstance(typed, Pod) else None
 
 
 def _read_alone(pod: Pod, scheduler_name: str) -> bool:
