@@ -36,6 +36,9 @@ NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
+FINISHED = ("Succeeded", "Failed")
+"""The phases of a pod that has finished (it holds nothing any more)."""
+
 
 class SpecRule(enum.Enum):
     """Placement rules a pod spec may hold that only the plugin owning them interprets (each
@@ -236,7 +239,7 @@ class Pod:
 
     @property
     def finished(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
+        return self.phase in FINISHED
 
 
 @dataclass(frozen=True, order=True)

@@ -37,6 +37,7 @@ from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
 from kubeplace.kube.nominated import nominated_elsewhere
 from kubeplace.kube.objects import (
+    FINISHED,
     GangKey,
     HostPort,
     Node,
@@ -229,7 +230,7 @@ def build_snapshot(
         and (namespaces is None or pod.namespace in namespaces)
         and matches(requirements, pod.labels)
     ]
-    bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
+    bound = [pod for pod in pods if pod.node_name in node_names and pod.phase not in FINISHED]  # (not .finished)
     nominated = nominated_elsewhere(pods, pending, node_names)
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
     groups, reserved = _gangs(kinds, pods, pending, bound, nodes)

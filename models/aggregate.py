@@ -248,7 +248,9 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     resources = resource_names(modelled) + tuple(sorted({r for x in extra for r in x}))
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv, dra_devices(snapshot.devices, nodes, conv.device_resource))
-    offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
+    offers = [list(map(e.extra_allocatable, nodes)) for e in extras]  # (none offered: no dict per node)
+    offered = ([{k: v for o in per_node for k, v in o.items()} for per_node in zip(*offers, strict=True)]
+               if any(any(o) for o in offers) else [{}] * len(nodes))
     capacity = (np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
                          dtype=np.int64).reshape(len(nodes), len(resources))
                 if any(offered) else _ALLOCATABLE_ARRAY(nodes, resources).copy())

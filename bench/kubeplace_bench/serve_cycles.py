@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from kubeplace.models.config import Configuration, Profile, SolverSettings
+from kubeplace.serve import loop
 from kubeplace.serve.informer import ADDED, MODIFIED, Store
 from kubeplace.serve.loop import Scheduler, ServeClient
 from kubeplace.serve.settings import ServeSettings
@@ -160,7 +161,7 @@ def measure(nodes: int, bound: int, cycles: int, gang: int = 5, seed: int = 0, w
             "cycle_cpu_ms_per_gang": round(harness.cycle_seconds / cycles * 1000, 2),
             "events_cpu_ms_per_gang": round(harness.events_seconds / cycles * 1000, 2),
             "wall_ms_per_gang": round((time.perf_counter() - wall) / cycles * 1000, 2),
-            "load_average": round(os.getloadavg()[0], 1)}
+            "load_average": round(os.getloadavg()[0], 1), "code": str(Path(loop.__file__).resolve().parents[1])}
 
 
 def in_subprocess(checkout: Path, nodes: int, bound: int, cycles: int, gang: int, seed: int) -> dict[str, Any]:
@@ -169,10 +170,13 @@ def in_subprocess(checkout: Path, nodes: int, bound: int, cycles: int, gang: int
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(checkout), str(bench_dir)))}
     out = subprocess.run([sys.executable, "-m", "kubeplace_bench.serve_cycles", f"--nodes={nodes}", f"--bound={bound}",
                           f"--cycles={cycles}", f"--gang={gang}", f"--seed={seed}"],
-                         env=env, capture_output=True, text=True, check=False)
+                         env=env, cwd=checkout, capture_output=True, text=True, check=False)  # (``-m`` puts
+    # the working directory first on the path: from another checkout it would load that one's kubeplace)
+    result: dict[str, Any] = json.loads(out.stdout) if out.returncode == 0 else {}
     if out.returncode != 0:
         raise RuntimeError(f"the harness failed on {checkout}: {out.stderr.strip().splitlines()[-1:]}")
-    result: dict[str, Any] = json.loads(out.stdout)
+    if result["code"] != str(checkout.resolve()):
+        raise RuntimeError(f"the harness ran the kubeplace of {result['code']}, not of {checkout}")
     return result
 
 

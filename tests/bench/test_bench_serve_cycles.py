@@ -26,3 +26,4 @@ def test_the_baseline_runs_beside_it() -> None:
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["kubeplace"]["pods_bound"] == doc["baseline"]["pods_bound"] == 6
+    assert doc["kubeplace"]["checkout"] == doc["baseline"]["checkout"] == str(REPO)
