@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -100,7 +101,7 @@ def _rejection(agg: Aggregation, c: int) -> str:
     plugins = {t.plugin.name: t.plugin for t in agg.filters}
     for name in _in_order(list(plugins)):
         plugin = plugins[name]
-        if implements(plugin, Rejects) and (message := plugin.rejection(agg.class_pods[c])):
+        if implements(plugin, Rejects) and (message := cast(Rejects, plugin).rejection(agg.class_pods[c])):
             return message
     return ""
 
