@@ -474,6 +474,12 @@ class Snapshot:
         per copy (``kube.memo.LastOf``)."""
         return _BOUND_BY_NODE(self.bound)
 
+    @cached_property
+    def node_by_name(self) -> Mapping[str, Node]:
+        """The nodes by name, for every reader of the snapshot and of the snapshots derived from it
+        (the same ``nodes`` tuple), and of the next cycle's on the same node objects, once."""
+        return _NODE_BY_NAME(self.nodes)
+
 
 def _by_node(bound: tuple[Pod, ...]) -> Mapping[str, tuple[Pod, ...]]:
     by_node: dict[str, list[Pod]] = {}
@@ -483,4 +489,12 @@ def _by_node(bound: tuple[Pod, ...]) -> Mapping[str, tuple[Pod, ...]]:
 
 
 _BOUND_BY_NODE: LastOf[Mapping[str, tuple[Pod, ...]]] = LastOf(_by_node, kept=2)
-"""``Snapshot.bound_by_node`` of the last bound tuples (shared: read-only)."""
+"""``Snapshot.bound_by_node`` of the last bound tuple (shared: read-only)."""
+
+
+def _by_name(nodes: tuple[Node, ...]) -> Mapping[str, Node]:
+    return {node.name: node for node in nodes}
+
+
+_NODE_BY_NAME: LastOf[Mapping[str, Node]] = LastOf(_by_name, kept=1)
+"""``Snapshot.node_by_name`` of the last nodes (shared: read-only)."""

@@ -6,6 +6,7 @@ not once per copy of the snapshot or per reader (each test fails without that)."
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -133,3 +134,14 @@ def test_implements_answers_as_isinstance_for_every_in_tree_plugin() -> None:
     for part in parts.values():
         for protocol in protocols:
             assert implements(part, protocol) == isinstance(part, protocol), (part, protocol)
+
+
+def test_snapshots_derived_from_one_another_share_their_indexes_of_nodes_and_bound_pods() -> None:
+    nodes = tuple(Node(f"n{i}", allocatable={CPU: 4000, PODS: 10}) for i in range(3))
+    snapshot = Snapshot(nodes=nodes, pending=(Pod("default", "p", requests={CPU: 1000, PODS: 1}),),
+                        bound=tuple(Pod("default", f"r{i}", node_name=f"n{i % 2}") for i in range(4)))
+    marked = replace(snapshot, pending=())
+    assert marked.node_by_name is snapshot.node_by_name and list(snapshot.node_by_name) == ["n0", "n1", "n2"]
+    assert marked.bound_by_node is snapshot.bound_by_node
+    assert {n: [p.name for p in pods] for n, pods in snapshot.bound_by_node.items()} == {"n0": ["r0", "r2"],
+                                                                                        "n1": ["r1", "r3"]}

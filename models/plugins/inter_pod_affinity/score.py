@@ -118,10 +118,10 @@ def scoringpreference_terms(pod: Pod, hard_weight: int, with_preferred: bool) ->
     return found
 
 
-def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Sequence[Pod], pending: Sequence[Pod],
-                    namespace_labels: Mapping[str, Mapping[str, str]]) -> InterPodAffinityScore:
+def inter_pod_score(args: InterPodAffinityArgs, node_of: Mapping[str, Node], bound: Sequence[Pod],
+                    pending: Sequence[Pod], namespace_labels: Mapping[str, Mapping[str, str]]) -> InterPodAffinityScore:
+    """``node_of``: the snapshot's nodes by name."""
     matcher = Matcher(namespace_labels)
-    node_of = {n.name: n for n in nodes}
     existing: dict[Weighted, DomainCounts] = {}
     by_class: dict[int, tuple[Pod, list[Node]]] = {}
     own = any(p.preferred_affinity or p.preferred_anti_affinity for p in pending)  # else ``running`` is not read
