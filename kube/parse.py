@@ -8,6 +8,7 @@ flattened, sorted by kind). Errors are :class:`InputError` naming the source, th
 
 from __future__ import annotations
 
+import bisect
 import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -330,15 +331,69 @@ def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:
     return [by_name[name] for name in sorted(by_name)]
 
 
+@dataclass(frozen=True)
+class _Sorted:
+    """An answer of :func:`_unique_pods`: its pods by id, their keys sorted, the pods in that order."""
+
+    by_id: dict[int, Pod]
+    keys: list[tuple[str, str]]
+    pods: list[Pod]
+
+
+_LAST_SORTED: list[_Sorted] = []
+"""The last answer (one: it holds its pods, so an id in it is its pod's)."""
+SORTED_CHANGES = 8
+"""Up to len(pods) // SORTED_CHANGES pods that came or went, the last answer is updated (else sorted again)."""
+
+
 def _unique_pods(pods: Iterable[Pod]) -> list[Pod]:
+    """The pods sorted by (namespace, name); InputError on the first that comes twice. ``serve``
+    builds each cycle's snapshot from nearly the same pod objects: the last answer is updated with
+    the few that came and went (told apart by identity), not sorted again."""
+    listed = list(pods)
+    by_id = dict(zip(map(id, listed), listed, strict=True))
+    last = _LAST_SORTED[0] if _LAST_SORTED else None
+    found = _updated_order(last, by_id, len(listed)) if last is not None else None
+    if found is None:
+        found = _sorted_unique(listed, by_id)
+    _LAST_SORTED[:] = [found]
+    return list(found.pods)
+
+
+def _updated_order(last: _Sorted, by_id: dict[int, Pod], count: int) -> _Sorted | None:
+    """``last`` with the pods that came inserted and those that went taken out; None when many
+    changed, or one object comes twice or two pods share a key (sorting again finds which)."""
+    if len(by_id) != count:
+        return None
+    came, went = by_id.keys() - last.by_id.keys(), last.by_id.keys() - by_id.keys()
+    if len(came) + len(went) > count // SORTED_CHANGES:
+        return None
+    keys, pods = list(last.keys), list(last.pods)
+    for gone in went:
+        pod = last.by_id[gone]
+        at = bisect.bisect_left(keys, (pod.namespace, pod.name))
+        del keys[at], pods[at]
+    for new in came:
+        pod = by_id[new]
+        key = (pod.namespace, pod.name)
+        at = bisect.bisect_left(keys, key)
+        if at < len(keys) and keys[at] == key:
+            return None
+        keys.insert(at, key)
+        pods.insert(at, pod)
+    return _Sorted(by_id, keys, pods)
+
+
+def _sorted_unique(listed: list[Pod], by_id: dict[int, Pod]) -> _Sorted:
     by_key: dict[tuple[str, str], Pod] = {}
-    for pod in pods:
+    for pod in listed:
         key = (pod.namespace, pod.name)
         if key in by_key:
             first = by_key[key].source
             raise InputError(f"duplicate pod (first defined in {first})", file=pod.source, obj=f"Pod {pod.key}")
         by_key[key] = pod
-    return [by_key[key] for key in sorted(by_key)]
+    keys = sorted(by_key)
+    return _Sorted(by_id, keys, [by_key[key] for key in keys])
 
 
 @dataclass(frozen=True)
