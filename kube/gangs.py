@@ -19,6 +19,7 @@ span as few of as it can (a soft preference, weighed against the profile's objec
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -133,7 +134,7 @@ def kueue_groups(pending: list[Pod], running: list[Pod], known: set[GangKey]) ->
     """One gang per Kueue Workload with pending pods (stand-ins for its gated pods included): all
     of them placed together (its running pods count), since Kueue admitted them together."""
     counts: dict[GangKey, int] = {}
-    for pod in (*pending, *running):
+    for pod in itertools.chain(pending, running):
         if KUEUE_WORKLOAD not in pod.annotations:
             continue  # (most pods: no Workload names them)
         key = gang_of(pod)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from kubeplace.kube.dra import ContainerRequests, Devices, PodClaim
+from kubeplace.kube.memo import LastOf
 from kubeplace.kube.node_selector import Requirement as Requirement
 from kubeplace.kube.node_selector import SelectorTerm as SelectorTerm
 from kubeplace.kube.storage_objects import Storage
@@ -34,6 +35,9 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+FINISHED = ("Succeeded", "Failed")
+"""The phases of a pod that has finished (it holds nothing any more)."""
 
 
 class SpecRule(enum.Enum):
@@ -235,7 +239,7 @@ class Pod:
 
     @property
     def finished(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
+        return self.phase in FINISHED
 
 
 @dataclass(frozen=True, order=True)
@@ -465,8 +469,32 @@ class Snapshot:
     @cached_property
     def bound_by_node(self) -> Mapping[str, tuple[Pod, ...]]:
         """The bound pods by node name, in snapshot order: indexed once per snapshot for every
-        reader (the verifier's checks, the plan view), not once each."""
-        by_node: dict[str, list[Pod]] = {}
-        for pod in self.bound:
-            by_node.setdefault(pod.node_name, []).append(pod)
-        return {name: tuple(pods) for name, pods in by_node.items()}
+        reader (the verifier's checks, the plan view), not once each; and once for the snapshots
+        a plan derives from one another (defaulted, marked: the same ``bound`` tuple), not once
+        per copy (``kube.memo.LastOf``)."""
+        return _BOUND_BY_NODE(self.bound)
+
+    @cached_property
+    def node_by_name(self) -> Mapping[str, Node]:
+        """The nodes by name, for every reader of the snapshot and of the snapshots derived from it
+        (the same ``nodes`` tuple), and of the next cycle's on the same node objects, once."""
+        return _NODE_BY_NAME(self.nodes)
+
+
+def _by_node(bound: tuple[Pod, ...]) -> Mapping[str, tuple[Pod, ...]]:
+    by_node: dict[str, list[Pod]] = {}
+    for pod in bound:
+        by_node.setdefault(pod.node_name, []).append(pod)
+    return {name: tuple(pods) for name, pods in by_node.items()}
+
+
+_BOUND_BY_NODE: LastOf[Mapping[str, tuple[Pod, ...]]] = LastOf(_by_node, kept=2)
+"""``Snapshot.bound_by_node`` of the last bound tuple (shared: read-only)."""
+
+
+def _by_name(nodes: tuple[Node, ...]) -> Mapping[str, Node]:
+    return {node.name: node for node in nodes}
+
+
+_NODE_BY_NAME: LastOf[Mapping[str, Node]] = LastOf(_by_name, kept=1)
+"""``Snapshot.node_by_name`` of the last nodes (shared: read-only)."""

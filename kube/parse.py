@@ -8,6 +8,7 @@ flattened, sorted by kind). Errors are :class:`InputError` naming the source, th
 
 from __future__ import annotations
 
+import bisect
 import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -32,10 +33,12 @@ from kubeplace.kube.followers import leader_gang, parse_owners, stand_ins
 from kubeplace.kube.gangs import gang_of, kueue_groups, parse_pod_group, plain_groups
 from kubeplace.kube.kueue import KIND as KUEUE_KIND
 from kubeplace.kube.kueue import gated_stand_ins, parse_workloads
+from kubeplace.kube.memo import LastOf
 from kubeplace.kube.metrics import KINDS as METRICS_KINDS
 from kubeplace.kube.metrics import metrics_objects
 from kubeplace.kube.nominated import nominated_elsewhere
 from kubeplace.kube.objects import (
+    FINISHED,
     GangKey,
     HostPort,
     Node,
@@ -216,19 +219,19 @@ def build_snapshot(
     kinds, skipped = by_kind(flatten(objects))
     builtin = {name: PriorityClass(value, name=name) for name, value in BUILTIN_PRIORITY_CLASSES.items()}
     priority_classes = {**builtin, **_priority_classes(kinds.get(PRIORITY_CLASS, []))}
-    nodes = _unique_nodes([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
+    nodes, node_names = _UNIQUE_NODES([*nodes, *(parse_node(obj, where) for obj, where in kinds.get(NODE, []))])
     runtime_classes = parse_runtime_classes(kinds.get(RUNTIME_CLASS, []), object_label)
     pods = _unique_pods([*pods, *(_admitted_pod(obj, where, priority_classes, runtime_classes)
                                   for obj, where in kinds.get(POD, []))])
-    node_names = {node.name for node in nodes}
-    pending = [
+    pending = [  # (the test inline: a call per pod of the cluster costs more than the test)
         pod
         for pod in pods
-        if _is_pending(pod, scheduler_name)
+        if not pod.node_name and not pod.deleting and not pod.scheduling_gates and not pod.finished
+        and pod.scheduler_name == scheduler_name
         and (namespaces is None or pod.namespace in namespaces)
         and matches(requirements, pod.labels)
     ]
-    bound = [pod for pod in pods if pod.node_name in node_names and not pod.finished]
+    bound = [pod for pod in pods if pod.node_name in node_names and pod.phase not in FINISHED]  # (not .finished)
     nominated = nominated_elsewhere(pods, pending, node_names)
     namespace_labels = dict(parse_namespace_labels(obj, where) for obj, where in kinds.get(NAMESPACE, []))
     groups, reserved = _gangs(kinds, pods, pending, bound, nodes)
@@ -268,11 +271,13 @@ def _gangs(kinds: Mapping[tuple[str, str], list[Sourced]], pods: Sequence[Pod], 
     sourced = _unique_pod_groups(item for kind in POD_GROUPS for item in kinds.get(kind, []))
     groups = _one_per_group(parse_pod_group(obj, where) for obj, where in sourced)
     groups += plain_groups(pending, {g.key for g in groups})
-    live = [pod for pod in pods if not pod.finished]
     leaders = [pod for pod in pending if (key := leader_gang(pod)) is not None and gang_of(pod) == key]
-    followers, leader_groups = stand_ins(leaders, live, parse_owners(kinds, object_label), nodes)
+    workloads = parse_workloads(kinds.get(KUEUE_KIND, []), object_label)
+    live = [pod for pod in pods if not pod.finished] if leaders or workloads else []  # (else nobody reads them)
+    followers, leader_groups = (stand_ins(leaders, live, parse_owners(kinds, object_label), nodes) if leaders
+                                else ([], []))
     groups += leader_groups
-    gated = gated_stand_ins(live, {n.name: n for n in nodes}, parse_workloads(kinds.get(KUEUE_KIND, []), object_label))
+    gated = gated_stand_ins(live, {n.name: n for n in nodes}, workloads) if workloads else []  # (none gated by Kueue)
     groups += kueue_groups([*pending, *gated], bound, {g.key for g in groups})
     return groups, [*followers, *gated]
 
@@ -306,14 +311,14 @@ def _one_per_group(groups: Iterable[PodGroup]) -> list[PodGroup]:
     return list(kept.values())
 
 
-def _is_pending(pod: Pod, scheduler_name: str) -> bool:
-    return (
-        not pod.node_name
-        and not pod.deleting
-        and not pod.scheduling_gates
-        and not pod.finished
-        and pod.scheduler_name == scheduler_name
-    )
+def _nodes_and_names(nodes: tuple[Node, ...]) -> tuple[tuple[Node, ...], frozenset[str]]:
+    unique = tuple(_unique_nodes(nodes))
+    return unique, frozenset(node.name for node in unique)
+
+
+_UNIQUE_NODES: LastOf[tuple[tuple[Node, ...], frozenset[str]]] = LastOf(_nodes_and_names, kept=1)
+"""The nodes sorted (InputError on one named twice) and their names, for the last nodes: ``serve``
+builds each cycle's snapshot from the same node objects."""
 
 
 def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:
@@ -326,15 +331,69 @@ def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:
     return [by_name[name] for name in sorted(by_name)]
 
 
+@dataclass(frozen=True)
+class _Sorted:
+    """An answer of :func:`_unique_pods`: its pods by id, their keys sorted, the pods in that order."""
+
+    by_id: dict[int, Pod]
+    keys: list[tuple[str, str]]
+    pods: list[Pod]
+
+
+_LAST_SORTED: list[_Sorted] = []
+"""The last answer (one: it holds its pods, so an id in it is its pod's)."""
+SORTED_CHANGES = 8
+"""Up to len(pods) // SORTED_CHANGES pods that came or went, the last answer is updated (else sorted again)."""
+
+
 def _unique_pods(pods: Iterable[Pod]) -> list[Pod]:
+    """The pods sorted by (namespace, name); InputError on the first that comes twice. ``serve``
+    builds each cycle's snapshot from nearly the same pod objects: the last answer is updated with
+    the few that came and went (told apart by identity), not sorted again."""
+    listed = list(pods)
+    by_id = dict(zip(map(id, listed), listed, strict=True))
+    last = _LAST_SORTED[0] if _LAST_SORTED else None
+    found = _updated_order(last, by_id, len(listed)) if last is not None else None
+    if found is None:
+        found = _sorted_unique(listed, by_id)
+    _LAST_SORTED[:] = [found]
+    return list(found.pods)
+
+
+def _updated_order(last: _Sorted, by_id: dict[int, Pod], count: int) -> _Sorted | None:
+    """``last`` with the pods that came inserted and those that went taken out; None when many
+    changed, or one object comes twice or two pods share a key (sorting again finds which)."""
+    if len(by_id) != count:
+        return None
+    came, went = by_id.keys() - last.by_id.keys(), last.by_id.keys() - by_id.keys()
+    if len(came) + len(went) > count // SORTED_CHANGES:
+        return None
+    keys, pods = list(last.keys), list(last.pods)
+    for gone in went:
+        pod = last.by_id[gone]
+        at = bisect.bisect_left(keys, (pod.namespace, pod.name))
+        del keys[at], pods[at]
+    for new in came:
+        pod = by_id[new]
+        key = (pod.namespace, pod.name)
+        at = bisect.bisect_left(keys, key)
+        if at < len(keys) and keys[at] == key:
+            return None
+        keys.insert(at, key)
+        pods.insert(at, pod)
+    return _Sorted(by_id, keys, pods)
+
+
+def _sorted_unique(listed: list[Pod], by_id: dict[int, Pod]) -> _Sorted:
     by_key: dict[tuple[str, str], Pod] = {}
-    for pod in pods:
+    for pod in listed:
         key = (pod.namespace, pod.name)
         if key in by_key:
             first = by_key[key].source
             raise InputError(f"duplicate pod (first defined in {first})", file=pod.source, obj=f"Pod {pod.key}")
         by_key[key] = pod
-    return [by_key[key] for key in sorted(by_key)]
+    keys = sorted(by_key)
+    return _Sorted(by_id, keys, [by_key[key] for key in keys])
 
 
 @dataclass(frozen=True)

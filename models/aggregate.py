@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import cast
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.bound_usage import bound_usage, counted
 from kubeplace.models.devices import dra_devices
-from kubeplace.models.framework import ExtraResources, FilterPlugin, NodeKeyBasis, PluginSet
+from kubeplace.models.framework import ExtraResources, FilterPlugin, NodeKeyBasis, PluginSet, implements
 from kubeplace.models.gpu import MAX_DEVICES, DeviceTable, GpuNeed, GpuRequestError, device_fit, gpu_need
 from kubeplace.models.problem import (
     FULL,
@@ -218,9 +219,9 @@ def _node_groups(plugin: FilterPlugin, nodes: Sequence[Node]) -> tuple[IntArray,
     """``_group`` of the filter's node keys; last cycle's when the filter's node-key basis is
     equal and the nodes are the same (the same objects, or equal ones), as ``node_key`` is then
     the same function of the same fields."""
-    if not isinstance(plugin, NodeKeyBasis):
+    if not implements(plugin, NodeKeyBasis):
         return _group([plugin.node_key(n) for n in nodes])
-    basis, node_tuple, slot = plugin.node_key_basis(), tuple(nodes), (type(plugin), plugin.name)
+    basis, node_tuple, slot = cast(NodeKeyBasis, plugin).node_key_basis(), tuple(nodes), (type(plugin), plugin.name)
     last = _LAST_NODE_GROUPS.get(slot)
     if last is not None and last.nodes == node_tuple and last.basis == basis:
         return last.node_group, last.node_reps
@@ -244,7 +245,7 @@ def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequen
 def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEFAULT_CONVENTIONS,
               placement_weight: str = "pods") -> Aggregation:
     pending = plugins.mark_unmodelled(snapshot, bound=False).pending  # the pods a plugin cannot model are left
-    extras = [f for f in plugins.filters if isinstance(f, ExtraResources)]
+    extras = [cast(ExtraResources, f) for f in plugins.filters if implements(f, ExtraResources)]
     candidates = [p for p in pending if not p.unmodelled]
     extra_of = {id(p): {k: v for e in extras for k, v in e.extra_requests(p).items()} for p in candidates}
     modelled, needs, invalid = _gpu_needs(candidates, conv, [extra_of[id(p)] for p in candidates])
@@ -253,7 +254,9 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     resources = resource_names(modelled) + tuple(sorted({r for x in extra for r in x}))
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv, dra_devices(snapshot.devices, nodes, conv.device_resource))
-    offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
+    offers = [list(map(e.extra_allocatable, nodes)) for e in extras]  # (none offered: no dict per node)
+    offered = ([{k: v for o in per_node for k, v in o.items()} for per_node in zip(*offers, strict=True)]
+               if any(any(o) for o in offers) else [{}] * len(nodes))
     capacity = (np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
                          dtype=np.int64).reshape(len(nodes), len(resources))
                 if any(offered) else _ALLOCATABLE_ARRAY(nodes, resources).copy())
@@ -318,7 +321,8 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
         gpu_milli=gpu_milli,
         device_free=devices.free,
         workload=_workload(snapshot.bound, modelled, needs, resources, conv,
-                           [None if x else vector for x, vector in zip(extra, vectors, strict=True)]),
+                           [None if x else vector for x, vector in zip(extra, vectors, strict=True)])
+        if devices.free.shape[1] or any(need.count or need.milli for need in needs) else None,  # (GPU frag only)
         queue_rank=queue_rank(snapshot.pending),
         gpu=conv,
         measured=measured,

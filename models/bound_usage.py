@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.memo import IdentityMemo
+from kubeplace.kube.memo import IdentityMemo, LastOf
 from kubeplace.kube.objects import Node, Pod
 from kubeplace.models.problem import FULL, FloatArray, IntArray
 
@@ -86,7 +86,7 @@ def bound_usage(nodes: Sequence[Node], bound: Sequence[Pod], resources: Sequence
     names, node_tuple = tuple(resources), tuple(nodes)
     with _LOCK:
         last = _LAST.get(names)
-    current = {id(p): p for p in bound}
+    current = _BY_ID(bound)
     if len(current) != len(bound):  # the same object twice (counted twice): nothing kept
         return summed_usage(nodes, bound, resources)
     sums = None
@@ -110,6 +110,7 @@ def forget() -> None:
     with _LOCK:
         _LAST.clear()
         _LAST_COUNTS.clear()
+        _LAST_CHANGES.clear()
 
 
 def _summed(nodes: tuple[Node, ...], pods: dict[int, Pod], names: tuple[str, ...]) -> _Sums | None:
@@ -120,14 +121,31 @@ def _summed(nodes: tuple[Node, ...], pods: dict[int, Pod], names: tuple[str, ...
     return _Sums(nodes, index, pods, total)
 
 
+def _by_id(bound: tuple[Pod, ...]) -> dict[int, Pod]:
+    return {id(p): p for p in bound}
+
+
+_BY_ID: LastOf[dict[int, Pod]] = LastOf(_by_id, kept=1)
+"""The bound pods by id, once per bound tuple for every kept sum and count of a cycle (shared:
+read-only; the sums and counts keep it as their pods)."""
+_LAST_CHANGES: list[tuple[dict[int, Pod], dict[int, Pod], tuple[list[Pod], list[Pod]] | None]] = []
+"""The last :func:`_changes` asked, with the two tables it compared (held, so their ids stay theirs)."""
+
+
 def _changes(last: dict[int, Pod], pods: dict[int, Pod]) -> tuple[list[Pod], list[Pod]] | None:
     """The pods that came and those that went since ``last``; None when more than a quarter of
-    the pods differ (summing again is then as fast)."""
+    the pods differ (summing again is then as fast). Once for the sums and counts of a cycle that
+    were all kept from the same last table (the cycle's tables are shared, ``_BY_ID``)."""
+    with _LOCK:
+        known = _LAST_CHANGES[0] if _LAST_CHANGES else None
+    if known is not None and known[0] is last and known[1] is pods:
+        return known[2]
     came = [p for key, p in pods.items() if last.get(key) is not p]
     went = [p for key, p in last.items() if pods.get(key) is not p]
-    if len(came) + len(went) > max(len(pods), len(last)) // 4:
-        return None
-    return came, went
+    found = None if len(came) + len(went) > max(len(pods), len(last)) // 4 else (came, went)
+    with _LOCK:
+        _LAST_CHANGES[:] = [(last, pods, found)]
+    return found
 
 
 def _updated(last: _Sums, pods: dict[int, Pod], names: tuple[str, ...]) -> _Sums | None:
@@ -182,7 +200,7 @@ def counted(bound: Sequence[Pod], key_of: Callable[[Pod], Hashable | None], kept
     keys first appear in ``bound`` (in any order unless ``ordered``): exactly what counting them
     in order gives, from the counts kept (as ``kept_as``: one entry per caller and arguments, the
     last ``KEPT``) when few pods changed. ``key_of`` must be a pure function of the pod object."""
-    pods = {id(p): p for p in bound}
+    pods = _BY_ID(bound)
     twice = len(pods) != len(bound)  # the same object twice (counted twice): nothing kept
     with _LOCK:
         last = None if twice else _LAST_COUNTS.get(kept_as)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -281,6 +281,22 @@ class PluginFactory:
 Registry = dict[str, PluginFactory]
 
 
+_METHODS: dict[object, tuple[str, ...]] = {}
+"""Per optional protocol, its methods."""
+
+
+def implements(obj: object, protocol: object) -> bool:
+    """``isinstance(obj, protocol)`` for an optional protocol of methods (``Rejects``,
+    ``PodDefaults``, ``Unmodelled``, ``ExtraResources``, ``NodeKeyBasis``): whether ``obj`` has each
+    of them, callable (then ``cast`` it). typing's check walks the protocol's members again at every
+    call it answers no, which most plugins do, dozens of times a cycle."""
+    methods = _METHODS.get(protocol)
+    if methods is None:
+        methods = _METHODS[protocol] = tuple(name for name, value in vars(cast(type, protocol)).items()
+                                             if callable(value) and not name.startswith("_"))
+    return all(callable(getattr(obj, name, None)) for name in methods)
+
+
 def missing_members(plugin: object, point: str) -> list[str]:
     """The methods and attributes of extension point ``point`` that ``plugin`` lacks."""
     _, members = CONTRACTS[point]
@@ -341,7 +357,7 @@ def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext,
     guard, :mod:`models.plugin_guard`)."""
     by_point: dict[str, list[Any]] = {point: [] for point in EXTENSION_POINTS}
     limits: list[Unmodelled] = []
-    defaults = tuple(args for _, args in chosen if isinstance(args, PodDefaults))
+    defaults = tuple(cast(PodDefaults, args) for _, args in chosen if implements(args, PodDefaults))
     for d in defaults:
         ctx = replace(ctx, snapshot=d.defaulted(ctx.snapshot))
     for factory, args in chosen:
@@ -364,7 +380,7 @@ def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext,
         for point in factory.points:
             by_point[point].extend(filed[id(p)] for p in parts if not missing_members(p, point))
         for part in parts:
-            if isinstance(part, Unmodelled) and callable(part.unmodelled):
+            if implements(part, Unmodelled):
                 limits.append(filed[id(part)])
     return PluginSet(tuple(by_point[FILTER]), tuple(by_point[SCORE]), tuple(by_point[CONSTRAINT]), tuple(limits),
                      defaults)

@@ -141,7 +141,8 @@ class DeviceTable:
         """``dra``: per node, (devices, free devices) of the DeviceClass serving ``device_resource``
         by DRA; they are the devices of a node without device-plugin ones (whole GPUs, the ones
         its claims hold taken)."""
-        served = [bool(dra) and devices_of(n, conv) == 0 and dra[i][0] > 0 for i, n in enumerate(nodes)]
+        served = ([devices_of(n, conv) == 0 and dra[i][0] > 0 for i, n in enumerate(nodes)] if dra
+                  else [False] * len(nodes))
         counts = ([min(dra[i][0], MAX_DEVICES) if served[i] else devices_of(n, conv) for i, n in enumerate(nodes)]
                   if dra else _DEVICE_COUNTS(nodes, conv))
         width = max(counts, default=0)

@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from kubeplace.models.aggregate import Aggregation, FilterTable
 from kubeplace.models.devices import CANNOT_ALLOCATE
-from kubeplace.models.framework import ExtraResources, FilterError, NodeReasons, Rejects
+from kubeplace.models.framework import ExtraResources, FilterError, NodeReasons, Rejects, implements
 from kubeplace.models.gpu import GpuNeed, device_fit
 from kubeplace.models.plugins import RULES
 from kubeplace.models.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
@@ -100,7 +101,7 @@ def _rejection(agg: Aggregation, c: int) -> str:
     plugins = {t.plugin.name: t.plugin for t in agg.filters}
     for name in _in_order(list(plugins)):
         plugin = plugins[name]
-        if isinstance(plugin, Rejects) and (message := plugin.rejection(agg.class_pods[c])):
+        if implements(plugin, Rejects) and (message := cast(Rejects, plugin).rejection(agg.class_pods[c])):
             return message
     return ""
 

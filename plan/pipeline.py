@@ -250,7 +250,7 @@ def volume_choices(plugins: PluginSet, placed: Sequence[tuple[Pod, str]],
     binding = next((f for f in plugins.filters if isinstance(f, VolumeBinding)), None)
     if binding is None:
         return {}
-    nodes = {n.name: n for n in snapshot.nodes}
+    nodes = snapshot.node_by_name
     return binding.choose([(pod, nodes[name]) for pod, name in placed])
 
 
@@ -261,7 +261,7 @@ def claim_allocations(plugins: PluginSet, placed: Sequence[tuple[Pod, str]],
     plugin = next((f for f in plugins.filters if isinstance(f, DynamicResources)), None)
     if plugin is None:
         return {}, {}
-    nodes = {n.name: n for n in snapshot.nodes}
+    nodes = snapshot.node_by_name
     return plugin.choose([(pod, nodes[name]) for pod, name in placed])
 
 

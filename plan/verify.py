@@ -130,7 +130,7 @@ class _Checker:
     ) -> None:
         self.snapshot, self.settings, self.extra_checks = snapshot, settings, extra_checks
         self.pending = {(pod.namespace, pod.name): pod for pod in snapshot.pending}
-        self.nodes = {node.name: node for node in snapshot.nodes}
+        self.nodes = snapshot.node_by_name
         self.copies: dict[tuple[str, str], int] = {}  # pod -> how many of it the plan places
         self.accepted: list[Placed] = []  # the placements checked, in plan order
         self.placed: dict[str, list[tuple[Pod, int]]] = {}  # node name -> pods placed there (and

@@ -48,7 +48,7 @@ several pods (``Pod.copies``: then the devices of them all, dealt out as the pla
 def verify_devices(snapshot: Snapshot, placements: Sequence[Devices],
                    settings: VerifySettings = DEFAULT_SETTINGS) -> list[Violation]:
     pods = {(p.namespace, p.name): p for p in snapshot.pending}
-    nodes = {n.name: n for n in snapshot.nodes}
+    nodes = snapshot.node_by_name
     bound = snapshot.bound_by_node
     devices_of: dict[str, int] = {}
     load: dict[str, dict[int, int]] = {}  # only the nodes the plan places on, each worked out once

@@ -120,6 +120,9 @@ class Store:
         self._parse = parse
         self.generation = 0
         """Counts changes, so a reader can tell whether anything changed since it last looked."""
+        self._listed: dict[str, list[tuple[RawObject, Any]]] = {}
+        """Per resource, :meth:`typed_items` as of the generation it was made at (dropped when the
+        resource changes): the nodes change rarely, and every cycle reads all of them."""
 
     def _typed_of(self, resource: str, obj: RawObject) -> Any:
         if self._parse is None:
@@ -152,6 +155,7 @@ class Store:
             self._objects[resource] = fresh
             self._typed[resource] = typed
             self.generation += 1
+            self._listed.pop(resource, None)
         return changes
 
     def apply(self, resource: str, event: str, obj: RawObject) -> RawObject | None:
@@ -167,6 +171,7 @@ class Store:
                 objects[key] = obj
                 parsed[key] = typed
             self.generation += 1
+            self._listed.pop(resource, None)
         return old
 
     def get(self, resource: str, key: str) -> RawObject | None:
@@ -184,10 +189,16 @@ class Store:
             return list(self._objects.get(resource, {}).values())
 
     def typed_items(self, resource: str) -> list[tuple[RawObject, Any]]:
-        """(raw, typed) of every object of ``resource`` (shared, not copied: read-only)."""
+        """(raw, typed) of every object of ``resource`` (shared, not copied: read-only; the same
+        list until the resource changes)."""
         with self._lock:
+            listed = self._listed.get(resource)
+            if listed is not None:
+                return listed
             objects, typed = self._objects.get(resource, {}), self._typed.get(resource, {})
-            return [(obj, typed.get(key)) for key, obj in objects.items()]
+            items = [(obj, typed.get(key)) for key, obj in objects.items()]
+            self._listed[resource] = items
+            return items
 
     def sizes(self) -> dict[str, int]:
         """Objects per resource."""

@@ -47,6 +47,8 @@ class Intake:
         self.scheduler_name, self.namespaces, self.clock = scheduler_name, namespaces, clock
         self._lock = threading.Lock()
         self._first_seen: dict[str, float] = {}
+        self._attempts: dict[str, int] = {}
+        """Cycles that planned each pod seen pending (its keys are among ``_first_seen``'s)."""
         self.members = GangMembers(store)
         """Which gangs have their minMember pods (the queue plans a complete gang at once)."""
 
@@ -148,12 +150,25 @@ class Intake:
 
     def sizes(self) -> dict[str, int]:
         with self._lock:
-            first_seen = len(self._first_seen)
-        return {"intake_first_seen": first_seen, "intake_gangs": len(self.members)}
+            first_seen, attempts = len(self._first_seen), len(self._attempts)
+        return {"intake_first_seen": first_seen, "intake_attempts": attempts, "intake_gangs": len(self.members)}
+
+    def attempted(self, keys: list[str]) -> None:
+        """A cycle plans these pods: one more attempt each (of those seen pending)."""
+        with self._lock:
+            for key in keys:
+                if key in self._first_seen:
+                    self._attempts[key] = self._attempts.get(key, 0) + 1
+
+    def attempts(self, key: str) -> int:
+        """The cycles that planned pod ``key`` since it was first seen pending."""
+        with self._lock:
+            return self._attempts.get(key, 0)
 
     def forget(self, key: str) -> float | None:
         """Forgets a pod's wait (bound, deleted); when it was first seen pending, if it was."""
         with self._lock:
+            self._attempts.pop(key, None)
             return self._first_seen.pop(key, None)
 
 

@@ -75,7 +75,7 @@ from kubeplace.serve.leader import AlwaysLeader
 from kubeplace.serve.memory import Collector, Trimmer
 from kubeplace.serve.outcomes import SchedulerOutcomes
 from kubeplace.serve.prebind import PreBindClient, devices_refused, volumes_waiting
-from kubeplace.serve.prometheus import Metrics
+from kubeplace.serve.prometheus import ERROR, SCHEDULED, UNSCHEDULABLE, Metrics
 from kubeplace.serve.queue import SchedulingQueue, Unit
 from kubeplace.serve.settings import DEFAULT_SETTINGS, ServeSettings, cycle_options
 from kubeplace.serve.snapshots import Snapshots, UsageSource
@@ -312,6 +312,7 @@ class Scheduler:
         if not snapshot.pending:
             return decided
         self.metrics.cycles.inc()
+        self.intake.attempted([p.key for p in snapshot.pending])
         planning = self.clock()
         options = cycle_options(self.solver, self.settings, len(snapshot.pending))
         planned = (make_preemption_plan(snapshot, self.config, self.profile, options, preemption=self.solver)
@@ -356,13 +357,14 @@ class Scheduler:
         order = [u for u in decided.units if u in by_unit or u in unplaced]
         bind_started = self.clock()
         outcomes, starts = self._bind_units([u for u in order if u in by_unit and u not in refused], by_unit, pods,
-                                            stop, report)
+                                            stop, report, decided.started)
         report.seconds_bind = self.clock() - bind_started
         groups = {g.key: g for g in decided.snapshot.pod_groups}
         with self._books:  # (another cycle's bindings may be answered at the same time)
             for unit in order:
                 if unit in refused:
                     report.unplaced += [f"{p.namespace}/{p.name}" for p in by_unit[unit]]
+                    self._attempt(ERROR, decided.started, len(by_unit[unit]))
                     waits_for = (unit_hints(pods[(p.namespace, p.name)] for p in by_unit[unit])
                                  if unit in decided.nominated else None)  # (its victims' deletion)
                     self._waits(unit, by_unit[unit], pods, refused[unit], waits_for)
@@ -380,6 +382,7 @@ class Scheduler:
                                         groups.get(unit) if isinstance(unit, GangKey) else None, starts[unit],
                                         unit in unplaced, unplaced_hints(unplaced.get(unit, []), pods, decided.proven))
                 if unit in unplaced:
+                    self._attempt(UNSCHEDULABLE, decided.started, len(unplaced[unit]))
                     self._unplaced(unit, unplaced[unit], pods, gang, groups, report,
                                    requeue=unit not in by_unit, proven=decided.proven)
             self.metrics.gangs_waiting.set(len(self._waiting_gangs))
@@ -434,12 +437,13 @@ class Scheduler:
         return refused
 
     def _bind_units(self, units: Sequence[Unit], by_unit: Mapping[Unit, list[Placement]],
-                    pods: Mapping[tuple[str, str], Pod], stop: threading.Event,
-                    report: CycleReport) -> tuple[dict[Unit, list[BindResult]], dict[Unit, float]]:
+                    pods: Mapping[tuple[str, str], Pod], stop: threading.Event, report: CycleReport,
+                    started: float) -> tuple[dict[Unit, list[BindResult]], dict[Unit, float]]:
         """Binds the units' placements, several at once (``kube.binder.bind_concurrently``), asking
         before every binding whether this replica still leads and is not stopping. Returns each
         unit's results (``not_attempted`` for those never tried; none for a unit waiting for its
-        claims) and when each unit started waiting (for the latency metrics)."""
+        claims) and when each unit started waiting (for the latency metrics). ``started``: when the
+        cycle started (the attempt's)."""
         now = self.clock()
         starts: dict[Unit, float] = {}
         jobs: list[tuple[Unit, Pod, Binding]] = []
@@ -478,7 +482,7 @@ class Scheduler:
 
         def done(index: int, result: BindResult) -> None:
             unit, pod, _ = jobs[index]
-            self._bound_one(pod, unit, result, report)
+            self._bound_one(pod, unit, result, report, started)
 
         results = bind_concurrently(self.client, [b for _, _, b in jobs], self._binders,
                                     self.settings.bind_workers, halt, done,
@@ -503,8 +507,15 @@ class Scheduler:
         for p in placements:
             self.recorder.pod_event(pods[(p.namespace, p.name)], ev.FAILED_SCHEDULING, why, ev.WARNING)
 
-    def _bound_one(self, pod: Pod, unit: Unit, result: BindResult, report: CycleReport) -> None:
-        """What one binding's answer changes: the log, assumed usage, metrics, the pod's Event."""
+    def _attempt(self, result: str, started: float, pods: int = 1) -> None:
+        """``pods`` attempts of a cycle started at ``started`` ended with ``result`` now."""
+        seconds = max(0.0, self.clock() - started)
+        for _ in range(pods):
+            self.metrics.attempt_seconds.labels(result, self.settings.scheduler_name).observe(seconds)
+
+    def _bound_one(self, pod: Pod, unit: Unit, result: BindResult, report: CycleReport, started: float) -> None:
+        """What one binding's answer changes: the log, assumed usage, metrics, the pod's Event;
+        ``started``: when the cycle that planned it started."""
         self.results.append(result)
         if len(self.results) >= 2 * RESULTS_KEPT:
             del self.results[:RESULTS_KEPT]
@@ -517,11 +528,16 @@ class Scheduler:
         if result.outcome == Outcome.BOUND:
             report.bound.append(pod.key)
             self.metrics.pods_bound.inc()
+            self._attempt(SCHEDULED, started)
+            attempts = self.intake.attempts(pod.key)
             seen = self.intake.forget(pod.key)
             if seen is not None:
                 self.metrics.pod_latency.observe(self.clock() - seen)
+            self.metrics.bound(None if seen is None else self.clock() - seen, attempts)
             self.recorder.pod_event(pod, ev.SCHEDULED, f"Successfully assigned {pod.key} to {node}")
             return
+        if result.outcome != Outcome.NOT_ATTEMPTED:
+            self._attempt(ERROR, started)
         report.failed[pod.key] = str(result.outcome)
         self.metrics.binds_failed.labels(str(result.outcome)).inc()
 

@@ -9,6 +9,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
 SOLVE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+SLI_BUCKETS = tuple(0.01 * 2**k for k in range(20))
+"""The kube-scheduler's ``scheduler_pod_scheduling_sli_duration_seconds`` buckets (ExponentialBuckets(0.01, 2, 20))."""
+ATTEMPT_BUCKETS = tuple(0.001 * 2**k for k in range(15))
+"""The kube-scheduler's ``scheduler_scheduling_attempt_duration_seconds`` buckets (ExponentialBuckets(0.001, 2, 15))."""
+ATTEMPTS_LABELLED = 16
+"""The SLI's ``attempts`` label counts up to this; a pod bound after more attempts counts under it
+(the label's values stay bounded, the kube-scheduler's are not)."""
+SCHEDULED, UNSCHEDULABLE, ERROR = "scheduled", "unschedulable", "error"
+"""The kube-scheduler's ``result`` label values of an attempt."""
 
 
 class Metrics:
@@ -27,6 +36,16 @@ class Metrics:
         self.cycle_seconds = Histogram(
             "kubeplace_cycle_seconds", "One whole cycle: snapshot, plan, verify, bind.",
             buckets=SOLVE_BUCKETS, registry=r)
+        self.sli = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "The kube-scheduler's SLI: from a pod first seen pending to its binding, by the attempts it took "
+            "(cycles that planned it; the last value counts that many or more).",
+            ["attempts"], buckets=SLI_BUCKETS, registry=r)
+        self.attempt_seconds = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "The kube-scheduler's attempt latency: from the start of the cycle that planned a pod to its binding "
+            "answered (scheduled, error) or its pod found unschedulable, by result and profile (scheduler name).",
+            ["result", "profile"], buckets=ATTEMPT_BUCKETS, registry=r)
         self.pods_bound = Counter("kubeplace_pods_bound", "Pods bound.", registry=r)
         self.binds_failed = Counter("kubeplace_binds_failed", "Bindings refused or failed, by outcome.",
                                     ["outcome"], registry=r)
@@ -63,6 +82,11 @@ class Metrics:
             self.pending_units.labels(queue).set(units)
         self.queue_active.set(queues.get("active", 0))
         self.queue_unschedulable.set(queues.get("backoff", 0) + queues.get("unschedulable", 0))
+
+    def bound(self, waited: float | None, attempts: int) -> None:
+        """A pod bound: its wait since first seen pending (None: not seen pending), in the SLI."""
+        if waited is not None:
+            self.sli.labels(str(min(max(attempts, 1), ATTEMPTS_LABELLED))).observe(max(0.0, waited))
 
     def serve(self, port: int, address: str = "0.0.0.0") -> Any:
         """Serves ``/metrics`` on ``address:port`` from a daemon thread; returns the server."""

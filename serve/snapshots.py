@@ -87,6 +87,11 @@ class Snapshots:
         self.assumed = Assumed(assume_seconds, clock)
         self._targets: tuple[float, list[Target]] = (float("-inf"), [])
         self._usage: tuple[float, list[RawObject], str] = (float("-inf"), [], "")
+        self._typed_last: dict[str, tuple[list[tuple[RawObject, Any]], list[tuple[RawObject, Any]],
+                                          list[tuple[RawObject, str]]]] = {}
+        """Per resource, the store's last list and what :meth:`_typed` made of it (the nodes: the
+        same list cycle after cycle until one changes)."""
+        self._nodes: tuple[list[tuple[RawObject, Any]] | None, list[Node]] = (None, [])
 
     def take(self, adjust: Callable[[list[Pod]], list[Pod]] | None = None,
              keep: Callable[[Pod], bool] | None = None) -> tuple[Snapshot, list[tuple[RawObject, str]]]:
@@ -98,11 +103,16 @@ class Snapshots:
         and the snapshot is built over the pods it holds."""
         assumed = self.assumed.current()
         broken: list[tuple[RawObject, str]] = []
-        nodes = [n for _, n in self._typed("nodes", broken) if isinstance(n, Node)]
+        typed_nodes = self._typed("nodes", broken)
+        if self._nodes[0] is not typed_nodes:  # (the same list: the same nodes)
+            self._nodes = (typed_nodes, [n for _, n in typed_nodes if isinstance(n, Node)])
+        nodes = list(self._nodes[1])
         raws, pods = [], []
-        for raw, pod in self._typed("pods", broken):
+        for raw, pod in self.store.typed_items("pods"):  # (every pod of the cluster: one pass)
             if not isinstance(pod, Pod):
-                continue
+                pod = _parsed(raw, pod, broken)
+                if pod is None:
+                    continue
             mine = assumed.get(pod.key) if assumed and not pod.node_name else None
             if mine is not None and pod.uid == mine[0]:
                 pod = replace(pod, node_name=mine[1], annotations={**pod.annotations, **mine[2]})
@@ -113,7 +123,8 @@ class Snapshots:
         if adjust is not None:
             pods = adjust(pods)
         if keep is not None:
-            kept = [i for i, pod in enumerate(pods) if not _read_alone(pod, self.scheduler_name) or keep(pod)]
+            kept = [i for i, pod in enumerate(pods)  # (a bound pod is never read alone: no call for it)
+                    if pod.node_name or not _read_alone(pod, self.scheduler_name) or keep(pod)]
             raws, pods = [raws[i] for i in kept], [pods[i] for i in kept]
         others = [obj for resource in self.store.resources() if resource not in ("nodes", "pods")
                   for obj in self.store.items(resource)] + self._usage_objects()
@@ -136,18 +147,26 @@ class Snapshots:
                     raise
 
     def _typed(self, resource: str, broken: list[tuple[RawObject, str]]) -> list[tuple[RawObject, Any]]:
-        """(raw, typed) of a resource; one that does not parse goes to ``broken``."""
-        out = []
-        for raw, typed in self.store.typed_items(resource):
+        """(raw, typed) of a resource; one that does not parse goes to ``broken``. Shared, not
+        copied: read-only (the same list while the store's is the same)."""
+        items = self.store.typed_items(resource)
+        last = self._typed_last.get(resource)
+        if last is not None and last[0] is items:
+            broken += last[2]
+            return last[1]
+        out, left_out = [], []
+        for raw, typed in items:
             if typed is None:  # a store without a parser
                 try:
                     typed = parse_watched(resource, raw)
                 except InputError as error:
                     typed = error
             if isinstance(typed, InputError):
-                broken.append((raw, str(typed)))
+                left_out.append((raw, str(typed)))
             else:
                 out.append((raw, typed))
+        self._typed_last[resource] = (items, out, left_out)
+        broken += left_out
         return out
 
     def _steer(self, raws: list[RawObject], pods: list[Pod]) -> None:
@@ -192,6 +211,20 @@ class Snapshots:
         targets = parse_targets(data, datetime.datetime.now(datetime.UTC))
         self._targets = (self.clock(), targets)
         return targets
+
+
+def _parsed(raw: RawObject, typed: Any, broken: list[tuple[RawObject, str]]) -> Pod | None:
+    """A pod the store did not keep typed (a store without a parser): parsed now; None, and the
+    pod in ``broken`` with why, when it does not parse."""
+    if typed is None:
+        try:
+            typed = parse_watched("pods", raw)
+        except InputError as error:
+            typed = error
+    if isinstance(typed, InputError):
+        broken.append((raw, str(typed)))
+        return None
+    return typed if isinstance(typed, Pod) else None
 
 
 def _read_alone(pod: Pod, scheduler_name: str) -> bool:

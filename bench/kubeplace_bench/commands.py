@@ -126,6 +126,7 @@ def _add_subcommands() -> None:
     from kubeplace_bench.commands_load import load_aware_command
     from kubeplace_bench.commands_provision import provision_scale_command
     from kubeplace_bench.commands_rebalance import rebalance_bench_command
+    from kubeplace_bench.commands_serve_cycles import serve_cycles_command
     from kubeplace_bench.commands_simulate import openb_simulate_command, openb_trace_command
     from kubeplace_bench.commands_simulate_ray import simulate_ray_command
     from kubeplace_bench.commands_soak import soak_command
@@ -135,7 +136,7 @@ def _add_subcommands() -> None:
     for command in (synthetic_command, cluster_command, rebalance_bench_command, gangs_command, load_aware_command,
                     throughput_command, openb_simulate_command, capacity_command, provision_scale_command,
                     fidelity_command, simulate_ray_command, consolidate_scale_command, soak_command,
-                    fgd_protocol_command):
+                    fgd_protocol_command, serve_cycles_command):
         bench.add_command(command)
     openb.add_command(openb_trace_command)
 

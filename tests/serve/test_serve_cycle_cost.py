@@ -86,6 +86,8 @@ def same_problem(a: Problem, b: Problem) -> None:
         x, y = getattr(a, f.name), getattr(b, f.name)
         if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             assert x is not None and y is not None and np.array_equal(x, y), f.name
+        elif f.name == "workload" and (x is None or y is None):
+            assert x is y, f.name
         elif f.name == "workload":
             for g in fields(x):
                 assert np.array_equal(getattr(x, g.name), getattr(y, g.name)), g.name

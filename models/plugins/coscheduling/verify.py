@@ -29,7 +29,7 @@ def _gang_topology(snapshot: Snapshot, placements: Sequence[Placed]) -> Iterator
     keys = {g.key: g.topology_key for g in snapshot.pod_groups if g.topology_key}
     if not keys:
         return
-    nodes = {node.name: node for node in snapshot.nodes}
+    nodes = snapshot.node_by_name
     first: dict[GangKey, str] = {}
     for pod in snapshot.bound:
         gang = gang_of(pod)

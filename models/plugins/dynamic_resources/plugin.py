@@ -350,7 +350,7 @@ def build(_args: None, ctx: RunContext) -> DynamicResources:
         for claim in joining:
             consumers[claim.key] = consumers.get(claim.key, len(claim.reserved_for)) + 1
     bound_extended: dict[str, dict[str, int]] = {}
-    for pod in snapshot.bound:
+    for pod in snapshot.bound if devices.classes else ():  # (no DeviceClass: no resource is mapped)
         for resource in mapped_resources(pod, devices):
             per_node = bound_extended.setdefault(pod.node_name, {})
             per_node[resource] = per_node.get(resource, 0) + pod.requests.get(resource, 0)

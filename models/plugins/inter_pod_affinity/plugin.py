@@ -71,7 +71,7 @@ class Index:
     def build(ctx: RunContext) -> Index:
         snap = ctx.snapshot
         matcher = Matcher(snap.namespace_labels)
-        node_of = {n.name: n for n in snap.nodes}
+        node_of = snap.node_by_name
         existing: dict[TermId, set[str]] = {}
         for pod in snap.bound:  # (the running pods with anti-affinity: few, so looked at first)
             node = node_of.get(pod.node_name) if pod.anti_affinity else None
@@ -330,5 +330,5 @@ def build(args: InterPodAffinityArgs, ctx: RunContext) -> tuple[OwnAffinity, Own
                                                                 BatchRules, InterPodAffinityScore]:
     index = Index.build(ctx)
     snap = ctx.snapshot
-    score = inter_pod_score(args, snap.nodes, snap.bound, snap.pending, snap.namespace_labels)
+    score = inter_pod_score(args, snap.node_by_name, snap.bound, snap.pending, snap.namespace_labels)
     return OwnAffinity(index), OwnAntiAffinity(index), ExistingAntiAffinity(index), BatchRules(index), score

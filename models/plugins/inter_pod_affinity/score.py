@@ -118,18 +118,21 @@ def scoringpreference_terms(pod: Pod, hard_weight: int, with_preferred: bool) ->
     return found
 
 
-def inter_pod_score(args: InterPodAffinityArgs, nodes: Sequence[Node], bound: Sequence[Pod], pending: Sequence[Pod],
-                    namespace_labels: Mapping[str, Mapping[str, str]]) -> InterPodAffinityScore:
+def inter_pod_score(args: InterPodAffinityArgs, node_of: Mapping[str, Node], bound: Sequence[Pod],
+                    pending: Sequence[Pod], namespace_labels: Mapping[str, Mapping[str, str]]) -> InterPodAffinityScore:
+    """``node_of``: the snapshot's nodes by name."""
     matcher = Matcher(namespace_labels)
-    node_of = {n.name: n for n in nodes}
     existing: dict[Weighted, DomainCounts] = {}
     by_class: dict[int, tuple[Pod, list[Node]]] = {}
     own = any(p.preferred_affinity or p.preferred_anti_affinity for p in pending)  # else ``running`` is not read
     for pod in bound:
+        scoring = pod.affinity or pod.preferred_affinity or pod.preferred_anti_affinity
+        if not (scoring or own):  # (most running pods: no term, and no pending term reads them)
+            continue
         node = node_of.get(pod.node_name)
         if node is None:
             continue
-        if pod.affinity or pod.preferred_affinity or pod.preferred_anti_affinity:
+        if scoring:
             for weighted in scoringpreference_terms(pod, args.hardPodAffinityWeight,
                                           not args.ignorePreferredTermsOfExistingPods):
                 existing.setdefault(weighted, DomainCounts()).add(node, weighted[0].topology_key)
