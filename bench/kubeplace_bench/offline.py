@@ -71,6 +71,12 @@ def percent(milli: int, capacity_milli: int) -> float:
     return round(milli / (capacity_milli // WHOLE) / 10, 2)
 
 
+def bound_percent(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0) -> float:
+    """The bound alone (step 1), in percent as :attr:`Offline.bound_percent` rounds it."""
+    s = shapes_of(nodes, pods)
+    return percent(math.floor(lp_bound(s, seconds).milli + 1e-6), s.capacity_milli)
+
+
 def offline(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0, seed: int = 0) -> Offline:
     """The bound and a feasible placement of ``pods`` (all known in advance) on empty ``nodes``;
     ``seconds`` for the bound's LP, for the pattern generation, and for the LP of columns that
