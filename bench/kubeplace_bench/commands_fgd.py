@@ -137,7 +137,7 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
             fgd_table.save(resume, records, fgd_table.summary(records, reference, PUBLISHED_POLICY))
 
     fgd_table.execute(todo, options, jobs, done)
-    records.sort(key=_order(records))
+    records.sort(key=_order(records, schedulers))
     summary = fgd_table.summary(records, reference, PUBLISHED_POLICY)
     if resume is not None:
         fgd_table.save(resume, records, summary)
@@ -147,10 +147,10 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
         click.echo(table(records, path) + "\n\n" + fgd_table.summary_table(summary))
 
 
-def _order(records: list[dict[str, Any]]) -> Any:
+def _order(records: list[dict[str, Any]], schedulers: tuple[str, ...]) -> Any:
     """Records by trace (as first seen), seed, then scheduler (as the command lists them)."""
     traces = {t: k for k, t in enumerate(dict.fromkeys(r["trace"] for r in records))}
-    rank = {s: k for k, s in enumerate((*SCHEDULERS, "bound", "offline"))}
+    rank = {s: k for k, s in enumerate(dict.fromkeys((*schedulers, *SCHEDULERS, "bound", "offline")))}
     return lambda r: (traces[r["trace"]], r["seed"], rank.get(r["scheduler"], len(rank)))
 
 
