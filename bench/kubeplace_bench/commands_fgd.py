@@ -174,8 +174,9 @@ def run_offline(nodes: Any, run: Any, seed: int, seconds: float, placement: bool
 
     if not placement:
         t0 = time.perf_counter()
-        value = bound_percent(nodes, run.pods, seconds)
-        return [{"scheduler": "bound", "alloc_at_130": value, "seconds": round(time.perf_counter() - t0, 1)}]
+        value, converged = bound_percent(nodes, run.pods, seconds)
+        return [{"scheduler": "bound", "alloc_at_130": value, "converged": converged,
+                 "seconds": round(time.perf_counter() - t0, 1)}]
     found = offline(nodes, run.pods, seconds, seed)
     return [{"scheduler": "bound", "alloc_at_130": found.bound_percent, "converged": found.bound.converged},
             {"scheduler": "offline", "alloc_at_130": found.placed_percent, "seconds": round(found.seconds, 1)}]

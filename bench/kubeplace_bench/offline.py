@@ -71,10 +71,12 @@ def percent(milli: int, capacity_milli: int) -> float:
     return round(milli / (capacity_milli // WHOLE) / 10, 2)
 
 
-def bound_percent(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0) -> float:
-    """The bound alone (step 1), in percent as :attr:`Offline.bound_percent` rounds it."""
+def bound_percent(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0) -> tuple[float, bool]:
+    """The bound alone (step 1), in percent as :attr:`Offline.bound_percent` rounds it, and whether
+    its column generation converged (if not, the bound is still valid, only looser)."""
     s = shapes_of(nodes, pods)
-    return percent(math.floor(lp_bound(s, seconds).milli + 1e-6), s.capacity_milli)
+    found = lp_bound(s, seconds)
+    return percent(math.floor(found.milli + 1e-6), s.capacity_milli), found.converged
 
 
 def offline(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0, seed: int = 0) -> Offline:
