@@ -91,6 +91,10 @@ def test_resume_keeps_the_records_it_finds_and_runs_only_the_others(tmp_path: Pa
     figures = {(r["seed"], r["scheduler"]): r["alloc_at_130"] for r in json.loads(alone.stdout)["records"]}
     assert all(figures[(43, s)] == next(r["alloc_at_130"] for r in out["records"] if (r["seed"], r["scheduler"])
                                         == (43, s)) for s in ("fgd", "best-fit", "bound"))
+    for seed in (42, 43):  # the bound alone (no offline placement) is still above what FGD and best-fit reach
+        got = {r["scheduler"]: r["alloc_at_130"] for r in out["records"] if r["seed"] == seed}
+        assert got["bound"] >= max(got["best-fit"], figures[(43, "fgd")] if seed == 43 else 0.0)
+    assert all(r["converged"] for r in out["records"] if r["scheduler"] == "bound")
     (row,) = out["summary"]
     assert row["trace"] == "pods" and row["runs"] == {"fgd": 2, "best-fit": 2, "bound": 2}
     assert row["mean"]["fgd"] == round((12.34 + figures[(43, "fgd")]) / 2, 2)
