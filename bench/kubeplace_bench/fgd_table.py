@@ -109,9 +109,8 @@ def execute(todo: Sequence[Task], options: Options, jobs: int,
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
                     done(running.pop(future), future.result())
-        except BaseException:
-            for future in running:
-                future.cancel()
+        except BaseException:  # interrupted: what is saved stays saved; do not wait for the runs under way
+            pool.shutdown(wait=False, cancel_futures=True)
             raise
 
 
