@@ -131,7 +131,8 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
             value = math.nan if r["alloc_at_130"] is None else r["alloc_at_130"]
             click.echo(f"[{finished}/{len(todo)} {time.monotonic() - started:.0f}s] {r['trace']} seed {r['seed']} "
                        f"{r['scheduler']}: {value:.2f}" + (f" (published {ref:.2f})" if ref is not None else "")
-                       + (f" [{r['seconds']:.1f}s]" if "seconds" in r else ""), err=True)
+                       + (f" [{r['seconds']:.1f}s]" if "seconds" in r else "")
+                       + (" (bound LP not converged)" if r.get("converged") is False else ""), err=True)
         records[:] = [r for r in records if fgd_table.key(r) not in {fgd_table.key(n) for n in new}] + new
         if resume is not None:
             fgd_table.save(resume, records, fgd_table.summary(records, reference, PUBLISHED_POLICY))
