@@ -72,10 +72,18 @@ def published_path(option: Path | None, start: Path | None = None) -> Path | Non
 @click.option("--via", type=click.Choice(VIA), default="device", show_default=True,
               help="fgd and best-fit on the benchmarks' device simulator, or through kubeplace simulate's engine "
                    "(the nodes renamed with the seeded prefixes, the pods a trace; the same implementation).")
+@click.option("--offline/--no-offline", default=True, show_default=True,
+              help="With --bound, the offline placement too (its two searches take twice the bound's time).")
+@click.option("--resume", "resume", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="JSON file of the records: those already in it are kept and not run again, each new one "
+                   "is written to it as it finishes (an interrupted run continues).")
+@click.option("--jobs", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+              help="Worker processes (one run each at a time).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: list[int],
                          schedulers: tuple[str, ...], bound: bool, bound_time_limit: float, published: Path | None,
-                         window: int, time_limit: float, via: str, output: str) -> None:
+                         window: int, time_limit: float, via: str, offline: bool, resume: Path | None, jobs: int,
+                         output: str) -> None:
     """The FGD paper's protocol (Weng et al., ATC 2023), draw for draw: per trace and tag seed, the
     pods sorted by name and shuffled, tuned to 130% of the GPU capacity, the nodes in the seeded
     tie-break order of the authors' simulator; each pod tried once. The figure is the GPU
@@ -91,63 +99,88 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
     With --bound, two more records per run: "bound", no placement of the run's pods (all known in
     advance, empty nodes) allocates more, and "offline", what an actual placement of them
     allocates (see kubeplace_bench.offline); both are the allocation once every pod has
-    arrived, which bounds (and, for "offline", is comparable to) the figure at 130%."""
-    from kubeplace_bench.fgd_protocol import (
-        PUBLISHED_POLICY,
-        protocol_run,
-        read_published,
-        run_policy,
-        trace_name,
-        typical_pods,
-    )
-    from kubeplace_bench.fgd_simulate import run_policy_in_simulate
-    from kubeplace_bench.openb import read_nodes, read_pods
+    arrived, which bounds (and, for "offline", is comparable to) the figure at 130%.
 
-    nodes = read_nodes(nodes_csv)
+    Ends with the summary per trace (kubeplace_bench.fgd_table): each scheduler's mean, the
+    published FGD and best-fit means, kubeplace - FGD and the share of the FGD-to-bound gap
+    kubeplace closes; the JSON is {"records": [...], "summary": [...]}."""
+    from kubeplace_bench import fgd_table
+    from kubeplace_bench.fgd_protocol import PUBLISHED_POLICY, read_published
+
     path = published_path(published)
     reference = read_published(path) if path is not None else {}
-    records: list[dict[str, Any]] = []
-    for pods_csv in pods_csvs:
-        trace = trace_name(pods_csv)
-        pods = read_pods(pods_csv)
-        dist = typical_pods(pods)
-        for seed in seeds:
-            run = protocol_run(nodes, pods, seed)
-            for scheduler in schedulers:
-                t0 = time.perf_counter()
-                if scheduler == "kubeplace":
-                    value = _online(nodes, run, dist, window)
-                elif scheduler == "kubeplace-plan":
-                    value = _kubeplace_plan(nodes, run, window, time_limit, seed)
-                elif via == "simulate":
-                    value = run_policy_in_simulate(scheduler, nodes, run, dist)
-                else:
-                    value = run_policy(scheduler, nodes, run, dist)
-                seconds = time.perf_counter() - t0
-                record: dict[str, Any] = {"trace": trace, "seed": seed, "scheduler": scheduler,
-                                          "alloc_at_130": None if math.isnan(value) else value,
-                                          "seconds": round(seconds, 1)}
-                ref = reference.get((trace, PUBLISHED_POLICY.get(scheduler, ""), seed))
-                if ref is not None:
-                    record["published"] = ref
-                records.append(record)
-                click.echo(f"{trace} seed {seed} {scheduler}: {value:.2f}"
-                           + (f" (published {ref:.2f})" if ref is not None else "")
-                           + f" [{seconds:.1f}s]", err=True)
-            if bound:
-                records += _offline(nodes, run, trace, seed, bound_time_limit)
-    click.echo(json.dumps(records, indent=2) if output == "json" else table(records, path))
+    options = fgd_table.Options(nodes_csv.resolve(), window, time_limit, via, bound_time_limit, offline)
+    try:
+        records = fgd_table.load(resume) if resume is not None else []
+    except ValueError as e:
+        raise click.UsageError(f"--resume {e}") from None
+    have = {fgd_table.key(r) for r in records}
+    every = fgd_table.tasks([p.resolve() for p in pods_csvs], seeds, schedulers, bound)
+    todo = [t for t in every if not set(t.keys(options)) <= have]
+    if resume is not None:
+        click.echo(f"{resume}: {len(records)} records kept, {len(todo)} of {len(every)} runs to do", err=True)
+    started, finished = time.monotonic(), 0
+
+    def done(task: fgd_table.Task, new: list[dict[str, Any]]) -> None:
+        nonlocal finished
+        finished += 1
+        for r in new:
+            ref = reference.get((r["trace"], PUBLISHED_POLICY.get(r["scheduler"], ""), r["seed"]))
+            if ref is not None:
+                r["published"] = ref
+            value = math.nan if r["alloc_at_130"] is None else r["alloc_at_130"]
+            click.echo(f"[{finished}/{len(todo)} {time.monotonic() - started:.0f}s] {r['trace']} seed {r['seed']} "
+                       f"{r['scheduler']}: {value:.2f}" + (f" (published {ref:.2f})" if ref is not None else "")
+                       + (f" [{r['seconds']:.1f}s]" if "seconds" in r else "")
+                       + (" (bound LP not converged)" if r.get("converged") is False else ""), err=True)
+        records[:] = [r for r in records if fgd_table.key(r) not in {fgd_table.key(n) for n in new}] + new
+        if resume is not None:
+            fgd_table.save(resume, records, fgd_table.summary(records, reference, PUBLISHED_POLICY))
+
+    fgd_table.execute(todo, options, jobs, done)
+    records.sort(key=_order(records, schedulers))
+    summary = fgd_table.summary(records, reference, PUBLISHED_POLICY)
+    if resume is not None:
+        fgd_table.save(resume, records, summary)
+    if output == "json":
+        click.echo(json.dumps({"records": records, "summary": summary}, indent=2))
+    else:
+        click.echo(table(records, path) + "\n\n" + fgd_table.summary_table(summary))
 
 
-def _offline(nodes: Any, run: Any, trace: str, seed: int, seconds: float) -> list[dict[str, Any]]:
-    from kubeplace_bench.offline import offline
+def _order(records: list[dict[str, Any]], schedulers: tuple[str, ...]) -> Any:
+    """Records by trace (as first seen), seed, then scheduler (as the command lists them)."""
+    traces = {t: k for k, t in enumerate(dict.fromkeys(r["trace"] for r in records))}
+    rank = {s: k for k, s in enumerate(dict.fromkeys((*schedulers, *SCHEDULERS, "bound", "offline")))}
+    return lambda r: (traces[r["trace"]], r["seed"], rank.get(r["scheduler"], len(rank)))
 
+
+def run_scheduler(scheduler: str, nodes: Any, run: Any, dist: Any, seed: int, options: Any) -> float:
+    """One scheduler's figure on one run (``options`` a ``fgd_table.Options``)."""
+    from kubeplace_bench.fgd_protocol import run_policy
+    from kubeplace_bench.fgd_simulate import run_policy_in_simulate
+
+    if scheduler == "kubeplace":
+        return _online(nodes, run, dist, options.window)
+    if scheduler == "kubeplace-plan":
+        return _kubeplace_plan(nodes, run, options.window, options.time_limit, seed)
+    if options.via == "simulate":
+        return run_policy_in_simulate(scheduler, nodes, run, dist)
+    return run_policy(scheduler, nodes, run, dist)
+
+
+def run_offline(nodes: Any, run: Any, seed: int, seconds: float, placement: bool = True) -> list[dict[str, Any]]:
+    """The bound's record, and the offline placement's when ``placement``."""
+    from kubeplace_bench.offline import bound_percent, offline
+
+    if not placement:
+        t0 = time.perf_counter()
+        value, converged = bound_percent(nodes, run.pods, seconds)
+        return [{"scheduler": "bound", "alloc_at_130": value, "converged": converged,
+                 "seconds": round(time.perf_counter() - t0, 1)}]
     found = offline(nodes, run.pods, seconds, seed)
-    click.echo(f"{trace} seed {seed} bound: {found.bound_percent:.2f}, offline placement: {found.placed_percent:.2f}"
-               f" [{found.seconds:.1f}s{'' if found.bound.converged else ', bound LP not converged'}]", err=True)
-    return [{"trace": trace, "seed": seed, "scheduler": "bound", "alloc_at_130": found.bound_percent},
-            {"trace": trace, "seed": seed, "scheduler": "offline", "alloc_at_130": found.placed_percent,
-             "seconds": round(found.seconds, 1)}]
+    return [{"scheduler": "bound", "alloc_at_130": found.bound_percent, "converged": found.bound.converged},
+            {"scheduler": "offline", "alloc_at_130": found.placed_percent, "seconds": round(found.seconds, 1)}]
 
 
 def _online(nodes: Any, run: Any, dist: Any, window: int) -> float:
@@ -169,30 +202,16 @@ def _kubeplace_plan(nodes: Any, run: Any, window: int, time_limit: float, seed: 
 
 
 def table(records: list[dict[str, Any]], published: Path | None) -> str:
-    """One line per (trace, seed, scheduler), the published value and the difference beside ours,
-    then the mean per (trace, scheduler), and for the other schedulers the difference from FGD's
-    mean on the same trace. A run with no row near 130% arrived shows nan."""
+    """One line per (trace, seed, scheduler), the published value and the difference beside ours (the
+    means follow in the summary). A run with no row near 130% arrived shows nan."""
 
     def ours(r: dict[str, Any]) -> float:
         return math.nan if r["alloc_at_130"] is None else float(r["alloc_at_130"])
 
-    head = f"{'trace':<28} {'seed':>4} {'scheduler':<10} {'ours':>7} {'published':>9} {'diff':>6}"
-    lines = [head]
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    lines = [f"{'trace':<28} {'seed':>4} {'scheduler':<10} {'ours':>7} {'published':>9} {'diff':>6}"]
     for r in records:
-        groups.setdefault((r["trace"], r["scheduler"]), []).append(r)
         ref = r.get("published")
         lines.append(f"{r['trace']:<28} {r['seed']:>4} {r['scheduler']:<10} {ours(r):>7.2f} "
                      + (f"{ref:>9.2f} {ours(r) - ref:>+6.2f}" if ref is not None else f"{'-':>9}"))
-    lines += ["", head.replace("seed", "runs") + f" {'vs fgd':>7}"]
-    means = {key: sum(ours(r) for r in rows) / len(rows) for key, rows in groups.items()}
-    for (trace, scheduler), rows in groups.items():
-        mean = means[(trace, scheduler)]
-        refs = [r["published"] for r in rows if "published" in r]
-        ref = sum(refs) / len(refs) if refs and len(refs) == len(rows) else math.nan
-        fgd = means.get((trace, "fgd"), math.nan) if scheduler != "fgd" else math.nan
-        lines.append(f"{trace:<28} {len(rows):>4} {scheduler:<10} {mean:>7.2f} "
-                     + (f"{ref:>9.2f} {mean - ref:>+6.2f}" if not math.isnan(ref) else f"{'-':>9} {'':>6}")
-                     + (f" {mean - fgd:>+7.2f}" if not math.isnan(fgd) else ""))
     lines.append(f"published: {published}" if published is not None else "published: not found")
     return "\n".join(lines)

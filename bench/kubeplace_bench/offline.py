@@ -71,6 +71,14 @@ def percent(milli: int, capacity_milli: int) -> float:
     return round(milli / (capacity_milli // WHOLE) / 10, 2)
 
 
+def bound_percent(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0) -> tuple[float, bool]:
+    """The bound alone (step 1), in percent as :attr:`Offline.bound_percent` rounds it, and whether
+    its column generation converged (if not, the bound is still valid, only looser)."""
+    s = shapes_of(nodes, pods)
+    found = lp_bound(s, seconds)
+    return percent(math.floor(found.milli + 1e-6), s.capacity_milli), found.converged
+
+
 def offline(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], seconds: float = 30.0, seed: int = 0) -> Offline:
     """The bound and a feasible placement of ``pods`` (all known in advance) on empty ``nodes``;
     ``seconds`` for the bound's LP, for the pattern generation, and for the LP of columns that

@@ -143,7 +143,7 @@ def test_command_json(tmp_path: Path) -> None:
                                         "42,43", "--scheduler", "fgd", "--scheduler", "best-fit", "--bound",
                                         "--published", str(published), "-o", "json"])
     assert result.exit_code == 0, result.output
-    records = json.loads(result.stdout)
+    records = json.loads(result.stdout)["records"]
     assert [(r["seed"], r["scheduler"]) for r in records] == [
         (42, "fgd"), (42, "best-fit"), (42, "bound"), (42, "offline"),
         (43, "fgd"), (43, "best-fit"), (43, "bound"), (43, "offline")]
@@ -159,14 +159,15 @@ def test_command_json(tmp_path: Path) -> None:
     def figures(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in r.items() if k != "seconds"} for r in rs if r["scheduler"] in ("fgd", "best-fit")]
 
-    assert figures(json.loads(via.stdout)) == figures(records)  # the same implementation
+    assert figures(json.loads(via.stdout)["records"]) == figures(records)  # the same implementation
     table = CliRunner().invoke(bench, ["fgd-protocol", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42",
                                        "--published", str(published), "--scheduler", "fgd", "--scheduler",
                                        "kubeplace", "--window", "20", "--time-limit", "0.2"])
     assert table.exit_code == 0 and "91.50" in table.stdout
     assert "pods seed 42 kubeplace:" in table.stderr and "pods" in table.stdout.split("kubeplace")[0]
-    kubeplace_mean = table.stdout.splitlines()[-2]  # its mean, and the difference from FGD's
-    assert "vs fgd" in table.stdout and kubeplace_mean.split()[:2] == ["pods", "1"] and "kubeplace" in kubeplace_mean
+    head, mean = table.stdout.splitlines()[-2:]  # the summary: kubeplace's mean, and the difference from FGD's
+    assert head.split()[:5] == ["trace", "runs", "fgd", "kubeplace", "pub"] and "kp-fgd" in head
+    assert mean.split()[:2] == ["pods", "1"] and mean.split()[4] == "91.50"
     assert all(r["seconds"] >= 0 for r in records if r["scheduler"] != "bound")
 
 
