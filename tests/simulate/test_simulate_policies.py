@@ -15,7 +15,9 @@ from kubeplace.models.gpu import DEFAULT_CONVENTIONS
 from kubeplace.simulate.names import KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
 from kubeplace.simulate.policies import POLICIES
 from kubeplace.simulate.policies.cycle import ModelMarks, shape_of, trace_typical
-from kubeplace.simulate.policies.node_view import TieOrder
+from kubeplace.simulate.policies.node_view import Chooser, DeviceView, TieOrder
+from kubeplace.simulate.policies.policy import SimPolicy
+from kubeplace.simulate.policies.typical import TaskDistribution
 from kubeplace.simulate.schedulers import PLACERS
 from kubeplace.simulate.trace import Arrival, Trace
 from kubeplace.solver.policies import POLICIES as SOLVER_POLICIES
@@ -140,3 +142,25 @@ def test_typical_pods_given_even_empty_are_used_not_the_traces() -> None:
     for empty in (False, True):
         result = simulate_run("fgd", nodes, run, task_distribution([] if empty else pods))
         assert {r.key: r.node for r in result.pods}["openb/p0-g"] == node_of_g[empty]
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_a_policys_chooser_is_kept_from_cycle_to_cycle_while_the_nodes_are_the_same(
+        policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle per pod: the chooser is made once and refreshed on the nodes that changed since
+    the last cycle (a saturating trace plans one pod per arrival on a cluster of thousands of
+    nodes), and binds what the device simulator places."""
+    made = []
+    original = POLICIES[policy]
+
+    def counting(view: DeviceView, typical: TaskDistribution, ties: TieOrder) -> Chooser:
+        made.append(view)
+        return original.chooser(view, typical, ties)
+
+    nodes, run = random_case(4)
+    typical = typical_pods(run.pods[:100])
+    expected = place_one_at_a_time(policy, Cluster.build(nodes), run.pods, typical, tie_rank=run.tie_rank)
+    monkeypatch.setitem(POLICIES, policy, SimPolicy(policy, counting))
+    result = simulate_run(policy, nodes, run, typical, at_once=False)
+    assert result.summary.cycles == len(run.pods) and len(made) == 1
+    assert placed_indices(run, result) == [j for j, _ in expected]
