@@ -22,7 +22,7 @@ from kubeplace.kube.nominated import held_room
 from kubeplace.kube.objects import CPU, MEMORY, PODS, Node, Pod, Snapshot
 from kubeplace.models.bound_usage import bound_usage, counted
 from kubeplace.models.devices import dra_devices
-from kubeplace.models.framework import ExtraResources, FilterPlugin, NodeKeyBasis, PluginSet
+from kubeplace.models.framework import ExtraResources, FilterPlugin, NodeKeyBasis, PluginSet, implements
 from kubeplace.models.gpu import MAX_DEVICES, DeviceTable, GpuNeed, GpuRequestError, device_fit, gpu_need
 from kubeplace.models.problem import (
     FULL,
@@ -216,7 +216,7 @@ def _node_groups(plugin: FilterPlugin, nodes: Sequence[Node]) -> tuple[IntArray,
     """``_group`` of the filter's node keys; last cycle's when the filter's node-key basis is
     equal and the nodes are the same (the same objects, or equal ones), as ``node_key`` is then
     the same function of the same fields."""
-    if not isinstance(plugin, NodeKeyBasis):
+    if not implements(plugin, NodeKeyBasis):
         return _group([plugin.node_key(n) for n in nodes])
     basis, node_tuple, slot = plugin.node_key_basis(), tuple(nodes), (type(plugin), plugin.name)
     last = _LAST_NODE_GROUPS.get(slot)
@@ -239,7 +239,7 @@ def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequen
 def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEFAULT_CONVENTIONS,
               placement_weight: str = "pods") -> Aggregation:
     pending = plugins.mark_unmodelled(snapshot, bound=False).pending  # the pods a plugin cannot model are left
-    extras = [f for f in plugins.filters if isinstance(f, ExtraResources)]
+    extras = [f for f in plugins.filters if implements(f, ExtraResources)]
     candidates = [p for p in pending if not p.unmodelled]
     extra_of = {id(p): {k: v for e in extras for k, v in e.extra_requests(p).items()} for p in candidates}
     modelled, needs, invalid = _gpu_needs(candidates, conv, [extra_of[id(p)] for p in candidates])

@@ -333,6 +333,36 @@ class PluginSet:
                        bound=tuple(map(mark, snapshot.bound)) if bound else snapshot.bound)
 
 
+MAX_CLASSES_KEPT = 4096
+"""(class, protocol) answers :func:`implements` keeps (the plugin and args classes of a process)."""
+_MEMBERS: dict[type, frozenset[str]] = {}
+_BY_CLASS: dict[tuple[type, type], bool] = {}
+
+
+def implements(obj: object, protocol: type) -> bool:
+    """``isinstance(obj, protocol)`` for a runtime-checkable protocol, answered once per class
+    where the class alone decides it: ``obj`` has an instance ``__dict__`` holding none of the
+    protocol's members and its class no ``__getattr__`` of its own (else ``isinstance`` itself).
+    Python 3.11 lists a protocol's members again at every such ``isinstance`` (20-60 us), and a
+    plan checks its plugins and their args about 75 times: a one-pod cycle's few per cent."""
+    members = _MEMBERS.get(protocol)
+    if members is None:
+        members = _MEMBERS[protocol] = frozenset(
+            name for base in protocol.__mro__ if base not in (object, Protocol) and base.__name__ != "Generic"
+            for name in (*vars(base), *vars(base).get("__annotations__", {})))
+    kind = type(obj)
+    own = getattr(obj, "__dict__", None)
+    if (not isinstance(own, dict) or not members.isdisjoint(own) or hasattr(kind, "__getattr__")
+            or kind.__getattribute__ is not object.__getattribute__):
+        return isinstance(obj, protocol)
+    answer = _BY_CLASS.get((kind, protocol))
+    if answer is None:
+        if len(_BY_CLASS) >= MAX_CLASSES_KEPT:
+            _BY_CLASS.clear()
+        answer = _BY_CLASS[(kind, protocol)] = isinstance(obj, protocol)
+    return answer
+
+
 def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext,
                   wrap: Callable[[PluginFactory, Any], Any] | None = None) -> PluginSet:
     """Builds each (factory, args) and files the plugin under the point its factory declares;
@@ -341,7 +371,7 @@ def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext,
     guard, :mod:`models.plugin_guard`)."""
     by_point: dict[str, list[Any]] = {point: [] for point in EXTENSION_POINTS}
     limits: list[Unmodelled] = []
-    defaults = tuple(args for _, args in chosen if isinstance(args, PodDefaults))
+    defaults = tuple(args for _, args in chosen if implements(args, PodDefaults))
     for d in defaults:
         ctx = replace(ctx, snapshot=d.defaulted(ctx.snapshot))
     for factory, args in chosen:
@@ -364,7 +394,7 @@ def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext,
         for point in factory.points:
             by_point[point].extend(filed[id(p)] for p in parts if not missing_members(p, point))
         for part in parts:
-            if isinstance(part, Unmodelled) and callable(part.unmodelled):
+            if implements(part, Unmodelled) and callable(part.unmodelled):
                 limits.append(filed[id(part)])
     return PluginSet(tuple(by_point[FILTER]), tuple(by_point[SCORE]), tuple(by_point[CONSTRAINT]), tuple(limits),
                      defaults)

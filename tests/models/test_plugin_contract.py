@@ -126,3 +126,60 @@ def test_a_plugin_lacking_a_declared_point_is_refused_naming_what_it_lacks(point
     with pytest.raises(PluginError) as raised:
         build_plugins([(factory, None)], EMPTY)
     assert str(raised.value) == f"plugin 'Both' declares extension point {point} but does not implement {missing}"
+
+
+def test_implements_answers_isinstance_once_per_class_where_the_class_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``models.framework.implements`` is ``isinstance`` against the optional protocols for every
+    in-tree plugin and args of the default profile, and for objects whose instance or
+    ``__getattr__`` decides (those are asked of ``isinstance`` itself each time); once answered for
+    a class it lists no protocol's members again (Python 3.11's ``isinstance`` does, each time)."""
+    import typing
+
+    from kubeplace.models import framework
+    from kubeplace.models.framework import (
+        ExtraResources,
+        FilterError,
+        NodeKeyBasis,
+        NodeReasons,
+        PodDefaults,
+        Rejects,
+        Unmodelled,
+        implements,
+    )
+
+    protocols = (ExtraResources, FilterError, NodeKeyBasis, NodeReasons, PodDefaults, Rejects, Unmodelled)
+    snap = snapshot_of(node("n1"), pod("p"))
+    plugins = instantiate(Configuration(), Profile(), snap)
+    config = Configuration()
+    args = [config.profile(None).plugin_args.get(name) or (f.args_type() if f.args_type else None)
+            for name, f in in_tree_registry().items()]
+
+    class Blocked:  # a member shadowed by None on the instance: not implemented
+        def defaulted(self, snapshot: Snapshot) -> Snapshot:
+            return snapshot
+
+    blocked = Blocked()
+    blocked.defaulted = None  # type: ignore[assignment,method-assign]
+
+    class Forwarding:  # members answered by __getattr__
+        def __getattr__(self, name: str) -> Any:
+            return lambda *a: ()
+
+    class Given:  # a member given on the instance
+        pass
+
+    given = Given()
+    given.unmodelled = lambda p: ()  # type: ignore[attr-defined]
+    objects = [*plugins.filters, *plugins.scores, *plugins.constraints, *args, blocked, Blocked(), Forwarding(),
+               given, Given(), 3, None]
+    for obj in objects:
+        for protocol in protocols:
+            assert implements(obj, protocol) == isinstance(obj, protocol), (obj, protocol)
+    listed = []
+    members = typing._get_protocol_attrs  # type: ignore[attr-defined]
+    monkeypatch.setattr(typing, "_get_protocol_attrs", lambda cls: listed.append(cls) or members(cls))
+    decided = [o for o in [*plugins.filters, *args] if isinstance(getattr(o, "__dict__", None), dict)]
+    for obj in decided:
+        for protocol in protocols:
+            implements(obj, protocol)
+    assert len(decided) > 5 and listed == [] and framework._BY_CLASS
