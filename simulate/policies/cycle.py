@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.errors import InputError
 from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import CPU, Pod, Snapshot
-from kubeplace.kube.parse import parse_pod
 from kubeplace.models.aggregate import Aggregation
 from kubeplace.models.config import Profile
 from kubeplace.models.framework import PluginSet
@@ -30,7 +28,6 @@ from kubeplace.models.problem import Assignment, IntArray, Problem
 from kubeplace.simulate.policies.node_view import Chooser, TieOrder
 from kubeplace.simulate.policies.policy import SimPolicy
 from kubeplace.simulate.policies.typical import TaskDistribution, task_distribution
-from kubeplace.simulate.trace import Trace
 from kubeplace.solver.greedy import in_queue_order
 from kubeplace.solver.placers import candidates
 from kubeplace.solver.state import PlacementState
@@ -76,15 +73,10 @@ def shape_of(pod: Pod, conv: GpuConventions, marks: ModelMarks) -> Shape:
     return Shape(pod.requests.get(CPU, 0), need.count, need.milli, marks.accepted(pod) if need.count else ())
 
 
-def trace_typical(trace: Trace, conv: GpuConventions, marks: ModelMarks) -> TaskDistribution:
-    """FGD's typical pods of every pod the trace brings."""
-    shapes = []
-    for a in trace.arrivals:
-        try:
-            shapes.append(shape_of(parse_pod(a.pod, trace.source), conv, marks))
-        except InputError:  # (refused by the store as well: it never runs)
-            continue
-    return task_distribution(shapes)
+def trace_typical(arriving: Sequence[Pod], conv: GpuConventions, marks: ModelMarks) -> TaskDistribution:
+    """FGD's typical pods of every pod the trace brings (``arriving``: its pods as parsed,
+    ``simulate.world.arriving_pods``)."""
+    return task_distribution([shape_of(pod, conv, marks) for pod in arriving])
 
 
 @dataclass
