@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import cast
 
 import numpy as np
 
@@ -218,7 +219,7 @@ def _node_groups(plugin: FilterPlugin, nodes: Sequence[Node]) -> tuple[IntArray,
     the same function of the same fields."""
     if not implements(plugin, NodeKeyBasis):
         return _group([plugin.node_key(n) for n in nodes])
-    basis, node_tuple, slot = plugin.node_key_basis(), tuple(nodes), (type(plugin), plugin.name)
+    basis, node_tuple, slot = cast(NodeKeyBasis, plugin).node_key_basis(), tuple(nodes), (type(plugin), plugin.name)
     last = _LAST_NODE_GROUPS.get(slot)
     if last is not None and last.nodes == node_tuple and last.basis == basis:
         return last.node_group, last.node_reps
@@ -239,7 +240,7 @@ def _filter_table(plugin: FilterPlugin, class_pods: Sequence[Pod], nodes: Sequen
 def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEFAULT_CONVENTIONS,
               placement_weight: str = "pods") -> Aggregation:
     pending = plugins.mark_unmodelled(snapshot, bound=False).pending  # the pods a plugin cannot model are left
-    extras = [f for f in plugins.filters if implements(f, ExtraResources)]
+    extras = [cast(ExtraResources, f) for f in plugins.filters if implements(f, ExtraResources)]
     candidates = [p for p in pending if not p.unmodelled]
     extra_of = {id(p): {k: v for e in extras for k, v in e.extra_requests(p).items()} for p in candidates}
     modelled, needs, invalid = _gpu_needs(candidates, conv, [extra_of[id(p)] for p in candidates])
