@@ -167,11 +167,13 @@ def test_ctrl_c_between_two_replays_still_writes_the_cases_finished(tmp_path: Pa
 
 
 def test_ctrl_c_in_the_single_simulation_keeps_its_json_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process (``--workers 1``; by default the cases run in one process per CPU, whose
+    Ctrl-C at the terminal is the next test's)."""
     small_sweep(tmp_path)
     _cut_short_in_the_second_case(monkeypatch)
     result = CliRunner().invoke(main, ["simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--workload",
                                        str(tmp_path / "trace.yaml"), "--scheduler", "fgd", "--seed", "0,1,2",
-                                       "-o", "json"])
+                                       "--workers", "1", "-o", "json"])
     assert result.exit_code == 0, result.output
     assert [c["summary"]["interrupted"] for c in json.loads(result.stdout)] == [False, True]
     assert result.stderr.startswith("interrupted: 1 of 3 case(s) finished, 1 cut short")
