@@ -249,8 +249,7 @@ def aggregate(snapshot: Snapshot, plugins: PluginSet, conv: GpuConventions = DEF
     resources = resource_names(modelled) + tuple(sorted({r for x in extra for r in x}))
     nodes = snapshot.nodes
     devices = DeviceTable.build(nodes, snapshot.bound, conv, dra_devices(snapshot.devices, nodes, conv.device_resource))
-    offered = ([{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
-               if extras else [])  # (no plugin offers resources of its own: no per-node pass)
+    offered = [{k: v for e in extras for k, v in e.extra_allocatable(n).items()} for n in nodes]
     capacity = (np.array([_capacity_row(n, resources, o) for n, o in zip(nodes, offered, strict=True)],
                          dtype=np.int64).reshape(len(nodes), len(resources))
                 if any(offered) else _ALLOCATABLE_ARRAY(nodes, resources).copy())
