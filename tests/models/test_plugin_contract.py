@@ -183,3 +183,12 @@ def test_implements_answers_isinstance_once_per_class_where_the_class_decides(mo
         for protocol in protocols:
             implements(obj, protocol)
     assert len(decided) > 5 and listed == [] and framework._BY_CLASS
+
+
+def test_a_snapshot_with_nothing_to_mark_is_the_same_snapshot() -> None:
+    """``mark_unmodelled`` gives the snapshot back when no pod has a reason to add: the verifier
+    then reads the bound pods indexed by node once per cycle, not again on a copy."""
+    snap = snapshot_of(node("n1"), pod("p"), pod("q").on("n1"))
+    plugins = instantiate(Configuration(), Profile(), snap)
+    assert plugins.mark_unmodelled(snap, bound=False) is snap
+    assert plugins.mark_unmodelled(snap) is snap
