@@ -87,8 +87,8 @@ def _print(cases: Sequence[Case | None], output: str, report: Path | None, title
               help="Stop at this simulated second (default: when nothing more can happen).")
 @click.option("--api-latency", "latency", type=FiniteFloatRange(min=0, max=60), default=API_LATENCY, show_default=True,
               help="Seconds from a binding decided to its pod started (the API call and the watch).")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Local processes running cases at once.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Local processes running cases at once (default: one per case, up to the CPUs).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write an HTML report with time-series charts here.")
@@ -96,7 +96,8 @@ def _print(cases: Sequence[Case | None], output: str, report: Path | None, title
 def simulate_command(ctx: click.Context, cluster_paths: tuple[Path, ...], workload: Path | None,
                      schedulers: tuple[str, ...], configs: tuple[Path, ...], add: tuple[str, ...],
                      remove_pool: tuple[str, ...], scale_pool: tuple[str, ...], pool_label: str, seeds: list[int],
-                     until: float | None, latency: float, workers: int, output: str, report_path: Path | None) -> None:
+                     until: float | None, latency: float, workers: int | None, output: str,
+                     report_path: Path | None) -> None:
     """Replay a workload trace on a cluster in simulated time with each scheduler: kubeplace's
     own serve cycle and the kube-scheduler, best-fit and FGD emulations; every placement is
     checked by the independent verifier. Prints allocation over time and queueing delay."""

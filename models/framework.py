@@ -345,8 +345,12 @@ class PluginSet:
             new = tuple(r for r in self.unmodelled(pod) if r not in pod.unmodelled)
             return replace(pod, unmodelled=(*pod.unmodelled, *new)) if new else pod  # unchanged: the same pod
 
-        return replace(snapshot, pending=tuple(map(mark, snapshot.pending)),
-                       bound=tuple(map(mark, snapshot.bound)) if bound else snapshot.bound)
+        pending = tuple(map(mark, snapshot.pending))
+        bound_pods = tuple(map(mark, snapshot.bound)) if bound else snapshot.bound
+        if all(a is b for a, b in zip(pending, snapshot.pending, strict=True)) and (
+                bound_pods is snapshot.bound or all(a is b for a, b in zip(bound_pods, snapshot.bound, strict=True))):
+            return snapshot  # nothing to mark: the same snapshot, with what it indexed once (``bound_by_node``)
+        return replace(snapshot, pending=pending, bound=bound_pods)
 
 
 def build_plugins(chosen: Sequence[tuple[PluginFactory, Any]], ctx: RunContext,

@@ -177,7 +177,7 @@ def simulated(policy: str) -> Callable[[World, Setup], Placer]:
 
     def make(world: World, setup: Setup) -> Placer:
         marks = marks_of(setup.profile)
-        typical = setup.typical if setup.typical is not None else trace_typical(world.trace, setup.config.gpu, marks)
+        typical = setup.typical if setup.typical is not None else trace_typical(world.arriving, setup.config.gpu, marks)
         return cycle_placer(POLICIES[policy], typical, marks)
     return make
 

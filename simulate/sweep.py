@@ -95,10 +95,6 @@ def simulate_case(spec: CaseSpec, cluster: Cluster, trace: Trace, setup: Setup) 
                                                         spec.latency))
 
 
-def run_case(spec: CaseSpec) -> Case:
-    return simulate_case(spec, *read_inputs([spec])[0])
-
-
 def clockless(cases: Sequence[Case | None]) -> list[tuple[str, Summary, tuple[Sample, ...]] | None]:
     """The cases' results without what the clock measured (wall and CPU seconds): the same for a
     sweep however its cases ran (one process, local processes, Ray)."""
@@ -172,14 +168,15 @@ def _seconds_within(value: object, low: float, high: float) -> bool:
 def run_cases(specs: Sequence[CaseSpec], workers: int | None = None,
               on_done: Callable[[int, Case], None] | None = None) -> list[Case | None]:
     """The cases' results in ``specs`` order; with more than one worker, in that many local
-    processes. A Ctrl-C stops waiting: the cases finished by then are returned, the others None."""
-    read_inputs(specs)
+    processes (each given its case's inputs as read here: no worker reads a file again). A Ctrl-C
+    stops waiting: the cases finished by then are returned, the others None."""
+    inputs = read_inputs(specs)
     workers = min(len(specs), workers or os.cpu_count() or 1)
     results: list[Case | None] = [None] * len(specs)
     if workers <= 1:
         try:
             for k, spec in enumerate(specs):
-                case = results[k] = run_case(spec)  # (Ctrl-C in the replay ends the case with what it has)
+                case = results[k] = simulate_case(spec, *inputs[k])  # (Ctrl-C in the replay: what it has)
                 if on_done is not None:
                     on_done(k, case)
                 if case.result.summary.interrupted:
@@ -189,7 +186,7 @@ def run_cases(specs: Sequence[CaseSpec], workers: int | None = None,
         return results
     pool = ProcessPoolExecutor(workers)
     try:
-        futures = {pool.submit(run_case, spec): k for k, spec in enumerate(specs)}
+        futures = {pool.submit(simulate_case, spec, *inputs[k]): k for k, spec in enumerate(specs)}
         for future in as_completed(futures):
             k = futures[future]
             case = results[k] = future.result()

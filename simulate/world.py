@@ -150,7 +150,10 @@ class World:
             if isinstance(pod, Pod):
                 used = _add(used, usage_of(pod))
         self.totals = Totals(capacity, used)
-        self.fragmentation = _fragmentation(self.store, trace)
+        self.arriving = arriving_pods(trace)
+        """The trace's pods as parsed (those the store refuses left out), in trace order: parsed once
+        for every reader of the whole workload (FGD's typical pods, the fragmentation's shapes)."""
+        self.fragmentation = _fragmentation(self.store, self.arriving)
         self._measure_fragmentation()
         for a in trace.arrivals:
             self._push(a.at, ARRIVE, a.key, 0)
@@ -401,17 +404,23 @@ def recreated_name(name: str, incarnation: int, taken: Callable[[str], bool]) ->
         again += 1
 
 
-def _fragmentation(store: Store, trace: Trace) -> Fragmentation:
-    """The tracker of FGD's measure on the store's nodes, holding the running pods, for the
-    workload of the trace and those pods."""
-    nodes = [n for _, n in store.typed_items("nodes") if isinstance(n, Node)]
-    running = [(object_key(raw), p) for raw, p in store.typed_items("pods") if isinstance(p, Pod)]
+def arriving_pods(trace: Trace) -> list[Pod]:
+    """The trace's pods, parsed; a pod that does not parse is left out (refused by the store as
+    well: it never runs)."""
     arriving = []
     for a in trace.arrivals:
         try:
             arriving.append(parse_pod(a.pod, trace.source))
-        except InputError:  # (refused by the store as well: it never runs)
+        except InputError:
             continue
+    return arriving
+
+
+def _fragmentation(store: Store, arriving: Sequence[Pod]) -> Fragmentation:
+    """The tracker of FGD's measure on the store's nodes, holding the running pods, for the
+    workload of the ``arriving`` pods and those pods."""
+    nodes = [n for _, n in store.typed_items("nodes") if isinstance(n, Node)]
+    running = [(object_key(raw), p) for raw, p in store.typed_items("pods") if isinstance(p, Pod)]
     tracker = Fragmentation(nodes, workload_shapes([*arriving, *(p for _, p in running)], len(nodes)))
     for key, pod in running:
         tracker.take(key, pod, pod.node_name)

@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubeplace.kube.errors import InputError
 from kubeplace.kube.gpu_conventions import GpuConventions
 from kubeplace.kube.objects import CPU, Pod, Snapshot
-from kubeplace.kube.parse import parse_pod
 from kubeplace.models.aggregate import Aggregation
 from kubeplace.models.config import Profile
 from kubeplace.models.framework import PluginSet
@@ -27,10 +25,9 @@ from kubeplace.models.gpu import GpuRequestError, gpu_need
 from kubeplace.models.plugins.gpu_model.args import GPUModelArgs
 from kubeplace.models.plugins.gpu_model.plugin import NAME as GPU_MODEL
 from kubeplace.models.problem import Assignment, IntArray, Problem
-from kubeplace.simulate.policies.node_view import TieOrder
+from kubeplace.simulate.policies.node_view import Chooser, TieOrder
 from kubeplace.simulate.policies.policy import SimPolicy
 from kubeplace.simulate.policies.typical import TaskDistribution, task_distribution
-from kubeplace.simulate.trace import Trace
 from kubeplace.solver.greedy import in_queue_order
 from kubeplace.solver.placers import candidates
 from kubeplace.solver.state import PlacementState
@@ -76,15 +73,10 @@ def shape_of(pod: Pod, conv: GpuConventions, marks: ModelMarks) -> Shape:
     return Shape(pod.requests.get(CPU, 0), need.count, need.milli, marks.accepted(pod) if need.count else ())
 
 
-def trace_typical(trace: Trace, conv: GpuConventions, marks: ModelMarks) -> TaskDistribution:
-    """FGD's typical pods of every pod the trace brings."""
-    shapes = []
-    for a in trace.arrivals:
-        try:
-            shapes.append(shape_of(parse_pod(a.pod, trace.source), conv, marks))
-        except InputError:  # (refused by the store as well: it never runs)
-            continue
-    return task_distribution(shapes)
+def trace_typical(arriving: Sequence[Pod], conv: GpuConventions, marks: ModelMarks) -> TaskDistribution:
+    """FGD's typical pods of every pod the trace brings (``arriving``: its pods as parsed,
+    ``simulate.world.arriving_pods``)."""
+    return task_distribution([shape_of(pod, conv, marks) for pod in arriving])
 
 
 @dataclass
@@ -123,13 +115,18 @@ class StateView:
 
 
 def cycle_placer(policy: SimPolicy, typical: TaskDistribution, marks: ModelMarks) -> Placer:
-    """``policy`` as a baseline's placer (``simulate.schedulers``)."""
+    """``policy`` as a baseline's placer (``simulate.schedulers``). Its view and chooser are kept
+    from one cycle to the next while the nodes are the same (names, GPU models, devices): the
+    next cycle's state is synced into the view and the chooser refreshed on the nodes whose free
+    cpu or devices changed, which is what a chooser made again would compute (its
+    :meth:`~simulate.policies.node_view.Chooser.refresh` recomputes those nodes' rows, as it does
+    between the pods of one cycle)."""
+    kept = Kept()
 
     def place(snapshot: Snapshot, agg: Aggregation, _plugins: PluginSet) -> Assignment:
         p = agg.problem
-        model_of = {n.name: n.labels.get(marks.node_label, "") for n in snapshot.nodes}
-        view = StateView.of(p, [model_of.get(name, "") for name in p.node_names])
-        chooser = policy.chooser(view, typical, TieOrder.by_name(p.node_names))
+        view, chooser = kept.for_problem(p, [n.labels.get(marks.node_label, "") for n in snapshot.nodes],
+                                         [n.name for n in snapshot.nodes], policy, typical)
 
         def one_at_a_time(state: PlacementState, c: int, want: int) -> int:
             need = state.need(c)
@@ -151,6 +148,33 @@ def cycle_placer(policy: SimPolicy, typical: TaskDistribution, marks: ModelMarks
         return in_queue_order(p, one_at_a_time)
 
     return place
+
+
+class Kept:
+    """The last cycle's view and chooser, and the nodes they were made for."""
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] | None = None
+        self.view: StateView | None = None
+        self.chooser: Chooser | None = None
+
+    def for_problem(self, p: Problem, models: Sequence[str], names: Sequence[str], policy: SimPolicy,
+                    typical: TaskDistribution) -> tuple[StateView, Chooser]:
+        """The view and chooser for ``p`` (``models``: the GPU model of each of the snapshot's
+        nodes ``names``), brought up to ``p``'s start state."""
+        model_of = dict(zip(names, models, strict=True))
+        node_models = tuple(model_of.get(name, "") for name in p.node_names)
+        exists = p.device_free >= 0
+        key = (tuple(p.node_names), node_models, exists.shape, exists.tobytes(), p.resource_index(CPU))
+        if key == self.key and self.view is not None and self.chooser is not None:
+            changed = self.view.sync(PlacementState.start(p))
+            if len(changed):
+                self.chooser.refresh(changed)
+            return self.view, self.chooser
+        self.view = StateView.of(p, node_models)
+        self.chooser = policy.chooser(self.view, typical, TieOrder.by_name(p.node_names))
+        self.key = key
+        return self.view, self.chooser
 
 
 def marks_of(profile: Profile) -> ModelMarks:

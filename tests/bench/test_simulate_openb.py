@@ -39,3 +39,32 @@ def test_a_deletion_before_creation_is_refused(tmp_path: Path) -> None:
     (tmp_path / "pods.csv").write_text(HEADER + "p0,4000,8192,1,1000,,LS,Running,50,10,50\n")
     with pytest.raises(InputError, match="deletion_time 10 before creation_time 50"):
         openb_trace(tmp_path / "pods.csv")
+
+
+def test_openb_simulate_replays_its_schedulers_at_once_the_same_as_one_after_the_other(tmp_path: Path) -> None:
+    """``bench openb-simulate --scheduler kubeplace --scheduler fgd``: one process per scheduler
+    (a saturating openb list takes minutes per scheduler), the same results as in one process."""
+    import json
+
+    from click.testing import CliRunner
+
+    from kubeplace_bench.commands_simulate import openb_simulate_command
+
+    (tmp_path / "nodes.csv").write_text(NODES + "n1,16000,65536,4,V100M32\n")
+    (tmp_path / "pods.csv").write_text(HEADER + "".join(
+        f"p{k},{1000 * (1 + k % 3)},4096,{k % 3},{(1000, 500, 1000)[k % 3] if k % 3 else 0},,LS,Running,{k},,{k}\n"
+        for k in range(12)))
+    args = ["--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv"),
+            "--scheduler", "kubeplace", "--scheduler", "fgd", "-o", "json"]
+
+    def clockless(out: str) -> object:
+        document = json.loads(out)
+        for case in document["cases"] if isinstance(document, dict) and "cases" in document else document:
+            case["summary"] = {k: v for k, v in case["summary"].items() if k not in ("wall_seconds", "cpu_seconds")}
+        return document
+
+    at_once = CliRunner().invoke(openb_simulate_command, [*args, "--workers", "2"])
+    alone = CliRunner().invoke(openb_simulate_command, [*args, "--workers", "1"])
+    assert at_once.exit_code == alone.exit_code == 0, at_once.output
+    assert "fgd: 12 pods" in at_once.stderr and "kubeplace: 12 pods" in at_once.stderr
+    assert clockless(at_once.stdout) == clockless(alone.stdout)

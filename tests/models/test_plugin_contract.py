@@ -126,3 +126,69 @@ def test_a_plugin_lacking_a_declared_point_is_refused_naming_what_it_lacks(point
     with pytest.raises(PluginError) as raised:
         build_plugins([(factory, None)], EMPTY)
     assert str(raised.value) == f"plugin 'Both' declares extension point {point} but does not implement {missing}"
+
+
+def test_implements_answers_as_isinstance_without_listing_the_members_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``models.framework.implements`` answers as ``isinstance`` against the optional protocols for
+    every in-tree plugin and args of the default profile, and for objects whose instance or
+    ``__getattr__`` decides, without listing the protocol's members again at each call (Python
+    3.11's ``isinstance`` does, each time)."""
+    import typing
+
+    from kubeplace.models.framework import (
+        ExtraResources,
+        FilterError,
+        NodeKeyBasis,
+        NodeReasons,
+        PodDefaults,
+        Rejects,
+        Unmodelled,
+        implements,
+    )
+
+    protocols = (ExtraResources, FilterError, NodeKeyBasis, NodeReasons, PodDefaults, Rejects, Unmodelled)
+    snap = snapshot_of(node("n1"), pod("p"))
+    plugins = instantiate(Configuration(), Profile(), snap)
+    config = Configuration()
+    args = [config.profile(None).plugin_args.get(name) or (f.args_type() if f.args_type else None)
+            for name, f in in_tree_registry().items()]
+
+    class Blocked:  # a member shadowed by None on the instance: not implemented
+        def defaulted(self, snapshot: Snapshot) -> Snapshot:
+            return snapshot
+
+    blocked = Blocked()
+    blocked.defaulted = None  # type: ignore[assignment,method-assign]
+
+    class Forwarding:  # members answered by __getattr__
+        def __getattr__(self, name: str) -> Any:
+            return lambda *a: ()
+
+    class Given:  # a member given on the instance
+        pass
+
+    given = Given()
+    given.unmodelled = lambda p: ()  # type: ignore[attr-defined]
+    objects = [*plugins.filters, *plugins.scores, *plugins.constraints, *args, Blocked(), Forwarding(),
+               given, Given(), 3, None]
+    assert not implements(blocked, PodDefaults)  # isinstance says yes; calling None would raise
+    for obj in objects:
+        for protocol in protocols:
+            assert implements(obj, protocol) == isinstance(obj, protocol), (obj, protocol)
+    listed = []
+    members = typing._get_protocol_attrs  # type: ignore[attr-defined]
+    monkeypatch.setattr(typing, "_get_protocol_attrs", lambda cls: listed.append(cls) or members(cls))
+    decided = [o for o in [*plugins.filters, *args] if isinstance(getattr(o, "__dict__", None), dict)]
+    for obj in decided:
+        for protocol in protocols:
+            implements(obj, protocol)
+    assert len(decided) > 5 and listed == []
+
+
+def test_a_snapshot_with_nothing_to_mark_is_the_same_snapshot() -> None:
+    """``mark_unmodelled`` gives the snapshot back when no pod has a reason to add: the verifier
+    then reads the bound pods indexed by node once per cycle, not again on a copy."""
+    snap = snapshot_of(node("n1"), pod("p"), pod("q").on("n1"))
+    plugins = instantiate(Configuration(), Profile(), snap)
+    assert plugins.mark_unmodelled(snap, bound=False) is snap
+    assert plugins.mark_unmodelled(snap) is snap

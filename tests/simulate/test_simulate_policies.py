@@ -6,6 +6,7 @@ and devices the device simulator does."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,9 +16,12 @@ from kubeplace.models.gpu import DEFAULT_CONVENTIONS
 from kubeplace.simulate.names import KUBE_SCHEDULER, KUBEPLACE, SCHEDULERS
 from kubeplace.simulate.policies import POLICIES
 from kubeplace.simulate.policies.cycle import ModelMarks, shape_of, trace_typical
-from kubeplace.simulate.policies.node_view import TieOrder
+from kubeplace.simulate.policies.node_view import Chooser, DeviceView, TieOrder
+from kubeplace.simulate.policies.policy import SimPolicy
+from kubeplace.simulate.policies.typical import TaskDistribution
 from kubeplace.simulate.schedulers import PLACERS
 from kubeplace.simulate.trace import Arrival, Trace
+from kubeplace.simulate.world import arriving_pods
 from kubeplace.solver.policies import POLICIES as SOLVER_POLICIES
 from kubeplace_bench.baselines import place_one_at_a_time
 from kubeplace_bench.fgd_protocol import ProtocolRun, typical_pods
@@ -101,7 +105,8 @@ def test_typical_pods_of_a_trace_keep_the_gpu_models_as_written() -> None:
     manifests[3]["spec"]["affinity"] = manifests[0]["spec"]["affinity"]  # a CPU-only pod's models are ignored
     shapes = [shape_of(parse_pod(m, "t"), DEFAULT_CONVENTIONS, MARKS) for m in manifests]
     assert [s.models for s in shapes] == [("V100M16", "V100M32"), ("V100M16", "V100M32", "V100M32"), (), ()]
-    typical = trace_typical(Trace(tuple(Arrival(0.0, None, m) for m in manifests), "t"), DEFAULT_CONVENTIONS, MARKS)
+    typical = trace_typical(arriving_pods(Trace(tuple(Arrival(0.0, None, m) for m in manifests), "t")),
+                            DEFAULT_CONVENTIONS, MARKS)
     assert typical.listed == 4 and sorted(typical.models) == [(), ("V100M16", "V100M32"),
                                                               ("V100M16", "V100M32", "V100M32")]
     assert sorted(typical.weight.tolist()) == [1, 1, 2]
@@ -140,3 +145,51 @@ def test_typical_pods_given_even_empty_are_used_not_the_traces() -> None:
     for empty in (False, True):
         result = simulate_run("fgd", nodes, run, task_distribution([] if empty else pods))
         assert {r.key: r.node for r in result.pods}["openb/p0-g"] == node_of_g[empty]
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_a_policys_chooser_is_kept_from_cycle_to_cycle_while_the_nodes_are_the_same(
+        policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle per pod: the chooser is made once and refreshed on the nodes that changed since
+    the last cycle (a saturating trace plans one pod per arrival on a cluster of thousands of
+    nodes), and binds what the device simulator places."""
+    made = []
+    original = POLICIES[policy]
+
+    def counting(view: DeviceView, typical: TaskDistribution, ties: TieOrder) -> Chooser:
+        made.append(view)
+        return original.chooser(view, typical, ties)
+
+    nodes, run = random_case(4)
+    typical = typical_pods(run.pods[:100])
+    expected = place_one_at_a_time(policy, Cluster.build(nodes), run.pods, typical, tie_rank=run.tie_rank)
+    monkeypatch.setitem(POLICIES, policy, SimPolicy(policy, counting))
+    result = simulate_run(policy, nodes, run, typical, at_once=False)
+    assert result.summary.cycles == len(run.pods) and len(made) == 1
+    assert placed_indices(run, result) == [j for j, _ in expected]
+
+
+def test_the_trace_is_parsed_once_for_the_typical_pods_and_the_fragmentation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saturating openb trace is 9,061 pods: FGD's typical pods and the replay's fragmentation
+    measure read the same parsed pods."""
+    from kubeplace.models.config import Configuration, Profile, SolverSettings
+    from kubeplace.serve.settings import ServeSettings
+    from kubeplace.simulate import world as world_module
+    from kubeplace.simulate.engine import simulate
+    from kubeplace.simulate.policies import cycle
+    from kubeplace.simulate.schedulers import Setup
+    from kubeplace_bench.fgd_simulate import protocol_world
+
+    parsed = []
+
+    def counting(raw: Any, source: str, *args: Any) -> Any:
+        parsed.append(raw)
+        return parse_pod(raw, source, *args)
+
+    monkeypatch.setattr(world_module, "parse_pod", counting)
+    monkeypatch.setattr(cycle, "parse_pod", counting, raising=False)
+    nodes, run = random_case(5, n_nodes=4, n_pods=12)
+    cluster, trace = protocol_world(nodes, run, at_once=False)
+    setup = Setup(Configuration(), Profile(), SolverSettings(workers=1), ServeSettings(bind_workers=1))
+    result = simulate(cluster, trace, "fgd", setup)  # (the typical pods: the trace's)
+    assert result.summary.cycles == 12 and len(parsed) == 12

@@ -41,6 +41,40 @@ def test_processes_give_the_results_of_one_process(tmp_path: Path) -> None:
                if c is not None)
 
 
+def test_the_workers_read_no_file_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases' inputs are read once and handed to the processes (a saturating openb trace takes
+    about 30 s to read): a trace file gone once read is not missed."""
+    specs = read_sweep(small_sweep(tmp_path))
+    read = sweep.read_trace
+
+    def read_once(path: Path) -> Any:
+        trace = read(path)
+        path.unlink()
+        return trace
+
+    monkeypatch.setattr(sweep, "read_trace", read_once)
+    cases = run_cases(specs[::2], workers=2)
+    assert [c.result.summary.scheduler for c in cases if c is not None] == ["kubeplace", "fgd"]
+
+
+def test_simulate_runs_its_cases_in_one_process_per_cpu_by_default(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kubeplace simulate --scheduler A --scheduler B`` replays A and B at once on two CPUs."""
+    asked = []
+
+    def recorded(specs: Any, workers: int | None = None, on_done: Any = None) -> list[None]:
+        asked.append((len(specs), workers))
+        return [None] * len(specs)
+
+    monkeypatch.setattr(sweep, "run_cases", recorded)
+    small_sweep(tmp_path)
+    args = ["simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--workload", str(tmp_path / "trace.yaml"),
+            "--scheduler", "kubeplace", "--scheduler", "fgd", "-o", "json"]
+    CliRunner().invoke(main, args)
+    CliRunner().invoke(main, [*args, "--workers", "1"])
+    assert asked == [(2, None), (2, 1)]
+
+
 BLOCK_RAY = """
 import sys
 class NoRay:
@@ -133,11 +167,13 @@ def test_ctrl_c_between_two_replays_still_writes_the_cases_finished(tmp_path: Pa
 
 
 def test_ctrl_c_in_the_single_simulation_keeps_its_json_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process (``--workers 1``; by default the cases run in one process per CPU, whose
+    Ctrl-C at the terminal is the next test's)."""
     small_sweep(tmp_path)
     _cut_short_in_the_second_case(monkeypatch)
     result = CliRunner().invoke(main, ["simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--workload",
                                        str(tmp_path / "trace.yaml"), "--scheduler", "fgd", "--seed", "0,1,2",
-                                       "-o", "json"])
+                                       "--workers", "1", "-o", "json"])
     assert result.exit_code == 0, result.output
     assert [c["summary"]["interrupted"] for c in json.loads(result.stdout)] == [False, True]
     assert result.stderr.startswith("interrupted: 1 of 3 case(s) finished, 1 cut short")
