@@ -96,7 +96,7 @@ class _Entry(weakref.ref):  # type: ignore[type-arg]
     __slots__ = ("args", "key", "more", "value")
 
     def __init__(self, obj: Any, callback: Callable[[weakref.ref[Any]], None], key: int) -> None:
-        super().__init__(obj, callback)
+        super().__init__(obj, callback)  # type: ignore[call-arg]
         self.key = key
         self.args: tuple[Hashable, ...] | object = _MISSING
         self.value: Any = None

@@ -516,8 +516,8 @@ def spec_rules(spec: Mapping[str, Any]) -> frozenset[SpecRule]:
         found.add(SpecRule.RESOURCE_CLAIMS)
     if has_inline_disk(spec):
         found.add(SpecRule.INLINE_DISKS)
-    rules = frozenset(found)
-    return _RULE_SETS.setdefault(rules, rules)
+    held = frozenset(found)
+    return _RULE_SETS.setdefault(held, held)
 
 
 _RULE_SETS: dict[frozenset[SpecRule], frozenset[SpecRule]] = {}
