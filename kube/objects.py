@@ -160,7 +160,7 @@ class Node:
     """``spec.providerID``: the machine, as its cloud names it (Karpenter matches its NodeClaims by it)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Pod:
     namespace: str
     name: str
@@ -231,11 +231,11 @@ class Pod:
     the plan reserves it as counts per node."""
     source: str = field(default="", compare=False)
     """Where it was read from, for messages; not part of equality (files and API agree)."""
+    key: str = field(init=False, repr=False, compare=False)
+    """``namespace/name``; spelled once per object (every step of a plan asks for it, per pod)."""
 
-    @cached_property
-    def key(self) -> str:
-        """``namespace/name``; spelled once per object (every step of a plan asks for it, per pod)."""
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     @property
     def finished(self) -> bool:

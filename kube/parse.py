@@ -575,4 +575,10 @@ def spec_rules(spec: Mapping[str, Any]) -> frozenset[SpecRule]:
         found.add(SpecRule.RESOURCE_CLAIMS)
     if has_inline_disk(spec):
         found.add(SpecRule.INLINE_DISKS)
-    return frozenset(found)
+    held = frozenset(found)
+    return _RULE_SETS.setdefault(held, held)
+
+
+_RULE_SETS: dict[frozenset[SpecRule], frozenset[SpecRule]] = {}
+"""Each set of rules once (at most 2^5), shared by every pod that holds it: one set per pod
+(mostly the empty one) took 20 MiB at 100,000 pods."""

@@ -191,7 +191,7 @@ def _best_greedy(problem: Problem, terms: Sequence[ObjectiveTerm], settings: Sol
                               for c, _ in candidates)
     quotas = kind_quotas(problem, budget.part(GUIDED_SHARE).within(GUIDED_SECONDS)) if with_guided else None
     if quotas is not None:
-        candidates.append((guided(problem, *quotas), "guided"))
+        candidates += [(guided(problem, *quotas), "guided"), (guided(problem, *quotas, packed=True), "guided best-fit")]
     candidates += seeds
     if problem.has_domain_rules:
         candidates = [(a, n) for a, n in candidates if not evaluate.rule_violations(problem, a)]

@@ -34,7 +34,7 @@ COLUMNS = ("nodes", "pods", "backend", "classes", "seconds_snapshot", "seconds_p
               help="Only write the cluster (first size) as one YAML List file, as kubectl prints it.")
 @click.option("--phases", is_flag=True, default=False,
               help="Also time the plan's phases (aggregation, greedy, solve, explain, verification, ...): "
-                   "a column each, in seconds.")
+                   "a column each, wall/CPU seconds.")
 @click.option("--default-scheduler/--no-default-scheduler", default=True, show_default=True,
               help="Also run the one-pod-at-a-time default-scheduler emulation on the same cluster.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
@@ -65,6 +65,7 @@ def synthetic_command(node_counts: list[int], pod_counts: list[int], backends: s
     rows = table(*(c.upper() for c in COLUMNS), *(f"s_{name}".upper() for name in phase_names))
     for r in results:
         rows.add_row(*(str(r[c]) for c in COLUMNS),
-                     *(str(r["phase_seconds"].get(name, "-")) for name in phase_names))
+                     *(f"{r['phase_seconds'][name]}/{r['phase_cpu_seconds'][name]}" if name in r["phase_seconds"]
+                       else "-" for name in phase_names))
     stdout_console().print(rows)
 

@@ -34,15 +34,18 @@ PHASES: tuple[tuple[str, str, str], ...] = (  # name, module, attribute
 
 
 @contextmanager
-def timed_phases(seconds: dict[str, float]) -> Iterator[None]:
-    """While open, adds each phase's wall seconds into ``seconds`` (by phase name)."""
+def timed_phases(seconds: dict[str, float], cpu: dict[str, float] | None = None) -> Iterator[None]:
+    """While open, adds each phase's wall seconds into ``seconds`` and its CPU seconds (the
+    process's, every thread's: the solver's workers too) into ``cpu`` (by phase name): on a
+    shared machine the wall seconds also count the time others took the cores."""
+    cpu = {} if cpu is None else cpu
     saved: list[tuple[Any, str, Any]] = []
     active: set[str] = set()
     for name, module_name, attribute in PHASES:
         module = importlib.import_module(module_name)
         original = getattr(module, attribute)
         saved.append((module, attribute, original))
-        setattr(module, attribute, _timed(name, original, seconds, active))
+        setattr(module, attribute, _timed(name, original, seconds, cpu, active))
     try:
         yield
     finally:
@@ -50,17 +53,18 @@ def timed_phases(seconds: dict[str, float]) -> Iterator[None]:
             setattr(module, attribute, original)
 
 
-def _timed(name: str, function: Callable[..., Any], seconds: dict[str, float],
+def _timed(name: str, function: Callable[..., Any], seconds: dict[str, float], cpu: dict[str, float],
            active: set[str]) -> Callable[..., Any]:
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Any:
         if name in active:
             return function(*args, **kwargs)
         active.add(name)
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         try:
             return function(*args, **kwargs)
         finally:
             seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
+            cpu[name] = cpu.get(name, 0.0) + time.process_time() - started_cpu
             active.discard(name)
     return timed

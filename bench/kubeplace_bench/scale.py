@@ -57,6 +57,8 @@ class ScaleResult:
     verification; ``peak_mib`` also counts the default-scheduler emulation after it)."""
     phase_seconds: dict[str, float] = field(default_factory=dict)
     """Wall seconds per phase of the plan and its verification (``kubeplace_bench.phases``), when asked."""
+    phase_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per phase, likewise."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -79,7 +81,8 @@ def run_scale(spec: SyntheticSpec, backend: str, time_limit: float, on_event: On
     loaded, loaded_cpu = time.perf_counter(), time.process_time()
     config, profile = Configuration(), Profile()
     phase_seconds: dict[str, float] = {}
-    with timed_phases(phase_seconds) if phases else nullcontext():
+    phase_cpu: dict[str, float] = {}
+    with timed_phases(phase_seconds, phase_cpu) if phases else nullcontext():
         planned = make_plan(snapshot, config, profile, SolverSettings(backend=backend, time_limit=time_limit),
                             on_event)
         planned_at, planned_cpu = time.perf_counter(), time.process_time()
@@ -103,4 +106,5 @@ def run_scale(spec: SyntheticSpec, backend: str, time_limit: float, on_event: On
                        s.status, round(s.objective, 3), round(first, 3), problem.n_classes, len(emulation_placed),
                        round(emu_seconds, 2), len(emulation_violations), peak_mib(), spec.rules,
                        round(planned_cpu - loaded_cpu, 2), round(verified_cpu - planned_cpu, 2), plan_peak,
-                       {name: round(seconds, 2) for name, seconds in phase_seconds.items()})
+                       {name: round(seconds, 2) for name, seconds in phase_seconds.items()},
+                       {name: round(seconds, 2) for name, seconds in phase_cpu.items()})

@@ -70,3 +70,21 @@ def test_guided_greedy_follows_kind_quotas_and_places_everything_that_fits() -> 
     quotas = kind_quotas(problem, Budget(0.0, 5, CountedClock()))
     assert quotas is not None and int(quotas[0].sum()) == 6
     assert pods_placed(guided(problem, *quotas)) == 6
+
+
+def test_the_packed_guided_greedy_keeps_each_kind_s_room_for_the_classes_its_quotas_name() -> None:
+    # 16 GPUs for three 4-GPU pods and eight 1-GPU pods (one priority): at most 10 pods, two
+    # 4-GPU ones and every 1-GPU one. Spread over the kinds' nodes, or placed beyond their quota
+    # before the 1-GPU pods had theirs, the 4-GPU pods take the room of four 1-GPU pods each.
+    snap = snapshot_of(
+        node("a4").cpu("32").memory("128Gi").gpu(4), node("b4").cpu("32").memory("128Gi").gpu(4),
+        node("c8").cpu("64").memory("256Gi").gpu(8),
+        *[pod(f"four{i}").cpu("1").memory("1Gi").gpu(4) for i in range(3)],
+        *[pod(f"one{i}").cpu("1").memory("1Gi").gpu(1) for i in range(8)],
+    )
+    plugins = instantiate(Configuration(), Profile(), snap)
+    problem = aggregate(snap, plugins).problem
+    quotas = kind_quotas(problem, Budget(0.0, 5, CountedClock()))
+    assert quotas is not None and int(quotas[0].sum()) == 10
+    assert pods_placed(guided(problem, *quotas)) == 7
+    assert pods_placed(guided(problem, *quotas, packed=True)) == 10
