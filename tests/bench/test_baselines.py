@@ -146,7 +146,7 @@ def test_replay_shape() -> None:
     pods = [PodSpec(f"p{j}", 2000, 1024, *[(1, 1000), (1, 500), (0, 0), (2, 1000)][j % 4]) for j in range(8)]
     doc = replay(TWO, pods, seeds=[1, 2], window=4, time_limit=0.5)
     assert doc["input"]["seeds"] == [1, 2] and doc["input"]["window"] == 4
-    assert list(doc["policies"]) == ["kubeplace", "default-scheduler", "best-fit", "fgd"]
+    assert list(doc["policies"]) == ["kubeplace", "default-scheduler", "best-fit", "fgd", "fgd-steered"]
     for figures in doc["policies"].values():
         assert 0 < figures["gpu_alloc_ratio"] <= 1
         assert len(figures["per_seed"]) == 2

@@ -188,7 +188,7 @@ def test_bench_openb_json_shape(tmp_path: Path) -> None:
     doc = json.loads(result.output)
     assert set(doc["lp_bound"]) == {"gpu_milli", "pods"}
     assert doc["input"] == {"nodes": 3, "pods": 4, "gpus": 12, "node_file": str(nodes), "pod_file": str(pods)}
-    assert list(doc["policies"]) == ["kubeplace", "default-scheduler", "best-fit", "fgd"]
+    assert list(doc["policies"]) == ["kubeplace", "default-scheduler", "best-fit", "fgd", "fgd-steered"]
     for figures in doc["policies"].values():
         assert {"pods_placed", "gpu_milli_placed", "gpu_alloc_ratio", "cpu_milli_placed", "seconds", "peak_mib",
                 "fragmentation_ratio"} <= set(figures)
