@@ -112,7 +112,9 @@ def fgd_protocol_command(nodes_csv: Path, pods_csvs: tuple[Path, ...], seeds: li
     options = fgd_table.Options(nodes_csv.resolve(), window, time_limit, via, bound_time_limit, offline)
     try:
         records = fgd_table.load(resume) if resume is not None else []
-    except ValueError as e:
+        if resume is not None:  # written now, so a path that cannot be is refused before any run
+            fgd_table.save(resume, records, [])
+    except (ValueError, OSError) as e:
         raise click.UsageError(f"--resume {e}") from None
     have = {fgd_table.key(r) for r in records}
     every = fgd_table.tasks([p.resolve() for p in pods_csvs], seeds, schedulers, bound)

@@ -59,6 +59,15 @@ def test_a_resume_file_that_is_not_the_command_s_is_a_usage_error(tmp_path: Path
     assert result.exit_code == 2 and "--resume" in result.output and "Traceback" not in result.output
 
 
+def test_a_resume_file_that_cannot_be_written_is_refused_before_any_run(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,2,T4\n")
+    result = CliRunner().invoke(bench, ["fgd-protocol", "--nodes", str(nodes), "--pods", str(nodes),
+                                        "--resume", str(tmp_path / "absent" / "table.json")])
+    assert result.exit_code == 2 and "--resume" in result.output and "No such file" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 @needs_go
 def test_resume_keeps_the_records_it_finds_and_runs_only_the_others(tmp_path: Path) -> None:
     nodes = tmp_path / "nodes.csv"
