@@ -509,9 +509,7 @@ class Scheduler:
 
     def _attempt(self, result: str, started: float, pods: int = 1) -> None:
         """``pods`` attempts of a cycle started at ``started`` ended with ``result`` now."""
-        seconds = max(0.0, self.clock() - started)
-        for _ in range(pods):
-            self.metrics.attempt_seconds.labels(result, self.settings.scheduler_name).observe(seconds)
+        self.metrics.attempted(result, self.settings.scheduler_name, self.clock() - started, pods)
 
     def _bound_one(self, pod: Pod, unit: Unit, result: BindResult, report: CycleReport, started: float) -> None:
         """What one binding's answer changes: the log, assumed usage, metrics, the pod's Event;
@@ -531,8 +529,6 @@ class Scheduler:
             self._attempt(SCHEDULED, started)
             attempts = self.intake.attempts(pod.key)
             seen = self.intake.forget(pod.key)
-            if seen is not None:
-                self.metrics.pod_latency.observe(self.clock() - seen)
             self.metrics.bound(None if seen is None else self.clock() - seen, attempts)
             self.recorder.pod_event(pod, ev.SCHEDULED, f"Successfully assigned {pod.key} to {node}")
             return

@@ -84,9 +84,17 @@ class Metrics:
         self.queue_unschedulable.set(queues.get("backoff", 0) + queues.get("unschedulable", 0))
 
     def bound(self, waited: float | None, attempts: int) -> None:
-        """A pod bound: its wait since first seen pending (None: not seen pending), in the SLI."""
+        """A pod bound: its wait since first seen pending (None: not seen pending), in serve's own
+        latency and the SLI."""
         if waited is not None:
+            self.pod_latency.observe(waited)
             self.sli.labels(str(min(max(attempts, 1), ATTEMPTS_LABELLED))).observe(max(0.0, waited))
+
+    def attempted(self, result: str, profile: str, seconds: float, pods: int = 1) -> None:
+        """``pods`` scheduling attempts of ``profile`` that ended with ``result`` after ``seconds``."""
+        histogram = self.attempt_seconds.labels(result, profile)
+        for _ in range(pods):
+            histogram.observe(max(0.0, seconds))
 
     def serve(self, port: int, address: str = "0.0.0.0") -> Any:
         """Serves ``/metrics`` on ``address:port`` from a daemon thread; returns the server."""

@@ -18,22 +18,32 @@ from tests.cli.test_cli_plugin_failures import HEADER, PLUGIN, module_name
 from tests.serve.fakes import Clock, FakeCluster
 
 
-@pytest.mark.parametrize("hook", ["filter", "pod_key", "unmodelled", "rejection"])
-def test_a_plugin_failing_for_one_pod_is_that_pods_reason_and_the_others_are_bound(tmp_path: Path,
-                                                                                    hook: str) -> None:
-    (tmp_path / f"{module_name(tmp_path)}.py").write_text(PLUGIN)
+def _scheduler(tmp_path: Path, nodes: list[dict], pods: list[dict], hook: str | None = None,
+               source: str = PLUGIN) -> tuple[Scheduler, FakeCluster]:
+    """A scheduler whose only profile enables the user plugin Broken (``source``), args ``hook``,
+    on ``nodes`` and pending ``pods``, its queue filled."""
+    (tmp_path / f"{module_name(tmp_path)}.py").write_text(source)
     path = tmp_path / "config.yaml"
+    args = f"  pluginConfig: [{{name: Broken, args: {{hook: {hook}}}}}]\n" if hook else ""
     path.write_text(HEADER + f"userPlugins:\n- {{name: Broken, import: '{module_name(tmp_path)}:FACTORY'}}\n"
-                    "profiles:\n- plugins: {enabled: [Broken]}\n"
-                    f"  pluginConfig: [{{name: Broken, args: {{hook: {hook}}}}}]\n")
+                    "profiles:\n- plugins: {enabled: [Broken]}\n" + args)
     config = load_configuration(path)
     store = Store()
-    store.replace("nodes", [node("n1").cpu("4").manifest()])
-    store.replace("pods", [pod("plain").cpu("1").manifest(), pod("odd").cpu("1").label("special", "true").manifest()])
+    store.replace("nodes", nodes)
+    store.replace("pods", pods)
     cluster = FakeCluster()
     s = Scheduler(cluster, store, config, config.profiles[0], SolverSettings(time_limit=5, workers=1),
                   ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), clock=Clock())
     s.resync_queue()
+    return s, cluster
+
+
+@pytest.mark.parametrize("hook", ["filter", "pod_key", "unmodelled", "rejection"])
+def test_a_plugin_failing_for_one_pod_is_that_pods_reason_and_the_others_are_bound(tmp_path: Path,
+                                                                                    hook: str) -> None:
+    s, cluster = _scheduler(tmp_path, [node("n1").cpu("4").manifest()],
+                            [pod("plain").cpu("1").manifest(), pod("odd").cpu("1").label("special", "true").manifest()],
+                            hook)
     report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
     assert report.bound == ["default/plain"] and [b[0] for b in cluster.bindings] == ["default/plain"]
     (event,) = [e for e in cluster.events if e["involvedObject"]["name"] == "odd"]
@@ -55,19 +65,10 @@ def test_a_build_failing_on_one_object_is_its_pods_reason_and_the_others_are_bou
     """The build of a plugin for the cycle fails on one pending pod (or one node): that pod is not
     bound, its Event says why, and the other pods are bound in the same cycle (on the other node)."""
     source = PLUGIN.replace("    return Broken(args)", BUILD_FAILS_ON[fault] + "    return Broken(args)")
-    (tmp_path / f"{module_name(tmp_path)}.py").write_text(source)
-    path = tmp_path / "config.yaml"
-    path.write_text(HEADER + f"userPlugins:\n- {{name: Broken, import: '{module_name(tmp_path)}:FACTORY'}}\n"
-                    "profiles:\n- plugins: {enabled: [Broken]}\n")
-    config = load_configuration(path)
-    store = Store()
-    store.replace("nodes", [node("n1").cpu("4").manifest(), node("n2").cpu("4").label("special", "true").manifest()])
     odd = pod("odd").cpu("1") if fault == "node" else pod("odd").cpu("1").label("special", "true")
-    store.replace("pods", [pod("plain").cpu("1").manifest(), pod("other").cpu("3").manifest(), odd.manifest()])
-    cluster = FakeCluster()
-    s = Scheduler(cluster, store, config, config.profiles[0], SolverSettings(time_limit=5, workers=1),
-                  ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), clock=Clock())
-    s.resync_queue()
+    nodes = [node("n1").cpu("4").manifest(), node("n2").cpu("4").label("special", "true").manifest()]
+    pods = [pod("plain").cpu("1").manifest(), pod("other").cpu("3").manifest(), odd.manifest()]
+    s, cluster = _scheduler(tmp_path, nodes, pods, source=source)
     report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
     if fault == "node":  # n2 refused by the plugin: two of the three pods go to n1, the third does not fit
         assert len(report.bound) == 2, report
@@ -87,19 +88,8 @@ def test_a_hook_about_the_whole_batch_failing_is_each_pods_reason(tmp_path: Path
     """A score or constraint plugin failing for the whole batch fails each of its pods as the
     kube-scheduler fails a pod on a plugin's error: the pod's FailedScheduling Event and its unit's
     backoff say which plugin failed and how (not a bare "cycle failed"), and the scheduler goes on."""
-    (tmp_path / f"{module_name(tmp_path)}.py").write_text(PLUGIN)
-    path = tmp_path / "config.yaml"
-    path.write_text(HEADER + f"userPlugins:\n- {{name: Broken, import: '{module_name(tmp_path)}:FACTORY'}}\n"
-                    "profiles:\n- plugins: {enabled: [Broken]}\n"
-                    f"  pluginConfig: [{{name: Broken, args: {{hook: {hook}}}}}]\n")
-    config = load_configuration(path)
-    store = Store()
-    store.replace("nodes", [node("n1").cpu("4").manifest()])
-    store.replace("pods", [pod("a").cpu("1").manifest(), pod("b").cpu("1").manifest()])
-    cluster = FakeCluster()
-    s = Scheduler(cluster, store, config, config.profiles[0], SolverSettings(time_limit=5, workers=1),
-                  ServeSettings(batch_window=0, initial_backoff=1, max_backoff=10), clock=Clock())
-    s.resync_queue()
+    s, cluster = _scheduler(tmp_path, [node("n1").cpu("4").manifest()],
+                            [pod("a").cpu("1").manifest(), pod("b").cpu("1").manifest()], hook)
     report = s.cycle(s.queue.pop_batch(window=0, size=10, timeout=0))
     assert not cluster.bindings and sorted(report.unplaced) == ["default/a", "default/b"], report
     why = f"plugin Broken failed: {hook}(): ValueError: {hook} broke"
